@@ -1,0 +1,1 @@
+//! weft-drivers (being written)

@@ -1,0 +1,187 @@
+//! The crypto provider interface every machine is handed, and the default provider.
+//!
+//! Machines never name a crypto crate. They hold a `&'static dyn` [`CryptoProvider`] given at
+//! construction, the way rustls and str0m make crypto pluggable, so a server can swap in a
+//! native-backed provider (`weft_drivers::fast_crypto`) and a device can keep the pure-Rust one.
+//!
+//! What the specs need, and nothing more:
+//!
+//! - ECDSA P-256 / SHA-256 with 64-byte P1363 signatures (Minca signs and checks everything so);
+//! - ECDH on P-256 (Minca `box` keys);
+//! - Ed25519 (AIRC realm signing; [`sigstring`] gives AIRC's `ed25519:<kid>:<base64>` form);
+//! - BIP-340 Schnorr over secp256k1 (Nostr events);
+//! - AES-256-GCM (Minca room keys and sealed messages);
+//! - SHA-256, HMAC-SHA256 and HMAC-SHA1 (TURN REST passwords).
+//!
+//! Every provider passes the same vectors and property tests: anything one signs, the other
+//! verifies.
+
+use alloc::vec::Vec;
+use core::fmt;
+
+#[cfg(feature = "rustcrypto")]
+mod rustcrypto;
+pub mod sigstring;
+
+// (being written) #[cfg(feature = "rustcrypto")]
+// pub use rustcrypto::RustCrypto;
+
+/// Why a crypto operation could not be done. Verification failures are not errors: `verify`
+/// returns `false`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CryptoError {
+    /// A secret key is not a valid scalar for its curve (zero, or not below the group order).
+    InvalidSecretKey,
+    /// A public key does not decode to a point on its curve.
+    InvalidPublicKey,
+    /// AES-GCM authentication failed: wrong key, nonce, associated data, or tampered ciphertext.
+    Decrypt,
+}
+
+impl fmt::Display for CryptoError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::InvalidSecretKey => "invalid secret key",
+            Self::InvalidPublicKey => "invalid public key",
+            Self::Decrypt => "authenticated decryption failed",
+        })
+    }
+}
+
+impl core::error::Error for CryptoError {}
+
+macro_rules! secret {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        ///
+        /// Its `Debug` never shows the bytes, so a secret cannot reach a log by accident.
+        #[derive(Clone, PartialEq, Eq)]
+        pub struct $name([u8; 32]);
+
+        impl $name {
+            /// Wraps 32 secret bytes. Validity is checked when a provider uses them.
+            pub const fn from_bytes(bytes: [u8; 32]) -> Self {
+                Self(bytes)
+            }
+
+            /// The secret bytes, for storage.
+            pub const fn expose(&self) -> &[u8; 32] {
+                &self.0
+            }
+        }
+
+        impl fmt::Debug for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(concat!(stringify!($name), "(<redacted>)"))
+            }
+        }
+    };
+}
+
+secret!(
+    /// A P-256 secret scalar, big-endian.
+    P256Secret
+);
+secret!(
+    /// An Ed25519 secret seed (RFC 8032's 32-byte private key).
+    Ed25519Seed
+);
+secret!(
+    /// A secp256k1 secret scalar, big-endian.
+    Secp256k1Secret
+);
+
+/// A P-256 public key as a SEC1 compressed point (33 bytes), the form did:key uses.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
+pub struct P256Public(pub [u8; 33]);
+
+/// The operations weft's protocols need, implemented by a crypto backend.
+///
+/// Implementations must be deterministic where the algorithm is (RFC 6979 ECDSA, Ed25519), must
+/// never panic on any input, and must treat malformed keys and signatures as a failed
+/// verification rather than an error.
+pub trait CryptoProvider: Send + Sync {
+    /// A short name for logs and benchmarks, such as `"rustcrypto"`.
+    fn name(&self) -> &'static str;
+
+    /// SHA-256 over the concatenation of `parts`.
+    fn sha256(&self, parts: &[&[u8]]) -> [u8; 32];
+    /// HMAC-SHA256 under `key` over the concatenation of `parts`.
+    fn hmac_sha256(&self, key: &[u8], parts: &[&[u8]]) -> [u8; 32];
+    /// HMAC-SHA1 under `key` over the concatenation of `parts` (TURN REST passwords).
+    fn hmac_sha1(&self, key: &[u8], parts: &[&[u8]]) -> [u8; 20];
+
+    /// The compressed public key of a P-256 secret.
+    fn p256_public_key(&self, secret: &P256Secret) -> Result<P256Public, CryptoError>;
+    /// ECDSA P-256 / SHA-256 over `msg`, deterministic (RFC 6979), as 64-byte P1363 `r || s`.
+    fn p256_sign(&self, secret: &P256Secret, msg: &[u8]) -> Result<[u8; 64], CryptoError>;
+    /// Checks a 64-byte P1363 ECDSA P-256 / SHA-256 signature over `msg`.
+    fn p256_verify(&self, public: &P256Public, msg: &[u8], sig: &[u8; 64]) -> bool;
+    /// ECDH on P-256: the x-coordinate of `secret · peer`.
+    fn p256_ecdh(&self, secret: &P256Secret, peer: &P256Public) -> Result<[u8; 32], CryptoError>;
+
+    /// The Ed25519 public key of a seed.
+    fn ed25519_public_key(&self, seed: &Ed25519Seed) -> [u8; 32];
+    /// An Ed25519 signature (RFC 8032, deterministic).
+    fn ed25519_sign(&self, seed: &Ed25519Seed, msg: &[u8]) -> [u8; 64];
+    /// Checks an Ed25519 signature.
+    fn ed25519_verify(&self, public: &[u8; 32], msg: &[u8], sig: &[u8; 64]) -> bool;
+
+    /// The BIP-340 x-only public key of a secp256k1 secret.
+    fn schnorr_public_key(&self, secret: &Secp256k1Secret) -> Result<[u8; 32], CryptoError>;
+    /// A BIP-340 Schnorr signature over a 32-byte message with 32 bytes of auxiliary randomness
+    /// (drawn by the caller from its injected RNG).
+    fn schnorr_sign(
+        &self,
+        secret: &Secp256k1Secret,
+        msg: &[u8; 32],
+        aux: &[u8; 32],
+    ) -> Result<[u8; 64], CryptoError>;
+    /// Checks a BIP-340 Schnorr signature over a 32-byte message.
+    fn schnorr_verify(&self, public: &[u8; 32], msg: &[u8; 32], sig: &[u8; 64]) -> bool;
+
+    /// AES-256-GCM: `ciphertext || 16-byte tag`.
+    fn aes256gcm_seal(&self, key: &[u8; 32], nonce: &[u8; 12], aad: &[u8], plaintext: &[u8]) -> Vec<u8>;
+    /// AES-256-GCM: opens `ciphertext || tag`, or [`CryptoError::Decrypt`].
+    fn aes256gcm_open(
+        &self,
+        key: &[u8; 32],
+        nonce: &[u8; 12],
+        aad: &[u8],
+        sealed: &[u8],
+    ) -> Result<Vec<u8>, CryptoError>;
+}
+
+// (being written) default_provider()
+
+/// A fresh P-256 secret drawn from `rng` (rejection-sampled until it is a valid scalar).
+pub fn generate_p256(provider: &dyn CryptoProvider, rng: &mut dyn rand_core::CryptoRng) -> P256Secret {
+    loop {
+        let mut b = [0u8; 32];
+        rng.fill_bytes(&mut b);
+        let s = P256Secret::from_bytes(b);
+        if provider.p256_public_key(&s).is_ok() {
+            return s;
+        }
+    }
+}
+
+/// A fresh secp256k1 secret drawn from `rng` (rejection-sampled until it is a valid scalar).
+pub fn generate_secp256k1(provider: &dyn CryptoProvider, rng: &mut dyn rand_core::CryptoRng) -> Secp256k1Secret {
+    loop {
+        let mut b = [0u8; 32];
+        rng.fill_bytes(&mut b);
+        let s = Secp256k1Secret::from_bytes(b);
+        if provider.schnorr_public_key(&s).is_ok() {
+            return s;
+        }
+    }
+}
+
+/// A fresh Ed25519 seed drawn from `rng` (every 32 bytes are a valid seed).
+pub fn generate_ed25519(rng: &mut dyn rand_core::CryptoRng) -> Ed25519Seed {
+    let mut b = [0u8; 32];
+    rng.fill_bytes(&mut b);
+    Ed25519Seed::from_bytes(b)
+}

@@ -1,0 +1,1 @@
+//! weft-sim (being written)
