@@ -20,7 +20,7 @@
 //!     }
 //!     m.poll_timeout().map(|w| w.at)
 //! }
-//! //! ```
+//! ```
 //!
 //! When the clock reaches the deadline the host calls [`core::Machine::handle_timeout`] and drains
 //! again. Outputs are executed strictly in order: a machine that must not claim something before it
@@ -34,6 +34,8 @@
 //!   JavaScript's string length and ordering.
 //! - [`crypto`]: the crypto provider interface machines are handed, and the default RustCrypto
 //!   provider (feature `rustcrypto`).
+//! - [`minca`] (feature `minca`): Minca 04 Network.
+//! - [`airc`] (feature `airc`): AIRC draft 0.2.
 #![no_std]
 #![forbid(unsafe_code)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
@@ -45,3 +47,8 @@ extern crate std;
 pub mod codec;
 pub mod core;
 pub mod crypto;
+
+#[cfg(feature = "airc")]
+pub mod airc;
+#[cfg(feature = "minca")]
+pub mod minca;

@@ -98,6 +98,7 @@ impl fmt::Display for Timestamp {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use alloc::format;
 
     #[test]
     fn arithmetic_saturates_instead_of_panicking() {
