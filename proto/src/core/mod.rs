@@ -16,8 +16,13 @@ pub mod timer;
 
 mod time;
 
+pub use backoff::{Backoff, BackoffConfig};
+pub use bounded::{BoundedMap, BoundedSet, ExpiringSet};
+pub use bucket::{BucketConfig, TokenBucket};
 pub use rand_core;
+pub use replay::ReplayWindow;
 pub use time::Timestamp;
+pub use timer::TimerQueue;
 
 /// When a machine next wants [`Machine::handle_timeout`], and why.
 ///
