@@ -178,7 +178,9 @@ mod tests {
         let b = NPUB_TEXT.replacen('0', "b", 1);
         assert_eq!(decode(&b), Err(DecodeError::InvalidCharacter { position: 6 }));
         assert_eq!(decode(""), Err(DecodeError::MissingSeparator));
-        assert_eq!(decode("npub"), Err(DecodeError::MissingSeparator));
+        // With no separator the whole string is data, and `b` is not a data character.
+        assert_eq!(decode("npub"), Err(DecodeError::InvalidCharacter { position: 3 }));
+        assert_eq!(decode("qqqq"), Err(DecodeError::MissingSeparator));
         assert_eq!(decode("npub1"), Err(DecodeError::InvalidLength { length: 5 }));
         assert_eq!(decode("npub1qqqqq"), Err(DecodeError::InvalidLength { length: 10 }));
         assert_eq!(decode("1qqqqqqqq"), Err(DecodeError::InvalidHrp));
