@@ -52,12 +52,27 @@ mod tests {
 
     #[test]
     fn rejects_upper_case_padding_and_wrong_alphabet() {
-        assert_eq!(decode("MY"), Err(DecodeError::InvalidCharacter { position: 0 }));
-        assert_eq!(decode("mY"), Err(DecodeError::InvalidCharacter { position: 1 }));
-        assert_eq!(decode("my======"), Err(DecodeError::InvalidPadding { position: 2 }));
+        assert_eq!(
+            decode("MY"),
+            Err(DecodeError::InvalidCharacter { position: 0 })
+        );
+        assert_eq!(
+            decode("mY"),
+            Err(DecodeError::InvalidCharacter { position: 1 })
+        );
+        assert_eq!(
+            decode("my======"),
+            Err(DecodeError::InvalidPadding { position: 2 })
+        );
         // 0, 1, 8 and 9 are not in the RFC 4648 alphabet.
-        assert_eq!(decode("m1"), Err(DecodeError::InvalidCharacter { position: 1 }));
-        assert_eq!(decode("m0"), Err(DecodeError::InvalidCharacter { position: 1 }));
+        assert_eq!(
+            decode("m1"),
+            Err(DecodeError::InvalidCharacter { position: 1 })
+        );
+        assert_eq!(
+            decode("m0"),
+            Err(DecodeError::InvalidCharacter { position: 1 })
+        );
     }
 
     #[test]

@@ -37,7 +37,10 @@ mod tests {
         assert_eq!(encode(b""), "");
         assert_eq!(encode(b"Hello World!"), "2NEpo7TZRRrLZSi2U");
         assert_eq!(encode(&[0, 0, 0x28, 0x7f, 0xb4, 0xcd]), "11233QC4");
-        assert_eq!(decode("11233QC4").unwrap(), vec![0, 0, 0x28, 0x7f, 0xb4, 0xcd]);
+        assert_eq!(
+            decode("11233QC4").unwrap(),
+            vec![0, 0, 0x28, 0x7f, 0xb4, 0xcd]
+        );
         assert_eq!(decode("2NEpo7TZRRrLZSi2U").unwrap(), b"Hello World!");
         assert_eq!(decode("").unwrap(), b"");
         assert_eq!(decode("1").unwrap(), vec![0]);
@@ -45,8 +48,19 @@ mod tests {
 
     #[test]
     fn rejects_characters_outside_the_alphabet() {
-        for (text, position) in [("0", 0), ("abO", 2), ("aI", 1), ("l", 0), ("a+b", 1), ("aé", 1)] {
-            assert_eq!(decode(text), Err(DecodeError::InvalidCharacter { position }), "{text}");
+        for (text, position) in [
+            ("0", 0),
+            ("abO", 2),
+            ("aI", 1),
+            ("l", 0),
+            ("a+b", 1),
+            ("aé", 1),
+        ] {
+            assert_eq!(
+                decode(text),
+                Err(DecodeError::InvalidCharacter { position }),
+                "{text}"
+            );
         }
     }
 }

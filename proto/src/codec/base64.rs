@@ -46,15 +46,33 @@ mod tests {
     fn requires_padding() {
         assert_eq!(decode("Zg"), Err(DecodeError::InvalidLength { length: 2 }));
         assert_eq!(decode("Zm8"), Err(DecodeError::InvalidLength { length: 3 }));
-        assert!(matches!(decode("Zg=a"), Err(DecodeError::InvalidPadding { .. })));
-        assert!(matches!(decode("Z==="), Err(DecodeError::InvalidPadding { .. })));
-        assert!(matches!(decode("===="), Err(DecodeError::InvalidPadding { .. })));
+        assert!(matches!(
+            decode("Zg=a"),
+            Err(DecodeError::InvalidPadding { .. })
+        ));
+        assert!(matches!(
+            decode("Z==="),
+            Err(DecodeError::InvalidPadding { .. })
+        ));
+        assert!(matches!(
+            decode("===="),
+            Err(DecodeError::InvalidPadding { .. })
+        ));
     }
 
     #[test]
     fn rejects_url_alphabet_and_trailing_bits() {
-        assert_eq!(decode("-_-_"), Err(DecodeError::InvalidCharacter { position: 0 }));
-        assert_eq!(decode("Zh=="), Err(DecodeError::NonCanonical { position: 1 }));
-        assert_eq!(decode("Zm9="), Err(DecodeError::NonCanonical { position: 2 }));
+        assert_eq!(
+            decode("-_-_"),
+            Err(DecodeError::InvalidCharacter { position: 0 })
+        );
+        assert_eq!(
+            decode("Zh=="),
+            Err(DecodeError::NonCanonical { position: 1 })
+        );
+        assert_eq!(
+            decode("Zm9="),
+            Err(DecodeError::NonCanonical { position: 2 })
+        );
     }
 }

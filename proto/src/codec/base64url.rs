@@ -58,28 +58,49 @@ mod tests {
 
     #[test]
     fn rejects_standard_alphabet() {
-        assert_eq!(decode("+/+/"), Err(DecodeError::InvalidCharacter { position: 0 }));
-        assert_eq!(decode("ab/c"), Err(DecodeError::InvalidCharacter { position: 2 }));
+        assert_eq!(
+            decode("+/+/"),
+            Err(DecodeError::InvalidCharacter { position: 0 })
+        );
+        assert_eq!(
+            decode("ab/c"),
+            Err(DecodeError::InvalidCharacter { position: 2 })
+        );
     }
 
     #[test]
     fn rejects_padding() {
-        assert_eq!(decode("Zg=="), Err(DecodeError::InvalidPadding { position: 2 }));
-        assert_eq!(decode("Zm8="), Err(DecodeError::InvalidPadding { position: 3 }));
+        assert_eq!(
+            decode("Zg=="),
+            Err(DecodeError::InvalidPadding { position: 2 })
+        );
+        assert_eq!(
+            decode("Zm8="),
+            Err(DecodeError::InvalidPadding { position: 3 })
+        );
     }
 
     #[test]
     fn rejects_non_canonical_trailing_bits() {
         // "Zg" is 0x66; "Zh" carries the same byte plus a set unused bit.
         assert_eq!(decode("Zh"), Err(DecodeError::NonCanonical { position: 1 }));
-        assert_eq!(decode("Zm9"), Err(DecodeError::NonCanonical { position: 2 }));
+        assert_eq!(
+            decode("Zm9"),
+            Err(DecodeError::NonCanonical { position: 2 })
+        );
     }
 
     #[test]
     fn rejects_impossible_length_and_junk() {
         assert_eq!(decode("Z"), Err(DecodeError::InvalidLength { length: 1 }));
-        assert_eq!(decode("Zm9vY"), Err(DecodeError::InvalidLength { length: 5 }));
-        assert_eq!(decode("Zm 9"), Err(DecodeError::InvalidCharacter { position: 2 }));
+        assert_eq!(
+            decode("Zm9vY"),
+            Err(DecodeError::InvalidLength { length: 5 })
+        );
+        assert_eq!(
+            decode("Zm 9"),
+            Err(DecodeError::InvalidCharacter { position: 2 })
+        );
         assert!(decode("Zé").is_err());
     }
 
@@ -96,11 +117,17 @@ mod tests {
         assert_eq!(decode_array::<64>(&text), Ok(sig));
         assert_eq!(
             decode_array::<32>(&text),
-            Err(DecodeError::WrongLength { expected: 32, actual: 64 })
+            Err(DecodeError::WrongLength {
+                expected: 32,
+                actual: 64
+            })
         );
         assert_eq!(
             decode_array::<16>(""),
-            Err(DecodeError::WrongLength { expected: 16, actual: 0 })
+            Err(DecodeError::WrongLength {
+                expected: 16,
+                actual: 0
+            })
         );
     }
 }

@@ -27,7 +27,8 @@ const NSEC: Hrp = Hrp::parse_unchecked("nsec");
 /// [`MAX_LENGTH`].
 pub fn encode(hrp: &str, data: &[u8]) -> Result<String, DecodeError> {
     let hrp = Hrp::parse(hrp).map_err(|_| DecodeError::InvalidHrp)?;
-    ::bech32::encode_lower::<Bech32>(hrp, data).map_err(|_| DecodeError::TooLong { max: MAX_LENGTH })
+    ::bech32::encode_lower::<Bech32>(hrp, data)
+        .map_err(|_| DecodeError::TooLong { max: MAX_LENGTH })
 }
 
 /// Decodes a bech32 string into its lower-case human-readable part and its data bytes.
@@ -138,13 +139,22 @@ mod tests {
         let sk: [u8; 32] = hex::decode_array(SEC_HEX).unwrap();
         assert_eq!(encode_nsec(&sk), NSEC_TEXT);
         assert_eq!(decode_nsec(NSEC_TEXT), Ok(sk));
-        assert_eq!(decode(NSEC_TEXT).unwrap(), ("nsec".to_string(), sk.to_vec()));
+        assert_eq!(
+            decode(NSEC_TEXT).unwrap(),
+            ("nsec".to_string(), sk.to_vec())
+        );
     }
 
     #[test]
     fn wrong_prefix() {
-        assert_eq!(decode_npub(NSEC_TEXT), Err(DecodeError::WrongPrefix { expected: "npub" }));
-        assert_eq!(decode_nsec(NPUB_TEXT), Err(DecodeError::WrongPrefix { expected: "nsec" }));
+        assert_eq!(
+            decode_npub(NSEC_TEXT),
+            Err(DecodeError::WrongPrefix { expected: "npub" })
+        );
+        assert_eq!(
+            decode_nsec(NPUB_TEXT),
+            Err(DecodeError::WrongPrefix { expected: "nsec" })
+        );
     }
 
     #[test]
@@ -176,13 +186,25 @@ mod tests {
         assert_eq!(decode(&bad), Err(DecodeError::Checksum));
         // 'b' is not in the bech32 data alphabet.
         let b = NPUB_TEXT.replacen('0', "b", 1);
-        assert_eq!(decode(&b), Err(DecodeError::InvalidCharacter { position: 6 }));
+        assert_eq!(
+            decode(&b),
+            Err(DecodeError::InvalidCharacter { position: 6 })
+        );
         assert_eq!(decode(""), Err(DecodeError::MissingSeparator));
         // With no separator the whole string is data, and `b` is not a data character.
-        assert_eq!(decode("npub"), Err(DecodeError::InvalidCharacter { position: 3 }));
+        assert_eq!(
+            decode("npub"),
+            Err(DecodeError::InvalidCharacter { position: 3 })
+        );
         assert_eq!(decode("qqqq"), Err(DecodeError::MissingSeparator));
-        assert_eq!(decode("npub1"), Err(DecodeError::InvalidLength { length: 5 }));
-        assert_eq!(decode("npub1qqqqq"), Err(DecodeError::InvalidLength { length: 10 }));
+        assert_eq!(
+            decode("npub1"),
+            Err(DecodeError::InvalidLength { length: 5 })
+        );
+        assert_eq!(
+            decode("npub1qqqqq"),
+            Err(DecodeError::InvalidLength { length: 10 })
+        );
         assert_eq!(decode("1qqqqqqqq"), Err(DecodeError::InvalidHrp));
     }
 
@@ -194,10 +216,16 @@ mod tests {
         let short = encode("npub", &[1, 2, 3]).unwrap();
         assert_eq!(
             decode_npub(&short),
-            Err(DecodeError::WrongLength { expected: 32, actual: 3 })
+            Err(DecodeError::WrongLength {
+                expected: 32,
+                actual: 3
+            })
         );
         // 640 bytes is 1024 data characters: too long for the checksum.
-        assert_eq!(encode("a", &[0u8; 640]), Err(DecodeError::TooLong { max: MAX_LENGTH }));
+        assert_eq!(
+            encode("a", &[0u8; 640]),
+            Err(DecodeError::TooLong { max: MAX_LENGTH })
+        );
         let long = "a".repeat(1100);
         assert_eq!(decode(&long), Err(DecodeError::TooLong { max: MAX_LENGTH }));
         assert_eq!(encode("", &[1]), Err(DecodeError::InvalidHrp));
@@ -210,11 +238,21 @@ mod tests {
         let hrp = Hrp::parse("a").unwrap();
         use ::bech32::Fe32;
         let fes = [Fe32::try_from(0u8).unwrap(), Fe32::try_from(1u8).unwrap()];
-        let s: String = fes.iter().copied().with_checksum::<Bech32>(&hrp).chars().collect();
+        let s: String = fes
+            .iter()
+            .copied()
+            .with_checksum::<Bech32>(&hrp)
+            .chars()
+            .collect();
         assert_eq!(decode(&s), Err(DecodeError::NonCanonical { position: 3 }));
         // Three groups is 15 bits: 7 leftover bits is too much padding.
         let fes = [Fe32::try_from(0u8).unwrap(); 3];
-        let s: String = fes.iter().copied().with_checksum::<Bech32>(&hrp).chars().collect();
+        let s: String = fes
+            .iter()
+            .copied()
+            .with_checksum::<Bech32>(&hrp)
+            .chars()
+            .collect();
         assert_eq!(decode(&s), Err(DecodeError::NonCanonical { position: 4 }));
     }
 }

@@ -209,9 +209,21 @@ mod tests {
         let mut point = [0x11u8; 33];
         point[0] = 0x02;
         assert!(DidKey::P256(point).to_did().starts_with("did:key:zDn"));
-        assert!(DidKey::Ed25519([0x11; 32]).to_did().starts_with("did:key:z6Mk"));
-        assert!(DidKey::Secp256k1(point).to_did().starts_with("did:key:zQ3s"));
-        for key in [DidKey::P256(point), DidKey::Ed25519([0; 32]), DidKey::Secp256k1(point)] {
+        assert!(
+            DidKey::Ed25519([0x11; 32])
+                .to_did()
+                .starts_with("did:key:z6Mk")
+        );
+        assert!(
+            DidKey::Secp256k1(point)
+                .to_did()
+                .starts_with("did:key:zQ3s")
+        );
+        for key in [
+            DidKey::P256(point),
+            DidKey::Ed25519([0; 32]),
+            DidKey::Secp256k1(point),
+        ] {
             assert_eq!(DidKey::parse(&key.to_did()), Ok(key));
         }
     }
@@ -220,7 +232,10 @@ mod tests {
     fn rejects_prefix_and_fragment() {
         let did = "did:key:z6MkhaXgBZDvotDkL5257faiztiGiC2QtKLGpbnnEGta2doK";
         let with_fragment = format!("{did}#z6MkhaXgBZDvotDkL5257faiztiGiC2QtKLGpbnnEGta2doK");
-        assert_eq!(DidKey::parse(&with_fragment), Err(DecodeError::UnexpectedFragment));
+        assert_eq!(
+            DidKey::parse(&with_fragment),
+            Err(DecodeError::UnexpectedFragment)
+        );
         let wrong = [
             "",
             "did:key:",
@@ -232,7 +247,9 @@ mod tests {
         for text in wrong {
             assert_eq!(
                 DidKey::parse(text),
-                Err(DecodeError::WrongPrefix { expected: "did:key:z" }),
+                Err(DecodeError::WrongPrefix {
+                    expected: "did:key:z"
+                }),
                 "{text}"
             );
         }
@@ -250,11 +267,17 @@ mod tests {
             Err(DecodeError::TooLong { max: 137 })
         );
         // Truncated varint.
-        assert_eq!(DidKey::parse(&did_of(&[0x80])), Err(DecodeError::InvalidVarint));
+        assert_eq!(
+            DidKey::parse(&did_of(&[0x80])),
+            Err(DecodeError::InvalidVarint)
+        );
         // Non-minimal: 0xed written with a redundant zero continuation byte.
         let mut padded = std::vec![0xed, 0x81, 0x00];
         padded.extend_from_slice(&[0u8; 32]);
-        assert_eq!(DidKey::parse(&did_of(&padded)), Err(DecodeError::InvalidVarint));
+        assert_eq!(
+            DidKey::parse(&did_of(&padded)),
+            Err(DecodeError::InvalidVarint)
+        );
         // Unknown codec (x25519-pub, 0xec).
         let mut x25519 = std::vec![0xec, 0x01];
         x25519.extend_from_slice(&[0u8; 32]);
@@ -267,13 +290,19 @@ mod tests {
         short.extend_from_slice(&[0u8; 31]);
         assert_eq!(
             DidKey::parse(&did_of(&short)),
-            Err(DecodeError::WrongLength { expected: 32, actual: 31 })
+            Err(DecodeError::WrongLength {
+                expected: 32,
+                actual: 31
+            })
         );
         let mut uncompressed = std::vec![0x80, 0x24, 0x04];
         uncompressed.extend_from_slice(&[0u8; 64]);
         assert_eq!(
             DidKey::parse(&did_of(&uncompressed)),
-            Err(DecodeError::WrongLength { expected: 33, actual: 65 })
+            Err(DecodeError::WrongLength {
+                expected: 33,
+                actual: 65
+            })
         );
         // Right length, wrong point form.
         for (varint, first_byte) in [([0x80, 0x24], 0x04), ([0xe7, 0x01], 0x00)] {

@@ -92,7 +92,10 @@ impl fmt::Display for DecodeError {
             }
             Self::InvalidPadding { position } => write!(f, "invalid padding at byte {position}"),
             Self::NonCanonical { position } => {
-                write!(f, "non-canonical encoding (non-zero unused bits) at byte {position}")
+                write!(
+                    f,
+                    "non-canonical encoding (non-zero unused bits) at byte {position}"
+                )
             }
             Self::MixedCase => f.write_str("mixed upper and lower case"),
             Self::MissingSeparator => f.write_str("bech32 separator '1' missing"),

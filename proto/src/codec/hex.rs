@@ -41,12 +41,21 @@ mod tests {
     #[test]
     fn errors() {
         assert_eq!(decode("abc"), Err(DecodeError::InvalidLength { length: 3 }));
-        assert_eq!(decode("0g"), Err(DecodeError::InvalidCharacter { position: 1 }));
-        assert_eq!(decode("0x12"), Err(DecodeError::InvalidCharacter { position: 1 }));
+        assert_eq!(
+            decode("0g"),
+            Err(DecodeError::InvalidCharacter { position: 1 })
+        );
+        assert_eq!(
+            decode("0x12"),
+            Err(DecodeError::InvalidCharacter { position: 1 })
+        );
         assert!(decode("é1").is_err());
         assert_eq!(
             decode_array::<32>("00ab"),
-            Err(DecodeError::WrongLength { expected: 32, actual: 2 })
+            Err(DecodeError::WrongLength {
+                expected: 32,
+                actual: 2
+            })
         );
         let key = [0x5au8; 32];
         assert_eq!(decode_array::<32>(&encode(&key)), Ok(key));

@@ -104,14 +104,28 @@ mod tests {
     fn escapes_like_serde_json() {
         let s = "q\" b\\ /\u{8}\u{c}\n\r\t\u{0}\u{1f}\u{7f} é \u{2028} \u{1F600}";
         let v = json!({ s: s });
-        let expected_str = "\"q\\\" b\\\\ /\\b\\f\\n\\r\\t\\u0000\\u001f\u{7f} é \u{2028} \u{1F600}\"";
-        assert_eq!(canonical(&v), alloc::format!("{{{expected_str}:{expected_str}}}"));
+        let expected_str =
+            "\"q\\\" b\\\\ /\\b\\f\\n\\r\\t\\u0000\\u001f\u{7f} é \u{2028} \u{1F600}\"";
+        assert_eq!(
+            canonical(&v),
+            alloc::format!("{{{expected_str}:{expected_str}}}")
+        );
         assert_eq!(serde_json::to_string(s).unwrap(), expected_str);
     }
 
     #[test]
     fn numbers() {
-        let v = json!([0, -1, 18446744073709551615u64, -9223372036854775808i64, 1.5, 1.0, 0.1, 1e21, 1e-7]);
+        let v = json!([
+            0,
+            -1,
+            18446744073709551615u64,
+            -9223372036854775808i64,
+            1.5,
+            1.0,
+            0.1,
+            1e21,
+            1e-7
+        ]);
         assert_eq!(
             canonical(&v),
             "[0,-1,18446744073709551615,-9223372036854775808,1.5,1.0,0.1,1e+21,1e-7]"
