@@ -1,1 +1,48 @@
-//! weft-drivers (being written)
+//! # weft-drivers
+//!
+//! Thin adapters that move bytes, time and randomness between the world and the `weft-proto`
+//! machines, and the `weft` program. A driver holds no protocol meaning: if it needs an `if`
+//! about what a message means, that logic belongs in `weft-proto`.
+//!
+//! - [`fast_crypto`] (feature `fast-crypto`): a native-backed crypto provider for servers.
+//! - [`demo`]: `weft demo`.
+//! - [`os_rng`], [`now`]: the two things a driver hands every machine, from the OS.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use rand_core::SeedableRng;
+use weft_proto::core::Timestamp;
+use weft_proto::crypto::CryptoProvider;
+
+pub mod demo;
+#[cfg(feature = "fast-crypto")]
+pub mod fast_crypto;
+
+/// A CSPRNG for machines, seeded from the operating system.
+///
+/// Machines take their randomness as an argument; this is the one place a driver draws it from
+/// the OS. Tests and the simulator seed the same generator from a number instead.
+pub fn os_rng() -> chacha20::ChaCha20Rng {
+    let mut seed = [0u8; 32];
+    getrandom::fill(&mut seed).expect("the operating system has no randomness to give");
+    chacha20::ChaCha20Rng::from_seed(seed)
+}
+
+/// The wall clock as a machine's `now`. A clock set before 1970 reads as the epoch.
+pub fn now() -> Timestamp {
+    let ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis());
+    Timestamp::from_millis(u64::try_from(ms).unwrap_or(u64::MAX))
+}
+
+/// The crypto provider a server should use: the native-backed one when built with
+/// `fast-crypto`, else the pure-Rust default.
+pub fn server_provider() -> &'static dyn CryptoProvider {
+    #[cfg(feature = "fast-crypto")]
+    {
+        &fast_crypto::FastCrypto
+    }
+    #[cfg(not(feature = "fast-crypto"))]
+    {
+        weft_proto::crypto::default_provider()
+    }
+}

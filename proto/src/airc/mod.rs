@@ -1,0 +1,14 @@
+//! AIRC — draft 0.2, wire `airc/0.1` (`specs/001_52d21deae8bd4dc4.txt`).
+//!
+//! Implemented so far:
+//!
+//! - [`signing`]: §9, the canonical strings of messages, hellos and welcomes and their Ed25519
+//!   signatures;
+//! - [`passport`]: §12.2, the three renderings of a passport (line, URL, file) and §12.1's token
+//!   hash.
+//!
+//! Addresses, framing, the server machine, the spool, links and the audit stream build on these
+//! (see the open issues).
+
+pub mod passport;
+pub mod signing;

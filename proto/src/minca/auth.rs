@@ -1,0 +1,59 @@
+//! Peer authentication (Minca 04 Network §6): the common rules and the `minca-mesh/v1`
+//! transcript of §6.2.
+//!
+//! Common rules (§6): nonces are 16 random bytes as base64url (22 characters); signatures are
+//! ECDSA P-256 / SHA-256, 64-byte P1363, base64url (86 characters), over the UTF-8 bytes of a
+//! label; a signature is checked against the key decoded from the signer's DID, and a DID that
+//! does not start with `did:key:` or does not decode fails.
+
+use alloc::string::String;
+
+use crate::codec::base64url;
+use crate::codec::did_key::DidKey;
+use crate::crypto::{CryptoProvider, P256Public, P256Secret};
+
+/// Bytes in a handshake nonce (§6: "16 random bytes, base64url (22 characters)").
+pub const NONCE_BYTES: usize = 16;
+
+/// A fresh handshake nonce, base64url.
+pub fn nonce(rng: &mut dyn rand_core::CryptoRng) -> String {
+    let mut n = [0u8; NONCE_BYTES];
+    rng.fill_bytes(&mut n);
+    base64url::encode(&n)
+}
+
+/// `T(prover, verifier, nonce)` of §6.2, the string a mesh proof signs.
+///
+/// `prover_cert` and `verifier_cert` are the channel-binding fingerprints of §5.1, each as its
+/// owner's end: the prover passes (local, remote) as it sees them, the verifier (remote, local).
+/// Without a binding both are empty strings.
+pub fn mesh_transcript(
+    space_id: &str,
+    prover_did: &str,
+    verifier_did: &str,
+    nonce: &str,
+    prover_cert: &str,
+    verifier_cert: &str,
+) -> String {
+    let parts = ["minca-mesh/v1", space_id, prover_did, verifier_did, nonce, prover_cert, verifier_cert];
+    parts.join("|")
+}
+
+/// Signs `label` with a session key: base64url of the 64-byte P1363 signature (86 characters).
+pub fn sign(crypto: &dyn CryptoProvider, key: &P256Secret, label: &str) -> Option<String> {
+    crypto.p256_sign(key, label.as_bytes()).ok().map(|s| base64url::encode(&s))
+}
+
+/// Checks a base64url signature over `label` against the P-256 key `did` names.
+///
+/// False for a DID that is not a P-256 did:key, a signature that is not 64 bytes of base64url, or
+/// a signature that does not verify.
+pub fn verify(crypto: &dyn CryptoProvider, did: &str, label: &str, sig: &str) -> bool {
+    let Ok(DidKey::P256(point)) = DidKey::parse(did) else {
+        return false;
+    };
+    let Ok(sig) = base64url::decode_array::<64>(sig) else {
+        return false;
+    };
+    crypto.p256_verify(&P256Public(point), label.as_bytes(), &sig)
+}

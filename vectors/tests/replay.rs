@@ -1,0 +1,123 @@
+//! Replays every vector the specs print (the data files beside this crate) against every crypto
+//! provider weft ships.
+
+use serde_json::Value;
+use weft_proto::airc::passport::{self, Passport};
+use weft_proto::airc::signing::{self, Signed};
+use weft_proto::codec::{base64, hex};
+use weft_proto::crypto::{CryptoProvider, Ed25519Seed, sigstring};
+use weft_proto::minca::{auth, room::Room};
+
+fn load(path: &str) -> Value {
+    let full = format!("{}/{path}", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&full).unwrap_or_else(|e| panic!("{full}: {e}"));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{full}: {e}"))
+}
+
+fn s<'a>(v: &'a Value, key: &str) -> &'a str {
+    v[key].as_str().unwrap_or_else(|| panic!("vector field {key} is not a string"))
+}
+
+fn providers() -> Vec<&'static dyn CryptoProvider> {
+    vec![weft_proto::crypto::default_provider(), &weft_drivers::fast_crypto::FastCrypto]
+}
+
+#[test]
+fn minca_rooms_topics_and_room_keys() {
+    let v = load("minca/rooms.json");
+    for c in v["cases"].as_array().unwrap() {
+        for p in providers() {
+            let room = Room::of_space(p, s(c, "space_id"));
+            assert_eq!(room.as_str(), s(c, "room"), "{}", p.name());
+            assert_eq!(room.topic(p), s(c, "topic"), "{}", p.name());
+            assert_eq!(room.topic(p).len(), 43);
+            assert_eq!(hex::encode(&room.key(p)), s(c, "room_key_hex"), "{}", p.name());
+        }
+    }
+}
+
+#[test]
+fn minca_mesh_proof_verifies_and_fails_on_any_changed_byte() {
+    let v = load("minca/mesh-proof.json");
+    for c in v["cases"].as_array().unwrap() {
+        let t = auth::mesh_transcript(
+            s(c, "space_id"),
+            s(c, "prover_did"),
+            s(c, "verifier_did"),
+            s(c, "nonce"),
+            s(c, "prover_cert"),
+            s(c, "verifier_cert"),
+        );
+        assert_eq!(t, s(c, "transcript"));
+        let sig = s(&c["proof"], "sig");
+        for p in providers() {
+            assert!(auth::verify(p, s(c, "prover_did"), &t, sig), "{}", p.name());
+            // Against the verifier's key it must fail: the proof names who made it.
+            assert!(!auth::verify(p, s(c, "verifier_did"), &t, sig), "{}", p.name());
+            let bytes = t.as_bytes();
+            for i in 0..bytes.len() {
+                let mut changed = bytes.to_vec();
+                changed[i] ^= 0x01;
+                let changed = String::from_utf8(changed).expect("flipping bit 0 of ASCII stays ASCII");
+                assert!(!auth::verify(p, s(c, "prover_did"), &changed, sig), "{}: byte {i}", p.name());
+            }
+        }
+    }
+}
+
+#[test]
+fn airc_signing_keys_messages_hellos_and_welcomes() {
+    let v = load("airc/signing.json");
+    let seed: [u8; 32] = base64::decode(s(&v, "seed_base64")).unwrap().try_into().unwrap();
+    assert_eq!(seed, core::array::from_fn(|i| i as u8 + 1), "the seed is 0x01 … 0x20");
+    let seed = Ed25519Seed::from_bytes(seed);
+
+    for p in providers() {
+        let public = p.ed25519_public_key(&seed);
+        assert_eq!(base64::encode(&public), s(&v, "public_base64"));
+        assert_eq!(sigstring::kid(p, &public), s(&v, "kid"));
+        assert_eq!(format!("v=airc1 k=ed25519 p={}", base64::encode(&public)), s(&v["dns"], "txt"));
+
+        let m = &v["message"];
+        let f = &m["frame"];
+        let canonical = Signed {
+            id: s(f, "id"),
+            from: s(f, "from"),
+            to: s(f, "to"),
+            ts_ms: signing::ts_ms(f["ts"].as_f64().unwrap()).unwrap(),
+            kind: f["type"].as_str(),
+            re: f["re"].as_str(),
+            body: s(f, "body"),
+        }
+        .canonical();
+        let h = &v["hello"];
+        let hello = signing::hello_canonical(s(h, "dialler"), s(h, "target"), h["ts"].as_u64().unwrap(), s(h, "nonce"));
+        let w = &v["welcome"];
+        let welcome = signing::welcome_canonical(s(w, "acceptor"), s(w, "dialler"), s(w, "nonce"));
+
+        for (vector, made) in [(m, canonical), (h, hello), (w, welcome)] {
+            assert_eq!(made, s(vector, "canonical"));
+            // Ed25519 is deterministic: the signature is reproduced byte for byte.
+            let sig = sigstring::sign(p, &seed, made.as_bytes());
+            assert_eq!(sig.to_string(), s(vector, "sig"), "{}", p.name());
+            let parsed = sigstring::SigString::parse(s(vector, "sig")).unwrap();
+            assert!(sigstring::verify(p, &public, made.as_bytes(), &parsed));
+            assert!(!sigstring::verify(p, &public, format!("{made} ").as_bytes(), &parsed));
+        }
+    }
+}
+
+#[test]
+fn airc_passport_line_hash_and_url() {
+    let v = load("airc/passport.json");
+    let pp = Passport::parse(s(&v, "line")).unwrap();
+    assert_eq!(pp.issuer, s(&v, "issuer"));
+    assert_eq!(pp.endpoint.as_deref(), Some(s(&v, "endpoint")));
+    assert_eq!(pp.token, s(&v, "token"));
+    assert_eq!(pp.line(), s(&v, "line"));
+    assert_eq!(pp.url(s(&v, "web_base")), s(&v, "url"));
+    assert_eq!(Passport::parse(s(&v, "url")).unwrap(), pp);
+    for p in providers() {
+        assert_eq!(passport::token_hash(p, &pp.token), s(&v, "token_hash"), "{}", p.name());
+    }
+}
