@@ -23,8 +23,8 @@ use core::fmt;
 mod rustcrypto;
 pub mod sigstring;
 
-// (being written) #[cfg(feature = "rustcrypto")]
-// pub use rustcrypto::RustCrypto;
+#[cfg(feature = "rustcrypto")]
+pub use rustcrypto::RustCrypto;
 
 /// Why a crypto operation could not be done. Verification failures are not errors: `verify`
 /// returns `false`.
@@ -153,7 +153,11 @@ pub trait CryptoProvider: Send + Sync {
     ) -> Result<Vec<u8>, CryptoError>;
 }
 
-// (being written) default_provider()
+/// The default provider, RustCrypto, for machines whose host does not hand them another.
+#[cfg(feature = "rustcrypto")]
+pub fn default_provider() -> &'static RustCrypto {
+    &RustCrypto
+}
 
 /// A fresh P-256 secret drawn from `rng` (rejection-sampled until it is a valid scalar).
 pub fn generate_p256(provider: &dyn CryptoProvider, rng: &mut dyn rand_core::CryptoRng) -> P256Secret {
