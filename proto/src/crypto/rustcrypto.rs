@@ -2,17 +2,15 @@
 
 use alloc::vec::Vec;
 
-use aes_gcm::aead::{Aead, KeyInit, Payload};
 use aes_gcm::Aes256Gcm;
+use aes_gcm::aead::{Aead, KeyInit, Payload};
 // One `signature` crate serves p256 and ed25519-dalek, so these traits cover both.
 use ed25519_dalek::{Signer as _, Verifier as _};
 use hmac::{Hmac, Mac as _};
 use sha1::Sha1;
 use sha2::{Digest as _, Sha256};
 
-use super::{
-    CryptoError, CryptoProvider, Ed25519Seed, P256Public, P256Secret, Secp256k1Secret,
-};
+use super::{CryptoError, CryptoProvider, Ed25519Seed, P256Public, P256Secret, Secp256k1Secret};
 
 /// The pure-Rust crypto provider on the RustCrypto crates (`p256`, `k256`, `ed25519-dalek`,
 /// `aes-gcm`, `sha2`, `hmac`, `sha1`).
@@ -110,8 +108,8 @@ impl CryptoProvider for RustCrypto {
     fn p256_ecdh(&self, secret: &P256Secret, peer: &P256Public) -> Result<[u8; 32], CryptoError> {
         let sk = p256::SecretKey::from_bytes(secret.expose().into())
             .map_err(|_| CryptoError::InvalidSecretKey)?;
-        let pk = p256::PublicKey::from_sec1_bytes(&peer.0)
-            .map_err(|_| CryptoError::InvalidPublicKey)?;
+        let pk =
+            p256::PublicKey::from_sec1_bytes(&peer.0).map_err(|_| CryptoError::InvalidPublicKey)?;
         let shared = p256::ecdh::diffie_hellman(sk.to_nonzero_scalar(), pk.as_affine());
         Ok((*shared.raw_secret_bytes()).into())
     }
@@ -168,13 +166,25 @@ impl CryptoProvider for RustCrypto {
         vk.verify_raw(msg, &sig).is_ok()
     }
 
-    fn aes256gcm_seal(&self, key: &[u8; 32], nonce: &[u8; 12], aad: &[u8], plaintext: &[u8]) -> Vec<u8> {
+    fn aes256gcm_seal(
+        &self,
+        key: &[u8; 32],
+        nonce: &[u8; 12],
+        aad: &[u8],
+        plaintext: &[u8],
+    ) -> Vec<u8> {
         let cipher = Aes256Gcm::new(key.into());
         // The only failure is a plaintext over GCM's 2^36-byte limit. An empty result is not a
         // valid sealed message (it lacks the tag), so such a message can never be opened rather
         // than panicking here.
         cipher
-            .encrypt(nonce.into(), Payload { msg: plaintext, aad })
+            .encrypt(
+                nonce.into(),
+                Payload {
+                    msg: plaintext,
+                    aad,
+                },
+            )
             .unwrap_or_default()
     }
 
@@ -238,13 +248,19 @@ mod tests {
     fn hmac_sha1_rfc2202() {
         // Case 2.
         let mac = P.hmac_sha1(b"Jefe", &[b"what do ya want for nothing?"]);
-        assert_eq!(mac.as_slice(), h("effcdf6ae5eb2fa2d27416d5f184df9c259a7c79"));
+        assert_eq!(
+            mac.as_slice(),
+            h("effcdf6ae5eb2fa2d27416d5f184df9c259a7c79")
+        );
         // Case 6: an 80-byte key.
         let mac = P.hmac_sha1(
             &[0xaa; 80],
             &[b"Test Using Larger Than Block-Size Key - Hash Key First"],
         );
-        assert_eq!(mac.as_slice(), h("aa4ae5e15272d00e95705637ce8a3b55ed402112"));
+        assert_eq!(
+            mac.as_slice(),
+            h("aa4ae5e15272d00e95705637ce8a3b55ed402112")
+        );
     }
 
     #[test]
@@ -252,10 +268,14 @@ mod tests {
         // McGrew & Viega, "The Galois/Counter Mode of Operation", test case 16.
         let key = h32("feffe9928665731c6d6a8f9467308308feffe9928665731c6d6a8f9467308308");
         let nonce: [u8; 12] = h("cafebabefacedbaddecaf888").try_into().unwrap();
-        let pt = h("d9313225f88406e5a55909c5aff5269a86a7a9531534f7da2e4c303d8a318a721c3c0c95956809532fcf0e2449a6b525b16aedf5aa0de657ba637b39");
+        let pt = h(
+            "d9313225f88406e5a55909c5aff5269a86a7a9531534f7da2e4c303d8a318a721c3c0c95956809532fcf0e2449a6b525b16aedf5aa0de657ba637b39",
+        );
         let aad = h("feedfacedeadbeeffeedfacedeadbeefabaddad2");
-        let want = h("522dc1f099567d07f47f37a32a84427d643a8cdcbfe5c0c97598a2bd2555d1aa8cb08e48590dbb3da7b08b1056828838c5f61e6393ba7a0abcc9f662\
-                       76fc6ece0f4e1768cddf8853bb2d551b");
+        let want = h(
+            "522dc1f099567d07f47f37a32a84427d643a8cdcbfe5c0c97598a2bd2555d1aa8cb08e48590dbb3da7b08b1056828838c5f61e6393ba7a0abcc9f662\
+                       76fc6ece0f4e1768cddf8853bb2d551b",
+        );
         let sealed = P.aes256gcm_seal(&key, &nonce, &aad, &pt);
         assert_eq!(sealed, want);
         assert_eq!(P.aes256gcm_open(&key, &nonce, &aad, &sealed).unwrap(), pt);
@@ -263,11 +283,20 @@ mod tests {
         for i in [0, sealed.len() - 1] {
             let mut bad = sealed.clone();
             bad[i] ^= 1;
-            assert_eq!(P.aes256gcm_open(&key, &nonce, &aad, &bad), Err(CryptoError::Decrypt));
+            assert_eq!(
+                P.aes256gcm_open(&key, &nonce, &aad, &bad),
+                Err(CryptoError::Decrypt)
+            );
         }
-        assert_eq!(P.aes256gcm_open(&key, &nonce, b"", &sealed), Err(CryptoError::Decrypt));
+        assert_eq!(
+            P.aes256gcm_open(&key, &nonce, b"", &sealed),
+            Err(CryptoError::Decrypt)
+        );
         for short in [&[][..], &sealed[..15]] {
-            assert_eq!(P.aes256gcm_open(&key, &nonce, &aad, short), Err(CryptoError::Decrypt));
+            assert_eq!(
+                P.aes256gcm_open(&key, &nonce, &aad, short),
+                Err(CryptoError::Decrypt)
+            );
         }
     }
 
@@ -284,7 +313,9 @@ mod tests {
         let sig = P.ed25519_sign(&seed, b"");
         assert_eq!(
             sig,
-            h64("e5564300c360ac729086e2cc806e828a84877f1eb8e5d974d873e065224901555fb8821590a33bacc61e39701cf9b46bd25bf5f0595bbe24655141438e7a100b")
+            h64(
+                "e5564300c360ac729086e2cc806e828a84877f1eb8e5d974d873e065224901555fb8821590a33bacc61e39701cf9b46bd25bf5f0595bbe24655141438e7a100b"
+            )
         );
         assert!(P.ed25519_verify(&public, b"", &sig));
         assert!(!P.ed25519_verify(&public, b"x", &sig));
@@ -307,17 +338,23 @@ mod tests {
         let public = h32("dff1d77f2a671c5f36183726db2341be58feae1da2deced843240f7b502ba659");
         let aux = h32("0000000000000000000000000000000000000000000000000000000000000001");
         let msg = h32("243f6a8885a308d313198a2e03707344a4093822299f31d0082efa98ec4e6c89");
-        let want = h64("6896bd60eeae296db48a229ff71dfe071bde413e6d43f917dc8dcf8c78de33418906d11ac976abccb20b091292bff4ea897efcb639ea871cfa95f6de339e4b0a");
+        let want = h64(
+            "6896bd60eeae296db48a229ff71dfe071bde413e6d43f917dc8dcf8c78de33418906d11ac976abccb20b091292bff4ea897efcb639ea871cfa95f6de339e4b0a",
+        );
         assert_eq!(P.schnorr_public_key(&secret).unwrap(), public);
         assert_eq!(P.schnorr_sign(&secret, &msg, &aux).unwrap(), want);
         assert!(P.schnorr_verify(&public, &msg, &want));
 
         // Test vector 5: the public key is not on the curve.
         let off_curve = h32("eefdea4cdb677750a420fee807eacf21eb9898ae79b9768766e4faa04a2d4a34");
-        let sig5 = h64("6cff5c3ba86c69ea4b7376f31a9bcb4f74c1976089b2d9963da2e5543e17776969e89b4c5564d00349106b8497785dd7d1d713a8ae82b32fa79d5f7fc407d39b");
+        let sig5 = h64(
+            "6cff5c3ba86c69ea4b7376f31a9bcb4f74c1976089b2d9963da2e5543e17776969e89b4c5564d00349106b8497785dd7d1d713a8ae82b32fa79d5f7fc407d39b",
+        );
         assert!(!P.schnorr_verify(&off_curve, &msg, &sig5));
         // Test vector 6: R has an odd y.
-        let sig6 = h64("fff97bd5755eeea420453a14355235d382f6472f8568a18b2f057a14602975563cc27944640ac607cd107ae10923d9ef7a73c643e166be5ebeafa34b1ac553e2");
+        let sig6 = h64(
+            "fff97bd5755eeea420453a14355235d382f6472f8568a18b2f057a14602975563cc27944640ac607cd107ae10923d9ef7a73c643e166be5ebeafa34b1ac553e2",
+        );
         assert!(!P.schnorr_verify(&public, &msg, &sig6));
 
         let mut other_msg = msg;
@@ -364,7 +401,9 @@ mod tests {
         assert_eq!(public, P256Public(want_pub));
 
         let sig = P.p256_sign(&secret, b"sample").unwrap();
-        let want = h64("efd48b2aacb6a8fd1140dd9cd45e81d69d2c877b56aaf991c34d0ea84eaf3716f7cb1c942d657c41d436c7a1b6e29f65f3e900dbb9aff4064dc4ab2f843acda8");
+        let want = h64(
+            "efd48b2aacb6a8fd1140dd9cd45e81d69d2c877b56aaf991c34d0ea84eaf3716f7cb1c942d657c41d436c7a1b6e29f65f3e900dbb9aff4064dc4ab2f843acda8",
+        );
         assert_eq!(sig, want);
         assert!(P.p256_verify(&public, b"sample", &sig));
     }
@@ -386,7 +425,11 @@ mod tests {
         let secret = P256Secret::from_bytes([7; 32]);
         let public = P.p256_public_key(&secret).unwrap();
         let sig = P.p256_sign(&secret, b"hello").unwrap();
-        assert_eq!(sig, P.p256_sign(&secret, b"hello").unwrap(), "deterministic");
+        assert_eq!(
+            sig,
+            P.p256_sign(&secret, b"hello").unwrap(),
+            "deterministic"
+        );
         assert!(P.p256_verify(&public, b"hello", &sig));
         assert!(!P.p256_verify(&public, b"hellp", &sig));
         let mut bad = sig;

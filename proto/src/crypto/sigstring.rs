@@ -81,7 +81,10 @@ impl SigString {
             .decode(b64.as_bytes())
             .map_err(|_| SigStringError::Base64)?;
         let sig = <[u8; 64]>::try_from(bytes.as_slice()).map_err(|_| SigStringError::Length)?;
-        Ok(Self { kid: kid.into(), sig })
+        Ok(Self {
+            kid: kid.into(),
+            sig,
+        })
     }
 }
 
@@ -137,7 +140,10 @@ mod tests {
         let p = &RustCrypto;
         let seed = spec_seed();
         let public = p.ed25519_public_key(&seed);
-        assert_eq!(BASE64.encode(&public), "ebVWLo/mVPlAeLES6KmLp5AfhTrmlb7X4OORC60ElmQ=");
+        assert_eq!(
+            BASE64.encode(&public),
+            "ebVWLo/mVPlAeLES6KmLp5AfhTrmlb7X4OORC60ElmQ="
+        );
         assert_eq!(kid(p, &public), "65b60673");
 
         let s = sign(p, &seed, MSG);
@@ -171,19 +177,52 @@ mod tests {
             ("", SigStringError::Format),
             ("ed25519", SigStringError::Format),
             ("ed25519:65b60673", SigStringError::Format),
-            (&*alloc::format!("ecdsa:65b60673:{b64}"), SigStringError::Algorithm),
-            (&*alloc::format!("ED25519:65b60673:{b64}"), SigStringError::Algorithm),
-            (&*alloc::format!("ed25519:65B60673:{b64}"), SigStringError::Kid),
-            (&*alloc::format!("ed25519:65b6067:{b64}"), SigStringError::Kid),
-            (&*alloc::format!("ed25519:65b606733:{b64}"), SigStringError::Kid),
-            (&*alloc::format!("ed25519:65b6067g:{b64}"), SigStringError::Kid),
+            (
+                &*alloc::format!("ecdsa:65b60673:{b64}"),
+                SigStringError::Algorithm,
+            ),
+            (
+                &*alloc::format!("ED25519:65b60673:{b64}"),
+                SigStringError::Algorithm,
+            ),
+            (
+                &*alloc::format!("ed25519:65B60673:{b64}"),
+                SigStringError::Kid,
+            ),
+            (
+                &*alloc::format!("ed25519:65b6067:{b64}"),
+                SigStringError::Kid,
+            ),
+            (
+                &*alloc::format!("ed25519:65b606733:{b64}"),
+                SigStringError::Kid,
+            ),
+            (
+                &*alloc::format!("ed25519:65b6067g:{b64}"),
+                SigStringError::Kid,
+            ),
             ("ed25519:65b60673:not base64!", SigStringError::Base64),
             // Unpadded and base64url forms are not the standard alphabet with padding.
-            (&*alloc::format!("ed25519:65b60673:{}", b64.trim_end_matches('=')), SigStringError::Base64),
-            (&*alloc::format!("ed25519:65b60673:{}", b64.replace('+', "-").replace('/', "_")), SigStringError::Base64),
-            (&*alloc::format!("ed25519:65b60673:{b64}:x"), SigStringError::Base64),
+            (
+                &*alloc::format!("ed25519:65b60673:{}", b64.trim_end_matches('=')),
+                SigStringError::Base64,
+            ),
+            (
+                &*alloc::format!(
+                    "ed25519:65b60673:{}",
+                    b64.replace('+', "-").replace('/', "_")
+                ),
+                SigStringError::Base64,
+            ),
+            (
+                &*alloc::format!("ed25519:65b60673:{b64}:x"),
+                SigStringError::Base64,
+            ),
             ("ed25519:65b60673:AAAA", SigStringError::Length),
-            (&*alloc::format!("ed25519:65b60673:{}", BASE64.encode(&[0u8; 65])), SigStringError::Length),
+            (
+                &*alloc::format!("ed25519:65b60673:{}", BASE64.encode(&[0u8; 65])),
+                SigStringError::Length,
+            ),
         ];
         for (input, want) in cases {
             assert_eq!(SigString::parse(input), Err(want), "{input:?}");
