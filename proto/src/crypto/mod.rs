@@ -23,8 +23,8 @@ use core::fmt;
 mod rustcrypto;
 pub mod sigstring;
 
-// (being written) #[cfg(feature = "rustcrypto")]
-// pub use rustcrypto::RustCrypto;
+#[cfg(feature = "rustcrypto")]
+pub use rustcrypto::RustCrypto;
 
 /// Why a crypto operation could not be done. Verification failures are not errors: `verify`
 /// returns `false`.
@@ -142,7 +142,13 @@ pub trait CryptoProvider: Send + Sync {
     fn schnorr_verify(&self, public: &[u8; 32], msg: &[u8; 32], sig: &[u8; 64]) -> bool;
 
     /// AES-256-GCM: `ciphertext || 16-byte tag`.
-    fn aes256gcm_seal(&self, key: &[u8; 32], nonce: &[u8; 12], aad: &[u8], plaintext: &[u8]) -> Vec<u8>;
+    fn aes256gcm_seal(
+        &self,
+        key: &[u8; 32],
+        nonce: &[u8; 12],
+        aad: &[u8],
+        plaintext: &[u8],
+    ) -> Vec<u8>;
     /// AES-256-GCM: opens `ciphertext || tag`, or [`CryptoError::Decrypt`].
     fn aes256gcm_open(
         &self,
@@ -153,10 +159,17 @@ pub trait CryptoProvider: Send + Sync {
     ) -> Result<Vec<u8>, CryptoError>;
 }
 
-// (being written) default_provider()
+/// The default provider, RustCrypto, for machines whose host does not hand them another.
+#[cfg(feature = "rustcrypto")]
+pub fn default_provider() -> &'static RustCrypto {
+    &RustCrypto
+}
 
 /// A fresh P-256 secret drawn from `rng` (rejection-sampled until it is a valid scalar).
-pub fn generate_p256(provider: &dyn CryptoProvider, rng: &mut dyn rand_core::CryptoRng) -> P256Secret {
+pub fn generate_p256(
+    provider: &dyn CryptoProvider,
+    rng: &mut dyn rand_core::CryptoRng,
+) -> P256Secret {
     loop {
         let mut b = [0u8; 32];
         rng.fill_bytes(&mut b);
@@ -168,7 +181,10 @@ pub fn generate_p256(provider: &dyn CryptoProvider, rng: &mut dyn rand_core::Cry
 }
 
 /// A fresh secp256k1 secret drawn from `rng` (rejection-sampled until it is a valid scalar).
-pub fn generate_secp256k1(provider: &dyn CryptoProvider, rng: &mut dyn rand_core::CryptoRng) -> Secp256k1Secret {
+pub fn generate_secp256k1(
+    provider: &dyn CryptoProvider,
+    rng: &mut dyn rand_core::CryptoRng,
+) -> Secp256k1Secret {
     loop {
         let mut b = [0u8; 32];
         rng.fill_bytes(&mut b);
