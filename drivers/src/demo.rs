@@ -24,7 +24,8 @@ pub fn run(out: &mut impl Write) -> ExitCode {
 
 fn steps(out: &mut impl Write) -> io::Result<bool> {
     let mut rng = crate::os_rng();
-    let providers: [&'static dyn CryptoProvider; 2] = [crypto::default_provider(), crate::server_provider()];
+    let providers: [&'static dyn CryptoProvider; 2] =
+        [crypto::default_provider(), crate::server_provider()];
     let mut ok = true;
     let mut check = |out: &mut dyn Write, what: &str, pass: bool| -> io::Result<()> {
         ok &= pass;
@@ -32,15 +33,27 @@ fn steps(out: &mut impl Write) -> io::Result<bool> {
     };
 
     writeln!(out, "weft {} demo", env!("CARGO_PKG_VERSION"))?;
-    writeln!(out, "\nMinca §1.3: a space's room, its topic and its room key")?;
+    writeln!(
+        out,
+        "\nMinca §1.3: a space's room, its topic and its room key"
+    )?;
     let space = "example-space-id";
     let p = providers[0];
     let room = Room::of_space(p, space);
-    writeln!(out, "  space {space} -> room {room} -> topic {}", room.topic(p))?;
-    let same = providers.iter().all(|q| Room::of_space(*q, space) == room && room.topic(*q) == room.topic(p));
+    writeln!(
+        out,
+        "  space {space} -> room {room} -> topic {}",
+        room.topic(p)
+    )?;
+    let same = providers
+        .iter()
+        .all(|q| Room::of_space(*q, space) == room && room.topic(*q) == room.topic(p));
     check(out, "every provider derives the same room and topic", same)?;
 
-    writeln!(out, "\nMinca §6.2: two fresh session keys prove themselves in a room (minca-mesh/v1)")?;
+    writeln!(
+        out,
+        "\nMinca §6.2: two fresh session keys prove themselves in a room (minca-mesh/v1)"
+    )?;
     for signer in providers {
         let (a, a_did) = session(signer, &mut rng);
         let (_, b_did) = session(signer, &mut rng);
@@ -50,13 +63,21 @@ fn steps(out: &mut impl Write) -> io::Result<bool> {
         for verifier in providers {
             check(
                 out,
-                &format!("signed by {}, verified by {}", signer.name(), verifier.name()),
-                auth::verify(verifier, &a_did, &t, &sig) && !auth::verify(verifier, &b_did, &t, &sig),
+                &format!(
+                    "signed by {}, verified by {}",
+                    signer.name(),
+                    verifier.name()
+                ),
+                auth::verify(verifier, &a_did, &t, &sig)
+                    && !auth::verify(verifier, &b_did, &t, &sig),
             )?;
         }
     }
 
-    writeln!(out, "\nAIRC §9: a realm key signs a message; a peer checks it")?;
+    writeln!(
+        out,
+        "\nAIRC §9: a realm key signs a message; a peer checks it"
+    )?;
     let seed = crypto::generate_ed25519(&mut rng);
     let public = p.ed25519_public_key(&seed);
     let msg = Signed {
@@ -72,20 +93,56 @@ fn steps(out: &mut impl Write) -> io::Result<bool> {
     writeln!(out, "  kid {} signature {sig}", sigstring::kid(p, &public))?;
     for q in providers {
         let valid = sigstring::verify(q, &public, msg.canonical().as_bytes(), &sig);
-        let forged = Signed { body: "hullo", ..msg }.canonical();
+        let forged = Signed {
+            body: "hullo",
+            ..msg
+        }
+        .canonical();
         let refused = !sigstring::verify(q, &public, forged.as_bytes(), &sig);
-        check(out, &format!("{} accepts it and refuses a changed body", q.name()), valid && refused)?;
+        check(
+            out,
+            &format!("{} accepts it and refuses a changed body", q.name()),
+            valid && refused,
+        )?;
     }
-    writeln!(out, "  hello canonical: {:?}", signing::hello_canonical("example.com", "partner.example", 1_790_380_000, "6f1d2c3b4a596877"))?;
+    writeln!(
+        out,
+        "  hello canonical: {:?}",
+        signing::hello_canonical(
+            "example.com",
+            "partner.example",
+            1_790_380_000,
+            "6f1d2c3b4a596877"
+        )
+    )?;
 
-    writeln!(out, "\nNot yet here: the relay, realm server and node (weft relay | airc | node), and the simulator scenarios (weft sim).")?;
-    writeln!(out, "{}", if ok { "\nall checks passed" } else { "\nSOME CHECKS FAILED" })?;
+    writeln!(
+        out,
+        "\nNot yet here: the relay, realm server and node (weft relay | airc | node), and the simulator scenarios (weft sim)."
+    )?;
+    writeln!(
+        out,
+        "{}",
+        if ok {
+            "\nall checks passed"
+        } else {
+            "\nSOME CHECKS FAILED"
+        }
+    )?;
     Ok(ok)
 }
 
 /// A fresh P-256 session key and its did:key.
-fn session(p: &dyn CryptoProvider, rng: &mut chacha20::ChaCha20Rng) -> (crypto::P256Secret, String) {
+fn session(
+    p: &dyn CryptoProvider,
+    rng: &mut chacha20::ChaCha20Rng,
+) -> (crypto::P256Secret, String) {
     let secret = crypto::generate_p256(p, rng);
-    let public = p.p256_public_key(&secret).expect("generate_p256 returns only valid keys");
-    (secret, weft_proto::codec::did_key::DidKey::P256(public.0).to_did())
+    let public = p
+        .p256_public_key(&secret)
+        .expect("generate_p256 returns only valid keys");
+    (
+        secret,
+        weft_proto::codec::did_key::DidKey::P256(public.0).to_did(),
+    )
 }

@@ -30,7 +30,9 @@ pub fn os_rng() -> chacha20::ChaCha20Rng {
 
 /// The wall clock as a machine's `now`. A clock set before 1970 reads as the epoch.
 pub fn now() -> Timestamp {
-    let ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis());
+    let ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
     Timestamp::from_millis(u64::try_from(ms).unwrap_or(u64::MAX))
 }
 

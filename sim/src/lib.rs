@@ -57,7 +57,12 @@ pub struct Runner<M> {
 impl<M: Machine> Runner<M> {
     /// A runner whose clock starts at `start`, allowing at most `max_steps` inputs and timeouts.
     pub fn new(machine: M, start: Timestamp, max_steps: usize) -> Self {
-        Self { machine, now: start, steps: 0, max_steps }
+        Self {
+            machine,
+            now: start,
+            steps: 0,
+            max_steps,
+        }
     }
 
     /// The current virtual time.
@@ -71,7 +76,11 @@ impl<M: Machine> Runner<M> {
     }
 
     /// Feeds `input` at the current time, then drains every output into `sink` in order.
-    pub fn input(&mut self, input: M::Input, sink: &mut impl FnMut(Timestamp, M::Output)) -> Result<(), SimError> {
+    pub fn input(
+        &mut self,
+        input: M::Input,
+        sink: &mut impl FnMut(Timestamp, M::Output),
+    ) -> Result<(), SimError> {
         self.count()?;
         self.machine.handle(self.now, input);
         self.drain(sink);
@@ -80,14 +89,21 @@ impl<M: Machine> Runner<M> {
 
     /// Runs every wakeup due up to and including `until`, jumping the clock to each, then leaves
     /// the clock at `until`. Outputs go to `sink` stamped with the time they came out.
-    pub fn run_until(&mut self, until: Timestamp, sink: &mut impl FnMut(Timestamp, M::Output)) -> Result<(), SimError> {
+    pub fn run_until(
+        &mut self,
+        until: Timestamp,
+        sink: &mut impl FnMut(Timestamp, M::Output),
+    ) -> Result<(), SimError> {
         while let Some(Wakeup { at, .. }) = self.machine.poll_timeout().filter(|w| w.at <= until) {
             self.count()?;
             self.now = self.now.max(at);
             self.machine.handle_timeout(self.now);
             self.drain(sink);
             if let Some(w) = self.machine.poll_timeout().filter(|w| w.at <= self.now) {
-                return Err(SimError::DeadlineDoesNotAdvance { now: self.now, reason: w.reason });
+                return Err(SimError::DeadlineDoesNotAdvance {
+                    now: self.now,
+                    reason: w.reason,
+                });
             }
         }
         self.now = self.now.max(until);
@@ -103,7 +119,9 @@ impl<M: Machine> Runner<M> {
     fn count(&mut self) -> Result<(), SimError> {
         self.steps += 1;
         if self.steps > self.max_steps {
-            return Err(SimError::StepLimit { steps: self.max_steps });
+            return Err(SimError::StepLimit {
+                steps: self.max_steps,
+            });
         }
         Ok(())
     }

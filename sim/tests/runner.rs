@@ -17,7 +17,12 @@ struct Heartbeat {
 
 impl Heartbeat {
     fn new(period: Duration, stuck: bool) -> Self {
-        Self { period, next: None, out: VecDeque::new(), stuck }
+        Self {
+            period,
+            next: None,
+            out: VecDeque::new(),
+            stuck,
+        }
     }
 }
 
@@ -53,29 +58,55 @@ impl Machine for Heartbeat {
 #[test]
 fn time_jumps_to_each_wakeup_and_stops_at_the_horizon() {
     let start = Timestamp::from_secs(1_000);
-    let mut r = Runner::new(Heartbeat::new(Duration::from_millis(250), false), start, 100);
+    let mut r = Runner::new(
+        Heartbeat::new(Duration::from_millis(250), false),
+        start,
+        100,
+    );
     let mut seen = Vec::new();
     let mut sink = |at: Timestamp, beat: Timestamp| seen.push((at, beat));
     r.input((), &mut sink).unwrap();
-    r.run_until(start + Duration::from_millis(1_100), &mut sink).unwrap();
-    let want: Vec<_> = (1..=4).map(|i| start + Duration::from_millis(250 * i)).collect();
+    r.run_until(start + Duration::from_millis(1_100), &mut sink)
+        .unwrap();
+    let want: Vec<_> = (1..=4)
+        .map(|i| start + Duration::from_millis(250 * i))
+        .collect();
     assert_eq!(seen.iter().map(|(at, _)| *at).collect::<Vec<_>>(), want);
-    assert!(seen.iter().all(|(at, beat)| at == beat), "outputs are stamped with the time they came out");
+    assert!(
+        seen.iter().all(|(at, beat)| at == beat),
+        "outputs are stamped with the time they came out"
+    );
     assert_eq!(r.now(), start + Duration::from_millis(1_100));
 }
 
 #[test]
 fn a_deadline_that_does_not_advance_is_an_error_not_a_hang() {
-    let mut r = Runner::new(Heartbeat::new(Duration::from_secs(1), true), Timestamp::ZERO, 1_000);
+    let mut r = Runner::new(
+        Heartbeat::new(Duration::from_secs(1), true),
+        Timestamp::ZERO,
+        1_000,
+    );
     let mut sink = |_: Timestamp, _: Timestamp| {};
     r.input((), &mut sink).unwrap();
-    let err = r.run_until(Timestamp::from_secs(60), &mut sink).unwrap_err();
-    assert_eq!(err, SimError::DeadlineDoesNotAdvance { now: Timestamp::from_secs(1), reason: "heartbeat" });
+    let err = r
+        .run_until(Timestamp::from_secs(60), &mut sink)
+        .unwrap_err();
+    assert_eq!(
+        err,
+        SimError::DeadlineDoesNotAdvance {
+            now: Timestamp::from_secs(1),
+            reason: "heartbeat"
+        }
+    );
 }
 
 #[test]
 fn the_step_limit_bounds_a_run() {
-    let mut r = Runner::new(Heartbeat::new(Duration::from_millis(1), false), Timestamp::ZERO, 10);
+    let mut r = Runner::new(
+        Heartbeat::new(Duration::from_millis(1), false),
+        Timestamp::ZERO,
+        10,
+    );
     let mut sink = |_: Timestamp, _: Timestamp| {};
     r.input((), &mut sink).unwrap();
     let err = r.run_until(Timestamp::from_secs(1), &mut sink).unwrap_err();

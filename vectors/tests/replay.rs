@@ -15,11 +15,16 @@ fn load(path: &str) -> Value {
 }
 
 fn s<'a>(v: &'a Value, key: &str) -> &'a str {
-    v[key].as_str().unwrap_or_else(|| panic!("vector field {key} is not a string"))
+    v[key]
+        .as_str()
+        .unwrap_or_else(|| panic!("vector field {key} is not a string"))
 }
 
 fn providers() -> Vec<&'static dyn CryptoProvider> {
-    vec![weft_proto::crypto::default_provider(), &weft_drivers::fast_crypto::FastCrypto]
+    vec![
+        weft_proto::crypto::default_provider(),
+        &weft_drivers::fast_crypto::FastCrypto,
+    ]
 }
 
 #[test]
@@ -31,7 +36,12 @@ fn minca_rooms_topics_and_room_keys() {
             assert_eq!(room.as_str(), s(c, "room"), "{}", p.name());
             assert_eq!(room.topic(p), s(c, "topic"), "{}", p.name());
             assert_eq!(room.topic(p).len(), 43);
-            assert_eq!(hex::encode(&room.key(p)), s(c, "room_key_hex"), "{}", p.name());
+            assert_eq!(
+                hex::encode(&room.key(p)),
+                s(c, "room_key_hex"),
+                "{}",
+                p.name()
+            );
         }
     }
 }
@@ -53,13 +63,22 @@ fn minca_mesh_proof_verifies_and_fails_on_any_changed_byte() {
         for p in providers() {
             assert!(auth::verify(p, s(c, "prover_did"), &t, sig), "{}", p.name());
             // Against the verifier's key it must fail: the proof names who made it.
-            assert!(!auth::verify(p, s(c, "verifier_did"), &t, sig), "{}", p.name());
+            assert!(
+                !auth::verify(p, s(c, "verifier_did"), &t, sig),
+                "{}",
+                p.name()
+            );
             let bytes = t.as_bytes();
             for i in 0..bytes.len() {
                 let mut changed = bytes.to_vec();
                 changed[i] ^= 0x01;
-                let changed = String::from_utf8(changed).expect("flipping bit 0 of ASCII stays ASCII");
-                assert!(!auth::verify(p, s(c, "prover_did"), &changed, sig), "{}: byte {i}", p.name());
+                let changed =
+                    String::from_utf8(changed).expect("flipping bit 0 of ASCII stays ASCII");
+                assert!(
+                    !auth::verify(p, s(c, "prover_did"), &changed, sig),
+                    "{}: byte {i}",
+                    p.name()
+                );
             }
         }
     }
@@ -68,15 +87,25 @@ fn minca_mesh_proof_verifies_and_fails_on_any_changed_byte() {
 #[test]
 fn airc_signing_keys_messages_hellos_and_welcomes() {
     let v = load("airc/signing.json");
-    let seed: [u8; 32] = base64::decode(s(&v, "seed_base64")).unwrap().try_into().unwrap();
-    assert_eq!(seed, core::array::from_fn(|i| i as u8 + 1), "the seed is 0x01 … 0x20");
+    let seed: [u8; 32] = base64::decode(s(&v, "seed_base64"))
+        .unwrap()
+        .try_into()
+        .unwrap();
+    assert_eq!(
+        seed,
+        core::array::from_fn(|i| i as u8 + 1),
+        "the seed is 0x01 … 0x20"
+    );
     let seed = Ed25519Seed::from_bytes(seed);
 
     for p in providers() {
         let public = p.ed25519_public_key(&seed);
         assert_eq!(base64::encode(&public), s(&v, "public_base64"));
         assert_eq!(sigstring::kid(p, &public), s(&v, "kid"));
-        assert_eq!(format!("v=airc1 k=ed25519 p={}", base64::encode(&public)), s(&v["dns"], "txt"));
+        assert_eq!(
+            format!("v=airc1 k=ed25519 p={}", base64::encode(&public)),
+            s(&v["dns"], "txt")
+        );
 
         let m = &v["message"];
         let f = &m["frame"];
@@ -91,7 +120,12 @@ fn airc_signing_keys_messages_hellos_and_welcomes() {
         }
         .canonical();
         let h = &v["hello"];
-        let hello = signing::hello_canonical(s(h, "dialler"), s(h, "target"), h["ts"].as_u64().unwrap(), s(h, "nonce"));
+        let hello = signing::hello_canonical(
+            s(h, "dialler"),
+            s(h, "target"),
+            h["ts"].as_u64().unwrap(),
+            s(h, "nonce"),
+        );
         let w = &v["welcome"];
         let welcome = signing::welcome_canonical(s(w, "acceptor"), s(w, "dialler"), s(w, "nonce"));
 
@@ -102,7 +136,12 @@ fn airc_signing_keys_messages_hellos_and_welcomes() {
             assert_eq!(sig.to_string(), s(vector, "sig"), "{}", p.name());
             let parsed = sigstring::SigString::parse(s(vector, "sig")).unwrap();
             assert!(sigstring::verify(p, &public, made.as_bytes(), &parsed));
-            assert!(!sigstring::verify(p, &public, format!("{made} ").as_bytes(), &parsed));
+            assert!(!sigstring::verify(
+                p,
+                &public,
+                format!("{made} ").as_bytes(),
+                &parsed
+            ));
         }
     }
 }
@@ -118,6 +157,11 @@ fn airc_passport_line_hash_and_url() {
     assert_eq!(pp.url(s(&v, "web_base")), s(&v, "url"));
     assert_eq!(Passport::parse(s(&v, "url")).unwrap(), pp);
     for p in providers() {
-        assert_eq!(passport::token_hash(p, &pp.token), s(&v, "token_hash"), "{}", p.name());
+        assert_eq!(
+            passport::token_hash(p, &pp.token),
+            s(&v, "token_hash"),
+            "{}",
+            p.name()
+        );
     }
 }

@@ -33,12 +33,17 @@ fn main() -> ExitCode {
         Command::Relay => not_yet("relay", "the Minca relay server (Minca §1.4)"),
         Command::Airc => not_yet("airc", "the AIRC realm server and its client commands"),
         Command::Node => not_yet("node", "the always-on Minca node and its /peer endpoint"),
-        Command::Sim => not_yet("sim", "the simulator scenarios minca-meetup and airc-realms"),
+        Command::Sim => not_yet(
+            "sim",
+            "the simulator scenarios minca-meetup and airc-realms",
+        ),
     }
 }
 
 /// Says plainly that a subcommand is not built yet, and fails so no script mistakes it for success.
 fn not_yet(name: &str, what: &str) -> ExitCode {
-    eprintln!("weft {name}: {what} is not built yet; see the open issues and docs/architecture.md.");
+    eprintln!(
+        "weft {name}: {what} is not built yet; see the open issues and docs/architecture.md."
+    );
     ExitCode::from(2)
 }

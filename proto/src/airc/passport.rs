@@ -67,7 +67,9 @@ impl Passport {
             return Self::parse_line(s);
         }
         match s.split_once('#') {
-            Some((_, fragment)) if fragment.starts_with("airc-passport:") => Self::parse_line(fragment),
+            Some((_, fragment)) if fragment.starts_with("airc-passport:") => {
+                Self::parse_line(fragment)
+            }
             _ => Err(PassportError::NotAPassport),
         }
     }
@@ -81,7 +83,9 @@ impl Passport {
                 PassportError::NotAPassport
             }
         })?;
-        let rest = rest.strip_prefix("i=").ok_or(PassportError::MissingIssuer)?;
+        let rest = rest
+            .strip_prefix("i=")
+            .ok_or(PassportError::MissingIssuer)?;
         let (issuer, rest) = rest.split_once(';').ok_or(PassportError::MissingToken)?;
         let (endpoint, rest) = match rest.strip_prefix("e=") {
             Some(r) => {
@@ -99,7 +103,8 @@ impl Passport {
     }
 
     fn parse_file(s: &str) -> Result<Self, PassportError> {
-        let v: serde_json::Value = serde_json::from_str(s).map_err(|_| PassportError::NotAPassport)?;
+        let v: serde_json::Value =
+            serde_json::from_str(s).map_err(|_| PassportError::NotAPassport)?;
         match v.get("airc_passport").and_then(|n| n.as_u64()) {
             Some(1) => {}
             Some(_) => return Err(PassportError::UnsupportedVersion),
@@ -110,7 +115,9 @@ impl Passport {
         let token = text("token").ok_or(PassportError::MissingToken)?;
         Ok(Self {
             issuer: field(issuer, PassportError::MissingIssuer)?,
-            endpoint: text("endpoint").map(|e| field(e, PassportError::Malformed)).transpose()?,
+            endpoint: text("endpoint")
+                .map(|e| field(e, PassportError::Malformed))
+                .transpose()?,
             token: field(token, PassportError::MissingToken)?,
         })
     }
@@ -156,7 +163,9 @@ fn field(s: &str, missing: PassportError) -> Result<String, PassportError> {
     if s.is_empty() {
         return Err(missing);
     }
-    if s.chars().any(|c| c == ';' || c == '#' || c.is_whitespace() || c.is_control()) {
+    if s.chars()
+        .any(|c| c == ';' || c == '#' || c.is_whitespace() || c.is_control())
+    {
         return Err(PassportError::Malformed);
     }
     Ok(s.to_string())
@@ -182,7 +191,10 @@ mod tests {
         let file = r#"{"airc_passport":1,"issuer":"example.com","endpoint":"airc://example.com/alice/x",
             "token":"Zk3fQ9uT2mH7wLp4Rb8yNc6VdX1aS0gE","label":"x","uses":1}"#;
         let f = Passport::parse(file).unwrap();
-        assert_eq!((f.issuer.as_str(), f.token.as_str()), ("example.com", p.token.as_str()));
+        assert_eq!(
+            (f.issuer.as_str(), f.token.as_str()),
+            ("example.com", p.token.as_str())
+        );
     }
 
     #[test]
@@ -207,7 +219,10 @@ mod tests {
             ("airc-passport:1;i=a;t=b;c", Malformed),
             ("airc-passport:1;i=a b;t=c", Malformed),
             (r#"{"airc_passport":1,"issuer":"a"}"#, MissingToken),
-            (r#"{"airc_passport":3,"issuer":"a","token":"b"}"#, UnsupportedVersion),
+            (
+                r#"{"airc_passport":3,"issuer":"a","token":"b"}"#,
+                UnsupportedVersion,
+            ),
             ("{not json", NotAPassport),
         ] {
             assert_eq!(Passport::parse(s), Err(e), "{s}");

@@ -57,7 +57,11 @@ pub fn ts_ms(ts: f64) -> Option<u64> {
     // `f64::round` is not in `core`. Below 2^53 the truncation and the fraction are exact, and
     // rounding half up matches JavaScript's Math.round for the non-negative values allowed here.
     let whole = ms as u64;
-    Some(if ms - whole as f64 >= 0.5 { whole + 1 } else { whole })
+    Some(if ms - whole as f64 >= 0.5 {
+        whole + 1
+    } else {
+        whole
+    })
 }
 
 /// What a dialling server's hello signs (§9.4): the target realm binds it to one destination.
@@ -88,9 +92,21 @@ mod tests {
 
     #[test]
     fn absent_type_and_re_have_defaults() {
-        let s = Signed { id: "i", from: "f", to: "t", ts_ms: 5, kind: None, re: None, body: "b" };
+        let s = Signed {
+            id: "i",
+            from: "f",
+            to: "t",
+            ts_ms: 5,
+            kind: None,
+            re: None,
+            body: "b",
+        };
         assert_eq!(s.canonical(), "i\nf\nt\n5\ntext/plain\n\nb");
-        let s = Signed { kind: Some("x/y"), re: Some("r"), ..s };
+        let s = Signed {
+            kind: Some("x/y"),
+            re: Some("r"),
+            ..s
+        };
         assert_eq!(s.canonical(), "i\nf\nt\n5\nx/y\nr\nb");
     }
 }

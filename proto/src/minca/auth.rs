@@ -35,13 +35,24 @@ pub fn mesh_transcript(
     prover_cert: &str,
     verifier_cert: &str,
 ) -> String {
-    let parts = ["minca-mesh/v1", space_id, prover_did, verifier_did, nonce, prover_cert, verifier_cert];
+    let parts = [
+        "minca-mesh/v1",
+        space_id,
+        prover_did,
+        verifier_did,
+        nonce,
+        prover_cert,
+        verifier_cert,
+    ];
     parts.join("|")
 }
 
 /// Signs `label` with a session key: base64url of the 64-byte P1363 signature (86 characters).
 pub fn sign(crypto: &dyn CryptoProvider, key: &P256Secret, label: &str) -> Option<String> {
-    crypto.p256_sign(key, label.as_bytes()).ok().map(|s| base64url::encode(&s))
+    crypto
+        .p256_sign(key, label.as_bytes())
+        .ok()
+        .map(|s| base64url::encode(&s))
 }
 
 /// Checks a base64url signature over `label` against the P-256 key `did` names.
