@@ -6,7 +6,7 @@ use clap::{Parser, Subcommand};
 
 /// weft: relay, rendezvous and mesh networking as sans-IO state machines.
 #[derive(Parser, Debug)]
-#[command(name = "weft", version, about, long_about = None)]
+#[command(name = "weft", version, about = "weft: relay, rendezvous and mesh networking as sans-IO state machines")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
