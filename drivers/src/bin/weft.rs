@@ -6,7 +6,11 @@ use clap::{Parser, Subcommand};
 
 /// weft: relay, rendezvous and mesh networking as sans-IO state machines.
 #[derive(Parser, Debug)]
-#[command(name = "weft", version, about = "weft: relay, rendezvous and mesh networking as sans-IO state machines")]
+#[command(
+    name = "weft",
+    version,
+    about = "weft: relay, rendezvous and mesh networking as sans-IO state machines"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -5,10 +5,13 @@
 //! - [`signing`]: §9, the canonical strings of messages, hellos and welcomes and their Ed25519
 //!   signatures;
 //! - [`passport`]: §12.2, the three renderings of a passport (line, URL, file) and §12.1's token
-//!   hash.
+//!   hash;
+//! - [`spool`]: §7, the spool per destination key, expiry and duplicate suppression, and §6.6's
+//!   settlement of late acks.
 //!
 //! Addresses, framing, the server machine, the spool, links and the audit stream build on these
 //! (see the open issues).
 
 pub mod passport;
 pub mod signing;
+pub mod spool;
