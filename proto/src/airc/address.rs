@@ -689,3 +689,516 @@ impl core::hash::Hash for Address {
 pub fn is_reserved_segment(segment: &str) -> bool {
     segment.starts_with(RESERVED_PREFIX)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::format;
+    use alloc::string::ToString;
+
+    fn key(s: &str) -> String {
+        Address::parse(s).unwrap().key().to_string()
+    }
+
+    fn err(s: &str) -> AddressError {
+        Address::parse(s).unwrap_err()
+    }
+
+    /// An `airc://example.com/…` address of exactly `len` octets.
+    fn of_len(len: usize) -> String {
+        let mut s = String::from("airc://example.com");
+        while s.len() < len {
+            let room = len - s.len() - 1;
+            // Keep every segment valid: 1..63 characters, so never leave a 0-length remainder.
+            let n = if room > 63 {
+                if room - 63 >= 2 { 63 } else { 60 }
+            } else {
+                room
+            };
+            s.push('/');
+            s.push_str(&"a".repeat(n));
+        }
+        s
+    }
+
+    #[test]
+    fn length_1024_accepted_1025_refused() {
+        let ok = of_len(MAX_ADDRESS_LEN);
+        assert_eq!(ok.len(), 1024);
+        assert_eq!(Address::parse(&ok).unwrap().to_string(), ok);
+        let long = of_len(MAX_ADDRESS_LEN + 1);
+        assert_eq!(long.len(), 1025);
+        assert_eq!(err(&long), AddressError::TooLong { len: 1025 });
+    }
+
+    #[test]
+    fn length_counts_the_fragment() {
+        let base = of_len(1020);
+        assert!(Address::parse(&format!("{base}#abc")).is_ok());
+        assert_eq!(
+            err(&format!("{base}#abcd")),
+            AddressError::TooLong { len: 1025 }
+        );
+    }
+
+    #[test]
+    fn length_bounds_the_canonical_form() {
+        // 1024 octets as `//…`, 1029 once written as the canonical `airc://…`.
+        let bare = &of_len(1029)[SCHEME.len()..];
+        assert_eq!(bare.len(), 1024);
+        assert_eq!(err(bare), AddressError::TooLong { len: 1029 });
+        let bare = &of_len(1024 + SCHEME.len() - 5)[SCHEME.len()..];
+        assert!(Address::parse(bare).is_ok());
+    }
+
+    #[test]
+    fn length_bounds_a_resolved_local_form() {
+        let realm = Authority::parse("example.com").unwrap();
+        let ns = Namespace::parse("alice").unwrap();
+        let face = Face::Client {
+            realm: &realm,
+            namespace: &ns,
+        };
+        // `airc://example.com/alice/` is 25 octets; the local form brings the other 999.
+        let fits = format!("{}b", "b/".repeat(499));
+        assert_eq!(fits.len(), 999);
+        let a = Address::resolve(&fits, face).unwrap();
+        assert_eq!(a.to_string().len(), 1024);
+        let over = format!("{fits}b");
+        assert_eq!(
+            Address::resolve(&over, face).unwrap_err(),
+            AddressError::TooLong { len: 1025 }
+        );
+    }
+
+    #[test]
+    fn scheme_must_be_followed_by_two_slashes() {
+        assert_eq!(err("airc:foo"), AddressError::MissingSlashes);
+        assert_eq!(err("airc:/example.com/a"), AddressError::MissingSlashes);
+        assert_eq!(err("airc:"), AddressError::MissingSlashes);
+        assert_eq!(key("AIRC://example.com/a"), "airc://example.com/a");
+    }
+
+    #[test]
+    fn bare_network_form_is_accepted() {
+        let a = Address::parse("//partner.example/support/desk").unwrap();
+        assert_eq!(a.to_string(), "airc://partner.example/support/desk");
+    }
+
+    #[test]
+    fn single_leading_slash_is_invalid() {
+        assert_eq!(err("/alice/x"), AddressError::LeadingSlash);
+        let realm = Authority::parse("example.com").unwrap();
+        let ns = Namespace::root();
+        let face = Face::Client {
+            realm: &realm,
+            namespace: &ns,
+        };
+        assert_eq!(
+            Address::resolve("/alice", face).unwrap_err(),
+            AddressError::LeadingSlash
+        );
+        assert_eq!(err("airc:///alice"), AddressError::InvalidHost);
+    }
+
+    #[test]
+    fn path_is_required() {
+        assert_eq!(err("airc://example.com"), AddressError::MissingPath);
+        assert_eq!(err("airc://example.com/"), AddressError::MissingPath);
+        assert_eq!(err("airc://example.com#f"), AddressError::MissingPath);
+        assert_eq!(err("airc://example.com//a"), AddressError::LeadingSlash);
+        assert_eq!(err("airc://example.com/a//b"), AddressError::EmptySegment);
+        assert_eq!(err("airc://example.com/a//"), AddressError::EmptySegment);
+    }
+
+    #[test]
+    fn segment_length_63_accepted_64_refused() {
+        let s63 = "a".repeat(63);
+        assert!(Address::parse(&format!("airc://h/{s63}")).is_ok());
+        let s64 = "a".repeat(64);
+        assert_eq!(
+            err(&format!("airc://h/{s64}")),
+            AddressError::SegmentTooLong
+        );
+        assert!(Address::parse("airc://h/a").is_ok());
+    }
+
+    #[test]
+    fn segment_characters() {
+        assert_eq!(key("airc://h/Az09-_x/_r/a-b"), "airc://h/az09-_x/_r/a-b");
+        assert_eq!(err("airc://h/-a"), AddressError::SegmentHyphen);
+        assert_eq!(err("airc://h/a-"), AddressError::SegmentHyphen);
+        assert_eq!(err("airc://h/-"), AddressError::SegmentHyphen);
+        assert_eq!(err("airc://h/a.b"), AddressError::DotInSegment);
+        assert_eq!(err("airc://h/a%20b"), AddressError::PercentEncoding);
+        assert_eq!(err("airc://h/%61"), AddressError::PercentEncoding);
+        assert_eq!(
+            err("airc://h/a*"),
+            AddressError::InvalidCharacter { position: 1 }
+        );
+        assert_eq!(
+            err("airc://h/caf\u{e9}"),
+            AddressError::InvalidCharacter { position: 3 }
+        );
+        assert_eq!(
+            err("airc://h/a b"),
+            AddressError::InvalidCharacter { position: 1 }
+        );
+        assert_eq!(
+            err("airc://h/a?q"),
+            AddressError::InvalidCharacter { position: 1 }
+        );
+    }
+
+    #[test]
+    fn dns_hosts() {
+        assert_eq!(key("airc://Example.COM/a"), "airc://example.com/a");
+        assert_eq!(key("airc://example.com./a"), "airc://example.com/a");
+        assert_eq!(key("airc://localhost/a"), "airc://localhost/a");
+        assert_eq!(key("airc://3com.example/a"), "airc://3com.example/a");
+        assert_eq!(key("airc://a-b.c/a"), "airc://a-b.c/a");
+        for bad in [
+            "airc://-a.com/x",
+            "airc://a-.com/x",
+            "airc://a..com/x",
+            "airc://.com/x",
+            "airc://a_b.com/x",
+            "airc://example.com../x",
+            "airc://./x",
+            "airc://user@host/x",
+            "airc://999.1.1.1/x",
+            "airc://1.2.3/x",
+            "airc://123/x",
+            "airc://1.2.3.4./x",
+            "airc://h\u{e9}.com/x",
+        ] {
+            assert_eq!(err(bad), AddressError::InvalidHost, "{bad}");
+        }
+        let label63 = "a".repeat(63);
+        assert!(Address::parse(&format!("airc://{label63}.com/x")).is_ok());
+        let label64 = "a".repeat(64);
+        assert_eq!(
+            err(&format!("airc://{label64}.com/x")),
+            AddressError::InvalidHost
+        );
+        // 253 octets of name is the most; a trailing dot does not count.
+        let name253 = format!("{0}.{0}.{0}.{1}", label63, "a".repeat(61));
+        assert_eq!(name253.len(), MAX_HOST_LEN);
+        assert!(Address::parse(&format!("airc://{name253}./x")).is_ok());
+        assert_eq!(
+            err(&format!("airc://{name253}a/x")),
+            AddressError::InvalidHost
+        );
+    }
+
+    #[test]
+    fn ipv4_hosts() {
+        let a = Address::parse("airc://192.0.2.1/a").unwrap();
+        assert_eq!(a.realm().kind(), HostKind::Ipv4);
+        assert_eq!(a.realm().host(), "192.0.2.1");
+        assert!(Address::parse("airc://0.0.0.0/a").is_ok());
+        assert!(Address::parse("airc://255.255.255.255:80/a").is_ok());
+        assert_eq!(err("airc://256.1.1.1/a"), AddressError::InvalidHost);
+        assert_eq!(err("airc://01.1.1.1/a"), AddressError::InvalidHost);
+        assert_eq!(err("airc://1.1.1.1.1/a"), AddressError::InvalidHost);
+    }
+
+    #[test]
+    fn ipv6_hosts() {
+        let a = Address::parse("airc://[2001:DB8::1]:7001/a").unwrap();
+        assert_eq!(a.realm().kind(), HostKind::Ipv6);
+        assert_eq!(a.realm().host(), "[2001:db8::1]");
+        assert_eq!(a.realm().port(), Some(7001));
+        assert_eq!(a.key().as_str(), "airc://[2001:db8::1]:7001/a");
+        assert_eq!(key("airc://[::1]:2472/a"), "airc://[::1]/a");
+        for ok in [
+            "::",
+            "::1",
+            "1::",
+            "1:2:3:4:5:6:7:8",
+            "1:2:3:4:5:6:7::",
+            "::2:3:4:5:6:7:8",
+            "::ffff:192.0.2.1",
+            "1:2:3:4:5:6:192.0.2.1",
+            "fe80::1:2",
+        ] {
+            assert!(Address::parse(&format!("airc://[{ok}]/a")).is_ok(), "{ok}");
+        }
+        for bad in [
+            "[]",
+            "[1:2:3:4:5:6:7]",
+            "[1:2:3:4:5:6:7:8:9]",
+            "[1::2::3]",
+            "[:::]",
+            "[:1::]",
+            "[1:2:3:4:5:6:7:8::]",
+            "[12345::]",
+            "[g::]",
+            "[::1%25eth0]",
+            "[v1.x]",
+            "[::192.0.2.256]",
+            "[1:2:3:4:5:6:7:192.0.2.1]",
+            "[192.0.2.1::]",
+            "::1",
+            "[::1",
+            "[::1]x",
+            "[::1]:",
+        ] {
+            let e = Address::parse(&format!("airc://{bad}/a")).unwrap_err();
+            assert!(
+                matches!(e, AddressError::InvalidHost | AddressError::InvalidPort),
+                "{bad}: {e:?}"
+            );
+        }
+        // Only lower-casing: zero compression is not canonicalized (§2.2).
+        assert_ne!(key("airc://[::1]/a"), key("airc://[0::1]/a"));
+    }
+
+    #[test]
+    fn ports() {
+        assert_eq!(err("airc://h:0/a"), AddressError::InvalidPort);
+        assert_eq!(key("airc://h:1/a"), "airc://h:1/a");
+        assert_eq!(key("airc://h:65535/a"), "airc://h:65535/a");
+        assert_eq!(err("airc://h:65536/a"), AddressError::InvalidPort);
+        assert_eq!(err("airc://h:/a"), AddressError::InvalidPort);
+        assert_eq!(err("airc://h:-1/a"), AddressError::InvalidPort);
+        assert_eq!(err("airc://h:+80/a"), AddressError::InvalidPort);
+        assert_eq!(err("airc://h:000080/a"), AddressError::InvalidPort);
+        assert_eq!(key("airc://h:00080/a"), "airc://h:80/a");
+        assert_eq!(err("airc://h:80:80/a"), AddressError::InvalidPort);
+        let a = Address::parse("airc://h:7001/a").unwrap();
+        assert_eq!(a.realm().effective_port(), 7001);
+    }
+
+    #[test]
+    fn default_port_dropped() {
+        let a = Address::parse("airc://example.com:2472/a").unwrap();
+        assert_eq!(a.key().as_str(), "airc://example.com/a");
+        assert_eq!(a.realm().port(), None);
+        assert_eq!(a.realm().effective_port(), DEFAULT_PORT);
+        assert_eq!(a, Address::parse("airc://example.com/a").unwrap());
+        assert_eq!(key("airc://example.com:02472/a"), "airc://example.com/a");
+    }
+
+    #[test]
+    fn canonical_form_lower_cases_and_strips() {
+        let a = Address::parse("AIRC://Example.COM.:2472/Alice/Net-Ops#Inc-1").unwrap();
+        assert_eq!(a.key().as_str(), "airc://example.com/alice/net-ops");
+        assert_eq!(a.to_string(), "airc://example.com/alice/net-ops#Inc-1");
+        assert_eq!(a.segments(), ["alice", "net-ops"]);
+        assert_eq!(a.realm().to_string(), "example.com");
+    }
+
+    #[test]
+    fn fragment_kept_in_display_ignored_in_key() {
+        let a = Address::parse("airc://h/a#one").unwrap();
+        let b = Address::parse("airc://h/a#two").unwrap();
+        let c = Address::parse("airc://h/a").unwrap();
+        assert_eq!(a.fragment(), Some("one"));
+        assert_eq!(c.fragment(), None);
+        assert_eq!(a.to_string(), "airc://h/a#one");
+        assert_eq!(a.key(), b.key());
+        assert_eq!(a, b);
+        assert_eq!(a, c);
+        assert_eq!(a.cmp(&b), core::cmp::Ordering::Equal);
+        assert_eq!(a.without_fragment().to_string(), "airc://h/a");
+        let mut set = alloc::collections::BTreeSet::new();
+        set.insert(a);
+        assert!(!set.insert(b));
+        // An empty fragment is present, and kept.
+        assert_eq!(
+            Address::parse("airc://h/a#").unwrap().to_string(),
+            "airc://h/a#"
+        );
+    }
+
+    #[test]
+    fn fragment_is_pchars() {
+        let f = "aZ9-._~!$&'()*+,;=:@%2F";
+        let a = Address::parse(&format!("airc://h/a#{f}")).unwrap();
+        assert_eq!(a.fragment(), Some(f));
+        for bad in ["a/b", "a?b", "a#b", "%", "%2", "%zz", "a b", "\u{e9}"] {
+            assert_eq!(
+                err(&format!("airc://h/a#{bad}")),
+                AddressError::InvalidFragment,
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn namespace_and_endpoint_differ() {
+        let ns = Address::parse("airc://h/alice/").unwrap();
+        let ep = Address::parse("airc://h/alice").unwrap();
+        assert!(ns.is_namespace() && !ns.is_endpoint());
+        assert!(ep.is_endpoint() && !ep.is_namespace());
+        assert_ne!(ns, ep);
+        assert_eq!(ns.key().as_str(), "airc://h/alice/");
+        assert_eq!(
+            Address::parse("//h/a").unwrap(),
+            Address::parse("airc://h/a").unwrap()
+        );
+        assert_ne!(
+            Address::parse("//h/a").unwrap(),
+            Address::parse("//h/a/").unwrap()
+        );
+    }
+
+    #[test]
+    fn accessors() {
+        let a = Address::parse("airc://h/alice/net-ops/bot").unwrap();
+        assert_eq!(a.first_segment(), "alice");
+        assert_eq!(a.namespace(), ["alice", "net-ops"]);
+        let b = Address::parse("airc://h/solo").unwrap();
+        assert_eq!(b.first_segment(), "solo");
+        assert!(b.namespace().is_empty());
+    }
+
+    #[test]
+    fn local_form_resolves_against_realm_and_first_namespace() {
+        // Appendix A.1: client alice/x on example.com sends from "x".
+        let realm = Authority::parse("example.com").unwrap();
+        let ns = Namespace::parse("alice").unwrap();
+        let face = Face::Client {
+            realm: &realm,
+            namespace: &ns,
+        };
+        let from = Address::resolve("x", face).unwrap();
+        assert_eq!(from.to_string(), "airc://example.com/alice/x");
+        let a = Address::resolve("Bob/Y/#inc", face).unwrap();
+        assert_eq!(a.to_string(), "airc://example.com/alice/bob/y/#inc");
+        assert!(a.is_namespace());
+        // A URI form is taken as it is, on either face.
+        let to = Address::resolve("//partner.example/support/desk", face).unwrap();
+        assert_eq!(to.to_string(), "airc://partner.example/support/desk");
+        // No namespaces: ctx = "" and the path sits directly under the realm.
+        let root = Namespace::root();
+        let face = Face::Client {
+            realm: &realm,
+            namespace: &root,
+        };
+        assert_eq!(
+            Address::resolve("bob/y", face).unwrap().to_string(),
+            "airc://example.com/bob/y"
+        );
+        // A realm with a port carries it into the resolved address.
+        let realm = Authority::parse("Example.com:7001").unwrap();
+        let ns = Namespace::parse("alice/net-ops/").unwrap();
+        let face = Face::Client {
+            realm: &realm,
+            namespace: &ns,
+        };
+        assert_eq!(
+            Address::resolve("x", face).unwrap().key().as_str(),
+            "airc://example.com:7001/alice/net-ops/x"
+        );
+    }
+
+    #[test]
+    fn local_form_invalid_on_the_peer_face() {
+        assert_eq!(
+            Address::resolve("alice/x", Face::Peer).unwrap_err(),
+            AddressError::LocalForm
+        );
+        assert_eq!(err("x#frag"), AddressError::LocalForm);
+        assert!(Address::resolve("airc://example.com/alice/x", Face::Peer).is_ok());
+    }
+
+    #[test]
+    fn local_form_follows_the_grammar() {
+        let realm = Authority::parse("example.com").unwrap();
+        let ns = Namespace::root();
+        let face = Face::Client {
+            realm: &realm,
+            namespace: &ns,
+        };
+        for (bad, e) in [
+            ("", AddressError::MissingPath),
+            ("a.b", AddressError::DotInSegment),
+            ("a//b", AddressError::EmptySegment),
+            ("#f", AddressError::MissingPath),
+            ("host:80/a", AddressError::InvalidCharacter { position: 4 }),
+            ("-a", AddressError::SegmentHyphen),
+        ] {
+            assert_eq!(Address::resolve(bad, face).unwrap_err(), e, "{bad}");
+        }
+    }
+
+    #[test]
+    fn namespace_parse() {
+        assert!(Namespace::parse("").unwrap().segments().is_empty());
+        assert_eq!(Namespace::parse("Alice/").unwrap().segments(), ["alice"]);
+        assert_eq!(Namespace::parse("/alice"), Err(AddressError::LeadingSlash));
+        assert_eq!(Namespace::parse("a.b"), Err(AddressError::DotInSegment));
+    }
+
+    #[test]
+    fn inside_a_namespace_needs_a_segment_after_it() {
+        let alice = Namespace::parse("alice").unwrap();
+        assert!(Address::parse("//h/alice/x").unwrap().is_inside(&alice));
+        assert!(Address::parse("//h/alice/x/y").unwrap().is_inside(&alice));
+        assert!(!Address::parse("//h/alice").unwrap().is_inside(&alice));
+        assert!(!Address::parse("//h/alice/").unwrap().is_inside(&alice));
+        assert!(!Address::parse("//h/alicex/y").unwrap().is_inside(&alice));
+        assert!(!Address::parse("//h/bob/x").unwrap().is_inside(&alice));
+    }
+
+    #[test]
+    fn delegation() {
+        let p = Address::parse("//r/bob/research").unwrap();
+        let beneath = Address::parse("//r/bob/research/spider1/run#2").unwrap();
+        assert_eq!(
+            p.delegated_remainder(&beneath),
+            Some(&["spider1".to_string(), "run".to_string()][..])
+        );
+        assert!(p.is_resolver_for(&Address::parse("//r/bob/research/x/").unwrap()));
+        // Not beneath: itself, its namespace, a sibling, another realm.
+        assert!(!p.is_resolver_for(&p));
+        assert!(!p.is_resolver_for(&Address::parse("//r/bob/research/").unwrap()));
+        assert!(!p.is_resolver_for(&Address::parse("//r/bob/researchx/a").unwrap()));
+        assert!(!p.is_resolver_for(&Address::parse("//r/bob/a").unwrap()));
+        assert!(!p.is_resolver_for(&Address::parse("//r:7001/bob/research/a").unwrap()));
+        // Only an endpoint resolves; a namespace reference is not one.
+        let ns = Address::parse("//r/bob/research/").unwrap();
+        assert!(!ns.is_resolver_for(&beneath));
+    }
+
+    #[test]
+    fn reserved_names() {
+        assert!(is_reserved_segment("_resolver"));
+        assert!(is_reserved_segment("_"));
+        assert!(!is_reserved_segment("a_b"));
+        for name in RESERVED_NAMES {
+            assert!(is_reserved_segment(name));
+            assert!(
+                Address::parse(&format!("//r/{name}"))
+                    .unwrap()
+                    .is_reserved()
+            );
+        }
+        assert_eq!(RESERVED_NAMES, ["_resolver", "_passport"]);
+        assert!(Address::parse("//r/alice/_inbox").unwrap().is_reserved());
+        assert!(!Address::parse("//r/alice/in_box").unwrap().is_reserved());
+    }
+
+    #[test]
+    fn every_error_maps_to_bad_address() {
+        assert_eq!(err("airc:foo").code(), "bad_address");
+        assert_eq!(AddressError::LocalForm.code(), AddressError::ACK_CODE);
+        assert!(!AddressError::TooLong { len: 2000 }.to_string().is_empty());
+    }
+
+    #[test]
+    fn display_reparses_to_the_same_key() {
+        for s in [
+            "AIRC://Example.COM.:2472/Alice/x/#Frag",
+            "//[::FFFF:192.0.2.1]:99/a",
+            "airc://10.0.0.1/_resolver",
+        ] {
+            let a = Address::parse(s).unwrap();
+            let b = Address::parse(&a.to_string()).unwrap();
+            assert_eq!(a.key(), b.key());
+            assert_eq!(a.fragment(), b.fragment());
+        }
+    }
+}

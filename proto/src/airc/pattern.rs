@@ -207,8 +207,7 @@ impl Pattern {
         }
         // if ns_form: match iff len(A.path) > len(segs) and A.path[:len(segs)] == segs
         if p.namespace {
-            return path.len() > segs.len()
-                && segs.iter().zip(path).all(|(s, a)| s.as_str() == a);
+            return path.len() > segs.len() && segs.iter().zip(path).all(|(s, a)| s.as_str() == a);
         }
         for (i, s) in segs.iter().enumerate() {
             match s {
@@ -249,5 +248,257 @@ impl fmt::Display for Pattern {
             f.write_str("/")?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::string::ToString;
+
+    fn m(pattern: &str, address: &str) -> bool {
+        Pattern::parse(pattern)
+            .unwrap()
+            .matches(&Address::parse(address).unwrap())
+    }
+
+    #[test]
+    fn section_18_1_namespace_pattern_does_not_match_the_endpoint() {
+        assert!(!m("//example.com/alice/", "airc://example.com/alice"));
+    }
+
+    #[test]
+    fn section_18_1_patterns_against_alice_aih() {
+        let a = "airc://example.com/alice/aih";
+        assert!(m("//example.com/alice/", a));
+        assert!(m("//example.com/alice/aih", a));
+        assert!(m("//example.com/alice/*", a));
+        assert!(m("//example.com/*/aih", a));
+        assert!(m("//example.com/alice/**", a));
+        assert!(m("//example.com/**", a));
+        assert!(m("//*/alice/aih", a));
+        assert!(m("*", a));
+        assert!(m("airc://Example.COM:2472/Alice/AIH", a));
+        assert!(!m("//example.com/alice", a));
+        assert!(!m("//example.com/alice/aih/", a));
+        assert!(!m("//example.com/alice/aih/**", a));
+        assert!(!m("//example.com/alice/aih/*", a));
+        assert!(!m("//example.com/*", a));
+        assert!(!m("//example.com/bob/", a));
+        assert!(!m("//partner.example/alice/aih", a));
+        assert!(!m("//example.com:7001/alice/aih", a));
+    }
+
+    #[test]
+    fn whole_star_matches_every_address() {
+        let p = Pattern::parse("*").unwrap();
+        assert!(p.is_all());
+        assert_eq!(p.to_string(), "*");
+        for a in ["//a/b", "//[::1]:9/x/y/", "//10.0.0.1/_resolver#f"] {
+            assert!(p.matches(&Address::parse(a).unwrap()), "{a}");
+        }
+    }
+
+    #[test]
+    fn authority_star_matches_any_authority() {
+        assert!(m("//*/a", "airc://x.example/a"));
+        assert!(m("//*/a", "airc://[::1]:7001/a"));
+        assert!(!m("//*/a", "airc://x.example/b"));
+        assert_eq!(
+            Pattern::parse("//*:80/a"),
+            Err(PatternError::Address(AddressError::InvalidHost))
+        );
+        assert_eq!(Pattern::parse("//*/a").unwrap().authority(), None);
+    }
+
+    #[test]
+    fn authority_compared_with_the_key() {
+        assert!(m("//EXAMPLE.com./a", "airc://example.com:2472/a"));
+        assert!(m("//h:7001/a", "airc://h:7001/a"));
+        assert!(!m("//h:7001/a", "airc://h/a"));
+        assert!(!m("//h/a", "airc://h:7001/a"));
+    }
+
+    #[test]
+    fn star_segment_is_exactly_one() {
+        assert!(m("//h/carol/*", "airc://h/carol/x"));
+        assert!(!m("//h/carol/*", "airc://h/carol"));
+        assert!(!m("//h/carol/*", "airc://h/carol/x/y"));
+        assert!(m("//h/*/x", "airc://h/a/x"));
+        assert!(!m("//h/*/x", "airc://h/a/y"));
+        assert!(m("//h/*", "airc://h/a"));
+    }
+
+    #[test]
+    fn double_star_is_one_or_more_and_last_only() {
+        // Appendix A.3's passport `to`.
+        assert!(m(
+            "//partner.example/**",
+            "airc://partner.example/support/desk"
+        ));
+        assert!(m("//h/a/**", "airc://h/a/b"));
+        assert!(m("//h/a/**", "airc://h/a/b/c/d"));
+        assert!(!m("//h/a/**", "airc://h/a"));
+        assert!(!m("//h/a/**", "airc://h/b/c"));
+        assert!(m("//h/**", "airc://h/a"));
+        assert_eq!(Pattern::parse("//h/**/a"), Err(PatternError::RestNotLast));
+        assert_eq!(Pattern::parse("//h/a/**").unwrap().to_string(), "//h/a/**");
+    }
+
+    #[test]
+    fn trailing_slash_matches_strictly_beneath() {
+        assert!(m("//h/alice/", "airc://h/alice/x"));
+        assert!(m("//h/alice/", "airc://h/alice/x/y"));
+        assert!(m("//h/alice/", "airc://h/alice/x/"));
+        assert!(!m("//h/alice/", "airc://h/alice"));
+        assert!(!m("//h/alice/", "airc://h/alice/"));
+        assert!(!m("//h/alice/", "airc://h/alicex/y"));
+    }
+
+    #[test]
+    fn namespace_form_compares_its_prefix_literally() {
+        // As written in §2.7: `A.path[:len(segs)] == segs`, so wildcards there match nothing.
+        assert!(!m("//h/a/*/", "airc://h/a/b/c"));
+        assert!(!m("//h/**/", "airc://h/a/b"));
+    }
+
+    #[test]
+    fn address_trailing_slash_is_not_compared() {
+        // §2.7 compares segments only.
+        assert!(m("//h/alice", "airc://h/alice/"));
+        assert!(m("//h/alice/*", "airc://h/alice/x/"));
+    }
+
+    #[test]
+    fn fragment_never_matters() {
+        assert!(m("//h/a", "airc://h/a#incarnation-2"));
+        assert_eq!(Pattern::parse("//h/a#f"), Err(PatternError::Fragment));
+    }
+
+    #[test]
+    fn pattern_grammar() {
+        assert!(Pattern::parse("airc://h/a").is_ok());
+        assert_eq!(
+            Pattern::parse("airc:h/a"),
+            Err(PatternError::Address(AddressError::MissingSlashes))
+        );
+        assert_eq!(
+            Pattern::parse("h/a"),
+            Err(PatternError::Address(AddressError::MissingSlashes))
+        );
+        assert_eq!(
+            Pattern::parse("/h/a"),
+            Err(PatternError::Address(AddressError::LeadingSlash))
+        );
+        assert_eq!(
+            Pattern::parse("//h"),
+            Err(PatternError::Address(AddressError::MissingPath))
+        );
+        assert_eq!(
+            Pattern::parse("//h/"),
+            Err(PatternError::Address(AddressError::MissingPath))
+        );
+        assert_eq!(
+            Pattern::parse("//h/a//b"),
+            Err(PatternError::Address(AddressError::EmptySegment))
+        );
+        assert_eq!(
+            Pattern::parse("//h/a*"),
+            Err(PatternError::Address(AddressError::InvalidCharacter {
+                position: 1
+            }))
+        );
+        assert_eq!(
+            Pattern::parse("//h/a.b"),
+            Err(PatternError::Address(AddressError::DotInSegment))
+        );
+        assert_eq!(
+            Pattern::parse("//h/***"),
+            Err(PatternError::Address(AddressError::InvalidCharacter {
+                position: 0
+            }))
+        );
+        let long = alloc::format!("//h/{}", "a/".repeat(600));
+        assert!(matches!(
+            Pattern::parse(&long),
+            Err(PatternError::Address(AddressError::TooLong { .. }))
+        ));
+        assert_eq!(Pattern::parse("//h/-").unwrap_err().code(), "bad_bind");
+    }
+
+    #[test]
+    fn star_is_not_an_address_character() {
+        assert!(Address::parse("//h/*").is_err());
+        assert!(Address::parse("//*/a").is_err());
+    }
+
+    #[test]
+    fn bind_names_resolve_in_the_realm() {
+        // §4.3's example: bind names and the bound reply.
+        let realm = Authority::parse("example.com").unwrap();
+        let bound: alloc::vec::Vec<String> = ["alice/", "bob/research", "carol/*"]
+            .iter()
+            .map(|n| Pattern::parse_in_realm(n, &realm).unwrap().to_string())
+            .collect();
+        assert_eq!(
+            bound,
+            [
+                "//example.com/alice/",
+                "//example.com/bob/research",
+                "//example.com/carol/*"
+            ]
+        );
+        for b in &bound {
+            assert_eq!(Pattern::parse(b).unwrap().to_string(), *b);
+        }
+        assert!(Pattern::parse_in_realm("*", &realm).unwrap().is_all());
+        assert_eq!(
+            Pattern::parse_in_realm("//other/x", &realm)
+                .unwrap()
+                .to_string(),
+            "//other/x"
+        );
+        assert_eq!(
+            Pattern::parse_in_realm("/alice", &realm),
+            Err(PatternError::Address(AddressError::LeadingSlash))
+        );
+    }
+
+    #[test]
+    fn section_18_5_binds_match_by_pattern() {
+        let a = |s: &str| Address::parse(s).unwrap();
+        let ns = Pattern::parse("//r/alice/").unwrap();
+        let research = Pattern::parse("//r/alice/research").unwrap();
+        let spider = Pattern::parse("//r/alice/research/spider1").unwrap();
+        let target = a("airc://r/alice/research/spider1");
+        assert!(ns.matches(&target) && spider.matches(&target));
+        assert!(!research.matches(&target));
+        // Beneath research: the pattern does not match, delegation (§2.5) applies instead.
+        let deep = a("airc://r/alice/research/spider2");
+        assert!(!research.matches(&deep));
+        assert!(a("airc://r/alice/research").is_resolver_for(&deep));
+    }
+
+    #[test]
+    fn accessors_and_reserved() {
+        let p = Pattern::parse("//H/Alice/*/**").unwrap();
+        assert_eq!(p.authority().unwrap().host(), "h");
+        assert_eq!(
+            p.segments(),
+            [
+                PatternSegment::Literal("alice".to_string()),
+                PatternSegment::One,
+                PatternSegment::Rest
+            ]
+        );
+        assert!(!p.is_namespace() && !p.is_all());
+        assert!(Pattern::parse("//h/a/").unwrap().is_namespace());
+        assert!(
+            Pattern::parse("//h/_passport")
+                .unwrap()
+                .has_reserved_segment()
+        );
+        assert!(Pattern::parse("//h/a/_x/").unwrap().has_reserved_segment());
+        assert!(!Pattern::parse("//h/a/*").unwrap().has_reserved_segment());
     }
 }
