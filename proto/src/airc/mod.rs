@@ -2,6 +2,9 @@
 //!
 //! Implemented so far:
 //!
+//! - [`address`]: §2.1–§2.6, parsing the network and local forms, the canonical form and address
+//!   key, local-form resolution by face, delegation and reserved names;
+//! - [`pattern`]: §2.7, the patterns binds and policy rules use, and their matching algorithm;
 //! - [`signing`]: §9, the canonical strings of messages, hellos and welcomes and their Ed25519
 //!   signatures;
 //! - [`passport`]: §12.2, the three renderings of a passport (line, URL, file) and §12.1's token
@@ -9,9 +12,11 @@
 //! - [`spool`]: §7, the spool per destination key, expiry and duplicate suppression, and §6.6's
 //!   settlement of late acks.
 //!
-//! Addresses, framing, the server machine, the spool, links and the audit stream build on these
+//! Framing, the server machine, the spool, links and the audit stream build on these
 //! (see the open issues).
 
+pub mod address;
 pub mod passport;
+pub mod pattern;
 pub mod signing;
 pub mod spool;
