@@ -30,7 +30,10 @@ pub fn score(bind: &Pattern, address: &Address) -> Option<u32> {
     let literal = u32::try_from(literal).unwrap_or(u32::MAX);
     let exact = !bind.is_all()
         && !bind.is_namespace()
-        && bind.segments().iter().all(|s| matches!(s, PatternSegment::Literal(_)));
+        && bind
+            .segments()
+            .iter()
+            .all(|s| matches!(s, PatternSegment::Literal(_)));
     if bind.matches(address) {
         Some(literal.saturating_mul(2).saturating_add(u32::from(exact)))
     } else if exact && is_beneath(bind, address) {
@@ -62,7 +65,10 @@ pub struct BindTable<C> {
 
 impl<C> Default for BindTable<C> {
     fn default() -> Self {
-        Self { binds: Vec::new(), next_seq: 0 }
+        Self {
+            binds: Vec::new(),
+            next_seq: 0,
+        }
     }
 }
 
@@ -77,7 +83,11 @@ impl<C: Copy + Eq> BindTable<C> {
     /// [`MAX_BINDS_PER_CONNECTION`] other patterns.
     pub fn bind(&mut self, owner: C, pattern: Pattern) -> bool {
         let seq = self.next_seq;
-        if let Some(b) = self.binds.iter_mut().find(|(o, p, _)| *o == owner && *p == pattern) {
+        if let Some(b) = self
+            .binds
+            .iter_mut()
+            .find(|(o, p, _)| *o == owner && *p == pattern)
+        {
             b.2 = seq;
         } else if self.count(owner) >= MAX_BINDS_PER_CONNECTION {
             return false;
@@ -110,7 +120,10 @@ impl<C: Copy + Eq> BindTable<C> {
 
     /// The patterns `owner` holds, in bind order.
     pub fn owner_patterns(&self, owner: C) -> impl Iterator<Item = &Pattern> {
-        self.binds.iter().filter(move |(o, _, _)| *o == owner).map(|(_, p, _)| p)
+        self.binds
+            .iter()
+            .filter(move |(o, _, _)| *o == owner)
+            .map(|(_, p, _)| p)
     }
 }
 
@@ -145,7 +158,10 @@ mod tests {
     #[test]
     fn the_most_specific_bind_wins() {
         let t = vector_table();
-        assert_eq!(t.select(&addr("airc://r/alice/research/spider1")), Some('C'));
+        assert_eq!(
+            t.select(&addr("airc://r/alice/research/spider1")),
+            Some('C')
+        );
         assert_eq!(t.select(&addr("airc://r/alice/research")), Some('B'));
         assert_eq!(t.select(&addr("airc://r/alice/x")), Some('A'));
     }
@@ -154,8 +170,14 @@ mod tests {
     fn an_exact_endpoint_bind_receives_beneath_it_by_delegation() {
         let t = vector_table();
         // alice/ matches (literal 1 → 2); alice/research delegates (literal 2 → 4).
-        assert_eq!(t.select(&addr("airc://r/alice/research/spider2")), Some('B'));
-        assert_eq!(t.select(&addr("airc://r/alice/research/spider1/deep")), Some('C'));
+        assert_eq!(
+            t.select(&addr("airc://r/alice/research/spider2")),
+            Some('B')
+        );
+        assert_eq!(
+            t.select(&addr("airc://r/alice/research/spider1/deep")),
+            Some('C')
+        );
     }
 
     #[test]
@@ -166,10 +188,18 @@ mod tests {
         assert_eq!(score(&pat("alice/"), &a), Some(2));
         assert_eq!(score(&pat("alice/**"), &a), Some(2));
         assert_eq!(score(&pat("*"), &a), Some(0));
-        assert_eq!(score(&pat("alice"), &a), Some(2), "delegation: literal*2, no +1");
+        assert_eq!(
+            score(&pat("alice"), &a),
+            Some(2),
+            "delegation: literal*2, no +1"
+        );
         assert_eq!(score(&pat("bob/"), &a), None);
         assert_eq!(score(&pat("alice/research/x"), &a), None);
-        assert_eq!(score(&pat("//other/alice"), &a), None, "delegation needs the same authority");
+        assert_eq!(
+            score(&pat("//other/alice"), &a),
+            None,
+            "delegation needs the same authority"
+        );
     }
 
     #[test]
@@ -179,14 +209,21 @@ mod tests {
         t.bind(2, pat("alice/*"));
         assert_eq!(t.select(&addr("airc://r/alice/x")), Some(2));
         t.bind(1, pat("alice/"));
-        assert_eq!(t.select(&addr("airc://r/alice/x")), Some(1), "binding again refreshes");
+        assert_eq!(
+            t.select(&addr("airc://r/alice/x")),
+            Some(1),
+            "binding again refreshes"
+        );
     }
 
     #[test]
     fn closing_a_connection_drops_its_binds() {
         let mut t = vector_table();
         t.unbind_all('C');
-        assert_eq!(t.select(&addr("airc://r/alice/research/spider1")), Some('B'));
+        assert_eq!(
+            t.select(&addr("airc://r/alice/research/spider1")),
+            Some('B')
+        );
         assert_eq!(t.count('C'), 0);
     }
 
@@ -197,7 +234,10 @@ mod tests {
             assert!(t.bind(1, pat(&alloc::format!("n{i}"))));
         }
         assert!(!t.bind(1, pat("one-more")));
-        assert!(t.bind(1, pat("n0")), "re-binding a held pattern is not a new bind");
+        assert!(
+            t.bind(1, pat("n0")),
+            "re-binding a held pattern is not a new bind"
+        );
         assert!(t.bind(2, pat("other")));
     }
 }

@@ -9,6 +9,7 @@
 //!   signatures;
 //! - [`passport`]: §12.2, the three renderings of a passport (line, URL, file) and §12.1's token
 //!   hash;
+//! - [`bind`]: §4.3, binds and the resolving-client selection;
 //! - [`spool`]: §7, the spool per destination key, expiry and duplicate suppression, and §6.6's
 //!   settlement of late acks.
 //!
@@ -16,6 +17,7 @@
 //! (see the open issues).
 
 pub mod address;
+pub mod bind;
 pub mod passport;
 pub mod pattern;
 pub mod signing;
