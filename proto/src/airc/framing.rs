@@ -249,3 +249,326 @@ impl Iterator for FrameDecoder {
         None
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::airc::frame::{Ack, AckStatus, Msg, Ping, UNKNOWN_TYPE};
+    use alloc::string::ToString;
+    use alloc::vec;
+
+    const PING: &[u8] = b"{\"t\":\"ping\",\"n\":7}\n";
+    const ACK: &[u8] = b"{\"t\":\"ack\",\"id\":\"m1\",\"status\":\"delivered\"}\n";
+
+    fn ping(n: u64) -> Frame {
+        Frame::Ping(Ping {
+            n: Some(Value::from(n)),
+        })
+    }
+
+    fn ack() -> Frame {
+        Frame::Ack(Ack::new("m1", AckStatus::Delivered))
+    }
+
+    fn drain(d: &mut FrameDecoder) -> Vec<Result<Frame, FramingError>> {
+        d.collect()
+    }
+
+    /// A ping line of exactly `len` bytes, newline included, padded in `n`.
+    fn ping_line(len: usize) -> Vec<u8> {
+        let overhead = "{\"t\":\"ping\",\"n\":\"\"}\n".len();
+        let mut line = b"{\"t\":\"ping\",\"n\":\"".to_vec();
+        line.resize(len - 3, b'x');
+        line.extend_from_slice(b"\"}\n");
+        assert_eq!(line.len(), len);
+        assert!(len >= overhead);
+        line
+    }
+
+    #[test]
+    fn frame_fed_one_byte_at_a_time_decodes() {
+        let mut d = FrameDecoder::new();
+        let mut out = Vec::new();
+        for &b in PING.iter().chain(ACK) {
+            d.push(&[b]);
+            out.extend(d.by_ref());
+        }
+        assert_eq!(out, vec![Ok(ping(7)), Ok(ack())]);
+        assert_eq!(d.buffered(), 0);
+    }
+
+    #[test]
+    fn many_frames_in_one_push_all_decode() {
+        let mut bytes = Vec::new();
+        for _ in 0..100 {
+            bytes.extend_from_slice(PING);
+            bytes.extend_from_slice(ACK);
+        }
+        let mut d = FrameDecoder::new();
+        d.push(&bytes);
+        let out = drain(&mut d);
+        assert_eq!(out.len(), 200);
+        assert!(out.chunks(2).all(|p| p == [Ok(ping(7)), Ok(ack())]));
+    }
+
+    #[test]
+    fn frames_split_at_every_point_decode_the_same() {
+        let mut bytes = PING.to_vec();
+        bytes.extend_from_slice(ACK);
+        for cut in 0..=bytes.len() {
+            let mut d = FrameDecoder::new();
+            d.push(&bytes[..cut]);
+            let mut out = drain(&mut d);
+            d.push(&bytes[cut..]);
+            out.extend(d.by_ref());
+            assert_eq!(out, vec![Ok(ping(7)), Ok(ack())], "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn a_partial_line_yields_nothing_until_its_newline() {
+        let mut d = FrameDecoder::new();
+        d.push(&PING[..PING.len() - 1]);
+        assert_eq!(d.next(), None);
+        d.push(b"\n");
+        assert_eq!(d.next(), Some(Ok(ping(7))));
+        assert_eq!(d.next(), None);
+    }
+
+    #[test]
+    fn frame_of_exactly_max_bytes_with_newline_is_accepted() {
+        let line = ping_line(MAX_FRAME_BYTES);
+        let mut d = FrameDecoder::new();
+        d.push(&line);
+        assert!(matches!(d.next(), Some(Ok(Frame::Ping(_)))));
+        assert!(!d.is_closed());
+        // And in two pieces, the newline alone: the partial line of MAX - 1 bytes waits.
+        let mut d = FrameDecoder::new();
+        d.push(&line[..MAX_FRAME_BYTES - 1]);
+        assert_eq!(d.next(), None);
+        assert!(!d.is_closed());
+        d.push(b"\n");
+        assert!(matches!(d.next(), Some(Ok(Frame::Ping(_)))));
+    }
+
+    #[test]
+    fn frame_of_max_plus_one_bytes_is_frame_too_large() {
+        let line = ping_line(MAX_FRAME_BYTES + 1);
+        let mut d = FrameDecoder::new();
+        d.push(&line);
+        let err = d.next();
+        assert_eq!(err, Some(Err(FramingError::TooLarge)));
+        assert_eq!(FramingError::TooLarge.code(), ErrorCode::FrameTooLarge);
+        assert_eq!(
+            FramingError::TooLarge.answer(),
+            Answer::Close(ErrorCode::FrameTooLarge)
+        );
+        assert_eq!(d.next(), None);
+    }
+
+    #[test]
+    fn too_large_is_reported_before_the_newline_with_memory_bounded() {
+        let mut d = FrameDecoder::new();
+        let chunk = [b'x'; 4096];
+        let mut pushed = 0;
+        while !d.is_closed() {
+            d.push(&chunk);
+            pushed += chunk.len();
+            assert!(d.buffered() < MAX_FRAME_BYTES);
+        }
+        // Closed as soon as the unfinished line filled the limit, not a chunk later.
+        assert!(pushed >= MAX_FRAME_BYTES && pushed < MAX_FRAME_BYTES + chunk.len());
+        assert_eq!(d.buffered(), 0);
+        assert_eq!(d.next(), Some(Err(FramingError::TooLarge)));
+    }
+
+    #[test]
+    fn after_frame_too_large_no_more_input_is_taken() {
+        let mut d = FrameDecoder::new();
+        let mut bytes = PING.to_vec();
+        bytes.extend_from_slice(&ping_line(MAX_FRAME_BYTES + 1));
+        bytes.extend_from_slice(ACK);
+        d.push(&bytes);
+        d.push(ACK);
+        // The line before the oversized one still counts; nothing after it does.
+        assert_eq!(
+            drain(&mut d),
+            vec![Ok(ping(7)), Err(FramingError::TooLarge)]
+        );
+        d.push(ACK);
+        assert_eq!(d.next(), None);
+        assert_eq!(d.buffered(), 0);
+    }
+
+    #[test]
+    fn blank_and_whitespace_lines_are_ignored() {
+        let mut d = FrameDecoder::new();
+        d.push(b"\n\n   \n\t\r\n\r\n");
+        d.push(PING);
+        d.push(b"\n");
+        assert_eq!(drain(&mut d), vec![Ok(ping(7))]);
+    }
+
+    #[test]
+    fn crlf_line_endings_are_accepted() {
+        let mut d = FrameDecoder::new();
+        d.push(b"{\"t\":\"ping\",\"n\":7}\r\n");
+        assert_eq!(drain(&mut d), vec![Ok(ping(7))]);
+    }
+
+    #[test]
+    fn unknown_fields_are_ignored() {
+        let line =
+            br#"{"t":"ack","x":{"deep":[1,2]},"id":"m1","status":"delivered","future":true}"#;
+        assert_eq!(decode_line(line), Ok(ack()));
+    }
+
+    #[test]
+    fn unknown_t_is_unknown_not_an_error() {
+        let line = br#"{"t":"teleport","to":"mars"}"#;
+        assert_eq!(
+            decode_line(line),
+            Ok(Frame::Unknown {
+                t: "teleport".to_string()
+            })
+        );
+        assert_eq!(UNKNOWN_TYPE, ErrorCode::UnexpectedFrame);
+    }
+
+    #[test]
+    fn invalid_utf8_is_bad_json() {
+        let e = decode_line(b"{\"t\":\"ping\",\"n\":\"\xff\"}").unwrap_err();
+        assert_eq!(e, FramingError::NotUtf8);
+        assert_eq!(e.answer(), Answer::Close(ErrorCode::BadJson));
+    }
+
+    #[test]
+    fn invalid_json_is_bad_json() {
+        for line in [
+            &b"{\"t\":\"ping\""[..],
+            b"not json",
+            b"{\"t\":\"ping\"} {}",
+            b"{'t':1}",
+        ] {
+            let e = decode_line(line).unwrap_err();
+            assert_eq!(e, FramingError::BadJson);
+            assert_eq!(e.code(), ErrorCode::BadJson);
+        }
+    }
+
+    #[test]
+    fn json_that_is_not_an_object_is_bad_frame() {
+        for line in [&b"[1,2]"[..], b"\"ping\"", b"7", b"null"] {
+            let e = decode_line(line).unwrap_err();
+            assert_eq!(e, FramingError::NotObject);
+            assert_eq!(e.code(), ErrorCode::BadFrame);
+        }
+    }
+
+    #[test]
+    fn missing_or_non_string_t_is_bad_frame() {
+        for line in [
+            &b"{}"[..],
+            br#"{"type":"ping"}"#,
+            br#"{"t":7}"#,
+            br#"{"t":null}"#,
+        ] {
+            let e = decode_line(line).unwrap_err();
+            assert_eq!(e, FramingError::MissingType);
+            assert_eq!(e.answer(), Answer::Close(ErrorCode::BadFrame));
+        }
+    }
+
+    #[test]
+    fn known_t_with_bad_fields_is_bad_frame() {
+        let e = decode_line(br#"{"t":"ack","id":"m1","status":"lost"}"#).unwrap_err();
+        assert!(matches!(&e, FramingError::BadFields { t, .. } if t == "ack"));
+        assert_eq!(e.answer(), Answer::Close(ErrorCode::BadFrame));
+        let e = decode_line(br#"{"t":"hello","role":"client"}"#).unwrap_err();
+        assert_eq!(e.code(), ErrorCode::BadFrame);
+    }
+
+    #[test]
+    fn msg_with_bad_fields_is_acked_failed_bad_address() {
+        let e = decode_line(br#"{"t":"msg","id":"m1","from":"x","to":7,"ts":1,"body":"b"}"#)
+            .unwrap_err();
+        assert_eq!(
+            e.answer(),
+            Answer::AckFailed {
+                id: "m1".to_string(),
+                code: AckCode::BadAddress
+            }
+        );
+        let e = decode_line(br#"{"t":"msg","id":"m1","from":"x","to":"y","ts":"now","body":"b"}"#)
+            .unwrap_err();
+        assert!(matches!(e.answer(), Answer::AckFailed { .. }));
+    }
+
+    #[test]
+    fn msg_without_a_string_id_is_bad_frame() {
+        let e = decode_line(br#"{"t":"msg","id":5,"from":"x","to":"y","ts":1,"body":"b"}"#)
+            .unwrap_err();
+        assert_eq!(e.answer(), Answer::Close(ErrorCode::BadFrame));
+    }
+
+    #[test]
+    fn bind_with_bad_fields_is_bad_bind() {
+        let e = decode_line(br#"{"t":"bind","names":"alice/"}"#).unwrap_err();
+        assert_eq!(e.answer(), Answer::Close(ErrorCode::BadBind));
+    }
+
+    #[test]
+    fn a_bad_line_does_not_lose_the_next_frame() {
+        let mut d = FrameDecoder::new();
+        d.push(b"nonsense\n{\"t\":7}\n");
+        d.push(PING);
+        assert_eq!(
+            drain(&mut d),
+            vec![
+                Err(FramingError::BadJson),
+                Err(FramingError::MissingType),
+                Ok(ping(7))
+            ]
+        );
+    }
+
+    #[test]
+    fn encoded_frame_is_one_line_without_raw_newlines() {
+        let frame = Frame::Msg(Msg {
+            id: "m\n1".to_string(),
+            from: "airc://example.com/alice/x".to_string(),
+            to: "airc://example.com/bob/y".to_string(),
+            ts: 1790380000.1,
+            body: "line one\nline two\r\n\u{2028}end".to_string(),
+            kind: None,
+            re: None,
+            ttl: Some(60),
+            via: None,
+            hdr: None,
+        });
+        let line = encode(&frame);
+        assert_eq!(line.last(), Some(&b'\n'));
+        assert_eq!(line.iter().filter(|&&b| b == b'\n').count(), 1);
+        assert!(!line.contains(&b'\r'));
+        let mut d = FrameDecoder::new();
+        d.push(&line);
+        assert_eq!(drain(&mut d), vec![Ok(frame)]);
+    }
+
+    #[test]
+    fn encoded_frame_starts_with_its_t() {
+        assert!(encode(&ack()).starts_with(br#"{"t":"ack","#));
+        assert_eq!(
+            encode(&Frame::Unknown { t: "x".to_string() }),
+            b"{\"t\":\"x\"}\n"
+        );
+    }
+
+    #[test]
+    fn encode_checked_refuses_a_frame_over_the_limit() {
+        let fits = decode_line(&ping_line(MAX_FRAME_BYTES)[..MAX_FRAME_BYTES - 1]).unwrap();
+        assert_eq!(encode_checked(&fits).map(|l| l.len()), Ok(MAX_FRAME_BYTES));
+        let over = decode_line(&ping_line(MAX_FRAME_BYTES + 1)[..MAX_FRAME_BYTES]).unwrap();
+        assert_eq!(encode_checked(&over), Err(FramingError::TooLarge));
+    }
+}

@@ -17,6 +17,7 @@ mod code;
 
 pub use code::{AckCode, ErrorCode, PassportRefusal};
 
+use alloc::boxed::Box;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use serde::de::DeserializeOwned;
@@ -34,7 +35,8 @@ pub type Object = Map<String, Value>;
 
 /// One frame, of any type.
 ///
-/// Equality is structural (`ts` is a float, so there is no `Eq`).
+/// Equality is structural (`ts` is a float, so there is no `Eq`). The two largest frames, which
+/// are also the rarest, are boxed so that a `Frame` stays the size of a `msg`.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Frame {
     /// `hello` (§4.1).
@@ -60,7 +62,7 @@ pub enum Frame {
     /// `passport` (§4.7).
     Passport(PassportRequest),
     /// `passported` (§4.7).
-    Passported(Passported),
+    Passported(Box<Passported>),
     /// `error` (§4.8).
     Error(ErrorFrame),
     /// `subscribe` (§4.9).
@@ -68,7 +70,7 @@ pub enum Frame {
     /// `subscribed` (§4.9).
     Subscribed(Subscribed),
     /// `event` (§4.9, §13).
-    Event(Event),
+    Event(Box<Event>),
     /// `stat` (§4.10).
     Stat(Stat),
     /// `stats` (§4.10).
@@ -682,11 +684,11 @@ impl Frame {
             "link" => Frame::Link(fields(t, value)?),
             "linked" => Frame::Linked(fields(t, value)?),
             "passport" => Frame::Passport(fields(t, value)?),
-            "passported" => Frame::Passported(fields(t, value)?),
+            "passported" => Frame::Passported(Box::new(fields(t, value)?)),
             "error" => Frame::Error(fields(t, value)?),
             "subscribe" => Frame::Subscribe(fields(t, value)?),
             "subscribed" => Frame::Subscribed(fields(t, value)?),
-            "event" => Frame::Event(fields(t, value)?),
+            "event" => Frame::Event(Box::new(fields(t, value)?)),
             "stat" => Frame::Stat(fields(t, value)?),
             "stats" => {
                 let mut stats: Stats = fields(t, value)?;
