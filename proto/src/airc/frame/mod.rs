@@ -707,8 +707,25 @@ fn fields<T: DeserializeOwned>(t: &str, value: &Value) -> Result<T, FramingError
     T::deserialize(value).map_err(|e| FramingError::BadFields {
         t: t.to_string(),
         id: value.get("id").and_then(Value::as_str).map(str::to_string),
-        detail: e.to_string(),
+        detail: bounded(e.to_string()),
     })
+}
+
+/// The longest `detail` a [`FramingError::BadFields`] keeps, in bytes.
+pub const MAX_DETAIL_BYTES: usize = 256;
+
+/// Cuts a detail to [`MAX_DETAIL_BYTES`] on a character boundary. serde's messages quote the
+/// offending value, which may be most of a megabyte; echoed whole into an `error` frame's reason
+/// it could make that frame too large to send.
+fn bounded(mut detail: String) -> String {
+    if detail.len() > MAX_DETAIL_BYTES {
+        let mut end = MAX_DETAIL_BYTES;
+        while !detail.is_char_boundary(end) {
+            end -= 1;
+        }
+        detail.truncate(end);
+    }
+    detail
 }
 
 /// A frame's fields with its `t` first, which is how every frame is written.

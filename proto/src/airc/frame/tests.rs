@@ -323,3 +323,13 @@ fn error_frame_carries_a_registry_code() {
     );
     assert_eq!(f.error_code(), Some(ErrorCode::ExpectedHello));
 }
+
+#[test]
+fn bad_fields_detail_is_bounded() {
+    let long = "é".repeat(100_000);
+    let line = alloc::format!(r#"{{"t":"bind","names":"{long}"}}"#);
+    let Err(FramingError::BadFields { detail, .. }) = decode_line(line.as_bytes()) else {
+        panic!("not bad fields");
+    };
+    assert!(detail.len() <= MAX_DETAIL_BYTES && !detail.is_empty());
+}
