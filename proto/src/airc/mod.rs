@@ -9,15 +9,19 @@
 //!   signatures;
 //! - [`passport`]: §12.2, the three renderings of a passport (line, URL, file) and §12.1's token
 //!   hash;
+//! - [`framing`]: §3.2, newline-delimited JSON frames from a byte stream and back, with the 1 MiB
+//!   limit;
+//! - [`frame`]: §4, the frame catalogue, typed, and §14's registry of ack and error codes;
 //! - [`bind`]: §4.3, binds and the resolving-client selection;
 //! - [`spool`]: §7, the spool per destination key, expiry and duplicate suppression, and §6.6's
 //!   settlement of late acks.
 //!
-//! Framing, the server machine, the spool, links and the audit stream build on these
-//! (see the open issues).
+//! The server machine, policy, links and the audit stream build on these (see the open issues).
 
 pub mod address;
 pub mod bind;
+pub mod frame;
+pub mod framing;
 pub mod passport;
 pub mod pattern;
 pub mod signing;
