@@ -289,7 +289,8 @@ fn is_userinfo_byte(b: u8) -> bool {
 fn parse_host(host_port: &str) -> Result<(usize, bool, Option<&str>), RelayUrlError> {
     if let Some(bracketed) = host_port.strip_prefix('[') {
         let close = bracketed.find(']').ok_or(RelayUrlError::BadHost)?;
-        let address = Ipv6Addr::from_str(&bracketed[..close]).map_err(|_| RelayUrlError::BadHost)?;
+        let address =
+            Ipv6Addr::from_str(&bracketed[..close]).map_err(|_| RelayUrlError::BadHost)?;
         let rest = &bracketed[close + 1..];
         let port = match rest {
             "" => None,
@@ -412,4 +413,266 @@ fn parse_all(list: &[&str]) -> Result<Vec<RelayUrl>, RelayListError> {
             RelayUrl::parse(text).map_err(|error| RelayListError::InvalidUrl { index, error })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::format;
+    use alloc::vec;
+
+    fn url_of_len(n: usize) -> String {
+        let prefix = "wss://";
+        format!("{prefix}{}", "a".repeat(n - prefix.len()))
+    }
+
+    fn err(text: &str) -> RelayUrlError {
+        RelayUrl::parse(text).unwrap_err()
+    }
+
+    #[test]
+    fn url_of_at_most_200_characters_is_valid() {
+        assert!(RelayUrl::parse(&url_of_len(200)).is_ok());
+        assert_eq!(err(&url_of_len(201)), RelayUrlError::TooLong { chars: 201 });
+    }
+
+    #[test]
+    fn plain_wss_is_a_minca_relay() {
+        let u = RelayUrl::parse("wss://relay.example").unwrap();
+        assert_eq!(u.kind(), &RelayKind::Minca);
+        assert!(u.speaks());
+        assert!(u.is_secure());
+        assert_eq!(u.host(), "relay.example");
+        assert_eq!(u.dial_url(), "wss://relay.example");
+    }
+
+    #[test]
+    fn nostr_kind_is_a_nostr_relay_dialled_without_its_kind() {
+        let u = RelayUrl::parse("nostr+wss://relay.damus.io").unwrap();
+        assert_eq!(u.kind(), &RelayKind::Nostr);
+        assert_eq!(u.kind().prefix(), Some("nostr"));
+        assert!(u.speaks());
+        assert_eq!(u.dial_url(), "wss://relay.damus.io");
+        assert_eq!(u.as_str(), "nostr+wss://relay.damus.io");
+    }
+
+    #[test]
+    fn unknown_kind_is_valid_but_not_spoken() {
+        let u = RelayUrl::parse("carrier-pigeon2+wss://coop.example:8443/x").unwrap();
+        assert_eq!(u.kind(), &RelayKind::Other("carrier-pigeon2".into()));
+        assert!(!u.speaks());
+        assert_eq!(u.dial_url(), "wss://coop.example:8443/x");
+        assert_eq!(u.port(), Some(8443));
+        // A Minca kind name is not one the spec gives: only the plain scheme means Minca.
+        assert!(!RelayUrl::parse("minca+wss://r.example").unwrap().speaks());
+    }
+
+    #[test]
+    fn kind_must_match_lower_case_pattern() {
+        for bad in [
+            "Foo+wss://r.example",
+            "fOo+wss://r.example",
+            "1a+wss://r.example",
+            "-a+wss://r.example",
+            "+wss://r.example",
+            "a_b+wss://r.example",
+            "a.b+wss://r.example",
+        ] {
+            assert_eq!(err(bad), RelayUrlError::BadKind, "{bad}");
+        }
+        assert!(RelayUrl::parse("a+wss://r.example").is_ok());
+        assert!(RelayUrl::parse("a-1-+wss://r.example").is_ok());
+    }
+
+    #[test]
+    fn scheme_must_be_wss_or_ws() {
+        for bad in [
+            "https://r.example",
+            "WSS://r.example",
+            "Wss://r.example",
+            "nostr+https://r.example",
+            "nostr+wss+wss://r.example",
+            "wsss://r.example",
+        ] {
+            assert_eq!(err(bad), RelayUrlError::UnsupportedScheme, "{bad}");
+        }
+        assert_eq!(err("relay.example"), RelayUrlError::NoScheme);
+        assert_eq!(err(""), RelayUrlError::NoScheme);
+    }
+
+    #[test]
+    fn scheme_must_be_followed_by_two_slashes() {
+        assert_eq!(err("wss:relay.example"), RelayUrlError::MissingSlashes);
+        assert_eq!(err("wss:/relay.example"), RelayUrlError::MissingSlashes);
+        assert_eq!(
+            err("nostr+wss:relay.example"),
+            RelayUrlError::MissingSlashes
+        );
+    }
+
+    #[test]
+    fn ws_is_valid_only_to_local_hosts() {
+        for ok in [
+            "ws://localhost",
+            "ws://LocalHost:9000",
+            "ws://127.0.0.1:8080",
+            "ws://[::1]/",
+            "ws://[0:0:0:0:0:0:0:1]:8080/relay",
+            "nostr+ws://localhost:7777",
+            "future+ws://127.0.0.1",
+        ] {
+            let u = RelayUrl::parse(ok).unwrap_or_else(|e| panic!("{ok}: {e}"));
+            assert!(!u.is_secure());
+        }
+        for bad in [
+            "ws://example.com",
+            "ws://127.0.0.2",
+            "ws://127.1",
+            "ws://localhost.example.com",
+            "ws://[::2]",
+            "nostr+ws://relay.damus.io",
+        ] {
+            assert_eq!(err(bad), RelayUrlError::InsecureRemote, "{bad}");
+        }
+    }
+
+    #[test]
+    fn host_must_be_a_name_or_bracketed_ipv6() {
+        assert_eq!(err("wss://"), RelayUrlError::EmptyHost);
+        assert_eq!(err("wss:///path"), RelayUrlError::EmptyHost);
+        assert_eq!(err("wss://:443"), RelayUrlError::EmptyHost);
+        assert_eq!(err("wss://[zz::1]/"), RelayUrlError::BadHost);
+        assert_eq!(err("wss://[::1"), RelayUrlError::BadHost);
+        assert_eq!(err("wss://[::1]x"), RelayUrlError::BadHost);
+        assert_eq!(err("wss://ex%61mple.com"), RelayUrlError::BadHost);
+        assert_eq!(err("wss://a^b"), RelayUrlError::BadHost);
+        let u = RelayUrl::parse("wss://[2001:db8::7]:443/").unwrap();
+        assert_eq!(u.host(), "[2001:db8::7]");
+        assert_eq!(u.port(), Some(443));
+    }
+
+    #[test]
+    fn whitespace_controls_backslash_and_non_ascii_are_refused() {
+        assert_eq!(
+            err("wss://a b"),
+            RelayUrlError::BadCharacter { position: 7 }
+        );
+        assert_eq!(err(" wss://a"), RelayUrlError::BadCharacter { position: 0 });
+        assert_eq!(
+            err("wss://a\n"),
+            RelayUrlError::BadCharacter { position: 7 }
+        );
+        assert_eq!(
+            err("wss:\\\\a"),
+            RelayUrlError::BadCharacter { position: 4 }
+        );
+        assert_eq!(
+            err("wss://bücher.example"),
+            RelayUrlError::BadCharacter { position: 7 }
+        );
+    }
+
+    #[test]
+    fn port_is_1_to_65535() {
+        assert_eq!(RelayUrl::parse("wss://r:1").unwrap().port(), Some(1));
+        assert_eq!(
+            RelayUrl::parse("wss://r:65535").unwrap().port(),
+            Some(65535)
+        );
+        for bad in [
+            "wss://r:0",
+            "wss://r:65536",
+            "wss://r:",
+            "wss://r:080",
+            "wss://r:+80",
+            "wss://r:8a",
+            "wss://r:99999999999999999999",
+        ] {
+            assert_eq!(err(bad), RelayUrlError::BadPort, "{bad}");
+        }
+    }
+
+    #[test]
+    fn userinfo_is_allowed_and_is_not_the_host() {
+        let u = RelayUrl::parse("wss://user:p%40ss@relay.example/").unwrap();
+        assert_eq!(u.host(), "relay.example");
+        // The last `@` ends userinfo, so a look-alike host in userinfo cannot make ws local.
+        assert_eq!(
+            err("ws://localhost@evil.example"),
+            RelayUrlError::InsecureRemote
+        );
+        assert_eq!(err("wss://a<b@r.example"), RelayUrlError::BadUserinfo);
+    }
+
+    #[test]
+    fn path_query_and_fragment_are_kept_and_fragment_is_not_dialled() {
+        let u = RelayUrl::parse("nostr+wss://r.example/a/b?c=d#frag").unwrap();
+        assert_eq!(u.as_str(), "nostr+wss://r.example/a/b?c=d#frag");
+        assert_eq!(u.dial_url(), "wss://r.example/a/b?c=d");
+        let u = RelayUrl::parse("wss://r.example?x#").unwrap();
+        assert_eq!(u.host(), "r.example");
+        assert_eq!(u.dial_url(), "wss://r.example?x");
+    }
+
+    #[test]
+    fn list_naming_an_unknown_kind_stays_valid_and_the_relay_is_passed_over() {
+        let usable = usable_relays(&[
+            "wss://relay.example",
+            "telepathy+wss://mind.example",
+            "nostr+wss://relay.damus.io",
+        ])
+        .unwrap();
+        let dialled: Vec<String> = usable.iter().map(RelayUrl::dial_url).collect();
+        assert_eq!(dialled, ["wss://relay.example", "wss://relay.damus.io"]);
+        assert_eq!(
+            usable_relays(&["telepathy+wss://mind.example"]).unwrap(),
+            vec![]
+        );
+    }
+
+    #[test]
+    fn list_with_an_invalid_url_is_reported() {
+        assert_eq!(
+            usable_relays(&["wss://ok.example", "ws://example.com"]),
+            Err(RelayListError::InvalidUrl {
+                index: 1,
+                error: RelayUrlError::InsecureRemote
+            })
+        );
+    }
+
+    #[test]
+    fn space_list_has_at_most_8_entries_without_duplicates_of_any_kind() {
+        let names: Vec<String> = (0..9).map(|i| format!("x{i}+wss://r{i}.example")).collect();
+        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        let all = space_relays(&refs[..8]).unwrap();
+        assert_eq!(all.len(), 8);
+        assert!(all.iter().all(|u| !u.speaks()));
+        assert_eq!(
+            space_relays(&refs),
+            Err(RelayListError::TooMany { count: 9 })
+        );
+        assert_eq!(
+            space_relays(&["wss://a.example", "wss://b.example", "wss://a.example"]),
+            Err(RelayListError::Duplicate { index: 2 })
+        );
+        assert!(matches!(
+            space_relays(&["wss:a"]),
+            Err(RelayListError::InvalidUrl { index: 0, .. })
+        ));
+    }
+
+    #[test]
+    fn space_relays_record_is_an_object_with_a_list_of_strings() {
+        let body =
+            serde_json::json!({ "relays": ["wss://relay.example", "nostr+wss://relay.damus.io"] });
+        assert_eq!(space_relays_record(&body).unwrap().len(), 2);
+        for bad in [
+            serde_json::json!({ "relays": "wss://relay.example" }),
+            serde_json::json!({ "relays": ["wss://relay.example", 7] }),
+            serde_json::json!(["wss://relay.example"]),
+        ] {
+            assert_eq!(space_relays_record(&bad), Err(RelayListError::NotAList));
+        }
+    }
 }

@@ -702,3 +702,582 @@ fn optional_bool(
         Some(v) => v.as_bool().map(Some).ok_or(error),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::format;
+    use alloc::string::ToString;
+    use alloc::vec;
+    use serde_json::json;
+
+    const TOPIC: &str = "wXBid3pUqrPtazKRrLpWmkZp2Yo78jdDlSUx_3PweR0";
+
+    fn topic() -> Topic {
+        Topic::parse(TOPIC).unwrap()
+    }
+
+    fn client(v: Value) -> Result<ClientMessage, RelayWireError> {
+        ClientMessage::parse(&v.to_string())
+    }
+
+    fn relay(v: Value) -> Result<RelayMessage, RelayWireError> {
+        RelayMessage::parse(&v.to_string())
+    }
+
+    fn page(seqs: &[u64], more: bool) -> Mail {
+        Mail {
+            topic: topic(),
+            items: seqs
+                .iter()
+                .map(|&s| MailItem {
+                    blob: Blob::parse("AQID").unwrap(),
+                    seq: Some(s),
+                })
+                .collect(),
+            more,
+        }
+    }
+
+    fn ice_payload(servers: Value) -> Value {
+        json!({ "servers": servers, "expiresAt": 1_790_000_000_000u64 })
+    }
+
+    fn turn(url: Value) -> Value {
+        json!({ "urls": url, "username": "1790000000:3q2-7wX0aBcD", "credential": "n3Jk=" })
+    }
+
+    #[test]
+    fn topic_is_exactly_43_base64url_characters() {
+        assert_eq!(topic().as_str(), TOPIC);
+        assert_eq!(Topic::parse(&TOPIC[..42]), Err(RelayWireError::BadTopic));
+        assert_eq!(
+            Topic::parse(&format!("{TOPIC}A")),
+            Err(RelayWireError::BadTopic)
+        );
+        let mut std_alphabet = String::from(TOPIC);
+        std_alphabet.replace_range(40..41, "/");
+        assert_eq!(Topic::parse(&std_alphabet), Err(RelayWireError::BadTopic));
+        let mut padded = String::from(&TOPIC[..42]);
+        padded.push('=');
+        assert_eq!(Topic::parse(&padded), Err(RelayWireError::BadTopic));
+        // 43 characters carry 258 bits: the last character's 2 spare bits must be zero.
+        let mut non_canonical = String::from(&TOPIC[..42]);
+        non_canonical.push('1');
+        assert_eq!(Topic::parse(&non_canonical), Err(RelayWireError::BadTopic));
+        assert_eq!(Topic::from_bytes(&[0; 32]).as_str().len(), TOPIC_CHARS);
+    }
+
+    #[test]
+    fn message_naming_a_bad_topic_is_refused() {
+        for t in [json!(&TOPIC[..42]), json!(null), json!(7)] {
+            assert_eq!(
+                client(json!({"type": "fetch", "topic": t})),
+                Err(RelayWireError::BadTopic)
+            );
+            assert_eq!(
+                client(json!({"type": "drop", "topic": t, "blob": "AQID", "ttl": 0})),
+                Err(RelayWireError::BadTopic)
+            );
+            assert_eq!(
+                relay(json!({"type": "mail", "topic": t, "items": [], "more": false})),
+                Err(RelayWireError::BadTopic)
+            );
+        }
+        assert_eq!(
+            client(json!({"type": "fetch"})),
+            Err(RelayWireError::BadTopic)
+        );
+    }
+
+    #[test]
+    fn blob_is_non_empty_base64url_of_at_most_12000_characters() {
+        assert_eq!(Blob::parse(""), Err(RelayWireError::EmptyBlob));
+        let max = "A".repeat(MAX_BLOB_CHARS);
+        assert_eq!(Blob::parse(&max).unwrap().as_str().len(), 12_000);
+        assert_eq!(
+            Blob::parse(&"A".repeat(MAX_BLOB_CHARS + 1)),
+            Err(RelayWireError::BlobTooLong { chars: 12_001 })
+        );
+        assert_eq!(Blob::parse("AQ+D"), Err(RelayWireError::BadBlob));
+        assert_eq!(Blob::parse("AQ=="), Err(RelayWireError::BadBlob));
+        assert_eq!(Blob::parse("A"), Err(RelayWireError::BadBlob));
+        assert!(Blob::from_bytes(&[7; 9_000]).is_ok());
+        assert_eq!(
+            Blob::from_bytes(&[7; 9_001]),
+            Err(RelayWireError::BlobTooLong { chars: 12_002 })
+        );
+        assert_eq!(Blob::from_bytes(&[]), Err(RelayWireError::EmptyBlob));
+        assert_eq!(Blob::from_bytes(&[1, 2, 3]).unwrap().to_bytes(), [1, 2, 3]);
+    }
+
+    #[test]
+    fn drop_checks_its_blob() {
+        let drop_with =
+            |blob: Value| client(json!({"type": "drop", "topic": TOPIC, "blob": blob, "ttl": 0}));
+        assert_eq!(drop_with(json!("")), Err(RelayWireError::EmptyBlob));
+        assert_eq!(
+            drop_with(json!("A".repeat(12_001))),
+            Err(RelayWireError::BlobTooLong { chars: 12_001 })
+        );
+        assert!(drop_with(json!("A".repeat(12_000))).is_ok());
+        assert_eq!(drop_with(json!(null)), Err(RelayWireError::BadBlob));
+        assert_eq!(drop_with(json!("a b")), Err(RelayWireError::BadBlob));
+    }
+
+    #[test]
+    fn ttl_zero_publishes_to_watchers_and_keeps_nothing() {
+        let Ok(ClientMessage::Drop { ttl, .. }) =
+            client(json!({"type": "drop", "topic": TOPIC, "blob": "AQID", "ttl": 0}))
+        else {
+            panic!("drop");
+        };
+        assert_eq!(ttl, Ttl::PUBLISH_ONLY);
+        assert!(!ttl.is_kept());
+        assert_eq!(ttl.expiry(Timestamp::from_millis(5)), None);
+    }
+
+    #[test]
+    fn positive_ttl_keeps_the_blob_until_it_expires() {
+        let Ok(ClientMessage::Drop { ttl, .. }) =
+            client(json!({"type": "drop", "topic": TOPIC, "blob": "AQID", "ttl": 60_000}))
+        else {
+            panic!("drop");
+        };
+        assert!(ttl.is_kept());
+        assert_eq!(
+            ttl.expiry(Timestamp::from_millis(1_000)),
+            Some(Timestamp::from_millis(61_000))
+        );
+        assert_eq!(
+            Ttl::from_millis(MAX_SAFE_INTEGER)
+                .unwrap()
+                .expiry(Timestamp::MAX),
+            Some(Timestamp::MAX)
+        );
+    }
+
+    #[test]
+    fn ttl_is_a_required_non_negative_safe_integer() {
+        for ttl in [
+            json!(-1),
+            json!(1.5),
+            json!("5"),
+            json!(null),
+            json!(MAX_SAFE_INTEGER + 1),
+        ] {
+            assert_eq!(
+                client(json!({"type": "drop", "topic": TOPIC, "blob": "AQID", "ttl": ttl})),
+                Err(RelayWireError::BadTtl),
+                "{ttl}"
+            );
+        }
+        assert_eq!(
+            client(json!({"type": "drop", "topic": TOPIC, "blob": "AQID"})),
+            Err(RelayWireError::BadTtl)
+        );
+        assert!(
+            client(
+                json!({"type": "drop", "topic": TOPIC, "blob": "AQID", "ttl": MAX_SAFE_INTEGER})
+            )
+            .is_ok()
+        );
+        assert_eq!(
+            Ttl::from_millis(MAX_SAFE_INTEGER + 1),
+            Err(RelayWireError::BadTtl)
+        );
+    }
+
+    #[test]
+    fn fetch_defaults_to_the_start_without_watching() {
+        assert_eq!(
+            client(json!({"type": "fetch", "topic": TOPIC})),
+            Ok(ClientMessage::Fetch {
+                topic: topic(),
+                after: 0,
+                watch: false
+            })
+        );
+        assert_eq!(
+            client(
+                json!({"type": "fetch", "topic": TOPIC, "after": 17, "watch": true, "extra": 1})
+            ),
+            Ok(ClientMessage::Fetch {
+                topic: topic(),
+                after: 17,
+                watch: true
+            })
+        );
+        assert_eq!(
+            client(json!({"type": "fetch", "topic": TOPIC, "watch": 1})),
+            Err(RelayWireError::BadWatch)
+        );
+        assert_eq!(
+            client(json!({"type": "fetch", "topic": TOPIC, "after": -1})),
+            Err(RelayWireError::BadAfter)
+        );
+    }
+
+    #[test]
+    fn spec_examples_parse_and_serialize_as_written() {
+        let fetch = format!(r#"{{"type":"fetch","topic":"{TOPIC}","watch":true}}"#);
+        assert_eq!(ClientMessage::parse(&fetch).unwrap().to_text(), fetch);
+        let mail = format!(r#"{{"type":"mail","topic":"{TOPIC}","items":[],"more":false}}"#);
+        assert_eq!(RelayMessage::parse(&mail).unwrap().to_text(), mail);
+        let drop = format!(r#"{{"type":"drop","topic":"{TOPIC}","blob":"AZ3k","ttl":0}}"#);
+        assert_eq!(ClientMessage::parse(&drop).unwrap().to_text(), drop);
+        let pushed = format!(
+            r#"{{"type":"mail","topic":"{TOPIC}","items":[{{"blob":"AV9q"}}],"more":false}}"#
+        );
+        assert_eq!(RelayMessage::parse(&pushed).unwrap().to_text(), pushed);
+        assert_eq!(
+            ClientMessage::parse(r#"{"type":"ping"}"#),
+            Ok(ClientMessage::Ping)
+        );
+        assert_eq!(ClientMessage::Ping.to_text(), r#"{"type":"ping"}"#);
+        assert_eq!(
+            RelayMessage::parse(r#"{"type":"pong"}"#),
+            Ok(RelayMessage::Pong)
+        );
+        assert_eq!(RelayMessage::Pong.to_text(), r#"{"type":"pong"}"#);
+        assert_eq!(
+            ClientMessage::parse(r#"{"type":"ice"}"#),
+            Ok(ClientMessage::Ice)
+        );
+        let ice = r#"{"type":"ice","payload":{"servers":[{"urls":["turn:turn.example.com:3478"],"username":"1790000000:3q2-7wX0aBcD","credential":"n3Jk="}],"expiresAt":1790000000000}}"#;
+        let RelayMessage::Ice(servers) = RelayMessage::parse(ice).unwrap() else {
+            panic!("ice");
+        };
+        assert_eq!(servers.servers[0].urls, ["turn:turn.example.com:3478"]);
+        assert_eq!(
+            servers.expires_at,
+            Timestamp::from_millis(1_790_000_000_000)
+        );
+        assert_eq!(
+            RelayMessage::parse(&RelayMessage::Ice(servers.clone()).to_text()),
+            Ok(RelayMessage::Ice(servers))
+        );
+    }
+
+    #[test]
+    fn text_that_is_not_a_typed_json_object_is_refused() {
+        assert_eq!(ClientMessage::parse("ping"), Err(RelayWireError::NotJson));
+        assert_eq!(ClientMessage::parse(""), Err(RelayWireError::NotJson));
+        assert_eq!(
+            ClientMessage::parse(r#"["ping"]"#),
+            Err(RelayWireError::NotAnObject)
+        );
+        assert_eq!(ClientMessage::parse("{}"), Err(RelayWireError::NoType));
+        assert_eq!(
+            ClientMessage::parse(r#"{"type":1}"#),
+            Err(RelayWireError::NoType)
+        );
+        assert_eq!(
+            ClientMessage::parse(r#"{"type":"PING"}"#),
+            Err(RelayWireError::UnknownType)
+        );
+        // Each direction has its own types.
+        assert_eq!(
+            ClientMessage::parse(r#"{"type":"pong"}"#),
+            Err(RelayWireError::UnknownType)
+        );
+        assert_eq!(
+            RelayMessage::parse(r#"{"type":"ping"}"#),
+            Err(RelayWireError::UnknownType)
+        );
+    }
+
+    #[test]
+    fn client_frame_is_bounded_before_parsing() {
+        let big = format!(
+            r#"{{"type":"ping","pad":"{}"}}"#,
+            " ".repeat(MAX_CLIENT_FRAME_BYTES)
+        );
+        assert_eq!(
+            ClientMessage::parse(&big),
+            Err(RelayWireError::FrameTooLarge { bytes: big.len() })
+        );
+        let largest_drop = ClientMessage::Drop {
+            topic: topic(),
+            blob: Blob::parse(&"A".repeat(MAX_BLOB_CHARS)).unwrap(),
+            ttl: Ttl::from_millis(MAX_SAFE_INTEGER).unwrap(),
+        };
+        assert!(largest_drop.to_text().len() < MAX_CLIENT_FRAME_BYTES);
+        assert_eq!(
+            ClientMessage::parse(&largest_drop.to_text()),
+            Ok(largest_drop)
+        );
+    }
+
+    #[test]
+    fn seq_increases_along_a_page() {
+        let items = |seqs: Value| {
+            relay(json!({"type": "mail", "topic": TOPIC, "more": false,
+                "items": seqs.as_array().unwrap().iter().map(|s| json!({"blob": "AQID", "seq": s})).collect::<Vec<_>>()}))
+        };
+        let Ok(RelayMessage::Mail(mail)) = items(json!([1, 2, 9])) else {
+            panic!("mail");
+        };
+        assert_eq!(mail.last_seq(), Some(9));
+        assert_eq!(items(json!([2, 2])), Err(RelayWireError::SeqNotIncreasing));
+        assert_eq!(items(json!([3, 1])), Err(RelayWireError::SeqNotIncreasing));
+        assert_eq!(items(json!([-1])), Err(RelayWireError::BadSeq));
+        assert_eq!(items(json!(["1"])), Err(RelayWireError::BadSeq));
+    }
+
+    #[test]
+    fn mail_items_and_more_are_checked() {
+        assert_eq!(
+            relay(json!({"type": "mail", "topic": TOPIC, "more": false})),
+            Err(RelayWireError::BadItems)
+        );
+        assert_eq!(
+            relay(json!({"type": "mail", "topic": TOPIC, "items": ["AQID"]})),
+            Err(RelayWireError::BadItems)
+        );
+        assert_eq!(
+            relay(json!({"type": "mail", "topic": TOPIC, "items": [{"blob": ""}]})),
+            Err(RelayWireError::EmptyBlob)
+        );
+        assert_eq!(
+            relay(json!({"type": "mail", "topic": TOPIC, "items": [], "more": "no"})),
+            Err(RelayWireError::BadMore)
+        );
+        // A relay that never pages may leave `more` out.
+        assert!(matches!(
+            relay(json!({"type": "mail", "topic": TOPIC, "items": []})),
+            Ok(RelayMessage::Mail(Mail { more: false, .. }))
+        ));
+    }
+
+    #[test]
+    fn client_fetches_after_the_last_seq_until_more_is_false() {
+        let (mut read, first) = TopicRead::start(topic(), true);
+        assert_eq!(
+            first,
+            ClientMessage::Fetch {
+                topic: topic(),
+                after: 0,
+                watch: true
+            }
+        );
+        assert_eq!(
+            read.on_page(&page(&[1, 2, 3, 4], true)),
+            Some(ClientMessage::Fetch {
+                topic: topic(),
+                after: 4,
+                watch: false
+            })
+        );
+        assert_eq!(read.on_page(&page(&[5, 6], false)), None);
+    }
+
+    #[test]
+    fn client_stops_after_16_pages_against_a_relay_that_never_says_false() {
+        let (mut read, _) = TopicRead::start(topic(), false);
+        for p in 0..MAX_FETCH_PAGES as u64 - 1 {
+            let seqs: Vec<u64> = (1..=4).map(|i| p * 4 + i).collect();
+            assert!(read.on_page(&page(&seqs, true)).is_some(), "page {p}");
+        }
+        assert_eq!(read.on_page(&page(&[61, 62, 63, 64], true)), None);
+        assert_eq!(MAX_FETCH_PAGES, 16);
+    }
+
+    #[test]
+    fn page_saying_more_with_fewer_than_four_blobs_ends_the_read() {
+        let short = page(&[1, 2, 3], true);
+        assert!(short.is_short_page());
+        let (mut read, _) = TopicRead::start(topic(), false);
+        assert_eq!(read.on_page(&short), None);
+        // Nor does a relay that repeats a seq keep the client fetching.
+        let (mut read, _) = TopicRead::start(topic(), false);
+        assert!(read.on_page(&page(&[5, 6, 7, 8], true)).is_some());
+        assert_eq!(read.on_page(&page(&[5, 6, 7, 8], true)), None);
+    }
+
+    #[test]
+    fn ice_considers_only_the_first_4_servers() {
+        let stun = turn(json!("stun:stun.example:3478"));
+        let good = turn(json!("turn:t.example"));
+        let only_fifth = ice_payload(json!([stun, stun, stun, stun, good]));
+        assert_eq!(IceServers::from_relay(&only_fifth), None);
+        let five = ice_payload(json!([good, good, good, good, good]));
+        assert_eq!(IceServers::from_relay(&five).unwrap().servers.len(), 4);
+        let third = ice_payload(json!([stun, stun, good, stun, good]));
+        assert_eq!(IceServers::from_relay(&third).unwrap().servers.len(), 1);
+    }
+
+    #[test]
+    fn ice_keeps_only_turn_and_turns_urls() {
+        let offer = ice_payload(json!([turn(json!([
+            "turn:a.example:3478",
+            "turns:b.example:5349?transport=tcp",
+            "stun:c.example",
+            "TURN:d.example",
+            "https://e.example",
+            7,
+            null
+        ]))]));
+        let servers = IceServers::from_relay(&offer).unwrap();
+        assert_eq!(
+            servers.servers[0].urls,
+            ["turn:a.example:3478", "turns:b.example:5349?transport=tcp"]
+        );
+        let single = IceServers::from_relay(&ice_payload(json!([turn(json!("turns:x"))]))).unwrap();
+        assert_eq!(single.servers[0].urls, ["turns:x"]);
+        assert_eq!(
+            IceServers::from_relay(&ice_payload(json!([turn(json!("stun:x"))]))),
+            None
+        );
+        assert_eq!(
+            IceServers::from_relay(&ice_payload(json!([turn(json!({"url": "turn:x"}))]))),
+            None
+        );
+    }
+
+    #[test]
+    fn ice_url_must_be_shorter_than_256_characters() {
+        let url_of = |n: usize| format!("turn:{}", "a".repeat(n - 5));
+        let offer = ice_payload(json!([turn(json!([url_of(255), url_of(256)]))]));
+        let servers = IceServers::from_relay(&offer).unwrap();
+        assert_eq!(servers.servers[0].urls, [url_of(255)]);
+        assert_eq!(
+            IceServers::from_relay(&ice_payload(json!([turn(json!(url_of(256)))]))),
+            None
+        );
+        // Characters, as JavaScript counts them: a supplementary character is 2.
+        let wide = format!("turn:{}", "😀".repeat(126));
+        assert_eq!(js::utf16_len(&wide), 257);
+        assert_eq!(
+            IceServers::from_relay(&ice_payload(json!([turn(json!(wide))]))),
+            None
+        );
+    }
+
+    #[test]
+    fn ice_username_and_credential_must_be_strings() {
+        let servers = json!([
+            {"urls": "turn:a", "username": 1, "credential": "c"},
+            {"urls": "turn:b", "username": "u", "credential": null},
+            {"urls": "turn:c", "username": "u"},
+            {"urls": "turn:d", "username": "u", "credential": "c"}
+        ]);
+        let kept = IceServers::from_relay(&ice_payload(servers)).unwrap();
+        assert_eq!(
+            kept.servers,
+            vec![IceServer {
+                urls: vec!["turn:d".into()],
+                username: "u".into(),
+                credential: "c".into()
+            }]
+        );
+    }
+
+    #[test]
+    fn ice_expires_at_must_be_a_finite_number() {
+        let server = json!([turn(json!("turn:a"))]);
+        for expires in [
+            json!("NaN"),
+            json!(null),
+            json!("1790000000000"),
+            json!([1]),
+        ] {
+            assert_eq!(
+                IceServers::from_relay(&json!({"servers": server, "expiresAt": expires})),
+                None,
+                "{expires}"
+            );
+        }
+        assert_eq!(IceServers::from_relay(&json!({ "servers": server })), None);
+        // JSON has no NaN or Infinity: serde_json refuses them, and a number out of f64's range.
+        assert!(serde_json::from_str::<Value>(r#"{"expiresAt":NaN}"#).is_err());
+        assert!(serde_json::from_str::<Value>(r#"{"expiresAt":1e999}"#).is_err());
+        assert_eq!(ceil_millis(f64::NAN), None);
+        assert_eq!(ceil_millis(f64::INFINITY), None);
+        let fractional =
+            IceServers::from_relay(&json!({"servers": server, "expiresAt": 1000.25})).unwrap();
+        assert_eq!(fractional.expires_at, Timestamp::from_millis(1001));
+        let negative =
+            IceServers::from_relay(&json!({"servers": server, "expiresAt": -5})).unwrap();
+        assert!(!negative.is_current(Timestamp::ZERO));
+    }
+
+    #[test]
+    fn ice_offer_shape_is_checked() {
+        assert_eq!(IceServers::from_relay(&json!(null)), None);
+        assert_eq!(
+            IceServers::from_relay(&json!({"servers": {}, "expiresAt": 1})),
+            None
+        );
+        assert_eq!(
+            IceServers::from_relay(&json!({"servers": [], "expiresAt": 1})),
+            None
+        );
+        assert_eq!(
+            IceServers::from_relay(&json!({"servers": ["turn:a"], "expiresAt": 1})),
+            None
+        );
+    }
+
+    #[test]
+    fn ice_offer_with_no_usable_server_is_dropped() {
+        assert_eq!(
+            relay(json!({"type": "ice", "payload": ice_payload(json!([turn(json!("stun:a"))]))})),
+            Err(RelayWireError::UnusableIce)
+        );
+        assert_eq!(
+            relay(json!({"type": "ice"})),
+            Err(RelayWireError::UnusableIce)
+        );
+    }
+
+    #[test]
+    fn turn_servers_are_used_only_while_expires_at_is_in_the_future() {
+        let s = IceServers::from_relay(&ice_payload(json!([turn(json!("turn:a"))]))).unwrap();
+        assert!(s.is_current(Timestamp::from_millis(1_789_999_999_999)));
+        assert!(!s.is_current(Timestamp::from_millis(1_790_000_000_000)));
+    }
+
+    #[test]
+    fn every_message_reparses_to_itself() {
+        let messages = [
+            ClientMessage::Fetch {
+                topic: topic(),
+                after: 0,
+                watch: false,
+            },
+            ClientMessage::Fetch {
+                topic: topic(),
+                after: MAX_SAFE_INTEGER,
+                watch: true,
+            },
+            ClientMessage::Drop {
+                topic: topic(),
+                blob: Blob::from_bytes(b"sealed").unwrap(),
+                ttl: Ttl::from_millis(86_400_000).unwrap(),
+            },
+            ClientMessage::Ice,
+            ClientMessage::Ping,
+        ];
+        for m in messages {
+            assert_eq!(ClientMessage::parse(&m.to_text()), Ok(m));
+        }
+        let mut mail = page(&[1, 5, 9], true);
+        mail.items.push(MailItem {
+            blob: Blob::parse("AV9q").unwrap(),
+            seq: None,
+        });
+        let ice = IceServers::from_relay(&ice_payload(json!([turn(json!([
+            "turn:a",
+            "turns:\"quoted\\\u{1}"
+        ]))])))
+        .unwrap();
+        for m in [
+            RelayMessage::Mail(mail),
+            RelayMessage::Ice(ice),
+            RelayMessage::Pong,
+        ] {
+            assert_eq!(RelayMessage::parse(&m.to_text()), Ok(m));
+        }
+    }
+}
