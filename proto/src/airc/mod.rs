@@ -15,8 +15,10 @@
 //! - [`bind`]: §4.3, binds and the resolving-client selection;
 //! - [`spool`]: §7, the spool per destination key, expiry and duplicate suppression, and §6.6's
 //!   settlement of late acks.
+//! - [`server`]: the realm server machine: §3.3 lifecycle, §4.3 binds, §6 routing with one ack
+//!   per message, §6.6 ack timeouts and §7 the spool (client face; the peer face is to come).
 //!
-//! The server machine, policy, links and the audit stream build on these (see the open issues).
+//! The peer face, policy, links and the audit stream build on these (see the open issues).
 
 pub mod address;
 pub mod bind;
@@ -24,5 +26,6 @@ pub mod frame;
 pub mod framing;
 pub mod passport;
 pub mod pattern;
+pub mod server;
 pub mod signing;
 pub mod spool;

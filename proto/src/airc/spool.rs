@@ -142,11 +142,22 @@ impl<M> Spool<M> {
     }
 
     /// Spools a message whose next hop did not ack in time, and marks its id in flight (§6.6).
-    pub fn push_in_flight(&mut self, key: &str, item: Spooled<M>) -> Result<(), SpoolFull> {
-        let id = item.id.clone();
-        self.push(key, item)?;
-        self.in_flight.insert(id);
-        Ok(())
+    ///
+    /// The message was accepted when it was forwarded, so it is held even past the bounds: an
+    /// accepted message is never dropped for want of room.
+    pub fn push_in_flight(&mut self, key: &str, item: Spooled<M>) {
+        self.in_flight.insert(item.id.clone());
+        self.keys
+            .entry(String::from(key))
+            .or_default()
+            .push_back(item);
+        self.len += 1;
+    }
+
+    /// The hop `id` was in flight to is gone without an ack (its connection closed): the message
+    /// is no longer in flight, and the next flush sends it again. Returns whether it was.
+    pub fn release(&mut self, id: &str) -> bool {
+        self.in_flight.remove(id)
     }
 
     /// A late ack for `id` arrived: it is settled, and the next flush drops it rather than resend
@@ -356,7 +367,7 @@ mod tests {
     fn in_flight_is_never_resent_and_settled_is_dropped_on_flush() {
         let mut s = Spool::default();
         s.push("k", msg("before", 60)).unwrap();
-        s.push_in_flight("k", msg("late", 60)).unwrap();
+        s.push_in_flight("k", msg("late", 60));
         s.push("k", msg("after", 60)).unwrap();
         // In flight: not handed out, but kept.
         let f = s.flush(T0, "k");
@@ -383,10 +394,21 @@ mod tests {
     #[test]
     fn an_in_flight_message_that_expires_is_dropped_and_forgotten() {
         let mut s = Spool::default();
-        s.push_in_flight("k", msg("x", 5)).unwrap();
+        s.push_in_flight("k", msg("x", 5));
         let f = s.flush(T0 + Duration::from_secs(6), "k");
         assert_eq!(ids(&f.expired), ["x"]);
         assert!(!s.is_in_flight("x"));
+    }
+
+    #[test]
+    fn a_released_message_is_sent_again_on_the_next_flush() {
+        let mut s = Spool::new(1, 1);
+        s.push("k", msg("a", 60)).unwrap();
+        // Accepted already: held past the bounds.
+        s.push_in_flight("k", msg("b", 60));
+        assert_eq!(ids(&s.flush(T0, "k").deliver), ["a"]);
+        assert!(s.release("b"));
+        assert_eq!(ids(&s.flush(T0, "k").deliver), ["b"]);
     }
 
     #[test]

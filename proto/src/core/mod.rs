@@ -24,6 +24,14 @@ pub use replay::ReplayWindow;
 pub use time::Timestamp;
 pub use timer::TimerQueue;
 
+/// A connection, named by the host that opened or accepted it.
+///
+/// Machines never open sockets; the host allocates an id for each connection it hands a machine
+/// and uses the same id when the machine asks to send on it or close it. Ids are never reused
+/// while the machine might still name them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ConnId(pub u64);
+
 /// When a machine next wants [`Machine::handle_timeout`], and why.
 ///
 /// The reason is for logs and traces ("ack timeout", "heartbeat"): a host that sees a deadline

@@ -1,0 +1,666 @@
+//! The AIRC server machine, driven frame by frame with explicit time (AIRC §3–§7).
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use weft_proto::airc::address::{Authority, Namespace};
+use weft_proto::airc::frame::Msg;
+use weft_proto::airc::server::{Face, Input, Output, Record, RecordKey, Server, ServerConfig};
+use weft_proto::airc::spool::DUPLICATE_WINDOW;
+use weft_proto::core::{ConnId, Machine, Timestamp};
+use weft_proto::crypto::{self, CryptoProvider, Ed25519Seed, sigstring};
+
+const T0: Timestamp = Timestamp::from_secs(1_790_380_000);
+const ALICE: ConnId = ConnId(1);
+const BOB: ConnId = ConnId(2);
+
+struct Realm {
+    server: Server,
+    now: Timestamp,
+}
+
+impl Realm {
+    fn new() -> Self {
+        let mut config = ServerConfig::new(Authority::parse("example.com").unwrap());
+        config.known_namespaces = vec![
+            Namespace::parse("alice").unwrap(),
+            Namespace::parse("bob").unwrap(),
+        ];
+        Self::with(config)
+    }
+
+    fn with(config: ServerConfig) -> Self {
+        Self {
+            server: Server::new(config, crypto::default_provider()),
+            now: T0,
+        }
+    }
+
+    fn input(&mut self, input: Input) -> Vec<Output> {
+        self.server.handle(self.now, input);
+        let mut out = Vec::new();
+        while let Some(o) = self.server.poll() {
+            out.push(o);
+        }
+        out
+    }
+
+    fn open(&mut self, conn: ConnId, face: Face, ns: &[&str]) -> Vec<Output> {
+        let namespaces = ns.iter().map(|n| Namespace::parse(n).unwrap()).collect();
+        self.input(Input::Opened {
+            conn,
+            face,
+            namespaces,
+        })
+    }
+
+    fn send(&mut self, conn: ConnId, frame: Value) -> Vec<Output> {
+        let mut bytes = serde_json::to_vec(&frame).unwrap();
+        bytes.push(b'\n');
+        self.input(Input::Received { conn, bytes })
+    }
+
+    /// A client connection through hello/welcome.
+    fn client(&mut self, conn: ConnId, ns: &str) {
+        self.open(conn, Face::Client, &[ns]);
+        let out = self.send(
+            conn,
+            json!({"t":"hello","proto":"airc/0.1","role":"client"}),
+        );
+        assert_eq!(frames(&out, conn)[0]["t"], "welcome");
+    }
+
+    fn bound(&mut self, conn: ConnId, ns: &str, names: &[&str]) -> Vec<Output> {
+        self.client(conn, ns);
+        let out = self.send(conn, json!({"t":"bind","names":names}));
+        assert_eq!(frames(&out, conn)[0]["t"], "bound", "{out:?}");
+        out
+    }
+
+    /// Moves the clock on by `d`, running every timeout due on the way.
+    fn advance(&mut self, d: Duration) -> Vec<Output> {
+        let until = self.now + d;
+        let mut out = Vec::new();
+        while let Some(w) = self.server.poll_timeout().filter(|w| w.at <= until) {
+            self.now = self.now.max(w.at);
+            self.server.handle_timeout(self.now);
+            while let Some(o) = self.server.poll() {
+                out.push(o);
+            }
+        }
+        self.now = until;
+        out
+    }
+}
+
+fn msg(id: &str, from: &str, to: &str) -> Value {
+    json!({"t":"msg","id":id,"from":from,"to":to,"ts":1_790_380_000.123,"body":"hello"})
+}
+
+/// The frames sent to `conn`, in order.
+fn frames(out: &[Output], conn: ConnId) -> Vec<Value> {
+    out.iter()
+        .filter_map(|o| match o {
+            Output::Send { conn: c, bytes } if *c == conn => Some(bytes),
+            _ => None,
+        })
+        .flat_map(|b| {
+            b.split(|&x| x == b'\n')
+                .filter(|l| !l.is_empty())
+                .map(|l| serde_json::from_slice(l).unwrap())
+        })
+        .collect()
+}
+
+fn acks(out: &[Output], conn: ConnId) -> Vec<Value> {
+    frames(out, conn)
+        .into_iter()
+        .filter(|f| f["t"] == "ack")
+        .collect()
+}
+
+fn closed(out: &[Output], conn: ConnId) -> bool {
+    out.contains(&Output::Close { conn })
+}
+
+fn position(out: &[Output], f: impl Fn(&Output) -> bool) -> usize {
+    out.iter().position(f).expect("the output is there")
+}
+
+#[test]
+fn welcome_carries_the_namespaces_the_transport_proved() {
+    let mut r = Realm::new();
+    r.open(ALICE, Face::Client, &["alice", "shared/team"]);
+    let out = r.send(
+        ALICE,
+        json!({"t":"hello","proto":"airc/0.1","role":"client","agent":"t/1"}),
+    );
+    let w = &frames(&out, ALICE)[0];
+    assert_eq!(w["t"], "welcome");
+    assert_eq!(w["realm"], "example.com");
+    assert_eq!(w["proto"], "airc/0.1");
+    assert_eq!(w["ns"], json!(["alice", "shared/team"]));
+}
+
+#[test]
+fn the_first_frame_must_be_hello() {
+    let mut r = Realm::new();
+    r.open(ALICE, Face::Client, &["alice"]);
+    let out = r.send(ALICE, json!({"t":"ping"}));
+    assert_eq!(frames(&out, ALICE)[0]["code"], "expected_hello");
+    assert!(closed(&out, ALICE));
+    // Nothing more is read from a connection being closed.
+    assert!(
+        r.send(
+            ALICE,
+            json!({"t":"hello","proto":"airc/0.1","role":"client"})
+        )
+        .is_empty()
+    );
+}
+
+#[test]
+fn a_hello_whose_role_does_not_match_the_face_is_refused() {
+    let mut r = Realm::new();
+    r.open(ALICE, Face::Client, &["alice"]);
+    let out = r.send(
+        ALICE,
+        json!({"t":"hello","proto":"airc/0.1","role":"peer","realm":"x.example"}),
+    );
+    assert_eq!(frames(&out, ALICE)[0]["code"], "wrong_face");
+    assert!(closed(&out, ALICE));
+}
+
+#[test]
+fn a_hello_in_another_protocol_version_is_refused() {
+    let mut r = Realm::new();
+    r.open(ALICE, Face::Client, &["alice"]);
+    let out = r.send(
+        ALICE,
+        json!({"t":"hello","proto":"airc/9.9","role":"client"}),
+    );
+    assert_eq!(frames(&out, ALICE)[0]["code"], "bad_proto");
+    assert!(closed(&out, ALICE));
+}
+
+#[test]
+fn ping_is_answered_with_pong_echoing_n() {
+    let mut r = Realm::new();
+    r.client(ALICE, "alice");
+    let out = r.send(ALICE, json!({"t":"ping","n":7}));
+    assert_eq!(frames(&out, ALICE), [json!({"t":"pong","n":7})]);
+}
+
+#[test]
+fn an_unknown_frame_type_gets_error_and_close() {
+    let mut r = Realm::new();
+    r.client(ALICE, "alice");
+    let out = r.send(ALICE, json!({"t":"teleport"}));
+    assert_eq!(frames(&out, ALICE)[0]["code"], "unexpected_frame");
+    assert!(closed(&out, ALICE));
+}
+
+#[test]
+fn a_frame_over_the_limit_gets_frame_too_large_and_close() {
+    let mut r = Realm::new();
+    r.client(ALICE, "alice");
+    let out = r.input(Input::Received {
+        conn: ALICE,
+        bytes: vec![b' '; 1_048_577],
+    });
+    assert_eq!(frames(&out, ALICE)[0]["code"], "frame_too_large");
+    assert!(closed(&out, ALICE));
+}
+
+#[test]
+fn bind_answers_the_absolute_patterns() {
+    let mut r = Realm::new();
+    r.client(BOB, "bob");
+    let out = r.send(
+        BOB,
+        json!({"t":"bind","names":["bob/","bob/research","bob/*"]}),
+    );
+    let expected = json!({"t":"bound","names":["//example.com/bob/","//example.com/bob/research","//example.com/bob/*"]});
+    assert_eq!(frames(&out, BOB), [expected]);
+}
+
+#[test]
+fn bind_outside_the_namespaces_is_forbidden() {
+    for name in ["alice/x", "bob", "*", "//other.example/bob/x"] {
+        let mut r = Realm::new();
+        r.client(BOB, "bob");
+        let out = r.send(BOB, json!({"t":"bind","names":["bob/ok", name]}));
+        assert_eq!(frames(&out, BOB)[0]["code"], "forbidden", "{name}");
+        assert!(closed(&out, BOB));
+    }
+}
+
+#[test]
+fn binding_a_reserved_name_needs_the_operator() {
+    let mut r = Realm::new();
+    r.client(BOB, "bob");
+    let out = r.send(BOB, json!({"t":"bind","names":["bob/_inbox"]}));
+    assert_eq!(frames(&out, BOB)[0]["code"], "forbidden");
+
+    let mut config = ServerConfig::new(Authority::parse("example.com").unwrap());
+    config.bindable_reserved = vec!["_inbox".into()];
+    let mut r = Realm::with(config);
+    r.bound(BOB, "bob", &["bob/_inbox"]);
+}
+
+#[test]
+fn a_bind_that_is_not_a_pattern_is_bad_bind() {
+    let mut r = Realm::new();
+    r.client(BOB, "bob");
+    let out = r.send(BOB, json!({"t":"bind","names":["bob/-x"]}));
+    assert_eq!(frames(&out, BOB)[0]["code"], "bad_bind");
+    assert!(closed(&out, BOB));
+}
+
+#[test]
+fn a_local_message_reaches_the_bound_client_and_its_ack_comes_back_once() {
+    let mut r = Realm::new();
+    r.bound(BOB, "bob", &["bob/"]);
+    r.client(ALICE, "alice");
+    // `from` in local form resolves under the sender's first namespace (§2.3, Appendix A.1).
+    let out = r.send(ALICE, msg("m1", "x", "//example.com/bob/y"));
+    let forwarded = &frames(&out, BOB)[0];
+    assert_eq!(forwarded["t"], "msg");
+    assert_eq!(forwarded["from"], "airc://example.com/alice/x");
+    assert_eq!(forwarded["to"], "airc://example.com/bob/y");
+    assert!(
+        acks(&out, ALICE).is_empty(),
+        "nothing is acked before the next hop answers"
+    );
+
+    let out = r.send(BOB, json!({"t":"ack","id":"m1","status":"delivered"}));
+    assert_eq!(
+        acks(&out, ALICE),
+        [json!({"t":"ack","id":"m1","status":"delivered"})]
+    );
+    // The seen id is persisted before the ack that depends on it goes out.
+    let persist = position(
+        &out,
+        |o| matches!(o, Output::Persist(Record::Seen { id, .. }) if id == "m1"),
+    );
+    let ack = position(
+        &out,
+        |o| matches!(o, Output::Send { conn, .. } if *conn == ALICE),
+    );
+    assert!(persist < ack);
+}
+
+#[test]
+fn an_ack_is_relayed_unchanged() {
+    let mut r = Realm::new();
+    r.bound(BOB, "bob", &["bob/"]);
+    r.client(ALICE, "alice");
+    r.send(ALICE, msg("m1", "x", "//example.com/bob/y"));
+    let ack = json!({"t":"ack","id":"m1","status":"failed","code":"refused","reason":"not today","by":"airc://example.com/bob/y"});
+    let out = r.send(BOB, ack.clone());
+    assert_eq!(acks(&out, ALICE), [ack]);
+}
+
+#[test]
+fn a_message_for_an_offline_endpoint_is_spooled_durably_then_flushed_on_bind() {
+    let mut r = Realm::new();
+    r.client(ALICE, "alice");
+    let out = r.send(ALICE, msg("m1", "x", "//example.com/bob/y"));
+    assert_eq!(
+        acks(&out, ALICE),
+        [json!({"t":"ack","id":"m1","status":"queued","code":"endpoint_offline"})]
+    );
+    let persist = position(
+        &out,
+        |o| matches!(o, Output::Persist(Record::Spooled { key, .. }) if key == "bob"),
+    );
+    let ack = position(
+        &out,
+        |o| matches!(o, Output::Send { conn, .. } if *conn == ALICE),
+    );
+    assert!(persist < ack, "queued means a copy is held");
+    assert_eq!(r.server.spooled(), 1);
+
+    let out = r.bound(BOB, "bob", &["bob/"]);
+    assert_eq!(
+        frames(&out, BOB)[1]["id"],
+        "m1",
+        "the bind flushed the spool"
+    );
+    let out = r.send(BOB, json!({"t":"ack","id":"m1","status":"delivered"}));
+    assert!(out.contains(&Output::Forget(RecordKey::Spooled { id: "m1".into() })));
+    assert!(
+        acks(&out, ALICE).is_empty(),
+        "the origin already had its one ack"
+    );
+    assert_eq!(r.server.spooled(), 0);
+}
+
+#[test]
+fn a_path_in_no_known_namespace_is_no_such_path_by_the_resolver() {
+    let mut r = Realm::new();
+    r.client(ALICE, "alice");
+    let out = r.send(ALICE, msg("m1", "x", "//example.com/carol/y"));
+    assert_eq!(
+        acks(&out, ALICE),
+        [
+            json!({"t":"ack","id":"m1","status":"failed","code":"no_such_path","by":"airc://example.com/_resolver"})
+        ]
+    );
+}
+
+#[test]
+fn a_namespace_reference_is_not_an_endpoint() {
+    let mut r = Realm::new();
+    r.client(ALICE, "alice");
+    let out = r.send(ALICE, msg("m1", "x", "//example.com/bob/"));
+    assert_eq!(acks(&out, ALICE)[0]["code"], "namespace_not_endpoint");
+}
+
+#[test]
+fn the_resolver_answers_delivered_as_a_health_check() {
+    let mut r = Realm::new();
+    r.client(ALICE, "alice");
+    let out = r.send(ALICE, msg("m1", "x", "//example.com/_resolver"));
+    assert_eq!(
+        acks(&out, ALICE),
+        [json!({"t":"ack","id":"m1","status":"delivered"})]
+    );
+}
+
+#[test]
+fn a_reserved_path_with_nobody_bound_is_no_such_path() {
+    let mut r = Realm::new();
+    r.client(ALICE, "alice");
+    let out = r.send(ALICE, msg("m1", "x", "//example.com/_passport"));
+    assert_eq!(acks(&out, ALICE)[0]["code"], "no_such_path");
+}
+
+#[test]
+fn from_outside_the_connections_namespaces_is_refused() {
+    let mut r = Realm::new();
+    r.client(ALICE, "alice");
+    for from in [
+        "//example.com/bob/x",
+        "//other.example/alice/x",
+        "//example.com/alice/",
+    ] {
+        let out = r.send(ALICE, msg("m1", from, "//example.com/bob/y"));
+        assert_eq!(acks(&out, ALICE)[0]["code"], "refused", "{from}");
+    }
+}
+
+#[test]
+fn an_address_that_does_not_parse_is_bad_address_and_the_connection_stays() {
+    let mut r = Realm::new();
+    r.client(ALICE, "alice");
+    let out = r.send(ALICE, msg("m1", "x", "airc:nope"));
+    assert_eq!(acks(&out, ALICE)[0]["code"], "bad_address");
+    let out = r.send(
+        ALICE,
+        json!({"t":"msg","id":"m2","from":"x","to":"bob/y","ts":"yesterday","body":"b"}),
+    );
+    assert_eq!(acks(&out, ALICE)[0]["code"], "bad_address");
+    assert!(!closed(&out, ALICE));
+}
+
+#[test]
+fn an_expired_message_fails_expired() {
+    let mut r = Realm::new();
+    r.client(ALICE, "alice");
+    let mut m = msg("m1", "x", "//example.com/bob/y");
+    m["ttl"] = json!(60);
+    r.now = T0 + Duration::from_secs(61);
+    let out = r.send(ALICE, m);
+    assert_eq!(acks(&out, ALICE)[0]["code"], "expired");
+}
+
+#[test]
+fn a_seen_id_is_acked_duplicate_and_not_delivered_again() {
+    let mut r = Realm::new();
+    r.bound(BOB, "bob", &["bob/"]);
+    r.client(ALICE, "alice");
+    r.send(ALICE, msg("m1", "x", "//example.com/bob/y"));
+    r.send(BOB, json!({"t":"ack","id":"m1","status":"delivered"}));
+    let out = r.send(ALICE, msg("m1", "x", "//example.com/bob/y"));
+    assert_eq!(
+        acks(&out, ALICE),
+        [json!({"t":"ack","id":"m1","status":"delivered","code":"duplicate"})]
+    );
+    assert!(frames(&out, BOB).is_empty());
+    // Past the window the id is forgotten.
+    r.advance(DUPLICATE_WINDOW);
+    let out = r.send(ALICE, {
+        let mut m = msg("m1", "x", "//example.com/bob/y");
+        m["ts"] = json!(r.now.as_secs());
+        m
+    });
+    assert_eq!(frames(&out, BOB)[0]["id"], "m1");
+}
+
+#[test]
+fn a_copy_sent_while_the_first_waits_gets_the_same_answer() {
+    let mut r = Realm::new();
+    r.bound(BOB, "bob", &["bob/"]);
+    r.client(ALICE, "alice");
+    r.send(ALICE, msg("m1", "x", "//example.com/bob/y"));
+    let out = r.send(ALICE, msg("m1", "x", "//example.com/bob/y"));
+    assert!(frames(&out, BOB).is_empty(), "not forwarded twice");
+    let out = r.send(BOB, json!({"t":"ack","id":"m1","status":"delivered"}));
+    assert_eq!(acks(&out, ALICE).len(), 2, "one ack per accepted msg");
+}
+
+#[test]
+fn no_ack_in_15_s_spools_in_flight_then_the_late_ack_settles_it() {
+    let mut r = Realm::new();
+    r.bound(BOB, "bob", &["bob/"]);
+    r.client(ALICE, "alice");
+    r.send(ALICE, msg("m1", "x", "//example.com/bob/y"));
+    assert!(r.advance(Duration::from_millis(14_999)).is_empty());
+    let out = r.advance(Duration::from_millis(1));
+    assert_eq!(
+        acks(&out, ALICE),
+        [json!({"t":"ack","id":"m1","status":"queued","code":"no_ack"})]
+    );
+    let persist = position(&out, |o| {
+        matches!(o, Output::Persist(Record::Spooled { .. }))
+    });
+    let ack = position(
+        &out,
+        |o| matches!(o, Output::Send { conn, .. } if *conn == ALICE),
+    );
+    assert!(persist < ack);
+    // In flight: a flush never resends it.
+    let out = r.advance(Duration::from_secs(60));
+    assert!(frames(&out, BOB).is_empty());
+    // The late ack settles it: forgotten, and not relayed again (the origin had its ack).
+    let out = r.send(BOB, json!({"t":"ack","id":"m1","status":"delivered"}));
+    assert!(out.contains(&Output::Forget(RecordKey::Spooled { id: "m1".into() })));
+    assert!(acks(&out, ALICE).is_empty());
+    assert_eq!(r.server.stats().settled, 1);
+    let out = r.advance(Duration::from_secs(60));
+    assert!(frames(&out, BOB).is_empty());
+    assert_eq!(r.server.spooled(), 0);
+}
+
+#[test]
+fn a_hop_that_closes_before_acking_gets_the_message_again_later() {
+    let mut r = Realm::new();
+    r.bound(BOB, "bob", &["bob/"]);
+    r.client(ALICE, "alice");
+    r.send(ALICE, msg("m1", "x", "//example.com/bob/y"));
+    let out = r.input(Input::Closed { conn: BOB });
+    assert_eq!(
+        acks(&out, ALICE),
+        [json!({"t":"ack","id":"m1","status":"queued","code":"endpoint_offline"})]
+    );
+    let bob2 = ConnId(3);
+    let out = r.bound(bob2, "bob", &["bob/"]);
+    assert_eq!(frames(&out, bob2)[1]["id"], "m1");
+}
+
+#[test]
+fn a_message_in_flight_to_a_hop_that_closes_is_sent_again() {
+    let mut r = Realm::new();
+    r.bound(BOB, "bob", &["bob/"]);
+    r.client(ALICE, "alice");
+    r.send(ALICE, msg("m1", "x", "//example.com/bob/y"));
+    r.advance(Duration::from_secs(15));
+    r.input(Input::Closed { conn: BOB });
+    let bob2 = ConnId(3);
+    let out = r.bound(bob2, "bob", &["bob/"]);
+    assert_eq!(frames(&out, bob2)[1]["id"], "m1");
+}
+
+#[test]
+fn spooled_messages_expire_and_are_forgotten_by_the_periodic_flush() {
+    let mut r = Realm::new();
+    r.client(ALICE, "alice");
+    let mut m = msg("m1", "x", "//example.com/bob/y");
+    m["ttl"] = json!(40);
+    r.send(ALICE, m);
+    let out = r.advance(Duration::from_secs(60));
+    assert!(out.contains(&Output::Forget(RecordKey::Spooled { id: "m1".into() })));
+    assert_eq!(r.server.stats().expired, 1);
+    let out = r.bound(BOB, "bob", &["bob/"]);
+    assert_eq!(
+        frames(&out, BOB).len(),
+        1,
+        "bound, and nothing expired is delivered"
+    );
+}
+
+#[test]
+fn a_remote_message_is_stamped_signed_and_held_for_its_authority() {
+    let mut config = ServerConfig::new(Authority::parse("example.com").unwrap());
+    let seed = Ed25519Seed::from_bytes(core::array::from_fn(|i| i as u8 + 1));
+    config.signing_key = Some(seed.clone());
+    let mut r = Realm::with(config);
+    r.client(ALICE, "alice");
+    let out = r.send(ALICE, msg("m1", "x", "//partner.example/support/desk"));
+    assert_eq!(
+        acks(&out, ALICE),
+        [json!({"t":"ack","id":"m1","status":"queued","code":"authority_unreachable"})]
+    );
+    assert!(out.contains(&Output::Connect {
+        authority: Authority::parse("partner.example").unwrap()
+    }));
+    let held = out
+        .iter()
+        .find_map(|o| match o {
+            Output::Persist(Record::Spooled { key, msg }) => Some((key.clone(), msg.clone())),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(held.0, "//partner.example");
+    let m: Msg = *held.1;
+    assert_eq!(m.via, Some(vec!["example.com".to_string()]));
+    // Signed as §9.3 says, verifiable with the realm's published key.
+    let p = crypto::default_provider();
+    let sig = sigstring::SigString::parse(m.sigstrings()[0]).unwrap();
+    let canonical = "m1\nairc://example.com/alice/x\nairc://partner.example/support/desk\n1790380000123\ntext/plain\n\nhello";
+    assert!(sigstring::verify(
+        p,
+        &p.ed25519_public_key(&seed),
+        canonical.as_bytes(),
+        &sig
+    ));
+}
+
+#[test]
+fn a_restart_restores_the_spool_and_the_seen_ids() {
+    let mut r = Realm::new();
+    r.client(ALICE, "alice");
+    let out = r.send(ALICE, msg("m1", "x", "//example.com/bob/y"));
+    let records: Vec<Record> = out
+        .into_iter()
+        .filter_map(|o| match o {
+            Output::Persist(rec) => Some(rec),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(records.len(), 2, "the message and its seen id");
+
+    let mut again = Realm::new();
+    again.now = r.now + Duration::from_secs(5);
+    for rec in records {
+        again.input(Input::Restore(rec));
+    }
+    again.client(ALICE, "alice");
+    let out = again.send(ALICE, msg("m1", "x", "//example.com/bob/y"));
+    assert_eq!(acks(&out, ALICE)[0]["code"], "duplicate");
+    let out = again.bound(BOB, "bob", &["bob/"]);
+    assert_eq!(
+        frames(&out, BOB)[1]["id"],
+        "m1",
+        "delivered once after the restart"
+    );
+}
+
+#[test]
+fn links_and_passports_are_refused_with_a_reason_until_built() {
+    let mut r = Realm::new();
+    r.client(ALICE, "alice");
+    let out = r.send(
+        ALICE,
+        json!({"t":"link","op":"offer","as":"alice/x","peer":"bob/y"}),
+    );
+    let f = &frames(&out, ALICE)[0];
+    assert_eq!(
+        (f["t"].as_str(), f["ok"].as_bool()),
+        (Some("linked"), Some(false))
+    );
+    let out = r.send(ALICE, json!({"t":"passport","op":"new","as":"alice/x"}));
+    let f = &frames(&out, ALICE)[0];
+    assert_eq!(
+        (f["t"].as_str(), f["ok"].as_bool()),
+        (Some("passported"), Some(false))
+    );
+    assert!(!closed(&out, ALICE));
+}
+
+#[test]
+fn stat_answers_counters() {
+    let mut r = Realm::new();
+    r.client(ALICE, "alice");
+    r.send(ALICE, msg("m1", "x", "//example.com/_resolver"));
+    let out = r.send(ALICE, json!({"t":"stat"}));
+    let s = &frames(&out, ALICE)[0];
+    assert_eq!(s["t"], "stats");
+    assert_eq!(s["messages"], 1);
+    assert_eq!(s["delivered"], 1);
+}
+
+#[test]
+fn hostile_bytes_never_panic_and_the_server_keeps_serving() {
+    // A deterministic stream of garbage, half-frames and valid frames, in odd pieces.
+    let mut r = Realm::new();
+    r.bound(BOB, "bob", &["bob/"]);
+    r.client(ALICE, "alice");
+    let pieces: [&[u8]; 7] = [
+        b"{\"t\":\"msg\",\"id\":\"a\",\"from\":\"x\",\"to\":\"bob/y\",\"ts\":1790380000,\"body\":\"b\"}\n",
+        b"{\"t\":\"msg\",\"id\":",
+        b"\xff\xfe\n",
+        b"\n\n   \n",
+        b"[1,2,3]\n",
+        b"{\"t\":\"ack\",\"id\":\"zzz\",\"status\":\"delivered\"}\n",
+        b"{\"t\":\"bind\",\"names\":[\"bob/q\"]}\n",
+    ];
+    let mut seed = 7u64;
+    for _ in 0..500 {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let piece = pieces[(seed >> 33) as usize % pieces.len()];
+        let conn = if seed & 1 == 0 { ALICE } else { BOB };
+        r.input(Input::Received {
+            conn,
+            bytes: piece.to_vec(),
+        });
+        r.advance(Duration::from_millis(seed >> 54));
+    }
+    let carol = ConnId(9);
+    r.client(carol, "alice");
+    let out = r.send(carol, json!({"t":"ping","n":1}));
+    assert_eq!(frames(&out, carol), [json!({"t":"pong","n":1})]);
+}
