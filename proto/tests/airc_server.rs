@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use chacha20::ChaCha20Rng;
+use rand_core::SeedableRng;
 use serde_json::{Value, json};
 use weft_proto::airc::address::{Authority, Namespace};
 use weft_proto::airc::frame::Msg;
@@ -15,7 +17,7 @@ const ALICE: ConnId = ConnId(1);
 const BOB: ConnId = ConnId(2);
 
 struct Realm {
-    server: Server,
+    server: Server<ChaCha20Rng>,
     now: Timestamp,
 }
 
@@ -31,7 +33,11 @@ impl Realm {
 
     fn with(config: ServerConfig) -> Self {
         Self {
-            server: Server::new(config, crypto::default_provider()),
+            server: Server::new(
+                config,
+                crypto::default_provider(),
+                ChaCha20Rng::seed_from_u64(1),
+            ),
             now: T0,
         }
     }
@@ -538,13 +544,19 @@ fn a_remote_message_is_stamped_signed_and_held_for_its_authority() {
     let mut r = Realm::with(config);
     r.client(ALICE, "alice");
     let out = r.send(ALICE, msg("m1", "x", "//partner.example/support/desk"));
+    let partner = Authority::parse("partner.example").unwrap();
+    assert!(out.contains(&Output::Connect {
+        authority: partner.clone()
+    }));
+    assert!(
+        acks(&out, ALICE).is_empty(),
+        "the link gets one ack timeout to come up"
+    );
+    let out = r.input(Input::DialFailed { authority: partner });
     assert_eq!(
         acks(&out, ALICE),
         [json!({"t":"ack","id":"m1","status":"queued","code":"authority_unreachable"})]
     );
-    assert!(out.contains(&Output::Connect {
-        authority: Authority::parse("partner.example").unwrap()
-    }));
     let held = out
         .iter()
         .find_map(|o| match o {
@@ -565,6 +577,17 @@ fn a_remote_message_is_stamped_signed_and_held_for_its_authority() {
         canonical.as_bytes(),
         &sig
     ));
+}
+
+#[test]
+fn a_realm_that_does_not_link_within_the_ack_timeout_gets_the_message_queued() {
+    let mut r = Realm::new();
+    r.client(ALICE, "alice");
+    r.send(ALICE, msg("m1", "x", "//partner.example/support/desk"));
+    assert!(r.advance(Duration::from_millis(14_999)).is_empty());
+    let out = r.advance(Duration::from_millis(1));
+    assert_eq!(acks(&out, ALICE)[0]["code"], "authority_unreachable");
+    assert_eq!(r.server.spooled(), 1);
 }
 
 #[test]

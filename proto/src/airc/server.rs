@@ -14,8 +14,15 @@
 //!   when configured, and the resolving-client selection ([`super::bind`]);
 //! - §6.1–§6.4 the routing pipeline in its order for client-face messages, with exactly one ack
 //!   per accepted message over the connection it came on;
-//! - §6.5 the start of remote delivery: the hop limit and loop check, `via`, signing, and
-//!   spooling under the authority (`queued authority_unreachable`) with a request to connect;
+//! - §6.2 for peer messages: only the peer's own realm, only for this realm (no transit), signed
+//!   by a published key unless the peer is trusted unsigned;
+//! - §6.5 remote delivery: the hop limit and loop check, `via`, signing, forwarding over an
+//!   authenticated link, or spooling under the authority (`queued authority_unreachable`) and
+//!   asking the host to connect;
+//! - §8.4 peer links: the dialler's signed hello and its check of the welcome (`realm_mismatch`,
+//!   `peer_unverified`), the acceptor's check of the hello (signature by a published key within
+//!   300 s, or a trusted-unsigned realm) and its signed welcome; only authenticated links are sent
+//!   on, and a link coming up flushes its authority's backlog;
 //! - §6.6 the ack timeout: spool, ack upstream `queued no_ack`, keep the id in flight, settle on
 //!   the late ack;
 //! - §7 the spool: per destination key, order kept, expiry, flush on bind and every 30 s, and
@@ -24,12 +31,15 @@
 //! Durability: a persist ([`Output::Persist`]) always comes out before the ack that claims it,
 //! and the host executes outputs in order, so `queued` always means a copy is held.
 //!
-//! Not yet: the peer face (hello/welcome signatures, inbound peer messages, peer links), policy
-//! (§10), links (§11), passports (§12) and the audit stream (§13); their frames are answered
-//! with a refusal that says so, never silently dropped.
+//! The host does the I/O the machine cannot: it dials ([`Output::Connect`] →
+//! [`Input::Dialled`]), resolves and reports published keys ([`Input::Keys`], §8.1–§8.2), and
+//! stores records.
+//!
+//! Not yet: policy (§10), links (§11), passports (§12) and the audit stream (§13); their frames
+//! are answered with a refusal that says so, never silently dropped.
 
 use alloc::boxed::Box;
-use alloc::collections::{BTreeMap, VecDeque};
+use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
 use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
@@ -47,9 +57,11 @@ use super::signing::{self, Signed};
 use super::spool::{
     self, ACK_TIMEOUT, DEFAULT_TTL, FLUSH_INTERVAL, SeenIds, Spool, SpoolFull, Spooled,
 };
+use crate::codec::hex;
 use crate::core::timer::TimerQueue;
 use crate::core::{ConnId, Machine, Timestamp, Wakeup};
 use crate::crypto::{CryptoProvider, Ed25519Seed, sigstring};
+use rand_core::CryptoRng;
 
 /// How many hops a message may take: a `via` this long is a routing loop (§6.5).
 pub const MAX_VIA: usize = 8;
@@ -61,6 +73,12 @@ pub const MAX_CONNECTIONS: usize = 4096;
 /// Forwarded messages awaiting an ack at most, across all connections. Past it a message that
 /// would be forwarded is spooled instead (it is still accepted, never dropped).
 pub const MAX_PENDING: usize = 65_536;
+
+/// How far a peer hello's `ts` may be from now and still authenticate its link (§8.4, §9.4).
+pub const HELLO_WINDOW: Duration = Duration::from_secs(300);
+
+/// Random bytes in the nonce of a hello this server sends (§8.4), written as hex.
+pub const NONCE_BYTES: usize = 16;
 
 /// Which listener a connection came in on (§3.1): a server exposes a face for its own clients
 /// and a face for other realms' servers, each on its own listener.
@@ -100,6 +118,28 @@ pub enum Input {
     },
     /// A record persisted before a restart, handed back before any connection opens.
     Restore(Record),
+    /// The host opened the peer link a [`Output::Connect`] asked for (TLS or QUIC, its
+    /// certificate verified for the resolved host, §8.3). The server sends its hello on it.
+    Dialled {
+        /// The id the host will use for it.
+        conn: ConnId,
+        /// The realm it was dialled for.
+        authority: Authority,
+    },
+    /// The host could not open a link to `authority` (no address, refused, timed out). The
+    /// spool keeps its messages; the periodic flush asks again.
+    DialFailed {
+        /// The realm.
+        authority: Authority,
+    },
+    /// A realm's published signing keys (§8.2), from DNS TXT `_airc.<realm>` or configuration.
+    /// Replaces what the server knew for that realm.
+    Keys {
+        /// The realm.
+        realm: Authority,
+        /// Its Ed25519 public keys.
+        keys: Vec<[u8; 32]>,
+    },
 }
 
 /// What a server asks its host to do, strictly in order.
@@ -178,6 +218,10 @@ pub struct ServerConfig {
     pub ack_timeout: Duration,
     /// How often to flush every key with a backlog (§7.4).
     pub flush_interval: Duration,
+    /// Other realms' published keys known without DNS (§8.2's static `known_keys`).
+    pub known_keys: BTreeMap<Authority, Vec<[u8; 32]>>,
+    /// Realms whose messages, hellos and welcomes are accepted unsigned (§6.2, §8.4).
+    pub trusted_unsigned: Vec<Authority>,
 }
 
 impl ServerConfig {
@@ -191,6 +235,8 @@ impl ServerConfig {
             signing_key: None,
             ack_timeout: ACK_TIMEOUT,
             flush_interval: FLUSH_INTERVAL,
+            known_keys: BTreeMap::new(),
+            trusted_unsigned: Vec::new(),
         }
     }
 }
@@ -237,6 +283,8 @@ struct Pending {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum State {
     AwaitHello,
+    /// A link this server dialled, its hello sent.
+    AwaitWelcome,
     Open,
     /// An error went out and a close was asked for; nothing more is read.
     Closing,
@@ -248,18 +296,34 @@ struct Conn {
     namespaces: Vec<Namespace>,
     state: State,
     decoder: FrameDecoder,
+    /// On the peer face: the realm at the other end, once it said (or we dialled it).
+    peer: Option<Authority>,
+    /// Whether the peer proved its realm (§8.4); only such links are sent on.
+    authenticated: bool,
+    /// The nonce of the hello this server sent on a link it dialled.
+    nonce: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Timer {
     Ack(ConnId, String),
     Flush,
+    /// Messages wait this long for a link to their realm before they are spooled.
+    Dial(Authority),
 }
 
 /// The realm server; see the [module docs](self).
-pub struct Server {
+pub struct Server<R> {
     config: ServerConfig,
     crypto: &'static dyn CryptoProvider,
+    rng: R,
+    /// Published keys per realm (§8.2): configured, then as the host reports them.
+    keys: BTreeMap<Authority, Vec<[u8; 32]>>,
+    /// Realms a link is being dialled to, so a flush does not ask twice.
+    dialling: BTreeSet<Authority>,
+    /// Messages waiting for a link to their realm to come up (§6.5 "dialling if needed"), with
+    /// the connection that waits for each one's ack.
+    awaiting: BTreeMap<Authority, Vec<(ConnId, Spooled<Msg>)>>,
     conns: BTreeMap<ConnId, Conn>,
     binds: BindTable<ConnId>,
     spool: Spool<Msg>,
@@ -273,7 +337,7 @@ pub struct Server {
     stats: Stats,
 }
 
-impl core::fmt::Debug for Server {
+impl<R> core::fmt::Debug for Server<R> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Server")
             .field("realm", &self.config.realm)
@@ -285,12 +349,17 @@ impl core::fmt::Debug for Server {
     }
 }
 
-impl Server {
-    /// A server for `config.realm`, signing and verifying with `crypto`.
-    pub fn new(config: ServerConfig, crypto: &'static dyn CryptoProvider) -> Self {
+impl<R: CryptoRng> Server<R> {
+    /// A server for `config.realm`, signing and verifying with `crypto`, drawing nonces from
+    /// `rng`.
+    pub fn new(config: ServerConfig, crypto: &'static dyn CryptoProvider, rng: R) -> Self {
         Self {
+            keys: config.known_keys.clone(),
             config,
             crypto,
+            rng,
+            dialling: BTreeSet::new(),
+            awaiting: BTreeMap::new(),
             conns: BTreeMap::new(),
             binds: BindTable::new(),
             spool: Spool::default(),
@@ -391,14 +460,25 @@ impl Server {
                 namespaces,
                 state,
                 decoder: FrameDecoder::new(),
+                peer: None,
+                authenticated: false,
+                nonce: None,
             },
         );
     }
 
     fn closed(&mut self, now: Timestamp, conn: ConnId) {
-        if self.conns.remove(&conn).is_none() {
+        let Some(c) = self.conns.remove(&conn) else {
             return;
+        };
+        if let Some(realm) = c.peer.as_ref().filter(|_| c.state == State::AwaitWelcome) {
+            self.no_link(now, realm);
         }
+        // §6.5: a link that drops before an ack leaves the message queued for its authority.
+        let code = match c.face {
+            Face::Client => AckCode::EndpointOffline,
+            Face::Peer => AckCode::AuthorityUnreachable,
+        };
         self.binds.unbind_all(conn);
         // Messages forwarded over it and not acked: the hop is gone, so spool them again (not in
         // flight: nothing can ack them now) and tell whoever waits that they are queued.
@@ -411,7 +491,7 @@ impl Server {
         for k in gone {
             if let Some(p) = self.pending.remove(&k) {
                 self.timers.cancel(&Timer::Ack(k.0, k.1.clone()));
-                self.requeue(now, p, AckCode::EndpointOffline);
+                self.requeue(now, p, code);
             }
         }
         // Messages in flight to it: no late ack can come now, so they may be sent again.
@@ -494,7 +574,16 @@ impl Server {
         };
         let (face, state) = (c.face, c.state);
         match (state, frame) {
-            (State::AwaitHello, Frame::Hello(h)) => self.hello(conn, face, &h),
+            (State::AwaitHello, Frame::Hello(h)) => self.hello(now, conn, face, &h),
+            (State::AwaitWelcome, Frame::Welcome(w)) => self.welcome(now, conn, &w),
+            (State::AwaitWelcome, Frame::Error(_)) => self.out.push_back(Output::Close { conn }),
+            (State::AwaitWelcome, _) => {
+                self.fail(
+                    conn,
+                    ErrorCode::NoWelcome,
+                    "hello was not answered with welcome",
+                );
+            }
             (State::AwaitHello, _) => {
                 self.fail(
                     conn,
@@ -505,6 +594,7 @@ impl Server {
             (_, Frame::Ping(p)) => self.send(conn, &Frame::Pong(p.pong())),
             (_, Frame::Pong(_)) => {}
             (_, Frame::Msg(m)) if face == Face::Client => self.client_msg(now, conn, m),
+            (_, Frame::Msg(m)) => self.peer_msg(now, conn, m),
             (_, Frame::Ack(a)) => self.downstream_ack(now, conn, a),
             (_, Frame::Bind(b)) if face == Face::Client => self.bind(now, conn, b.names),
             (_, Frame::Link(_)) if face == Face::Client => {
@@ -574,13 +664,10 @@ impl Server {
         self.send(conn, &Frame::Stats(super::frame::Stats { counters }));
     }
 
-    fn hello(&mut self, conn: ConnId, face: Face, h: &Hello) {
+    fn hello(&mut self, now: Timestamp, conn: ConnId, face: Face, h: &Hello) {
         if h.proto != PROTO {
-            return self.fail(
-                conn,
-                ErrorCode::BadProto,
-                &format!("this server speaks {PROTO}"),
-            );
+            let why = format!("this server speaks {PROTO}");
+            return self.fail(conn, ErrorCode::BadProto, &why);
         }
         let expected = match face {
             Face::Client => Role::Client,
@@ -594,12 +681,7 @@ impl Server {
             );
         }
         if face == Face::Peer {
-            // Verifying a peer's hello needs its published keys (§8.2, §8.4): not built yet.
-            return self.fail(
-                conn,
-                ErrorCode::PeerUnverified,
-                "the peer face is not built yet",
-            );
+            return self.peer_hello(now, conn, h);
         }
         let Some(c) = self.conns.get_mut(&conn) else {
             return;
@@ -615,6 +697,157 @@ impl Server {
             kid: None,
         };
         self.send(conn, &Frame::Welcome(welcome));
+    }
+
+    // ---- the peer face (§8.4) ---------------------------------------------------------------
+
+    fn is_trusted_unsigned(&self, realm: &Authority) -> bool {
+        self.config.trusted_unsigned.contains(realm)
+    }
+
+    fn keys_of(&self, realm: &Authority) -> &[[u8; 32]] {
+        self.keys.get(realm).map_or(&[], Vec::as_slice)
+    }
+
+    /// The accepting side: a peer claims realm P. Its link is authenticated when P is trusted
+    /// unsigned, or its hello is signed by a published key of P within 300 s of now.
+    fn peer_hello(&mut self, now: Timestamp, conn: ConnId, h: &Hello) {
+        let Some(peer) = h.realm.as_deref().and_then(|r| Authority::parse(r).ok()) else {
+            return self.fail(conn, ErrorCode::BadFrame, "a peer hello names its realm");
+        };
+        let (Some(ts), Some(nonce)) = (h.ts, h.nonce.as_deref()) else {
+            return self.fail(
+                conn,
+                ErrorCode::BadFrame,
+                "a peer hello carries ts and nonce",
+            );
+        };
+        let fresh = Timestamp::from_secs(ts).abs_diff(now) <= HELLO_WINDOW;
+        let canonical =
+            signing::hello_canonical(&peer.to_string(), &self.config.realm.to_string(), ts, nonce);
+        let signed = h.sig.as_deref().is_some_and(|sig| {
+            signing::verify_any(
+                self.crypto,
+                self.keys_of(&peer),
+                canonical.as_bytes(),
+                &[sig],
+            )
+        });
+        let authenticated = self.is_trusted_unsigned(&peer) || (signed && fresh);
+        let (sig, kid) = match &self.config.signing_key {
+            Some(key) => {
+                let acceptor = self.config.realm.to_string();
+                let text = signing::welcome_canonical(&acceptor, &peer.to_string(), nonce);
+                let public = self.crypto.ed25519_public_key(key);
+                let sig = sigstring::sign(self.crypto, key, text.as_bytes()).to_string();
+                (Some(sig), Some(sigstring::kid(self.crypto, &public)))
+            }
+            None => (None, None),
+        };
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.state = State::Open;
+            c.peer = Some(peer.clone());
+            c.authenticated = authenticated;
+        }
+        let welcome = Welcome {
+            realm: self.config.realm.to_string(),
+            proto: PROTO.to_string(),
+            ns: None,
+            server: Some(self.config.software.clone()),
+            sig,
+            kid,
+        };
+        self.send(conn, &Frame::Welcome(welcome));
+        if authenticated {
+            self.link_up(now, conn, &peer);
+        }
+    }
+
+    /// The dialling side: the host opened the link a `Connect` asked for; say hello.
+    fn dialled(&mut self, now: Timestamp, conn: ConnId, target: Authority) {
+        self.dialling.remove(&target);
+        self.opened(conn, Face::Peer, Vec::new());
+        let mut nonce = [0u8; NONCE_BYTES];
+        self.rng.fill_bytes(&mut nonce);
+        let nonce = hex::encode(&nonce);
+        let ts = now.as_secs();
+        let me = self.config.realm.to_string();
+        let sig = self.config.signing_key.as_ref().map(|key| {
+            let text = signing::hello_canonical(&me, &target.to_string(), ts, &nonce);
+            sigstring::sign(self.crypto, key, text.as_bytes()).to_string()
+        });
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        c.state = State::AwaitWelcome;
+        c.peer = Some(target);
+        c.nonce = Some(nonce.clone());
+        let hello = Hello {
+            proto: PROTO.to_string(),
+            role: Role::Peer,
+            agent: Some(self.config.software.clone()),
+            realm: Some(me),
+            ts: Some(ts),
+            nonce: Some(nonce),
+            sig,
+        };
+        self.send(conn, &Frame::Hello(hello));
+    }
+
+    /// The dialler checks the welcome: the realm it resolved, signed over its own nonce.
+    fn welcome(&mut self, now: Timestamp, conn: ConnId, w: &Welcome) {
+        let Some(c) = self.conns.get(&conn) else {
+            return;
+        };
+        let (Some(target), Some(nonce)) = (c.peer.clone(), c.nonce.clone()) else {
+            return;
+        };
+        if w.proto != PROTO {
+            return self.fail(
+                conn,
+                ErrorCode::BadProto,
+                &format!("this server speaks {PROTO}"),
+            );
+        }
+        if Authority::parse(&w.realm).ok().as_ref() != Some(&target) {
+            return self.fail(
+                conn,
+                ErrorCode::RealmMismatch,
+                "welcome names another realm",
+            );
+        }
+        if !self.is_trusted_unsigned(&target) {
+            let me = self.config.realm.to_string();
+            let text = signing::welcome_canonical(&target.to_string(), &me, &nonce);
+            let sigs: Vec<&str> = w.sig.as_deref().into_iter().collect();
+            if !signing::verify_any(self.crypto, self.keys_of(&target), text.as_bytes(), &sigs) {
+                return self.fail(conn, ErrorCode::PeerUnverified, "welcome signature");
+            }
+        }
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.state = State::Open;
+            c.authenticated = true;
+        }
+        self.link_up(now, conn, &target);
+    }
+
+    /// An authenticated link to `realm`, if one is open: the only kind a server sends on.
+    fn link_to(&self, realm: &Authority) -> Option<ConnId> {
+        self.conns
+            .iter()
+            .find(|(_, c)| {
+                c.authenticated && c.state == State::Open && c.peer.as_ref() == Some(realm)
+            })
+            .map(|(id, _)| *id)
+    }
+
+    /// Asks the host for a link to `realm`, unless one is open or being dialled.
+    fn connect(&mut self, realm: &Authority) {
+        if self.link_to(realm).is_none() && self.dialling.insert(realm.clone()) {
+            self.out.push_back(Output::Connect {
+                authority: realm.clone(),
+            });
+        }
     }
 
     // ---- bind (§4.3) ------------------------------------------------------------------------
@@ -707,6 +940,56 @@ impl Server {
         m.via = None;
         m.from = from.to_string();
         m.to = to.to_string();
+        self.route(now, conn, &to, ts, m);
+    }
+
+    /// §6.2 for a message from a peer that said realm P: only P's own messages, only for this
+    /// realm, and signed by a published key of P unless P is trusted unsigned.
+    fn peer_msg(&mut self, now: Timestamp, conn: ConnId, mut m: Msg) {
+        self.stats.messages += 1;
+        let id = m.id.clone();
+        let Some(peer) = self.conns.get(&conn).and_then(|c| c.peer.clone()) else {
+            return;
+        };
+        let (Ok(from), Ok(to)) = (Address::parse(&m.from), Address::parse(&m.to)) else {
+            return self.ack_code(conn, &id, AckStatus::Failed, AckCode::BadAddress);
+        };
+        let Some(ts) = signing::ts_ms(m.ts) else {
+            return self.ack_code(conn, &id, AckStatus::Failed, AckCode::BadAddress);
+        };
+        if from.realm() != &peer || to.realm() != &self.config.realm {
+            return self.ack_code(conn, &id, AckStatus::Failed, AckCode::Refused);
+        }
+        if !self.is_trusted_unsigned(&peer) {
+            // Signed over the URIs as they appear on the wire (§9.3).
+            let signed = Signed {
+                id: &m.id,
+                from: &m.from,
+                to: &m.to,
+                ts_ms: ts,
+                kind: m.kind.as_deref(),
+                re: m.re.as_deref(),
+                body: &m.body,
+            };
+            let text = signed.canonical();
+            let ok = signing::verify_any(
+                self.crypto,
+                self.keys_of(&peer),
+                text.as_bytes(),
+                &m.sigstrings(),
+            );
+            if !ok {
+                return self.ack_code(conn, &id, AckStatus::Failed, AckCode::Refused);
+            }
+        }
+        m.from = from.to_string();
+        m.to = to.to_string();
+        self.route(now, conn, &to, Timestamp::from_millis(ts), m);
+    }
+
+    /// The rest of §6 once the origin is authenticated: expiry, dedupe, then delivery.
+    fn route(&mut self, now: Timestamp, conn: ConnId, to: &Address, ts: Timestamp, m: Msg) {
+        let id = m.id.clone();
         let ttl = m.ttl.map_or(DEFAULT_TTL, Duration::from_secs);
         // §6.2 expiry and dedupe.
         if spool::is_expired(ts, ttl, now) {
@@ -729,9 +1012,9 @@ impl Server {
             msg: m,
         };
         if to.realm() == &self.config.realm && to.realm().port().is_none() {
-            self.deliver_local(now, conn, &to, item);
+            self.deliver_local(now, conn, to, item);
         } else {
-            self.deliver_remote(now, conn, &to, item);
+            self.deliver_remote(now, conn, to, item);
         }
     }
 
@@ -808,16 +1091,63 @@ impl Server {
             let sig = sigstring::sign(self.crypto, key, signed.canonical().as_bytes());
             item.msg.set_sigstrings(&[&sig.to_string()]);
         }
-        let key = remote_key(to.realm());
-        match self.hold(now, &key, item) {
+        let realm = to.realm().clone();
+        let waiting: usize = self.awaiting.values().map(Vec::len).sum();
+        if self.pending.len() + waiting >= MAX_PENDING {
+            return self.hold_for(now, conn, &realm, item);
+        }
+        match self.link_to(&realm) {
+            Some(link) => {
+                let up = alloc::vec![Upstream::Conn(conn)];
+                self.forward(now, link, up, remote_key(&realm), item);
+            }
+            None => {
+                // Dial, and give the link one ack timeout to come up before spooling.
+                if self
+                    .timers
+                    .deadline_of(&Timer::Dial(realm.clone()))
+                    .is_none()
+                {
+                    let at = now + self.config.ack_timeout;
+                    self.timers.schedule(at, Timer::Dial(realm.clone()));
+                }
+                self.awaiting
+                    .entry(realm.clone())
+                    .or_default()
+                    .push((conn, item));
+                self.connect(&realm);
+            }
+        }
+    }
+
+    /// No link to `realm`: spool the message under it and ack `queued authority_unreachable`.
+    fn hold_for(&mut self, now: Timestamp, conn: ConnId, realm: &Authority, item: Spooled<Msg>) {
+        let id = item.id.clone();
+        match self.hold(now, &remote_key(realm), item) {
             Ok(()) => {
                 self.record_seen(now, &id);
                 self.ack_code(conn, &id, AckStatus::Queued, AckCode::AuthorityUnreachable);
-                self.out.push_back(Output::Connect {
-                    authority: to.realm().clone(),
-                });
+                self.connect(realm);
             }
             Err(_) => self.spool_full(conn, &id),
+        }
+    }
+
+    /// An authenticated link to `realm` came up: what waited for it goes out, then its backlog.
+    fn link_up(&mut self, now: Timestamp, conn: ConnId, realm: &Authority) {
+        self.timers.cancel(&Timer::Dial(realm.clone()));
+        for (up, item) in self.awaiting.remove(realm).unwrap_or_default() {
+            let up = alloc::vec![Upstream::Conn(up)];
+            self.forward(now, conn, up, remote_key(realm), item);
+        }
+        self.flush(now, &remote_key(realm));
+    }
+
+    /// No link to `realm` came up in time (or the dial failed): spool what waited for it.
+    fn no_link(&mut self, now: Timestamp, realm: &Authority) {
+        self.timers.cancel(&Timer::Dial(realm.clone()));
+        for (up, item) in self.awaiting.remove(realm).unwrap_or_default() {
+            self.hold_for(now, up, realm, item);
         }
     }
 
@@ -925,12 +1255,18 @@ impl Server {
                 id: gone.id.clone(),
             }));
         }
+        let remote = key
+            .strip_prefix("//")
+            .and_then(|a| Authority::parse(a).ok());
         let mut undelivered = Vec::new();
         for item in f.deliver {
-            let hop = Address::parse(&item.msg.to)
-                .ok()
-                .filter(|to| to.realm() == &self.config.realm)
-                .and_then(|to| self.binds.select(&to));
+            let hop = match &remote {
+                Some(realm) => self.link_to(realm),
+                None => Address::parse(&item.msg.to)
+                    .ok()
+                    .filter(|to| to.realm() == &self.config.realm)
+                    .and_then(|to| self.binds.select(&to)),
+            };
             match hop {
                 Some(hop) if self.pending.len() < MAX_PENDING => {
                     let up = alloc::vec![Upstream::Spool(key.to_string())];
@@ -940,11 +1276,8 @@ impl Server {
             }
         }
         if !undelivered.is_empty() {
-            let remote = key
-                .strip_prefix("//")
-                .and_then(|a| Authority::parse(a).ok());
-            if let Some(authority) = remote {
-                self.out.push_back(Output::Connect { authority });
+            if let Some(realm) = &remote {
+                self.connect(realm);
             }
             self.spool.requeue(key, undelivered);
         }
@@ -1008,7 +1341,7 @@ fn namespace_text(ns: &Namespace) -> String {
     ns.segments().join("/")
 }
 
-impl Machine for Server {
+impl<R: CryptoRng> Machine for Server<R> {
     type Input = Input;
     type Output = Output;
 
@@ -1022,6 +1355,14 @@ impl Machine for Server {
             Input::Received { conn, bytes } => self.received(now, conn, &bytes),
             Input::Closed { conn } => self.closed(now, conn),
             Input::Restore(record) => self.restore(now, record),
+            Input::Dialled { conn, authority } => self.dialled(now, conn, authority),
+            Input::DialFailed { authority } => {
+                self.dialling.remove(&authority);
+                self.no_link(now, &authority);
+            }
+            Input::Keys { realm, keys } => {
+                self.keys.insert(realm, keys);
+            }
         }
     }
 
@@ -1040,6 +1381,7 @@ impl Machine for Server {
             match timer {
                 Timer::Ack(hop, id) => self.ack_timeout(now, hop, id),
                 Timer::Flush => self.flush_all(now),
+                Timer::Dial(realm) => self.no_link(now, &realm),
             }
         }
         self.seen.prune(now);

@@ -5,6 +5,10 @@
 
 use alloc::format;
 use alloc::string::String;
+use alloc::vec::Vec;
+
+use crate::crypto::CryptoProvider;
+use crate::crypto::sigstring::{self, SigString};
 
 /// The message type a canonical string uses when `type` is absent (§9.3).
 pub const DEFAULT_TYPE: &str = "text/plain";
@@ -74,6 +78,30 @@ pub fn welcome_canonical(acceptor_realm: &str, dialler_realm: &str, nonce: &str)
     format!("airc-welcome\n{acceptor_realm}\n{dialler_realm}\n{nonce}")
 }
 
+/// Whether any of `sigs` verifies `msg` under any of `keys`, the way §9.2 says a verifier
+/// decides: every sigstring whose algorithm is allowed (only `ed25519`; `none` never is) is tried
+/// against every published key of the origin realm, keys whose kid matches first; any success
+/// verifies. A kid orders the keys but does not exclude any, so a realm that rotates keys
+/// without renaming them still verifies.
+pub fn verify_any(
+    crypto: &dyn CryptoProvider,
+    keys: &[[u8; 32]],
+    msg: &[u8],
+    sigs: &[&str],
+) -> bool {
+    sigs.iter()
+        .filter_map(|s| SigString::parse(s).ok())
+        .any(|sig| {
+            let (matching, others): (Vec<_>, Vec<_>) = keys
+                .iter()
+                .partition(|k| sigstring::kid(crypto, k) == sig.kid);
+            matching
+                .into_iter()
+                .chain(others)
+                .any(|k| crypto.ed25519_verify(k, msg, &sig.sig))
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -88,6 +116,36 @@ mod tests {
         assert_eq!(ts_ms(f64::NAN), None);
         assert_eq!(ts_ms(f64::INFINITY), None);
         assert_eq!(ts_ms(1e300), None);
+    }
+
+    #[test]
+    fn any_allowed_signature_under_any_published_key_verifies() {
+        use crate::crypto::{Ed25519Seed, default_provider};
+        use alloc::string::ToString;
+        let p = default_provider();
+        let (k1, k2) = (
+            Ed25519Seed::from_bytes([1; 32]),
+            Ed25519Seed::from_bytes([2; 32]),
+        );
+        let keys = [p.ed25519_public_key(&k1), p.ed25519_public_key(&k2)];
+        let good = sigstring::sign(p, &k2, b"m").to_string();
+        let other = sigstring::sign(p, &Ed25519Seed::from_bytes([3; 32]), b"m").to_string();
+        assert!(verify_any(p, &keys, b"m", &[&good]));
+        assert!(verify_any(
+            p,
+            &keys,
+            b"m",
+            &["none:00000000:", "rsa:x:y", &other, &good]
+        ));
+        assert!(!verify_any(p, &keys, b"m", &[&other]));
+        assert!(!verify_any(p, &keys, b"changed", &[&good]));
+        assert!(
+            !verify_any(p, &[], b"m", &[&good]),
+            "no published key, nothing verifies"
+        );
+        // A kid that names no published key still gets tried against all of them.
+        let renamed = good.replacen(&sigstring::kid(p, &keys[1]), "00000000", 1);
+        assert!(verify_any(p, &keys, b"m", &[&renamed]));
     }
 
     #[test]

@@ -1,0 +1,368 @@
+//! Two AIRC realm servers wired together in memory: peer links, signed hellos and welcomes, signed
+//! messages, no transit, and acks back over the link (AIRC §6, §8.4, §9, Appendix A.1).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use chacha20::ChaCha20Rng;
+use rand_core::SeedableRng;
+use serde_json::{Value, json};
+use weft_proto::airc::address::{Authority, Namespace};
+use weft_proto::airc::server::{Face, Input, Output, Server, ServerConfig};
+use weft_proto::core::{ConnId, Machine, Timestamp};
+use weft_proto::crypto::{self, CryptoProvider, Ed25519Seed};
+
+const T0: Timestamp = Timestamp::from_secs(1_790_380_000);
+const A: usize = 0;
+const B: usize = 1;
+const ALICE: ConnId = ConnId(1);
+const DESK: ConnId = ConnId(2);
+
+/// Two servers, the wires between their peer-face connections, and what their clients read.
+struct Net {
+    servers: [Server<ChaCha20Rng>; 2],
+    realms: [Authority; 2],
+    now: Timestamp,
+    /// (server, conn) → (server, conn) at the other end of a peer link.
+    wires: BTreeMap<(usize, ConnId), (usize, ConnId)>,
+    /// Frames each client connection has read.
+    inbox: BTreeMap<(usize, ConnId), Vec<Value>>,
+    next_conn: u64,
+    /// Whether a Connect is answered by wiring a link (false: the realm is unreachable).
+    reachable: bool,
+}
+
+fn seed(n: u8) -> Ed25519Seed {
+    Ed25519Seed::from_bytes([n; 32])
+}
+
+fn public(n: u8) -> [u8; 32] {
+    crypto::default_provider().ed25519_public_key(&seed(n))
+}
+
+impl Net {
+    /// example.com (key 1) and partner.example (key 2), each knowing the other's key, unless
+    /// `tweak` changes that.
+    fn new(tweak: impl Fn(usize, &mut ServerConfig)) -> Self {
+        let realms = [
+            Authority::parse("example.com").unwrap(),
+            Authority::parse("partner.example").unwrap(),
+        ];
+        let servers = [0, 1].map(|i| {
+            let mut c = ServerConfig::new(realms[i].clone());
+            c.signing_key = Some(seed(i as u8 + 1));
+            c.known_keys
+                .insert(realms[1 - i].clone(), vec![public(2 - i as u8)]);
+            c.known_namespaces = vec![Namespace::parse(["alice", "support"][i]).unwrap()];
+            tweak(i, &mut c);
+            Server::new(
+                c,
+                crypto::default_provider(),
+                ChaCha20Rng::seed_from_u64(i as u64),
+            )
+        });
+        Self {
+            servers,
+            realms,
+            now: T0,
+            wires: BTreeMap::new(),
+            inbox: BTreeMap::new(),
+            next_conn: 100,
+            reachable: true,
+        }
+    }
+
+    fn input(&mut self, s: usize, input: Input) {
+        self.servers[s].handle(self.now, input);
+        self.settle();
+    }
+
+    fn frame(&mut self, s: usize, conn: ConnId, frame: Value) {
+        let mut bytes = serde_json::to_vec(&frame).unwrap();
+        bytes.push(b'\n');
+        self.input(s, Input::Received { conn, bytes });
+    }
+
+    fn client(&mut self, s: usize, conn: ConnId, ns: &str, bind: &[&str]) {
+        let namespaces = vec![Namespace::parse(ns).unwrap()];
+        self.input(
+            s,
+            Input::Opened {
+                conn,
+                face: Face::Client,
+                namespaces,
+            },
+        );
+        self.frame(
+            s,
+            conn,
+            json!({"t":"hello","proto":"airc/0.1","role":"client"}),
+        );
+        if !bind.is_empty() {
+            self.frame(s, conn, json!({"t":"bind","names":bind}));
+        }
+    }
+
+    /// Carries every output until both servers are quiet.
+    fn settle(&mut self) {
+        for _ in 0..10_000 {
+            let mut moved = false;
+            for s in [A, B] {
+                while let Some(o) = self.servers[s].poll() {
+                    moved = true;
+                    self.carry(s, o);
+                }
+            }
+            if !moved {
+                return;
+            }
+        }
+        panic!("the servers never went quiet");
+    }
+
+    fn carry(&mut self, s: usize, o: Output) {
+        match o {
+            Output::Send { conn, bytes } => match self.wires.get(&(s, conn)).copied() {
+                Some((t, tc)) => {
+                    self.servers[t].handle(self.now, Input::Received { conn: tc, bytes })
+                }
+                None => {
+                    let inbox = self.inbox.entry((s, conn)).or_default();
+                    for line in bytes.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+                        inbox.push(serde_json::from_slice(line).unwrap());
+                    }
+                }
+            },
+            Output::Close { conn } => {
+                if let Some((t, tc)) = self.wires.remove(&(s, conn)) {
+                    self.wires.remove(&(t, tc));
+                    self.servers[t].handle(self.now, Input::Closed { conn: tc });
+                }
+                self.servers[s].handle(self.now, Input::Closed { conn });
+            }
+            Output::Connect { authority } => {
+                let t = self
+                    .realms
+                    .iter()
+                    .position(|r| *r == authority)
+                    .expect("a realm of the net");
+                if !self.reachable {
+                    self.servers[s].handle(self.now, Input::DialFailed { authority });
+                    return;
+                }
+                let (dial, accept) = (ConnId(self.next_conn), ConnId(self.next_conn + 1));
+                self.next_conn += 2;
+                self.wires.insert((s, dial), (t, accept));
+                self.wires.insert((t, accept), (s, dial));
+                let namespaces = Vec::new();
+                self.servers[t].handle(
+                    self.now,
+                    Input::Opened {
+                        conn: accept,
+                        face: Face::Peer,
+                        namespaces,
+                    },
+                );
+                self.servers[s].handle(
+                    self.now,
+                    Input::Dialled {
+                        conn: dial,
+                        authority,
+                    },
+                );
+            }
+            Output::Persist(_) | Output::Forget(_) => {}
+            other => panic!("unexpected output {other:?}"),
+        }
+    }
+
+    fn advance(&mut self, d: Duration) {
+        let until = self.now + d;
+        loop {
+            let next = [A, B]
+                .into_iter()
+                .filter_map(|s| self.servers[s].poll_timeout().map(|w| (w.at, s)))
+                .filter(|(at, _)| *at <= until)
+                .min();
+            let Some((at, s)) = next else { break };
+            self.now = self.now.max(at);
+            self.servers[s].handle_timeout(self.now);
+            self.settle();
+        }
+        self.now = until;
+    }
+
+    fn read(&mut self, s: usize, conn: ConnId) -> Vec<Value> {
+        std::mem::take(self.inbox.entry((s, conn)).or_default())
+    }
+
+    fn acks(&mut self, s: usize, conn: ConnId) -> Vec<Value> {
+        self.read(s, conn)
+            .into_iter()
+            .filter(|f| f["t"] == "ack")
+            .collect()
+    }
+}
+
+fn to_desk(id: &str) -> Value {
+    json!({"t":"msg","id":id,"from":"x","to":"//partner.example/support/desk","ts":1_790_380_000.1,"body":"hello"})
+}
+
+#[test]
+fn appendix_a1_a_cross_realm_message_is_delivered_and_its_ack_comes_back() {
+    let mut net = Net::new(|_, _| {});
+    net.client(B, DESK, "support", &["support/desk"]);
+    net.client(A, ALICE, "alice", &[]);
+    net.read(B, DESK);
+    net.read(A, ALICE);
+
+    net.frame(A, ALICE, to_desk("5b1e"));
+    let got = net.read(B, DESK);
+    assert_eq!(got.len(), 1, "{got:?}");
+    let m = &got[0];
+    assert_eq!(m["from"], "airc://example.com/alice/x");
+    assert_eq!(m["to"], "airc://partner.example/support/desk");
+    assert_eq!(m["via"], json!(["example.com"]));
+    assert!(m["hdr"]["sig"].as_str().unwrap().starts_with("ed25519:"));
+    assert!(net.acks(A, ALICE).is_empty());
+
+    net.frame(B, DESK, json!({"t":"ack","id":"5b1e","status":"delivered"}));
+    assert_eq!(
+        net.acks(A, ALICE),
+        [json!({"t":"ack","id":"5b1e","status":"delivered"})]
+    );
+}
+
+#[test]
+fn a_second_message_uses_the_link_already_up() {
+    let mut net = Net::new(|_, _| {});
+    net.client(B, DESK, "support", &["support/desk"]);
+    net.client(A, ALICE, "alice", &[]);
+    net.frame(A, ALICE, to_desk("m1"));
+    let links = net.wires.len();
+    net.frame(A, ALICE, to_desk("m2"));
+    assert_eq!(net.wires.len(), links, "no second link");
+    let ids: Vec<_> = net
+        .read(B, DESK)
+        .into_iter()
+        .filter(|f| f["t"] == "msg")
+        .map(|f| f["id"].clone())
+        .collect();
+    assert_eq!(ids, [json!("m1"), json!("m2")]);
+}
+
+#[test]
+fn an_unreachable_realm_gets_the_message_queued_then_flushed_when_a_link_comes_up() {
+    let mut net = Net::new(|_, _| {});
+    net.reachable = false;
+    net.client(B, DESK, "support", &["support/desk"]);
+    net.client(A, ALICE, "alice", &[]);
+    net.read(A, ALICE);
+    net.read(B, DESK);
+    net.frame(A, ALICE, to_desk("m1"));
+    assert_eq!(net.acks(A, ALICE)[0]["code"], "authority_unreachable");
+    assert!(net.read(B, DESK).is_empty());
+    // The periodic flush asks for the link again; now it comes up and the backlog goes out.
+    net.reachable = true;
+    net.advance(Duration::from_secs(30));
+    let got = net.read(B, DESK);
+    assert_eq!(got[0]["id"], "m1");
+    net.frame(B, DESK, json!({"t":"ack","id":"m1","status":"delivered"}));
+    assert!(
+        net.acks(A, ALICE).is_empty(),
+        "the origin already had its one ack"
+    );
+    assert_eq!(net.servers[A].spooled(), 0);
+}
+
+#[test]
+fn a_welcome_signed_by_an_unpublished_key_is_refused_and_nothing_is_sent() {
+    // example.com believes partner.example's key is key 9: the welcome does not verify.
+    let mut net = Net::new(|i, c| {
+        if i == A {
+            c.known_keys.insert(
+                Authority::parse("partner.example").unwrap(),
+                vec![public(9)],
+            );
+        }
+    });
+    net.client(B, DESK, "support", &["support/desk"]);
+    net.client(A, ALICE, "alice", &[]);
+    net.read(A, ALICE);
+    net.frame(A, ALICE, to_desk("m1"));
+    assert!(
+        net.read(B, DESK).iter().all(|f| f["t"] != "msg"),
+        "never sent over an unverified link"
+    );
+    net.advance(Duration::from_secs(15));
+    assert_eq!(net.acks(A, ALICE)[0]["code"], "authority_unreachable");
+}
+
+#[test]
+fn a_peer_message_signed_by_an_unpublished_key_is_refused() {
+    // partner.example believes example.com's key is key 9: its hello and message do not verify.
+    let mut net = Net::new(|i, c| {
+        if i == B {
+            c.known_keys
+                .insert(Authority::parse("example.com").unwrap(), vec![public(9)]);
+        }
+    });
+    net.client(B, DESK, "support", &["support/desk"]);
+    net.client(A, ALICE, "alice", &[]);
+    net.read(A, ALICE);
+    net.frame(A, ALICE, to_desk("m1"));
+    assert!(net.read(B, DESK).iter().all(|f| f["t"] != "msg"));
+    assert_eq!(
+        net.acks(A, ALICE),
+        [json!({"t":"ack","id":"m1","status":"failed","code":"refused"})],
+        "B's refusal is relayed unchanged"
+    );
+}
+
+#[test]
+fn a_trusted_unsigned_realm_needs_no_signatures() {
+    let mut net = Net::new(|i, c| {
+        c.signing_key = None;
+        c.known_keys.clear();
+        c.trusted_unsigned = vec![Authority::parse(["partner.example", "example.com"][i]).unwrap()];
+    });
+    net.client(B, DESK, "support", &["support/desk"]);
+    net.client(A, ALICE, "alice", &[]);
+    net.frame(A, ALICE, to_desk("m1"));
+    let got = net.read(B, DESK);
+    let m = got.iter().find(|f| f["t"] == "msg").expect("delivered");
+    assert!(m["hdr"].is_null(), "unsigned");
+}
+
+#[test]
+fn a_peer_may_not_relay_for_others_or_ask_for_transit() {
+    let mut net = Net::new(|_, _| {});
+    net.client(B, DESK, "support", &["support/desk"]);
+    net.client(A, ALICE, "alice", &[]);
+    net.frame(A, ALICE, to_desk("m1")); // brings the link up
+    let (&(_, dial), _) = net.wires.iter().find(|((s, _), _)| *s == A).unwrap();
+    // Frames written straight onto A's end of the link, as a compromised A could.
+    let forged = [
+        json!({"t":"msg","id":"f1","from":"airc://third.example/eve/x","to":"airc://partner.example/support/desk","ts":1_790_380_000,"body":"b"}),
+        json!({"t":"msg","id":"f2","from":"airc://example.com/alice/x","to":"airc://third.example/z/y","ts":1_790_380_000,"body":"b"}),
+        json!({"t":"msg","id":"f3","from":"x","to":"support/desk","ts":1_790_380_000,"body":"b"}),
+    ];
+    let (t, tc) = net.wires[&(A, dial)];
+    for f in &forged {
+        let mut bytes = serde_json::to_vec(f).unwrap();
+        bytes.push(b'\n');
+        net.servers[t].handle(net.now, Input::Received { conn: tc, bytes });
+    }
+    let mut answers = Vec::new();
+    while let Some(o) = net.servers[t].poll() {
+        if let Output::Send { conn, bytes } = o {
+            assert_eq!(conn, tc);
+            answers.push(serde_json::from_slice::<Value>(bytes.trim_ascii_end()).unwrap());
+        }
+    }
+    let codes: Vec<_> = answers.iter().map(|a| a["code"].clone()).collect();
+    assert_eq!(
+        codes,
+        [json!("refused"), json!("refused"), json!("bad_address")]
+    );
+}
