@@ -5,6 +5,7 @@
 //! about what a message means, that logic belongs in `weft-proto`.
 //!
 //! - [`fast_crypto`] (feature `fast-crypto`): a native-backed crypto provider for servers.
+//! - [`airc`]: the AIRC realm server and client commands on real sockets.
 //! - [`demo`]: `weft demo`.
 //! - [`os_rng`], [`now`]: the two things a driver hands every machine, from the OS.
 
@@ -14,6 +15,7 @@ use rand_core::SeedableRng;
 use weft_proto::core::Timestamp;
 use weft_proto::crypto::CryptoProvider;
 
+pub mod airc;
 pub mod demo;
 #[cfg(feature = "fast-crypto")]
 pub mod fast_crypto;

@@ -1,8 +1,13 @@
 //! The `weft` program: relay, realm server, node, simulator and demo over the weft-proto machines.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
+use weft_drivers::airc::client::{Client, message_id, new_message};
+use weft_drivers::airc::serve::{ServeConfig, serve};
+use weft_proto::airc::address::{Authority, Namespace};
+use weft_proto::airc::frame::AckStatus;
 
 /// weft: relay, rendezvous and mesh networking as sans-IO state machines.
 #[derive(Parser, Debug)]
@@ -21,7 +26,8 @@ enum Command {
     /// Run a Minca relay server (Minca 04 Network §1.4).
     Relay,
     /// Run an AIRC realm server, or act as an AIRC client (AIRC draft 0.2).
-    Airc,
+    #[command(subcommand)]
+    Airc(Airc),
     /// Run an always-on Minca node serving `/peer` (Minca 04 Network §5.3).
     Node,
     /// Run a simulator scenario in virtual time.
@@ -30,17 +36,187 @@ enum Command {
     Demo,
 }
 
+#[derive(Subcommand, Debug)]
+enum Airc {
+    /// Serve a realm: the client face on a Unix socket, durable state under --data-dir.
+    Serve(ServeArgs),
+    /// Send one message and wait for its ack; exits non-zero unless delivered or queued.
+    Send {
+        /// The destination: `ns/name`, or `//realm/ns/name`.
+        to: String,
+        /// The text.
+        body: String,
+        /// The sending endpoint inside your namespace (default `cli`).
+        #[arg(long = "as", default_value = "cli")]
+        from: String,
+        /// Seconds the message may wait before it expires (default 86 400).
+        #[arg(long)]
+        ttl: Option<u64>,
+        #[command(flatten)]
+        socket: SocketArg,
+    },
+    /// Bind names and print each message as a JSON line, acking it delivered.
+    Listen {
+        /// Names to bind, inside your namespace: `ns/name`, `ns/`, `ns/*`.
+        #[arg(required = true)]
+        names: Vec<String>,
+        /// Exit after this many messages (default: never).
+        #[arg(long)]
+        count: Option<u64>,
+        #[command(flatten)]
+        socket: SocketArg,
+    },
+}
+
+#[derive(Args, Debug)]
+struct SocketArg {
+    /// The realm's client socket.
+    #[arg(long, default_value = "./weft-data/airc/airc.sock")]
+    socket: PathBuf,
+}
+
+#[derive(Args, Debug)]
+struct ServeArgs {
+    /// The realm this server routes for.
+    #[arg(long, default_value = "localhost")]
+    realm: String,
+    /// Where durable state (spool, seen ids) lives.
+    #[arg(long, default_value = "./weft-data/airc")]
+    data_dir: PathBuf,
+    /// The client-face Unix socket (default: airc.sock in --data-dir).
+    #[arg(long)]
+    client_socket: Option<PathBuf>,
+    /// The operator's uid → namespaces table, `UID=NS[,NS…]`, repeatable. Default: your uid →
+    /// your user name.
+    #[arg(long = "namespaces")]
+    namespaces: Vec<String>,
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Demo => weft_drivers::demo::run(&mut std::io::stdout().lock()),
         Command::Relay => not_yet("relay", "the Minca relay server (Minca §1.4)"),
-        Command::Airc => not_yet("airc", "the AIRC realm server and its client commands"),
+        Command::Airc(cmd) => airc(cmd),
         Command::Node => not_yet("node", "the always-on Minca node and its /peer endpoint"),
         Command::Sim => not_yet(
             "sim",
             "the simulator scenarios minca-meetup and airc-realms",
         ),
+    }
+}
+
+fn airc(cmd: Airc) -> ExitCode {
+    let result = match cmd {
+        Airc::Serve(args) => serve_realm(args),
+        Airc::Send {
+            to,
+            body,
+            from,
+            ttl,
+            socket,
+        } => (|| {
+            let mut c = Client::connect(&socket.socket)?;
+            let id = message_id(&mut weft_drivers::os_rng());
+            let ack = c.message(new_message(id, &from, &to, &body, ttl))?;
+            println!("{}", serde_json::to_string(&ack).unwrap_or_default());
+            Ok(ack.status != AckStatus::Failed)
+        })(),
+        Airc::Listen {
+            names,
+            count,
+            socket,
+        } => (|| {
+            let mut c = Client::connect(&socket.socket)?;
+            for pattern in c.bind(names)? {
+                eprintln!("bound {pattern}");
+            }
+            let mut n = 0;
+            while count.is_none_or(|c| n < c) {
+                c.receive(|m| println!("{}", serde_json::to_string(m).unwrap_or_default()))?;
+                n += 1;
+            }
+            Ok(true)
+        })(),
+    };
+    match result {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("weft airc: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn serve_realm(args: ServeArgs) -> std::io::Result<bool> {
+    let mut config = ServeConfig::local(&args.data_dir, &sanitize(&login_name()))?;
+    config.realm = Authority::parse(&args.realm).map_err(std::io::Error::other)?;
+    if let Some(socket) = args.client_socket {
+        config.client_socket = socket;
+    }
+    if !args.namespaces.is_empty() {
+        config.namespaces.clear();
+        for entry in &args.namespaces {
+            let (uid, list) = entry.split_once('=').ok_or_else(|| {
+                std::io::Error::other(format!("--namespaces {entry}: want UID=NS[,NS…]"))
+            })?;
+            let uid: u32 = uid
+                .parse()
+                .map_err(|_| std::io::Error::other(format!("--namespaces {entry}: bad uid")))?;
+            let ns = list
+                .split(',')
+                .map(Namespace::parse)
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| std::io::Error::other(format!("--namespaces {entry}: {e}")))?;
+            config.namespaces.entry(uid).or_default().extend(ns);
+        }
+    }
+    let socket = config.client_socket.clone();
+    let (_keep, stop) = smol::channel::bounded::<()>(1);
+    serve(config, stop, || {
+        eprintln!("weft airc serve: listening on {}", socket.display())
+    })?;
+    Ok(true)
+}
+
+/// The invoking user's login name: `$USER`, `$LOGNAME`, or the passwd entry of the uid.
+fn login_name() -> String {
+    let from_env = ["USER", "LOGNAME"]
+        .into_iter()
+        .filter_map(|v| std::env::var(v).ok())
+        .find(|v| !v.is_empty());
+    from_env
+        .or_else(|| {
+            let uid = rustix::process::getuid().as_raw().to_string();
+            let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
+            passwd
+                .lines()
+                .map(|l| l.split(':').collect::<Vec<_>>())
+                .find(|f| f.get(2) == Some(&uid.as_str()))
+                .map(|f| f[0].to_string())
+        })
+        .unwrap_or_else(|| "local".into())
+}
+
+/// A user name as a namespace segment: letters, digits, `-` and `_`, not starting or ending with
+/// `-`.
+fn sanitize(user: &str) -> String {
+    let s: String = user
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    let s = s.trim_matches('-');
+    if s.is_empty() {
+        "local".into()
+    } else {
+        s.chars().take(63).collect()
     }
 }
 

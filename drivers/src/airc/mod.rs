@@ -1,0 +1,8 @@
+//! AIRC on real sockets: the realm server ([`serve`]) with its durable [`store`], and the client
+//! commands ([`client`]).
+//!
+//! Everything AIRC means lives in `weft_proto::airc`; these modules move bytes, time and records.
+
+pub mod client;
+pub mod serve;
+pub mod store;

@@ -1,0 +1,133 @@
+//! Durable state of an AIRC realm server in an embedded database (redb).
+//!
+//! What the machine asks to persist is written and committed before the next output runs, so a
+//! `queued` ack never goes out for a message that is not on disk. After a crash the records come
+//! back, in the order they were written, as [`Input::Restore`](weft_proto::airc::server::Input).
+
+use std::io;
+use std::path::Path;
+
+use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
+use serde_json::json;
+use weft_proto::airc::frame::Msg;
+use weft_proto::airc::server::{Record, RecordKey};
+use weft_proto::core::Timestamp;
+
+/// Spooled messages by write sequence, so a restart restores each key's order.
+const SPOOL: TableDefinition<u64, &[u8]> = TableDefinition::new("spool");
+/// Spooled message id → its sequence, to forget it by id.
+const SPOOL_IDS: TableDefinition<&str, u64> = TableDefinition::new("spool_ids");
+/// Seen message id → when it may be forgotten (Unix ms).
+const SEEN: TableDefinition<&str, u64> = TableDefinition::new("seen");
+
+/// The server's database.
+pub struct Store {
+    db: Database,
+    next_seq: u64,
+}
+
+fn err(e: impl std::fmt::Display) -> io::Error {
+    io::Error::other(e.to_string())
+}
+
+impl Store {
+    /// Opens (or creates) the database at `path`.
+    pub fn open(path: &Path) -> io::Result<Self> {
+        let db = Database::create(path).map_err(err)?;
+        let txn = db.begin_write().map_err(err)?;
+        {
+            txn.open_table(SPOOL).map_err(err)?;
+            txn.open_table(SPOOL_IDS).map_err(err)?;
+            txn.open_table(SEEN).map_err(err)?;
+        }
+        txn.commit().map_err(err)?;
+        let next_seq = {
+            let read = db.begin_read().map_err(err)?;
+            let t = read.open_table(SPOOL).map_err(err)?;
+            t.last().map_err(err)?.map_or(0, |(k, _)| k.value() + 1)
+        };
+        Ok(Self { db, next_seq })
+    }
+
+    /// Every record still live at `now`: spooled messages in the order they were written, then
+    /// seen ids. Expired seen ids are deleted on the way.
+    pub fn load(&self, now: Timestamp) -> io::Result<Vec<Record>> {
+        let mut out = Vec::new();
+        let mut expired = Vec::new();
+        {
+            let read = self.db.begin_read().map_err(err)?;
+            for row in read.open_table(SPOOL).map_err(err)?.iter().map_err(err)? {
+                let (_, v) = row.map_err(err)?;
+                let rec: serde_json::Value = serde_json::from_slice(v.value()).map_err(err)?;
+                let key = rec["key"].as_str().unwrap_or_default().to_string();
+                let msg: Msg = serde_json::from_value(rec["msg"].clone()).map_err(err)?;
+                out.push(Record::Spooled {
+                    key,
+                    msg: Box::new(msg),
+                });
+            }
+            for row in read.open_table(SEEN).map_err(err)?.iter().map_err(err)? {
+                let (k, v) = row.map_err(err)?;
+                let until = Timestamp::from_millis(v.value());
+                if until > now {
+                    out.push(Record::Seen {
+                        id: k.value().to_string(),
+                        until,
+                    });
+                } else {
+                    expired.push(k.value().to_string());
+                }
+            }
+        }
+        if !expired.is_empty() {
+            let txn = self.db.begin_write().map_err(err)?;
+            {
+                let mut seen = txn.open_table(SEEN).map_err(err)?;
+                for id in &expired {
+                    seen.remove(id.as_str()).map_err(err)?;
+                }
+            }
+            txn.commit().map_err(err)?;
+        }
+        Ok(out)
+    }
+
+    /// Writes a batch of persists and forgets in one durable transaction.
+    pub fn apply(&mut self, persist: &[Record], forget: &[RecordKey]) -> io::Result<()> {
+        let txn = self.db.begin_write().map_err(err)?;
+        {
+            let mut spool = txn.open_table(SPOOL).map_err(err)?;
+            let mut ids = txn.open_table(SPOOL_IDS).map_err(err)?;
+            let mut seen = txn.open_table(SEEN).map_err(err)?;
+            for r in persist {
+                match r {
+                    Record::Spooled { key, msg } => {
+                        let bytes =
+                            serde_json::to_vec(&json!({"key": key, "msg": msg})).map_err(err)?;
+                        let seq = self.next_seq;
+                        self.next_seq += 1;
+                        spool.insert(seq, bytes.as_slice()).map_err(err)?;
+                        if let Some(old) = ids.insert(msg.id.as_str(), seq).map_err(err)? {
+                            spool.remove(old.value()).map_err(err)?;
+                        }
+                    }
+                    Record::Seen { id, until } => {
+                        seen.insert(id.as_str(), until.as_millis()).map_err(err)?;
+                    }
+                    other => return Err(err(format!("unknown record {other:?}"))),
+                }
+            }
+            for k in forget {
+                match k {
+                    RecordKey::Spooled { id } => {
+                        if let Some(seq) = ids.remove(id.as_str()).map_err(err)? {
+                            spool.remove(seq.value()).map_err(err)?;
+                        }
+                    }
+                    other => return Err(err(format!("unknown record key {other:?}"))),
+                }
+            }
+        }
+        txn.commit().map_err(err)
+    }
+}
