@@ -70,7 +70,7 @@ fuzz_target!(|ops: Vec<Op>| {
             Op::DialFailed => Some(Input::DialFailed { authority: Authority::parse("p.example").unwrap() }),
             Op::Advance { ms } => {
                 now = now + std::time::Duration::from_millis(ms.into());
-                while let Some(w) = server.poll_timeout().filter(|w| w.at <= now) {
+                while server.poll_timeout().is_some_and(|w| w.at <= now) {
                     server.handle_timeout(now);
                     while server.poll().is_some() {}
                     if let Some(after) = server.poll_timeout() {
