@@ -17,6 +17,8 @@
 //!   settlement of late acks.
 //! - [`server`]: the realm server machine: §3.3 lifecycle, §4.3 binds, §6 routing with one ack
 //!   per message, §6.6 ack timeouts and §7 the spool (client face; the peer face is to come).
+//! - [`policy`]: §10, policy rules, §10.2's evaluation with the link decision handed in, and
+//!   §10.3's bounded reply window.
 //!
 //! The peer face, policy, links and the audit stream build on these (see the open issues).
 
@@ -26,6 +28,7 @@ pub mod frame;
 pub mod framing;
 pub mod passport;
 pub mod pattern;
+pub mod policy;
 pub mod server;
 pub mod signing;
 pub mod spool;
