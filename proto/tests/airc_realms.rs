@@ -366,3 +366,49 @@ fn a_peer_may_not_relay_for_others_or_ask_for_transit() {
         [json!("refused"), json!("refused"), json!("bad_address")]
     );
 }
+
+#[test]
+fn a_partner_may_answer_but_not_start_a_conversation() {
+    // §10.1's example: example.com lets partner.example reach alice only in reply.
+    let mut net = Net::new(|i, c| {
+        if i == A {
+            let rules = r#"[
+                {"from": "//example.com/**", "to": "*", "allow": true, "note": "local fleets"},
+                {"from": "//partner.example/**", "to": "//example.com/alice/**", "allow": true, "mode": "reply", "window": 86400},
+                {"from": "*", "to": "*", "allow": false}
+            ]"#;
+            c.policy = weft_proto::airc::policy::Policy::from_json(rules).unwrap();
+        }
+    });
+    net.client(B, DESK, "support", &["support/desk"]);
+    net.client(A, ALICE, "alice", &["alice/x"]);
+    net.read(A, ALICE);
+    net.read(B, DESK);
+    let to_alice = |id: &str, now: Timestamp| json!({"t":"msg","id":id,"from":"desk","to":"//example.com/alice/x","ts":now.as_secs(),"body":"hi"});
+    // The partner starts: refused by example.com's ingress policy.
+    net.frame(B, DESK, to_alice("p1", net.now));
+    let refused = net.acks(B, DESK);
+    assert_eq!(
+        (refused[0]["status"].as_str(), refused[0]["code"].as_str()),
+        (Some("failed"), Some("refused"))
+    );
+    assert!(net.read(A, ALICE).is_empty());
+    // Alice writes first; once her message is delivered, the partner may answer.
+    net.frame(A, ALICE, to_desk("a1"));
+    net.read(B, DESK);
+    net.frame(B, DESK, json!({"t":"ack","id":"a1","status":"delivered"}));
+    net.frame(B, DESK, to_alice("p2", net.now));
+    let got = net.read(A, ALICE);
+    assert_eq!(got.iter().filter(|f| f["t"] == "msg").count(), 1, "{got:?}");
+    // A day and a second later the window has closed again.
+    net.now = net.now + Duration::from_secs(86_401);
+    net.frame(B, DESK, to_alice("p3", net.now));
+    assert!(net.read(A, ALICE).iter().all(|f| f["t"] != "msg"));
+    let late = net.acks(B, DESK);
+    let last = late.last().unwrap();
+    assert_eq!(
+        (last["id"].as_str(), last["code"].as_str()),
+        (Some("p3"), Some("refused")),
+        "{late:?}"
+    );
+}

@@ -687,3 +687,29 @@ fn hostile_bytes_never_panic_and_the_server_keeps_serving() {
     let out = r.send(carol, json!({"t":"ping","n":1}));
     assert_eq!(frames(&out, carol), [json!({"t":"pong","n":1})]);
 }
+
+#[test]
+fn policy_refuses_with_the_rule_that_decided() {
+    let mut config = ServerConfig::new(Authority::parse("example.com").unwrap());
+    config.known_namespaces = vec![
+        Namespace::parse("alice").unwrap(),
+        Namespace::parse("bob").unwrap(),
+    ];
+    let rules =
+        r#"[{"from":"*","to":"//example.com/bob/**","allow":false,"note":"bob is closed"}]"#;
+    config.policy = weft_proto::airc::policy::Policy::from_json(rules).unwrap();
+    let mut r = Realm::with(config);
+    r.bound(BOB, "bob", &["bob/"]);
+    r.client(ALICE, "alice");
+    let out = r.send(ALICE, msg("m1", "x", "//example.com/bob/y"));
+    assert_eq!(
+        acks(&out, ALICE),
+        [
+            json!({"t":"ack","id":"m1","status":"failed","code":"refused","reason":"policy rule [0]: bob is closed"})
+        ]
+    );
+    assert!(frames(&out, BOB).is_empty());
+    // Everything else falls to the default, which allows.
+    let out = r.send(ALICE, msg("m2", "x", "//example.com/alice/z"));
+    assert_eq!(acks(&out, ALICE)[0]["code"], "endpoint_offline");
+}

@@ -16,11 +16,11 @@
 //! - [`spool`]: §7, the spool per destination key, expiry and duplicate suppression, and §6.6's
 //!   settlement of late acks.
 //! - [`server`]: the realm server machine: §3.3 lifecycle, §4.3 binds, §6 routing with one ack
-//!   per message, §6.6 ack timeouts and §7 the spool (client face; the peer face is to come).
+//!   per message and policy, §6.6 ack timeouts, §7 the spool, §8.4 peer links.
 //! - [`policy`]: §10, policy rules, §10.2's evaluation with the link decision handed in, and
 //!   §10.3's bounded reply window.
 //!
-//! The peer face, policy, links and the audit stream build on these (see the open issues).
+//! Links, passports and the audit stream build on these (see the open issues).
 
 pub mod address;
 pub mod bind;

@@ -35,8 +35,11 @@
 //! [`Input::Dialled`]), resolves and reports published keys ([`Input::Keys`], §8.1–§8.2), and
 //! stores records.
 //!
-//! Not yet: policy (§10), links (§11), passports (§12) and the audit stream (§13); their frames
-//! are answered with a refusal that says so, never silently dropped.
+//! - §6.4 and §10 policy on every message, egress and ingress, with the reply window noted for
+//!   every message acked `delivered` or `queued`.
+//!
+//! Not yet: links (§11, so policy sees no link decision), passports (§12) and the audit stream
+//! (§13); their frames are answered with a refusal that says so, never silently dropped.
 
 use alloc::boxed::Box;
 use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -53,6 +56,7 @@ use super::frame::{
 };
 use super::framing::{self, Answer, FrameDecoder};
 use super::pattern::{Pattern, PatternSegment};
+use super::policy::{NoLinks, Policy, ReplyWindow};
 use super::signing::{self, Signed};
 use super::spool::{
     self, ACK_TIMEOUT, DEFAULT_TTL, FLUSH_INTERVAL, SeenIds, Spool, SpoolFull, Spooled,
@@ -222,6 +226,8 @@ pub struct ServerConfig {
     pub known_keys: BTreeMap<Authority, Vec<[u8; 32]>>,
     /// Realms whose messages, hellos and welcomes are accepted unsigned (§6.2, §8.4).
     pub trusted_unsigned: Vec<Authority>,
+    /// The realm's policy (§10), evaluated on every message, egress and ingress alike.
+    pub policy: Policy,
 }
 
 impl ServerConfig {
@@ -237,6 +243,7 @@ impl ServerConfig {
             flush_interval: FLUSH_INTERVAL,
             known_keys: BTreeMap::new(),
             trusted_unsigned: Vec::new(),
+            policy: Policy::default(),
         }
     }
 }
@@ -328,6 +335,8 @@ pub struct Server<R> {
     binds: BindTable<ConnId>,
     spool: Spool<Msg>,
     seen: SeenIds,
+    /// When each (from, to) pair last passed (§10.3).
+    replies: ReplyWindow,
     /// Forwarded messages by (next hop, id).
     pending: BTreeMap<(ConnId, String), Pending>,
     /// Spooled messages in flight (§6.6), by id, with the hop whose late ack would settle them.
@@ -365,6 +374,7 @@ impl<R: CryptoRng> Server<R> {
             spool: Spool::default(),
             seen: SeenIds::default(),
             pending: BTreeMap::new(),
+            replies: ReplyWindow::new(),
             in_flight: BTreeMap::new(),
             timers: TimerQueue::new(),
             out: VecDeque::new(),
@@ -416,13 +426,19 @@ impl<R: CryptoRng> Server<R> {
     }
 
     /// Remembers `id` for duplicate suppression, durably, before the ack that depends on it.
-    fn record_seen(&mut self, now: Timestamp, id: &str) {
-        self.seen.record(now, id);
+    /// A message was acked `delivered` or `queued`: remember its id for duplicate suppression
+    /// (§7.3), durably, before the ack that depends on it, and note its pair for the reply
+    /// window (§10.3).
+    fn passed(&mut self, now: Timestamp, m: &Msg) {
+        self.seen.record(now, &m.id);
         let until = now.saturating_add(spool::DUPLICATE_WINDOW);
         self.out.push_back(Output::Persist(Record::Seen {
-            id: id.to_string(),
+            id: m.id.clone(),
             until,
         }));
+        if let (Ok(from), Ok(to)) = (Address::parse(&m.from), Address::parse(&m.to)) {
+            self.replies.note(now, &from, &to);
+        }
     }
 
     /// Spools a message durably; `Err` means it is not held and must not be acked `queued`.
@@ -524,10 +540,10 @@ impl<R: CryptoRng> Server<R> {
                 key: p.key.clone(),
                 msg: Box::new(p.item.msg.clone()),
             };
-            self.spool.requeue(&p.key, alloc::vec![p.item]);
             self.out.push_back(Output::Persist(record));
+            self.passed(now, &p.item.msg);
+            self.spool.requeue(&p.key, alloc::vec![p.item]);
             self.arm_flush(now);
-            self.record_seen(now, &id);
         }
         for u in p.upstreams {
             if let Upstream::Conn(c) = u {
@@ -940,7 +956,7 @@ impl<R: CryptoRng> Server<R> {
         m.via = None;
         m.from = from.to_string();
         m.to = to.to_string();
-        self.route(now, conn, &to, ts, m);
+        self.route(now, conn, &from, &to, ts, m);
     }
 
     /// §6.2 for a message from a peer that said realm P: only P's own messages, only for this
@@ -984,11 +1000,19 @@ impl<R: CryptoRng> Server<R> {
         }
         m.from = from.to_string();
         m.to = to.to_string();
-        self.route(now, conn, &to, Timestamp::from_millis(ts), m);
+        self.route(now, conn, &from, &to, Timestamp::from_millis(ts), m);
     }
 
     /// The rest of §6 once the origin is authenticated: expiry, dedupe, then delivery.
-    fn route(&mut self, now: Timestamp, conn: ConnId, to: &Address, ts: Timestamp, m: Msg) {
+    fn route(
+        &mut self,
+        now: Timestamp,
+        conn: ConnId,
+        from: &Address,
+        to: &Address,
+        ts: Timestamp,
+        m: Msg,
+    ) {
         let id = m.id.clone();
         let ttl = m.ttl.map_or(DEFAULT_TTL, Duration::from_secs);
         // §6.2 expiry and dedupe.
@@ -1003,8 +1027,18 @@ impl<R: CryptoRng> Server<R> {
             p.upstreams.push(Upstream::Conn(conn));
             return;
         }
-        // §6.3 control traffic and §6.4 policy: links, passports and policy rules are not built
-        // yet; the reserved paths they use are answered below as reserved paths.
+        // §6.3 control traffic (link controls, passport redemptions) is not built yet: such
+        // messages meet policy like any other, and `_passport` is answered as a reserved path.
+        // §6.4 policy: this realm's own, whether the message leaves it or arrives (§10.2).
+        let decision = self
+            .config
+            .policy
+            .check(now, from, to, &NoLinks, &self.replies);
+        if !decision.allowed {
+            let mut ack = Ack::with_code(&id, AckStatus::Failed, AckCode::Refused);
+            ack.reason = Some(decision.reason());
+            return self.ack(conn, ack);
+        }
         let item = Spooled {
             id: id.clone(),
             ts,
@@ -1025,7 +1059,7 @@ impl<R: CryptoRng> Server<R> {
             return self.ack_code(conn, &id, AckStatus::Failed, AckCode::NamespaceNotEndpoint);
         }
         if to.segments() == [RESOLVER] {
-            self.record_seen(now, &id);
+            self.passed(now, &item.msg);
             return self.ack(conn, Ack::new(id, AckStatus::Delivered));
         }
         let client = self.binds.select(to);
@@ -1047,9 +1081,10 @@ impl<R: CryptoRng> Server<R> {
             ack.by = Some(format!("airc://{}/{RESOLVER}", self.config.realm));
             return self.ack(conn, ack);
         }
+        let msg = item.msg.clone();
         match self.hold(now, &key, item) {
             Ok(()) => {
-                self.record_seen(now, &id);
+                self.passed(now, &msg);
                 self.ack_code(conn, &id, AckStatus::Queued, AckCode::EndpointOffline);
             }
             Err(_) => self.spool_full(conn, &id),
@@ -1123,9 +1158,10 @@ impl<R: CryptoRng> Server<R> {
     /// No link to `realm`: spool the message under it and ack `queued authority_unreachable`.
     fn hold_for(&mut self, now: Timestamp, conn: ConnId, realm: &Authority, item: Spooled<Msg>) {
         let id = item.id.clone();
+        let msg = item.msg.clone();
         match self.hold(now, &remote_key(realm), item) {
             Ok(()) => {
-                self.record_seen(now, &id);
+                self.passed(now, &msg);
                 self.ack_code(conn, &id, AckStatus::Queued, AckCode::AuthorityUnreachable);
                 self.connect(realm);
             }
@@ -1205,7 +1241,7 @@ impl<R: CryptoRng> Server<R> {
         }
         let from_spool = p.upstreams.iter().any(|u| matches!(u, Upstream::Spool(_)));
         if ack.status != AckStatus::Failed && !from_spool {
-            self.record_seen(now, &ack.id);
+            self.passed(now, &p.item.msg);
         }
         if from_spool {
             // Whatever the answer, the spool's copy has been dealt with.
@@ -1233,7 +1269,7 @@ impl<R: CryptoRng> Server<R> {
                 msg: Box::new(p.item.msg.clone()),
             };
             self.out.push_back(Output::Persist(record));
-            self.record_seen(now, &id);
+            self.passed(now, &p.item.msg);
         }
         self.spool.push_in_flight(&p.key, p.item);
         self.in_flight.insert(id.clone(), hop);
@@ -1385,5 +1421,6 @@ impl<R: CryptoRng> Machine for Server<R> {
             }
         }
         self.seen.prune(now);
+        self.replies.prune(now, self.config.policy.max_window());
     }
 }
