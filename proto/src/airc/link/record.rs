@@ -302,10 +302,10 @@ pub(crate) fn to_secs(t: Timestamp) -> f64 {
     t.as_millis() as f64 / 1000.0
 }
 
-/// A [`Timestamp`] from wire seconds, or `None` for a negative or non-finite number.
-#[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // checked finite and ≥ 0; `as` saturates
+/// A [`Timestamp`] from wire seconds (`round(s × 1000)`, as §9.3 reads `ts`), or `None` for a
+/// negative, non-finite or out-of-range number.
 pub(crate) fn from_secs(s: f64) -> Option<Timestamp> {
-    (s.is_finite() && s >= 0.0).then(|| Timestamp::from_millis((s * 1000.0).round() as u64))
+    crate::airc::signing::ts_ms(s).map(Timestamp::from_millis)
 }
 
 /// The record's JSON shape, before validation.
