@@ -15,6 +15,9 @@
 //! - [`bind`]: §4.3, binds and the resolving-client selection;
 //! - [`spool`]: §7, the spool per destination key, expiry and duplicate suppression, and §6.6's
 //!   settlement of late acks.
+//! - [`link`]: §11, links: the record (§11.1), the operations and their preconditions (§11.2),
+//!   the decision rule policy calls (§11.3), control messages between realms and the notices
+//!   they produce (§11.4), and the admission caps (§11.5);
 //! - [`server`]: the realm server machine: §3.3 lifecycle, §4.3 binds, §6 routing with one ack
 //!   per message and policy, §6.6 ack timeouts, §7 the spool, §8.4 peer links.
 //! - [`policy`]: §10, policy rules, §10.2's evaluation with the link decision handed in, and
@@ -26,6 +29,7 @@ pub mod address;
 pub mod bind;
 pub mod frame;
 pub mod framing;
+pub mod link;
 pub mod passport;
 pub mod pattern;
 pub mod policy;
