@@ -5,25 +5,26 @@
 //! - [`address`]: §2.1–§2.6, parsing the network and local forms, the canonical form and address
 //!   key, local-form resolution by face, delegation and reserved names;
 //! - [`pattern`]: §2.7, the patterns binds and policy rules use, and their matching algorithm;
-//! - [`signing`]: §9, the canonical strings of messages, hellos and welcomes and their Ed25519
-//!   signatures;
-//! - [`passport`]: §12.2, the three renderings of a passport (line, URL, file) and §12.1's token
-//!   hash;
 //! - [`framing`]: §3.2, newline-delimited JSON frames from a byte stream and back, with the 1 MiB
 //!   limit;
 //! - [`frame`]: §4, the frame catalogue, typed, and §14's registry of ack and error codes;
 //! - [`bind`]: §4.3, binds and the resolving-client selection;
 //! - [`spool`]: §7, the spool per destination key, expiry and duplicate suppression, and §6.6's
-//!   settlement of late acks.
+//!   settlement of late acks;
+//! - [`signing`]: §9, the canonical strings of messages, hellos and welcomes, their Ed25519
+//!   signatures, and §9.2's rule for verifying them;
+//! - [`policy`]: §10, policy rules, §10.2's evaluation with the link decision handed in, and
+//!   §10.3's bounded reply window;
 //! - [`link`]: §11, links: the record (§11.1), the operations and their preconditions (§11.2),
 //!   the decision rule policy calls (§11.3), control messages between realms and the notices
 //!   they produce (§11.4), and the admission caps (§11.5);
+//! - [`passport`]: §12.2, the three renderings of a passport (line, URL, file) and §12.1's token
+//!   hash;
 //! - [`server`]: the realm server machine: §3.3 lifecycle, §4.3 binds, §6 routing with one ack
 //!   per message and policy, §6.6 ack timeouts, §7 the spool, §8.4 peer links.
-//! - [`policy`]: §10, policy rules, §10.2's evaluation with the link decision handed in, and
-//!   §10.3's bounded reply window.
 //!
-//! Links, passports and the audit stream build on these (see the open issues).
+//! Still to come: the server's use of links (the `link` frames and §11.4 control traffic),
+//! passports (§12.3–§12.6) and the audit stream (§13).
 
 pub mod address;
 pub mod bind;
