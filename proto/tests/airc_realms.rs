@@ -412,3 +412,196 @@ fn a_partner_may_answer_but_not_start_a_conversation() {
         "{late:?}"
     );
 }
+
+/// Frames a server sent on `conn` (drained from its outputs, not carried over the net).
+fn sent_on(server: &mut Server<ChaCha20Rng>, conn: ConnId) -> (Vec<Value>, bool) {
+    let (mut frames, mut closed) = (Vec::new(), false);
+    while let Some(o) = server.poll() {
+        match o {
+            Output::Send { conn: c, bytes } if c == conn => {
+                for line in bytes.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+                    frames.push(serde_json::from_slice(line).unwrap());
+                }
+            }
+            Output::Close { conn: c } if c == conn => closed = true,
+            _ => {}
+        }
+    }
+    (frames, closed)
+}
+
+fn signed_hello(ts: u64) -> Value {
+    let text = format!("airc-hello\nexample.com\npartner.example\n{ts}\nabcd");
+    let p = crypto::default_provider();
+    let sig = weft_proto::crypto::sigstring::sign(p, &seed(1), text.as_bytes()).to_string();
+    json!({"t":"hello","proto":"airc/0.1","role":"peer","realm":"example.com","ts":ts,"nonce":"abcd","sig":sig})
+}
+
+#[test]
+fn an_inbound_link_whose_hello_verified_is_used_to_send_back() {
+    let mut net = Net::new(|_, _| {});
+    net.client(B, DESK, "support", &["support/desk"]);
+    net.client(A, ALICE, "alice", &["alice/x"]);
+    // partner.example dials example.com first.
+    let to_alice = json!({"t":"msg","id":"p1","from":"desk","to":"//example.com/alice/x","ts":1_790_380_000,"body":"hi"});
+    net.frame(B, DESK, to_alice);
+    let links = net.wires.len();
+    assert_eq!(links, 2, "one link, two ends");
+    // example.com answers over the link partner.example opened: no second dial.
+    net.frame(A, ALICE, to_desk("a1"));
+    assert_eq!(net.wires.len(), links);
+    assert!(net.read(B, DESK).iter().any(|f| f["id"] == "a1"));
+}
+
+#[test]
+fn a_hello_outside_300_s_welcomes_but_does_not_authenticate() {
+    let mut net = Net::new(|_, _| {});
+    let peer = ConnId(50);
+    let b = &mut net.servers[B];
+    b.handle(
+        T0,
+        Input::Opened {
+            conn: peer,
+            face: Face::Peer,
+            namespaces: vec![],
+        },
+    );
+    let mut bytes = serde_json::to_vec(&signed_hello(T0.as_secs() - 301)).unwrap();
+    bytes.push(b'\n');
+    b.handle(T0, Input::Received { conn: peer, bytes });
+    let (frames, closed) = sent_on(b, peer);
+    assert_eq!(frames[0]["t"], "welcome");
+    assert!(
+        frames[0]["sig"].as_str().unwrap().starts_with("ed25519:"),
+        "the welcome is signed"
+    );
+    assert!(frames[0]["kid"].is_string());
+    assert!(!closed);
+    // A stale hello's link is never sent on: a message for example.com makes B dial instead.
+    b.handle(
+        T0,
+        Input::Opened {
+            conn: DESK,
+            face: Face::Client,
+            namespaces: vec![Namespace::parse("support").unwrap()],
+        },
+    );
+    let hello = b"{\"t\":\"hello\",\"proto\":\"airc/0.1\",\"role\":\"client\"}\n".to_vec();
+    b.handle(
+        T0,
+        Input::Received {
+            conn: DESK,
+            bytes: hello,
+        },
+    );
+    let m = json!({"t":"msg","id":"p1","from":"desk","to":"//example.com/alice/x","ts":1_790_380_000,"body":"hi"});
+    let mut bytes = serde_json::to_vec(&m).unwrap();
+    bytes.push(b'\n');
+    b.handle(T0, Input::Received { conn: DESK, bytes });
+    let mut dialled = false;
+    let mut sent_on_stale = false;
+    while let Some(o) = b.poll() {
+        match o {
+            Output::Connect { authority } => dialled |= authority.to_string() == "example.com",
+            Output::Send { conn, .. } => sent_on_stale |= conn == peer,
+            _ => {}
+        }
+    }
+    assert!(dialled && !sent_on_stale);
+}
+
+#[test]
+fn a_fresh_signed_hello_authenticates_the_inbound_link() {
+    let mut net = Net::new(|_, _| {});
+    let peer = ConnId(50);
+    let b = &mut net.servers[B];
+    b.handle(
+        T0,
+        Input::Opened {
+            conn: peer,
+            face: Face::Peer,
+            namespaces: vec![],
+        },
+    );
+    let mut bytes = serde_json::to_vec(&signed_hello(T0.as_secs() - 299)).unwrap();
+    bytes.push(b'\n');
+    b.handle(T0, Input::Received { conn: peer, bytes });
+    sent_on(b, peer);
+    b.handle(
+        T0,
+        Input::Opened {
+            conn: DESK,
+            face: Face::Client,
+            namespaces: vec![Namespace::parse("support").unwrap()],
+        },
+    );
+    let hello = b"{\"t\":\"hello\",\"proto\":\"airc/0.1\",\"role\":\"client\"}\n".to_vec();
+    b.handle(
+        T0,
+        Input::Received {
+            conn: DESK,
+            bytes: hello,
+        },
+    );
+    let m = json!({"t":"msg","id":"p1","from":"desk","to":"//example.com/alice/x","ts":1_790_380_000,"body":"hi"});
+    let mut bytes = serde_json::to_vec(&m).unwrap();
+    bytes.push(b'\n');
+    b.handle(T0, Input::Received { conn: DESK, bytes });
+    let (frames, _) = sent_on(b, peer);
+    assert_eq!(
+        frames[0]["id"], "p1",
+        "sent over the link whose hello verified"
+    );
+}
+
+#[test]
+fn a_welcome_naming_another_realm_is_realm_mismatch() {
+    let mut net = Net::new(|_, _| {});
+    let link = ConnId(60);
+    let a = &mut net.servers[A];
+    a.handle(
+        T0,
+        Input::Dialled {
+            conn: link,
+            authority: Authority::parse("partner.example").unwrap(),
+        },
+    );
+    let (hello, _) = sent_on(a, link);
+    assert_eq!(
+        (hello[0]["t"].as_str(), hello[0]["realm"].as_str()),
+        (Some("hello"), Some("example.com"))
+    );
+    assert!(
+        hello[0]["sig"].as_str().unwrap().starts_with("ed25519:"),
+        "the dialler's hello is signed"
+    );
+    let w = b"{\"t\":\"welcome\",\"realm\":\"evil.example\",\"proto\":\"airc/0.1\"}\n".to_vec();
+    a.handle(
+        T0,
+        Input::Received {
+            conn: link,
+            bytes: w,
+        },
+    );
+    let (frames, closed) = sent_on(a, link);
+    assert_eq!(frames[0]["code"], "realm_mismatch");
+    assert!(closed);
+}
+
+#[test]
+fn a_link_that_drops_before_the_ack_leaves_the_message_queued() {
+    let mut net = Net::new(|_, _| {});
+    net.client(B, DESK, "support", &["support/desk"]);
+    net.client(A, ALICE, "alice", &[]);
+    net.read(A, ALICE);
+    net.frame(A, ALICE, to_desk("m1"));
+    assert!(net.acks(A, ALICE).is_empty(), "waiting on desk's ack");
+    let (&(_, dial), _) = net.wires.iter().find(|((s, _), _)| *s == A).unwrap();
+    net.servers[A].handle(net.now, Input::Closed { conn: dial });
+    net.settle();
+    assert_eq!(
+        net.acks(A, ALICE),
+        [json!({"t":"ack","id":"m1","status":"queued","code":"authority_unreachable"})]
+    );
+    assert_eq!(net.servers[A].spooled(), 1);
+}
