@@ -51,8 +51,8 @@ use core::time::Duration;
 use super::address::{Address, Authority, Face as AddressFace, Namespace, RESOLVER};
 use super::bind::BindTable;
 use super::frame::{
-    Ack, AckCode, AckStatus, Bound, ErrorCode, ErrorFrame, Frame, Hello, Linked, Msg, PROTO,
-    Passported, Role, Welcome,
+    Ack, AckCode, AckStatus, Bound, ErrorCode, ErrorFrame, Frame, Hello, Linked, Msg, Object,
+    PROTO, Passported, Role, Welcome,
 };
 use super::framing::{self, Answer, FrameDecoder};
 use super::pattern::{Pattern, PatternSegment};
@@ -277,6 +277,21 @@ enum Upstream {
     Conn(ConnId),
     /// The message came out of the spool under this key: nobody waits upstream.
     Spool(String),
+    /// A link control message or notice sent for a client's `link` frame: answer the client
+    /// with `linked`, reporting the delivery (§4.6).
+    Linked(ConnId, Object),
+    /// A notice the server sent on its own: its ack changes nothing (§11.4 step 4).
+    Nobody,
+}
+
+impl Upstream {
+    /// The client connection waiting on this answer, if any.
+    fn conn(&self) -> Option<ConnId> {
+        match self {
+            Self::Conn(c) | Self::Linked(c, _) => Some(*c),
+            Self::Spool(_) | Self::Nobody => None,
+        }
+    }
 }
 
 /// A message forwarded to a next hop, awaiting its ack.
@@ -330,7 +345,7 @@ pub struct Server<R> {
     dialling: BTreeSet<Authority>,
     /// Messages waiting for a link to their realm to come up (§6.5 "dialling if needed"), with
     /// the connection that waits for each one's ack.
-    awaiting: BTreeMap<Authority, Vec<(ConnId, Spooled<Msg>)>>,
+    awaiting: BTreeMap<Authority, Vec<(Upstream, Spooled<Msg>)>>,
     conns: BTreeMap<ConnId, Conn>,
     binds: BindTable<ConnId>,
     spool: Spool<Msg>,
@@ -423,6 +438,31 @@ impl<R: CryptoRng> Server<R> {
 
     fn ack_code(&mut self, conn: ConnId, id: &str, status: AckStatus, code: AckCode) {
         self.ack(conn, Ack::with_code(id, status, code));
+    }
+
+    /// Gives a message's one answer to whoever waits for it.
+    fn answer(&mut self, up: &Upstream, ack: Ack) {
+        match up {
+            Upstream::Conn(c) => self.ack(*c, ack),
+            Upstream::Linked(conn, link) => {
+                let linked = Linked {
+                    ok: true,
+                    link: Some(link.clone()),
+                    links: None,
+                    delivery: Some(status_text(ack.status).to_string()),
+                    code: ack.code,
+                    reason: ack.reason,
+                };
+                if self.conns.contains_key(conn) {
+                    self.send(*conn, &Frame::Linked(linked));
+                }
+            }
+            Upstream::Spool(_) | Upstream::Nobody => {}
+        }
+    }
+
+    fn answer_code(&mut self, up: &Upstream, id: &str, status: AckStatus, code: AckCode) {
+        self.answer(up, Ack::with_code(id, status, code));
     }
 
     /// Remembers `id` for duplicate suppression, durably, before the ack that depends on it.
@@ -523,7 +563,7 @@ impl<R: CryptoRng> Server<R> {
         }
         // Messages it sent and still waiting downstream: their acks will have nowhere to go.
         for p in self.pending.values_mut() {
-            p.upstreams.retain(|u| *u != Upstream::Conn(conn));
+            p.upstreams.retain(|u| u.conn() != Some(conn));
         }
     }
 
@@ -545,10 +585,8 @@ impl<R: CryptoRng> Server<R> {
             self.spool.requeue(&p.key, alloc::vec![p.item]);
             self.arm_flush(now);
         }
-        for u in p.upstreams {
-            if let Upstream::Conn(c) = u {
-                self.ack_code(c, &id, AckStatus::Queued, code);
-            }
+        for u in &p.upstreams {
+            self.answer_code(u, &id, AckStatus::Queued, code);
         }
     }
 
@@ -956,7 +994,7 @@ impl<R: CryptoRng> Server<R> {
         m.via = None;
         m.from = from.to_string();
         m.to = to.to_string();
-        self.route(now, conn, &from, &to, ts, m);
+        self.route(now, Upstream::Conn(conn), &from, &to, ts, m);
     }
 
     /// §6.2 for a message from a peer that said realm P: only P's own messages, only for this
@@ -1000,14 +1038,21 @@ impl<R: CryptoRng> Server<R> {
         }
         m.from = from.to_string();
         m.to = to.to_string();
-        self.route(now, conn, &from, &to, Timestamp::from_millis(ts), m);
+        self.route(
+            now,
+            Upstream::Conn(conn),
+            &from,
+            &to,
+            Timestamp::from_millis(ts),
+            m,
+        );
     }
 
     /// The rest of §6 once the origin is authenticated: expiry, dedupe, then delivery.
     fn route(
         &mut self,
         now: Timestamp,
-        conn: ConnId,
+        up: Upstream,
         from: &Address,
         to: &Address,
         ts: Timestamp,
@@ -1017,14 +1062,14 @@ impl<R: CryptoRng> Server<R> {
         let ttl = m.ttl.map_or(DEFAULT_TTL, Duration::from_secs);
         // §6.2 expiry and dedupe.
         if spool::is_expired(ts, ttl, now) {
-            return self.ack_code(conn, &id, AckStatus::Failed, AckCode::Expired);
+            return self.answer_code(&up, &id, AckStatus::Failed, AckCode::Expired);
         }
         if self.seen.contains(now, &id) {
-            return self.ack_code(conn, &id, AckStatus::Delivered, AckCode::Duplicate);
+            return self.answer_code(&up, &id, AckStatus::Delivered, AckCode::Duplicate);
         }
         // A copy of a message still waiting on its next hop: wait with it for the same answer.
         if let Some(p) = self.pending.values_mut().find(|p| p.item.id == id) {
-            p.upstreams.push(Upstream::Conn(conn));
+            p.upstreams.push(up);
             return;
         }
         // §6.3 control traffic (link controls, passport redemptions) is not built yet: such
@@ -1037,7 +1082,7 @@ impl<R: CryptoRng> Server<R> {
         if !decision.allowed {
             let mut ack = Ack::with_code(&id, AckStatus::Failed, AckCode::Refused);
             ack.reason = Some(decision.reason());
-            return self.ack(conn, ack);
+            return self.answer(&up, ack);
         }
         let item = Spooled {
             id: id.clone(),
@@ -1046,30 +1091,30 @@ impl<R: CryptoRng> Server<R> {
             msg: m,
         };
         if to.realm() == &self.config.realm && to.realm().port().is_none() {
-            self.deliver_local(now, conn, to, item);
+            self.deliver_local(now, up, to, item);
         } else {
-            self.deliver_remote(now, conn, to, item);
+            self.deliver_remote(now, up, to, item);
         }
     }
 
     /// §6.4 local delivery.
-    fn deliver_local(&mut self, now: Timestamp, conn: ConnId, to: &Address, item: Spooled<Msg>) {
+    fn deliver_local(&mut self, now: Timestamp, up: Upstream, to: &Address, item: Spooled<Msg>) {
         let id = item.id.clone();
         if to.is_namespace() {
-            return self.ack_code(conn, &id, AckStatus::Failed, AckCode::NamespaceNotEndpoint);
+            return self.answer_code(&up, &id, AckStatus::Failed, AckCode::NamespaceNotEndpoint);
         }
         if to.segments() == [RESOLVER] {
             self.passed(now, &item.msg);
-            return self.ack(conn, Ack::new(id, AckStatus::Delivered));
+            return self.answer(&up, Ack::new(id, AckStatus::Delivered));
         }
         let client = self.binds.select(to);
         if to.is_reserved() && client.is_none() {
-            return self.ack_code(conn, &id, AckStatus::Failed, AckCode::NoSuchPath);
+            return self.answer_code(&up, &id, AckStatus::Failed, AckCode::NoSuchPath);
         }
         let key = to.first_segment().to_string();
         if let Some(client) = client {
             if self.pending.len() < MAX_PENDING {
-                return self.forward(now, client, alloc::vec![Upstream::Conn(conn)], key, item);
+                return self.forward(now, client, alloc::vec![up], key, item);
             }
         } else if !self
             .config
@@ -1079,15 +1124,15 @@ impl<R: CryptoRng> Server<R> {
         {
             let mut ack = Ack::with_code(id, AckStatus::Failed, AckCode::NoSuchPath);
             ack.by = Some(format!("airc://{}/{RESOLVER}", self.config.realm));
-            return self.ack(conn, ack);
+            return self.answer(&up, ack);
         }
         let msg = item.msg.clone();
         match self.hold(now, &key, item) {
             Ok(()) => {
                 self.passed(now, &msg);
-                self.ack_code(conn, &id, AckStatus::Queued, AckCode::EndpointOffline);
+                self.answer_code(&up, &id, AckStatus::Queued, AckCode::EndpointOffline);
             }
-            Err(_) => self.spool_full(conn, &id),
+            Err(_) => self.spool_full(&up, &id),
         }
     }
 
@@ -1096,7 +1141,7 @@ impl<R: CryptoRng> Server<R> {
     fn deliver_remote(
         &mut self,
         now: Timestamp,
-        conn: ConnId,
+        up: Upstream,
         to: &Address,
         mut item: Spooled<Msg>,
     ) {
@@ -1104,7 +1149,7 @@ impl<R: CryptoRng> Server<R> {
         let realm = self.config.realm.to_string();
         let via = item.msg.via.get_or_insert_with(Vec::new);
         if via.contains(&realm) || via.len() >= MAX_VIA {
-            return self.ack_code(conn, &id, AckStatus::Failed, AckCode::RoutingLoop);
+            return self.answer_code(&up, &id, AckStatus::Failed, AckCode::RoutingLoop);
         }
         via.push(realm);
         if let Some(key) = self
@@ -1129,11 +1174,11 @@ impl<R: CryptoRng> Server<R> {
         let realm = to.realm().clone();
         let waiting: usize = self.awaiting.values().map(Vec::len).sum();
         if self.pending.len() + waiting >= MAX_PENDING {
-            return self.hold_for(now, conn, &realm, item);
+            return self.hold_for(now, up, &realm, item);
         }
         match self.link_to(&realm) {
             Some(link) => {
-                let up = alloc::vec![Upstream::Conn(conn)];
+                let up = alloc::vec![up];
                 self.forward(now, link, up, remote_key(&realm), item);
             }
             None => {
@@ -1149,23 +1194,23 @@ impl<R: CryptoRng> Server<R> {
                 self.awaiting
                     .entry(realm.clone())
                     .or_default()
-                    .push((conn, item));
+                    .push((up, item));
                 self.connect(&realm);
             }
         }
     }
 
     /// No link to `realm`: spool the message under it and ack `queued authority_unreachable`.
-    fn hold_for(&mut self, now: Timestamp, conn: ConnId, realm: &Authority, item: Spooled<Msg>) {
+    fn hold_for(&mut self, now: Timestamp, up: Upstream, realm: &Authority, item: Spooled<Msg>) {
         let id = item.id.clone();
         let msg = item.msg.clone();
         match self.hold(now, &remote_key(realm), item) {
             Ok(()) => {
                 self.passed(now, &msg);
-                self.ack_code(conn, &id, AckStatus::Queued, AckCode::AuthorityUnreachable);
+                self.answer_code(&up, &id, AckStatus::Queued, AckCode::AuthorityUnreachable);
                 self.connect(realm);
             }
-            Err(_) => self.spool_full(conn, &id),
+            Err(_) => self.spool_full(&up, &id),
         }
     }
 
@@ -1173,8 +1218,7 @@ impl<R: CryptoRng> Server<R> {
     fn link_up(&mut self, now: Timestamp, conn: ConnId, realm: &Authority) {
         self.timers.cancel(&Timer::Dial(realm.clone()));
         for (up, item) in self.awaiting.remove(realm).unwrap_or_default() {
-            let up = alloc::vec![Upstream::Conn(up)];
-            self.forward(now, conn, up, remote_key(realm), item);
+            self.forward(now, conn, alloc::vec![up], remote_key(realm), item);
         }
         self.flush(now, &remote_key(realm));
     }
@@ -1188,10 +1232,10 @@ impl<R: CryptoRng> Server<R> {
     }
 
     /// The spool cannot hold the message, so it cannot be `queued`: refuse it.
-    fn spool_full(&mut self, conn: ConnId, id: &str) {
+    fn spool_full(&mut self, up: &Upstream, id: &str) {
         let mut ack = Ack::with_code(id, AckStatus::Failed, AckCode::Refused);
         ack.reason = Some("spool full".to_string());
-        self.ack(conn, ack);
+        self.answer(up, ack);
     }
 
     fn forward(
@@ -1248,11 +1292,9 @@ impl<R: CryptoRng> Server<R> {
             self.out
                 .push_back(Output::Forget(RecordKey::Spooled { id: ack.id.clone() }));
         }
-        for u in p.upstreams {
-            if let Upstream::Conn(c) = u {
-                // Relayed unchanged: status, code, by, reason (§6.6).
-                self.ack(c, ack.clone());
-            }
+        for u in &p.upstreams {
+            // Relayed unchanged: status, code, by, reason (§6.6).
+            self.answer(u, ack.clone());
         }
     }
 
@@ -1274,10 +1316,8 @@ impl<R: CryptoRng> Server<R> {
         self.spool.push_in_flight(&p.key, p.item);
         self.in_flight.insert(id.clone(), hop);
         self.arm_flush(now);
-        for u in p.upstreams {
-            if let Upstream::Conn(c) = u {
-                self.ack_code(c, &id, AckStatus::Queued, AckCode::NoAck);
-            }
+        for u in &p.upstreams {
+            self.answer_code(u, &id, AckStatus::Queued, AckCode::NoAck);
         }
     }
 
@@ -1371,6 +1411,14 @@ fn pattern_inside(p: &Pattern, ns: &Namespace) -> bool {
 /// can never collide with a local key, which is a bare path segment.
 fn remote_key(authority: &Authority) -> String {
     format!("//{authority}")
+}
+
+fn status_text(status: AckStatus) -> &'static str {
+    match status {
+        AckStatus::Delivered => "delivered",
+        AckStatus::Queued => "queued",
+        AckStatus::Failed => "failed",
+    }
 }
 
 fn namespace_text(ns: &Namespace) -> String {
