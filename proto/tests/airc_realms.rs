@@ -605,3 +605,48 @@ fn a_link_that_drops_before_the_ack_leaves_the_message_queued() {
     );
     assert_eq!(net.servers[A].spooled(), 1);
 }
+
+#[test]
+fn a_link_offered_across_realms_travels_as_control_messages_and_notices() {
+    let mut net = Net::new(|_, _| {});
+    net.client(B, DESK, "support", &["support/desk"]);
+    net.client(A, ALICE, "alice", &["alice/x"]);
+    net.read(A, ALICE);
+    net.read(B, DESK);
+    net.frame(A, ALICE, json!({"t":"link","op":"offer","as":"alice/x","peer":"//partner.example/support/desk","label":"vendor"}));
+    // partner.example stored the offer, acked the control message, and told desk.
+    let notice = net.read(B, DESK).remove(0);
+    assert_eq!(notice["hdr"]["airc-link-action"], "offer");
+    assert_eq!(notice["from"], "airc://example.com/alice/x");
+    let id = notice["hdr"]["airc-link"].as_str().unwrap().to_string();
+    assert!(notice["body"].as_str().unwrap().starts_with(&format!(
+        "[airc: link offer {id} from airc://example.com/alice/x"
+    )));
+    let linked = net.read(A, ALICE).remove(0);
+    assert_eq!(
+        (linked["t"].as_str(), linked["delivery"].as_str()),
+        (Some("linked"), Some("delivered"))
+    );
+    net.frame(
+        B,
+        DESK,
+        json!({"t":"ack","id":notice["id"],"status":"delivered"}),
+    );
+
+    // desk accepts: the accept travels back and alice is told.
+    net.frame(
+        B,
+        DESK,
+        json!({"t":"link","op":"accept","as":"support/desk","id":id}),
+    );
+    let told = net.read(A, ALICE).remove(0);
+    assert_eq!(told["hdr"]["airc-link-action"], "accept");
+    let linked = net.read(B, DESK).remove(0);
+    assert_eq!(
+        (
+            linked["link"]["state"].as_str(),
+            linked["delivery"].as_str()
+        ),
+        (Some("active"), Some("delivered"))
+    );
+}

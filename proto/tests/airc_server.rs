@@ -621,18 +621,9 @@ fn a_restart_restores_the_spool_and_the_seen_ids() {
 }
 
 #[test]
-fn links_and_passports_are_refused_with_a_reason_until_built() {
+fn passports_are_refused_with_a_reason_until_built() {
     let mut r = Realm::new();
     r.client(ALICE, "alice");
-    let out = r.send(
-        ALICE,
-        json!({"t":"link","op":"offer","as":"alice/x","peer":"bob/y"}),
-    );
-    let f = &frames(&out, ALICE)[0];
-    assert_eq!(
-        (f["t"].as_str(), f["ok"].as_bool()),
-        (Some("linked"), Some(false))
-    );
     let out = r.send(ALICE, json!({"t":"passport","op":"new","as":"alice/x"}));
     let f = &frames(&out, ALICE)[0];
     assert_eq!(
@@ -712,4 +703,138 @@ fn policy_refuses_with_the_rule_that_decided() {
     // Everything else falls to the default, which allows.
     let out = r.send(ALICE, msg("m2", "x", "//example.com/alice/z"));
     assert_eq!(acks(&out, ALICE)[0]["code"], "endpoint_offline");
+}
+
+#[test]
+fn appendix_a2_link_offer_and_accept_in_one_realm() {
+    let mut r = Realm::new();
+    r.bound(ALICE, "alice", &["alice/x"]);
+    r.bound(BOB, "bob", &["bob/y"]);
+    let out = r.send(
+        ALICE,
+        json!({"t":"link","op":"offer","as":"alice/x","peer":"bob/y","label":"q4"}),
+    );
+    // The offeree is told first; `linked` waits for that notice's ack.
+    let notice = frames(&out, BOB).remove(0);
+    assert!(frames(&out, ALICE).is_empty());
+    let id = notice["hdr"]["airc-link"].as_str().unwrap().to_string();
+    assert_eq!(notice["hdr"]["airc-link-action"], "offer");
+    assert_eq!(notice["from"], "airc://example.com/alice/x");
+    assert_eq!(notice["to"], "airc://example.com/bob/y");
+    assert_eq!(notice["type"], "text/plain");
+    let text = format!(
+        "[airc: link offer {id} from alice/x (q4): they ask to open a message link with y, direction both. Accept: airc link accept {id} --as bob/y   Decline: airc link decline {id} --as bob/y]"
+    );
+    assert_eq!(notice["body"], text.as_str());
+    assert!(
+        out.iter()
+            .any(|o| matches!(o, Output::Persist(Record::Link { .. }))),
+        "stored first"
+    );
+
+    let out = r.send(
+        BOB,
+        json!({"t":"ack","id":notice["id"],"status":"delivered"}),
+    );
+    let linked = &frames(&out, ALICE)[0];
+    assert_eq!(
+        (linked["t"].as_str(), linked["ok"].as_bool()),
+        (Some("linked"), Some(true))
+    );
+    assert_eq!(
+        (
+            linked["link"]["id"].as_str(),
+            linked["link"]["state"].as_str()
+        ),
+        (Some(id.as_str()), Some("pending"))
+    );
+    assert_eq!(linked["delivery"], "delivered");
+
+    let out = r.send(BOB, json!({"t":"link","op":"accept","as":"bob/y","id":id}));
+    let accepted = frames(&out, ALICE).remove(0);
+    assert_eq!(
+        accepted["body"],
+        format!("[airc: link {id} with bob/y accepted.]").as_str()
+    );
+    let out = r.send(
+        ALICE,
+        json!({"t":"ack","id":accepted["id"],"status":"delivered"}),
+    );
+    let linked = &frames(&out, BOB)[0];
+    assert_eq!(
+        (
+            linked["link"]["state"].as_str(),
+            linked["delivery"].as_str()
+        ),
+        (Some("active"), Some("delivered"))
+    );
+}
+
+#[test]
+fn a_link_opens_what_policy_closes_and_a_revocation_shuts_it() {
+    let mut config = ServerConfig::new(Authority::parse("example.com").unwrap());
+    config.known_namespaces = vec![
+        Namespace::parse("alice").unwrap(),
+        Namespace::parse("bob").unwrap(),
+    ];
+    config.policy =
+        weft_proto::airc::policy::Policy::from_json(r#"[{"from":"*","to":"*","allow":false}]"#)
+            .unwrap();
+    let mut r = Realm::with(config);
+    r.bound(ALICE, "alice", &["alice/x"]);
+    r.bound(BOB, "bob", &["bob/y"]);
+    let out = r.send(ALICE, msg("m1", "x", "//example.com/bob/y"));
+    assert_eq!(acks(&out, ALICE)[0]["code"], "refused", "closed by policy");
+
+    let out = r.send(
+        ALICE,
+        json!({"t":"link","op":"offer","as":"alice/x","peer":"bob/y"}),
+    );
+    let notice = frames(&out, BOB).remove(0);
+    let id = notice["hdr"]["airc-link"].as_str().unwrap().to_string();
+    r.send(
+        BOB,
+        json!({"t":"ack","id":notice["id"],"status":"delivered"}),
+    );
+    let out = r.send(BOB, json!({"t":"link","op":"accept","as":"bob/y","id":id}));
+    let n = frames(&out, ALICE).remove(0);
+    r.send(ALICE, json!({"t":"ack","id":n["id"],"status":"delivered"}));
+
+    let out = r.send(ALICE, msg("m2", "x", "//example.com/bob/y"));
+    assert_eq!(
+        frames(&out, BOB)[0]["id"],
+        "m2",
+        "the active link lets it through"
+    );
+    r.send(BOB, json!({"t":"ack","id":"m2","status":"delivered"}));
+
+    let out = r.send(BOB, json!({"t":"link","op":"revoke","as":"bob/y","id":id}));
+    let n = frames(&out, ALICE).remove(0);
+    r.send(ALICE, json!({"t":"ack","id":n["id"],"status":"delivered"}));
+    let out = r.send(ALICE, msg("m3", "x", "//example.com/bob/y"));
+    let ack = &acks(&out, ALICE)[0];
+    assert_eq!(ack["code"], "refused");
+    assert_eq!(ack["reason"], format!("link {id} revoked").as_str());
+}
+
+#[test]
+fn link_requests_outside_the_namespaces_are_refused() {
+    let mut r = Realm::new();
+    r.client(ALICE, "alice");
+    let out = r.send(
+        ALICE,
+        json!({"t":"link","op":"offer","as":"//example.com/bob/y","peer":"alice/z"}),
+    );
+    let f = &frames(&out, ALICE)[0];
+    assert_eq!(
+        (f["ok"].as_bool(), f["code"].as_str()),
+        (Some(false), Some("refused"))
+    );
+    let out = r.send(
+        ALICE,
+        json!({"t":"link","op":"accept","as":"alice/x","id":"L00000000"}),
+    );
+    assert_eq!(frames(&out, ALICE)[0]["ok"], false, "no such link");
+    let out = r.send(ALICE, json!({"t":"link","op":"list"}));
+    assert_eq!(frames(&out, ALICE)[0]["links"], json!([]));
 }

@@ -19,6 +19,8 @@ const SPOOL: TableDefinition<u64, &[u8]> = TableDefinition::new("spool");
 const SPOOL_IDS: TableDefinition<&str, u64> = TableDefinition::new("spool_ids");
 /// Seen message id → when it may be forgotten (Unix ms).
 const SEEN: TableDefinition<&str, u64> = TableDefinition::new("seen");
+/// Link id → its latest record (JSON).
+const LINKS: TableDefinition<&str, &[u8]> = TableDefinition::new("links");
 
 /// The server's database.
 pub struct Store {
@@ -39,6 +41,7 @@ impl Store {
             txn.open_table(SPOOL).map_err(err)?;
             txn.open_table(SPOOL_IDS).map_err(err)?;
             txn.open_table(SEEN).map_err(err)?;
+            txn.open_table(LINKS).map_err(err)?;
         }
         txn.commit().map_err(err)?;
         let next_seq = {
@@ -50,7 +53,7 @@ impl Store {
     }
 
     /// Every record still live at `now`: spooled messages in the order they were written, then
-    /// seen ids. Expired seen ids are deleted on the way.
+    /// links, then seen ids. Expired seen ids are deleted on the way.
     pub fn load(&self, now: Timestamp) -> io::Result<Vec<Record>> {
         let mut out = Vec::new();
         let mut expired = Vec::new();
@@ -64,6 +67,14 @@ impl Store {
                 out.push(Record::Spooled {
                     key,
                     msg: Box::new(msg),
+                });
+            }
+            for row in read.open_table(LINKS).map_err(err)?.iter().map_err(err)? {
+                let (_, v) = row.map_err(err)?;
+                let record: serde_json::Map<String, serde_json::Value> =
+                    serde_json::from_slice(v.value()).map_err(err)?;
+                out.push(Record::Link {
+                    record: Box::new(record),
                 });
             }
             for row in read.open_table(SEEN).map_err(err)?.iter().map_err(err)? {
@@ -99,6 +110,7 @@ impl Store {
             let mut spool = txn.open_table(SPOOL).map_err(err)?;
             let mut ids = txn.open_table(SPOOL_IDS).map_err(err)?;
             let mut seen = txn.open_table(SEEN).map_err(err)?;
+            let mut links = txn.open_table(LINKS).map_err(err)?;
             for r in persist {
                 match r {
                     Record::Spooled { key, msg } => {
@@ -113,6 +125,14 @@ impl Store {
                     }
                     Record::Seen { id, until } => {
                         seen.insert(id.as_str(), until.as_millis()).map_err(err)?;
+                    }
+                    Record::Link { record } => {
+                        let id = record
+                            .get("id")
+                            .and_then(|v| v.as_str())
+                            .unwrap_or_default();
+                        let bytes = serde_json::to_vec(record).map_err(err)?;
+                        links.insert(id, bytes.as_slice()).map_err(err)?;
                     }
                     other => return Err(err(format!("unknown record {other:?}"))),
                 }

@@ -21,10 +21,9 @@
 //! - [`passport`]: §12.2, the three renderings of a passport (line, URL, file) and §12.1's token
 //!   hash;
 //! - [`server`]: the realm server machine: §3.3 lifecycle, §4.3 binds, §6 routing with one ack
-//!   per message and policy, §6.6 ack timeouts, §7 the spool, §8.4 peer links.
+//!   per message and policy, §6.6 ack timeouts, §7 the spool, §8.4 peer links, §11 links.
 //!
-//! Still to come: the server's use of links (the `link` frames and §11.4 control traffic),
-//! passports (§12.3–§12.6) and the audit stream (§13).
+//! Still to come: passports (§12.3–§12.6) and the audit stream (§13).
 
 pub mod address;
 pub mod bind;

@@ -38,8 +38,12 @@
 //! - §6.4 and §10 policy on every message, egress and ingress, with the reply window noted for
 //!   every message acked `delivered` or `queued`.
 //!
-//! Not yet: links (§11, so policy sees no link decision), passports (§12) and the audit stream
-//! (§13); their frames are answered with a refusal that says so, never silently dropped.
+//! - §4.6 and §11 links: the `link` frame's operations stored first, then the other side told
+//!   (a notice in this realm, a control message to another), `linked` answering with the
+//!   delivery; §6.3 control traffic taken before policy; §11.3's decision inside policy.
+//!
+//! Not yet: passports (§12) and the audit stream (§13); their frames are answered with a
+//! refusal that says so, never silently dropped.
 
 use alloc::boxed::Box;
 use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -51,12 +55,13 @@ use core::time::Duration;
 use super::address::{Address, Authority, Face as AddressFace, Namespace, RESOLVER};
 use super::bind::BindTable;
 use super::frame::{
-    Ack, AckCode, AckStatus, Bound, ErrorCode, ErrorFrame, Frame, Hello, Linked, Msg, Object,
-    PROTO, Passported, Role, Welcome,
+    Ack, AckCode, AckStatus, Bound, ErrorCode, ErrorFrame, Frame, Hello, LinkRequest, Linked, Msg,
+    Object, PROTO, Passported, Role, Welcome,
 };
 use super::framing::{self, Answer, FrameDecoder};
+use super::link::{self, Direction, Link, LinkConfig, LinkTable, Notice, Offer, Operation};
 use super::pattern::{Pattern, PatternSegment};
-use super::policy::{NoLinks, Policy, ReplyWindow};
+use super::policy::{self as policy, DEFAULT_REPLY_WINDOW, Policy, ReplyWindow};
 use super::signing::{self, Signed};
 use super::spool::{
     self, ACK_TIMEOUT, DEFAULT_TTL, FLUSH_INTERVAL, SeenIds, Spool, SpoolFull, Spooled,
@@ -184,6 +189,12 @@ pub enum Record {
         /// The message, with canonical `from` and `to` (boxed: records are moved around often).
         msg: Box<Msg>,
     },
+    /// A link record (§11.1), as stored after an operation or a control message; a later record
+    /// with the same id replaces it.
+    Link {
+        /// The record's JSON form.
+        record: Box<Object>,
+    },
     /// An id acked `delivered` or `queued`, remembered until `until` (§7.3).
     Seen {
         /// The message id.
@@ -228,6 +239,8 @@ pub struct ServerConfig {
     pub trusted_unsigned: Vec<Authority>,
     /// The realm's policy (§10), evaluated on every message, egress and ingress alike.
     pub policy: Policy,
+    /// Whether offers are taken, and which endpoints accept them on arrival (§11.4, §11.5).
+    pub links: LinkConfig,
 }
 
 impl ServerConfig {
@@ -244,6 +257,7 @@ impl ServerConfig {
             known_keys: BTreeMap::new(),
             trusted_unsigned: Vec::new(),
             policy: Policy::default(),
+            links: LinkConfig::default(),
         }
     }
 }
@@ -352,6 +366,8 @@ pub struct Server<R> {
     seen: SeenIds,
     /// When each (from, to) pair last passed (§10.3).
     replies: ReplyWindow,
+    /// The realm's links (§11).
+    links: LinkTable,
     /// Forwarded messages by (next hop, id).
     pending: BTreeMap<(ConnId, String), Pending>,
     /// Spooled messages in flight (§6.6), by id, with the hop whose late ack would settle them.
@@ -377,7 +393,9 @@ impl<R: CryptoRng> Server<R> {
     /// A server for `config.realm`, signing and verifying with `crypto`, drawing nonces from
     /// `rng`.
     pub fn new(config: ServerConfig, crypto: &'static dyn CryptoProvider, rng: R) -> Self {
+        let links = LinkTable::new(config.realm.clone(), config.links.clone());
         Self {
+            links,
             keys: config.known_keys.clone(),
             config,
             crypto,
@@ -651,18 +669,7 @@ impl<R: CryptoRng> Server<R> {
             (_, Frame::Msg(m)) => self.peer_msg(now, conn, m),
             (_, Frame::Ack(a)) => self.downstream_ack(now, conn, a),
             (_, Frame::Bind(b)) if face == Face::Client => self.bind(now, conn, b.names),
-            (_, Frame::Link(_)) if face == Face::Client => {
-                let reason = "links are not supported by this server yet".to_string();
-                let linked = Linked {
-                    ok: false,
-                    link: None,
-                    links: None,
-                    delivery: None,
-                    code: Some(AckCode::Refused.as_str().to_string()),
-                    reason: Some(reason),
-                };
-                self.send(conn, &Frame::Linked(linked));
-            }
+            (_, Frame::Link(req)) if face == Face::Client => self.link_request(now, conn, req),
             (_, Frame::Passport(_)) if face == Face::Client => {
                 let passported = Passported {
                     ok: false,
@@ -904,6 +911,198 @@ impl<R: CryptoRng> Server<R> {
         }
     }
 
+    // ---- links (§4.6, §11) -------------------------------------------------------------------
+
+    fn linked_refusal(&mut self, conn: ConnId, reason: String) {
+        let linked = Linked {
+            ok: false,
+            link: None,
+            links: None,
+            delivery: None,
+            code: Some(AckCode::Refused.as_str().to_string()),
+            reason: Some(reason),
+        };
+        self.send(conn, &Frame::Linked(linked));
+    }
+
+    fn linked_list(&mut self, conn: ConnId, links: Vec<Object>) {
+        let linked = Linked {
+            ok: true,
+            link: None,
+            links: Some(links),
+            delivery: None,
+            code: None,
+            reason: None,
+        };
+        self.send(conn, &Frame::Linked(linked));
+    }
+
+    /// A client's `link` frame (§4.6): the operation is done here first, stored, and then the
+    /// other side is told (§11.2); `linked` answers once that message has its ack.
+    fn link_request(&mut self, now: Timestamp, conn: ConnId, req: LinkRequest) {
+        let namespaces = self
+            .conns
+            .get(&conn)
+            .map(|c| c.namespaces.clone())
+            .unwrap_or_default();
+        // Names in link frames are relative to the realm, as bind names are (§4.3): Appendix A.2
+        // offers `"as":"alice/x","peer":"bob/y"` from a client of namespace alice.
+        let root = Namespace::root();
+        let face = AddressFace::Client {
+            realm: &self.config.realm,
+            namespace: &root,
+        };
+        let acting = match req.acting.as_deref().map(|a| Address::resolve(a, face)) {
+            Some(Ok(a)) => a,
+            Some(Err(e)) => return self.linked_refusal(conn, format!("as: {e}")),
+            None if req.op == "list" => {
+                // Without `as`: every link of an endpoint in the connection's namespaces.
+                let realm = &self.config.realm;
+                let mine =
+                    |p: &Address| p.realm() == realm && namespaces.iter().any(|ns| p.is_inside(ns));
+                let links = self
+                    .links
+                    .list_all()
+                    .into_iter()
+                    .filter(|l| mine(&l.a) || mine(&l.b))
+                    .map(Link::to_object)
+                    .collect();
+                return self.linked_list(conn, links);
+            }
+            None => return self.linked_refusal(conn, "as is required".into()),
+        };
+        // §5: `as` lies inside one of the connection's namespaces.
+        let inside = namespaces.iter().any(|ns| acting.is_inside(ns));
+        if acting.realm() != &self.config.realm || !inside {
+            return self.linked_refusal(conn, format!("{acting} is outside your namespaces"));
+        }
+        let id = req.id.as_deref().unwrap_or_default();
+        let done = match req.op.as_str() {
+            "list" => {
+                let links = self
+                    .links
+                    .list(&acting)
+                    .into_iter()
+                    .map(Link::to_object)
+                    .collect();
+                return self.linked_list(conn, links);
+            }
+            "offer" => {
+                let Some(peer) = req
+                    .peer
+                    .as_deref()
+                    .and_then(|p| Address::resolve(p, face).ok())
+                else {
+                    return self.linked_refusal(conn, "peer is missing or not an address".into());
+                };
+                let direction = match req.direction.as_deref().map(Direction::parse) {
+                    None => Direction::Both,
+                    Some(Some(d)) => d,
+                    Some(None) => return self.linked_refusal(conn, "unknown direction".into()),
+                };
+                let label = req.label.clone();
+                let offer = Offer {
+                    acting,
+                    peer,
+                    direction,
+                    label,
+                    expires: None,
+                };
+                self.links.offer(now, &mut self.rng, offer)
+            }
+            "accept" => self.links.accept(now, &acting, id),
+            "decline" => self.links.decline(now, &acting, id),
+            "revoke" => self.links.revoke(now, &acting, id),
+            other => return self.linked_refusal(conn, format!("unknown op {other}")),
+        };
+        match done {
+            Ok(op) => self.link_done(now, conn, op),
+            Err(refusal) => self.linked_refusal(conn, refusal.to_string()),
+        }
+    }
+
+    /// Stores an operation's record, then tells the other side: a notice when it is an endpoint
+    /// of this realm (Appendix A.2), a control message to its realm otherwise (§11.4).
+    fn link_done(&mut self, now: Timestamp, conn: ConnId, op: Operation) {
+        let record = op.link.to_object();
+        self.out.push_back(Output::Persist(Record::Link {
+            record: Box::new(record.clone()),
+        }));
+        let up = Upstream::Linked(conn, record);
+        let c = op.control;
+        let id = self.new_id();
+        if c.to.realm() == &self.config.realm {
+            let notice = Notice::new(c.action, &c.link, &c.from, &c.to).to_msg(id, now);
+            self.notify(now, up, notice);
+        } else {
+            let msg = c.to_msg(id, now);
+            let item = Spooled {
+                id: msg.id.clone(),
+                ts: now,
+                ttl: DEFAULT_TTL,
+                msg,
+            };
+            self.deliver_remote(now, up, &c.to, item);
+        }
+    }
+
+    /// A link control message for this realm (§11.4): store the record, ack, then notify the
+    /// local endpoint; the notice's fate does not change the ack.
+    fn link_control(&mut self, now: Timestamp, up: Upstream, m: Msg) {
+        let id = m.id.clone();
+        match self.links.receive(now, &m) {
+            Ok(got) => {
+                let record = got.link.to_object();
+                self.out.push_back(Output::Persist(Record::Link {
+                    record: Box::new(record),
+                }));
+                self.passed(now, &m);
+                self.answer(&up, Ack::new(id, AckStatus::Delivered));
+                if let Some(n) = got.notice {
+                    let notice = n.to_msg(self.new_id(), now);
+                    self.notify(now, Upstream::Nobody, notice);
+                }
+                if let Some(reply) = got.reply {
+                    let msg = reply.to_msg(self.new_id(), now);
+                    let item = Spooled {
+                        id: msg.id.clone(),
+                        ts: now,
+                        ttl: DEFAULT_TTL,
+                        msg,
+                    };
+                    self.deliver_remote(now, Upstream::Nobody, &reply.to, item);
+                }
+            }
+            Err(refusal) => {
+                let mut ack = Ack::with_code(id, AckStatus::Failed, link::LinkRefusal::CODE);
+                ack.reason = Some(refusal.to_string());
+                self.answer(&up, ack);
+            }
+        }
+    }
+
+    /// Delivers a server-made notice to a local endpoint, past policy: it reports what control
+    /// traffic already did (§11.4 step 4).
+    fn notify(&mut self, now: Timestamp, up: Upstream, msg: Msg) {
+        let Ok(to) = Address::parse(&msg.to) else {
+            return;
+        };
+        let item = Spooled {
+            id: msg.id.clone(),
+            ts: now,
+            ttl: DEFAULT_TTL,
+            msg,
+        };
+        self.deliver_local(now, up, &to, item);
+    }
+
+    /// A fresh message id for what the server itself sends: 16 random bytes as hex.
+    fn new_id(&mut self) -> String {
+        let mut b = [0u8; 16];
+        self.rng.fill_bytes(&mut b);
+        hex::encode(&b)
+    }
+
     // ---- bind (§4.3) ------------------------------------------------------------------------
 
     fn bind(&mut self, now: Timestamp, conn: ConnId, names: Vec<String>) {
@@ -1072,13 +1271,40 @@ impl<R: CryptoRng> Server<R> {
             p.upstreams.push(up);
             return;
         }
-        // §6.3 control traffic (link controls, passport redemptions) is not built yet: such
-        // messages meet policy like any other, and `_passport` is answered as a reserved path.
+        // §6.3 control traffic, before policy: link controls for this realm are taken here, and
+        // link controls leaving it are admitted independently of message policy (§11.5 caps
+        // them where they are made). Passport redemptions are not built yet: `_passport` is
+        // answered as a reserved path.
+        if m.kind.as_deref() == Some(link::CONTROL_TYPE) {
+            if to.realm() == &self.config.realm {
+                return self.link_control(now, up, m);
+            }
+            let item = Spooled {
+                id: id.clone(),
+                ts,
+                ttl,
+                msg: m,
+            };
+            return self.deliver_remote(now, up, to, item);
+        }
         // §6.4 policy: this realm's own, whether the message leaves it or arrives (§10.2).
+        let (links, replies) = (&self.links, &self.replies);
+        // §11.3: the newest decisive link between the two; a one-way link lets its far end answer
+        // inside the reply window.
+        let link_decision = |f: &Address, t: &Address| {
+            let d = links.decide(now, f, t);
+            let allow = d.resolve(|| replies.in_reply_window(now, f, t, DEFAULT_REPLY_WINDOW))?;
+            let reason = d.deny_reason(f);
+            Some(if allow {
+                policy::LinkDecision::allow(reason)
+            } else {
+                policy::LinkDecision::deny(reason)
+            })
+        };
         let decision = self
             .config
             .policy
-            .check(now, from, to, &NoLinks, &self.replies);
+            .check(now, from, to, &link_decision, replies);
         if !decision.allowed {
             let mut ack = Ack::with_code(&id, AckStatus::Failed, AckCode::Refused);
             ack.reason = Some(decision.reason());
@@ -1383,6 +1609,13 @@ impl<R: CryptoRng> Server<R> {
                 // Restored records were accepted before the restart: held past the bounds.
                 self.spool.requeue(&key, alloc::vec![item]);
                 self.arm_flush(now);
+            }
+            Record::Link { record } => {
+                if let Ok(l) = Link::from_value(&serde_json::Value::Object(*record)) {
+                    // A record that no longer fits (the table is full) stays on disk; refusing
+                    // it here only means its link decides nothing until there is room.
+                    let _ = self.links.restore(l);
+                }
             }
             Record::Seen { id, until } => {
                 if until > now {
