@@ -158,36 +158,33 @@ fn execute(
     store: &mut Store,
     writers: &mut BTreeMap<ConnId, Sender<Vec<u8>>>,
 ) -> io::Result<()> {
-    let (mut persist, mut forget) = (Vec::new(), Vec::new());
+    let mut durable = Vec::new();
     while let Some(o) = server.poll() {
+        if matches!(o, Output::Persist(_) | Output::Forget(_)) {
+            durable.push(o);
+            continue;
+        }
+        if !durable.is_empty() {
+            store.apply(&durable)?;
+            durable.clear();
+        }
         match o {
-            Output::Persist(r) => persist.push(r),
-            Output::Forget(k) => forget.push(k),
-            other => {
-                if !persist.is_empty() || !forget.is_empty() {
-                    store.apply(&persist, &forget)?;
-                    persist.clear();
-                    forget.clear();
-                }
-                match other {
-                    Output::Send { conn, bytes } => {
-                        if let Some(w) = writers.get(&conn) {
-                            // A closed writer means the connection is going; its close event
-                            // follows, so nothing is lost here that the machine does not hear.
-                            let _ = w.try_send(bytes);
-                        }
-                    }
-                    Output::Close { conn } => {
-                        writers.remove(&conn);
-                    }
-                    // Peer links are not served on real sockets yet (issue #4).
-                    _ => {}
+            Output::Send { conn, bytes } => {
+                if let Some(w) = writers.get(&conn) {
+                    // A closed writer means the connection is going; its close event follows,
+                    // so nothing is lost here that the machine does not hear.
+                    let _ = w.try_send(bytes);
                 }
             }
+            Output::Close { conn } => {
+                writers.remove(&conn);
+            }
+            // Peer links are not served on real sockets yet (issue #4).
+            _ => {}
         }
     }
-    if !persist.is_empty() || !forget.is_empty() {
-        store.apply(&persist, &forget)?;
+    if !durable.is_empty() {
+        store.apply(&durable)?;
     }
     Ok(())
 }

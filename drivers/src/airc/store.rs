@@ -10,7 +10,7 @@ use std::path::Path;
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use serde_json::json;
 use weft_proto::airc::frame::Msg;
-use weft_proto::airc::server::{Record, RecordKey};
+use weft_proto::airc::server::{Output, Record, RecordKey};
 use weft_proto::core::Timestamp;
 
 /// Spooled messages by write sequence, so a restart restores each key's order.
@@ -103,15 +103,30 @@ impl Store {
         Ok(out)
     }
 
-    /// Writes a batch of persists and forgets in one durable transaction.
-    pub fn apply(&mut self, persist: &[Record], forget: &[RecordKey]) -> io::Result<()> {
+    /// Writes a run of the machine's persists and forgets in one durable transaction, in the
+    /// order the machine gave them (a forget then a persist of the same id must end stored).
+    /// Outputs that are neither are skipped.
+    pub fn apply(&mut self, batch: &[Output]) -> io::Result<()> {
         let txn = self.db.begin_write().map_err(err)?;
         {
             let mut spool = txn.open_table(SPOOL).map_err(err)?;
             let mut ids = txn.open_table(SPOOL_IDS).map_err(err)?;
             let mut seen = txn.open_table(SEEN).map_err(err)?;
             let mut links = txn.open_table(LINKS).map_err(err)?;
-            for r in persist {
+            for change in batch {
+                let r = match change {
+                    Output::Persist(r) => r,
+                    Output::Forget(RecordKey::Spooled { id }) => {
+                        if let Some(seq) = ids.remove(id.as_str()).map_err(err)? {
+                            spool.remove(seq.value()).map_err(err)?;
+                        }
+                        continue;
+                    }
+                    Output::Forget(other) => {
+                        return Err(err(format!("unknown record key {other:?}")));
+                    }
+                    _ => continue,
+                };
                 match r {
                     Record::Spooled { key, msg } => {
                         let bytes =
@@ -135,16 +150,6 @@ impl Store {
                         links.insert(id, bytes.as_slice()).map_err(err)?;
                     }
                     other => return Err(err(format!("unknown record {other:?}"))),
-                }
-            }
-            for k in forget {
-                match k {
-                    RecordKey::Spooled { id } => {
-                        if let Some(seq) = ids.remove(id.as_str()).map_err(err)? {
-                            spool.remove(seq.value()).map_err(err)?;
-                        }
-                    }
-                    other => return Err(err(format!("unknown record key {other:?}"))),
                 }
             }
         }

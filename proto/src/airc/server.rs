@@ -1606,8 +1606,7 @@ impl<R: CryptoRng> Server<R> {
                     ttl,
                     msg: *msg,
                 };
-                // Restored records were accepted before the restart: held past the bounds.
-                self.spool.requeue(&key, alloc::vec![item]);
+                self.spool.restore(&key, item);
                 self.arm_flush(now);
             }
             Record::Link { record } => {

@@ -154,6 +154,17 @@ impl<M> Spool<M> {
         self.len += 1;
     }
 
+    /// Files a message read back from storage after a restart at the back of `key`'s backlog:
+    /// records come back in the order they were written, so this keeps each key's order. They
+    /// were accepted before the restart, so they are held even past the bounds.
+    pub fn restore(&mut self, key: &str, item: Spooled<M>) {
+        self.keys
+            .entry(String::from(key))
+            .or_default()
+            .push_back(item);
+        self.len += 1;
+    }
+
     /// The hop `id` was in flight to is gone without an ack (its connection closed): the message
     /// is no longer in flight, and the next flush sends it again. Returns whether it was.
     pub fn release(&mut self, id: &str) -> bool {
@@ -398,6 +409,15 @@ mod tests {
         let f = s.flush(T0 + Duration::from_secs(6), "k");
         assert_eq!(ids(&f.expired), ["x"]);
         assert!(!s.is_in_flight("x"));
+    }
+
+    #[test]
+    fn restored_messages_keep_the_order_they_were_written_in() {
+        let mut s = Spool::new(1, 1);
+        for id in ["1", "2", "3"] {
+            s.restore("k", msg(id, 60));
+        }
+        assert_eq!(ids(&s.flush(T0, "k").deliver), ["1", "2", "3"]);
     }
 
     #[test]

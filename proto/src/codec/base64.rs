@@ -58,6 +58,15 @@ mod tests {
             decode("===="),
             Err(DecodeError::InvalidPadding { .. })
         ));
+        // Found by fuzzing: padding in the middle of the text.
+        assert_eq!(
+            decode("220=0101"),
+            Err(DecodeError::InvalidPadding { position: 3 })
+        );
+        assert_eq!(
+            decode("Zg==Zg=="),
+            Err(DecodeError::InvalidPadding { position: 2 })
+        );
     }
 
     #[test]

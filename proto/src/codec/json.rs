@@ -68,6 +68,25 @@ mod tests {
     use serde_json::json;
 
     #[test]
+    fn a_canonical_number_reads_back_to_the_same_canonical_text() {
+        // Found by fuzzing: without correctly rounded parsing `7.2E76` read back as a
+        // neighbouring double, so canonical(read(canonical(v))) drifted. The workspace turns on
+        // serde_json's `float_roundtrip` so every canonical form is a fixed point.
+        for text in [
+            "7.2E76",
+            "1e-7",
+            "0.1",
+            "123456789.123456789",
+            "2.2250738585072014e-308",
+        ] {
+            let v: Value = serde_json::from_str(text).unwrap();
+            let c = canonical(&v);
+            let back: Value = serde_json::from_str(&c).unwrap();
+            assert_eq!(canonical(&back), c, "{text}");
+        }
+    }
+
+    #[test]
     fn sorts_nested_keys_and_strips_whitespace() {
         let v = json!({
             "b": 1,

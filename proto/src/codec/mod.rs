@@ -37,6 +37,11 @@ fn decode_with(
     encoding: &data_encoding::Encoding,
     input: &str,
 ) -> Result<alloc::vec::Vec<u8>, DecodeError> {
+    // data-encoding reads concatenated padded blocks (`220=0101`); a value has one spelling, so
+    // padding may only end the text.
+    if let Some(position) = input.trim_end_matches('=').find('=') {
+        return Err(DecodeError::InvalidPadding { position });
+    }
     encoding.decode(input.as_bytes()).map_err(|e| {
         let position = e.position;
         match e.kind {
