@@ -126,3 +126,5 @@ impl<M: Machine> Runner<M> {
         Ok(())
     }
 }
+
+pub mod airc;
