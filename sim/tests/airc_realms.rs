@@ -24,9 +24,17 @@ fn every_invariant_holds_over_many_seeds() {
             Err(v) => failures.push(v.to_string()),
         }
     }
-    assert!(failures.is_empty(), "{} seeds failed:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} seeds failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
     // The sweep is only worth something if the faults actually happened.
-    assert!(totals[0] > 0 && totals[1] > 0 && totals[2] > 0, "{totals:?}");
+    assert!(
+        totals[0] > 0 && totals[1] > 0 && totals[2] > 0,
+        "{totals:?}"
+    );
 }
 
 #[test]
@@ -54,4 +62,24 @@ fn different_seeds_give_different_runs() {
     b.wall = Duration::ZERO;
     b.seed = a.seed;
     assert_ne!(a, b);
+}
+
+/// Many more faults per minute: `cargo test -p weft-sim --test airc_realms -- --ignored`.
+#[test]
+#[ignore = "a longer sweep under heavy faults (about a minute and a half in debug)"]
+fn every_invariant_holds_under_heavy_faults() {
+    let mut failures = Vec::new();
+    for seed in 0..300 {
+        let mut sc = Scenario::small(seed);
+        sc.clients = 8;
+        sc.messages = 80;
+        sc.faults.link_drop_every = Some(Duration::from_secs(2));
+        sc.faults.crash_every = Some(Duration::from_secs(8));
+        sc.faults.stall_permille = 250;
+        sc.faults.spike_permille = 50;
+        if let Err(v) = run(&sc, None) {
+            failures.push(v.to_string());
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

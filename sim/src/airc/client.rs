@@ -96,7 +96,12 @@ pub struct SimClient {
 impl SimClient {
     /// A client named `name` (its namespace) that binds `name/inbox`, dialling first at `start`.
     /// A stalled ack waits between `stall.0` and `stall.1`.
-    pub fn new(name: &str, rng: ChaCha20Rng, start: Timestamp, stall: (Duration, Duration)) -> Self {
+    pub fn new(
+        name: &str,
+        rng: ChaCha20Rng,
+        start: Timestamp,
+        stall: (Duration, Duration),
+    ) -> Self {
         Self {
             name: name.to_string(),
             endpoint: format!("{name}/inbox"),
@@ -125,7 +130,8 @@ impl SimClient {
     }
 
     fn send(&mut self, frame: &Frame) {
-        self.out.push_back(ClientOutput::Send(framing::encode(frame)));
+        self.out
+            .push_back(ClientOutput::Send(framing::encode(frame)));
     }
 
     fn backoff(&mut self, now: Timestamp) {

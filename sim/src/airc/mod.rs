@@ -13,9 +13,9 @@
 //!    (every Persist and Forget before that output applied, in order) holds the message, or the
 //!    ack relays a `queued` the server read from its next hop (whose own store was checked when
 //!    it wrote it).
-//! 3. **no-duplicate-delivery** (§6.6, §7.3): a client is handed the same message id twice only
-//!    if an earlier copy's `delivered` ack never reached the server that handed it over (the
-//!    connection dropped or the server crashed first, or the client had not acked yet). What the
+//! 3. **no-duplicate-delivery** (§6.6, §7.3): a client is handed a message id it already has
+//!    only if the server never read its `delivered` ack for any earlier copy (the connection
+//!    dropped or the server crashed before the ack arrived, or the client had not acked yet). What the
 //!    spec guarantees is suppression of ids a server has acked `delivered` or `queued` (§7.3)
 //!    and no resend of a message in flight or settled by a late ack (§6.6); it does not promise
 //!    exactly-once when an ack is lost, since §6.5 then requeues the message and says `queued`.
@@ -258,7 +258,10 @@ impl std::error::Error for Violation {}
 
 /// Runs `scenario`, writing a JSON-lines trace to `trace` if given. The same scenario gives the
 /// same trace byte for byte and the same report (but for `wall`).
-pub fn run<'a>(scenario: &'a Scenario, trace: Option<&'a mut dyn Write>) -> Result<Report, Box<Violation>> {
+pub fn run<'a>(
+    scenario: &'a Scenario,
+    trace: Option<&'a mut dyn Write>,
+) -> Result<Report, Box<Violation>> {
     let wall = Instant::now();
     let mut net = Net::new(scenario, trace);
     let result = net.run();
@@ -313,13 +316,31 @@ struct Wire {
 
 #[derive(Debug)]
 enum Ev {
-    Bytes { wire: u64, to: usize, bytes: Vec<u8> },
-    Closed { wire: u64, to: usize },
-    Dial { s: usize, life: u32, t: usize },
-    ClientConnect { c: usize },
-    AppSend { c: usize, dest: usize },
+    Bytes {
+        wire: u64,
+        to: usize,
+        bytes: Vec<u8>,
+    },
+    Closed {
+        wire: u64,
+        to: usize,
+    },
+    Dial {
+        s: usize,
+        life: u32,
+        t: usize,
+    },
+    ClientConnect {
+        c: usize,
+    },
+    AppSend {
+        c: usize,
+        dest: usize,
+    },
     Crash,
-    Restart { s: usize },
+    Restart {
+        s: usize,
+    },
     Drop,
     Heal,
 }
@@ -362,7 +383,11 @@ impl Store {
     }
 
     fn records(&self) -> Vec<Record> {
-        self.spool.values().chain(self.seen.values()).cloned().collect()
+        self.spool
+            .values()
+            .chain(self.seen.values())
+            .cloned()
+            .collect()
     }
 }
 
@@ -421,7 +446,10 @@ impl<'a> Net<'a> {
                 Ed25519Seed::from_bytes(b)
             })
             .collect();
-        let publics: Vec<[u8; 32]> = seeds.iter().map(|s| provider.ed25519_public_key(s)).collect();
+        let publics: Vec<[u8; 32]> = seeds
+            .iter()
+            .map(|s| provider.ed25519_public_key(s))
+            .collect();
         let home: Vec<usize> = (0..sc.clients).map(|c| c % sc.realms.max(1)).collect();
         let configs: Vec<ServerConfig> = (0..sc.realms)
             .map(|r| {
@@ -778,8 +806,8 @@ impl<'a> Net<'a> {
         }
     }
 
-    /// Closes a wire. `at_once`: both ends learn now (a drop); otherwise (a crash) the surviving
-    /// ends learn after a latency.
+    /// Closes a wire: both ends learn now (a drop), or with `after_latency` (a crash) the
+    /// surviving end learns when a reset would reach it.
     fn sever(&mut self, wire: u64, after_latency: bool) -> Check {
         let Some(w) = self.wires.get_mut(&wire) else {
             return Ok(());
@@ -905,22 +933,19 @@ impl<'a> Net<'a> {
                 }
                 Output::Close { conn } => {
                     self.trace(json!({"ev":"close","by":format!("s{s}:{}", conn.0)}));
-                    match self.wire_of_server(s, conn) {
-                        Some((wire, side)) => {
-                            // The closing end stops reading now; the other end reads what was
-                            // already on the way, then learns the wire closed.
-                            let other = 1 - side;
-                            let last = self.wires.get(&wire).map_or(self.now, |w| w.last[other]);
-                            let lat = self.latency();
-                            if let Some(w) = self.wires.get_mut(&wire) {
-                                w.reading[side] = false;
-                            }
-                            self.push(self.now, Ev::Closed { wire, to: side });
-                            let at = (self.now + lat).max(last);
-                            self.push(at, Ev::Closed { wire, to: other });
+                    // A wire already gone needs nothing: the server was told, or will be.
+                    if let Some((wire, side)) = self.wire_of_server(s, conn) {
+                        // The closing end stops reading now; the other end reads what was
+                        // already on the way, then learns the wire closed.
+                        let other = 1 - side;
+                        let last = self.wires.get(&wire).map_or(self.now, |w| w.last[other]);
+                        let lat = self.latency();
+                        if let Some(w) = self.wires.get_mut(&wire) {
+                            w.reading[side] = false;
                         }
-                        // Already gone at the other end too: the server was told, or will be.
-                        None => {}
+                        self.push(self.now, Ev::Closed { wire, to: side });
+                        let at = (self.now + lat).max(last);
+                        self.push(at, Ev::Closed { wire, to: other });
                     }
                 }
                 Output::Connect { authority } => {
@@ -1063,9 +1088,9 @@ impl<'a> Net<'a> {
             .wires
             .iter()
             .filter(|(_, w)| {
-                w.ends
-                    .iter()
-                    .any(|e| matches!(e, End::Server { s: x, life: l, .. } if *x == s && *l == life))
+                w.ends.iter().any(
+                    |e| matches!(e, End::Server { s: x, life: l, .. } if *x == s && *l == life),
+                )
             })
             .map(|(id, _)| *id)
             .collect();
@@ -1081,7 +1106,10 @@ impl<'a> Net<'a> {
             return Ok(());
         }
         let life = self.lives[s];
-        let rng = stream(self.sc.seed, TAG_SERVER + (s as u64) * 1_000 + u64::from(life));
+        let rng = stream(
+            self.sc.seed,
+            TAG_SERVER + (s as u64) * 1_000 + u64::from(life),
+        );
         let mut srv = Server::new(self.configs[s].clone(), crypto::default_provider(), rng);
         let records = self.stores[s].records();
         self.trace(json!({"ev":"restart","s":s,"records":records.len()}));
@@ -1184,13 +1212,16 @@ impl<'a> Net<'a> {
         };
         let copies = self.deliveries.entry((c, m.id.clone())).or_default();
         if !copies.is_empty() {
-            if copies.iter().all(|d| d.ack_read) {
+            // Once the server has read an ack for any copy it has either recorded the id as
+            // seen or forgotten its spooled copy, durably: nothing may bring the message back.
+            if let Some(n) = copies.iter().position(|d| d.ack_read) {
                 return Err((
                     "no-duplicate-delivery",
                     format!(
-                        "c{c} was handed {} again after {} copies whose acks all reached the server",
+                        "c{c} was handed {} again (copy {}) after the server read its ack for copy {}",
                         m.id,
-                        copies.len()
+                        copies.len() + 1,
+                        n + 1
                     ),
                 ));
             }
