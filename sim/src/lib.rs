@@ -8,6 +8,9 @@
 //! [`Machine`] through virtual time under the contract's rules, and turns a broken contract (a
 //! deadline that does not advance, a machine that never goes idle) into an error that names the
 //! step, instead of a hang. Links, partitions, clock skew and the scenarios build on it.
+//!
+//! Scenarios: [`airc`] (`weft sim airc-realms`), AIRC realm servers and clients on a faulty
+//! network, with the delivery invariants checked on every event.
 
 use core::fmt;
 
@@ -126,3 +129,5 @@ impl<M: Machine> Runner<M> {
         Ok(())
     }
 }
+
+pub mod airc;

@@ -31,7 +31,8 @@ enum Command {
     /// Run an always-on Minca node serving `/peer` (Minca 04 Network §5.3).
     Node,
     /// Run a simulator scenario in virtual time.
-    Sim,
+    #[command(subcommand)]
+    Sim(Sim),
     /// Start everything locally on embedded defaults and show it working.
     Demo,
 }
@@ -68,6 +69,38 @@ enum Airc {
     },
 }
 
+#[derive(Subcommand, Debug)]
+enum Sim {
+    /// AIRC realm servers and clients under link drops, crashes, restarts and stalled acks;
+    /// exits non-zero with the seed and the first invariant a run violated.
+    AircRealms(AircRealmsArgs),
+}
+
+#[derive(Args, Debug)]
+struct AircRealmsArgs {
+    /// Realm servers.
+    #[arg(long, default_value_t = 3)]
+    realms: usize,
+    /// Clients, spread over the realms.
+    #[arg(long, default_value_t = 12)]
+    clients: usize,
+    /// Messages sent in all.
+    #[arg(long, default_value_t = 200)]
+    messages: usize,
+    /// The seed; the same seed gives the same trace and report.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Run this many seeds in turn, from --seed up, stopping at the first violation.
+    #[arg(long, default_value_t = 1)]
+    seeds: u64,
+    /// Virtual seconds of faults, before the quiet heal phase.
+    #[arg(long, default_value_t = 300)]
+    duration: u64,
+    /// Write a JSON-lines trace of the (last) run here.
+    #[arg(long)]
+    trace: Option<PathBuf>,
+}
+
 #[derive(Args, Debug)]
 struct SocketArg {
     /// The realm's client socket.
@@ -99,10 +132,7 @@ fn main() -> ExitCode {
         Command::Relay => not_yet("relay", "the Minca relay server (Minca §1.4)"),
         Command::Airc(cmd) => airc(cmd),
         Command::Node => not_yet("node", "the always-on Minca node and its /peer endpoint"),
-        Command::Sim => not_yet(
-            "sim",
-            "the simulator scenarios minca-meetup and airc-realms",
-        ),
+        Command::Sim(Sim::AircRealms(args)) => sim_airc_realms(&args),
     }
 }
 
@@ -147,6 +177,55 @@ fn airc(cmd: Airc) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+fn sim_airc_realms(args: &AircRealmsArgs) -> ExitCode {
+    use weft_sim::airc::{Scenario, run};
+    if args.realms == 0 || args.clients < 2 {
+        eprintln!("weft sim airc-realms: want at least one realm and two clients");
+        return ExitCode::from(2);
+    }
+    for seed in args.seed..args.seed.saturating_add(args.seeds.max(1)) {
+        let scenario = Scenario {
+            realms: args.realms,
+            clients: args.clients,
+            messages: args.messages,
+            duration: std::time::Duration::from_secs(args.duration),
+            ..Scenario::new(seed)
+        };
+        let mut file = match &args.trace {
+            Some(path) => match std::fs::File::create(path) {
+                Ok(f) => Some(std::io::BufWriter::new(f)),
+                Err(e) => {
+                    eprintln!("weft sim airc-realms: {}: {e}", path.display());
+                    return ExitCode::from(2);
+                }
+            },
+            None => None,
+        };
+        let result = run(
+            &scenario,
+            file.as_mut().map(|f| f as &mut dyn std::io::Write),
+        );
+        if let Some(Err(e)) = file.as_mut().map(std::io::Write::flush) {
+            eprintln!("weft sim airc-realms: writing the trace: {e}");
+        }
+        match result {
+            Ok(report) => {
+                if args.seeds > 1 {
+                    println!("{}", report.to_json());
+                } else {
+                    println!("{report}");
+                }
+            }
+            Err(v) => {
+                eprintln!("weft sim airc-realms: {v}");
+                eprintln!("{}", v.report);
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    ExitCode::SUCCESS
 }
 
 fn serve_realm(args: ServeArgs) -> std::io::Result<bool> {

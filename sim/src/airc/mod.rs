@@ -1,0 +1,1298 @@
+//! The `airc-realms` scenario: M AIRC realm servers and K clients on a deterministic simulated
+//! network with latency, link drops, server crashes and restarts, and clients that stall before
+//! acking. Every run checks the AIRC delivery invariants as it goes, then heals the network and
+//! checks that nothing acknowledged was lost.
+//!
+//! # The invariants, as checked
+//!
+//! 1. **one-ack-per-msg** (§6.1, §17.2): every `msg` frame a server reads gets exactly one `ack`,
+//!    written on the connection the frame came on, unless that connection closes first. An ack
+//!    for a message the connection has no unanswered copy of is a violation at once; a message
+//!    still unanswered on an open connection after the heal phase is a violation at the end.
+//! 2. **queued-holds-copy** (§6.4–§6.6): at the moment a server writes an ack `queued`, its store
+//!    (every Persist and Forget before that output applied, in order) holds the message, or the
+//!    ack relays a `queued` the server read from its next hop (whose own store was checked when
+//!    it wrote it).
+//! 3. **no-duplicate-delivery** (§6.6, §7.3): a client is handed a message id it already has
+//!    only if the server never read its `delivered` ack for any earlier copy (the connection
+//!    dropped or the server crashed before the ack arrived, or the client had not acked yet). What the
+//!    spec guarantees is suppression of ids a server has acked `delivered` or `queued` (§7.3)
+//!    and no resend of a message in flight or settled by a late ack (§6.6); it does not promise
+//!    exactly-once when an ack is lost, since §6.5 then requeues the message and says `queued`.
+//!    Seen ids are persisted before the ack that depends on them, so a crash never legitimately
+//!    loses one inside this scenario (its runs are far shorter than the 172 800 s window).
+//! 4. **no-loss-after-heal** (§6.4, §7): after the faults stop, every server is up and the
+//!    network is quiet for a while, every message its origin saw acked `queued` or `delivered`
+//!    has reached its destination client at least once (all ttls outlast the run).
+//! 5. **every-msg-answered**: after the heal phase every message a client sent has its final
+//!    ack (clients retry unanswered messages on each new connection, §7.3 "origins MAY retry").
+//!
+//! Also checked: a delivery reaches the client bound for its `to` (**right-recipient**), and
+//! every machine's deadline advances after its timeout runs (**deadline-advances**).
+
+mod client;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use chacha20::ChaCha20Rng;
+use rand_core::{Rng, SeedableRng};
+use serde_json::{Value, json};
+use weft_proto::airc::address::{Authority, Namespace};
+use weft_proto::airc::frame::{AckStatus, Frame};
+use weft_proto::airc::framing;
+use weft_proto::airc::server::{Face, Input, Output, Record, RecordKey, Server, ServerConfig};
+use weft_proto::core::{ConnId, Machine, Timestamp};
+use weft_proto::crypto::{self, CryptoProvider, Ed25519Seed};
+
+pub use client::{ClientInput, ClientOutput, SimClient};
+
+/// When every scenario's clock starts (Unix time), so signed `ts` fields look like real ones.
+pub const START: Timestamp = Timestamp::from_secs(1_790_380_000);
+
+/// How a scenario run is shaped. [`Scenario::small`] is the size the test suite runs at.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Scenario {
+    /// Seeds everything: keys, server nonces, latencies, faults, traffic.
+    pub seed: u64,
+    /// Realm servers (M).
+    pub realms: usize,
+    /// Clients (K), spread round-robin over the realms.
+    pub clients: usize,
+    /// Messages sent in all, at random times in the first 80 % of the faulty phase.
+    pub messages: usize,
+    /// How long the faulty phase lasts, in virtual time.
+    pub duration: Duration,
+    /// How long the quiet phase at the end lasts: long enough for reconnects, flushes (30 s),
+    /// ack timeouts (15 s) and stalled acks to play out.
+    pub heal: Duration,
+    /// What goes wrong during the faulty phase.
+    pub faults: Faults,
+    /// Events a run may take at most, so a livelock is an error and not a hang.
+    pub max_events: u64,
+}
+
+/// The faults of a scenario's faulty phase.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Faults {
+    /// Mean time between link drops across the whole network (`None`: never).
+    pub link_drop_every: Option<Duration>,
+    /// Mean time between server crashes (`None`: never).
+    pub crash_every: Option<Duration>,
+    /// How long a crashed server stays down, at least and at most.
+    pub downtime: (Duration, Duration),
+    /// Chance per thousand that a client stalls before acking a message.
+    pub stall_permille: u32,
+    /// How long a stalled ack waits, at least and at most; past the 15 s ack timeout.
+    pub stall: (Duration, Duration),
+    /// One-way latency: a base plus a uniform jitter.
+    pub latency: (Duration, Duration),
+    /// Chance per thousand that a frame is held up much longer (a latency spike).
+    pub spike_permille: u32,
+    /// The longest a spike holds a frame up.
+    pub spike_max: Duration,
+}
+
+impl Default for Faults {
+    fn default() -> Self {
+        Self {
+            link_drop_every: Some(Duration::from_secs(10)),
+            crash_every: Some(Duration::from_secs(30)),
+            downtime: (Duration::from_secs(1), Duration::from_secs(10)),
+            stall_permille: 60,
+            stall: (Duration::from_secs(16), Duration::from_secs(30)),
+            latency: (Duration::from_millis(2), Duration::from_millis(60)),
+            spike_permille: 10,
+            spike_max: Duration::from_secs(20),
+        }
+    }
+}
+
+impl Scenario {
+    /// The default shape for `seed`: 3 realms, 12 clients, 200 messages over 5 minutes.
+    pub fn new(seed: u64) -> Self {
+        Self {
+            seed,
+            realms: 3,
+            clients: 12,
+            messages: 200,
+            duration: Duration::from_secs(300),
+            heal: Duration::from_secs(240),
+            faults: Faults::default(),
+            max_events: 5_000_000,
+        }
+    }
+
+    /// A small run for sweeping many seeds: 3 realms, 6 clients, 30 messages over 2 minutes.
+    pub fn small(seed: u64) -> Self {
+        Self {
+            realms: 3,
+            clients: 6,
+            messages: 30,
+            duration: Duration::from_secs(120),
+            ..Self::new(seed)
+        }
+    }
+}
+
+/// What a run did. Everything but `wall` is a function of the [`Scenario`] alone.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Report {
+    /// The scenario's seed.
+    pub seed: u64,
+    /// Distinct messages the clients sent.
+    pub sent: u64,
+    /// Times a client sent a message again on a new connection, for want of an ack.
+    pub retries: u64,
+    /// Final acks the origins saw, by status: delivered, queued, failed.
+    pub acked: [u64; 3],
+    /// Failed acks the origins saw, by code.
+    pub failed_codes: BTreeMap<String, u64>,
+    /// Messages handed to clients, counting redeliveries.
+    pub delivered: u64,
+    /// Redeliveries after an ack that never reached the server (allowed; see invariant 3).
+    pub redelivered: u64,
+    /// Acks `delivered duplicate` servers wrote: copies suppressed by seen ids (§7.3).
+    pub duplicates_suppressed: u64,
+    /// Acks clients held back past the ack timeout.
+    pub stalls: u64,
+    /// Server crashes.
+    pub crashes: u64,
+    /// Links dropped (client or peer).
+    pub link_drops: u64,
+    /// Peer links that came up.
+    pub peer_links: u64,
+    /// Events the simulator ran.
+    pub events: u64,
+    /// Virtual time the run covered.
+    pub virtual_duration: Duration,
+    /// Wall-clock time the run took (the one field that differs between runs of one seed).
+    pub wall: Duration,
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "seed {}", self.seed)?;
+        writeln!(
+            f,
+            "messages sent {} (retries {}), acked delivered {} queued {} failed {}",
+            self.sent, self.retries, self.acked[0], self.acked[1], self.acked[2]
+        )?;
+        if !self.failed_codes.is_empty() {
+            writeln!(f, "failed by code {:?}", self.failed_codes)?;
+        }
+        writeln!(
+            f,
+            "delivered {} (redelivered after a lost ack {}), duplicates suppressed {}, stalled acks {}",
+            self.delivered, self.redelivered, self.duplicates_suppressed, self.stalls
+        )?;
+        writeln!(
+            f,
+            "crashes {}, link drops {}, peer links {}, events {}",
+            self.crashes, self.link_drops, self.peer_links, self.events
+        )?;
+        write!(
+            f,
+            "virtual {:.3}s, wall {:.3}s",
+            self.virtual_duration.as_secs_f64(),
+            self.wall.as_secs_f64()
+        )
+    }
+}
+
+impl Report {
+    /// The report as one JSON object, `wall` in milliseconds.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "seed": self.seed,
+            "sent": self.sent,
+            "retries": self.retries,
+            "acked": {"delivered": self.acked[0], "queued": self.acked[1], "failed": self.acked[2]},
+            "failed_codes": self.failed_codes,
+            "delivered": self.delivered,
+            "redelivered": self.redelivered,
+            "duplicates_suppressed": self.duplicates_suppressed,
+            "stalls": self.stalls,
+            "crashes": self.crashes,
+            "link_drops": self.link_drops,
+            "peer_links": self.peer_links,
+            "events": self.events,
+            "virtual_ms": u64::try_from(self.virtual_duration.as_millis()).unwrap_or(u64::MAX),
+            "wall_ms": u64::try_from(self.wall.as_millis()).unwrap_or(u64::MAX),
+        })
+    }
+}
+
+/// The first invariant a run broke, with what is needed to replay it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Violation {
+    /// The invariant's name, as the [module docs](self) list them.
+    pub invariant: &'static str,
+    /// What happened.
+    pub detail: String,
+    /// The seed that reproduces it.
+    pub seed: u64,
+    /// Virtual time since the start of the run.
+    pub at: Duration,
+    /// The run up to that point.
+    pub report: Report,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "seed {}: invariant {} violated at {:.3}s virtual: {}",
+            self.seed,
+            self.invariant,
+            self.at.as_secs_f64(),
+            self.detail
+        )
+    }
+}
+
+impl std::error::Error for Violation {}
+
+/// Runs `scenario`, writing a JSON-lines trace to `trace` if given. The same scenario gives the
+/// same trace byte for byte and the same report (but for `wall`).
+pub fn run<'a>(
+    scenario: &'a Scenario,
+    trace: Option<&'a mut dyn Write>,
+) -> Result<Report, Box<Violation>> {
+    let wall = Instant::now();
+    let mut net = Net::new(scenario, trace);
+    let result = net.run();
+    net.report.wall = wall.elapsed();
+    net.report.virtual_duration = net.now.saturating_duration_since(START);
+    match result {
+        Ok(()) => Ok(net.report),
+        Err((invariant, detail)) => Err(Box::new(Violation {
+            invariant,
+            detail,
+            seed: scenario.seed,
+            at: net.now.saturating_duration_since(START),
+            report: net.report.clone(),
+        })),
+    }
+}
+
+type Check = Result<(), (&'static str, String)>;
+
+/// A seed for one stream of randomness: the scenario's seed mixed with the stream's tag
+/// (splitmix64), so streams are independent and adding one does not shift the others.
+fn stream(seed: u64, tag: u64) -> ChaCha20Rng {
+    let mut z = seed ^ tag.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    ChaCha20Rng::seed_from_u64(z ^ (z >> 31))
+}
+
+const TAG_NET: u64 = 1;
+const TAG_KEY: u64 = 1_000;
+const TAG_CLIENT: u64 = 2_000_000;
+const TAG_SERVER: u64 = 3_000_000;
+
+/// One end of a wire.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum End {
+    Server { s: usize, conn: ConnId, life: u32 },
+    Client { c: usize },
+}
+
+/// A connection between two ends: bytes flow in order in each direction.
+#[derive(Debug)]
+struct Wire {
+    ends: [End; 2],
+    /// Whether each end still reads: a closed end drops what reaches it.
+    reading: [bool; 2],
+    /// Whether each end has been told the wire closed.
+    told: [bool; 2],
+    /// When the last bytes towards each end arrive, so later bytes never overtake them.
+    last: [Timestamp; 2],
+}
+
+#[derive(Debug)]
+enum Ev {
+    Bytes {
+        wire: u64,
+        to: usize,
+        bytes: Vec<u8>,
+    },
+    Closed {
+        wire: u64,
+        to: usize,
+    },
+    Dial {
+        s: usize,
+        life: u32,
+        t: usize,
+    },
+    ClientConnect {
+        c: usize,
+    },
+    AppSend {
+        c: usize,
+        dest: usize,
+    },
+    Crash,
+    Restart {
+        s: usize,
+    },
+    Drop,
+    Heal,
+}
+
+/// A server's durable store, as a host keeps it: spooled messages in the order they were
+/// written (replaced in place by id), and seen ids.
+#[derive(Debug, Default)]
+struct Store {
+    spool: BTreeMap<u64, Record>,
+    spool_ids: BTreeMap<String, u64>,
+    seen: BTreeMap<String, Record>,
+    next: u64,
+}
+
+impl Store {
+    fn apply(&mut self, o: &Output) {
+        match o {
+            Output::Persist(r @ Record::Spooled { msg, .. }) => {
+                let seq = self.next;
+                self.next += 1;
+                if let Some(old) = self.spool_ids.insert(msg.id.clone(), seq) {
+                    self.spool.remove(&old);
+                }
+                self.spool.insert(seq, r.clone());
+            }
+            Output::Persist(r @ Record::Seen { id, .. }) => {
+                self.seen.insert(id.clone(), r.clone());
+            }
+            Output::Forget(RecordKey::Spooled { id }) => {
+                if let Some(seq) = self.spool_ids.remove(id) {
+                    self.spool.remove(&seq);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn holds(&self, id: &str) -> bool {
+        self.spool_ids.contains_key(id)
+    }
+
+    fn records(&self) -> Vec<Record> {
+        self.spool
+            .values()
+            .chain(self.seen.values())
+            .cloned()
+            .collect()
+    }
+}
+
+/// One copy of a message handed to a client.
+#[derive(Debug)]
+struct Delivery {
+    wire: u64,
+    /// Whether the server that handed it over read the client's ack for it.
+    ack_read: bool,
+}
+
+struct Net<'a> {
+    sc: &'a Scenario,
+    rng: ChaCha20Rng,
+    now: Timestamp,
+    end: Timestamp,
+    queue: BTreeMap<(Timestamp, u64), Ev>,
+    seq: u64,
+    healing: bool,
+    realms: Vec<Authority>,
+    configs: Vec<ServerConfig>,
+    servers: Vec<Option<Server<ChaCha20Rng>>>,
+    lives: Vec<u32>,
+    stores: Vec<Store>,
+    clients: Vec<SimClient>,
+    home: Vec<usize>,
+    client_wire: Vec<Option<u64>>,
+    wires: BTreeMap<u64, Wire>,
+    next_wire: u64,
+    next_conn: u64,
+    // The oracle.
+    /// Per server connection: ids read in a `msg` frame and not yet acked, with how many times.
+    unacked: BTreeMap<(usize, ConnId), BTreeMap<String, u32>>,
+    /// Per server: ids its next hops acked `queued`, which it may relay as `queued`.
+    queued_downstream: BTreeSet<(usize, String)>,
+    /// Per (client, id): every copy handed over.
+    deliveries: BTreeMap<(usize, String), Vec<Delivery>>,
+    /// Every message sent: its destination client.
+    dest: BTreeMap<String, usize>,
+    /// Ids their origin saw acked `queued` or `delivered`.
+    accepted: BTreeSet<String>,
+    report: Report,
+    trace: Option<&'a mut dyn Write>,
+}
+
+impl<'a> Net<'a> {
+    fn new(sc: &'a Scenario, trace: Option<&'a mut dyn Write>) -> Self {
+        let realms: Vec<Authority> = (0..sc.realms)
+            .map(|r| Authority::parse(&format!("r{r}.example")).expect("a valid realm name"))
+            .collect();
+        let provider = crypto::default_provider();
+        let seeds: Vec<Ed25519Seed> = (0..sc.realms)
+            .map(|r| {
+                let mut b = [0u8; 32];
+                stream(sc.seed, TAG_KEY + r as u64).fill_bytes(&mut b);
+                Ed25519Seed::from_bytes(b)
+            })
+            .collect();
+        let publics: Vec<[u8; 32]> = seeds
+            .iter()
+            .map(|s| provider.ed25519_public_key(s))
+            .collect();
+        let home: Vec<usize> = (0..sc.clients).map(|c| c % sc.realms.max(1)).collect();
+        let configs: Vec<ServerConfig> = (0..sc.realms)
+            .map(|r| {
+                let mut c = ServerConfig::new(realms[r].clone());
+                c.signing_key = Some(seeds[r].clone());
+                for (o, realm) in realms.iter().enumerate().filter(|(o, _)| *o != r) {
+                    c.known_keys.insert(realm.clone(), vec![publics[o]]);
+                }
+                c.known_namespaces = (0..sc.clients)
+                    .filter(|c| home[*c] == r)
+                    .map(|c| Namespace::parse(&format!("c{c}")).expect("a valid namespace"))
+                    .collect();
+                c
+            })
+            .collect();
+        let mut rng = stream(sc.seed, TAG_NET);
+        let clients = (0..sc.clients)
+            .map(|c| {
+                let start = START + Duration::from_millis(rng.next_u64() % 1_000);
+                let mut client = SimClient::new(
+                    &format!("c{c}"),
+                    stream(sc.seed, TAG_CLIENT + c as u64),
+                    start,
+                    sc.faults.stall,
+                );
+                client.handle(START, ClientInput::Stall(sc.faults.stall_permille));
+                client
+            })
+            .collect();
+        let servers = (0..sc.realms)
+            .map(|r| {
+                let rng = stream(sc.seed, TAG_SERVER + (r as u64) * 1_000);
+                Some(Server::new(configs[r].clone(), provider, rng))
+            })
+            .collect();
+        let mut net = Self {
+            sc,
+            rng,
+            now: START,
+            end: START + sc.duration + sc.heal,
+            queue: BTreeMap::new(),
+            seq: 0,
+            healing: false,
+            realms,
+            configs,
+            servers,
+            lives: vec![0; sc.realms],
+            stores: (0..sc.realms).map(|_| Store::default()).collect(),
+            clients,
+            home,
+            client_wire: vec![None; sc.clients],
+            wires: BTreeMap::new(),
+            next_wire: 0,
+            next_conn: 1,
+            unacked: BTreeMap::new(),
+            queued_downstream: BTreeSet::new(),
+            deliveries: BTreeMap::new(),
+            dest: BTreeMap::new(),
+            accepted: BTreeSet::new(),
+            report: Report {
+                seed: sc.seed,
+                ..Report::default()
+            },
+            trace,
+        };
+        net.schedule_traffic();
+        net
+    }
+
+    fn schedule_traffic(&mut self) {
+        let window = (self.sc.duration.as_millis() * 4 / 5).max(1);
+        let window = u64::try_from(window).unwrap_or(u64::MAX);
+        if self.sc.clients >= 2 {
+            for _ in 0..self.sc.messages {
+                let at = START + Duration::from_millis(1_000 + self.rng.next_u64() % window);
+                let c = self.pick(self.sc.clients);
+                let mut dest = self.pick(self.sc.clients - 1);
+                if dest >= c {
+                    dest += 1;
+                }
+                self.push(at, Ev::AppSend { c, dest });
+            }
+        }
+        if let Some(every) = self.sc.faults.link_drop_every {
+            let at = self.now + self.around(every);
+            self.push(at, Ev::Drop);
+        }
+        if let Some(every) = self.sc.faults.crash_every {
+            let at = self.now + self.around(every);
+            self.push(at, Ev::Crash);
+        }
+        self.push(START + self.sc.duration, Ev::Heal);
+    }
+
+    fn pick(&mut self, n: usize) -> usize {
+        (self.rng.next_u64() % n.max(1) as u64) as usize
+    }
+
+    /// A uniform draw in `[lo, hi]`.
+    fn between(&mut self, lo: Duration, hi: Duration) -> Duration {
+        let (lo, hi) = (lo.as_millis() as u64, hi.as_millis() as u64);
+        Duration::from_millis(lo + self.rng.next_u64() % (hi.saturating_sub(lo) + 1))
+    }
+
+    /// A draw around `mean` (uniform on `[0, 2·mean]`): integer arithmetic only, so no float
+    /// library can make two machines disagree about a trace.
+    fn around(&mut self, mean: Duration) -> Duration {
+        self.between(Duration::ZERO, mean * 2)
+    }
+
+    fn latency(&mut self) -> Duration {
+        let f = &self.sc.faults;
+        let (base, jitter, spike, spike_max) =
+            (f.latency.0, f.latency.1, f.spike_permille, f.spike_max);
+        if !self.healing && self.rng.next_u32() % 1000 < spike {
+            return self.between(base, spike_max);
+        }
+        self.between(base, base + jitter)
+    }
+
+    fn push(&mut self, at: Timestamp, ev: Ev) {
+        self.seq += 1;
+        self.queue.insert((at, self.seq), ev);
+    }
+
+    fn ms(&self) -> u64 {
+        self.now.as_millis() - START.as_millis()
+    }
+
+    fn trace(&mut self, mut line: Value) {
+        let t = self.ms();
+        let Some(w) = self.trace.as_mut() else {
+            return;
+        };
+        line["t"] = t.into();
+        let mut bytes = serde_json::to_vec(&line).unwrap_or_default();
+        bytes.push(b'\n');
+        // A trace that cannot be written is not worth failing the run over; the caller sees the
+        // short file.
+        if w.write_all(&bytes).is_err() {
+            self.trace = None;
+        }
+    }
+
+    fn end_name(e: End) -> String {
+        match e {
+            End::Server { s, conn, .. } => format!("s{s}:{}", conn.0),
+            End::Client { c } => format!("c{c}"),
+        }
+    }
+
+    // ---- the event loop ---------------------------------------------------------------------
+
+    fn run(&mut self) -> Check {
+        self.trace(json!({"ev":"start","seed":self.sc.seed,"realms":self.sc.realms,"clients":self.sc.clients,"messages":self.sc.messages}));
+        loop {
+            self.report.events += 1;
+            if self.report.events > self.sc.max_events {
+                return Err(("step-limit", format!("{} events", self.sc.max_events)));
+            }
+            let ev_at = self.queue.first_key_value().map(|((at, _), _)| *at);
+            let timer = self.next_timer();
+            match (timer, ev_at) {
+                (Some((at, who)), e) if e.is_none_or(|e| at <= e) && at <= self.end => {
+                    self.now = self.now.max(at);
+                    self.timeout(who)?;
+                }
+                (_, Some(at)) if at <= self.end => {
+                    let Some((_, ev)) = self.queue.pop_first() else {
+                        unreachable!("the queue has a first event")
+                    };
+                    self.now = self.now.max(at);
+                    self.event(ev)?;
+                }
+                _ => break,
+            }
+        }
+        self.now = self.end;
+        self.final_checks()
+    }
+
+    /// The earliest machine wakeup: servers first, then clients, by index on a tie.
+    fn next_timer(&self) -> Option<(Timestamp, Who)> {
+        let servers = self.servers.iter().enumerate().filter_map(|(s, srv)| {
+            let w = srv.as_ref()?.poll_timeout()?;
+            Some((w.at, Who::Server(s)))
+        });
+        let clients = self
+            .clients
+            .iter()
+            .enumerate()
+            .filter_map(|(c, cl)| Some((cl.poll_timeout()?.at, Who::Client(c))));
+        servers.chain(clients).min()
+    }
+
+    fn timeout(&mut self, who: Who) -> Check {
+        match who {
+            Who::Server(s) => {
+                let Some(srv) = self.servers[s].as_mut() else {
+                    return Ok(());
+                };
+                srv.handle_timeout(self.now);
+                self.drain_server(s)?;
+                if let Some(w) = self.servers[s].as_ref().and_then(|x| x.poll_timeout())
+                    && w.at <= self.now
+                {
+                    return Err((
+                        "deadline-advances",
+                        format!("server s{s} still wants {} ({})", w.at, w.reason),
+                    ));
+                }
+            }
+            Who::Client(c) => {
+                self.clients[c].handle_timeout(self.now);
+                self.drain_client(c)?;
+                if let Some(w) = self.clients[c].poll_timeout()
+                    && w.at <= self.now
+                {
+                    return Err((
+                        "deadline-advances",
+                        format!("client c{c} still wants {} ({})", w.at, w.reason),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn event(&mut self, ev: Ev) -> Check {
+        match ev {
+            Ev::Bytes { wire, to, bytes } => self.arrive(wire, to, bytes),
+            Ev::Closed { wire, to } => self.tell_closed(wire, to),
+            Ev::Dial { s, life, t } => self.dial(s, life, t),
+            Ev::ClientConnect { c } => self.client_connect(c),
+            Ev::AppSend { c, dest } => {
+                let to = format!("//{}/c{dest}/inbox", self.realms[self.home[dest]]);
+                let body = format!("m{} from c{c}", self.report.sent + 1);
+                self.report.sent += 1;
+                self.trace(json!({"ev":"app_send","c":c,"to":to}));
+                self.clients[c].handle(self.now, ClientInput::Send { to, body });
+                self.drain_client(c)
+            }
+            Ev::Crash => {
+                if self.healing {
+                    return Ok(());
+                }
+                let s = self.pick(self.sc.realms);
+                if self.servers[s].is_some() {
+                    self.crash(s);
+                    let down = self.between(self.sc.faults.downtime.0, self.sc.faults.downtime.1);
+                    self.push(self.now + down, Ev::Restart { s });
+                }
+                if let Some(every) = self.sc.faults.crash_every {
+                    let at = self.now + self.around(every);
+                    self.push(at, Ev::Crash);
+                }
+                Ok(())
+            }
+            Ev::Restart { s } => self.restart(s),
+            Ev::Drop => {
+                if self.healing {
+                    return Ok(());
+                }
+                let open: Vec<u64> = self
+                    .wires
+                    .iter()
+                    .filter(|(_, w)| w.reading.iter().all(|r| *r))
+                    .map(|(id, _)| *id)
+                    .collect();
+                if !open.is_empty() {
+                    let wire = open[self.pick(open.len())];
+                    self.report.link_drops += 1;
+                    self.trace(json!({"ev":"drop","wire":wire}));
+                    self.sever(wire, false)?;
+                }
+                if let Some(every) = self.sc.faults.link_drop_every {
+                    let at = self.now + self.around(every);
+                    self.push(at, Ev::Drop);
+                }
+                Ok(())
+            }
+            Ev::Heal => {
+                self.healing = true;
+                self.trace(json!({"ev":"heal"}));
+                for s in 0..self.sc.realms {
+                    self.restart(s)?;
+                }
+                for c in 0..self.sc.clients {
+                    self.clients[c].handle(self.now, ClientInput::Stall(0));
+                }
+                Ok(())
+            }
+        }
+    }
+
+    // ---- wires ------------------------------------------------------------------------------
+
+    fn open_wire(&mut self, a: End, b: End) -> u64 {
+        let id = self.next_wire;
+        self.next_wire += 1;
+        self.wires.insert(
+            id,
+            Wire {
+                ends: [a, b],
+                reading: [true, true],
+                told: [false, false],
+                last: [self.now, self.now],
+            },
+        );
+        self.trace(json!({"ev":"open","wire":id,"a":Self::end_name(a),"b":Self::end_name(b)}));
+        id
+    }
+
+    fn conn_id(&mut self) -> ConnId {
+        self.next_conn += 1;
+        ConnId(self.next_conn)
+    }
+
+    /// Sends bytes from side `from` of `wire` to the other side, in order behind what is already
+    /// on the way.
+    fn transmit(&mut self, wire: u64, from: usize, bytes: Vec<u8>) {
+        let to = 1 - from;
+        let lat = self.latency();
+        let Some(w) = self.wires.get_mut(&wire) else {
+            return;
+        };
+        if !w.reading[to] {
+            return;
+        }
+        let at = (self.now + lat).max(w.last[to]);
+        w.last[to] = at;
+        self.push(at, Ev::Bytes { wire, to, bytes });
+    }
+
+    fn arrive(&mut self, wire: u64, to: usize, bytes: Vec<u8>) -> Check {
+        let Some(w) = self.wires.get(&wire) else {
+            return Ok(());
+        };
+        if !w.reading[to] {
+            return Ok(());
+        }
+        match w.ends[to] {
+            End::Server { s, conn, life } => {
+                if self.lives[s] != life || self.servers[s].is_none() {
+                    return Ok(());
+                }
+                self.server_reads(s, conn, wire, &bytes)?;
+                self.server_input(s, Input::Received { conn, bytes })
+            }
+            End::Client { c } => {
+                self.clients[c].handle(self.now, ClientInput::Received(bytes));
+                self.drain_client(c)
+            }
+        }
+    }
+
+    /// Closes a wire: both ends learn now (a drop), or with `after_latency` (a crash) the
+    /// surviving end learns when a reset would reach it.
+    fn sever(&mut self, wire: u64, after_latency: bool) -> Check {
+        let Some(w) = self.wires.get_mut(&wire) else {
+            return Ok(());
+        };
+        w.reading = [false, false];
+        for side in 0..2 {
+            if after_latency {
+                let lat = self.latency();
+                self.push(self.now + lat, Ev::Closed { wire, to: side });
+            } else {
+                self.tell_closed(wire, side)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Tells side `to` of `wire` that it closed, once.
+    fn tell_closed(&mut self, wire: u64, to: usize) -> Check {
+        let Some(w) = self.wires.get_mut(&wire) else {
+            return Ok(());
+        };
+        if w.told[to] {
+            return Ok(());
+        }
+        w.told[to] = true;
+        w.reading[to] = false;
+        let end = w.ends[to];
+        if w.told.iter().all(|t| *t) {
+            self.wires.remove(&wire);
+        }
+        match end {
+            End::Server { s, conn, life } => {
+                if self.lives[s] != life || self.servers[s].is_none() {
+                    return Ok(());
+                }
+                self.unacked.remove(&(s, conn));
+                self.server_input(s, Input::Closed { conn })
+            }
+            End::Client { c } => {
+                if self.client_wire[c] != Some(wire) {
+                    return Ok(());
+                }
+                self.client_wire[c] = None;
+                self.clients[c].handle(self.now, ClientInput::Closed);
+                self.drain_client(c)
+            }
+        }
+    }
+
+    fn wire_of_server(&self, s: usize, conn: ConnId) -> Option<(u64, usize)> {
+        let life = self.lives[s];
+        self.wires.iter().find_map(|(id, w)| {
+            w.ends
+                .iter()
+                .position(|e| *e == End::Server { s, conn, life })
+                .map(|side| (*id, side))
+        })
+    }
+
+    // ---- servers ----------------------------------------------------------------------------
+
+    fn server_input(&mut self, s: usize, input: Input) -> Check {
+        let Some(srv) = self.servers[s].as_mut() else {
+            return Ok(());
+        };
+        srv.handle(self.now, input);
+        self.drain_server(s)
+    }
+
+    /// What the oracle learns from the frames a server is about to read.
+    fn server_reads(&mut self, s: usize, conn: ConnId, wire: u64, bytes: &[u8]) -> Check {
+        let from_client = match self.wires.get(&wire) {
+            Some(w) => w.ends.iter().find_map(|e| match e {
+                End::Client { c } => Some(*c),
+                End::Server { .. } => None,
+            }),
+            None => None,
+        };
+        for frame in frames(bytes) {
+            match frame {
+                Frame::Msg(m) => {
+                    *self
+                        .unacked
+                        .entry((s, conn))
+                        .or_default()
+                        .entry(m.id)
+                        .or_insert(0) += 1;
+                }
+                Frame::Ack(a) => match from_client {
+                    Some(c) => {
+                        if let Some(d) = self
+                            .deliveries
+                            .get_mut(&(c, a.id.clone()))
+                            .and_then(|ds| ds.iter_mut().rev().find(|d| d.wire == wire))
+                        {
+                            d.ack_read = true;
+                        }
+                    }
+                    None => {
+                        if a.status == AckStatus::Queued {
+                            self.queued_downstream.insert((s, a.id));
+                        }
+                    }
+                },
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn drain_server(&mut self, s: usize) -> Check {
+        loop {
+            let Some(o) = self.servers[s].as_mut().and_then(|x| x.poll()) else {
+                return Ok(());
+            };
+            self.stores[s].apply(&o);
+            match o {
+                Output::Send { conn, bytes } => {
+                    self.server_writes(s, conn, &bytes)?;
+                    if let Some((wire, side)) = self.wire_of_server(s, conn) {
+                        self.transmit(wire, side, bytes);
+                    }
+                }
+                Output::Close { conn } => {
+                    self.trace(json!({"ev":"close","by":format!("s{s}:{}", conn.0)}));
+                    // A wire already gone needs nothing: the server was told, or will be.
+                    if let Some((wire, side)) = self.wire_of_server(s, conn) {
+                        // The closing end stops reading now; the other end reads what was
+                        // already on the way, then learns the wire closed.
+                        let other = 1 - side;
+                        let last = self.wires.get(&wire).map_or(self.now, |w| w.last[other]);
+                        let lat = self.latency();
+                        if let Some(w) = self.wires.get_mut(&wire) {
+                            w.reading[side] = false;
+                        }
+                        self.push(self.now, Ev::Closed { wire, to: side });
+                        let at = (self.now + lat).max(last);
+                        self.push(at, Ev::Closed { wire, to: other });
+                    }
+                }
+                Output::Connect { authority } => {
+                    let t = self.realms.iter().position(|r| *r == authority);
+                    self.trace(json!({"ev":"connect","from":s,"to":authority.to_string()}));
+                    match t {
+                        Some(t) => {
+                            let lat = self.latency() * 2;
+                            let life = self.lives[s];
+                            self.push(self.now + lat, Ev::Dial { s, life, t });
+                        }
+                        None => {
+                            return Err((
+                                "known-realms",
+                                format!("s{s} asked to connect to unknown {authority}"),
+                            ));
+                        }
+                    }
+                }
+                Output::Persist(r) => {
+                    let line = match &r {
+                        Record::Spooled { key, msg } => {
+                            json!({"ev":"persist","s":s,"spooled":msg.id,"key":key})
+                        }
+                        Record::Seen { id, .. } => json!({"ev":"persist","s":s,"seen":id}),
+                        _ => json!({"ev":"persist","s":s}),
+                    };
+                    self.trace(line);
+                }
+                Output::Forget(RecordKey::Spooled { id }) => {
+                    self.trace(json!({"ev":"forget","s":s,"spooled":id}));
+                }
+                other => {
+                    self.trace(json!({"ev":"output","s":s,"what":format!("{other:?}")}));
+                }
+            }
+        }
+    }
+
+    /// Checks the acks a server writes: one per message read on that connection, and `queued`
+    /// only with a copy held.
+    fn server_writes(&mut self, s: usize, conn: ConnId, bytes: &[u8]) -> Check {
+        for frame in frames(bytes) {
+            if self.trace.is_some() {
+                let value = serde_json::to_value(&frame).unwrap_or(Value::Null);
+                self.trace(json!({"ev":"frame","from":format!("s{s}:{}", conn.0),"frame":value}));
+            }
+            let Frame::Ack(a) = frame else { continue };
+            let pending = self.unacked.get_mut(&(s, conn));
+            match pending.and_then(|p| p.get_mut(&a.id)) {
+                Some(n) => {
+                    *n -= 1;
+                    if *n == 0
+                        && let Some(p) = self.unacked.get_mut(&(s, conn))
+                    {
+                        p.remove(&a.id);
+                    }
+                }
+                None => {
+                    return Err((
+                        "one-ack-per-msg",
+                        format!(
+                            "s{s} wrote ack {} {:?} on conn {} with no unanswered msg of that id",
+                            a.id, a.status, conn.0
+                        ),
+                    ));
+                }
+            }
+            if a.code.as_deref() == Some("duplicate") {
+                self.report.duplicates_suppressed += 1;
+            }
+            if a.status == AckStatus::Queued
+                && !self.stores[s].holds(&a.id)
+                && !self.queued_downstream.contains(&(s, a.id.clone()))
+            {
+                return Err((
+                    "queued-holds-copy",
+                    format!(
+                        "s{s} acked {} queued ({}) on conn {} but its store holds no copy",
+                        a.id,
+                        a.code.as_deref().unwrap_or("-"),
+                        conn.0
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn dial(&mut self, s: usize, life: u32, t: usize) -> Check {
+        if self.lives[s] != life || self.servers[s].is_none() {
+            return Ok(());
+        }
+        let authority = self.realms[t].clone();
+        if self.servers[t].is_none() {
+            self.trace(json!({"ev":"dial_failed","from":s,"to":t}));
+            return self.server_input(s, Input::DialFailed { authority });
+        }
+        let (dial, accept) = (self.conn_id(), self.conn_id());
+        let tlife = self.lives[t];
+        self.open_wire(
+            End::Server {
+                s,
+                conn: dial,
+                life,
+            },
+            End::Server {
+                s: t,
+                conn: accept,
+                life: tlife,
+            },
+        );
+        self.report.peer_links += 1;
+        self.server_input(
+            t,
+            Input::Opened {
+                conn: accept,
+                face: Face::Peer,
+                namespaces: Vec::new(),
+            },
+        )?;
+        self.server_input(
+            s,
+            Input::Dialled {
+                conn: dial,
+                authority,
+            },
+        )
+    }
+
+    fn crash(&mut self, s: usize) {
+        self.report.crashes += 1;
+        self.trace(json!({"ev":"crash","s":s}));
+        self.servers[s] = None;
+        let life = self.lives[s];
+        self.lives[s] += 1;
+        self.unacked.retain(|(x, _), _| *x != s);
+        self.queued_downstream.retain(|(x, _)| *x != s);
+        let wires: Vec<u64> = self
+            .wires
+            .iter()
+            .filter(|(_, w)| {
+                w.ends.iter().any(
+                    |e| matches!(e, End::Server { s: x, life: l, .. } if *x == s && *l == life),
+                )
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        for wire in wires {
+            // Nothing can fail here: the crashed end is gone and the others learn later.
+            let _ = self.sever(wire, true);
+        }
+    }
+
+    /// Brings a crashed server back with what it had persisted; a running one is left alone.
+    fn restart(&mut self, s: usize) -> Check {
+        if self.servers[s].is_some() {
+            return Ok(());
+        }
+        let life = self.lives[s];
+        let rng = stream(
+            self.sc.seed,
+            TAG_SERVER + (s as u64) * 1_000 + u64::from(life),
+        );
+        let mut srv = Server::new(self.configs[s].clone(), crypto::default_provider(), rng);
+        let records = self.stores[s].records();
+        self.trace(json!({"ev":"restart","s":s,"records":records.len()}));
+        for r in records {
+            srv.handle(self.now, Input::Restore(r));
+        }
+        self.servers[s] = Some(srv);
+        self.drain_server(s)
+    }
+
+    // ---- clients ----------------------------------------------------------------------------
+
+    fn client_connect(&mut self, c: usize) -> Check {
+        let s = self.home[c];
+        if self.servers[s].is_none() {
+            self.clients[c].handle(self.now, ClientInput::ConnectFailed);
+            return self.drain_client(c);
+        }
+        let conn = self.conn_id();
+        let life = self.lives[s];
+        let wire = self.open_wire(End::Client { c }, End::Server { s, conn, life });
+        self.client_wire[c] = Some(wire);
+        let namespaces = vec![Namespace::parse(&format!("c{c}")).expect("a valid namespace")];
+        self.server_input(
+            s,
+            Input::Opened {
+                conn,
+                face: Face::Client,
+                namespaces,
+            },
+        )?;
+        self.clients[c].handle(self.now, ClientInput::Connected);
+        self.drain_client(c)
+    }
+
+    fn drain_client(&mut self, c: usize) -> Check {
+        while let Some(o) = self.clients[c].poll() {
+            match o {
+                ClientOutput::Connect => {
+                    let lat = self.latency();
+                    self.push(self.now + lat, Ev::ClientConnect { c });
+                }
+                ClientOutput::Send(bytes) => {
+                    if let Some(wire) = self.client_wire[c] {
+                        for f in frames(&bytes) {
+                            if self.trace.is_some() {
+                                let v = serde_json::to_value(&f).unwrap_or(Value::Null);
+                                self.trace(json!({"ev":"frame","from":format!("c{c}"),"frame":v}));
+                            }
+                            let Frame::Msg(m) = f else { continue };
+                            if self.dest.contains_key(&m.id) {
+                                self.report.retries += 1;
+                                continue;
+                            }
+                            // The destination is `//realm/cN/inbox`: N is the client.
+                            let to = m.to.rsplit('/').nth(1).unwrap_or_default();
+                            if let Some(dest) = to.strip_prefix('c').and_then(|d| d.parse().ok()) {
+                                self.dest.insert(m.id, dest);
+                            }
+                        }
+                        self.transmit(wire, 0, bytes);
+                    }
+                }
+                ClientOutput::Delivered(m) => self.delivered(c, &m)?,
+                ClientOutput::Acked(a) => {
+                    let slot = match a.status {
+                        AckStatus::Delivered => 0,
+                        AckStatus::Queued => 1,
+                        AckStatus::Failed => 2,
+                    };
+                    self.report.acked[slot] += 1;
+                    if a.status == AckStatus::Failed {
+                        let code = a.code.clone().unwrap_or_else(|| "-".to_string());
+                        *self.report.failed_codes.entry(code).or_insert(0) += 1;
+                    } else {
+                        self.accepted.insert(a.id.clone());
+                    }
+                }
+                ClientOutput::Stalled { id, at } => {
+                    self.report.stalls += 1;
+                    let wait = at.saturating_duration_since(self.now).as_millis() as u64;
+                    self.trace(json!({"ev":"stall","c":c,"id":id,"ms":wait}));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn delivered(&mut self, c: usize, m: &weft_proto::airc::frame::Msg) -> Check {
+        self.report.delivered += 1;
+        let want = format!("airc://{}/c{c}/inbox", self.realms[self.home[c]]);
+        if m.to != want {
+            return Err((
+                "right-recipient",
+                format!("c{c} was handed {} addressed to {}", m.id, m.to),
+            ));
+        }
+        let Some(wire) = self.client_wire[c] else {
+            return Ok(());
+        };
+        let copies = self.deliveries.entry((c, m.id.clone())).or_default();
+        if !copies.is_empty() {
+            // Once the server has read an ack for any copy it has either recorded the id as
+            // seen or forgotten its spooled copy, durably: nothing may bring the message back.
+            if let Some(n) = copies.iter().position(|d| d.ack_read) {
+                return Err((
+                    "no-duplicate-delivery",
+                    format!(
+                        "c{c} was handed {} again (copy {}) after the server read its ack for copy {}",
+                        m.id,
+                        copies.len() + 1,
+                        n + 1
+                    ),
+                ));
+            }
+            self.report.redelivered += 1;
+        }
+        copies.push(Delivery {
+            wire,
+            ack_read: false,
+        });
+        Ok(())
+    }
+
+    // ---- the end ----------------------------------------------------------------------------
+
+    fn final_checks(&mut self) -> Check {
+        for s in 0..self.sc.realms {
+            if self.servers[s].is_none() {
+                return Err(("no-loss-after-heal", format!("s{s} is down at the end")));
+            }
+        }
+        if let Some(((s, conn), ids)) = self.unacked.iter().find(|(_, ids)| !ids.is_empty()) {
+            return Err((
+                "one-ack-per-msg",
+                format!(
+                    "s{s} never acked {:?} read on conn {}, still open",
+                    ids.keys().collect::<Vec<_>>(),
+                    conn.0
+                ),
+            ));
+        }
+        for id in &self.accepted {
+            let Some(&dest) = self.dest.get(id) else {
+                continue;
+            };
+            if !self.deliveries.contains_key(&(dest, id.clone())) {
+                let held: Vec<usize> = (0..self.sc.realms)
+                    .filter(|s| self.stores[*s].holds(id))
+                    .collect();
+                return Err((
+                    "no-loss-after-heal",
+                    format!(
+                        "{id} was acked queued or delivered but never reached c{dest}; stores holding it: {held:?}"
+                    ),
+                ));
+            }
+        }
+        for (c, client) in self.clients.iter().enumerate() {
+            if let Some(id) = client.unanswered().next() {
+                return Err((
+                    "every-msg-answered",
+                    format!("c{c} never got an ack for {id}"),
+                ));
+            }
+        }
+        self.trace(json!({"ev":"end","report":self.report.to_json()}));
+        Ok(())
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Who {
+    Server(usize),
+    Client(usize),
+}
+
+/// The frames in bytes a machine wrote or will read (whole lines only, as every writer here
+/// writes them).
+fn frames(bytes: &[u8]) -> Vec<Frame> {
+    bytes
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .filter_map(|l| framing::decode_line(l).ok())
+        .collect()
+}
