@@ -1,14 +1,7 @@
-//! KNOWN BUG in weft-proto (found while building the airc-realms scenario; not fixed here, since
-//! the simulator does not edit proto): a restarted server flushes a key's restored backlog in
-//! reverse order.
-//!
-//! §7.4: "Flushing preserves order per key". The host hands records back with `Input::Restore`
-//! in the order they were written (the redb store does too), and `Server::restore` files each
-//! one with `Spool::requeue`, which pushes to the *front* of the key's queue: one record at a
-//! time, that reverses the backlog.
-//!
-//! Run it with `cargo test -p weft-sim --test airc_restore_order -- --ignored`; it fails until
-//! `restore` appends instead of requeueing at the front.
+//! §7.4 "Flushing preserves order per key", across a restart: the host hands records back with
+//! `Input::Restore` in the order they were written, and the restarted server must flush each
+//! key's backlog in that order. Found while building the airc-realms scenario (the server used
+//! to file restored records at the front of the queue, reversing the backlog).
 
 use chacha20::ChaCha20Rng;
 use rand_core::SeedableRng;
@@ -56,7 +49,6 @@ fn frame(server: &mut Server<ChaCha20Rng>, conn: ConnId, f: &Frame) -> Vec<Frame
 }
 
 #[test]
-#[ignore = "KNOWN BUG in weft-proto: Server::restore reverses a key's backlog (§7.4)"]
 fn a_restored_backlog_is_flushed_in_the_order_it_was_written() {
     let mut config = ServerConfig::new(Authority::parse("example.com").unwrap());
     config.known_namespaces = vec![Namespace::parse("bob").unwrap()];
