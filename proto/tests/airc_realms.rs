@@ -453,23 +453,56 @@ fn an_inbound_link_whose_hello_verified_is_used_to_send_back() {
     assert!(net.read(B, DESK).iter().any(|f| f["id"] == "a1"));
 }
 
-#[test]
-fn a_hello_outside_300_s_welcomes_but_does_not_authenticate() {
-    let mut net = Net::new(|_, _| {});
-    let peer = ConnId(50);
-    let b = &mut net.servers[B];
-    b.handle(
+/// Hands `server` one frame on `conn`, as bytes.
+fn raw(server: &mut Server<ChaCha20Rng>, conn: ConnId, frame: &Value) {
+    let mut bytes = serde_json::to_vec(frame).unwrap();
+    bytes.push(b'\n');
+    server.handle(T0, Input::Received { conn, bytes });
+}
+
+/// partner.example accepts a peer connection that says `hello`, and answers it.
+fn inbound_peer(
+    server: &mut Server<ChaCha20Rng>,
+    conn: ConnId,
+    hello: &Value,
+) -> (Vec<Value>, bool) {
+    server.handle(
         T0,
         Input::Opened {
-            conn: peer,
+            conn,
             face: Face::Peer,
             namespaces: vec![],
         },
     );
-    let mut bytes = serde_json::to_vec(&signed_hello(T0.as_secs() - 301)).unwrap();
-    bytes.push(b'\n');
-    b.handle(T0, Input::Received { conn: peer, bytes });
-    let (frames, closed) = sent_on(b, peer);
+    raw(server, conn, hello);
+    sent_on(server, conn)
+}
+
+/// desk, a client of partner.example, writes to alice at example.com.
+fn desk_writes_to_alice(server: &mut Server<ChaCha20Rng>) {
+    let namespaces = vec![Namespace::parse("support").unwrap()];
+    server.handle(
+        T0,
+        Input::Opened {
+            conn: DESK,
+            face: Face::Client,
+            namespaces,
+        },
+    );
+    raw(
+        server,
+        DESK,
+        &json!({"t":"hello","proto":"airc/0.1","role":"client"}),
+    );
+    let m = json!({"t":"msg","id":"p1","from":"desk","to":"//example.com/alice/x","ts":1_790_380_000,"body":"hi"});
+    raw(server, DESK, &m);
+}
+
+#[test]
+fn a_hello_outside_300_s_welcomes_but_does_not_authenticate() {
+    let mut net = Net::new(|_, _| {});
+    let (peer, b) = (ConnId(50), &mut net.servers[B]);
+    let (frames, closed) = inbound_peer(b, peer, &signed_hello(T0.as_secs() - 301));
     assert_eq!(frames[0]["t"], "welcome");
     assert!(
         frames[0]["sig"].as_str().unwrap().starts_with("ed25519:"),
@@ -478,28 +511,8 @@ fn a_hello_outside_300_s_welcomes_but_does_not_authenticate() {
     assert!(frames[0]["kid"].is_string());
     assert!(!closed);
     // A stale hello's link is never sent on: a message for example.com makes B dial instead.
-    b.handle(
-        T0,
-        Input::Opened {
-            conn: DESK,
-            face: Face::Client,
-            namespaces: vec![Namespace::parse("support").unwrap()],
-        },
-    );
-    let hello = b"{\"t\":\"hello\",\"proto\":\"airc/0.1\",\"role\":\"client\"}\n".to_vec();
-    b.handle(
-        T0,
-        Input::Received {
-            conn: DESK,
-            bytes: hello,
-        },
-    );
-    let m = json!({"t":"msg","id":"p1","from":"desk","to":"//example.com/alice/x","ts":1_790_380_000,"body":"hi"});
-    let mut bytes = serde_json::to_vec(&m).unwrap();
-    bytes.push(b'\n');
-    b.handle(T0, Input::Received { conn: DESK, bytes });
-    let mut dialled = false;
-    let mut sent_on_stale = false;
+    desk_writes_to_alice(b);
+    let (mut dialled, mut sent_on_stale) = (false, false);
     while let Some(o) = b.poll() {
         match o {
             Output::Connect { authority } => dialled |= authority.to_string() == "example.com",
@@ -513,40 +526,9 @@ fn a_hello_outside_300_s_welcomes_but_does_not_authenticate() {
 #[test]
 fn a_fresh_signed_hello_authenticates_the_inbound_link() {
     let mut net = Net::new(|_, _| {});
-    let peer = ConnId(50);
-    let b = &mut net.servers[B];
-    b.handle(
-        T0,
-        Input::Opened {
-            conn: peer,
-            face: Face::Peer,
-            namespaces: vec![],
-        },
-    );
-    let mut bytes = serde_json::to_vec(&signed_hello(T0.as_secs() - 299)).unwrap();
-    bytes.push(b'\n');
-    b.handle(T0, Input::Received { conn: peer, bytes });
-    sent_on(b, peer);
-    b.handle(
-        T0,
-        Input::Opened {
-            conn: DESK,
-            face: Face::Client,
-            namespaces: vec![Namespace::parse("support").unwrap()],
-        },
-    );
-    let hello = b"{\"t\":\"hello\",\"proto\":\"airc/0.1\",\"role\":\"client\"}\n".to_vec();
-    b.handle(
-        T0,
-        Input::Received {
-            conn: DESK,
-            bytes: hello,
-        },
-    );
-    let m = json!({"t":"msg","id":"p1","from":"desk","to":"//example.com/alice/x","ts":1_790_380_000,"body":"hi"});
-    let mut bytes = serde_json::to_vec(&m).unwrap();
-    bytes.push(b'\n');
-    b.handle(T0, Input::Received { conn: DESK, bytes });
+    let (peer, b) = (ConnId(50), &mut net.servers[B]);
+    inbound_peer(b, peer, &signed_hello(T0.as_secs() - 299));
+    desk_writes_to_alice(b);
     let (frames, _) = sent_on(b, peer);
     assert_eq!(
         frames[0]["id"], "p1",
