@@ -74,7 +74,8 @@ struct Outgoing {
     sent_here: bool,
 }
 
-/// The simulated client; see the [module docs](self).
+/// The simulated client: hello, one bind, its messages (retried until answered), and an ack for
+/// every message it receives, sometimes after a stall longer than the server's ack timeout.
 #[derive(Debug)]
 pub struct SimClient {
     name: String,
