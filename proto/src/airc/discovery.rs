@@ -40,7 +40,9 @@
 //!   names the same authority. An empty static entry counts as absent.
 //! - Within one priority, SRV records are sorted by (weight 0 first, target, port) before the
 //!   random selection, so a seed gives the same order whatever order the DNS answer came in; when
-//!   every remaining weight is 0 the pick is uniform rather than RFC 2782's "first in order".
+//!   every remaining weight is 0 the pick is uniform rather than RFC 2782's "first in order", and
+//!   when none is 0 the draw is from `1..=sum`, so non-zero weights are exactly proportional (RFC
+//!   2782's `0..=sum` gives the first record one extra slot).
 
 use alloc::collections::BTreeMap;
 use alloc::string::{String, ToString};
@@ -362,7 +364,10 @@ pub fn order_srv<R: Rng + ?Sized>(records: &[SrvRecord], rng: &mut R) -> SrvOrde
     let mut ordered = Vec::with_capacity(usable.len());
     let mut rest = usable.as_slice();
     while let Some(first) = rest.first() {
-        let end = rest.iter().position(|r| r.0 != first.0).unwrap_or(rest.len());
+        let end = rest
+            .iter()
+            .position(|r| r.0 != first.0)
+            .unwrap_or(rest.len());
         let (group, tail) = rest.split_at(end);
         let mut group: Vec<(u16, Endpoint)> =
             group.iter().map(|(_, w, e)| (*w, e.clone())).collect();
@@ -376,14 +381,21 @@ pub fn order_srv<R: Rng + ?Sized>(records: &[SrvRecord], rng: &mut R) -> SrvOrde
 }
 
 /// RFC 2782's selection: a uniform number in `0..=sum`, and the first record whose running sum
-/// reaches it. With every weight 0 the sum is 0, so pick uniformly instead of always the first.
+/// reaches it. Slot 0 exists only for the weight-0 records (sorted first), so when there are none
+/// the draw is from `1..=sum`: otherwise the first record would get one extra slot and weights
+/// would not be proportional. With every weight 0 the pick is uniform instead of always the first.
 fn pick_weighted<R: Rng + ?Sized>(group: &[(u16, Endpoint)], rng: &mut R) -> usize {
     let sum: u32 = group.iter().map(|(w, _)| u32::from(*w)).sum();
     if sum == 0 {
         let last = u32::try_from(group.len() - 1).unwrap_or(u32::MAX);
         return usize::try_from(uniform(rng, last)).unwrap_or(0);
     }
-    let draw = uniform(rng, sum);
+    let has_zero = group.iter().any(|(w, _)| *w == 0);
+    let draw = if has_zero {
+        uniform(rng, sum)
+    } else {
+        1 + uniform(rng, sum - 1)
+    };
     let mut running = 0u32;
     for (i, (w, _)) in group.iter().enumerate() {
         running += u32::from(*w);
@@ -927,7 +939,10 @@ mod tests {
     fn step2_static_entry_replaces_dns() {
         let a = auth("partner.example");
         let mut st = no_static();
-        let eps = vec![Endpoint::new("10.0.0.5", 2472), Endpoint::new("backup", 2473)];
+        let eps = vec![
+            Endpoint::new("10.0.0.5", 2472),
+            Endpoint::new("backup", 2473),
+        ];
         st.insert(a.clone(), eps.clone());
         assert_eq!(plan(&a, &st), Plan::Static(eps));
         // An empty entry counts as absent.
@@ -1031,7 +1046,10 @@ mod tests {
             })
         );
         let mut rng = ChaCha20Rng::seed_from_u64(1);
-        assert_eq!(order_srv(&[srv(0, 0, ".")], &mut rng), SrvOrder::NotAvailable);
+        assert_eq!(
+            order_srv(&[srv(0, 0, ".")], &mut rng),
+            SrvOrder::NotAvailable
+        );
         assert!(Location::Unavailable.endpoints(&mut rng).is_empty());
     }
 
@@ -1074,16 +1092,18 @@ mod tests {
 
     #[test]
     fn srv_weighted_selection_follows_weights() {
-        // Weights 1:3 → the heavier target comes first about 3/4 of the time (sum+1 = 5 slots:
-        // draw 0 or 1 picks "light", 2..=4 picks "heavy" → 3/5 vs 2/5 with RFC 2782's 0..=sum).
-        let recs = [srv(0, 1, "light"), srv(0, 3, "heavy")];
-        let mut rng = ChaCha20Rng::seed_from_u64(42);
-        let n = 20_000;
-        let heavy_first = (0..n)
-            .filter(|_| targets(order_srv(&recs, &mut rng))[0] == "heavy")
-            .count();
-        let share = heavy_first as f64 / n as f64;
-        assert!((0.58..0.62).contains(&share), "{share}");
+        // Weights 1:3 with no weight-0 record: the heavier target comes first 3/4 of the time,
+        // whichever of the two sorts first.
+        for (light, heavy) in [("light", "heavy"), ("a-light", "z-heavy")] {
+            let recs = [srv(0, 1, light), srv(0, 3, heavy)];
+            let mut rng = ChaCha20Rng::seed_from_u64(42);
+            let n = 20_000;
+            let heavy_first = (0..n)
+                .filter(|_| targets(order_srv(&recs, &mut rng))[0] == heavy)
+                .count();
+            let share = heavy_first as f64 / n as f64;
+            assert!((0.73..0.77).contains(&share), "{heavy}: {share}");
+        }
     }
 
     #[test]
@@ -1101,7 +1121,12 @@ mod tests {
 
     #[test]
     fn srv_all_weights_zero_is_uniform() {
-        let recs = [srv(0, 0, "a"), srv(0, 0, "b"), srv(0, 0, "c"), srv(0, 0, "d")];
+        let recs = [
+            srv(0, 0, "a"),
+            srv(0, 0, "b"),
+            srv(0, 0, "c"),
+            srv(0, 0, "d"),
+        ];
         let mut rng = ChaCha20Rng::seed_from_u64(9);
         let mut counts = BTreeMap::new();
         let n = 20_000;
@@ -1192,7 +1217,7 @@ mod tests {
         let a = auth("example.com");
         c.store_location(T0, a.clone(), located(29));
         assert!(matches!(c.location(at(29), &a), Cached::Hit(_)));
-        assert!(matches!(c.location(at(30) , &a), Cached::Unknown));
+        assert!(matches!(c.location(at(30), &a), Cached::Unknown));
         let before = at(30).saturating_sub(Duration::from_millis(1));
         assert!(matches!(c.location(before, &a), Cached::Hit(_)));
     }
@@ -1244,7 +1269,12 @@ mod tests {
     #[test]
     fn cache_bound_evicts_expired_first_then_oldest_stored() {
         let mut c = DiscoveryCache::with_capacity(3);
-        let (a, b, d, e) = (auth("a.example"), auth("b.example"), auth("d.example"), auth("e.example"));
+        let (a, b, d, e) = (
+            auth("a.example"),
+            auth("b.example"),
+            auth("d.example"),
+            auth("e.example"),
+        );
         c.store_location(T0, a.clone(), located(3600));
         c.store_location(T0, b.clone(), Outcome::Miss); // expires at +60
         c.store_location(at(1), d.clone(), located(3600));
@@ -1279,7 +1309,10 @@ mod tests {
     #[test]
     fn cache_keys_table_is_bounded_too_and_prune_drops_expired() {
         let mut c = DiscoveryCache::with_capacity(2);
-        for (i, h) in ["a.example", "b.example", "d.example"].into_iter().enumerate() {
+        for (i, h) in ["a.example", "b.example", "d.example"]
+            .into_iter()
+            .enumerate()
+        {
             c.store_keys(at(i as u64), auth(h), &[], 0);
         }
         assert_eq!(c.keys_len(), 2);
