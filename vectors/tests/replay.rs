@@ -165,3 +165,34 @@ fn airc_passport_line_hash_and_url() {
         );
     }
 }
+
+#[test]
+fn airc_dns_txt_key_record() {
+    use weft_proto::airc::address::Authority;
+    use weft_proto::airc::discovery::{self, PublishedKey};
+
+    let v = load("airc/dns-txt.json");
+    let seed: [u8; 32] = base64::decode(s(&v, "seed_base64"))
+        .unwrap()
+        .try_into()
+        .unwrap();
+    assert_eq!(
+        seed,
+        core::array::from_fn(|i| i as u8 + 1),
+        "the seed is 0x01 … 0x20"
+    );
+    let public =
+        weft_proto::crypto::default_provider().ed25519_public_key(&Ed25519Seed::from_bytes(seed));
+    assert_eq!(base64::encode(&public), s(&v, "public_base64"));
+
+    let realm = Authority::parse(s(&v, "realm")).unwrap();
+    assert_eq!(
+        discovery::txt_name(&realm).map(|n| format!("{n}.")),
+        Some(s(&v, "name").to_owned())
+    );
+    assert_eq!(
+        discovery::parse_key_record(s(&v, "txt")),
+        Ok(Some(PublishedKey::Ed25519(public)))
+    );
+    assert_eq!(discovery::keys_from_txt(&[s(&v, "txt")]), vec![public]);
+}

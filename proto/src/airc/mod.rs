@@ -9,6 +9,9 @@
 //!   limit;
 //! - [`frame`]: §4, the frame catalogue, typed, and §14's registry of ack and error codes;
 //! - [`bind`]: §4.3, binds and the resolving-client selection;
+//! - [`discovery`]: §8.1 locating an authority (direct, static, SRV then `airc.<host>` then
+//!   `<host>`, RFC 2782 ordering) and §8.2 published keys from `_airc.<realm>` TXT records, with
+//!   the TTL-clamped, bounded cache; the host resolves DNS and feeds the answers in;
 //! - [`spool`]: §7, the spool per destination key, expiry and duplicate suppression, and §6.6's
 //!   settlement of late acks;
 //! - [`signing`]: §9, the canonical strings of messages, hellos and welcomes, their Ed25519
@@ -27,6 +30,7 @@
 
 pub mod address;
 pub mod bind;
+pub mod discovery;
 pub mod frame;
 pub mod framing;
 pub mod link;
