@@ -8,10 +8,9 @@ use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::Duration;
 
-use rand_core::Rng;
+pub use weft_proto::airc::frame::message_id;
 use weft_proto::airc::frame::{Ack, Bind, Frame, Hello, Msg, PROTO, Role, Welcome};
 use weft_proto::airc::framing::{self, FrameDecoder};
-use weft_proto::codec::hex;
 
 /// How long a command waits for the server's answer.
 pub const ANSWER_TIMEOUT: Duration = Duration::from_secs(30);
@@ -143,13 +142,6 @@ fn placeholder_welcome() -> Welcome {
         sig: None,
         kid: None,
     }
-}
-
-/// A new message id: 16 random bytes as hex.
-pub fn message_id(rng: &mut impl Rng) -> String {
-    let mut b = [0u8; 16];
-    rng.fill_bytes(&mut b);
-    hex::encode(&b)
 }
 
 /// A message stamped now.

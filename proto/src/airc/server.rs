@@ -1096,11 +1096,9 @@ impl<R: CryptoRng> Server<R> {
         self.deliver_local(now, up, &to, item);
     }
 
-    /// A fresh message id for what the server itself sends: 16 random bytes as hex.
+    /// A fresh message id for what the server itself sends.
     fn new_id(&mut self) -> String {
-        let mut b = [0u8; 16];
-        self.rng.fill_bytes(&mut b);
-        hex::encode(&b)
+        super::frame::message_id(&mut self.rng)
     }
 
     // ---- bind (§4.3) ------------------------------------------------------------------------

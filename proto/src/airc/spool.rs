@@ -24,7 +24,7 @@ use crate::core::bounded::{ExpiringInsert, ExpiringSet};
 pub const DEFAULT_TTL: Duration = Duration::from_secs(86_400);
 
 /// How long ids acked `delivered` or `queued` are remembered: 2 × the default ttl (§7.3).
-pub const DUPLICATE_WINDOW: Duration = Duration::from_secs(2 * 86_400);
+pub const DUPLICATE_WINDOW: Duration = Duration::from_secs(2 * DEFAULT_TTL.as_secs());
 
 /// How long a server waits for a next hop's ack before spooling (§6.6).
 pub const ACK_TIMEOUT: Duration = Duration::from_secs(15);

@@ -182,6 +182,17 @@ pub struct Msg {
     pub hdr: Option<Object>,
 }
 
+/// Random bytes in a message id weft makes (§4.2 leaves the format to the origin; 128 bits make
+/// a collision inside the 172 800 s duplicate window negligible).
+pub const MESSAGE_ID_BYTES: usize = 16;
+
+/// A fresh message id: [`MESSAGE_ID_BYTES`] random bytes from the injected RNG, as hex.
+pub fn message_id(rng: &mut (impl rand_core::Rng + ?Sized)) -> String {
+    let mut b = [0u8; MESSAGE_ID_BYTES];
+    rng.fill_bytes(&mut b);
+    crate::codec::hex::encode(&b)
+}
+
 /// The header a message's signatures travel in (§9.2).
 pub const HDR_SIG: &str = "sig";
 
