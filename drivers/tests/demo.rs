@@ -10,5 +10,8 @@ fn the_demo_passes_every_check() {
     assert_eq!(code, ExitCode::SUCCESS, "{text}");
     assert!(text.contains("all checks passed"), "{text}");
     assert!(!text.contains("FAILED"), "{text}");
-    assert!(text.contains("listener read \"hello, realm\""), "the AIRC exchange ran: {text}");
+    assert!(
+        text.contains("listener read \"hello, realm\""),
+        "the AIRC exchange ran: {text}"
+    );
 }
