@@ -20,6 +20,20 @@ fn s<'a>(v: &'a Value, key: &str) -> &'a str {
         .unwrap_or_else(|| panic!("vector field {key} is not a string"))
 }
 
+/// The realm key of AIRC §18.2: the seed 0x01 … 0x20, as the vector file gives it.
+fn spec_seed(v: &Value) -> Ed25519Seed {
+    let seed: [u8; 32] = base64::decode(s(v, "seed_base64"))
+        .unwrap()
+        .try_into()
+        .unwrap();
+    assert_eq!(
+        seed,
+        core::array::from_fn(|i| i as u8 + 1),
+        "the seed is 0x01 … 0x20"
+    );
+    Ed25519Seed::from_bytes(seed)
+}
+
 fn providers() -> Vec<&'static dyn CryptoProvider> {
     vec![
         weft_proto::crypto::default_provider(),
@@ -87,16 +101,7 @@ fn minca_mesh_proof_verifies_and_fails_on_any_changed_byte() {
 #[test]
 fn airc_signing_keys_messages_hellos_and_welcomes() {
     let v = load("airc/signing.json");
-    let seed: [u8; 32] = base64::decode(s(&v, "seed_base64"))
-        .unwrap()
-        .try_into()
-        .unwrap();
-    assert_eq!(
-        seed,
-        core::array::from_fn(|i| i as u8 + 1),
-        "the seed is 0x01 … 0x20"
-    );
-    let seed = Ed25519Seed::from_bytes(seed);
+    let seed = spec_seed(&v);
 
     for p in providers() {
         let public = p.ed25519_public_key(&seed);
@@ -172,17 +177,8 @@ fn airc_dns_txt_key_record() {
     use weft_proto::airc::discovery::{self, PublishedKey};
 
     let v = load("airc/dns-txt.json");
-    let seed: [u8; 32] = base64::decode(s(&v, "seed_base64"))
-        .unwrap()
-        .try_into()
-        .unwrap();
-    assert_eq!(
-        seed,
-        core::array::from_fn(|i| i as u8 + 1),
-        "the seed is 0x01 … 0x20"
-    );
-    let public =
-        weft_proto::crypto::default_provider().ed25519_public_key(&Ed25519Seed::from_bytes(seed));
+    let seed = spec_seed(&v);
+    let public = weft_proto::crypto::default_provider().ed25519_public_key(&seed);
     assert_eq!(base64::encode(&public), s(&v, "public_base64"));
 
     let realm = Authority::parse(s(&v, "realm")).unwrap();
