@@ -838,3 +838,30 @@ fn link_requests_outside_the_namespaces_are_refused() {
     let out = r.send(ALICE, json!({"t":"link","op":"list"}));
     assert_eq!(frames(&out, ALICE)[0]["links"], json!([]));
 }
+
+#[test]
+fn a_failed_ack_whose_reason_begins_link_is_a_dropped_link() {
+    // §6.6: the next hop's `failed` with a reason beginning `link:` is treated as a dropped link:
+    // the message is spooled and the origin gets `queued`, not `failed`.
+    let mut r = Realm::new();
+    r.bound(BOB, "bob", &["bob/"]);
+    r.client(ALICE, "alice");
+    r.send(ALICE, msg("m1", "x", "//example.com/bob/y"));
+    let out = r.send(
+        BOB,
+        json!({"t":"ack","id":"m1","status":"failed","reason":"link: relay gone"}),
+    );
+    assert_eq!(acks(&out, ALICE)[0]["status"], "queued");
+    assert!(
+        out.iter()
+            .any(|o| matches!(o, Output::Persist(Record::Spooled { .. })))
+    );
+    assert_eq!(r.server.spooled(), 1);
+    // Any other failure is relayed as it is.
+    r.send(ALICE, msg("m2", "x", "//example.com/bob/y"));
+    let out = r.send(
+        BOB,
+        json!({"t":"ack","id":"m2","status":"failed","reason":"no thanks"}),
+    );
+    assert_eq!(acks(&out, ALICE)[0]["status"], "failed");
+}
