@@ -63,6 +63,12 @@ pub const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
 /// and fields a newer client may add. Anything larger is refused before JSON parsing.
 pub const MAX_CLIENT_FRAME_BYTES: usize = 16 * 1024;
 
+/// The relay heartbeat, in milliseconds. The limits table that held the reference relay's value
+/// was lost (§1.4); 30 s is the common WebSocket server interval. A relay closes a socket that
+/// stayed silent through two heartbeats, and a client that slept longer than that closes its
+/// sockets and redials (§2.1), so both sides read this one constant.
+pub const HEARTBEAT_MS: u64 = 30_000;
+
 /// ICE servers of one offer a client considers: "only the first 4" (§2.1).
 pub const MAX_ICE_SERVERS: usize = 4;
 
