@@ -6,6 +6,7 @@
 //! - [`envelope`]: `sealEnvelope` and `sealTo` (01 §9.1, §9.2, lost; weft's construction);
 //! - [`auth`]: §6 common rules and the §6.2 `minca-mesh/v1` transcript and proof check;
 //! - [`relay_url`]: §1.2 relay URLs and kinds, and §4 a space's relay list;
+//! - [`mesh`]: §7.1 frames, §8 introductions, §9.2 live-message limits;
 //! - [`relay_wire`]: §1.4 the Minca relay protocol's messages, and the §2.1 `ice` offer check.
 //!
 //! The relay server and client, rendezvous, the node WebSocket, the mesh, introductions and live
@@ -13,6 +14,7 @@
 
 pub mod auth;
 pub mod envelope;
+pub mod mesh;
 pub mod relay_url;
 pub mod relay_wire;
 pub mod room;

@@ -1,0 +1,182 @@
+//! Mesh frames (§7.1) and the space messages they carry (§9).
+//!
+//! Every message on a mesh connection is one binary frame of UTF-8 JSON,
+//! `{ "room", "type", "from", "payload" }`. `from` is informational only: a receiver takes the
+//! sender to be the peer the connection is with (§7.1, §9), so the parsed [`Frame`] does not even
+//! keep it, and no code here can attribute a message by it.
+
+use alloc::string::String;
+use alloc::vec::Vec;
+
+use serde_json::{Map, Value};
+
+/// The reserved types (§7.1): mesh housekeeping, never delivered to the application.
+pub const RESERVED_TYPES: [&str; 5] = [AUTH_HELLO, AUTH_PROOF, PEERS, SIGNAL, LEAVE];
+
+/// `__auth-hello` (§7.2): a side's nonce for one room's handshake.
+pub const AUTH_HELLO: &str = "__auth-hello";
+/// `__auth-proof` (§6.2): a side's proof over the other's nonce.
+pub const AUTH_PROOF: &str = "__auth-proof";
+/// `__peers` (§8): the admitted peers of a room, for introductions.
+pub const PEERS: &str = "__peers";
+/// `__signal` (§8): an offer or answer travelling over the mesh.
+pub const SIGNAL: &str = "__signal";
+/// `__leave` (§7.2): the sender leaves the room, or lets this peer go in it.
+pub const LEAVE: &str = "__leave";
+
+/// The largest mesh frame read, in bytes. The spec sets no size on peer connections (§5, "Open
+/// questions"); the node socket's 16 MiB (§5.3) is the one bound it names, so a frame no node
+/// would accept is refused here too, before JSON parsing.
+pub const MAX_FRAME_BYTES: usize = 16 * 1024 * 1024;
+
+/// The largest `room` or `type`, in bytes. A room name is 32 characters (§1.3) and channel rooms
+/// are derived elsewhere; a type is a short word. Anything longer is not a frame weft reads.
+pub const MAX_NAME_BYTES: usize = 256;
+
+/// Why bytes are not a mesh frame. The frame is dropped (§7.1: "Any other frame from a peer is
+/// dropped"); the kind is for counters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FrameError {
+    /// Larger than [`MAX_FRAME_BYTES`].
+    TooLarge,
+    /// Not UTF-8 JSON, or not a JSON object.
+    NotAnObject,
+    /// `room` missing, not a string, empty or longer than [`MAX_NAME_BYTES`].
+    BadRoom,
+    /// `type` missing, not a string, empty or longer than [`MAX_NAME_BYTES`].
+    BadType,
+}
+
+/// One mesh frame as received. The sender is the connection's peer, never `from`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Frame {
+    /// The room the frame belongs to.
+    pub room: String,
+    /// The message type (`type` on the wire).
+    pub kind: String,
+    /// The payload; `null` when absent.
+    pub payload: Value,
+}
+
+fn name(object: &Map<String, Value>, field: &str) -> Option<String> {
+    match object.get(field) {
+        Some(Value::String(s)) if !s.is_empty() && s.len() <= MAX_NAME_BYTES => Some(s.clone()),
+        _ => None,
+    }
+}
+
+impl Frame {
+    /// A frame to send.
+    pub fn new(room: impl Into<String>, kind: impl Into<String>, payload: Value) -> Self {
+        Self {
+            room: room.into(),
+            kind: kind.into(),
+            payload,
+        }
+    }
+
+    /// Parses one binary frame.
+    pub fn parse(bytes: &[u8]) -> Result<Self, FrameError> {
+        if bytes.len() > MAX_FRAME_BYTES {
+            return Err(FrameError::TooLarge);
+        }
+        let Ok(Value::Object(mut object)) = serde_json::from_slice::<Value>(bytes) else {
+            return Err(FrameError::NotAnObject);
+        };
+        let room = name(&object, "room").ok_or(FrameError::BadRoom)?;
+        let kind = name(&object, "type").ok_or(FrameError::BadType)?;
+        let payload = object.remove("payload").unwrap_or(Value::Null);
+        Ok(Self {
+            room,
+            kind,
+            payload,
+        })
+    }
+
+    /// The bytes to send, with `from` set to the sender's own session DID (§7.1).
+    pub fn to_bytes(&self, from: &str) -> Vec<u8> {
+        let mut object = Map::new();
+        object.insert("room".into(), Value::String(self.room.clone()));
+        object.insert("type".into(), Value::String(self.kind.clone()));
+        object.insert("from".into(), Value::String(from.into()));
+        object.insert("payload".into(), self.payload.clone());
+        serde_json::to_vec(&Value::Object(object)).unwrap_or_default()
+    }
+
+    /// Whether the type is reserved: mesh housekeeping, never handed to the application.
+    pub fn is_reserved(&self) -> bool {
+        RESERVED_TYPES.contains(&self.kind.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_frame_round_trips_and_from_is_written_by_the_sender() {
+        let f = Frame::new("room1", "live", json!({"x": 1}));
+        let bytes = f.to_bytes("did:key:zMe");
+        let v: Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(v["from"], "did:key:zMe");
+        assert_eq!(Frame::parse(&bytes).unwrap(), f);
+    }
+
+    #[test]
+    fn the_parsed_frame_does_not_carry_from() {
+        let a = Frame::parse(br#"{"room":"r","type":"live","from":"did:key:zA","payload":1}"#);
+        let b = Frame::parse(br#"{"room":"r","type":"live","from":"did:key:zB","payload":1}"#);
+        assert_eq!(a.unwrap(), b.unwrap());
+    }
+
+    #[test]
+    fn room_is_present_on_every_frame() {
+        assert_eq!(
+            Frame::parse(br#"{"type":"live","payload":1}"#),
+            Err(FrameError::BadRoom)
+        );
+        assert_eq!(
+            Frame::parse(br#"{"room":"","type":"live"}"#),
+            Err(FrameError::BadRoom)
+        );
+        assert_eq!(
+            Frame::parse(br#"{"room":7,"type":"live"}"#),
+            Err(FrameError::BadRoom)
+        );
+        assert_eq!(Frame::parse(br#"{"room":"r"}"#), Err(FrameError::BadType));
+    }
+
+    #[test]
+    fn anything_but_a_json_object_is_dropped() {
+        for bad in [&b"[]"[..], b"\"x\"", b"not json", b"\xff\xfe", b""] {
+            assert_eq!(Frame::parse(bad), Err(FrameError::NotAnObject));
+        }
+    }
+
+    #[test]
+    fn a_missing_payload_is_null() {
+        let f = Frame::parse(br#"{"room":"r","type":"__leave"}"#).unwrap();
+        assert_eq!(f.payload, Value::Null);
+    }
+
+    #[test]
+    fn reserved_types_are_the_five_housekeeping_types() {
+        for t in RESERVED_TYPES {
+            assert!(Frame::new("r", t, Value::Null).is_reserved());
+        }
+        for t in ["live", "who", "sync", "__other", "__auth_hello"] {
+            assert!(!Frame::new("r", t, Value::Null).is_reserved());
+        }
+    }
+
+    #[test]
+    fn oversized_names_and_frames_are_refused_before_use() {
+        let long = "r".repeat(MAX_NAME_BYTES + 1);
+        let text = alloc::format!(r#"{{"room":"{long}","type":"live"}}"#);
+        assert_eq!(Frame::parse(text.as_bytes()), Err(FrameError::BadRoom));
+        let huge = alloc::vec![b' '; MAX_FRAME_BYTES + 1];
+        assert_eq!(Frame::parse(&huge), Err(FrameError::TooLarge));
+    }
+}

@@ -1,0 +1,781 @@
+//! Introductions (§8): `__peers` lists and `__signal` offers and answers carried over the mesh.
+//!
+//! Once connected to one peer, its data channel arranges the next connection, so a relay is needed
+//! only to meet the first peer in a room. This module holds the rules of the two messages: which
+//! entries of a peer list count and who offers (§8, §7.3), a signal's shape, signature and checks,
+//! and the memory that acts on each signal once and passes each on at most once.
+
+use alloc::string::String;
+use core::cmp::Ordering;
+use core::time::Duration;
+
+use serde_json::{Map, Value, json};
+
+use crate::codec::js;
+use crate::core::{ExpiringSet, ReplayWindow, Timestamp, replay};
+use crate::crypto::{CryptoProvider, P256Secret};
+use crate::minca::auth;
+
+/// A receiver takes at most the first 64 entries of a peer list (§8).
+pub const MAX_PEER_LIST: usize = 64;
+
+/// A DID in a peer list or a signal is at most 256 characters (§8).
+pub const MAX_DID_CHARS: usize = 256;
+
+/// `sdp` is a string of at most 32 000 characters (§8), counted as JavaScript counts them.
+pub const MAX_SDP_CHARS: usize = 32_000;
+
+/// `at` must lie within 2 minutes of the receiver's clock (§8).
+pub const SIGNAL_WINDOW: Duration = Duration::from_secs(120);
+
+/// `hops` is clamped to 3 before it is decremented (§8: `hops = min(hops, 3) − 1`).
+pub const MAX_HOPS: u64 = 3;
+
+/// Times remembered per origin per room: a receiver MAY stop hearing an origin that sent more
+/// than 256 within the window (§8).
+pub const MAX_TIMES_PER_ORIGIN: usize = 256;
+
+/// Origins remembered: a receiver MAY stop hearing a new origin while it holds 1 024 (§8).
+pub const MAX_ORIGINS: usize = 1024;
+
+/// Signals remembered as passed on, by (room, origin, at). §8 says only "a bounded number"; four
+/// full origins' worth is far more than one room's honest introductions within two minutes, and a
+/// forgotten entry costs at most one extra forward, which the hop budget bounds.
+pub const MAX_PASSED_ON: usize = 4 * MAX_TIMES_PER_ORIGIN;
+
+/// The label a signal's origin signs (§8).
+pub const LABEL_PREFIX: &str = "minca/introduction/v1";
+
+/// Whether `s` may name a peer (§8): a string of at most 256 characters matching
+/// `^did:key:z[1-9A-HJ-NP-Za-km-z]+$`.
+pub fn is_did(s: &str) -> bool {
+    let Some(rest) = s.strip_prefix("did:key:z") else {
+        return false;
+    };
+    s.len() <= MAX_DID_CHARS
+        && !rest.is_empty()
+        && rest.bytes().all(|b| {
+            matches!(b, b'1'..=b'9' | b'A'..=b'H' | b'J'..=b'N' | b'P'..=b'Z' | b'a'..=b'k' | b'm'..=b'z')
+        })
+}
+
+/// Whether this node offers to `theirs`: the lexically smaller DID offers, compared as JavaScript
+/// compares strings (UTF-16 code units), so both sides agree and exactly one offers (§7.3, §8).
+pub fn we_offer(ours: &str, theirs: &str) -> bool {
+    js::cmp(ours, theirs) == Ordering::Less
+}
+
+/// The peers a `__peers` payload names that count (§8): the first 64 entries, skipping anything
+/// that is not a DID, and this node itself (it cannot connect to itself).
+pub fn peer_list<'a>(payload: &'a Value, ours: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+    payload
+        .as_array()
+        .into_iter()
+        .flat_map(|entries| entries.iter().take(MAX_PEER_LIST))
+        .filter_map(Value::as_str)
+        .filter(move |did| is_did(did) && *did != ours)
+}
+
+/// The `__peers` payload naming `peers`.
+pub fn peer_list_payload<'a>(peers: impl IntoIterator<Item = &'a str>) -> Value {
+    Value::Array(peers.into_iter().map(|p| Value::String(p.into())).collect())
+}
+
+/// Whether a signal carries an offer or an answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum SignalKind {
+    /// A session description offering a connection.
+    Offer,
+    /// The answer to an offer.
+    Answer,
+}
+
+impl SignalKind {
+    /// The wire spelling, `offer` or `answer`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Offer => "offer",
+            Self::Answer => "answer",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Self> {
+        match s {
+            "offer" => Some(Self::Offer),
+            "answer" => Some(Self::Answer),
+            _ => None,
+        }
+    }
+}
+
+/// A `__signal` payload (§8).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Signal {
+    /// The DID wanting to connect, who signed it.
+    pub origin: String,
+    /// The DID it wants.
+    pub target: String,
+    /// Offer or answer (`kind`, and `data.type`, which must agree).
+    pub kind: SignalKind,
+    /// The session description (`data.sdp`).
+    pub sdp: String,
+    /// When it was sent, Unix ms; each signal an origin sends has a greater `at` than the last.
+    pub at: u64,
+    /// base64url ECDSA P-256 signature by `origin` over [`label`].
+    pub sig: String,
+    /// How many more times it may be passed on; signed by no one.
+    pub hops: u64,
+}
+
+/// The string a signal's origin signs (§8).
+pub fn label(
+    room: &str,
+    origin: &str,
+    target: &str,
+    kind: SignalKind,
+    at: u64,
+    sdp: &str,
+) -> String {
+    alloc::format!(
+        "{LABEL_PREFIX}|{room}|{origin}|{target}|{}|{at}|{sdp}",
+        kind.as_str()
+    )
+}
+
+/// Why a received signal is dropped. Every drop is silent on the wire (§8 names no answer); the
+/// reason is for counters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Dropped {
+    /// It came from a peer not admitted in its room (§8: taken "only from a peer admitted in that
+    /// room").
+    NotAdmitted,
+    /// Not the shape §8 gives: origin or target not a DID, kind and `data.type` disagreeing or
+    /// unknown, `sdp` not a string of at most 32 000 characters, `at` not an integer.
+    Malformed,
+    /// `origin` is this node.
+    FromSelf,
+    /// `at` is more than 2 minutes from this node's clock.
+    Stale,
+    /// Acted on or passed on before (a copy, or a replay).
+    Again,
+    /// The signature does not verify against the key `origin` names.
+    BadSignature,
+    /// Not for this node and no hops left.
+    NoHops,
+    /// The origin sent more than 256 signals within the window, or 1 024 origins are held.
+    Busy,
+}
+
+/// What to do with a received signal.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Verdict {
+    /// It is for this node: act on it as a signal from `origin` (§7.3), once.
+    Act(Signal),
+    /// Pass it on to every peer admitted in the room except the one it came from; `hops` is
+    /// already decremented.
+    Forward(Signal),
+    /// Drop it.
+    Drop(Dropped),
+}
+
+fn integer(value: Option<&Value>) -> Option<u64> {
+    match value? {
+        Value::Number(n) => n.as_u64().or_else(|| {
+            // JavaScript's Number.isInteger accepts 1.0; so does the reference receiver.
+            let f = n.as_f64()?;
+            let max = crate::minca::relay_wire::MAX_SAFE_INTEGER as f64;
+            // `as` saturates, so the round trip is exact only for an integer in range.
+            (f >= 0.0 && f <= max && (f as u64) as f64 == f).then_some(f as u64)
+        }),
+        _ => None,
+    }
+}
+
+impl Signal {
+    /// A signal from `origin` (whose session key is `key`) to `target`, signed.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        crypto: &dyn CryptoProvider,
+        key: &P256Secret,
+        room: &str,
+        origin: &str,
+        target: &str,
+        kind: SignalKind,
+        sdp: &str,
+        at: u64,
+    ) -> Option<Self> {
+        let sig = auth::sign(crypto, key, &label(room, origin, target, kind, at, sdp))?;
+        Some(Self {
+            origin: origin.into(),
+            target: target.into(),
+            kind,
+            sdp: sdp.into(),
+            at,
+            sig,
+            hops: MAX_HOPS,
+        })
+    }
+
+    /// Reads a `__signal` payload, checking its shape only (not its time or signature).
+    pub fn parse(payload: &Value) -> Result<Self, Dropped> {
+        let p = payload.as_object().ok_or(Dropped::Malformed)?;
+        let did = |field: &str| match p.get(field) {
+            Some(Value::String(s)) if is_did(s) => Ok(s.clone()),
+            _ => Err(Dropped::Malformed),
+        };
+        let origin = did("origin")?;
+        let target = did("target")?;
+        let kind = p
+            .get("kind")
+            .and_then(Value::as_str)
+            .and_then(SignalKind::parse)
+            .ok_or(Dropped::Malformed)?;
+        let data = p
+            .get("data")
+            .and_then(Value::as_object)
+            .ok_or(Dropped::Malformed)?;
+        if data.get("type").and_then(Value::as_str) != Some(kind.as_str()) {
+            return Err(Dropped::Malformed);
+        }
+        let sdp = match data.get("sdp") {
+            Some(Value::String(s)) if js::utf16_len(s) <= MAX_SDP_CHARS => s.clone(),
+            _ => return Err(Dropped::Malformed),
+        };
+        let at = integer(p.get("at")).ok_or(Dropped::Malformed)?;
+        let sig = p
+            .get("sig")
+            .and_then(Value::as_str)
+            .ok_or(Dropped::Malformed)?
+            .into();
+        // Unsigned routing data: anything but a non-negative integer leaves no hops.
+        let hops = integer(p.get("hops")).unwrap_or(0);
+        Ok(Self {
+            origin,
+            target,
+            kind,
+            sdp,
+            at,
+            sig,
+            hops,
+        })
+    }
+
+    /// The `__signal` payload.
+    pub fn to_payload(&self) -> Value {
+        let mut p = Map::new();
+        p.insert("origin".into(), self.origin.clone().into());
+        p.insert("target".into(), self.target.clone().into());
+        p.insert("kind".into(), self.kind.as_str().into());
+        p.insert(
+            "data".into(),
+            json!({"type": self.kind.as_str(), "sdp": self.sdp}),
+        );
+        p.insert("at".into(), self.at.into());
+        p.insert("sig".into(), self.sig.clone().into());
+        p.insert("hops".into(), self.hops.into());
+        Value::Object(p)
+    }
+
+    /// Whether `sig` verifies against the key `origin` names, for a signal in `room`.
+    pub fn verify(&self, crypto: &dyn CryptoProvider, room: &str) -> bool {
+        let l = label(
+            room,
+            &self.origin,
+            &self.target,
+            self.kind,
+            self.at,
+            &self.sdp,
+        );
+        auth::verify(crypto, &self.origin, &l, &self.sig)
+    }
+}
+
+/// Gives each signal an origin sends a greater `at` than the last (§8), even when the clock
+/// stands still or steps back.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SignalClock {
+    last: u64,
+}
+
+impl SignalClock {
+    /// The `at` for a signal sent at `now`.
+    pub fn next(&mut self, now: Timestamp) -> u64 {
+        self.last = now.as_millis().max(self.last.saturating_add(1));
+        self.last
+    }
+}
+
+/// What a node remembers of the signals it acted on and passed on, across its rooms (§8).
+#[derive(Clone, Debug)]
+pub struct Introductions {
+    acted: ReplayWindow<(String, String)>,
+    passed: ExpiringSet<(String, String, u64)>,
+}
+
+impl Default for Introductions {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Introductions {
+    /// Empty memory, bounded by the constants above.
+    pub fn new() -> Self {
+        Self {
+            acted: ReplayWindow::new(SIGNAL_WINDOW, MAX_TIMES_PER_ORIGIN, MAX_ORIGINS),
+            passed: ExpiringSet::new(MAX_PASSED_ON),
+        }
+    }
+
+    /// Decides what to do with a `__signal` payload that arrived in `room` from a peer that is
+    /// (`from_admitted`) or is not admitted there, at this node (`ours`).
+    ///
+    /// The order is §8's: who sent it, its shape, its time, then whether it was acted on or passed
+    /// on before — checked before the signature, so a copy arriving again costs nothing — and only
+    /// then the signature. A signal is recorded only once its signature checks out, so a forgery
+    /// cannot block the genuine one.
+    pub fn receive(
+        &mut self,
+        now: Timestamp,
+        crypto: &dyn CryptoProvider,
+        room: &str,
+        ours: &str,
+        from_admitted: bool,
+        payload: &Value,
+    ) -> Verdict {
+        if !from_admitted {
+            return Verdict::Drop(Dropped::NotAdmitted);
+        }
+        let mut signal = match Signal::parse(payload) {
+            Ok(s) => s,
+            Err(d) => return Verdict::Drop(d),
+        };
+        if signal.origin == ours {
+            return Verdict::Drop(Dropped::FromSelf);
+        }
+        let at = Timestamp::from_millis(signal.at);
+        if at.abs_diff(now) > SIGNAL_WINDOW {
+            return Verdict::Drop(Dropped::Stale);
+        }
+        let key = (String::from(room), signal.origin.clone());
+        if signal.target == ours {
+            match self.acted.check(now, &key, at) {
+                replay::Verdict::Fresh => {}
+                replay::Verdict::Replay => return Verdict::Drop(Dropped::Again),
+                replay::Verdict::OutsideWindow => return Verdict::Drop(Dropped::Stale),
+                _ => return Verdict::Drop(Dropped::Busy),
+            }
+            if !signal.verify(crypto, room) {
+                return Verdict::Drop(Dropped::BadSignature);
+            }
+            return match self.acted.accept(now, key, at) {
+                replay::Verdict::Fresh => Verdict::Act(signal),
+                _ => Verdict::Drop(Dropped::Busy),
+            };
+        }
+        if signal.hops == 0 {
+            return Verdict::Drop(Dropped::NoHops);
+        }
+        let id = (key.0, key.1, signal.at);
+        if self.passed.contains(now, &id) {
+            return Verdict::Drop(Dropped::Again);
+        }
+        if !signal.verify(crypto, room) {
+            return Verdict::Drop(Dropped::BadSignature);
+        }
+        // Remembered until its `at` leaves the window: a copy after that is refused as stale.
+        let expires = at
+            .saturating_add(SIGNAL_WINDOW)
+            .saturating_add(Duration::from_millis(1));
+        self.passed.insert(now, id, expires);
+        signal.hops = signal.hops.min(MAX_HOPS) - 1;
+        Verdict::Forward(signal)
+    }
+
+    /// Forgets what has aged out of the window.
+    pub fn prune(&mut self, now: Timestamp) {
+        self.acted.prune(now);
+        self.passed.prune(now);
+    }
+
+    /// When something next ages out, for the owner's `poll_timeout`.
+    pub fn next_expiry(&self) -> Option<Timestamp> {
+        match (self.acted.next_expiry(), self.passed.next_expiry()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codec::did_key::DidKey;
+    use crate::crypto::{default_provider, generate_p256};
+    use alloc::vec::Vec;
+    use chacha20::ChaCha20Rng;
+    use rand_core::SeedableRng;
+
+    const ROOM: &str = "tr3o3btwwyb36pwbt3bcr3za7o5kn76p";
+    const T0: u64 = 1_790_000_000_000;
+
+    struct Peer {
+        key: P256Secret,
+        did: String,
+    }
+
+    fn peers(n: usize) -> Vec<Peer> {
+        let c = default_provider();
+        let mut rng = ChaCha20Rng::seed_from_u64(8);
+        (0..n)
+            .map(|_| {
+                let key = generate_p256(c, &mut rng);
+                let did = DidKey::P256(c.p256_public_key(&key).unwrap().0).to_did();
+                Peer { key, did }
+            })
+            .collect()
+    }
+
+    fn signal(from: &Peer, to: &str, at: u64) -> Signal {
+        Signal::new(
+            default_provider(),
+            &from.key,
+            ROOM,
+            &from.did,
+            to,
+            SignalKind::Offer,
+            "v=0",
+            at,
+        )
+        .unwrap()
+    }
+
+    fn now(ms: u64) -> Timestamp {
+        Timestamp::from_millis(ms)
+    }
+
+    fn receive(i: &mut Introductions, at: u64, me: &str, payload: &Value) -> Verdict {
+        i.receive(now(at), default_provider(), ROOM, me, true, payload)
+    }
+
+    #[test]
+    fn a_did_is_a_did_key_z_base58_string_of_at_most_256_characters() {
+        assert!(is_did(
+            "did:key:zDnaeV1SzGREx4fjGtUofWfZfnH42TV5EboaJ6deJLxvmo6jd"
+        ));
+        for bad in [
+            "did:key:z",
+            "did:key:zO",
+            "did:key:z0",
+            "did:key:zl",
+            "did:key:zI",
+            "did:web:x",
+            "did:key:DnaE",
+            "did:key:z a",
+        ] {
+            assert!(!is_did(bad), "{bad}");
+        }
+        let at_limit = alloc::format!("did:key:z{}", "a".repeat(MAX_DID_CHARS - 9));
+        assert!(is_did(&at_limit));
+        let over = alloc::format!("did:key:z{}", "a".repeat(MAX_DID_CHARS - 8));
+        assert!(!is_did(&over));
+    }
+
+    #[test]
+    fn a_peer_list_counts_its_first_64_entries_and_skips_anything_not_a_did() {
+        let mut entries: Vec<Value> = (0..70)
+            .map(|i| Value::String(alloc::format!("did:key:z{}", "a".repeat(i + 1))))
+            .collect();
+        entries[1] = json!(7);
+        entries[2] = json!("https://example");
+        entries[3] = json!("did:key:zme");
+        let list = Value::Array(entries);
+        let got: Vec<&str> = peer_list(&list, "did:key:zme").collect();
+        assert_eq!(got.len(), 64 - 3);
+        assert_eq!(got[0], "did:key:za");
+        assert!(got.last().unwrap().len() == "did:key:z".len() + 64);
+        assert_eq!(peer_list(&json!({"a": 1}), "x").count(), 0);
+    }
+
+    #[test]
+    fn the_lexically_smaller_did_offers_comparing_utf16_code_units() {
+        assert!(we_offer("did:key:zA", "did:key:zB"));
+        assert!(!we_offer("did:key:zB", "did:key:zA"));
+        assert!(!we_offer("did:key:zA", "did:key:zA"));
+        // U+1F600 is D83D DE00 in UTF-16, below U+FF5E, though above it by code point.
+        assert!(we_offer("\u{1F600}", "\u{FF5E}"));
+    }
+
+    #[test]
+    fn a_signal_round_trips_and_verifies_only_in_its_room() {
+        let p = peers(2);
+        let s = signal(&p[0], &p[1].did, T0);
+        assert_eq!(s.hops, MAX_HOPS);
+        let back = Signal::parse(&s.to_payload()).unwrap();
+        assert_eq!(back, s);
+        assert!(back.verify(default_provider(), ROOM));
+        assert!(!back.verify(default_provider(), "another-room"));
+    }
+
+    #[test]
+    fn a_signal_for_this_node_is_acted_on_once_per_at_in_any_order() {
+        let p = peers(3);
+        let (me, a) = (&p[0].did, &p[1]);
+        let mut i = Introductions::new();
+        let late = signal(a, me, T0 + 500).to_payload();
+        let early = signal(a, me, T0).to_payload();
+        assert!(matches!(
+            receive(&mut i, T0 + 600, me, &late),
+            Verdict::Act(_)
+        ));
+        assert!(matches!(
+            receive(&mut i, T0 + 700, me, &early),
+            Verdict::Act(_)
+        ));
+        assert_eq!(
+            receive(&mut i, T0 + 800, me, &early),
+            Verdict::Drop(Dropped::Again)
+        );
+        assert_eq!(
+            receive(&mut i, T0 + 900, me, &late),
+            Verdict::Drop(Dropped::Again)
+        );
+    }
+
+    #[test]
+    fn a_signal_is_taken_only_from_a_peer_admitted_in_that_room() {
+        let p = peers(2);
+        let mut i = Introductions::new();
+        let s = signal(&p[1], &p[0].did, T0).to_payload();
+        let v = i.receive(now(T0), default_provider(), ROOM, &p[0].did, false, &s);
+        assert_eq!(v, Verdict::Drop(Dropped::NotAdmitted));
+        assert!(matches!(
+            receive(&mut i, T0, &p[0].did, &s),
+            Verdict::Act(_)
+        ));
+    }
+
+    #[test]
+    fn a_signal_passed_on_in_someone_elses_name_is_ignored_and_does_not_block_the_genuine_one() {
+        let p = peers(3);
+        let (me, a, mallory) = (&p[0].did, &p[1], &p[2]);
+        let mut i = Introductions::new();
+        let mut forged = signal(mallory, me, T0);
+        forged.origin = a.did.clone();
+        assert_eq!(
+            receive(&mut i, T0, me, &forged.to_payload()),
+            Verdict::Drop(Dropped::BadSignature)
+        );
+        let genuine = signal(a, me, T0).to_payload();
+        assert!(matches!(receive(&mut i, T0, me, &genuine), Verdict::Act(_)));
+    }
+
+    #[test]
+    fn a_copy_is_recognised_before_its_signature_is_checked() {
+        let p = peers(2);
+        let (me, a) = (&p[0].did, &p[1]);
+        let mut i = Introductions::new();
+        let genuine = signal(a, me, T0);
+        assert!(matches!(
+            receive(&mut i, T0, me, &genuine.to_payload()),
+            Verdict::Act(_)
+        ));
+        let mut copy = genuine.clone();
+        copy.sig = "x".repeat(86);
+        assert_eq!(
+            receive(&mut i, T0, me, &copy.to_payload()),
+            Verdict::Drop(Dropped::Again)
+        );
+    }
+
+    #[test]
+    fn a_signal_of_the_wrong_shape_is_dropped() {
+        let p = peers(2);
+        let (me, a) = (&p[0].did, &p[1]);
+        let mut i = Introductions::new();
+        let good = signal(a, me, T0).to_payload();
+        let mut cases: Vec<Value> = Vec::new();
+        let mut v = good.clone();
+        v["data"]["type"] = json!("answer");
+        cases.push(v);
+        let mut v = good.clone();
+        v["kind"] = json!("candidate");
+        v["data"]["type"] = json!("candidate");
+        cases.push(v);
+        let mut v = good.clone();
+        v["data"]["sdp"] = json!("x".repeat(MAX_SDP_CHARS + 1));
+        cases.push(v);
+        let mut v = good.clone();
+        v["at"] = json!(1.5);
+        cases.push(v);
+        let mut v = good.clone();
+        v["at"] = json!(-1);
+        cases.push(v);
+        let mut v = good.clone();
+        v["origin"] = json!("alice");
+        cases.push(v);
+        let mut v = good.clone();
+        v["target"] = json!(null);
+        cases.push(v);
+        let mut v = good.clone();
+        v.as_object_mut().unwrap().remove("sig");
+        cases.push(v);
+        cases.push(json!("not an object"));
+        for case in &cases {
+            assert_eq!(
+                receive(&mut i, T0, me, case),
+                Verdict::Drop(Dropped::Malformed),
+                "{case}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_at_written_as_a_whole_float_is_an_integer() {
+        let p = peers(2);
+        let (me, a) = (&p[0].did, &p[1]);
+        let mut i = Introductions::new();
+        let mut v = signal(a, me, T0).to_payload();
+        v["at"] = json!(T0 as f64);
+        assert!(matches!(receive(&mut i, T0, me, &v), Verdict::Act(_)));
+    }
+
+    #[test]
+    fn an_at_more_than_2_minutes_from_the_clock_is_stale() {
+        let p = peers(2);
+        let (me, a) = (&p[0].did, &p[1]);
+        let mut i = Introductions::new();
+        let edge = 120_000;
+        let s = signal(a, me, T0).to_payload();
+        assert_eq!(
+            receive(&mut i, T0 + edge + 1, me, &s),
+            Verdict::Drop(Dropped::Stale)
+        );
+        assert_eq!(
+            receive(&mut i, T0 - edge - 1, me, &s),
+            Verdict::Drop(Dropped::Stale)
+        );
+        assert!(matches!(
+            receive(&mut i, T0 + edge, me, &s),
+            Verdict::Act(_)
+        ));
+    }
+
+    #[test]
+    fn a_signal_from_this_node_itself_is_dropped() {
+        let p = peers(2);
+        let mut i = Introductions::new();
+        let s = signal(&p[0], &p[1].did, T0).to_payload();
+        assert_eq!(
+            receive(&mut i, T0, &p[0].did, &s),
+            Verdict::Drop(Dropped::FromSelf)
+        );
+    }
+
+    #[test]
+    fn a_signal_for_another_is_forwarded_once_with_hops_clamped_to_3_and_decremented() {
+        let p = peers(3);
+        let (me, a, b) = (&p[0].did, &p[1], &p[2]);
+        let mut i = Introductions::new();
+        let mut s = signal(a, &b.did, T0);
+        s.hops = 9;
+        match receive(&mut i, T0, me, &s.to_payload()) {
+            Verdict::Forward(f) => assert_eq!(f.hops, 2),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            receive(&mut i, T0, me, &s.to_payload()),
+            Verdict::Drop(Dropped::Again)
+        );
+        let mut one = signal(a, &b.did, T0 + 1);
+        one.hops = 1;
+        match receive(&mut i, T0, me, &one.to_payload()) {
+            Verdict::Forward(f) => assert_eq!(f.hops, 0),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_signal_for_another_with_no_hops_left_goes_no_further() {
+        let p = peers(3);
+        let (me, a, b) = (&p[0].did, &p[1], &p[2]);
+        let mut i = Introductions::new();
+        let mut s = signal(a, &b.did, T0);
+        s.hops = 0;
+        assert_eq!(
+            receive(&mut i, T0, me, &s.to_payload()),
+            Verdict::Drop(Dropped::NoHops)
+        );
+        let mut v = signal(a, &b.did, T0 + 1).to_payload();
+        v.as_object_mut().unwrap().remove("hops");
+        assert_eq!(receive(&mut i, T0, me, &v), Verdict::Drop(Dropped::NoHops));
+    }
+
+    #[test]
+    fn a_forged_signal_is_not_forwarded_and_does_not_block_the_genuine_one() {
+        let p = peers(4);
+        let (me, a, b, mallory) = (&p[0].did, &p[1], &p[2], &p[3]);
+        let mut i = Introductions::new();
+        let mut forged = signal(mallory, &b.did, T0);
+        forged.origin = a.did.clone();
+        assert_eq!(
+            receive(&mut i, T0, me, &forged.to_payload()),
+            Verdict::Drop(Dropped::BadSignature)
+        );
+        let genuine = signal(a, &b.did, T0).to_payload();
+        assert!(matches!(
+            receive(&mut i, T0, me, &genuine),
+            Verdict::Forward(_)
+        ));
+    }
+
+    #[test]
+    fn an_origin_that_sent_more_than_256_in_the_window_is_not_heard() {
+        let p = peers(2);
+        let (me, a) = (&p[0].did, &p[1]);
+        let mut i = Introductions::new();
+        for k in 0..MAX_TIMES_PER_ORIGIN as u64 {
+            let s = signal(a, me, T0 + k).to_payload();
+            assert!(matches!(receive(&mut i, T0 + k, me, &s), Verdict::Act(_)));
+        }
+        let s = signal(a, me, T0 + 300).to_payload();
+        assert_eq!(
+            receive(&mut i, T0 + 300, me, &s),
+            Verdict::Drop(Dropped::Busy)
+        );
+        // Once the first ones age out of the window, it is heard again.
+        let later = T0 + 120_001 + 10;
+        let s = signal(a, me, later).to_payload();
+        assert!(matches!(receive(&mut i, later, me, &s), Verdict::Act(_)));
+    }
+
+    #[test]
+    fn the_memory_of_passed_on_signals_ages_out_with_the_window() {
+        let p = peers(3);
+        let (me, a, b) = (&p[0].did, &p[1], &p[2]);
+        let mut i = Introductions::new();
+        let s = signal(a, &b.did, T0).to_payload();
+        assert!(matches!(receive(&mut i, T0, me, &s), Verdict::Forward(_)));
+        assert!(i.next_expiry().is_some());
+        i.prune(now(T0 + 120_001));
+        assert_eq!(i.next_expiry(), None);
+        // A copy after that is refused by its time, never passed on again.
+        assert_eq!(
+            receive(&mut i, T0 + 120_001, me, &s),
+            Verdict::Drop(Dropped::Stale)
+        );
+    }
+
+    #[test]
+    fn each_signal_an_origin_sends_has_a_greater_at_than_the_last() {
+        let mut c = SignalClock::default();
+        let a = c.next(now(T0));
+        let b = c.next(now(T0));
+        let d = c.next(now(T0 - 5_000));
+        assert_eq!(a, T0);
+        assert!(a < b && b < d);
+        assert_eq!(c.next(now(T0 + 10_000)), T0 + 10_000);
+    }
+}
