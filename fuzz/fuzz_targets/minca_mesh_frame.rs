@@ -1,0 +1,31 @@
+//! `minca::mesh` on arbitrary bytes: a mesh frame (§7.1) or a named error, never a panic; a parsed
+//! frame re-serializes to bytes that parse to the same frame. Each `__signal` payload goes through
+//! the introductions memory (§8), which must answer without panicking and stay within its bounds,
+//! and each payload through the live-message limits (§9.2).
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use weft_proto::core::Timestamp;
+use weft_proto::crypto::default_provider;
+use weft_proto::minca::mesh::frame::{Frame, SIGNAL};
+use weft_proto::minca::mesh::introduction::{Introductions, Signal, peer_list};
+use weft_proto::minca::mesh::live::LiveAllowance;
+
+fuzz_target!(|input: (u32, &[u8])| {
+    let (clock, bytes) = input;
+    let now = Timestamp::from_millis(1_790_000_000_000 + u64::from(clock));
+    let me = "did:key:zDnaeV1SzGREx4fjGtUofWfZfnH42TV5EboaJ6deJLxvmo6jd";
+    let Ok(frame) = Frame::parse(bytes) else {
+        return;
+    };
+    assert_eq!(Frame::parse(&frame.to_bytes(me)).as_ref(), Ok(&frame));
+    let mut intro = Introductions::new();
+    if frame.kind == SIGNAL {
+        let _ = intro.receive(now, default_provider(), &frame.room, me, true, &frame.payload);
+        if let Ok(s) = Signal::parse(&frame.payload) {
+            assert_eq!(Signal::parse(&s.to_payload()), Ok(s));
+        }
+    }
+    assert!(peer_list(&frame.payload, me).count() <= 64);
+    let _ = LiveAllowance::new(now).take(now, &frame.payload);
+});
