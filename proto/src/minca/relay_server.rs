@@ -41,7 +41,7 @@ use super::turn::{TurnConfig, TurnIssuer};
 use crate::core::{BucketConfig, ConnId, Machine, Timestamp, TokenBucket, Wakeup};
 use crate::crypto::CryptoProvider;
 
-/// The rate budget of one socket: every message it sends (text, binary, malformed, a pong)
+/// The rate budget of one socket: every message it sends (text, binary, malformed, a ping or pong)
 /// takes a token; a burst of 60, refilled at 30 a second. Clients pace themselves at 20 a second
 /// in bursts of 40 (§2.1), so a well-behaved client never meets it.
 pub const RATE_BUDGET: BucketConfig = BucketConfig::new(60, 30);
@@ -149,9 +149,9 @@ pub enum Input {
         /// The socket.
         conn: ConnId,
     },
-    /// A WebSocket pong, the answer to [`Output::Ping`]: proof of life, and a message like any
-    /// other for the budget.
-    Pong {
+    /// A WebSocket ping or pong (the answer to [`Output::Ping`]): proof of life, and a message
+    /// like any other for the budget.
+    Control {
         /// The socket.
         conn: ConnId,
     },
@@ -681,7 +681,7 @@ impl<R: CryptoRng> Machine for RelayServer<R> {
                     self.stats.binary += 1;
                 }
             }
-            Input::Pong { conn } => {
+            Input::Control { conn } => {
                 self.charge(now, conn);
             }
             Input::Closed { conn } => self.forget(conn),
@@ -1001,7 +1001,7 @@ mod tests {
                 0 => r.handle(at(0), Input::Binary { conn: ConnId(1) }),
                 1 => text(&mut r, at(0), 1, "not json"),
                 2 => text(&mut r, at(0), 1, r#"{"type":"ping"}"#),
-                _ => r.handle(at(0), Input::Pong { conn: ConnId(1) }),
+                _ => r.handle(at(0), Input::Control { conn: ConnId(1) }),
             }
         }
         let outs = outputs(&mut r);
@@ -1261,7 +1261,7 @@ mod tests {
                 Output::Ping { conn: ConnId(2) }
             ]
         );
-        r.handle(at(hb + 10), Input::Pong { conn: ConnId(2) });
+        r.handle(at(hb + 10), Input::Control { conn: ConnId(2) });
         assert_eq!(r.poll_timeout().unwrap().at, at(2 * hb));
         r.handle_timeout(at(2 * hb));
         assert_eq!(
