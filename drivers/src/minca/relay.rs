@@ -428,3 +428,39 @@ async fn connection(
     }
     let _ = events.send(Event::Input(Input::Closed { conn })).await;
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn head(forwarded: Option<&str>) -> Head {
+        Head {
+            method: "GET".into(),
+            path: "/".into(),
+            headers: forwarded
+                .map(|v| ("x-forwarded-for".to_string(), v.to_string()))
+                .into_iter()
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn the_client_address_is_the_tcp_peer_unless_the_proxy_is_trusted() {
+        let peer: SocketAddr = "192.0.2.1:5000".parse().unwrap();
+        let spoofed = head(Some("203.0.113.9, 198.51.100.4"));
+        // Untrusted, a header is whatever the client says.
+        assert_eq!(client_addr(&spoofed, peer, false), peer.ip());
+        // Behind a trusted proxy: the last hop, the one the proxy appended.
+        assert_eq!(
+            client_addr(&spoofed, peer, true),
+            "198.51.100.4".parse::<IpAddr>().unwrap()
+        );
+        assert_eq!(
+            client_addr(&head(Some("2001:db8::7")), peer, true),
+            "2001:db8::7".parse::<IpAddr>().unwrap()
+        );
+        // Missing or unparsable: the TCP peer.
+        assert_eq!(client_addr(&head(None), peer, true), peer.ip());
+        assert_eq!(client_addr(&head(Some("unknown")), peer, true), peer.ip());
+    }
+}
