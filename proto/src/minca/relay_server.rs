@@ -1191,6 +1191,10 @@ mod tests {
     #[test]
     fn topics_and_bytes_held_in_all_are_bounded() {
         let mut r = relay();
+        open(&mut r, at(0), 1);
+        open(&mut r, at(0), 2);
+        text(&mut r, at(0), 2, &fetch(0, true));
+        outputs(&mut r);
         let full = Blob::parse(&"A".repeat(MAX_BLOB_CHARS)).unwrap();
         let expires = at(60_000);
         let mut i = 0u32;
@@ -1200,7 +1204,10 @@ mod tests {
             assert!(r.keep(&Topic::from_bytes(&bytes), &full, expires).is_some());
             i += 1;
         }
-        assert_eq!(r.keep(&Topic::parse(TOPIC).unwrap(), &full, expires), None);
+        // Not kept, but still handed to the watcher, without a seq.
+        text(&mut r, at(0), 1, &drop_msg(full.as_str(), 60_000));
+        let pushed = mail(&outputs(&mut r), 2);
+        assert_eq!(pushed[0].items[0].seq, None);
         assert_eq!(r.stats().not_kept_full, 1);
         assert!(r.held_bytes() <= MAX_HELD_BYTES);
 
@@ -1213,8 +1220,7 @@ mod tests {
         }
         assert_eq!(r.topics(), MAX_TOPICS);
         assert_eq!(r.keep(&Topic::parse(TOPIC).unwrap(), &small, expires), None);
-        // A publish with nothing kept still goes to watchers of a new topic? It has none, so
-        // the topic table does not grow.
+        // A watch that would open a new topic is refused.
         open(&mut r, at(0), 1);
         text(&mut r, at(0), 1, &fetch(0, true));
         assert_eq!(r.stats().watch_refused, 1);
