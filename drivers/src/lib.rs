@@ -6,6 +6,7 @@
 //!
 //! - [`fast_crypto`] (feature `fast-crypto`): a native-backed crypto provider for servers.
 //! - [`airc`]: the AIRC realm server and client commands on real sockets.
+//! - [`minca`]: `weft relay`, the Minca relay server on real sockets.
 //! - [`demo`]: `weft demo`.
 //! - [`os_rng`], [`now`]: the two things a driver hands every machine, from the OS.
 
@@ -19,6 +20,7 @@ pub mod airc;
 pub mod demo;
 #[cfg(feature = "fast-crypto")]
 pub mod fast_crypto;
+pub mod minca;
 
 /// A CSPRNG for machines, seeded from the operating system.
 ///

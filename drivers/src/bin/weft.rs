@@ -24,7 +24,7 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Run a Minca relay server (Minca 04 Network §1.4).
-    Relay,
+    Relay(RelayArgs),
     /// Run an AIRC realm server, or act as an AIRC client (AIRC draft 0.2).
     #[command(subcommand)]
     Airc(Airc),
@@ -102,6 +102,26 @@ struct AircRealmsArgs {
 }
 
 #[derive(Args, Debug)]
+struct RelayArgs {
+    /// The address to listen on.
+    #[arg(long, default_value = weft_drivers::minca::relay::DEFAULT_LISTEN)]
+    listen: std::net::SocketAddr,
+    /// Take the client address from the last hop of X-Forwarded-For: only behind a proxy that
+    /// sets it.
+    #[arg(long)]
+    trust_proxy: bool,
+    /// The secret shared with the TURN server (coturn `use-auth-secret`).
+    #[arg(long, env = "WEFT_TURN_SECRET", hide_env_values = true)]
+    turn_secret: Option<String>,
+    /// A TURN URL to offer (`turn:` or `turns:`), repeatable; the variable takes a comma list.
+    #[arg(long = "turn-url", env = "WEFT_TURN_URLS", value_delimiter = ',')]
+    turn_urls: Vec<String>,
+    /// How long TURN passwords last, in seconds.
+    #[arg(long, env = "WEFT_TURN_TTL", default_value_t = weft_proto::minca::turn::DEFAULT_TURN_TTL_S)]
+    turn_ttl: u64,
+}
+
+#[derive(Args, Debug)]
 struct SocketArg {
     /// The realm's client socket.
     #[arg(long, default_value = "./weft-data/airc/airc.sock")]
@@ -129,7 +149,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Demo => weft_drivers::demo::run(&mut std::io::stdout().lock()),
-        Command::Relay => not_yet("relay", "the Minca relay server (Minca §1.4)"),
+        Command::Relay(args) => relay(args),
         Command::Airc(cmd) => airc(cmd),
         Command::Node => not_yet("node", "the always-on Minca node and its /peer endpoint"),
         Command::Sim(Sim::AircRealms(args)) => sim_airc_realms(&args),
@@ -174,6 +194,42 @@ fn airc(cmd: Airc) -> ExitCode {
         Ok(false) => ExitCode::FAILURE,
         Err(e) => {
             eprintln!("weft airc: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn relay(args: RelayArgs) -> ExitCode {
+    use weft_drivers::minca::relay::{RelayOptions, serve};
+    use weft_proto::minca::turn::TurnConfig;
+    let turn = match (&args.turn_secret, args.turn_urls.is_empty()) {
+        (Some(secret), false) => {
+            match TurnConfig::new(secret.as_bytes(), args.turn_urls.clone(), args.turn_ttl) {
+                Some(t) => Some(t),
+                None => {
+                    eprintln!("weft relay: --turn-ttl must be above 0");
+                    return ExitCode::from(2);
+                }
+            }
+        }
+        (None, true) => None,
+        _ => {
+            eprintln!("weft relay: TURN needs both --turn-secret and at least one --turn-url");
+            return ExitCode::from(2);
+        }
+    };
+    let options = RelayOptions {
+        listen: args.listen,
+        trust_proxy: args.trust_proxy,
+        turn,
+    };
+    let (_keep, stop) = smol::channel::bounded::<()>(1);
+    match serve(options, stop, |addr| {
+        eprintln!("weft relay: listening on {addr}")
+    }) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("weft relay: {e}");
             ExitCode::FAILURE
         }
     }

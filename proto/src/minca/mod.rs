@@ -7,7 +7,9 @@
 //! - [`auth`]: §6 common rules and the §6.2 `minca-mesh/v1` transcript and proof check;
 //! - [`relay_url`]: §1.2 relay URLs and kinds, and §4 a space's relay list;
 //! - [`mesh`]: §7.1 frames, §8 introductions, §9.2 live-message limits;
-//! - [`relay_wire`]: §1.4 the Minca relay protocol's messages, and the §2.1 `ice` offer check.
+//! - [`relay_wire`]: §1.4 the Minca relay protocol's messages, and the §2.1 `ice` offer check;
+//! - [`relay_server`]: §1.1 and §1.4 the Minca relay server, one machine holding every socket;
+//! - [`turn`]: §1.4 TURN REST passwords a relay hands out.
 //!
 //! The relay server and client, rendezvous, the node WebSocket, the mesh, introductions and live
 //! messages build on these (see the open issues).
@@ -15,6 +17,8 @@
 pub mod auth;
 pub mod envelope;
 pub mod mesh;
+pub mod relay_server;
 pub mod relay_url;
 pub mod relay_wire;
 pub mod room;
+pub mod turn;
