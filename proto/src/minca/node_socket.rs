@@ -635,8 +635,9 @@ impl<A: SpaceAccess, N: NoteChecker, R: rand_core::CryptoRng> NodeSocket<A, N, R
         let label = auth::peer_client_label(&self.space_id, client, &ctx.session.did, nonce);
         // A node without the space answers exactly as to a stranger: the same close, after the
         // same signature check.
+        let signed = auth::verify(ctx.crypto, client, &label, sig);
         let admission = match &self.space {
-            Some(space) if auth::verify(ctx.crypto, client, &label, sig) => read_proof::verify(
+            Some(space) if signed => read_proof::verify(
                 ctx.crypto,
                 &ctx.notes,
                 space,
