@@ -35,7 +35,11 @@ enum Op {
 enum Frame {
     Text(String),
     Binary(Vec<u8>),
-    Hello { sig: String, read: Option<String>, member: Option<String> },
+    Hello {
+        sig: String,
+        read: Option<String>,
+        member: Option<String>,
+    },
     Who(String),
     TooLarge(u32),
 }
@@ -81,41 +85,90 @@ fuzz_target!(|ops: Vec<Op>| {
     let notes = Es256Notes::new(c);
     let (root, ck, nk) = (key(1), key(2), key(3));
     let note = notes
-        .issue(&root, &Note { iss: String::new(), aud: did(&ck), sub: did(&root), cmd: CMD_ALL.into(),
-                              pol: Vec::new(), exp: 1_900_000_000, nbf: None })
+        .issue(
+            &root,
+            &Note {
+                iss: String::new(),
+                aud: did(&ck),
+                sub: did(&root),
+                cmd: CMD_ALL.into(),
+                pol: Vec::new(),
+                exp: 1_900_000_000,
+                nbf: None,
+            },
+        )
         .unwrap();
     let rk = key(4);
-    let read_key = HeldReadKey { did: did(&rk), secret: Some(rk), seal_key: Some([4; 32]) };
+    let read_key = HeldReadKey {
+        did: did(&rk),
+        secret: Some(rk),
+        seal_key: Some([4; 32]),
+    };
     let mut space = MemorySpace::private("s");
     space.add_key(read_key);
     space.add_reader(&did(&root));
     let mut now = Timestamp::from_secs(1_800_000_000);
-    let mut client = ClientSocket::new(c, notes, ChaCha20Rng::seed_from_u64(5),
-        Session::new(c, ck, Some(note)).unwrap(), space.clone(), None, now);
-    let mut node = NodeSocket::new(c, notes, ChaCha20Rng::seed_from_u64(6),
-        Session::new(c, nk, None).unwrap(), "s", Some(space), now);
+    let mut client = ClientSocket::new(
+        c,
+        notes,
+        ChaCha20Rng::seed_from_u64(5),
+        Session::new(c, ck, Some(note)).unwrap(),
+        space.clone(),
+        None,
+        now,
+    );
+    let mut node = NodeSocket::new(
+        c,
+        notes,
+        ChaCha20Rng::seed_from_u64(6),
+        Session::new(c, nk, None).unwrap(),
+        "s",
+        Some(space),
+        now,
+    );
     let (mut to_client, mut to_node) = (frames(drain(&mut node)), Vec::new());
     for op in ops.into_iter().take(64) {
         match op {
             Op::ToClient(f) => client.handle(now, input(f)),
             Op::ToNode(f) => node.handle(now, input(f)),
-            Op::Deliver { to_node: true, count } => {
+            Op::Deliver {
+                to_node: true,
+                count,
+            } => {
                 for f in to_node.drain(..to_node.len().min(usize::from(count))) {
                     node.handle(now, f);
                 }
             }
-            Op::Deliver { to_node: false, count } => {
+            Op::Deliver {
+                to_node: false,
+                count,
+            } => {
                 for f in to_client.drain(..to_client.len().min(usize::from(count))) {
                     client.handle(now, f);
                 }
             }
             Op::Send { to_node, kind } => {
-                let i = Input::Send { kind: ["live", "who", "sync"][usize::from(kind % 3)].into(), payload: json!(kind) };
-                if to_node { client.handle(now, i) } else { node.handle(now, i) }
+                let i = Input::Send {
+                    kind: ["live", "who", "sync"][usize::from(kind % 3)].into(),
+                    payload: json!(kind),
+                };
+                if to_node {
+                    client.handle(now, i)
+                } else {
+                    node.handle(now, i)
+                }
             }
             Op::AccessChanged { remove } => {
                 if let Some(s) = node.space_mut() {
-                    if remove { s.remove_member(&did(&root)) } else { s.add_key(HeldReadKey { did: did(&key(9)), secret: None, seal_key: None }) }
+                    if remove {
+                        s.remove_member(&did(&root))
+                    } else {
+                        s.add_key(HeldReadKey {
+                            did: did(&key(9)),
+                            secret: None,
+                            seal_key: None,
+                        })
+                    }
                 }
                 node.handle(now, Input::AccessChanged);
             }
@@ -123,7 +176,10 @@ fuzz_target!(|ops: Vec<Op>| {
                 now = now.saturating_add(core::time::Duration::from_millis(u64::from(ms) * 16));
                 client.handle_timeout(now);
                 node.handle_timeout(now);
-                for w in [client.poll_timeout(), node.poll_timeout()].into_iter().flatten() {
+                for w in [client.poll_timeout(), node.poll_timeout()]
+                    .into_iter()
+                    .flatten()
+                {
                     assert!(w.at > now, "wakeup {:?} not after {now:?}", w);
                 }
             }

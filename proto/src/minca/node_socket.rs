@@ -548,6 +548,11 @@ enum NodeState {
 }
 
 /// The node side of one `/peer` socket (§5.3, §6.1, §6.3).
+///
+/// It keeps its read check true while the socket lives (§6.3): the host feeds
+/// [`Input::AccessChanged`] to every socket of a space whenever that space's access history
+/// changes and whenever another peer of it connects, and the socket closes with [`LET_GO`] when
+/// its reader must go.
 pub struct NodeSocket<A, N, R> {
     ctx: Ctx<N, R>,
     space_id: String,

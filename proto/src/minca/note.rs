@@ -27,7 +27,7 @@ use alloc::vec::Vec;
 use serde_json::{Map, Value, json};
 
 use crate::codec::did_key::DidKey;
-use crate::codec::{base64url, json as cjson};
+use crate::codec::{base64url, js, json as cjson};
 use crate::core::Timestamp;
 use crate::crypto::{CryptoProvider, P256Public, P256Secret};
 
@@ -218,7 +218,7 @@ pub fn account_of(
     now: Timestamp,
 ) -> Option<String> {
     let token = proof.as_str()?;
-    if cjson::canonical(proof).chars().count() > MAX_NOTE_CHARS {
+    if js::utf16_len(&cjson::canonical(proof)) > MAX_NOTE_CHARS {
         return None;
     }
     let note = notes.check(token, now).ok()?;
