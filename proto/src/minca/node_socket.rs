@@ -59,7 +59,8 @@ pub const PROTOCOL_ERROR: CloseCode = CloseCode {
 };
 
 /// A well-formed hello the node refuses: a signature that does not verify, a read proof that does
-/// not hold, or a space the node does not hold, all alike (§5.3 step 1); and a client in a private
+/// not hold, a session turned away while a new key is due, or a space the node does not hold, all
+/// alike (§5.3 step 1); and a client in a private
 /// space that holds no read key and so cannot complete the handshake (§6.3).
 pub const REFUSED: CloseCode = CloseCode {
     code: 4003,
@@ -642,7 +643,7 @@ impl<A: SpaceAccess, N: NoteChecker, R: rand_core::CryptoRng> NodeSocket<A, N, R
         // same signature check.
         let signed = auth::verify(ctx.crypto, client, &label, sig);
         let admission = match &self.space {
-            Some(space) if signed => read_proof::verify(
+            Some(space) if signed && !space.turned_away(client) => read_proof::verify(
                 ctx.crypto,
                 &ctx.notes,
                 space,
@@ -1466,6 +1467,31 @@ mod tests {
         let (_, ns) = pump(&mut c, &mut n);
         assert!(ns.opened());
         assert_eq!(ns.closed(), Some(LET_GO));
+    }
+
+    #[test]
+    fn while_a_new_key_is_due_a_session_let_go_as_a_former_member_is_turned_away_when_it_redials() {
+        let (carol, host) = (person(3), person(2));
+        let k0 = read_key(100);
+        let bare = HeldReadKey {
+            seal_key: None,
+            ..k0.clone()
+        };
+        let mut space = private(&[&k0], &[&carol]);
+        space.remove_member(&carol.account);
+        let redial = |space: MemorySpace| {
+            let mut c = client(&carol, private(&[&bare], &[]), None);
+            let mut n = node(&host, Some(space));
+            pump(&mut c, &mut n).1
+        };
+        // Without a member, step 3 alone would let her in again.
+        assert!(redial(space.clone()).opened());
+        space.turn_away(&carol.did);
+        assert_eq!(redial(space.clone()).closed(), Some(REFUSED));
+        // Once the key changed, the steps alone decide.
+        let mut rotated = space;
+        rotated.add_key(read_key(101));
+        assert!(!rotated.turned_away(&carol.did));
     }
 
     #[test]

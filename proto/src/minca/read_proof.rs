@@ -386,7 +386,7 @@ impl TurnedAway {
 
     /// Whether `session` is to be turned away now: it was let go of as a former member and a new
     /// key is still due. Once the key changed, the steps alone decide.
-    pub fn refuses(&self, space: &dyn SpaceAccess, session: &str) -> bool {
+    pub fn refuses(&self, space: &(impl SpaceAccess + ?Sized), session: &str) -> bool {
         space.new_key_due() && self.0.contains(&String::from(session))
     }
 }

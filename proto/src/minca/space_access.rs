@@ -18,6 +18,7 @@ use alloc::string::String;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 
+use super::read_proof::TurnedAway;
 use crate::crypto::P256Secret;
 
 /// Read keys a [`MemorySpace`] holds at most: the newest are kept. A proof uses the newest and
@@ -56,6 +57,14 @@ pub trait SpaceAccess {
     /// Whether `account` was a member and was removed (03 §9.2).
     fn is_former_member(&self, account: &str) -> bool;
 
+    /// Whether the verifier turns `session` away when it reconnects (§6.3: while a new key is
+    /// due, a session let go of as a former member SHOULD be). This is the verifier's own state,
+    /// kept beside the access history; a host that keeps none answers `false`.
+    fn turned_away(&self, session: &str) -> bool {
+        let _ = session;
+        false
+    }
+
     /// The seal key behind `read_key`, if held.
     fn seal_key(&self, read_key: &str) -> Option<[u8; 32]> {
         self.held_read_keys()
@@ -76,6 +85,7 @@ macro_rules! forward {
             fn is_reader(&self, account: &str) -> bool { (**self).is_reader(account) }
             fn is_former_member(&self, account: &str) -> bool { (**self).is_former_member(account) }
             fn seal_key(&self, read_key: &str) -> Option<[u8; 32]> { (**self).seal_key(read_key) }
+            fn turned_away(&self, session: &str) -> bool { (**self).turned_away(session) }
         }
     )*};
 }
@@ -94,6 +104,7 @@ pub struct MemorySpace {
     readers: BTreeSet<String>,
     former: BTreeSet<String>,
     new_key_due: bool,
+    turned_away: TurnedAway,
 }
 
 impl MemorySpace {
@@ -141,6 +152,14 @@ impl MemorySpace {
         true
     }
 
+    /// Remembers a session let go of as a former member (an [`Output::LetGo`] whose account is
+    /// one), to turn it away while the new key is still due.
+    ///
+    /// [`Output::LetGo`]: super::node_socket::Output::LetGo
+    pub fn turn_away(&mut self, session: &str) {
+        self.turned_away.remember(session);
+    }
+
     /// Removes `account`: it becomes a former member, and a new key is due (03 §9.2).
     pub fn remove_member(&mut self, account: &str) {
         self.readers.remove(account);
@@ -172,5 +191,8 @@ impl SpaceAccess for MemorySpace {
     }
     fn is_former_member(&self, account: &str) -> bool {
         self.former.contains(account)
+    }
+    fn turned_away(&self, session: &str) -> bool {
+        self.turned_away.refuses(self, session)
     }
 }
