@@ -11,9 +11,10 @@ use chacha20::ChaCha20Rng;
 use libfuzzer_sys::fuzz_target;
 use rand_core::SeedableRng;
 use serde_json::json;
+use std::sync::OnceLock;
 use weft_proto::codec::did_key::DidKey;
 use weft_proto::core::{Machine, Timestamp};
-use weft_proto::crypto::{CryptoProvider, default_provider, generate_p256};
+use weft_proto::crypto::{CryptoProvider, P256Secret, default_provider, generate_p256};
 use weft_proto::minca::node_socket::{ClientSocket, Input, NodeSocket, Output, Session};
 use weft_proto::minca::node_url::NodeUrl;
 use weft_proto::minca::note::{CMD_ALL, Es256Notes, Note};
@@ -72,41 +73,67 @@ fn drain(m: &mut impl Machine<Output = Output>) -> Vec<Output> {
     core::iter::from_fn(|| m.poll()).collect()
 }
 
-fn key(seed: u64) -> weft_proto::crypto::P256Secret {
+fn key(seed: u64) -> P256Secret {
     generate_p256(default_provider(), &mut ChaCha20Rng::seed_from_u64(seed))
 }
 
-fn did(k: &weft_proto::crypto::P256Secret) -> String {
+fn did(k: &P256Secret) -> String {
     DidKey::P256(default_provider().p256_public_key(k).unwrap().0).to_did()
+}
+
+struct Fixture {
+    note: String,
+    ck: P256Secret,
+    nk: P256Secret,
+    account: String,
+    space: MemorySpace,
+}
+
+/// Keys, the note and the space, made once: key generation and signing would otherwise be most
+/// of every run.
+fn fixture() -> &'static Fixture {
+    static FIXTURE: OnceLock<Fixture> = OnceLock::new();
+    FIXTURE.get_or_init(|| {
+        let notes = Es256Notes::new(default_provider());
+        let (root, ck, nk) = (key(1), key(2), key(3));
+        let note = notes
+            .issue(
+                &root,
+                &Note {
+                    iss: String::new(),
+                    aud: did(&ck),
+                    sub: did(&root),
+                    cmd: CMD_ALL.into(),
+                    pol: Vec::new(),
+                    exp: 1_900_000_000,
+                    nbf: None,
+                },
+            )
+            .unwrap();
+        let rk = key(4);
+        let read_key = HeldReadKey {
+            did: did(&rk),
+            secret: Some(rk),
+            seal_key: Some([4; 32]),
+        };
+        let mut space = MemorySpace::private("s");
+        space.add_key(read_key);
+        space.add_reader(&did(&root));
+        Fixture {
+            note,
+            ck,
+            nk,
+            account: did(&root),
+            space,
+        }
+    })
 }
 
 fuzz_target!(|ops: Vec<Op>| {
     let c = default_provider();
     let notes = Es256Notes::new(c);
-    let (root, ck, nk) = (key(1), key(2), key(3));
-    let note = notes
-        .issue(
-            &root,
-            &Note {
-                iss: String::new(),
-                aud: did(&ck),
-                sub: did(&root),
-                cmd: CMD_ALL.into(),
-                pol: Vec::new(),
-                exp: 1_900_000_000,
-                nbf: None,
-            },
-        )
-        .unwrap();
-    let rk = key(4);
-    let read_key = HeldReadKey {
-        did: did(&rk),
-        secret: Some(rk),
-        seal_key: Some([4; 32]),
-    };
-    let mut space = MemorySpace::private("s");
-    space.add_key(read_key);
-    space.add_reader(&did(&root));
+    let f = fixture();
+    let (ck, nk, note, space) = (f.ck.clone(), f.nk.clone(), f.note.clone(), f.space.clone());
     let mut now = Timestamp::from_secs(1_800_000_000);
     let mut client = ClientSocket::new(
         c,
@@ -129,8 +156,8 @@ fuzz_target!(|ops: Vec<Op>| {
     let (mut to_client, mut to_node) = (frames(drain(&mut node)), Vec::new());
     for op in ops.into_iter().take(64) {
         match op {
-            Op::ToClient(f) => client.handle(now, input(f)),
-            Op::ToNode(f) => node.handle(now, input(f)),
+            Op::ToClient(fr) => client.handle(now, input(fr)),
+            Op::ToNode(fr) => node.handle(now, input(fr)),
             Op::Deliver {
                 to_node: true,
                 count,
@@ -161,7 +188,7 @@ fuzz_target!(|ops: Vec<Op>| {
             Op::AccessChanged { remove } => {
                 if let Some(s) = node.space_mut() {
                     if remove {
-                        s.remove_member(&did(&root))
+                        s.remove_member(&f.account)
                     } else {
                         s.add_key(HeldReadKey {
                             did: did(&key(9)),
