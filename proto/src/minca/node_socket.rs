@@ -40,7 +40,7 @@ pub const MAX_FRAME_BYTES: usize = 16 * 1024 * 1024;
 /// How long a side waits for the other's handshake frame (the challenge, the hello, the welcome)
 /// before closing with [`HANDSHAKE_TIMEOUT`]. The spec names no number; 10 s is the one §6.3 and
 /// §7.2 give a handshake and a `who`.
-pub const HANDSHAKE_TIMEOUT_MS: Duration = Duration::from_secs(10);
+pub const HANDSHAKE_WAIT: Duration = Duration::from_secs(10);
 
 /// A WebSocket close: code and reason.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,7 +67,7 @@ pub const REFUSED: CloseCode = CloseCode {
     reason: "not allowed",
 };
 
-/// The other side's handshake frame did not come within [`HANDSHAKE_TIMEOUT_MS`].
+/// The other side's handshake frame did not come within [`HANDSHAKE_WAIT`].
 pub const HANDSHAKE_TIMEOUT: CloseCode = CloseCode {
     code: 4008,
     reason: "handshake timeout",
@@ -339,7 +339,7 @@ impl<A: SpaceAccess, N: NoteChecker, R: rand_core::CryptoRng> ClientSocket<A, N,
             space,
             pin,
             state: ClientState::AwaitChallenge {
-                deadline: now.saturating_add(HANDSHAKE_TIMEOUT_MS),
+                deadline: now.saturating_add(HANDSHAKE_WAIT),
             },
         }
     }
@@ -406,7 +406,7 @@ impl<A: SpaceAccess, N: NoteChecker, R: rand_core::CryptoRng> ClientSocket<A, N,
         self.state = ClientState::AwaitWelcome {
             node: node.into(),
             nonce: my_nonce,
-            deadline: now.saturating_add(HANDSHAKE_TIMEOUT_MS),
+            deadline: now.saturating_add(HANDSHAKE_WAIT),
         };
     }
 
@@ -591,7 +591,7 @@ impl<A: SpaceAccess, N: NoteChecker, R: rand_core::CryptoRng> NodeSocket<A, N, R
             space,
             state: NodeState::AwaitHello {
                 nonce,
-                deadline: now.saturating_add(HANDSHAKE_TIMEOUT_MS),
+                deadline: now.saturating_add(HANDSHAKE_WAIT),
             },
         }
     }
@@ -1527,7 +1527,7 @@ mod tests {
         assert_eq!(n.poll(), Some(Output::Close(HANDSHAKE_TIMEOUT)));
         assert_eq!(n.poll_timeout(), None);
         let mut c = client(&alice, MemorySpace::public(SPACE), None);
-        c.handle_timeout(NOW.saturating_add(HANDSHAKE_TIMEOUT_MS));
+        c.handle_timeout(NOW.saturating_add(HANDSHAKE_WAIT));
         assert_eq!(c.poll(), Some(Output::Close(HANDSHAKE_TIMEOUT)));
     }
 }
