@@ -1,5 +1,5 @@
-//! Peer authentication (Minca 04 Network §6): the common rules and the `minca-mesh/v1`
-//! transcript of §6.2.
+//! Peer authentication (Minca 04 Network §6): the common rules, the `minca-peer/v3` labels H and
+//! W of §6.1, and the `minca-mesh/v1` transcript of §6.2.
 //!
 //! Common rules (§6): nonces are 16 random bytes as base64url (22 characters); signatures are
 //! ECDSA P-256 / SHA-256, 64-byte P1363, base64url (86 characters), over the UTF-8 bytes of a
@@ -20,6 +20,31 @@ pub fn nonce(rng: &mut dyn rand_core::CryptoRng) -> String {
     let mut n = [0u8; NONCE_BYTES];
     rng.fill_bytes(&mut n);
     base64url::encode(&n)
+}
+
+/// `H` of §6.1, what a client's hello signs: it names the node, so a hello cannot be replayed to
+/// another node.
+pub fn peer_client_label(
+    space_id: &str,
+    client_did: &str,
+    node_did: &str,
+    node_nonce: &str,
+) -> String {
+    [
+        "minca-peer/v3",
+        "client",
+        space_id,
+        client_did,
+        node_did,
+        node_nonce,
+    ]
+    .join("|")
+}
+
+/// `W` of §6.1, what a node's welcome signs: the client's own nonce proves the welcome comes from
+/// the node that answered this hello.
+pub fn peer_server_label(space_id: &str, node_did: &str, client_nonce: &str) -> String {
+    ["minca-peer/v3", "server", space_id, node_did, client_nonce].join("|")
 }
 
 /// `T(prover, verifier, nonce)` of §6.2, the string a mesh proof signs.
