@@ -1,0 +1,69 @@
+//! NIP-40: the `expiration` tag, `["expiration", "<unix time in seconds>"]`.
+//!
+//! NIP-40 asks clients to ignore events past their expiration and relays not to serve them. An
+//! event with an `expiration` tag whose value is not a decimal Unix time is treated as already
+//! expired: a reader cannot tell how long its author meant it to live, and taking it could serve
+//! a blob past its time (recorded in `docs/decisions.md`).
+
+use alloc::string::{String, ToString};
+use alloc::vec;
+use alloc::vec::Vec;
+
+use super::event::Event;
+use crate::core::Timestamp;
+
+/// The tag's name.
+pub const TAG: &str = "expiration";
+
+/// Longest `expiration` value read, in digits: enough for any `u64`.
+const MAX_DIGITS: usize = 20;
+
+/// What an event's `expiration` tag says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expiration {
+    /// No `expiration` tag: the event does not expire.
+    Never,
+    /// Expires at this Unix time, in seconds.
+    At(u64),
+    /// A tag whose value is missing or not a decimal Unix time.
+    Malformed,
+}
+
+impl Expiration {
+    /// Reads the first `expiration` tag of `event`.
+    pub fn of(event: &Event) -> Self {
+        let Some(tag) = event.tag(TAG) else {
+            return Self::Never;
+        };
+        match tag.get(1) {
+            Some(v)
+                if !v.is_empty()
+                    && v.len() <= MAX_DIGITS
+                    && v.bytes().all(|b| b.is_ascii_digit()) =>
+            {
+                v.parse().map_or(Self::Malformed, Self::At)
+            }
+            _ => Self::Malformed,
+        }
+    }
+
+    /// Whether an event with this expiration is past it at `now`: from the second it names on,
+    /// and always for a malformed tag.
+    pub fn is_past(self, now: Timestamp) -> bool {
+        match self {
+            Self::Never => false,
+            Self::At(secs) => now.as_secs() >= secs,
+            Self::Malformed => true,
+        }
+    }
+}
+
+/// Whether `event` is past its NIP-40 expiration at `now`.
+pub fn is_expired(event: &Event, now: Timestamp) -> bool {
+    Expiration::of(event).is_past(now)
+}
+
+/// The tag `["expiration", "<at_secs>"]`.
+pub fn tag(at_secs: u64) -> Vec<String> {
+    vec![String::from(TAG), at_secs.to_string()]
+}
