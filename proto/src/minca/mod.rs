@@ -5,12 +5,14 @@
 //! - [`room`]: §1.3, rooms, topics and room keys;
 //! - [`auth`]: §6 common rules and the §6.2 `minca-mesh/v1` transcript and proof check;
 //! - [`relay_url`]: §1.2 relay URLs and kinds, and §4 a space's relay list;
-//! - [`relay_wire`]: §1.4 the Minca relay protocol's messages, and the §2.1 `ice` offer check.
+//! - [`relay_wire`]: §1.4 the Minca relay protocol's messages, and the §2.1 `ice` offer check;
+//! - [`nostr_kind`]: §1.5 a Nostr relay as a relay kind, per socket.
 //!
 //! The relay server and client, rendezvous, the node WebSocket, the mesh, introductions and live
 //! messages build on these (see the open issues).
 
 pub mod auth;
+pub mod nostr_kind;
 pub mod relay_url;
 pub mod relay_wire;
 pub mod room;
