@@ -133,3 +133,116 @@ pub fn host_of(url: &str) -> Option<&str> {
     };
     (!host.is_empty()).then_some(host)
 }
+
+#[cfg(all(test, feature = "rustcrypto"))]
+mod tests {
+    use super::*;
+    use crate::crypto::{default_provider, generate_secp256k1};
+    use chacha20::ChaCha20Rng;
+    use rand_core::SeedableRng;
+
+    const NOW: Timestamp = Timestamp::from_secs(1_790_000_000);
+    const URL: &str = "wss://relay.example.com/";
+
+    fn auth_event(now: Timestamp, url: &str, challenge: &str) -> Event {
+        let p = default_provider();
+        let mut rng = ChaCha20Rng::seed_from_u64(5);
+        let secret = generate_secp256k1(p, &mut rng);
+        build(p, &secret, &mut rng, now, url, challenge).unwrap()
+    }
+
+    #[test]
+    fn an_auth_event_is_kind_22242_tagged_relay_and_challenge() {
+        let e = auth_event(NOW, URL, "c1");
+        assert_eq!(e.kind, AUTH_KIND);
+        assert_eq!(e.created_at, NOW.as_secs());
+        assert_eq!(e.tag_value("relay"), Some(URL));
+        assert_eq!(e.tag_value("challenge"), Some("c1"));
+        assert_eq!(e.content, "");
+        assert_eq!(check(default_provider(), &e, NOW, URL, "c1"), Ok(e.pubkey));
+    }
+
+    #[test]
+    fn auth_check_verifies_the_event_id() {
+        let mut e = auth_event(NOW, URL, "c1");
+        e.content.push('x');
+        assert_eq!(
+            check(default_provider(), &e, NOW, URL, "c1"),
+            Err(AuthError::IdMismatch)
+        );
+    }
+
+    #[test]
+    fn auth_check_verifies_the_signature() {
+        let mut e = auth_event(NOW, URL, "c1");
+        e.sig[0] ^= 1;
+        assert_eq!(
+            check(default_provider(), &e, NOW, URL, "c1"),
+            Err(AuthError::BadSignature)
+        );
+    }
+
+    #[test]
+    fn auth_check_refuses_created_at_outside_the_window() {
+        let p = default_provider();
+        for (offset, ok) in [
+            (0, true),
+            (AUTH_WINDOW_SECS, true),
+            (AUTH_WINDOW_SECS + 1, false),
+        ] {
+            let early = auth_event(Timestamp::from_secs(NOW.as_secs() - offset), URL, "c");
+            let late = auth_event(Timestamp::from_secs(NOW.as_secs() + offset), URL, "c");
+            for e in [early, late] {
+                let r = check(p, &e, NOW, URL, "c");
+                assert_eq!(r.is_ok(), ok, "{offset}: {r:?}");
+                if !ok {
+                    assert_eq!(r, Err(AuthError::OutsideWindow));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn auth_check_refuses_another_challenge() {
+        let e = auth_event(NOW, URL, "c1");
+        assert_eq!(
+            check(default_provider(), &e, NOW, URL, "c2"),
+            Err(AuthError::WrongChallenge)
+        );
+    }
+
+    #[test]
+    fn auth_check_matches_the_relay_host_only() {
+        let p = default_provider();
+        let e = auth_event(NOW, "wss://Relay.Example.com:443/path?q#f", "c");
+        assert_eq!(check(p, &e, NOW, URL, "c"), Ok(e.pubkey));
+        let other = auth_event(NOW, "wss://relay.example.org/", "c");
+        assert_eq!(check(p, &other, NOW, URL, "c"), Err(AuthError::WrongRelay));
+        let garbage = auth_event(NOW, "relay.example.com", "c");
+        assert_eq!(
+            check(p, &garbage, NOW, URL, "c"),
+            Err(AuthError::WrongRelay)
+        );
+    }
+
+    #[test]
+    fn auth_check_refuses_another_kind() {
+        let p = default_provider();
+        let mut rng = ChaCha20Rng::seed_from_u64(6);
+        let secret = generate_secp256k1(p, &mut rng);
+        let mut u = unsigned(NOW, URL, "c");
+        u.kind = 1;
+        let e = u.sign(p, &secret, &mut rng).unwrap();
+        assert_eq!(check(p, &e, NOW, URL, "c"), Err(AuthError::WrongKind));
+    }
+
+    #[test]
+    fn the_host_of_a_url() {
+        assert_eq!(host_of("wss://a.b/c"), Some("a.b"));
+        assert_eq!(host_of("ws://u:p@a.b:7000"), Some("a.b"));
+        assert_eq!(host_of("ws://[::1]:7000/x"), Some("[::1]"));
+        assert_eq!(host_of("ws://[::1"), None);
+        assert_eq!(host_of("wss:///x"), None);
+        assert_eq!(host_of("a.b"), None);
+    }
+}

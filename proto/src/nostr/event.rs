@@ -420,3 +420,208 @@ fn parse_tags(value: Option<&Value>) -> Result<Vec<Vec<String>>, EventError> {
         })
         .collect()
 }
+
+#[cfg(all(test, feature = "rustcrypto"))]
+mod tests {
+    use super::*;
+    use crate::crypto::{default_provider, generate_secp256k1};
+    use alloc::string::ToString;
+    use alloc::vec;
+    use chacha20::ChaCha20Rng;
+    use rand_core::SeedableRng;
+
+    fn signed(content: &str, tags: Vec<Vec<String>>) -> Event {
+        let p = default_provider();
+        let mut rng = ChaCha20Rng::seed_from_u64(1);
+        let secret = generate_secp256k1(p, &mut rng);
+        UnsignedEvent {
+            created_at: 1_790_000_000,
+            kind: 24_733,
+            tags,
+            content: content.to_string(),
+        }
+        .sign(p, &secret, &mut rng)
+        .unwrap()
+    }
+
+    #[test]
+    fn the_id_serialization_is_the_nip01_array_without_whitespace() {
+        let pk = [0xab; 32];
+        let tags = vec![
+            vec!["x".to_string(), "t".to_string()],
+            vec!["e".to_string()],
+        ];
+        assert_eq!(
+            id_serialization(&pk, 1_790_000_000, 24_733, &tags, "hi"),
+            alloc::format!(
+                "[0,\"{}\",1790000000,24733,[[\"x\",\"t\"],[\"e\"]],\"hi\"]",
+                "ab".repeat(32)
+            )
+        );
+    }
+
+    #[test]
+    fn nip01_named_escapes_are_written_as_named_and_everything_else_verbatim() {
+        let text = id_serialization(&[0; 32], 0, 1, &[], "a\n\"\\\r\t\u{8}\u{c}/é😀\u{7f}");
+        assert!(
+            text.ends_with(",\"a\\n\\\"\\\\\\r\\t\\b\\f/é😀\u{7f}\"]"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn other_c0_controls_are_written_u00xx_and_either_form_of_id_verifies() {
+        let p = default_provider();
+        let event = signed("a\u{1}b", vec![]);
+        let text = id_serialization(&event.pubkey, event.created_at, event.kind, &[], "a\u{1}b");
+        assert!(text.contains("a\\u0001b"), "{text}");
+        assert_eq!(event.verify(p), Ok(()));
+
+        // The same event signed over the literal reading of NIP-01 (the raw byte) verifies too.
+        let mut rng = ChaCha20Rng::seed_from_u64(2);
+        let secret = generate_secp256k1(p, &mut rng);
+        let mut literal = event.clone();
+        literal.pubkey = p.schnorr_public_key(&secret).unwrap();
+        let raw = verbatim_serialization(
+            &literal.pubkey,
+            literal.created_at,
+            literal.kind,
+            &[],
+            "a\u{1}b",
+        )
+        .unwrap();
+        assert!(raw.contains("a\u{1}b"));
+        literal.id = p.sha256(&[raw.as_bytes()]);
+        literal.sig = p.schnorr_sign(&secret, &literal.id, &[0; 32]).unwrap();
+        assert_eq!(literal.verify(p), Ok(()));
+        // Without such a character there is one serialization only.
+        assert!(verbatim_serialization(&[0; 32], 0, 1, &[], "a\nb").is_none());
+    }
+
+    #[test]
+    fn a_signed_event_verifies_and_any_changed_field_fails() {
+        let p = default_provider();
+        let event = signed("AZ3k", vec![vec!["x".into(), "topic".into()]]);
+        assert_eq!(event.verify(p), Ok(()));
+        assert_eq!(event.id, event.compute_id(p));
+
+        let mut e = event.clone();
+        e.content.push('x');
+        assert_eq!(e.verify(p), Err(EventError::IdMismatch));
+        let mut e = event.clone();
+        e.tags[0][1].push('x');
+        assert_eq!(e.verify(p), Err(EventError::IdMismatch));
+        let mut e = event.clone();
+        e.created_at += 1;
+        assert_eq!(e.verify(p), Err(EventError::IdMismatch));
+        let mut e = event.clone();
+        e.sig[5] ^= 1;
+        assert_eq!(e.verify(p), Err(EventError::BadSignature));
+        // A consistent id over changed content, but the old signature.
+        let mut e = event.clone();
+        e.content.push('x');
+        e.id = e.compute_id(p);
+        assert_eq!(e.verify(p), Err(EventError::BadSignature));
+    }
+
+    #[test]
+    fn an_event_round_trips_through_json() {
+        let event = signed("a\"b\\c\n", vec![vec!["x".into(), "t".into()], vec![]]);
+        let text = event.to_json();
+        assert!(text.starts_with("{\"id\":\""), "{text}");
+        assert_eq!(Event::parse(&text), Ok(event.clone()));
+        assert_eq!(Event::from_value(&event.to_value()), Ok(event));
+    }
+
+    #[test]
+    fn parsing_refuses_every_malformed_field_with_its_error() {
+        let event = signed("c", vec![]);
+        let good = event.to_value();
+        let with = |key: &str, v: Value| {
+            let mut x = good.clone();
+            x[key] = v;
+            Event::from_value(&x)
+        };
+        assert_eq!(
+            with("id", Value::from(event.id_hex().to_uppercase())),
+            Err(EventError::BadHex("id"))
+        );
+        assert_eq!(
+            with("pubkey", Value::from("ab")),
+            Err(EventError::BadHex("pubkey"))
+        );
+        assert_eq!(
+            with("sig", Value::from(1)),
+            Err(EventError::BadField("sig"))
+        );
+        assert_eq!(with("kind", Value::from(65_536)), Err(EventError::BadKind));
+        assert_eq!(
+            with("kind", Value::from(-1)),
+            Err(EventError::BadField("kind"))
+        );
+        assert_eq!(
+            with("created_at", Value::from(1.5)),
+            Err(EventError::BadField("created_at"))
+        );
+        assert_eq!(
+            with("content", Value::Null),
+            Err(EventError::BadField("content"))
+        );
+        assert_eq!(
+            with("tags", serde_json::json!([["x", 1]])),
+            Err(EventError::BadTag)
+        );
+        assert_eq!(
+            with("tags", serde_json::json!(["x"])),
+            Err(EventError::BadTag)
+        );
+        assert_eq!(
+            with(
+                "tags",
+                Value::from(vec![Value::from(vec!["a"; MAX_TAG_FIELDS + 1])])
+            ),
+            Err(EventError::BadTag)
+        );
+        assert_eq!(
+            with(
+                "tags",
+                Value::from(vec![Value::Array(vec![]); MAX_TAGS + 1])
+            ),
+            Err(EventError::TooManyTags)
+        );
+        assert!(with("tags", Value::from(vec![Value::Array(vec![]); MAX_TAGS])).is_ok());
+        let mut missing = good.clone();
+        missing.as_object_mut().unwrap().remove("tags");
+        assert_eq!(
+            Event::from_value(&missing),
+            Err(EventError::BadField("tags"))
+        );
+        // A field NIP-01 does not name is ignored.
+        assert_eq!(with("extra", Value::from(1)), Ok(event));
+        assert_eq!(Event::parse("[]"), Err(EventError::NotAnObject));
+        assert_eq!(Event::parse("{"), Err(EventError::NotJson));
+        let big = " ".repeat(MAX_EVENT_BYTES + 1);
+        assert_eq!(
+            Event::parse(&big),
+            Err(EventError::TooLarge {
+                bytes: MAX_EVENT_BYTES + 1
+            })
+        );
+    }
+
+    #[test]
+    fn tag_value_reads_the_first_tag_of_a_name() {
+        let event = signed(
+            "c",
+            vec![
+                vec!["x".into()],
+                vec!["x".into(), "1".into()],
+                vec!["y".into(), "2".into()],
+            ],
+        );
+        assert_eq!(event.tag("x").map(<[String]>::len), Some(1));
+        assert_eq!(event.tag_value("x"), None);
+        assert_eq!(event.tag_value("y"), Some("2"));
+        assert_eq!(event.tag_value("z"), None);
+    }
+}

@@ -67,3 +67,56 @@ pub fn is_expired(event: &Event, now: Timestamp) -> bool {
 pub fn tag(at_secs: u64) -> Vec<String> {
     vec![String::from(TAG), at_secs.to_string()]
 }
+
+#[cfg(all(test, feature = "rustcrypto"))]
+mod tests {
+    use super::*;
+    use crate::crypto::{default_provider, generate_secp256k1};
+    use crate::nostr::event::UnsignedEvent;
+    use chacha20::ChaCha20Rng;
+    use rand_core::SeedableRng;
+
+    fn with_tags(tags: Vec<Vec<String>>) -> Event {
+        let p = default_provider();
+        let mut rng = ChaCha20Rng::seed_from_u64(4);
+        let secret = generate_secp256k1(p, &mut rng);
+        UnsignedEvent {
+            created_at: 100,
+            kind: 4733,
+            tags,
+            content: String::new(),
+        }
+        .sign(p, &secret, &mut rng)
+        .unwrap()
+    }
+
+    #[test]
+    fn an_event_is_expired_from_the_second_its_expiration_names() {
+        let e = with_tags(vec![tag(1_000)]);
+        assert_eq!(Expiration::of(&e), Expiration::At(1_000));
+        assert!(!is_expired(&e, Timestamp::from_millis(999_999)));
+        assert!(is_expired(&e, Timestamp::from_millis(1_000_000)));
+    }
+
+    #[test]
+    fn an_event_without_expiration_never_expires() {
+        let e = with_tags(vec![vec!["x".into(), "t".into()]]);
+        assert_eq!(Expiration::of(&e), Expiration::Never);
+        assert!(!is_expired(&e, Timestamp::MAX));
+    }
+
+    #[test]
+    fn a_malformed_expiration_counts_as_expired() {
+        for v in [
+            vec![TAG.into()],
+            vec![TAG.into(), "".into()],
+            vec![TAG.into(), "1e9".into()],
+            vec![TAG.into(), "-1".into()],
+            vec![TAG.into(), "99999999999999999999".into()],
+        ] {
+            let e = with_tags(vec![v]);
+            assert_eq!(Expiration::of(&e), Expiration::Malformed);
+            assert!(is_expired(&e, Timestamp::ZERO));
+        }
+    }
+}

@@ -439,3 +439,279 @@ impl RelayMessage {
         }
     }
 }
+
+#[cfg(all(test, feature = "rustcrypto"))]
+mod tests {
+    use super::*;
+    use crate::crypto::{default_provider, generate_secp256k1};
+    use crate::nostr::event::UnsignedEvent;
+    use alloc::string::ToString;
+    use alloc::vec;
+    use chacha20::ChaCha20Rng;
+    use rand_core::SeedableRng;
+
+    fn event(kind: u16, created_at: u64, tags: Vec<Vec<String>>) -> Event {
+        let p = default_provider();
+        let mut rng = ChaCha20Rng::seed_from_u64(3);
+        let secret = generate_secp256k1(p, &mut rng);
+        UnsignedEvent {
+            created_at,
+            kind,
+            tags,
+            content: "AZ3k".into(),
+        }
+        .sign(p, &secret, &mut rng)
+        .unwrap()
+    }
+
+    fn full_filter() -> Filter {
+        Filter {
+            ids: Some(vec![[1; 32]]),
+            authors: Some(vec![[2; 32]]),
+            kinds: Some(vec![24_733, 4_733]),
+            tags: BTreeMap::from([('x', vec!["t".to_string()]), ('P', vec![])]),
+            since: Some(10),
+            until: Some(20),
+            limit: Some(500),
+        }
+    }
+
+    #[test]
+    fn every_client_message_round_trips() {
+        let e = event(1, 5, vec![vec!["x".into(), "t".into()]]);
+        for m in [
+            ClientMessage::Event(e.clone()),
+            ClientMessage::Auth(e),
+            ClientMessage::Close("sub".into()),
+            ClientMessage::Req {
+                subscription: "s".repeat(MAX_SUBSCRIPTION_ID_CHARS),
+                filters: vec![full_filter(), Filter::default()],
+            },
+        ] {
+            let text = m.to_text();
+            assert_eq!(ClientMessage::parse(&text), Ok(m), "{text}");
+        }
+    }
+
+    #[test]
+    fn every_relay_message_round_trips() {
+        let e = event(1, 5, vec![]);
+        for m in [
+            RelayMessage::Event {
+                subscription: "s".into(),
+                event: e,
+            },
+            RelayMessage::Ok {
+                event_id: [7; 32],
+                accepted: false,
+                message: "duplicate: have it".into(),
+            },
+            RelayMessage::Eose("s".into()),
+            RelayMessage::Closed {
+                subscription: "s".into(),
+                message: "auth-required: who".into(),
+            },
+            RelayMessage::Notice("hello".into()),
+            RelayMessage::Auth("challenge-1".into()),
+        ] {
+            let text = m.to_text();
+            assert_eq!(RelayMessage::parse(&text), Ok(m), "{text}");
+        }
+    }
+
+    #[test]
+    fn a_req_is_written_as_nip01_shows_it() {
+        let m = ClientMessage::Req {
+            subscription: "w".into(),
+            filters: vec![Filter {
+                kinds: Some(vec![24_733]),
+                tags: BTreeMap::from([('x', vec!["t".to_string()])]),
+                since: Some(1_790_000_000),
+                ..Filter::default()
+            }],
+        };
+        assert_eq!(
+            m.to_text(),
+            r##"["REQ","w",{"#x":["t"],"kinds":[24733],"since":1790000000}]"##
+        );
+    }
+
+    #[test]
+    fn ok_and_closed_without_their_message_read_as_empty() {
+        let id = "07".repeat(32);
+        assert_eq!(
+            RelayMessage::parse(&alloc::format!(r#"["OK","{id}",true]"#)),
+            Ok(RelayMessage::Ok {
+                event_id: [7; 32],
+                accepted: true,
+                message: String::new()
+            })
+        );
+        assert_eq!(
+            RelayMessage::parse(r#"["CLOSED","s"]"#),
+            Ok(RelayMessage::Closed {
+                subscription: "s".into(),
+                message: String::new()
+            })
+        );
+        // Elements a later NIP appends are ignored.
+        assert_eq!(
+            RelayMessage::parse(r#"["EOSE","s",1]"#),
+            Ok(RelayMessage::Eose("s".into()))
+        );
+    }
+
+    #[test]
+    fn malformed_frames_get_a_typed_error_never_a_panic() {
+        let id = "07".repeat(32);
+        let cases: &[(&str, MessageError)] = &[
+            ("", MessageError::NotJson),
+            ("{}", MessageError::NotAMessage),
+            ("[]", MessageError::NotAMessage),
+            ("[1]", MessageError::NotAMessage),
+            (r#"["PING"]"#, MessageError::UnknownType),
+            (r#"["EOSE"]"#, MessageError::BadField("subscription id")),
+            (r#"["EOSE",""]"#, MessageError::BadSubscriptionId),
+            (r#"["NOTICE",1]"#, MessageError::BadField("message")),
+            (r#"["OK","07",true,""]"#, MessageError::BadField("event id")),
+            (r#"["CLOSED","s",false]"#, MessageError::BadField("message")),
+            (
+                r#"["EVENT","s",{}]"#,
+                MessageError::BadEvent(EventError::BadField("id")),
+            ),
+        ];
+        for (text, err) in cases {
+            assert_eq!(RelayMessage::parse(text), Err(*err), "{text}");
+        }
+        assert_eq!(
+            RelayMessage::parse(&alloc::format!(r#"["OK","{}",true]"#, "AB".repeat(32))),
+            Err(MessageError::BadField("event id"))
+        );
+        assert_eq!(
+            RelayMessage::parse(&alloc::format!(r#"["OK","{id}","yes"]"#)),
+            Err(MessageError::BadField("accepted"))
+        );
+        let long_sub = alloc::format!(
+            r#"["EOSE","{}"]"#,
+            "s".repeat(MAX_SUBSCRIPTION_ID_CHARS + 1)
+        );
+        assert_eq!(
+            RelayMessage::parse(&long_sub),
+            Err(MessageError::BadSubscriptionId)
+        );
+        let long_challenge =
+            alloc::format!(r#"["AUTH","{}"]"#, "c".repeat(MAX_CHALLENGE_BYTES + 1));
+        assert_eq!(
+            RelayMessage::parse(&long_challenge),
+            Err(MessageError::ChallengeTooLong)
+        );
+        let big = " ".repeat(MAX_MESSAGE_BYTES + 1);
+        assert_eq!(
+            RelayMessage::parse(&big),
+            Err(MessageError::TooLarge {
+                bytes: MAX_MESSAGE_BYTES + 1
+            })
+        );
+
+        let client: &[(&str, MessageError)] = &[
+            (r#"["REQ","s"]"#, MessageError::BadFilterCount),
+            (r#"["REQ","s",1]"#, MessageError::BadFilter("filter")),
+            (
+                r#"["REQ","s",{"kinds":[65536]}]"#,
+                MessageError::BadFilter("kinds"),
+            ),
+            (
+                r#"["REQ","s",{"ids":["AB"]}]"#,
+                MessageError::BadFilter("ids"),
+            ),
+            (
+                r#"["REQ","s",{"limit":-1}]"#,
+                MessageError::BadFilter("limit"),
+            ),
+            (
+                r##"["REQ","s",{"#x":[1]}]"##,
+                MessageError::BadFilter("#tag"),
+            ),
+            (r#"["CLOSE"]"#, MessageError::BadField("subscription id")),
+            (
+                r#"["AUTH","challenge"]"#,
+                MessageError::BadEvent(EventError::NotAnObject),
+            ),
+            (r#"["OK"]"#, MessageError::UnknownType),
+        ];
+        for (text, err) in client {
+            assert_eq!(ClientMessage::parse(text), Err(*err), "{text}");
+        }
+        let many = alloc::format!(r#"["REQ","s"{}]"#, ",{}".repeat(MAX_FILTERS + 1));
+        assert_eq!(
+            ClientMessage::parse(&many),
+            Err(MessageError::BadFilterCount)
+        );
+        let values = alloc::format!(
+            r#"["REQ","s",{{"kinds":[{}1]}}]"#,
+            "1,".repeat(MAX_FILTER_VALUES)
+        );
+        assert_eq!(
+            ClientMessage::parse(&values),
+            Err(MessageError::BadFilter("kinds"))
+        );
+    }
+
+    #[test]
+    fn filter_keys_other_than_single_letter_tags_are_ignored() {
+        let f = Filter::from_value(
+            &serde_json::json!({"#xy": ["a"], "search": "q", "#1": ["b"], "#e": ["c"]}),
+        )
+        .unwrap();
+        assert_eq!(f.tags, BTreeMap::from([('e', vec!["c".to_string()])]));
+    }
+
+    #[test]
+    fn a_filter_matches_when_every_present_field_does() {
+        let e = event(24_733, 15, vec![vec!["x".into(), "t".into()]]);
+        let base = Filter {
+            kinds: Some(vec![24_733]),
+            tags: BTreeMap::from([('x', vec!["t".to_string()])]),
+            since: Some(15),
+            until: Some(15),
+            ids: Some(vec![e.id]),
+            authors: Some(vec![e.pubkey]),
+            limit: Some(1),
+        };
+        assert!(base.matches(&e));
+        assert!(Filter::default().matches(&e));
+        let fails = [
+            Filter {
+                kinds: Some(vec![1]),
+                ..base.clone()
+            },
+            Filter {
+                tags: BTreeMap::from([('x', vec!["u".to_string()])]),
+                ..base.clone()
+            },
+            Filter {
+                tags: BTreeMap::from([('y', vec!["t".to_string()])]),
+                ..base.clone()
+            },
+            Filter {
+                since: Some(16),
+                ..base.clone()
+            },
+            Filter {
+                until: Some(14),
+                ..base.clone()
+            },
+            Filter {
+                ids: Some(vec![[0; 32]]),
+                ..base.clone()
+            },
+            Filter {
+                authors: Some(vec![]),
+                ..base.clone()
+            },
+        ];
+        for f in fails {
+            assert!(!f.matches(&e), "{f:?}");
+        }
+    }
+}
