@@ -645,3 +645,613 @@ impl NostrLink {
 fn is_auth_required(message: &str) -> bool {
     message.starts_with("auth-required:")
 }
+
+#[cfg(all(test, feature = "rustcrypto"))]
+mod tests {
+    use super::*;
+    use crate::crypto::default_provider;
+    use crate::nostr::expiration::Expiration;
+    use alloc::string::ToString;
+    use chacha20::ChaCha20Rng;
+    use rand_core::SeedableRng;
+
+    const NOW: Timestamp = Timestamp::from_millis(1_790_000_000_250);
+    const DIAL: &str = "wss://relay.example.com/";
+
+    fn link() -> NostrLink {
+        let url = RelayUrl::parse("nostr+wss://relay.example.com/").unwrap();
+        NostrLink::new(default_provider(), &url)
+    }
+
+    fn rng() -> ChaCha20Rng {
+        ChaCha20Rng::seed_from_u64(9)
+    }
+
+    fn topic(n: u8) -> Topic {
+        Topic::from_bytes(&[n; 32])
+    }
+
+    fn blob(text: &str) -> Blob {
+        Blob::parse(text).unwrap()
+    }
+
+    fn sent_event(frame: &str) -> Event {
+        match ClientMessage::parse(frame).unwrap() {
+            ClientMessage::Event(e) => e,
+            other => panic!("not an EVENT: {other:?}"),
+        }
+    }
+
+    fn sent_auth(frame: &str) -> Event {
+        match ClientMessage::parse(frame).unwrap() {
+            ClientMessage::Auth(e) => e,
+            other => panic!("not an AUTH: {other:?}"),
+        }
+    }
+
+    fn sent_req(frame: &str) -> (String, Filter) {
+        match ClientMessage::parse(frame).unwrap() {
+            ClientMessage::Req {
+                subscription,
+                mut filters,
+            } => {
+                assert_eq!(filters.len(), 1);
+                (subscription, filters.remove(0))
+            }
+            other => panic!("not a REQ: {other:?}"),
+        }
+    }
+
+    fn sends(events: &[LinkEvent]) -> Vec<&str> {
+        events
+            .iter()
+            .filter_map(|e| match e {
+                LinkEvent::Send(t) => Some(t.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn ok(id: &EventId, accepted: bool, message: &str) -> String {
+        RelayMessage::Ok {
+            event_id: *id,
+            accepted,
+            message: message.into(),
+        }
+        .to_text()
+    }
+
+    /// What a relay forwards: an event signed by someone else's throwaway key.
+    fn relayed(sub: &str, kind: u16, tags: Vec<Vec<String>>, content: &str) -> String {
+        let p = default_provider();
+        let mut r = ChaCha20Rng::seed_from_u64(77);
+        let secret = generate_secp256k1(p, &mut r);
+        let event = UnsignedEvent {
+            created_at: NOW.as_secs(),
+            kind,
+            tags,
+            content: content.into(),
+        }
+        .sign(p, &secret, &mut r)
+        .unwrap();
+        RelayMessage::Event {
+            subscription: sub.into(),
+            event,
+        }
+        .to_text()
+    }
+
+    #[test]
+    fn a_published_blob_is_an_ephemeral_event_with_the_blob_as_content_and_the_topic_in_an_x_tag() {
+        let mut l = link();
+        let e = sent_event(&l.publish(NOW, &mut rng(), &topic(1), &blob("AZ3k")));
+        assert_eq!(e.kind, PUBLISH_KIND);
+        assert_eq!(e.kind, 24_733);
+        assert_eq!(e.content, "AZ3k");
+        assert_eq!(e.tags, vec![x_tag(&topic(1))]);
+        assert_eq!(e.created_at, NOW.as_secs());
+        assert_eq!(e.verify(default_provider()), Ok(()));
+    }
+
+    #[test]
+    fn every_event_is_signed_by_a_fresh_throwaway_key() {
+        let mut l = link();
+        let mut r = rng();
+        let a = sent_event(&l.publish(NOW, &mut r, &topic(1), &blob("AZ3k")));
+        let b = sent_event(&l.publish(NOW, &mut r, &topic(1), &blob("AZ3k")));
+        let c = sent_event(&l.drop_blob(NOW, &mut r, &topic(1), &blob("AZ3k"), None));
+        for e in [&a, &b, &c] {
+            assert_eq!(e.verify(default_provider()), Ok(()));
+        }
+        assert_ne!(a.pubkey, b.pubkey);
+        assert_ne!(a.pubkey, c.pubkey);
+        assert_ne!(b.pubkey, c.pubkey);
+    }
+
+    #[test]
+    fn a_dropped_blob_is_a_regular_kind_expiring_after_its_ttl() {
+        let mut l = link();
+        let ttl = Ttl::from_millis(60_500).unwrap();
+        let e = sent_event(&l.drop_blob(NOW, &mut rng(), &topic(2), &blob("AZ3k"), Some(ttl)));
+        assert_eq!(e.kind, DROP_KIND);
+        assert!((1000..10_000).contains(&e.kind), "a regular kind");
+        assert_eq!(e.tag_value("x"), Some(topic(2).as_str()));
+        // 1 790 000 000.250 s + 60.5 s = …060.75, rounded up so the blob lives its whole ttl.
+        assert_eq!(Expiration::of(&e), Expiration::At(1_790_000_061));
+    }
+
+    #[test]
+    fn a_drop_without_a_ttl_expires_in_14_days() {
+        let mut l = link();
+        let e = sent_event(&l.drop_blob(NOW, &mut rng(), &topic(2), &blob("AZ3k"), None));
+        assert_eq!(e.kind, DROP_KIND);
+        assert_eq!(
+            Expiration::of(&e),
+            Expiration::At(1_790_000_001 + 14 * 24 * 3600)
+        );
+    }
+
+    #[test]
+    fn a_drop_with_ttl_0_is_a_publish() {
+        let mut l = link();
+        let frame = l.drop_blob(
+            NOW,
+            &mut rng(),
+            &topic(2),
+            &blob("AZ3k"),
+            Some(Ttl::PUBLISH_ONLY),
+        );
+        let e = sent_event(&frame);
+        assert_eq!(e.kind, PUBLISH_KIND);
+        assert_eq!(Expiration::of(&e), Expiration::Never);
+        let done = l.on_text(NOW, &mut rng(), &ok(&e.id, true, ""));
+        assert_eq!(
+            done,
+            vec![LinkEvent::Done {
+                topic: topic(2),
+                op: Op::Publish
+            }]
+        );
+    }
+
+    #[test]
+    fn a_drop_is_done_on_ok_true_or_on_false_with_duplicate() {
+        let mut l = link();
+        let mut r = rng();
+        let a = sent_event(&l.drop_blob(NOW, &mut r, &topic(3), &blob("AZ3k"), None));
+        let b = sent_event(&l.drop_blob(NOW, &mut r, &topic(3), &blob("AZ3k"), None));
+        let c = sent_event(&l.drop_blob(NOW, &mut r, &topic(3), &blob("AZ3k"), None));
+        let done = LinkEvent::Done {
+            topic: topic(3),
+            op: Op::Drop,
+        };
+        assert_eq!(
+            l.on_text(NOW, &mut r, &ok(&a.id, true, "")),
+            vec![done.clone()]
+        );
+        assert_eq!(
+            l.on_text(NOW, &mut r, &ok(&b.id, false, "duplicate: have it")),
+            vec![done]
+        );
+        assert_eq!(
+            l.on_text(NOW, &mut r, &ok(&c.id, false, "blocked: no")),
+            vec![LinkEvent::Refused {
+                topic: topic(3),
+                op: Op::Drop,
+                reason: "blocked: no".into()
+            }]
+        );
+        // Each answer is taken once; another is counted and ignored.
+        assert!(l.on_text(NOW, &mut r, &ok(&a.id, true, "")).is_empty());
+        assert_eq!(l.stats().unknown_ok, 1);
+    }
+
+    #[test]
+    fn watching_asks_for_both_kinds_under_the_topic_from_now() {
+        let mut l = link();
+        let (sub, f) = sent_req(&l.watch(NOW, &topic(4)).unwrap());
+        assert_eq!(sub.chars().count(), 44);
+        assert_eq!(f.kinds, Some(vec![PUBLISH_KIND, DROP_KIND]));
+        assert_eq!(
+            f.tags,
+            BTreeMap::from([('x', vec![topic(4).as_str().to_string()])])
+        );
+        assert_eq!(f.since, Some(NOW.as_secs()));
+        assert_eq!(f.limit, None);
+        let close = l.unwatch(&topic(4)).unwrap();
+        assert_eq!(ClientMessage::parse(&close), Ok(ClientMessage::Close(sub)));
+        assert_eq!(l.unwatch(&topic(4)), None);
+    }
+
+    #[test]
+    fn a_received_blob_id_is_base64url_of_sha256_of_the_content() {
+        let mut l = link();
+        let (sub, _) = sent_req(&l.watch(NOW, &topic(5)).unwrap());
+        let got = l.on_text(
+            NOW,
+            &mut rng(),
+            &relayed(&sub, PUBLISH_KIND, vec![x_tag(&topic(5))], "AZ3k"),
+        );
+        let id = base64url::encode(&default_provider().sha256(&[b"AZ3k"]));
+        assert_eq!(id.len(), 43);
+        assert_eq!(
+            got,
+            vec![LinkEvent::Blob {
+                topic: topic(5),
+                blob: blob("AZ3k"),
+                id,
+                fetched: false
+            }]
+        );
+    }
+
+    #[test]
+    fn a_blob_is_taken_without_checking_the_throwaway_key() {
+        let mut l = link();
+        let (sub, _) = sent_req(&l.watch(NOW, &topic(5)).unwrap());
+        let mut frame: serde_json::Value =
+            serde_json::from_str(&relayed(&sub, PUBLISH_KIND, vec![x_tag(&topic(5))], "AZ3k"))
+                .unwrap();
+        frame[2]["sig"] = "00".repeat(64).into();
+        let got = l.on_text(NOW, &mut rng(), &frame.to_string());
+        assert!(
+            matches!(got.as_slice(), [LinkEvent::Blob { .. }]),
+            "{got:?}"
+        );
+    }
+
+    #[test]
+    fn events_past_their_expiration_are_not_taken() {
+        let mut l = link();
+        let fetch = l.fetch(&topic(6)).unwrap();
+        let (sub, _) = sent_req(&fetch);
+        let now_s = NOW.as_secs();
+        let live = vec![x_tag(&topic(6)), expiration::tag(now_s + 1)];
+        let past = vec![x_tag(&topic(6)), expiration::tag(now_s)];
+        let garbled = vec![x_tag(&topic(6)), vec!["expiration".into(), "soon".into()]];
+        let mut r = rng();
+        assert_eq!(
+            l.on_text(NOW, &mut r, &relayed(&sub, DROP_KIND, live, "AZ3k"))
+                .len(),
+            1
+        );
+        assert!(
+            l.on_text(NOW, &mut r, &relayed(&sub, DROP_KIND, past, "AZ3k"))
+                .is_empty()
+        );
+        assert!(
+            l.on_text(NOW, &mut r, &relayed(&sub, DROP_KIND, garbled, "AZ3k"))
+                .is_empty()
+        );
+        assert_eq!(l.stats().expired, 2);
+    }
+
+    #[test]
+    fn an_event_without_the_subscriptions_topic_or_kind_is_ignored() {
+        let mut l = link();
+        let (w, _) = sent_req(&l.watch(NOW, &topic(7)).unwrap());
+        let (f, _) = sent_req(&l.fetch(&topic(7)).unwrap());
+        let mut r = rng();
+        let cases = [
+            relayed(&w, PUBLISH_KIND, vec![x_tag(&topic(8))], "AZ3k"),
+            relayed(&w, PUBLISH_KIND, vec![], "AZ3k"),
+            relayed(&w, 1, vec![x_tag(&topic(7))], "AZ3k"),
+            // A fetch reads kept blobs only.
+            relayed(&f, PUBLISH_KIND, vec![x_tag(&topic(7))], "AZ3k"),
+        ];
+        for c in &cases {
+            assert!(l.on_text(NOW, &mut r, c).is_empty(), "{c}");
+        }
+        assert_eq!(l.stats().foreign, 4);
+        // A subscription this link never opened.
+        assert!(
+            l.on_text(
+                NOW,
+                &mut r,
+                &relayed("zzz", PUBLISH_KIND, vec![x_tag(&topic(7))], "AZ3k")
+            )
+            .is_empty()
+        );
+        assert_eq!(l.stats().unknown_subscription, 1);
+    }
+
+    #[test]
+    fn content_that_is_not_a_blob_is_ignored() {
+        let mut l = link();
+        let (w, _) = sent_req(&l.watch(NOW, &topic(9)).unwrap());
+        let mut r = rng();
+        for content in ["", "AZ3k=", "not base64!", &"A".repeat(12_004)] {
+            assert!(
+                l.on_text(
+                    NOW,
+                    &mut r,
+                    &relayed(&w, PUBLISH_KIND, vec![x_tag(&topic(9))], content)
+                )
+                .is_empty()
+            );
+        }
+        assert_eq!(l.stats().bad_blob, 4);
+    }
+
+    #[test]
+    fn a_fetch_reads_one_page_of_the_newest_500() {
+        let mut l = link();
+        let (sub, f) = sent_req(&l.fetch(&topic(10)).unwrap());
+        assert_eq!(f.limit, Some(500));
+        assert_eq!(f.kinds, Some(vec![DROP_KIND]));
+        assert_eq!(f.since, None);
+        assert_eq!(
+            f.tags,
+            BTreeMap::from([('x', vec![topic(10).as_str().to_string()])])
+        );
+        let mut r = rng();
+        let got = l.on_text(
+            NOW,
+            &mut r,
+            &relayed(&sub, DROP_KIND, vec![x_tag(&topic(10))], "AZ3k"),
+        );
+        assert!(matches!(
+            got.as_slice(),
+            [LinkEvent::Blob { fetched: true, .. }]
+        ));
+        let end = l.on_text(NOW, &mut r, &RelayMessage::Eose(sub.clone()).to_text());
+        assert_eq!(
+            end,
+            vec![
+                LinkEvent::Send(ClientMessage::Close(sub.clone()).to_text()),
+                LinkEvent::FetchDone { topic: topic(10) }
+            ]
+        );
+        // One page: nothing after EOSE is taken for that fetch.
+        assert!(
+            l.on_text(
+                NOW,
+                &mut r,
+                &relayed(&sub, DROP_KIND, vec![x_tag(&topic(10))], "AZ3k")
+            )
+            .is_empty()
+        );
+    }
+
+    #[test]
+    fn auth_required_is_answered_from_the_same_key_and_the_refused_event_sent_again() {
+        let mut l = link();
+        let mut r = rng();
+        let frame = l.drop_blob(NOW, &mut r, &topic(11), &blob("AZ3k"), None);
+        let event = sent_event(&frame);
+        // The relay challenged on connect; nothing is owed until something is refused.
+        assert!(
+            l.on_text(NOW, &mut r, &RelayMessage::Auth("ch-1".into()).to_text())
+                .is_empty()
+        );
+        let out = l.on_text(NOW, &mut r, &ok(&event.id, false, "auth-required: sign in"));
+        let [LinkEvent::Send(auth_frame)] = out.as_slice() else {
+            panic!("{out:?}")
+        };
+        let auth_event = sent_auth(auth_frame);
+        assert_eq!(auth_event.kind, 22_242);
+        assert_eq!(auth_event.pubkey, event.pubkey, "the same throwaway key");
+        assert_eq!(auth_event.tag_value("relay"), Some(DIAL));
+        assert_eq!(auth_event.tag_value("challenge"), Some("ch-1"));
+        let checked = auth::check(default_provider(), &auth_event, NOW, DIAL, "ch-1");
+        assert_eq!(checked, Ok(event.pubkey));
+
+        let again = l.on_text(NOW, &mut r, &ok(&auth_event.id, true, ""));
+        assert_eq!(again, vec![LinkEvent::Send(frame)]);
+        let done = l.on_text(NOW, &mut r, &ok(&event.id, true, ""));
+        assert_eq!(
+            done,
+            vec![LinkEvent::Done {
+                topic: topic(11),
+                op: Op::Drop
+            }]
+        );
+    }
+
+    #[test]
+    fn a_refusal_before_the_challenge_is_answered_when_it_comes() {
+        let mut l = link();
+        let mut r = rng();
+        let a = sent_event(&l.publish(NOW, &mut r, &topic(12), &blob("AZ3k")));
+        let b = sent_event(&l.publish(NOW, &mut r, &topic(12), &blob("AZ3k")));
+        assert!(
+            l.on_text(NOW, &mut r, &ok(&a.id, false, "auth-required: x"))
+                .is_empty()
+        );
+        assert!(
+            l.on_text(NOW, &mut r, &ok(&b.id, false, "auth-required: x"))
+                .is_empty()
+        );
+        let out = l.on_text(NOW, &mut r, &RelayMessage::Auth("ch-2".into()).to_text());
+        let mut keys: Vec<[u8; 32]> = sends(&out).iter().map(|f| sent_auth(f).pubkey).collect();
+        keys.sort();
+        let mut want = vec![a.pubkey, b.pubkey];
+        want.sort();
+        assert_eq!(keys, want, "each answered from its own key");
+    }
+
+    #[test]
+    fn a_second_auth_required_refusal_is_final() {
+        let mut l = link();
+        let mut r = rng();
+        let e = sent_event(&l.publish(NOW, &mut r, &topic(13), &blob("AZ3k")));
+        l.on_text(NOW, &mut r, &RelayMessage::Auth("c".into()).to_text());
+        let out = l.on_text(NOW, &mut r, &ok(&e.id, false, "auth-required: x"));
+        let auth_event = sent_auth(sends(&out)[0]);
+        assert_eq!(
+            l.on_text(NOW, &mut r, &ok(&auth_event.id, true, "")).len(),
+            1
+        );
+        let out = l.on_text(NOW, &mut r, &ok(&e.id, false, "auth-required: still no"));
+        assert_eq!(
+            out,
+            vec![LinkEvent::Refused {
+                topic: topic(13),
+                op: Op::Publish,
+                reason: "auth-required: still no".into()
+            }]
+        );
+    }
+
+    #[test]
+    fn a_refused_auth_refuses_what_it_was_for() {
+        let mut l = link();
+        let mut r = rng();
+        let e = sent_event(&l.publish(NOW, &mut r, &topic(14), &blob("AZ3k")));
+        l.on_text(NOW, &mut r, &RelayMessage::Auth("c".into()).to_text());
+        let out = l.on_text(NOW, &mut r, &ok(&e.id, false, "auth-required: x"));
+        let auth_event = sent_auth(sends(&out)[0]);
+        let out = l.on_text(
+            NOW,
+            &mut r,
+            &ok(&auth_event.id, false, "restricted: not you"),
+        );
+        assert_eq!(
+            out,
+            vec![LinkEvent::Refused {
+                topic: topic(14),
+                op: Op::Publish,
+                reason: "restricted: not you".into()
+            }]
+        );
+    }
+
+    #[test]
+    fn a_subscription_closed_for_auth_is_sent_again_after_auth() {
+        let mut l = link();
+        let mut r = rng();
+        let req = l.watch(NOW, &topic(15)).unwrap();
+        let (sub, _) = sent_req(&req);
+        let closed = RelayMessage::Closed {
+            subscription: sub.clone(),
+            message: "auth-required: x".into(),
+        };
+        assert!(l.on_text(NOW, &mut r, &closed.to_text()).is_empty());
+        let out = l.on_text(NOW, &mut r, &RelayMessage::Auth("c".into()).to_text());
+        let auth_event = sent_auth(sends(&out)[0]);
+        assert_eq!(auth_event.kind, auth::AUTH_KIND);
+        assert_eq!(auth_event.verify(default_provider()), Ok(()));
+        assert_eq!(
+            l.on_text(NOW, &mut r, &ok(&auth_event.id, true, "")),
+            vec![LinkEvent::Send(req)]
+        );
+        // Closed again, for another reason: reported.
+        let closed = RelayMessage::Closed {
+            subscription: sub,
+            message: "error: shutting down".into(),
+        };
+        assert_eq!(
+            l.on_text(NOW, &mut r, &closed.to_text()),
+            vec![LinkEvent::Closed {
+                topic: topic(15),
+                fetch: false,
+                reason: "error: shutting down".into()
+            }]
+        );
+    }
+
+    #[test]
+    fn malformed_frames_and_notices_are_counted_or_reported() {
+        let mut l = link();
+        let mut r = rng();
+        for bad in ["", "{}", "[\"OK\"]", "[\"EVENT\",\"s\",{}]", "[\"FOO\"]"] {
+            assert!(l.on_text(NOW, &mut r, bad).is_empty());
+        }
+        assert_eq!(l.stats().malformed, 5);
+        assert_eq!(
+            l.on_text(NOW, &mut r, &RelayMessage::Notice("hi".into()).to_text()),
+            vec![LinkEvent::Notice("hi".into())]
+        );
+        assert!(
+            l.on_text(NOW, &mut r, &RelayMessage::Eose("nope".into()).to_text())
+                .is_empty()
+        );
+        assert_eq!(l.stats().unknown_subscription, 1);
+    }
+
+    #[test]
+    fn pending_events_are_bounded_and_the_oldest_forgotten() {
+        let mut l = link();
+        let mut r = rng();
+        let first = sent_event(&l.publish(NOW, &mut r, &topic(16), &blob("AZ3k")));
+        for _ in 0..MAX_PENDING_EVENTS {
+            l.publish(NOW, &mut r, &topic(16), &blob("AZ3k"));
+        }
+        assert_eq!(l.stats().evicted, 1);
+        assert!(l.on_text(NOW, &mut r, &ok(&first.id, true, "")).is_empty());
+        assert_eq!(l.stats().unknown_ok, 1);
+    }
+
+    #[test]
+    fn subscriptions_are_bounded() {
+        let mut l = link();
+        for n in 0..MAX_SUBSCRIPTIONS {
+            let t = Topic::from_bytes(&[
+                (n % 256) as u8,
+                (n / 256) as u8,
+                1,
+                2,
+                3,
+                4,
+                5,
+                6,
+                7,
+                8,
+                9,
+                10,
+                11,
+                12,
+                13,
+                14,
+                15,
+                16,
+                17,
+                18,
+                19,
+                20,
+                21,
+                22,
+                23,
+                24,
+                25,
+                26,
+                27,
+                28,
+                29,
+                30,
+            ]);
+            l.watch(NOW, &t).unwrap();
+        }
+        assert_eq!(l.fetch(&topic(200)), Err(LinkError::TooManySubscriptions));
+        // Watching a watched topic again replaces its subscription.
+        let t = Topic::from_bytes(&[
+            0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22,
+            23, 24, 25, 26, 27, 28, 29, 30,
+        ]);
+        assert!(l.watch(NOW, &t).is_ok());
+    }
+
+    #[test]
+    fn closing_the_socket_forgets_the_challenge_pending_events_and_subscriptions() {
+        let mut l = link();
+        let mut r = rng();
+        let (sub, _) = sent_req(&l.watch(NOW, &topic(17)).unwrap());
+        let e = sent_event(&l.publish(NOW, &mut r, &topic(17), &blob("AZ3k")));
+        l.on_text(NOW, &mut r, &RelayMessage::Auth("c".into()).to_text());
+        l.on_close();
+        assert!(
+            l.on_text(NOW, &mut r, &ok(&e.id, false, "auth-required: x"))
+                .is_empty()
+        );
+        assert!(
+            l.on_text(
+                NOW,
+                &mut r,
+                &relayed(&sub, PUBLISH_KIND, vec![x_tag(&topic(17))], "AZ3k")
+            )
+            .is_empty()
+        );
+        assert_eq!(l.stats().unknown_ok, 1);
+        assert_eq!(l.stats().unknown_subscription, 1);
+    }
+}
