@@ -622,11 +622,11 @@ impl NostrLink {
             }
         }
         for (id, s) in self.subscriptions.iter_mut() {
-            if s.stage == Stage::AwaitingChallenge {
-                if let Some(secret) = &s.secret {
-                    s.stage = Stage::Authenticating;
-                    todo.push((Waiter::Subscription(id.clone()), secret.clone()));
-                }
+            if s.stage == Stage::AwaitingChallenge
+                && let Some(secret) = &s.secret
+            {
+                s.stage = Stage::Authenticating;
+                todo.push((Waiter::Subscription(id.clone()), secret.clone()));
             }
         }
         for (waiter, secret) in todo {
