@@ -285,7 +285,8 @@ impl Event {
 
     /// The event as a JSON value.
     pub fn to_value(&self) -> Value {
-        serde_json::to_value(self.wire_parts().as_wire()).unwrap_or(Value::Null)
+        // Strings, integers and arrays of strings convert without a failure path.
+        serde_json::to_value(self.wire_parts().as_wire()).expect("converting an event")
     }
 
     /// The event as compact JSON text, fields in NIP-01's order.
