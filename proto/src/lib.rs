@@ -36,6 +36,8 @@
 //!   provider (feature `rustcrypto`).
 //! - [`minca`] (feature `minca`): Minca 04 Network.
 //! - [`airc`] (feature `airc`): AIRC draft 0.2.
+//! - [`nostr`] (feature `nostr`): Nostr NIP-01 events and messages, NIP-40 expiration, NIP-42
+//!   authentication.
 #![no_std]
 #![forbid(unsafe_code)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
@@ -52,3 +54,5 @@ pub mod crypto;
 pub mod airc;
 #[cfg(feature = "minca")]
 pub mod minca;
+#[cfg(feature = "nostr")]
+pub mod nostr;

@@ -7,6 +7,7 @@ use weft_proto::airc::signing::{self, Signed};
 use weft_proto::codec::{base64, hex};
 use weft_proto::crypto::{CryptoProvider, Ed25519Seed, sigstring};
 use weft_proto::minca::{auth, room::Room};
+use weft_proto::nostr::event::{self as nostr_event, Event, EventError};
 
 fn load(path: &str) -> Value {
     let full = format!("{}/{path}", env!("CARGO_MANIFEST_DIR"));
@@ -191,4 +192,86 @@ fn airc_dns_txt_key_record() {
         Ok(Some(PublishedKey::Ed25519(public)))
     );
     assert_eq!(discovery::keys_from_txt(&[s(&v, "txt")]), vec![public]);
+}
+
+#[test]
+fn nostr_published_events_verify_and_any_changed_byte_fails() {
+    let v = load("nostr/events.json");
+    for c in v["signed"].as_array().unwrap() {
+        let event = Event::from_value(&c["event"]).unwrap();
+        assert_eq!(event.id_hex(), s(&c["event"], "id"));
+        for p in providers() {
+            assert_eq!(event.compute_id(p), event.id, "{}", p.name());
+            assert_eq!(event.verify(p), Ok(()), "{}", p.name());
+            let mut changed = event.clone();
+            changed.content.push(' ');
+            assert_eq!(
+                changed.verify(p),
+                Err(EventError::IdMismatch),
+                "{}",
+                p.name()
+            );
+            let mut forged = event.clone();
+            forged.sig[63] ^= 1;
+            assert_eq!(
+                forged.verify(p),
+                Err(EventError::BadSignature),
+                "{}",
+                p.name()
+            );
+        }
+        // What parses re-serializes to an equal event.
+        assert_eq!(Event::parse(&event.to_json()), Ok(event));
+    }
+    for c in v["ids"].as_array().unwrap() {
+        let pubkey: [u8; 32] = hex::decode(s(c, "pubkey")).unwrap().try_into().unwrap();
+        let tags: Vec<Vec<String>> = serde_json::from_value(c["tags"].clone()).unwrap();
+        let text = nostr_event::id_serialization(
+            &pubkey,
+            c["created_at"].as_u64().unwrap(),
+            u16::try_from(c["kind"].as_u64().unwrap()).unwrap(),
+            &tags,
+            s(c, "content"),
+        );
+        for p in providers() {
+            assert_eq!(
+                hex::encode(&p.sha256(&[text.as_bytes()])),
+                s(c, "id"),
+                "{}",
+                p.name()
+            );
+        }
+    }
+}
+
+#[test]
+fn nostr_events_signed_by_either_provider_verify_under_the_other() {
+    let secret = weft_proto::crypto::Secp256k1Secret::from_bytes([7; 32]);
+    let tags = vec![vec![
+        "x".to_string(),
+        "wXBid3pUqrPtazKRrLpWmkZp2Yo78jdDlSUx_3PweR0".to_string(),
+    ]];
+    for signer in providers() {
+        let pubkey = signer.schnorr_public_key(&secret).unwrap();
+        let text = nostr_event::id_serialization(&pubkey, 1_790_000_000, 24_733, &tags, "AZ3k");
+        let id = signer.sha256(&[text.as_bytes()]);
+        let event = Event {
+            id,
+            pubkey,
+            created_at: 1_790_000_000,
+            kind: 24_733,
+            tags: tags.clone(),
+            content: "AZ3k".to_string(),
+            sig: signer.schnorr_sign(&secret, &id, &[3; 32]).unwrap(),
+        };
+        for verifier in providers() {
+            assert_eq!(
+                event.verify(verifier),
+                Ok(()),
+                "{} → {}",
+                signer.name(),
+                verifier.name()
+            );
+        }
+    }
 }

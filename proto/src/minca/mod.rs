@@ -15,6 +15,7 @@
 //! - [`read_proof`]: §6.3 read proofs, the verifier's steps, letting a reader go;
 //! - [`node_url`]: §5.2 node URLs, the `?space=` query and the pin;
 //! - [`node_socket`]: §5.2, §5.3, §6.1 and §9.1 the node WebSocket, client and node side.
+//! - [`nostr_kind`]: §1.5 a Nostr relay as a relay kind, per socket.
 //!
 //! The relay server and client, rendezvous, the node WebSocket, the mesh, introductions and live
 //! messages build on these (see the open issues).
@@ -27,6 +28,7 @@ pub mod node_url;
 pub mod note;
 pub mod read_proof;
 pub mod relay_server;
+pub mod nostr_kind;
 pub mod relay_url;
 pub mod relay_wire;
 pub mod room;

@@ -1,0 +1,19 @@
+//! Nostr, as far as weft needs it: NIP-01 events and messages, NIP-40 expiration and NIP-42
+//! authentication.
+//!
+//! Two protocols build on this module: Minca's Nostr relay kind (Minca 04 Network §1.5,
+//! `crate::minca::nostr_kind`) and Nostream relay peering (`specs/002`), whose inbound AUTH check
+//! (event id, signature, timestamp window, challenge, relay host) is [`auth::check`].
+//!
+//! - [`event`]: the NIP-01 event, its id serialization, signing and verification, strict parsing;
+//! - [`message`]: NIP-01 client → relay and relay → client frames, and filters;
+//! - [`expiration`]: the NIP-40 `expiration` tag;
+//! - [`auth`]: the NIP-42 `AUTH` event (kind 22242), built and checked.
+
+pub mod auth;
+pub mod event;
+pub mod expiration;
+pub mod message;
+
+pub use event::{Event, EventError};
+pub use message::{ClientMessage, Filter, MessageError, RelayMessage};
