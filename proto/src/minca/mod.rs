@@ -12,5 +12,6 @@
 
 pub mod auth;
 pub mod relay_url;
+pub mod relay_client;
 pub mod relay_wire;
 pub mod room;
