@@ -11,7 +11,7 @@
 //! messages build on these (see the open issues).
 
 pub mod auth;
-pub mod relay_url;
 pub mod relay_client;
+pub mod relay_url;
 pub mod relay_wire;
 pub mod room;

@@ -579,7 +579,11 @@ impl<R: CryptoRng> RelayClient<R> {
         let relays = self.relays_of(&topic);
         let mut sent = false;
         for url in relays {
-            sent |= self.send(&url, Intent::Drop(topic.clone(), blob.clone(), ttl), SendClass::App);
+            sent |= self.send(
+                &url,
+                Intent::Drop(topic.clone(), blob.clone(), ttl),
+                SendClass::App,
+            );
         }
         if !sent {
             self.stats.unrouted += 1;
@@ -729,7 +733,8 @@ impl<R: CryptoRng> RelayClient<R> {
                 done: true,
             });
         }
-        let at = redial_at.unwrap_or_else(|| now.saturating_add(relay.backoff.next_delay(&mut self.rng)));
+        let at = redial_at
+            .unwrap_or_else(|| now.saturating_add(relay.backoff.next_delay(&mut self.rng)));
         relay.socket = Socket::Waiting { at };
         self.outputs.push_back(Output::RelayState {
             relay: url.clone(),
@@ -865,9 +870,10 @@ impl<R: CryptoRng> RelayClient<R> {
             .relays
             .values()
             .any(|r| matches!(r.socket, Socket::Open { .. }));
-        let all_failed = self.relays.values().all(|r| {
-            matches!(r.socket, Socket::Waiting { .. }) && r.backoff.attempts() > 0
-        });
+        let all_failed = self
+            .relays
+            .values()
+            .all(|r| matches!(r.socket, Socket::Waiting { .. }) && r.backoff.attempts() > 0);
         let now_reachable = if any_open {
             Some(true)
         } else if all_failed {

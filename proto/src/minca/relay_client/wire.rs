@@ -12,7 +12,9 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use crate::minca::relay_url::RelayKind;
-use crate::minca::relay_wire::{Blob, ClientMessage, IceServers, RelayMessage, Topic, TopicRead, Ttl};
+use crate::minca::relay_wire::{
+    Blob, ClientMessage, IceServers, RelayMessage, Topic, TopicRead, Ttl,
+};
 
 /// Answers a Minca relay socket may owe per topic at once: the answer to a watch and to a read of
 /// the same topic. More cannot be outstanding, because a socket watches a topic once and reads it
