@@ -39,6 +39,7 @@ use rand_core::CryptoRng;
 use crate::core::{
     Backoff, BackoffConfig, BucketConfig, ConnId, Machine, Timestamp, TokenBucket, Wakeup,
 };
+use crate::crypto::CryptoProvider;
 use crate::minca::relay_url::{MAX_SPACE_RELAYS, RelayUrl};
 use crate::minca::relay_wire::{Blob, HEARTBEAT_MS, IceServer, IceServers, Topic, Ttl};
 
@@ -99,7 +100,8 @@ pub const REDIAL_BACKOFF: BackoffConfig = BackoffConfig {
 pub enum Input {
     /// Join the room whose topic is `topic`, on the configured relays plus `relays` (the space's
     /// own, §4), or update the room's own list if it is joined already. A list of more than
-    /// [`MAX_SPACE_RELAYS`] distinct relays is not applied (§4).
+    /// [`MAX_SPACE_RELAYS`] entries, or naming a relay twice, is not applied (§4): the room keeps
+    /// its previous list, and [`Output::JoinRefused`] says so.
     Join {
         /// The room's topic (§1.3).
         topic: Topic,
@@ -338,7 +340,6 @@ enum SendClass {
 }
 
 /// The relay client machine. See the module docs.
-#[derive(Debug)]
 pub struct RelayClient<R> {
     configured: BTreeSet<RelayUrl>,
     rooms: BTreeMap<Topic, Room>,
@@ -350,15 +351,33 @@ pub struct RelayClient<R> {
     turn: Option<IceServers>,
     outputs: VecDeque<Output>,
     stats: Stats,
+    provider: &'static dyn CryptoProvider,
     rng: R,
 }
 
+impl<R> core::fmt::Debug for RelayClient<R> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        // The provider and the RNG say nothing useful, and an RNG's state must not reach logs.
+        f.debug_struct("RelayClient")
+            .field("configured", &self.configured)
+            .field("rooms", &self.rooms.len())
+            .field("relays", &self.relays)
+            .field("reachable", &self.reachable)
+            .field("stats", &self.stats)
+            .finish_non_exhaustive()
+    }
+}
+
 impl<R: CryptoRng> RelayClient<R> {
-    /// A client with `config`, in no room yet, drawing redial jitter from `rng`.
-    pub fn new(config: ClientConfig, rng: R) -> Self {
+    /// A client with `config`, in no room yet, drawing redial jitter (and, for relay kinds that
+    /// sign, keys) from `rng`; `provider` signs for the kinds that need it.
+    pub fn new(config: ClientConfig, provider: &'static dyn CryptoProvider, rng: R) -> Self {
         let mut stats = Stats::default();
         let mut configured = BTreeSet::new();
         for url in config.relays {
+            if !Codec::speaks(url.kind()) {
+                stats.passed_over += 1;
+            }
             if configured.len() >= MAX_CONFIGURED_RELAYS && !configured.contains(&url) {
                 stats.relays_over_cap += 1;
             } else {
@@ -376,6 +395,7 @@ impl<R: CryptoRng> RelayClient<R> {
             turn: None,
             outputs: VecDeque::new(),
             stats,
+            provider,
             rng,
         }
     }
@@ -493,7 +513,7 @@ impl<R: CryptoRng> RelayClient<R> {
             if self.relays.contains_key(&url) {
                 continue;
             }
-            let Some(codec) = Codec::for_kind(url.kind()) else {
+            let Some(codec) = Codec::for_kind(url.kind(), self.provider) else {
                 continue;
             };
             if self.relays.len() >= MAX_RELAYS {
@@ -514,13 +534,13 @@ impl<R: CryptoRng> RelayClient<R> {
         }
         let urls: Vec<RelayUrl> = self.relays.keys().cloned().collect();
         for url in urls {
-            self.sync_watches(&url);
+            self.sync_watches(now, &url);
         }
     }
 
     /// Watches on the relay's open socket every topic it should, and forgets those it should not
     /// (a Minca relay has no unwatch: blobs of a forgotten topic are ignored from then on).
-    fn sync_watches(&mut self, url: &RelayUrl) {
+    fn sync_watches(&mut self, now: Timestamp, url: &RelayUrl) {
         let topics = self.topics_on(url);
         let Some(relay) = self.relays.get_mut(url) else {
             return;
@@ -528,10 +548,23 @@ impl<R: CryptoRng> RelayClient<R> {
         let Socket::Open { open, .. } = &mut relay.socket else {
             return;
         };
-        open.watched.retain(|t| topics.contains(t));
+        let forgotten: Vec<Topic> = open
+            .watched
+            .iter()
+            .filter(|t| !topics.contains(t))
+            .cloned()
+            .collect();
+        for topic in forgotten {
+            open.watched.remove(&topic);
+            let frames = relay
+                .codec
+                .encode(now, &mut self.rng, Intent::Unwatch(topic));
+            open.queue
+                .extend(frames.into_iter().map(|f| (f, SendClass::Upkeep)));
+        }
         for topic in topics {
             if open.watched.insert(topic.clone()) {
-                let frames = relay.codec.encode(Intent::Watch(topic));
+                let frames = relay.codec.encode(now, &mut self.rng, Intent::Watch(topic));
                 open.queue
                     .extend(frames.into_iter().map(|f| (f, SendClass::Upkeep)));
             }
@@ -539,7 +572,7 @@ impl<R: CryptoRng> RelayClient<R> {
     }
 
     /// Queues `intent` on the relay's open socket; `false` if it is not open or the queue is full.
-    fn send(&mut self, url: &RelayUrl, intent: Intent, class: SendClass) -> bool {
+    fn send(&mut self, now: Timestamp, url: &RelayUrl, intent: Intent, class: SendClass) -> bool {
         let Some(relay) = self.relays.get_mut(url) else {
             return false;
         };
@@ -550,7 +583,7 @@ impl<R: CryptoRng> RelayClient<R> {
             self.stats.sends_dropped += 1;
             return false;
         }
-        let frames = relay.codec.encode(intent);
+        let frames = relay.codec.encode(now, &mut self.rng, intent);
         if class == SendClass::App {
             open.app_queued += frames.len();
         }
@@ -559,27 +592,29 @@ impl<R: CryptoRng> RelayClient<R> {
     }
 
     fn join(&mut self, now: Timestamp, topic: Topic, relays: Vec<RelayUrl>) {
+        let named = relays.len();
         let own: BTreeSet<RelayUrl> = relays.into_iter().collect();
-        if own.len() > MAX_SPACE_RELAYS
+        // §4: at most 8 entries, no duplicates; an invalid list is not applied.
+        if named > MAX_SPACE_RELAYS
+            || own.len() != named
             || (!self.rooms.contains_key(&topic) && self.rooms.len() >= MAX_ROOMS)
         {
             self.stats.joins_refused += 1;
             self.outputs.push_back(Output::JoinRefused { topic });
             return;
         }
-        self.stats.passed_over += own
-            .iter()
-            .filter(|url| Codec::for_kind(url.kind()).is_none())
-            .count() as u64;
+        self.stats.passed_over +=
+            own.iter().filter(|url| !Codec::speaks(url.kind())).count() as u64;
         self.rooms.insert(topic, Room { own });
         self.sync_relays(now);
     }
 
-    fn publish(&mut self, topic: Topic, blob: Blob, ttl: Ttl) {
+    fn publish(&mut self, now: Timestamp, topic: Topic, blob: Blob, ttl: Ttl) {
         let relays = self.relays_of(&topic);
         let mut sent = false;
         for url in relays {
             sent |= self.send(
+                now,
                 &url,
                 Intent::Drop(topic.clone(), blob.clone(), ttl),
                 SendClass::App,
@@ -590,7 +625,7 @@ impl<R: CryptoRng> RelayClient<R> {
         }
     }
 
-    fn fetch(&mut self, topic: Topic) {
+    fn fetch(&mut self, now: Timestamp, topic: Topic) {
         let mut asked = false;
         for url in self.relays_of(&topic) {
             let Some(relay) = self.relays.get(&url) else {
@@ -607,14 +642,14 @@ impl<R: CryptoRng> RelayClient<R> {
                 self.stats.reads_refused += 1;
                 continue;
             }
-            asked |= self.send(&url, Intent::Read(topic.clone()), SendClass::App);
+            asked |= self.send(now, &url, Intent::Read(topic.clone()), SendClass::App);
         }
         if !asked {
             self.outputs.push_back(Output::FetchUnsent { topic });
         }
     }
 
-    fn request_ice(&mut self) {
+    fn request_ice(&mut self, now: Timestamp) {
         let urls: Vec<RelayUrl> = self
             .relays
             .iter()
@@ -622,7 +657,7 @@ impl<R: CryptoRng> RelayClient<R> {
             .map(|(u, _)| u.clone())
             .collect();
         for url in urls {
-            self.send(&url, Intent::Ice, SendClass::App);
+            self.send(now, &url, Intent::Ice, SendClass::App);
         }
     }
 
@@ -657,7 +692,7 @@ impl<R: CryptoRng> RelayClient<R> {
             state: RelayState::Open,
         });
         // §2.1: a relay forgets everything when a socket closes, so every topic is watched again.
-        self.sync_watches(&url);
+        self.sync_watches(now, &url);
     }
 
     fn text(&mut self, now: Timestamp, conn: ConnId, text: &str) {
@@ -681,7 +716,7 @@ impl<R: CryptoRng> RelayClient<R> {
             open.answered = true;
             relay.backoff.reset();
         }
-        let decoded = relay.codec.decode(text);
+        let decoded = relay.codec.decode(now, &mut self.rng, text);
         if decoded.malformed {
             self.stats.malformed_frames += 1;
         }
@@ -834,7 +869,7 @@ impl<R: CryptoRng> RelayClient<R> {
                     }
                     open.pings_unanswered += 1;
                     open.next_ping = now.saturating_add(Duration::from_millis(PING_IDLE_MS));
-                    let frames = relay.codec.encode(Intent::Ping);
+                    let frames = relay.codec.encode(now, &mut self.rng, Intent::Ping);
                     open.queue
                         .extend(frames.into_iter().map(|f| (f, SendClass::Upkeep)));
                 }
@@ -913,14 +948,14 @@ impl<R: CryptoRng> Machine for RelayClient<R> {
             }
             Input::Publish { topic, blob } => {
                 if self.rooms.contains_key(&topic) {
-                    self.publish(topic, blob, Ttl::PUBLISH_ONLY);
+                    self.publish(now, topic, blob, Ttl::PUBLISH_ONLY);
                 } else {
                     self.stats.unrouted += 1;
                 }
             }
-            Input::Drop { topic, blob, ttl } => self.publish(topic, blob, ttl),
-            Input::Fetch { topic } => self.fetch(topic),
-            Input::RequestIce => self.request_ice(),
+            Input::Drop { topic, blob, ttl } => self.publish(now, topic, blob, ttl),
+            Input::Fetch { topic } => self.fetch(now, topic),
+            Input::RequestIce => self.request_ice(now),
             Input::Opened { conn } => self.opened(now, conn),
             Input::Text { conn, text } => self.text(now, conn, &text),
             Input::Closed { conn } | Input::DialFailed { conn } => self.socket_gone(now, conn),

@@ -170,7 +170,11 @@ impl Net {
             relays: configured.iter().map(|u| url(u)).collect(),
         };
         Self {
-            client: RelayClient::new(config, ChaCha20Rng::seed_from_u64(5)),
+            client: RelayClient::new(
+                config,
+                crate::crypto::default_provider(),
+                ChaCha20Rng::seed_from_u64(5),
+            ),
             now: at(0),
             fakes: BTreeMap::new(),
             conns: BTreeMap::new(),
@@ -805,6 +809,16 @@ fn a_list_of_more_than_8_relays_is_not_applied() {
     assert_eq!(log, vec![Output::JoinRefused { topic: room(1) }]);
     assert_eq!(net.client.relays().collect::<Vec<_>>(), vec![&url(A)]);
     assert_eq!(net.client.stats().joins_refused, 1);
+}
+
+#[test]
+fn a_list_naming_a_relay_twice_is_not_applied() {
+    let mut net = Net::new(&[]);
+    net.join(room(1), &[A]);
+    net.take();
+    net.join(room(1), &[B, C, B]);
+    assert_eq!(net.take(), vec![Output::JoinRefused { topic: room(1) }]);
+    assert_eq!(net.client.relays().collect::<Vec<_>>(), vec![&url(A)]);
 }
 
 #[test]

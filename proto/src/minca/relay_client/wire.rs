@@ -11,6 +11,10 @@ use alloc::string::String;
 use alloc::vec;
 use alloc::vec::Vec;
 
+use rand_core::CryptoRng;
+
+use crate::core::Timestamp;
+use crate::crypto::CryptoProvider;
 use crate::minca::relay_url::RelayKind;
 use crate::minca::relay_wire::{
     Blob, ClientMessage, IceServers, RelayMessage, Topic, TopicRead, Ttl,
@@ -26,6 +30,9 @@ const MAX_ANSWERS_PER_TOPIC: usize = 4;
 pub(super) enum Intent {
     /// Receive every blob published under the topic from now on (and what the relay keeps).
     Watch(Topic),
+    /// Stop receiving the topic's blobs (a kind without it sends nothing: the client then ignores
+    /// what still comes).
+    Unwatch(Topic),
     /// Read what the relay keeps under the topic, page by page.
     Read(Topic),
     /// Hand a blob to the topic's watchers now, or keep it for `ttl` too.
@@ -78,23 +85,43 @@ impl Codec {
     /// The codec for a relay of `kind`, or `None` for a kind this client does not (yet) speak,
     /// which the client passes over (§1.2).
     ///
-    /// The Nostr kind (§1.5) is `None` until its codec is slotted in here.
-    pub(super) fn for_kind(kind: &RelayKind) -> Option<Self> {
+    /// The Nostr kind (§1.5) is `None` until its codec is slotted in here; it signs its events
+    /// with `provider`, the one the client was handed.
+    pub(super) fn for_kind(
+        kind: &RelayKind,
+        _provider: &'static dyn CryptoProvider,
+    ) -> Option<Self> {
         match kind {
             RelayKind::Minca => Some(Self::Minca(MincaCodec::default())),
             _ => None,
         }
     }
 
-    /// The frames that carry `intent`; empty when the kind cannot do it (a kind without pings).
-    pub(super) fn encode(&mut self, intent: Intent) -> Vec<String> {
+    /// Whether this client speaks `kind` (has a codec for it); the others are passed over (§1.2).
+    pub(super) fn speaks(kind: &RelayKind) -> bool {
+        matches!(kind, RelayKind::Minca)
+    }
+
+    /// The frames that carry `intent` at `now`; empty when the kind cannot do it. `rng` is for
+    /// kinds that sign what they send (§1.5's throwaway keys).
+    pub(super) fn encode(
+        &mut self,
+        _now: Timestamp,
+        _rng: &mut dyn CryptoRng,
+        intent: Intent,
+    ) -> Vec<String> {
         match self {
             Self::Minca(c) => c.encode(intent),
         }
     }
 
-    /// Reads one text frame.
-    pub(super) fn decode(&mut self, text: &str) -> Decoded {
+    /// Reads one text frame that arrived at `now`.
+    pub(super) fn decode(
+        &mut self,
+        _now: Timestamp,
+        _rng: &mut dyn CryptoRng,
+        text: &str,
+    ) -> Decoded {
         match self {
             Self::Minca(c) => c.decode(text),
         }
@@ -151,6 +178,8 @@ pub(super) struct MincaCodec {
 impl MincaCodec {
     fn encode(&mut self, intent: Intent) -> Vec<String> {
         let message = match intent {
+            // §1.4 has no unwatch: the socket keeps the watch until it closes.
+            Intent::Unwatch(_) => return Vec::new(),
             Intent::Watch(topic) => {
                 self.owe(&topic, Owed::Watch);
                 ClientMessage::Fetch {
