@@ -120,6 +120,16 @@ pub enum Input {
         /// The sealed blob.
         blob: Blob,
     },
+    /// Publish a blob with `ttl: 0` on one relay of the room, if it is connected (a hello on a
+    /// socket that just opened, §2).
+    PublishVia {
+        /// The relay.
+        relay: RelayUrl,
+        /// The room's topic.
+        topic: Topic,
+        /// The sealed blob.
+        blob: Blob,
+    },
     /// Drop a blob to be kept for `ttl` on every connected relay of the topic: the room's if it is
     /// joined, else the configured ones.
     Drop {
@@ -899,6 +909,8 @@ impl<R: CryptoRng> RelayClient<R> {
     /// failed at least once since it last answered.
     fn update_reachable(&mut self) {
         if self.relays.is_empty() {
+            // In no room: the next join starts connecting afresh, and reports it.
+            self.reachable = None;
             return;
         }
         let any_open = self
@@ -950,6 +962,19 @@ impl<R: CryptoRng> Machine for RelayClient<R> {
                 if self.rooms.contains_key(&topic) {
                     self.publish(now, topic, blob, Ttl::PUBLISH_ONLY);
                 } else {
+                    self.stats.unrouted += 1;
+                }
+            }
+            Input::PublishVia { relay, topic, blob } => {
+                let routed = self.rooms.contains_key(&topic)
+                    && self.room_uses(&topic, &relay)
+                    && self.send(
+                        now,
+                        &relay,
+                        Intent::Drop(topic, blob, Ttl::PUBLISH_ONLY),
+                        SendClass::App,
+                    );
+                if !routed {
                     self.stats.unrouted += 1;
                 }
             }

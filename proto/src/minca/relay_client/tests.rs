@@ -1131,3 +1131,38 @@ fn the_same_seed_replays_the_same_run() {
     };
     assert_eq!(run(), run());
 }
+
+#[test]
+fn a_publish_via_one_relay_goes_to_that_relay_only_if_the_room_is_on_it() {
+    let mut net = Net::new(&[A]);
+    net.join(room(1), &[B]);
+    net.join(room(2), &[C]);
+    net.input(Input::PublishVia {
+        relay: url(B),
+        topic: room(1),
+        blob: blob(1),
+    });
+    assert_eq!(
+        net.fakes[B].drops(),
+        vec![(room(1), blob(1), Ttl::PUBLISH_ONLY)]
+    );
+    assert!(net.fakes[A].drops().is_empty());
+    // Room 1 is not on C: nothing goes, and it is counted.
+    net.input(Input::PublishVia {
+        relay: url(C),
+        topic: room(1),
+        blob: blob(2),
+    });
+    assert!(net.fakes[C].drops().is_empty());
+    assert_eq!(net.client.stats().unrouted, 1);
+}
+
+#[test]
+fn joining_again_after_leaving_every_room_reports_reaching_a_relay_again() {
+    let mut net = Net::new(&[A]);
+    net.join(room(1), &[]);
+    assert!(net.take().contains(&Output::Reachable(true)));
+    net.input(Input::Leave { topic: room(1) });
+    net.join(room(1), &[]);
+    assert!(net.take().contains(&Output::Reachable(true)));
+}
