@@ -32,6 +32,7 @@ enum Op {
     Join { topic: u8, relays: Vec<u8> },
     Leave { topic: u8 },
     Publish { topic: u8, blob: u8 },
+    PublishVia { relay: u8, topic: u8, blob: u8 },
     Drop { topic: u8, blob: u8, ttl: u32 },
     Fetch { topic: u8 },
     RequestIce,
@@ -77,6 +78,11 @@ fuzz_target!(|ops: Vec<Op>| {
             }),
             Op::Leave { topic: t } => Some(Input::Leave { topic: topic(t) }),
             Op::Publish { topic: t, blob } => Some(Input::Publish { topic: topic(t), blob: Blob::from_bytes(&[blob; 9]).unwrap() }),
+            Op::PublishVia { relay, topic: t, blob } => Some(Input::PublishVia {
+                relay: RelayUrl::parse(URLS[usize::from(relay) % URLS.len()]).unwrap(),
+                topic: topic(t),
+                blob: Blob::from_bytes(&[blob; 9]).unwrap(),
+            }),
             Op::Drop { topic: t, blob, ttl } => Some(Input::Drop {
                 topic: topic(t),
                 blob: Blob::from_bytes(&[blob; 9]).unwrap(),

@@ -589,7 +589,7 @@ fn ice_offers_are_kept_per_relay_and_turn_is_their_union_expiring_at_the_earlies
     assert_eq!(urls, vec!["turn:a.example:3478", "turns:b.example:5349"]);
     let log = net.take();
     assert_eq!(
-        log.iter().filter(|o| matches!(o, Output::Turn(_))).last(),
+        log.iter().rfind(|o| matches!(o, Output::Turn(_))),
         Some(&Output::Turn(Some(turn)))
     );
 }
