@@ -5,9 +5,11 @@
 //! - [`room`]: §1.3, rooms, topics and room keys;
 //! - [`auth`]: §6 common rules and the §6.2 `minca-mesh/v1` transcript and proof check;
 //! - [`relay_url`]: §1.2 relay URLs and kinds, and §4 a space's relay list;
-//! - [`relay_wire`]: §1.4 the Minca relay protocol's messages, and the §2.1 `ice` offer check.
+//! - [`relay_wire`]: §1.4 the Minca relay protocol's messages, and the §2.1 `ice` offer check;
+//! - [`relay_client`]: §2.1, §3, §4 and §10, the machine that keeps a node's relay sockets for all
+//!   its rooms.
 //!
-//! The relay server and client, rendezvous, the node WebSocket, the mesh, introductions and live
+//! The relay server, rendezvous, the node WebSocket, the mesh, introductions and live
 //! messages build on these (see the open issues).
 
 pub mod auth;
