@@ -16,8 +16,10 @@
 //! - [`node_url`]: §5.2 node URLs, the `?space=` query and the pin;
 //! - [`node_socket`]: §5.2, §5.3, §6.1 and §9.1 the node WebSocket, client and node side.
 //! - [`nostr_kind`]: §1.5 a Nostr relay as a relay kind, per socket.
+//! - [`relay_client`]: §2.1, §3, §4 and §10, the machine that keeps a node's relay sockets for all
+//!   its rooms.
 //!
-//! The relay server and client, rendezvous, the node WebSocket, the mesh, introductions and live
+//! The relay server, rendezvous, the node WebSocket, the mesh, introductions and live
 //! messages build on these (see the open issues).
 
 pub mod auth;
@@ -29,6 +31,7 @@ pub mod note;
 pub mod read_proof;
 pub mod relay_server;
 pub mod nostr_kind;
+pub mod relay_client;
 pub mod relay_url;
 pub mod relay_wire;
 pub mod room;

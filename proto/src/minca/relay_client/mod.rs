@@ -1,0 +1,1035 @@
+//! The relay client: one sans-IO machine that keeps a node's relay sockets for all its rooms
+//! (Minca 04 Network §2.1, §3, §4, §10; the client side of §1.2 and §1.4).
+//!
+//! - §1.2: relays of a kind this client does not speak stay in a room's list and are never dialled;
+//!   a relay is dialled at its dial URL.
+//! - §2.1: redial with [`Backoff`] for as long as any room needs the relay; after a gap in `now`
+//!   longer than two heartbeats ([`HEARTBEAT_MS`]), or on [`Input::Online`], close every socket and
+//!   redial; ping a socket that heard nothing for [`PING_IDLE_MS`], and close and redial one whose
+//!   relay answered a ping before but sent nothing since the last two; watch every topic again on
+//!   open; pace sends with a [`TokenBucket`] of [`SEND_PACE`]; keep `ice` only in the §2.1 shape.
+//! - §3: every room's topic is watched on every one of its relays at once; a publish goes to every
+//!   connected relay the room is on; [`Output::Reachable`] says `true` once any relay answers and
+//!   `false` only when none does; `ice` offers are kept per relay and the TURN servers are their
+//!   union, expiring at the earliest `expiresAt`; [`Input::RequestIce`] goes to every connected
+//!   relay that has TURN.
+//! - §4: a room is joined on the configured relays plus its own (at most [`MAX_SPACE_RELAYS`]), the
+//!   latter for that room only; a new list watches the topic on new relays and stops on relays no
+//!   longer named; a socket no room needs is closed.
+//! - §10: the TURN servers ([`Output::Turn`], [`RelayClient::turn_servers`]) are given only while
+//!   their `expiresAt` is in the future.
+//!
+//! Sockets are named by [`ConnId`]s the machine allocates in [`Output::Dial`]; the host reports on
+//! them with [`Input::Opened`], [`Input::Text`], [`Input::Closed`] and [`Input::DialFailed`]. What a
+//! socket's frames look like is behind the per-kind seam in `wire`, so the Nostr kind (§1.5) slots
+//! in without touching the rules here.
+
+mod wire;
+
+#[cfg(test)]
+mod tests;
+
+use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::time::Duration;
+
+use rand_core::CryptoRng;
+
+use crate::core::{
+    Backoff, BackoffConfig, BucketConfig, ConnId, Machine, Timestamp, TokenBucket, Wakeup,
+};
+use crate::crypto::CryptoProvider;
+use crate::minca::relay_url::{MAX_SPACE_RELAYS, RelayUrl};
+use crate::minca::relay_wire::{Blob, HEARTBEAT_MS, IceServer, IceServers, Topic, Ttl};
+
+use wire::{Codec, Heard, Intent};
+
+/// Rooms one client is in at once. The spec names no limit; the reference node is tested in 60
+/// rooms, so twice that leaves room for growth while bounding the watches one socket owes.
+pub const MAX_ROOMS: usize = 128;
+
+/// Relays a client is configured with (joined in every room). The spec names no limit; a space's
+/// own list is at most [`MAX_SPACE_RELAYS`], and a configuration is of the same nature.
+pub const MAX_CONFIGURED_RELAYS: usize = 16;
+
+/// Distinct relays the client keeps at once, over all rooms. A room's relays past this are not
+/// used (and counted): every relay is a socket, a backoff and a send queue.
+pub const MAX_RELAYS: usize = 64;
+
+/// Application sends (publish, drop, fetch, `ice`) one socket may hold waiting for the pacer;
+/// a send past it is dropped and counted. The watches a socket owes on opening (at most
+/// [`MAX_ROOMS`]), the next page of a read and a ping always fit on top of it, so the queue holds
+/// at most `MAX_QUEUED_SENDS + MAX_ROOMS + MAX_READS_PER_RELAY + 1` frames.
+pub const MAX_QUEUED_SENDS: usize = 256;
+
+/// Reads (fetches being paged) under way on one socket at once.
+pub const MAX_READS_PER_RELAY: usize = 16;
+
+/// The reference client's pacing (§2.1): at most 20 messages a second, in bursts of 40.
+pub const SEND_PACE: BucketConfig = BucketConfig::new(40, 20);
+
+/// A socket that heard nothing for this long is pinged (§2.1 "for a while"), and pinged again
+/// each time this passes. Half a heartbeat: a relay that answered pings before and then stays
+/// silent through two of them is given up after 1.5 heartbeats, before the relay itself would
+/// close a silent socket.
+pub const PING_IDLE_MS: u64 = HEARTBEAT_MS / 2;
+
+/// Pings a relay that answered pings before may leave unanswered before its socket is closed and
+/// redialled (§2.1: "has sent nothing since the last two").
+pub const PINGS_BEFORE_REDIAL: u32 = 2;
+
+/// A gap in `now` longer than this means the host slept, and the relays let go of its sockets:
+/// two heartbeats (§2.1, §1.4).
+pub const SLEEP_GAP_MS: u64 = 2 * HEARTBEAT_MS;
+
+/// How long a dial may take before the client gives up on it and redials later.
+pub const DIAL_TIMEOUT_MS: u64 = 20_000;
+
+/// The redial schedule (§2.1: "however many attempts fail"): 1 s doubling to 30 s, with jitter.
+/// The cap stays below [`SLEEP_GAP_MS`], so a wait for a redial never looks like a sleep.
+pub const REDIAL_BACKOFF: BackoffConfig = BackoffConfig {
+    initial: Duration::from_secs(1),
+    max: Duration::from_secs(30),
+    multiplier: 2,
+};
+
+/// What the host tells the client.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Input {
+    /// Join the room whose topic is `topic`, on the configured relays plus `relays` (the space's
+    /// own, §4), or update the room's own list if it is joined already. A list of more than
+    /// [`MAX_SPACE_RELAYS`] entries, or naming a relay twice, is not applied (§4): the room keeps
+    /// its previous list, and [`Output::JoinRefused`] says so.
+    Join {
+        /// The room's topic (§1.3).
+        topic: Topic,
+        /// The room's own relays, of any kind; unspoken kinds are kept and passed over.
+        relays: Vec<RelayUrl>,
+    },
+    /// Leave the room: stop watching its topic, and close sockets no other room needs.
+    Leave {
+        /// The room's topic.
+        topic: Topic,
+    },
+    /// Publish a blob with `ttl: 0` on every connected relay the room is on (§3).
+    Publish {
+        /// The room's topic.
+        topic: Topic,
+        /// The sealed blob.
+        blob: Blob,
+    },
+    /// Publish a blob with `ttl: 0` on one relay of the room, if it is connected (a hello on a
+    /// socket that just opened, §2).
+    PublishVia {
+        /// The relay.
+        relay: RelayUrl,
+        /// The room's topic.
+        topic: Topic,
+        /// The sealed blob.
+        blob: Blob,
+    },
+    /// Drop a blob to be kept for `ttl` on every connected relay of the topic: the room's if it is
+    /// joined, else the configured ones.
+    Drop {
+        /// The topic.
+        topic: Topic,
+        /// The sealed blob.
+        blob: Blob,
+        /// How long relays keep it.
+        ttl: Ttl,
+    },
+    /// Read what every connected relay of the topic keeps, page by page (§1.4).
+    Fetch {
+        /// The topic.
+        topic: Topic,
+    },
+    /// Ask every connected relay that has TURN for fresh passwords (§3).
+    RequestIce,
+    /// The socket opened.
+    Opened {
+        /// The socket, as named by [`Output::Dial`].
+        conn: ConnId,
+    },
+    /// A text frame arrived on the socket.
+    Text {
+        /// The socket.
+        conn: ConnId,
+        /// The frame.
+        text: String,
+    },
+    /// The socket closed (either side).
+    Closed {
+        /// The socket.
+        conn: ConnId,
+    },
+    /// The dial failed before the socket opened.
+    DialFailed {
+        /// The socket.
+        conn: ConnId,
+    },
+    /// The network came back (§2.1): every socket is closed and redialled now.
+    Online,
+}
+
+/// A relay's state, for status reporting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RelayState {
+    /// A dial is under way.
+    Dialing,
+    /// The socket is open.
+    Open,
+    /// The socket is closed; the client redials at `retry_at`.
+    Waiting {
+        /// When the next dial goes out.
+        retry_at: Timestamp,
+        /// Dials that failed in a row.
+        failures: u32,
+    },
+    /// No room needs the relay any more.
+    Released,
+}
+
+/// What the client asks the host to do, or tells it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Output {
+    /// Open a WebSocket to `url` (the relay's dial URL, §1.2) and name it `conn`.
+    Dial {
+        /// The name of the socket to open.
+        conn: ConnId,
+        /// The relay.
+        relay: RelayUrl,
+        /// The URL to dial: `<kind>+` and any fragment taken off.
+        url: String,
+    },
+    /// Send a text frame on the socket.
+    Send {
+        /// The socket.
+        conn: ConnId,
+        /// The frame.
+        text: String,
+    },
+    /// Close the socket (or abandon the dial).
+    Close {
+        /// The socket.
+        conn: ConnId,
+    },
+    /// A blob arrived under a watched topic.
+    Blob {
+        /// The relay it came through.
+        relay: RelayUrl,
+        /// The topic.
+        topic: Topic,
+        /// The blob.
+        blob: Blob,
+    },
+    /// A page of a [`Input::Fetch`] from one relay.
+    Fetched {
+        /// The relay.
+        relay: RelayUrl,
+        /// The topic.
+        topic: Topic,
+        /// The blobs on the page.
+        blobs: Vec<Blob>,
+        /// Whether this relay's read is over (`more` was false, the page cap was reached, the
+        /// relay broke the paging rules, or its socket closed).
+        done: bool,
+    },
+    /// A fetch found no connected relay to ask.
+    FetchUnsent {
+        /// The topic.
+        topic: Topic,
+    },
+    /// A relay's state changed.
+    RelayState {
+        /// The relay.
+        relay: RelayUrl,
+        /// Its new state.
+        state: RelayState,
+    },
+    /// `true` once any relay answers, `false` when none does any more (or none answered at all)
+    /// (§3: "Connecting succeeds once any relay answers, and fails only when none does").
+    Reachable(bool),
+    /// The TURN servers changed: the union of every relay's current offer, or `None` (§3, §10).
+    Turn(Option<IceServers>),
+    /// A join was refused: the room table is full, or the room's list is invalid (§4).
+    JoinRefused {
+        /// The room's topic.
+        topic: Topic,
+    },
+}
+
+/// The client's configuration.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClientConfig {
+    /// The relays the client is configured with, used in every room (at most
+    /// [`MAX_CONFIGURED_RELAYS`]; more are not used and are counted).
+    pub relays: Vec<RelayUrl>,
+}
+
+/// What the client ignored or refused, counted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Relays named but of a kind the client does not speak (§1.2), counted each time named.
+    pub passed_over: u64,
+    /// Relays not used because [`MAX_RELAYS`] or [`MAX_CONFIGURED_RELAYS`] was reached.
+    pub relays_over_cap: u64,
+    /// Joins refused (room table full, list invalid).
+    pub joins_refused: u64,
+    /// Frames that were not well-formed messages of the relay's kind.
+    pub malformed_frames: u64,
+    /// Reports about a socket the client does not know (or not in that state).
+    pub stray_reports: u64,
+    /// Blobs under a topic no room watches on that relay.
+    pub unwatched_blobs: u64,
+    /// Application sends dropped because a socket's queue was full.
+    pub sends_dropped: u64,
+    /// Publishes for a room not joined, or with no connected relay.
+    pub unrouted: u64,
+    /// Fetches not started on a relay because it already had [`MAX_READS_PER_RELAY`] reads.
+    pub reads_refused: u64,
+    /// Times a gap in `now` showed the host had slept.
+    pub sleeps: u64,
+    /// Sockets closed because a relay stopped answering pings.
+    pub ping_timeouts: u64,
+    /// Dials given up after [`DIAL_TIMEOUT_MS`].
+    pub dial_timeouts: u64,
+}
+
+#[derive(Debug)]
+struct Room {
+    /// The room's own relays, every kind, as named (§4).
+    own: BTreeSet<RelayUrl>,
+}
+
+#[derive(Debug)]
+struct OpenSocket {
+    bucket: TokenBucket,
+    /// Frames waiting for the pacer, each with whether it is an application send.
+    queue: VecDeque<(String, SendClass)>,
+    /// Application sends in `queue`, which [`MAX_QUEUED_SENDS`] bounds.
+    app_queued: usize,
+    /// Topics watched on this socket.
+    watched: BTreeSet<Topic>,
+    last_heard: Timestamp,
+    next_ping: Timestamp,
+    pings_unanswered: u32,
+    /// Whether any frame was heard on this socket.
+    answered: bool,
+}
+
+#[derive(Debug)]
+enum Socket {
+    Waiting { at: Timestamp },
+    Dialing { conn: ConnId, since: Timestamp },
+    Open { conn: ConnId, open: OpenSocket },
+}
+
+#[derive(Debug)]
+struct Relay {
+    codec: Codec,
+    socket: Socket,
+    backoff: Backoff,
+    /// §2.1: once a relay answered a ping, silence after pings means its socket is dead.
+    answers_pings: bool,
+    /// The relay's last `ice` offer in the §2.1 shape (§3: kept per relay).
+    ice: Option<IceServers>,
+    /// Whether the relay ever offered TURN (§3: `ice` requests go only to those).
+    has_turn: bool,
+}
+
+/// Whether a send comes from the application (bounded by [`MAX_QUEUED_SENDS`]) or from the
+/// client's own upkeep (bounded by construction).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SendClass {
+    App,
+    Upkeep,
+}
+
+/// The relay client machine. See the module docs.
+pub struct RelayClient<R> {
+    configured: BTreeSet<RelayUrl>,
+    rooms: BTreeMap<Topic, Room>,
+    relays: BTreeMap<RelayUrl, Relay>,
+    conns: BTreeMap<ConnId, RelayUrl>,
+    next_conn: u64,
+    last_now: Option<Timestamp>,
+    reachable: Option<bool>,
+    turn: Option<IceServers>,
+    outputs: VecDeque<Output>,
+    stats: Stats,
+    provider: &'static dyn CryptoProvider,
+    rng: R,
+}
+
+impl<R> core::fmt::Debug for RelayClient<R> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        // The provider and the RNG say nothing useful, and an RNG's state must not reach logs.
+        f.debug_struct("RelayClient")
+            .field("configured", &self.configured)
+            .field("rooms", &self.rooms.len())
+            .field("relays", &self.relays)
+            .field("reachable", &self.reachable)
+            .field("stats", &self.stats)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<R: CryptoRng> RelayClient<R> {
+    /// A client with `config`, in no room yet, drawing redial jitter (and, for relay kinds that
+    /// sign, keys) from `rng`; `provider` signs for the kinds that need it.
+    pub fn new(config: ClientConfig, provider: &'static dyn CryptoProvider, rng: R) -> Self {
+        let mut stats = Stats::default();
+        let mut configured = BTreeSet::new();
+        for url in config.relays {
+            if !Codec::speaks(url.kind()) {
+                stats.passed_over += 1;
+            }
+            if configured.len() >= MAX_CONFIGURED_RELAYS && !configured.contains(&url) {
+                stats.relays_over_cap += 1;
+            } else {
+                configured.insert(url);
+            }
+        }
+        Self {
+            configured,
+            rooms: BTreeMap::new(),
+            relays: BTreeMap::new(),
+            conns: BTreeMap::new(),
+            next_conn: 0,
+            last_now: None,
+            reachable: None,
+            turn: None,
+            outputs: VecDeque::new(),
+            stats,
+            provider,
+            rng,
+        }
+    }
+
+    /// What the client ignored or refused so far.
+    pub fn stats(&self) -> Stats {
+        self.stats
+    }
+
+    /// The TURN servers a connection may use at `now`: the union of every relay's current offer,
+    /// expiring at the earliest `expiresAt`, or `None` when no offer is current (§3, §10).
+    pub fn turn_servers(&self, now: Timestamp) -> Option<IceServers> {
+        let mut servers: Vec<IceServer> = Vec::new();
+        let mut expires_at = Timestamp::MAX;
+        for offer in self.relays.values().filter_map(|r| r.ice.as_ref()) {
+            if !offer.is_current(now) {
+                continue;
+            }
+            expires_at = expires_at.min(offer.expires_at);
+            for server in &offer.servers {
+                if !servers.contains(server) {
+                    servers.push(server.clone());
+                }
+            }
+        }
+        (!servers.is_empty()).then_some(IceServers {
+            servers,
+            expires_at,
+        })
+    }
+
+    /// Topics the client is in.
+    pub fn rooms(&self) -> impl Iterator<Item = &Topic> {
+        self.rooms.keys()
+    }
+
+    /// Relays the client keeps (dialled, open or waiting to redial).
+    pub fn relays(&self) -> impl Iterator<Item = &RelayUrl> {
+        self.relays.keys()
+    }
+
+    /// Frames waiting for the pacer on the relay's socket (0 if it is not open).
+    pub fn queued(&self, relay: &RelayUrl) -> usize {
+        match self.relays.get(relay).map(|r| &r.socket) {
+            Some(Socket::Open { open, .. }) => open.queue.len(),
+            _ => 0,
+        }
+    }
+
+    /// Whether the room `topic` watches on `relay` (§4: the configured relays and its own).
+    fn room_uses(&self, topic: &Topic, relay: &RelayUrl) -> bool {
+        self.configured.contains(relay)
+            || self
+                .rooms
+                .get(topic)
+                .is_some_and(|room| room.own.contains(relay))
+    }
+
+    /// The relays a topic is sent to: its room's if joined, else the configured ones.
+    fn relays_of(&self, topic: &Topic) -> Vec<RelayUrl> {
+        self.relays
+            .keys()
+            .filter(|url| {
+                if self.rooms.contains_key(topic) {
+                    self.room_uses(topic, url)
+                } else {
+                    self.configured.contains(*url)
+                }
+            })
+            .cloned()
+            .collect()
+    }
+
+    /// The topics watched on `relay`.
+    fn topics_on(&self, relay: &RelayUrl) -> Vec<Topic> {
+        self.rooms
+            .keys()
+            .filter(|topic| self.room_uses(topic, relay))
+            .cloned()
+            .collect()
+    }
+
+    /// Brings the relay table in line with the rooms: adds relays a room needs (up to
+    /// [`MAX_RELAYS`]), releases those none needs, and watches or forgets topics on open sockets.
+    fn sync_relays(&mut self, now: Timestamp) {
+        let mut needed: BTreeSet<RelayUrl> = BTreeSet::new();
+        if !self.rooms.is_empty() {
+            needed.extend(self.configured.iter().cloned());
+            for room in self.rooms.values() {
+                needed.extend(room.own.iter().cloned());
+            }
+        }
+        let gone: Vec<RelayUrl> = self
+            .relays
+            .keys()
+            .filter(|url| !needed.contains(*url))
+            .cloned()
+            .collect();
+        for url in gone {
+            if let Some(relay) = self.relays.remove(&url) {
+                match relay.socket {
+                    Socket::Dialing { conn, .. } | Socket::Open { conn, .. } => {
+                        self.conns.remove(&conn);
+                        self.outputs.push_back(Output::Close { conn });
+                    }
+                    Socket::Waiting { .. } => {}
+                }
+                self.outputs.push_back(Output::RelayState {
+                    relay: url,
+                    state: RelayState::Released,
+                });
+            }
+        }
+        for url in needed {
+            if self.relays.contains_key(&url) {
+                continue;
+            }
+            let Some(codec) = Codec::for_kind(url.kind(), self.provider) else {
+                continue;
+            };
+            if self.relays.len() >= MAX_RELAYS {
+                self.stats.relays_over_cap += 1;
+                continue;
+            }
+            self.relays.insert(
+                url,
+                Relay {
+                    codec,
+                    socket: Socket::Waiting { at: now },
+                    backoff: Backoff::new(REDIAL_BACKOFF),
+                    answers_pings: false,
+                    ice: None,
+                    has_turn: false,
+                },
+            );
+        }
+        let urls: Vec<RelayUrl> = self.relays.keys().cloned().collect();
+        for url in urls {
+            self.sync_watches(now, &url);
+        }
+    }
+
+    /// Watches on the relay's open socket every topic it should, and forgets those it should not
+    /// (a Minca relay has no unwatch: blobs of a forgotten topic are ignored from then on).
+    fn sync_watches(&mut self, now: Timestamp, url: &RelayUrl) {
+        let topics = self.topics_on(url);
+        let Some(relay) = self.relays.get_mut(url) else {
+            return;
+        };
+        let Socket::Open { open, .. } = &mut relay.socket else {
+            return;
+        };
+        let forgotten: Vec<Topic> = open
+            .watched
+            .iter()
+            .filter(|t| !topics.contains(t))
+            .cloned()
+            .collect();
+        for topic in forgotten {
+            open.watched.remove(&topic);
+            let frames = relay
+                .codec
+                .encode(now, &mut self.rng, Intent::Unwatch(topic));
+            open.queue
+                .extend(frames.into_iter().map(|f| (f, SendClass::Upkeep)));
+        }
+        for topic in topics {
+            if open.watched.insert(topic.clone()) {
+                let frames = relay.codec.encode(now, &mut self.rng, Intent::Watch(topic));
+                open.queue
+                    .extend(frames.into_iter().map(|f| (f, SendClass::Upkeep)));
+            }
+        }
+    }
+
+    /// Queues `intent` on the relay's open socket; `false` if it is not open or the queue is full.
+    fn send(&mut self, now: Timestamp, url: &RelayUrl, intent: Intent, class: SendClass) -> bool {
+        let Some(relay) = self.relays.get_mut(url) else {
+            return false;
+        };
+        let Socket::Open { open, .. } = &mut relay.socket else {
+            return false;
+        };
+        if class == SendClass::App && open.app_queued >= MAX_QUEUED_SENDS {
+            self.stats.sends_dropped += 1;
+            return false;
+        }
+        let frames = relay.codec.encode(now, &mut self.rng, intent);
+        if class == SendClass::App {
+            open.app_queued += frames.len();
+        }
+        open.queue.extend(frames.into_iter().map(|f| (f, class)));
+        true
+    }
+
+    fn join(&mut self, now: Timestamp, topic: Topic, relays: Vec<RelayUrl>) {
+        let named = relays.len();
+        let own: BTreeSet<RelayUrl> = relays.into_iter().collect();
+        // §4: at most 8 entries, no duplicates; an invalid list is not applied.
+        if named > MAX_SPACE_RELAYS
+            || own.len() != named
+            || (!self.rooms.contains_key(&topic) && self.rooms.len() >= MAX_ROOMS)
+        {
+            self.stats.joins_refused += 1;
+            self.outputs.push_back(Output::JoinRefused { topic });
+            return;
+        }
+        self.stats.passed_over +=
+            own.iter().filter(|url| !Codec::speaks(url.kind())).count() as u64;
+        self.rooms.insert(topic, Room { own });
+        self.sync_relays(now);
+    }
+
+    fn publish(&mut self, now: Timestamp, topic: Topic, blob: Blob, ttl: Ttl) {
+        let relays = self.relays_of(&topic);
+        let mut sent = false;
+        for url in relays {
+            sent |= self.send(
+                now,
+                &url,
+                Intent::Drop(topic.clone(), blob.clone(), ttl),
+                SendClass::App,
+            );
+        }
+        if !sent {
+            self.stats.unrouted += 1;
+        }
+    }
+
+    fn fetch(&mut self, now: Timestamp, topic: Topic) {
+        let mut asked = false;
+        for url in self.relays_of(&topic) {
+            let Some(relay) = self.relays.get(&url) else {
+                continue;
+            };
+            if !matches!(relay.socket, Socket::Open { .. }) {
+                continue;
+            }
+            if relay.codec.reading(&topic) {
+                asked = true;
+                continue;
+            }
+            if relay.codec.reads() >= MAX_READS_PER_RELAY {
+                self.stats.reads_refused += 1;
+                continue;
+            }
+            asked |= self.send(now, &url, Intent::Read(topic.clone()), SendClass::App);
+        }
+        if !asked {
+            self.outputs.push_back(Output::FetchUnsent { topic });
+        }
+    }
+
+    fn request_ice(&mut self, now: Timestamp) {
+        let urls: Vec<RelayUrl> = self
+            .relays
+            .iter()
+            .filter(|(_, r)| r.has_turn)
+            .map(|(u, _)| u.clone())
+            .collect();
+        for url in urls {
+            self.send(now, &url, Intent::Ice, SendClass::App);
+        }
+    }
+
+    fn opened(&mut self, now: Timestamp, conn: ConnId) {
+        let Some(url) = self.conns.get(&conn).cloned() else {
+            self.stats.stray_reports += 1;
+            return;
+        };
+        let Some(relay) = self.relays.get_mut(&url) else {
+            self.stats.stray_reports += 1;
+            return;
+        };
+        if !matches!(relay.socket, Socket::Dialing { conn: c, .. } if c == conn) {
+            self.stats.stray_reports += 1;
+            return;
+        }
+        relay.socket = Socket::Open {
+            conn,
+            open: OpenSocket {
+                bucket: SEND_PACE.bucket(now),
+                queue: VecDeque::new(),
+                app_queued: 0,
+                watched: BTreeSet::new(),
+                last_heard: now,
+                next_ping: now.saturating_add(Duration::from_millis(PING_IDLE_MS)),
+                pings_unanswered: 0,
+                answered: false,
+            },
+        };
+        self.outputs.push_back(Output::RelayState {
+            relay: url.clone(),
+            state: RelayState::Open,
+        });
+        // §2.1: a relay forgets everything when a socket closes, so every topic is watched again.
+        self.sync_watches(now, &url);
+    }
+
+    fn text(&mut self, now: Timestamp, conn: ConnId, text: &str) {
+        let Some(url) = self.conns.get(&conn).cloned() else {
+            self.stats.stray_reports += 1;
+            return;
+        };
+        let Some(relay) = self.relays.get_mut(&url) else {
+            self.stats.stray_reports += 1;
+            return;
+        };
+        let Socket::Open { open, .. } = &mut relay.socket else {
+            self.stats.stray_reports += 1;
+            return;
+        };
+        // Any frame, even one we cannot read, shows the socket is alive.
+        open.last_heard = now;
+        open.next_ping = now.saturating_add(Duration::from_millis(PING_IDLE_MS));
+        open.pings_unanswered = 0;
+        if !open.answered {
+            open.answered = true;
+            relay.backoff.reset();
+        }
+        let decoded = relay.codec.decode(now, &mut self.rng, text);
+        if decoded.malformed {
+            self.stats.malformed_frames += 1;
+        }
+        open.queue
+            .extend(decoded.replies.into_iter().map(|f| (f, SendClass::Upkeep)));
+        let watched = open.watched.clone();
+        for heard in decoded.heard {
+            match heard {
+                Heard::Blob(topic, blob) => {
+                    if watched.contains(&topic) {
+                        self.outputs.push_back(Output::Blob {
+                            relay: url.clone(),
+                            topic,
+                            blob,
+                        });
+                    } else {
+                        self.stats.unwatched_blobs += 1;
+                    }
+                }
+                Heard::Page { topic, blobs, done } => self.outputs.push_back(Output::Fetched {
+                    relay: url.clone(),
+                    topic,
+                    blobs,
+                    done,
+                }),
+                Heard::Ice(servers) => {
+                    relay.has_turn = true;
+                    relay.ice = Some(servers);
+                }
+                Heard::Pong => relay.answers_pings = true,
+            }
+        }
+        self.update_reachable();
+    }
+
+    /// The socket is gone (closed, failed, timed out): forget it and schedule a redial.
+    fn lost(&mut self, now: Timestamp, url: &RelayUrl, redial_at: Option<Timestamp>) {
+        let Some(relay) = self.relays.get_mut(url) else {
+            return;
+        };
+        if let Socket::Dialing { conn, .. } | Socket::Open { conn, .. } = relay.socket {
+            self.conns.remove(&conn);
+        }
+        for topic in relay.codec.reset() {
+            self.outputs.push_back(Output::Fetched {
+                relay: url.clone(),
+                topic,
+                blobs: Vec::new(),
+                done: true,
+            });
+        }
+        let at = redial_at
+            .unwrap_or_else(|| now.saturating_add(relay.backoff.next_delay(&mut self.rng)));
+        relay.socket = Socket::Waiting { at };
+        self.outputs.push_back(Output::RelayState {
+            relay: url.clone(),
+            state: RelayState::Waiting {
+                retry_at: at,
+                failures: relay.backoff.attempts(),
+            },
+        });
+    }
+
+    /// Closes the socket (if any) and redials at `now` (§2.1: sleep, online, dead socket).
+    fn close_and_redial(&mut self, now: Timestamp, url: &RelayUrl, immediately: bool) {
+        let Some(relay) = self.relays.get_mut(url) else {
+            return;
+        };
+        if let Socket::Dialing { conn, .. } | Socket::Open { conn, .. } = relay.socket {
+            self.outputs.push_back(Output::Close { conn });
+        }
+        if immediately {
+            relay.backoff.reset();
+            self.lost(now, url, Some(now));
+        } else {
+            self.lost(now, url, None);
+        }
+    }
+
+    fn socket_gone(&mut self, now: Timestamp, conn: ConnId) {
+        let Some(url) = self.conns.get(&conn).cloned() else {
+            self.stats.stray_reports += 1;
+            return;
+        };
+        self.lost(now, &url, None);
+        self.update_reachable();
+    }
+
+    /// §2.1: a gap in `now` longer than two heartbeats means the host slept and the relays let go
+    /// of its sockets.
+    fn check_sleep(&mut self, now: Timestamp) {
+        let slept = self
+            .last_now
+            .is_some_and(|last| now.as_millis() > last.as_millis().saturating_add(SLEEP_GAP_MS));
+        if self.last_now.is_none_or(|last| now > last) {
+            self.last_now = Some(now);
+        }
+        if !slept {
+            return;
+        }
+        let live: Vec<RelayUrl> = self
+            .relays
+            .iter()
+            .filter(|(_, r)| !matches!(r.socket, Socket::Waiting { .. }))
+            .map(|(u, _)| u.clone())
+            .collect();
+        if !live.is_empty() {
+            self.stats.sleeps += 1;
+        }
+        for url in live {
+            self.close_and_redial(now, &url, true);
+        }
+    }
+
+    /// Dials what is due, gives up on slow dials, pings and gives up on silent sockets, and sends
+    /// what the pacer allows.
+    fn drive(&mut self, now: Timestamp) {
+        let urls: Vec<RelayUrl> = self.relays.keys().cloned().collect();
+        for url in urls {
+            let Some(relay) = self.relays.get_mut(&url) else {
+                continue;
+            };
+            match &mut relay.socket {
+                Socket::Waiting { at } if *at <= now => {
+                    let conn = ConnId(self.next_conn);
+                    self.next_conn += 1;
+                    relay.socket = Socket::Dialing { conn, since: now };
+                    self.conns.insert(conn, url.clone());
+                    self.outputs.push_back(Output::Dial {
+                        conn,
+                        relay: url.clone(),
+                        url: url.dial_url(),
+                    });
+                    self.outputs.push_back(Output::RelayState {
+                        relay: url.clone(),
+                        state: RelayState::Dialing,
+                    });
+                }
+                Socket::Dialing { since, .. }
+                    if now.as_millis() >= since.as_millis().saturating_add(DIAL_TIMEOUT_MS) =>
+                {
+                    self.stats.dial_timeouts += 1;
+                    self.close_and_redial(now, &url, false);
+                }
+                Socket::Open { open, .. } if relay.codec.pings() && now >= open.next_ping => {
+                    if relay.answers_pings && open.pings_unanswered >= PINGS_BEFORE_REDIAL {
+                        self.stats.ping_timeouts += 1;
+                        self.close_and_redial(now, &url, false);
+                        continue;
+                    }
+                    open.pings_unanswered += 1;
+                    open.next_ping = now.saturating_add(Duration::from_millis(PING_IDLE_MS));
+                    let frames = relay.codec.encode(now, &mut self.rng, Intent::Ping);
+                    open.queue
+                        .extend(frames.into_iter().map(|f| (f, SendClass::Upkeep)));
+                }
+                _ => {}
+            }
+            if let Some(Relay {
+                socket: Socket::Open { conn, open },
+                ..
+            }) = self.relays.get_mut(&url)
+            {
+                while !open.queue.is_empty() && open.bucket.try_take(now) {
+                    let Some((text, class)) = open.queue.pop_front() else {
+                        break;
+                    };
+                    if class == SendClass::App {
+                        open.app_queued -= 1;
+                    }
+                    self.outputs.push_back(Output::Send { conn: *conn, text });
+                }
+            }
+        }
+        self.update_reachable();
+        self.update_turn(now);
+    }
+
+    /// §3: reachable once any relay answers; unreachable once none is open and every relay has
+    /// failed at least once since it last answered.
+    fn update_reachable(&mut self) {
+        if self.relays.is_empty() {
+            // In no room: the next join starts connecting afresh, and reports it.
+            self.reachable = None;
+            return;
+        }
+        let any_open = self
+            .relays
+            .values()
+            .any(|r| matches!(r.socket, Socket::Open { .. }));
+        let all_failed = self
+            .relays
+            .values()
+            .all(|r| matches!(r.socket, Socket::Waiting { .. }) && r.backoff.attempts() > 0);
+        let now_reachable = if any_open {
+            Some(true)
+        } else if all_failed {
+            Some(false)
+        } else {
+            self.reachable
+        };
+        if now_reachable != self.reachable {
+            self.reachable = now_reachable;
+            if let Some(r) = now_reachable {
+                self.outputs.push_back(Output::Reachable(r));
+            }
+        }
+    }
+
+    fn update_turn(&mut self, now: Timestamp) {
+        let turn = self.turn_servers(now);
+        if turn != self.turn {
+            self.turn = turn.clone();
+            self.outputs.push_back(Output::Turn(turn));
+        }
+    }
+}
+
+impl<R: CryptoRng> Machine for RelayClient<R> {
+    type Input = Input;
+    type Output = Output;
+
+    fn handle(&mut self, now: Timestamp, input: Input) {
+        self.check_sleep(now);
+        match input {
+            Input::Join { topic, relays } => self.join(now, topic, relays),
+            Input::Leave { topic } => {
+                if self.rooms.remove(&topic).is_some() {
+                    self.sync_relays(now);
+                }
+            }
+            Input::Publish { topic, blob } => {
+                if self.rooms.contains_key(&topic) {
+                    self.publish(now, topic, blob, Ttl::PUBLISH_ONLY);
+                } else {
+                    self.stats.unrouted += 1;
+                }
+            }
+            Input::PublishVia { relay, topic, blob } => {
+                let routed = self.rooms.contains_key(&topic)
+                    && self.room_uses(&topic, &relay)
+                    && self.send(
+                        now,
+                        &relay,
+                        Intent::Drop(topic, blob, Ttl::PUBLISH_ONLY),
+                        SendClass::App,
+                    );
+                if !routed {
+                    self.stats.unrouted += 1;
+                }
+            }
+            Input::Drop { topic, blob, ttl } => self.publish(now, topic, blob, ttl),
+            Input::Fetch { topic } => self.fetch(now, topic),
+            Input::RequestIce => self.request_ice(now),
+            Input::Opened { conn } => self.opened(now, conn),
+            Input::Text { conn, text } => self.text(now, conn, &text),
+            Input::Closed { conn } | Input::DialFailed { conn } => self.socket_gone(now, conn),
+            Input::Online => {
+                let urls: Vec<RelayUrl> = self.relays.keys().cloned().collect();
+                for url in urls {
+                    self.close_and_redial(now, &url, true);
+                }
+            }
+        }
+        self.drive(now);
+    }
+
+    fn poll(&mut self) -> Option<Output> {
+        self.outputs.pop_front()
+    }
+
+    fn poll_timeout(&self) -> Option<Wakeup> {
+        let mut next: Option<Wakeup> = None;
+        for relay in self.relays.values() {
+            let wake = match &relay.socket {
+                Socket::Waiting { at } => Some(Wakeup::new(*at, "relay redial")),
+                Socket::Dialing { since, .. } => Some(Wakeup::new(
+                    since.saturating_add(Duration::from_millis(DIAL_TIMEOUT_MS)),
+                    "relay dial timeout",
+                )),
+                Socket::Open { open, .. } => {
+                    let ping = relay
+                        .codec
+                        .pings()
+                        .then(|| Wakeup::new(open.next_ping, "relay ping"));
+                    let pace = (!open.queue.is_empty()).then(|| {
+                        let now = self.last_now.unwrap_or(Timestamp::ZERO);
+                        Wakeup::new(open.bucket.next_available(now), "relay send pacing")
+                    });
+                    Wakeup::earliest(ping, pace)
+                }
+            };
+            next = Wakeup::earliest(next, wake);
+        }
+        let turn = self
+            .turn
+            .as_ref()
+            .map(|t| Wakeup::new(t.expires_at, "turn servers expire"));
+        Wakeup::earliest(next, turn)
+    }
+
+    fn handle_timeout(&mut self, now: Timestamp) {
+        self.check_sleep(now);
+        self.drive(now);
+    }
+}
