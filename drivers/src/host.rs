@@ -513,8 +513,9 @@ mod tests {
         type Output = u32;
         fn handle(&mut self, _now: Timestamp, input: u32) {
             self.inputs.push(input);
-            // Input n asks for n outputs numbered 100 + i, odd ones being store changes.
-            for i in 0..input {
+            // Input n < 100 asks for n outputs numbered 100 + i, odd ones being store changes;
+            // larger inputs only mark which mapping made them.
+            for i in 0..if input < 100 { input } else { 0 } {
                 self.out.push_back(100 + i);
             }
         }
@@ -542,7 +543,7 @@ mod tests {
             bytes.len() as u32
         }
         fn closed(&mut self, _conn: ConnId) -> u32 {
-            0
+            999
         }
         fn dialled(&mut self, _conn: ConnId, target: u32) -> u32 {
             target
@@ -702,5 +703,55 @@ mod tests {
         // Script's dial_failed input is 0.
         assert_eq!(host.machine().inputs, [0]);
         assert_eq!(host.stats().dials_refused, 1);
+    }
+
+    /// Resolves every target to one TCP address.
+    struct Resolving;
+    impl Hooks<Script> for Resolving {
+        fn store(&mut self, _batch: &[u32]) -> io::Result<()> {
+            Ok(())
+        }
+        fn resolve(&mut self, _target: &u32) -> Option<Endpoint> {
+            Some(Endpoint::Tcp(SocketAddr::from(([127, 0, 0, 1], 9))))
+        }
+    }
+
+    #[test]
+    fn a_resolved_dial_reaches_the_transport_and_its_answer_names_the_target() {
+        let mut host = Host::new(Script::default(), Resolving);
+        let mut io = Dials::default();
+        host.execute(Effect::Dial(42), &mut io);
+        let [conn] = io.0[..] else {
+            panic!("one dial expected, got {:?}", io.0)
+        };
+        host.pass(
+            Timestamp::from_millis(0),
+            [Event::Dialled { conn }],
+            &mut io,
+        )
+        .unwrap();
+        // Script's dialled input is the target.
+        assert_eq!(host.machine().inputs, [42]);
+        // An answer for a dial already answered is not fed again.
+        host.pass(
+            Timestamp::from_millis(0),
+            [Event::DialFailed { conn }],
+            &mut io,
+        )
+        .unwrap();
+        assert_eq!(host.machine().inputs, [42]);
+    }
+
+    #[test]
+    fn a_dial_closed_before_it_opened_is_a_failed_dial_to_the_machine() {
+        let mut host = Host::new(Script::default(), Resolving);
+        let mut io = Dials::default();
+        host.execute(Effect::Dial(42), &mut io);
+        let conn = io.0[0];
+        host.pass(Timestamp::from_millis(0), [Event::Closed { conn }], &mut io)
+            .unwrap();
+        // Script's dial_failed input is 0 (closed would be 999).
+        assert_eq!(host.machine().inputs, [0]);
+        assert!(host.dials.is_empty());
     }
 }

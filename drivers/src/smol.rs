@@ -7,9 +7,14 @@
 //!
 //! ```no_run
 //! use weft_drivers::host::{Endpoint, Host, Listener};
-//! # fn machine() -> weft_drivers::airc::host::Realm<chacha20::ChaCha20Rng> { unimplemented!() }
-//! let mut host = Host::new(machine(), weft_drivers::host::Volatile);
+//! use weft_drivers::airc::host::Realm;
+//! use weft_proto::airc::{address::Authority, server::{Server, ServerConfig}};
+//! let config = ServerConfig::new(Authority::parse("localhost").unwrap());
+//! let server = Server::new(config, weft_proto::crypto::default_provider(), weft_drivers::os_rng());
+//! let machine = Realm::new(server, Default::default());
+//! let mut host = Host::new(machine, weft_drivers::host::Volatile);
 //! let listeners = vec![Listener::bind(&Endpoint::Tcp("127.0.0.1:7000".parse().unwrap()))?];
+//! // Another task or thread sends on `stop` to end the server.
 //! let (stop, stopped) = smol::channel::bounded::<()>(1);
 //! smol::block_on(smol::future::or(
 //!     weft_drivers::smol::run(&mut host, listeners),

@@ -8,8 +8,12 @@
 //!
 //! ```no_run
 //! use weft_drivers::host::{Endpoint, Host, Listener};
-//! # fn machine() -> weft_drivers::airc::host::Realm<chacha20::ChaCha20Rng> { unimplemented!() }
-//! let mut host = Host::new(machine(), weft_drivers::host::Volatile);
+//! use weft_drivers::airc::host::Realm;
+//! use weft_proto::airc::{address::Authority, server::{Server, ServerConfig}};
+//! let config = ServerConfig::new(Authority::parse("localhost").unwrap());
+//! let server = Server::new(config, weft_proto::crypto::default_provider(), weft_drivers::os_rng());
+//! let machine = Realm::new(server, Default::default());
+//! let mut host = Host::new(machine, weft_drivers::host::Volatile);
 //! let listeners = vec![Listener::bind(&Endpoint::Tcp("127.0.0.1:7000".parse().unwrap()))?];
 //! let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
 //! runtime.block_on(weft_drivers::tokio::run(&mut host, listeners))?;

@@ -1,7 +1,8 @@
 //! The same AIRC end-to-end run over each runtime adapter (smol, tokio, blocking): a realm
 //! server on real loopback sockets (its client face on a Unix socket and on TCP), two clients, a
-//! message delivered and acked, a TCP peer proven to hold no namespace, and a restart after which
-//! a queued message is still there.
+//! message delivered and acked, a TCP peer proven to hold no namespace, a protocol violation
+//! answered and then closed on the wire, and a restart after which a queued message is still
+//! there.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -147,6 +148,31 @@ fn tcp_welcome_namespaces(addr: SocketAddr) -> Option<Vec<String>> {
     }
 }
 
+/// Sends a line that is not a frame over TCP; returns the frame type the server answered with and
+/// whether the server then closed the connection (end of file).
+fn tcp_garbage_answer(addr: SocketAddr) -> (String, bool) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    s.write_all(b"not a frame\n").unwrap();
+    let mut decoder = FrameDecoder::new();
+    let mut buf = [0u8; 4096];
+    let mut answer = None;
+    loop {
+        if answer.is_none()
+            && let Some(frame) = decoder.next()
+        {
+            answer = Some(frame.unwrap().t().to_string());
+            continue;
+        }
+        match s.read(&mut buf) {
+            Ok(0) => return (answer.unwrap_or_default(), true),
+            Ok(n) => decoder.push(&buf[..n]),
+            Err(_) => return (answer.unwrap_or_default(), false),
+        }
+    }
+}
+
 /// The scenario every adapter must pass.
 fn airc_end_to_end(name: &str, start: Start) {
     let dir = temp_dir(name);
@@ -155,6 +181,9 @@ fn airc_end_to_end(name: &str, start: Start) {
     // A TCP peer proves no uid: it is welcomed with no namespace (AIRC §5).
     let ns = tcp_welcome_namespaces(server.tcp);
     assert!(ns.unwrap_or_default().is_empty(), "TCP proves no namespace");
+    // A protocol violation: the machine sends an error and closes; the adapter writes the error
+    // before it closes the socket.
+    assert_eq!(tcp_garbage_answer(server.tcp), ("error".to_string(), true));
 
     // Two clients on the Unix face: one listens, one sends; the message arrives and is acked.
     let mut listener = Client::connect(&server.socket).unwrap();
