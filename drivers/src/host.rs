@@ -4,7 +4,7 @@
 //!
 //! A protocol implements [`HostMachine`] once, mapping its own `Input`/`Output` to and from the
 //! neutral [`Event`] and [`Effect`] vocabulary. A runtime adapter ([`crate::smol`],
-//! [`crate::tokio`], [`crate::blocking`]) only moves bytes: it implements [`Io`] (send, close,
+//! `crate::tokio`, [`crate::blocking`]) only moves bytes: it implements [`Io`] (send, close,
 //! dial), turns what its sockets do into [`Event`]s, and runs passes of the [`Host`] core:
 //!
 //! 1. wait for transport events, at most until [`Host::wait`];

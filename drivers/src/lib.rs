@@ -7,7 +7,7 @@
 //! - [`fast_crypto`] (feature `fast-crypto`): a native-backed crypto provider for servers.
 //! - [`host`]: the protocol-neutral host layer (effects, events, the shared loop core) and the
 //!   three runtime adapters over it, each driving any [`host::HostMachine`] over TCP and Unix
-//!   sockets: [`smol`], [`tokio`] (feature `tokio`, on by default) and [`blocking`] (std only,
+//!   sockets: [`smol`], `tokio` (feature `tokio`, on by default) and [`blocking`] (std only,
 //!   `poll(2)`, one thread).
 //! - [`airc`]: the AIRC realm server and client commands on real sockets.
 //! - [`demo`]: `weft demo`.
