@@ -29,14 +29,14 @@ use std::io::{self, Read, Write};
 use std::net::TcpStream;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::net::UnixStream;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rustix::event::{PollFd, PollFlags, Timespec, poll};
 use weft_proto::core::ConnId;
 
 use crate::host::{
-    Endpoint, Event, Hooks, Host, HostMachine, Io, Listener, MAX_EVENTS_PER_PASS, Peer, READ_CHUNK,
-    Remote, shut_down,
+    ACCEPT_RETRY, Endpoint, Event, Hooks, Host, HostMachine, Io, Listener, MAX_EVENTS_PER_PASS,
+    Peer, READ_CHUNK, Remote, shut_down,
 };
 
 /// The longest a dial may hold the loop: dials connect in place, not through `poll`, so this
@@ -242,6 +242,7 @@ pub fn run<M: HostMachine, H: Hooks<M>>(
         }
     }
     let mut io = BlockingIo::default();
+    let mut paused: Vec<Option<Instant>> = vec![None; listeners.len()];
     let mut buf = vec![0u8; READ_CHUNK];
     host.start(crate::now(), &mut io)?;
     loop {
@@ -251,14 +252,28 @@ pub fn run<M: HostMachine, H: Hooks<M>>(
         } else {
             Some(Duration::ZERO)
         };
+        let clock = Instant::now();
+        for p in &mut paused {
+            *p = p.filter(|until| *until > clock);
+        }
+        let wait = match paused.iter().flatten().min() {
+            Some(until) => Some(wait.map_or(*until - clock, |w| w.min(*until - clock))),
+            None => wait,
+        };
         // A wait too long for a timespec is as good as none.
         let timeout = wait.and_then(|d| Timespec::try_from(d).ok());
 
         let (stopped, ready_listeners, ready_conns) = {
             let mut fds = Vec::with_capacity(1 + listeners.len() + io.conns.len());
             fds.push(PollFd::new(&stop.0, PollFlags::IN));
-            for l in &listeners {
-                fds.push(PollFd::from_borrowed_fd(listener_fd(l), PollFlags::IN));
+            for (l, p) in listeners.iter().zip(&paused) {
+                // A paused listener stays in the list (indices line up) but asks for nothing.
+                let flags = if p.is_some() {
+                    PollFlags::empty()
+                } else {
+                    PollFlags::IN
+                };
+                fds.push(PollFd::from_borrowed_fd(listener_fd(l), flags));
             }
             for c in io.conns.values() {
                 let mut flags = PollFlags::IN;
@@ -275,7 +290,7 @@ pub fn run<M: HostMachine, H: Hooks<M>>(
             let ready = |f: &PollFd<'_>| !f.revents().is_empty();
             let stopped = ready(&fds[0]);
             let ls: Vec<usize> = (0..listeners.len())
-                .filter(|&i| ready(&fds[1 + i]))
+                .filter(|&i| paused[i].is_none() && ready(&fds[1 + i]))
                 .collect();
             let cs: Vec<ConnId> = io
                 .conns
@@ -295,9 +310,15 @@ pub fn run<M: HostMachine, H: Hooks<M>>(
 
         for index in ready_listeners {
             for _ in 0..MAX_EVENTS_PER_PASS {
-                let Ok((sock, remote)) = accept(&listeners[index]) else {
-                    // Drained (would block), or a failed handshake: poll says when to retry.
-                    break;
+                let (sock, remote) = match accept(&listeners[index]) {
+                    Ok(accepted) => accepted,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(_) => {
+                        // Out of descriptors, or a failed handshake: poll would report the
+                        // listener ready at once, so leave it out for a while.
+                        paused[index] = Some(Instant::now() + ACCEPT_RETRY);
+                        break;
+                    }
                 };
                 let conn = host.conn_id();
                 io.add(conn, sock);

@@ -114,6 +114,11 @@ impl SmolIo<'_, '_> {
                 conn,
                 stream: Err(_),
             } => Event::DialFailed { conn },
+            Net::Event(Event::Closed { conn }) => {
+                // The reader ended: the writer has nobody to write to.
+                self.writers.remove(&conn);
+                Event::Closed { conn }
+            }
             Net::Event(e) => e,
         }
     }

@@ -105,6 +105,11 @@ impl TokioIo {
                 conn,
                 stream: Err(_),
             } => Event::DialFailed { conn },
+            Net::Event(Event::Closed { conn }) => {
+                // The reader ended: the writer has nobody to write to.
+                self.writers.remove(&conn);
+                Event::Closed { conn }
+            }
             Net::Event(e) => e,
         }
     }
