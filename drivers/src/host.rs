@@ -492,6 +492,52 @@ impl<M: HostMachine, H: Hooks<M>> Host<M, H> {
     }
 }
 
+/// What an async adapter's tasks report to its loop; `S` is the runtime's socket type.
+pub(crate) enum Report<S> {
+    /// A listener accepted a socket.
+    Accepted { peer: Peer, stream: S },
+    /// A dial ended.
+    Connected { conn: ConnId, stream: io::Result<S> },
+    /// A connection's reader saw bytes or its end.
+    Event(Event),
+}
+
+impl<S> Report<S> {
+    /// The event this report is to the core. `start` starts a new connection's tasks and returns
+    /// the sender to its writer task, kept in `writers`; a connection whose reader ended loses
+    /// its writer, which has nobody left to write to.
+    pub(crate) fn into_event<W, M: HostMachine, H: Hooks<M>>(
+        self,
+        host: &mut Host<M, H>,
+        writers: &mut BTreeMap<ConnId, W>,
+        start: impl FnOnce(ConnId, S) -> W,
+    ) -> Event {
+        match self {
+            Self::Accepted { peer, stream } => {
+                let conn = host.conn_id();
+                writers.insert(conn, start(conn, stream));
+                Event::Opened { conn, peer }
+            }
+            Self::Connected {
+                conn,
+                stream: Ok(stream),
+            } => {
+                writers.insert(conn, start(conn, stream));
+                Event::Dialled { conn }
+            }
+            Self::Connected {
+                conn,
+                stream: Err(_),
+            } => Event::DialFailed { conn },
+            Self::Event(Event::Closed { conn }) => {
+                writers.remove(&conn);
+                Event::Closed { conn }
+            }
+            Self::Event(e) => e,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -753,5 +799,31 @@ mod tests {
         // Script's dial_failed input is 0 (closed would be 999).
         assert_eq!(host.machine().inputs, [0]);
         assert!(host.dials.is_empty());
+    }
+
+    #[test]
+    fn an_async_adapter_keeps_a_writer_from_accept_until_its_reader_ends() {
+        let mut host = Host::new(Script::default(), Resolving);
+        let mut writers = BTreeMap::new();
+        let peer = Peer {
+            listener: 0,
+            remote: Remote::Unix { uid: None },
+        };
+        let opened = Report::Accepted { peer, stream: "s" }.into_event(
+            &mut host,
+            &mut writers,
+            |conn, s| (conn, s),
+        );
+        let Event::Opened { conn, .. } = opened else {
+            panic!("an accepted socket opens: {opened:?}")
+        };
+        assert_eq!(writers.get(&conn), Some(&(conn, "s")));
+        let closed = Report::<&str>::Event(Event::Closed { conn }).into_event(
+            &mut host,
+            &mut writers,
+            |_, _| unreachable!("nothing to start"),
+        );
+        assert_eq!(closed, Event::Closed { conn });
+        assert!(writers.is_empty());
     }
 }

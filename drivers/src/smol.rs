@@ -39,7 +39,7 @@ use weft_proto::core::ConnId;
 
 use crate::host::{
     ACCEPT_RETRY, Endpoint, Event, Hooks, Host, HostMachine, Io, Listener, MAX_EVENTS_PER_PASS,
-    Peer, READ_CHUNK, Remote, shut_down,
+    Peer, READ_CHUNK, Remote, Report, shut_down,
 };
 
 /// A connected socket of either kind.
@@ -48,18 +48,7 @@ enum Stream {
     Unix(UnixStream),
 }
 
-/// What the tasks tell the loop.
-enum Net {
-    Accepted {
-        peer: Peer,
-        stream: Stream,
-    },
-    Connected {
-        conn: ConnId,
-        stream: io::Result<Stream>,
-    },
-    Event(Event),
-}
+type Net = Report<Stream>;
 
 struct SmolIo<'a, 'ex> {
     ex: &'a LocalExecutor<'ex>,
@@ -97,49 +86,22 @@ impl Io for SmolIo<'_, '_> {
 impl SmolIo<'_, '_> {
     /// Turns a task's report into an event for the core, starting a connection's tasks.
     fn event<M: HostMachine, H: Hooks<M>>(&mut self, net: Net, host: &mut Host<M, H>) -> Event {
-        match net {
-            Net::Accepted { peer, stream } => {
-                let conn = host.conn_id();
-                self.connect(conn, stream);
-                Event::Opened { conn, peer }
-            }
-            Net::Connected {
-                conn,
-                stream: Ok(stream),
-            } => {
-                self.connect(conn, stream);
-                Event::Dialled { conn }
-            }
-            Net::Connected {
-                conn,
-                stream: Err(_),
-            } => Event::DialFailed { conn },
-            Net::Event(Event::Closed { conn }) => {
-                // The reader ended: the writer has nobody to write to.
-                self.writers.remove(&conn);
-                Event::Closed { conn }
-            }
-            Net::Event(e) => e,
-        }
+        net.into_event(host, &mut self.writers, |conn, stream| match stream {
+            Stream::Tcp(s) => spawn(self.ex, &self.net, conn, s),
+            Stream::Unix(s) => spawn(self.ex, &self.net, conn, s),
+        })
     }
+}
 
-    fn connect(&mut self, conn: ConnId, stream: Stream) {
-        let writer = match stream {
-            Stream::Tcp(s) => self.spawn(conn, s),
-            Stream::Unix(s) => self.spawn(conn, s),
-        };
-        self.writers.insert(conn, writer);
-    }
-
-    fn spawn<S>(&self, conn: ConnId, stream: S) -> Sender<Vec<u8>>
-    where
-        S: AsyncRead + AsyncWrite + std::os::fd::AsFd + Clone + Unpin + 'static,
-    {
-        let (writer, outbox) = channel::unbounded();
-        self.ex.spawn(write(stream.clone(), outbox)).detach();
-        self.ex.spawn(read(conn, stream, self.net.clone())).detach();
-        writer
-    }
+/// Starts a connection's reader and writer tasks; returns the sender to its writer.
+fn spawn<S>(ex: &LocalExecutor<'_>, net: &Sender<Net>, conn: ConnId, stream: S) -> Sender<Vec<u8>>
+where
+    S: AsyncRead + AsyncWrite + std::os::fd::AsFd + Clone + Unpin + 'static,
+{
+    let (writer, outbox) = channel::unbounded();
+    ex.spawn(write(stream.clone(), outbox)).detach();
+    ex.spawn(read(conn, stream, net.clone())).detach();
+    writer
 }
 
 /// Runs `host` over `listeners` until an I/O error the loop cannot pass over (a store commit

@@ -32,7 +32,7 @@ use weft_proto::core::ConnId;
 
 use crate::host::{
     ACCEPT_RETRY, Endpoint, Event, Hooks, Host, HostMachine, Io, Listener, MAX_EVENTS_PER_PASS,
-    Peer, READ_CHUNK, Remote, shut_down,
+    Peer, READ_CHUNK, Remote, Report, shut_down,
 };
 
 /// A connected socket of either kind.
@@ -41,18 +41,7 @@ enum Stream {
     Unix(UnixStream),
 }
 
-/// What the tasks tell the loop.
-enum Net {
-    Accepted {
-        peer: Peer,
-        stream: Stream,
-    },
-    Connected {
-        conn: ConnId,
-        stream: io::Result<Stream>,
-    },
-    Event(Event),
-}
+type Net = Report<Stream>;
 
 struct TokioIo {
     tasks: JoinSet<()>,
@@ -88,48 +77,23 @@ impl Io for TokioIo {
 impl TokioIo {
     /// Turns a task's report into an event for the core, starting a connection's tasks.
     fn event<M: HostMachine, H: Hooks<M>>(&mut self, net: Net, host: &mut Host<M, H>) -> Event {
-        match net {
-            Net::Accepted { peer, stream } => {
-                let conn = host.conn_id();
-                self.connect(conn, stream);
-                Event::Opened { conn, peer }
+        net.into_event(host, &mut self.writers, |conn, stream| {
+            let (writer, outbox) = mpsc::unbounded_channel();
+            let net = self.net.clone();
+            match stream {
+                Stream::Tcp(s) => {
+                    let (r, w) = s.into_split();
+                    self.tasks.spawn(write(w, outbox));
+                    self.tasks.spawn(read(conn, r, net));
+                }
+                Stream::Unix(s) => {
+                    let (r, w) = s.into_split();
+                    self.tasks.spawn(write(w, outbox));
+                    self.tasks.spawn(read(conn, r, net));
+                }
             }
-            Net::Connected {
-                conn,
-                stream: Ok(stream),
-            } => {
-                self.connect(conn, stream);
-                Event::Dialled { conn }
-            }
-            Net::Connected {
-                conn,
-                stream: Err(_),
-            } => Event::DialFailed { conn },
-            Net::Event(Event::Closed { conn }) => {
-                // The reader ended: the writer has nobody to write to.
-                self.writers.remove(&conn);
-                Event::Closed { conn }
-            }
-            Net::Event(e) => e,
-        }
-    }
-
-    fn connect(&mut self, conn: ConnId, stream: Stream) {
-        let (outbox_tx, outbox) = mpsc::unbounded_channel();
-        let net = self.net.clone();
-        match stream {
-            Stream::Tcp(s) => {
-                let (r, w) = s.into_split();
-                self.tasks.spawn(write(w, outbox));
-                self.tasks.spawn(read(conn, r, net));
-            }
-            Stream::Unix(s) => {
-                let (r, w) = s.into_split();
-                self.tasks.spawn(write(w, outbox));
-                self.tasks.spawn(read(conn, r, net));
-            }
-        }
-        self.writers.insert(conn, outbox_tx);
+            writer
+        })
     }
 }
 
