@@ -5,6 +5,10 @@
 //! about what a message means, that logic belongs in `weft-proto`.
 //!
 //! - [`fast_crypto`] (feature `fast-crypto`): a native-backed crypto provider for servers.
+//! - [`host`]: the protocol-neutral host layer (effects, events, the shared loop core) and the
+//!   three runtime adapters over it, each driving any [`host::HostMachine`] over TCP and Unix
+//!   sockets: [`smol`], `tokio` (feature `tokio`, on by default) and [`blocking`] (std only,
+//!   `poll(2)`, one thread).
 //! - [`airc`]: the AIRC realm server and client commands on real sockets.
 //! - [`minca`]: `weft relay`, the Minca relay server on real sockets.
 //! - [`demo`]: `weft demo`.
@@ -17,10 +21,15 @@ use weft_proto::core::Timestamp;
 use weft_proto::crypto::CryptoProvider;
 
 pub mod airc;
+pub mod blocking;
 pub mod demo;
 #[cfg(feature = "fast-crypto")]
 pub mod fast_crypto;
 pub mod minca;
+pub mod host;
+pub mod smol;
+#[cfg(feature = "tokio")]
+pub mod tokio;
 
 /// A CSPRNG for machines, seeded from the operating system.
 ///

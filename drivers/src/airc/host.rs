@@ -1,0 +1,118 @@
+//! The AIRC realm server as a [`HostMachine`]: the one place its `Input`/`Output` meet the
+//! protocol-neutral host vocabulary, so every runtime adapter can drive it.
+//!
+//! AIRC §5: the namespaces a client-face connection may act for come from the transport, never
+//! from the connection: a Unix peer's uid looked up in the operator's table; a uid the table does
+//! not name, or a TCP peer, gets none. Peer links (§8) need TLS, which no adapter provides yet,
+//! so [`RealmHooks`] resolves no realm and every dial fails (the spool keeps its messages).
+
+use std::collections::BTreeMap;
+use std::io;
+
+use weft_proto::airc::address::{Authority, Namespace};
+use weft_proto::airc::server::{Face, Input, Output, Server};
+use weft_proto::core::rand_core::CryptoRng;
+use weft_proto::core::{ConnId, Machine, Timestamp, Wakeup};
+
+use super::store::Store;
+use crate::host::{Effect, Hooks, HostMachine, Peer, Remote};
+
+/// A realm [`Server`] with the operator's uid → namespaces table (§5), ready for a host.
+pub struct Realm<R> {
+    /// The machine.
+    pub server: Server<R>,
+    namespaces: BTreeMap<u32, Vec<Namespace>>,
+}
+
+impl<R> Realm<R> {
+    /// `server`, granting each Unix peer uid in `namespaces` those namespaces.
+    pub fn new(server: Server<R>, namespaces: BTreeMap<u32, Vec<Namespace>>) -> Self {
+        Self { server, namespaces }
+    }
+}
+
+impl<R: CryptoRng> Machine for Realm<R> {
+    type Input = Input;
+    type Output = Output;
+    fn handle(&mut self, now: Timestamp, input: Input) {
+        self.server.handle(now, input);
+    }
+    fn poll(&mut self) -> Option<Output> {
+        self.server.poll()
+    }
+    fn poll_timeout(&self) -> Option<Wakeup> {
+        self.server.poll_timeout()
+    }
+    fn handle_timeout(&mut self, now: Timestamp) {
+        self.server.handle_timeout(now);
+    }
+}
+
+impl<R: CryptoRng> HostMachine for Realm<R> {
+    type Target = Authority;
+    /// A [`Output::Persist`] or [`Output::Forget`], as [`Store::apply`] takes them.
+    type Durable = Output;
+    type App = core::convert::Infallible;
+
+    fn opened(&mut self, conn: ConnId, peer: &Peer) -> Input {
+        let namespaces = match peer.remote {
+            Remote::Unix { uid: Some(uid) } => {
+                self.namespaces.get(&uid).cloned().unwrap_or_default()
+            }
+            _ => Vec::new(),
+        };
+        Input::Opened {
+            conn,
+            face: Face::Client,
+            namespaces,
+        }
+    }
+    fn received(&mut self, conn: ConnId, bytes: Vec<u8>) -> Input {
+        Input::Received { conn, bytes }
+    }
+    fn closed(&mut self, conn: ConnId) -> Input {
+        Input::Closed { conn }
+    }
+    fn dialled(&mut self, conn: ConnId, authority: Authority) -> Input {
+        Input::Dialled { conn, authority }
+    }
+    fn dial_failed(&mut self, authority: Authority) -> Input {
+        Input::DialFailed { authority }
+    }
+    fn effect(&mut self, output: Output) -> Effect<Authority, Output, Self::App> {
+        match output {
+            Output::Send { conn, bytes } => Effect::Send { conn, bytes },
+            Output::Close { conn } => Effect::Close { conn },
+            Output::Connect { authority } => Effect::Dial(authority),
+            o @ (Output::Persist(_) | Output::Forget(_)) => Effect::Store(o),
+            _ => Effect::Unhandled,
+        }
+    }
+}
+
+/// A realm's durable [`Store`] as host hooks: records restored at start, persists and forgets
+/// committed before the next output.
+pub struct RealmHooks {
+    store: Store,
+}
+
+impl RealmHooks {
+    /// Hooks over `store`.
+    pub fn new(store: Store) -> Self {
+        Self { store }
+    }
+}
+
+impl<R: CryptoRng> Hooks<Realm<R>> for RealmHooks {
+    fn restore(&mut self, now: Timestamp) -> io::Result<Vec<Input>> {
+        Ok(self
+            .store
+            .load(now)?
+            .into_iter()
+            .map(Input::Restore)
+            .collect())
+    }
+    fn store(&mut self, batch: &[Output]) -> io::Result<()> {
+        self.store.apply(batch)
+    }
+}

@@ -1,0 +1,829 @@
+//! The host layer every runtime adapter shares: how a machine's outputs become effects a runtime
+//! executes, how transport events become its inputs, and the one loop core that follows the
+//! machine contract (`weft_proto::core::Machine`).
+//!
+//! A protocol implements [`HostMachine`] once, mapping its own `Input`/`Output` to and from the
+//! neutral [`Event`] and [`Effect`] vocabulary. A runtime adapter ([`crate::smol`],
+//! `crate::tokio`, [`crate::blocking`]) only moves bytes: it implements [`Io`] (send, close,
+//! dial), turns what its sockets do into [`Event`]s, and runs passes of the [`Host`] core:
+//!
+//! 1. wait for transport events, at most until [`Host::wait`];
+//! 2. hand them to [`Host::pass`], which feeds at most [`MAX_EVENTS_PER_PASS`] of them, draining
+//!    the machine after each (the drain rule), then runs the machine's timeout if it is due.
+//!
+//! The core owns the rules that must not differ between runtimes: outputs run strictly in order;
+//! consecutive store changes are committed as one batch *before* the next output goes out; a
+//! deadline that does not advance is logged and pushed forward by [`STALL_STEP`] instead of
+//! spinning a core; a pass does bounded work so a flood of input cannot starve timers.
+//! See `docs/embedding.md` for the same rules from an embedder's side.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::fmt;
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::AsFd;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use weft_proto::core::{ConnId, Machine, Timestamp, Wakeup};
+
+/// The most transport events one loop pass feeds the machine before it checks the machine's
+/// deadline again, so a peer that floods a connection cannot starve timers (heartbeats, ack
+/// timeouts) or the other connections' turn at the loop.
+pub const MAX_EVENTS_PER_PASS: usize = 256;
+
+/// How far the core pushes a deadline that does not advance: after a due `handle_timeout` that
+/// produced nothing, a machine still asking to be woken at or before `now` would make the loop
+/// spin; the core logs it and waits this long before trying again.
+pub const STALL_STEP: Duration = Duration::from_millis(10);
+
+/// The most dials the core keeps waiting for an answer from the transport at once; a dial asked
+/// beyond it fails straight away (the machine hears `dial_failed` and retries on its own
+/// schedule).
+pub const MAX_PENDING_DIALS: usize = 256;
+
+/// Bytes read from a connection per read call by the adapters.
+pub const READ_CHUNK: usize = 64 * 1024;
+
+/// How long an adapter waits before accepting again after `accept` failed (out of descriptors,
+/// an aborted handshake), so a listener in trouble cannot spin a core.
+pub const ACCEPT_RETRY: Duration = Duration::from_millis(10);
+
+/// Ends both directions of a socket: queued writes are out, and the reader sees end of file, so
+/// the adapter reports [`Event::Closed`] once, from the reader. An error means it is already
+/// gone.
+pub(crate) fn shut_down(socket: impl AsFd) {
+    let _ = rustix::net::shutdown(socket, rustix::net::Shutdown::Both);
+}
+
+/// Where a listener listens or a dial goes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Endpoint {
+    /// A TCP address.
+    Tcp(SocketAddr),
+    /// A Unix stream socket path.
+    Unix(PathBuf),
+}
+
+/// A bound, listening socket, in its std form; each adapter converts it to its own runtime's
+/// type. Binding first lets a caller learn the address (TCP port 0) before the loop runs.
+#[derive(Debug)]
+pub enum Listener {
+    /// A TCP listener.
+    Tcp(std::net::TcpListener),
+    /// A Unix stream listener.
+    Unix(std::os::unix::net::UnixListener),
+}
+
+impl Listener {
+    /// Binds `endpoint`. A Unix path that exists is an error: whether a stale socket may be
+    /// removed is the caller's policy.
+    pub fn bind(endpoint: &Endpoint) -> io::Result<Self> {
+        Ok(match endpoint {
+            Endpoint::Tcp(addr) => Self::Tcp(std::net::TcpListener::bind(addr)?),
+            Endpoint::Unix(path) => Self::Unix(std::os::unix::net::UnixListener::bind(path)?),
+        })
+    }
+
+    /// Where it listens (the real port when bound to port 0).
+    pub fn endpoint(&self) -> io::Result<Endpoint> {
+        Ok(match self {
+            Self::Tcp(l) => Endpoint::Tcp(l.local_addr()?),
+            Self::Unix(l) => Endpoint::Unix(
+                l.local_addr()?
+                    .as_pathname()
+                    .map(PathBuf::from)
+                    .unwrap_or_default(),
+            ),
+        })
+    }
+}
+
+/// What the transport proves about the other end of a connection.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Remote {
+    /// A TCP peer at this address (which proves nothing about who it is).
+    Tcp(SocketAddr),
+    /// A local process on a Unix socket; `uid` is its user from `SO_PEERCRED`, when the kernel
+    /// gave one.
+    Unix {
+        /// The peer's uid.
+        uid: Option<u32>,
+    },
+}
+
+impl Remote {
+    /// The peer of a Unix stream socket, with its uid from `SO_PEERCRED`.
+    pub fn unix(stream: impl AsFd) -> Self {
+        let uid = rustix::net::sockopt::socket_peercred(&stream)
+            .ok()
+            .map(|cred| cred.uid.as_raw());
+        Self::Unix { uid }
+    }
+}
+
+/// A connection the host accepted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Peer {
+    /// Which listener it came in on: its index in the list handed to the adapter.
+    pub listener: usize,
+    /// What the transport says about the other end.
+    pub remote: Remote,
+}
+
+/// What happened on the transport, in the adapters' words.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Event {
+    /// A listener accepted a connection, named `conn` (from [`Host::conn_id`]).
+    Opened {
+        /// The connection.
+        conn: ConnId,
+        /// Who is on the other end and where it came in.
+        peer: Peer,
+    },
+    /// Bytes arrived on a connection, in any pieces.
+    Received {
+        /// The connection.
+        conn: ConnId,
+        /// The bytes.
+        bytes: Vec<u8>,
+    },
+    /// A connection closed, from either side (including after an [`Io::close`]).
+    Closed {
+        /// The connection.
+        conn: ConnId,
+    },
+    /// A dial the core asked for with [`Io::dial`] is open.
+    Dialled {
+        /// The id the core gave the dial.
+        conn: ConnId,
+    },
+    /// A dial the core asked for with [`Io::dial`] failed.
+    DialFailed {
+        /// The id the core gave the dial.
+        conn: ConnId,
+    },
+}
+
+/// What a machine's output asks the host to do, protocol-neutral.
+///
+/// `T` names a dial target in the protocol's terms (an AIRC realm), `D` a change to durable state
+/// (a persist or forget), `A` something for the application.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum Effect<T, D, A> {
+    /// Write bytes to a connection.
+    Send {
+        /// The connection.
+        conn: ConnId,
+        /// The bytes.
+        bytes: Vec<u8>,
+    },
+    /// Close a connection once the bytes sent before this are out.
+    Close {
+        /// The connection.
+        conn: ConnId,
+    },
+    /// Open a connection to a target, resolved by [`Hooks::resolve`].
+    Dial(T),
+    /// Change durable state; committed before the next non-store effect runs.
+    Store(D),
+    /// Hand something to the application ([`Hooks::deliver`]).
+    Deliver(A),
+    /// An output this host has no effect for (a variant newer than its mapping); counted in
+    /// [`Stats::unhandled`] and logged.
+    Unhandled,
+}
+
+/// A machine a host can drive: the one place a protocol says how transport events become its
+/// inputs and its outputs become effects. It holds no I/O; adapters hold no protocol logic.
+pub trait HostMachine: Machine {
+    /// A dial target in the protocol's terms.
+    type Target: Clone + fmt::Debug;
+    /// A change to durable state, as the store hook takes it.
+    type Durable;
+    /// What the machine hands the application.
+    type App;
+
+    /// The input for a connection accepted by a listener.
+    fn opened(&mut self, conn: ConnId, peer: &Peer) -> Self::Input;
+    /// The input for bytes received on a connection.
+    fn received(&mut self, conn: ConnId, bytes: Vec<u8>) -> Self::Input;
+    /// The input for a connection that closed.
+    fn closed(&mut self, conn: ConnId) -> Self::Input;
+    /// The input for a dial to `target` that opened as `conn`.
+    fn dialled(&mut self, conn: ConnId, target: Self::Target) -> Self::Input;
+    /// The input for a dial to `target` that failed.
+    fn dial_failed(&mut self, target: Self::Target) -> Self::Input;
+    /// What an output asks the host to do.
+    fn effect(&mut self, output: Self::Output) -> Effect<Self::Target, Self::Durable, Self::App>;
+}
+
+/// What the application supplies around a machine: its durable store, where deliveries go, how
+/// targets resolve, where log lines go.
+pub trait Hooks<M: HostMachine> {
+    /// The inputs that restore the machine's durable state, fed before any connection opens.
+    fn restore(&mut self, now: Timestamp) -> io::Result<Vec<M::Input>> {
+        let _ = now;
+        Ok(Vec::new())
+    }
+
+    /// Commits a batch of store changes durably, in order. The core runs no further output until
+    /// this returns; an error stops the loop (an ack must never claim what is not on disk).
+    fn store(&mut self, batch: &[M::Durable]) -> io::Result<()>;
+
+    /// Takes something the machine hands the application.
+    fn deliver(&mut self, app: M::App) {
+        let _ = app;
+    }
+
+    /// Where a dial target lives; `None` fails the dial.
+    fn resolve(&mut self, target: &M::Target) -> Option<Endpoint> {
+        let _ = target;
+        None
+    }
+
+    /// Writes one diagnostic line (a stalled deadline, an unhandled output).
+    fn log(&mut self, line: fmt::Arguments<'_>) {
+        eprintln!("weft host: {line}");
+    }
+}
+
+/// Hooks with no durable store: changes are dropped. For tests, demos and machines that never
+/// persist; a server whose acks promise durability needs a real store.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Volatile;
+
+impl<M: HostMachine> Hooks<M> for Volatile {
+    fn store(&mut self, _batch: &[M::Durable]) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// What an adapter does for the core: move bytes and open connections.
+pub trait Io {
+    /// Queues bytes on a connection; an unknown or closing connection drops them (its
+    /// [`Event::Closed`] follows, so the machine hears of it).
+    fn send(&mut self, conn: ConnId, bytes: Vec<u8>);
+    /// Closes a connection after what was queued before is written, then reports
+    /// [`Event::Closed`].
+    fn close(&mut self, conn: ConnId);
+    /// Opens a connection to `to` under the id `conn`, reporting [`Event::Dialled`] or
+    /// [`Event::DialFailed`].
+    fn dial(&mut self, conn: ConnId, to: Endpoint);
+}
+
+/// Counters for what the core did, for logs and tests.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Transport events fed.
+    pub events: u64,
+    /// Due timeouts run.
+    pub timeouts: u64,
+    /// Outputs executed.
+    pub outputs: u64,
+    /// Deadlines that did not advance (see [`STALL_STEP`]).
+    pub stalls: u64,
+    /// Outputs the machine's mapping had no effect for.
+    pub unhandled: u64,
+    /// Dials failed before reaching the transport (no address, too many pending).
+    pub dials_refused: u64,
+}
+
+/// The loop core: a machine, its hooks, and the contract's rules. Adapters own one and call
+/// [`start`](Host::start) once, then [`wait`](Host::wait) and [`pass`](Host::pass) forever.
+pub struct Host<M: HostMachine, H: Hooks<M>> {
+    machine: M,
+    hooks: H,
+    next_conn: u64,
+    dials: BTreeMap<ConnId, M::Target>,
+    refused: VecDeque<M::Target>,
+    not_before: Option<Timestamp>,
+    stats: Stats,
+}
+
+impl<M: HostMachine, H: Hooks<M>> Host<M, H> {
+    /// A core driving `machine` with `hooks`.
+    pub fn new(machine: M, hooks: H) -> Self {
+        Self {
+            machine,
+            hooks,
+            next_conn: 1,
+            dials: BTreeMap::new(),
+            refused: VecDeque::new(),
+            not_before: None,
+            stats: Stats::default(),
+        }
+    }
+
+    /// The machine, to inspect.
+    pub fn machine(&self) -> &M {
+        &self.machine
+    }
+
+    /// What the core has done so far.
+    pub fn stats(&self) -> Stats {
+        self.stats
+    }
+
+    /// Restores durable state and runs what the machine asks on the way.
+    pub fn start(&mut self, now: Timestamp, io: &mut impl Io) -> io::Result<()> {
+        for input in self.hooks.restore(now)? {
+            self.machine.handle(now, input);
+            self.drain(io)?;
+        }
+        Ok(())
+    }
+
+    /// A fresh connection id; ids are never reused.
+    pub fn conn_id(&mut self) -> ConnId {
+        let id = ConnId(self.next_conn);
+        self.next_conn += 1;
+        id
+    }
+
+    /// How long the adapter may wait for transport events before the next pass, from `now`:
+    /// `None` is "until an event comes", zero is "do not block".
+    pub fn wait(&self, now: Timestamp) -> Option<Duration> {
+        self.deadline().map(|w| w.at.saturating_duration_since(now))
+    }
+
+    /// The machine's next wakeup as the core will honour it: pushed past a stalled deadline, and
+    /// immediate while refused dials wait to be reported.
+    pub fn deadline(&self) -> Option<Wakeup> {
+        if !self.refused.is_empty() {
+            return Some(Wakeup::new(Timestamp::from_millis(0), "dial failed"));
+        }
+        let mut w = self.machine.poll_timeout()?;
+        if let Some(floor) = self.not_before {
+            w.at = w.at.max(floor);
+        }
+        Some(w)
+    }
+
+    /// One loop pass at `now`: feeds at most [`MAX_EVENTS_PER_PASS`] events from `events`
+    /// (leaving the rest in the iterator, which should be lazy), draining after each, then runs
+    /// the machine's timeout if due. An error is the store's: the loop must stop.
+    pub fn pass(
+        &mut self,
+        now: Timestamp,
+        events: impl IntoIterator<Item = Event>,
+        io: &mut impl Io,
+    ) -> io::Result<()> {
+        for event in events.into_iter().take(MAX_EVENTS_PER_PASS) {
+            self.event(now, event, io)?;
+        }
+        while let Some(target) = self.refused.pop_front() {
+            let input = self.machine.dial_failed(target);
+            self.feed(now, input, io)?;
+        }
+        self.tick(now, io)
+    }
+
+    fn event(&mut self, now: Timestamp, event: Event, io: &mut impl Io) -> io::Result<()> {
+        self.stats.events += 1;
+        let input = match event {
+            Event::Opened { conn, peer } => self.machine.opened(conn, &peer),
+            Event::Received { conn, bytes } => self.machine.received(conn, bytes),
+            Event::Closed { conn } => match self.dials.remove(&conn) {
+                // Closed before it was reported open: to the machine, a failed dial.
+                Some(target) => self.machine.dial_failed(target),
+                None => self.machine.closed(conn),
+            },
+            Event::Dialled { conn } => match self.dials.remove(&conn) {
+                Some(target) => self.machine.dialled(conn, target),
+                None => {
+                    // Not a dial the core asked for (or already answered): nobody will use it.
+                    io.close(conn);
+                    return Ok(());
+                }
+            },
+            Event::DialFailed { conn } => match self.dials.remove(&conn) {
+                Some(target) => self.machine.dial_failed(target),
+                None => return Ok(()),
+            },
+        };
+        self.feed(now, input, io)
+    }
+
+    fn feed(&mut self, now: Timestamp, input: M::Input, io: &mut impl Io) -> io::Result<()> {
+        // New input may have moved the machine's deadline: a stall is judged afresh.
+        self.not_before = None;
+        self.machine.handle(now, input);
+        self.drain(io).map(drop)
+    }
+
+    fn tick(&mut self, now: Timestamp, io: &mut impl Io) -> io::Result<()> {
+        let Some(due) = self.deadline().filter(|w| w.at <= now) else {
+            return Ok(());
+        };
+        self.stats.timeouts += 1;
+        self.machine.handle_timeout(now);
+        let done = self.drain(io)?;
+        match self.machine.poll_timeout() {
+            Some(next) if done == 0 && next.at <= now => {
+                self.stats.stalls += 1;
+                self.not_before = Some(now.saturating_add(STALL_STEP));
+                self.hooks.log(format_args!(
+                    "deadline {} ({}) does not advance past {now} ({} before it); waiting {STALL_STEP:?}",
+                    next.at, next.reason, due.reason
+                ));
+            }
+            _ => self.not_before = None,
+        }
+        Ok(())
+    }
+
+    /// Polls until the machine is idle, executing each output in order; store changes in a run
+    /// are committed together before the next other output. Returns how many outputs ran.
+    fn drain(&mut self, io: &mut impl Io) -> io::Result<usize> {
+        let mut batch = Vec::new();
+        let mut done = 0;
+        while let Some(output) = self.machine.poll() {
+            done += 1;
+            match self.machine.effect(output) {
+                Effect::Store(change) => {
+                    batch.push(change);
+                    continue;
+                }
+                other => {
+                    if !batch.is_empty() {
+                        self.hooks.store(&batch)?;
+                        batch.clear();
+                    }
+                    self.execute(other, io);
+                }
+            }
+        }
+        if !batch.is_empty() {
+            self.hooks.store(&batch)?;
+        }
+        self.stats.outputs += done as u64;
+        Ok(done)
+    }
+
+    fn execute(&mut self, effect: Effect<M::Target, M::Durable, M::App>, io: &mut impl Io) {
+        match effect {
+            Effect::Send { conn, bytes } => io.send(conn, bytes),
+            Effect::Close { conn } => io.close(conn),
+            Effect::Dial(target) => match self.hooks.resolve(&target) {
+                Some(to) if self.dials.len() < MAX_PENDING_DIALS => {
+                    let conn = self.conn_id();
+                    self.dials.insert(conn, target);
+                    io.dial(conn, to);
+                }
+                // Reported on the next pass, not fed from inside this drain, so a machine that
+                // redials on every failure cannot recurse.
+                _ => {
+                    self.stats.dials_refused += 1;
+                    self.refused.push_back(target);
+                }
+            },
+            Effect::Deliver(app) => self.hooks.deliver(app),
+            Effect::Store(_) => unreachable!("store changes are batched by drain"),
+            Effect::Unhandled => {
+                self.stats.unhandled += 1;
+                self.hooks
+                    .log(format_args!("an output with no effect here"));
+            }
+        }
+    }
+}
+
+/// What an async adapter's tasks report to its loop; `S` is the runtime's socket type.
+pub(crate) enum Report<S> {
+    /// A listener accepted a socket.
+    Accepted { peer: Peer, stream: S },
+    /// A dial ended.
+    Connected { conn: ConnId, stream: io::Result<S> },
+    /// A connection's reader saw bytes or its end.
+    Event(Event),
+}
+
+impl<S> Report<S> {
+    /// The event this report is to the core. `start` starts a new connection's tasks and returns
+    /// the sender to its writer task, kept in `writers`; a connection whose reader ended loses
+    /// its writer, which has nobody left to write to.
+    pub(crate) fn into_event<W, M: HostMachine, H: Hooks<M>>(
+        self,
+        host: &mut Host<M, H>,
+        writers: &mut BTreeMap<ConnId, W>,
+        start: impl FnOnce(ConnId, S) -> W,
+    ) -> Event {
+        match self {
+            Self::Accepted { peer, stream } => {
+                let conn = host.conn_id();
+                writers.insert(conn, start(conn, stream));
+                Event::Opened { conn, peer }
+            }
+            Self::Connected {
+                conn,
+                stream: Ok(stream),
+            } => {
+                writers.insert(conn, start(conn, stream));
+                Event::Dialled { conn }
+            }
+            Self::Connected {
+                conn,
+                stream: Err(_),
+            } => Event::DialFailed { conn },
+            Self::Event(Event::Closed { conn }) => {
+                writers.remove(&conn);
+                Event::Closed { conn }
+            }
+            Self::Event(e) => e,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A machine whose behaviour each test scripts: on `handle_timeout` it emits `on_timeout`
+    /// outputs and then asks for `next`.
+    #[derive(Default)]
+    struct Script {
+        inputs: Vec<u32>,
+        out: VecDeque<u32>,
+        wake: Option<Timestamp>,
+        on_timeout: Vec<u32>,
+        after_timeout: Option<Timestamp>,
+        timeouts: u32,
+    }
+
+    impl Machine for Script {
+        type Input = u32;
+        type Output = u32;
+        fn handle(&mut self, _now: Timestamp, input: u32) {
+            self.inputs.push(input);
+            // Input n < 100 asks for n outputs numbered 100 + i, odd ones being store changes;
+            // larger inputs only mark which mapping made them.
+            for i in 0..if input < 100 { input } else { 0 } {
+                self.out.push_back(100 + i);
+            }
+        }
+        fn poll(&mut self) -> Option<u32> {
+            self.out.pop_front()
+        }
+        fn poll_timeout(&self) -> Option<Wakeup> {
+            self.wake.map(|at| Wakeup::new(at, "scripted"))
+        }
+        fn handle_timeout(&mut self, _now: Timestamp) {
+            self.timeouts += 1;
+            self.out.extend(self.on_timeout.iter().copied());
+            self.wake = self.after_timeout;
+        }
+    }
+
+    impl HostMachine for Script {
+        type Target = u32;
+        type Durable = u32;
+        type App = u32;
+        fn opened(&mut self, conn: ConnId, _peer: &Peer) -> u32 {
+            conn.0 as u32
+        }
+        fn received(&mut self, _conn: ConnId, bytes: Vec<u8>) -> u32 {
+            bytes.len() as u32
+        }
+        fn closed(&mut self, _conn: ConnId) -> u32 {
+            999
+        }
+        fn dialled(&mut self, _conn: ConnId, target: u32) -> u32 {
+            target
+        }
+        fn dial_failed(&mut self, _target: u32) -> u32 {
+            0
+        }
+        fn effect(&mut self, output: u32) -> Effect<u32, u32, u32> {
+            if output % 2 == 1 {
+                Effect::Store(output)
+            } else {
+                Effect::Send {
+                    conn: ConnId(1),
+                    bytes: vec![output as u8],
+                }
+            }
+        }
+    }
+
+    /// Records every store batch and every send, in one shared order.
+    #[derive(Default)]
+    struct Journal {
+        log: Vec<String>,
+        lines: usize,
+    }
+
+    impl Hooks<Script> for Journal {
+        fn store(&mut self, batch: &[u32]) -> io::Result<()> {
+            self.log.push(format!("store {batch:?}"));
+            Ok(())
+        }
+        fn log(&mut self, _line: fmt::Arguments<'_>) {
+            self.lines += 1;
+        }
+    }
+
+    #[derive(Default)]
+    struct Sent(Vec<u8>);
+
+    impl Io for Sent {
+        fn send(&mut self, _conn: ConnId, bytes: Vec<u8>) {
+            self.0.extend(bytes);
+        }
+        fn close(&mut self, _conn: ConnId) {}
+        fn dial(&mut self, _conn: ConnId, _to: Endpoint) {}
+    }
+
+    fn received(n: usize) -> Event {
+        Event::Received {
+            conn: ConnId(1),
+            bytes: vec![0; n],
+        }
+    }
+
+    #[test]
+    fn store_changes_are_committed_as_one_batch_before_the_next_send() {
+        let mut host = Host::new(Script::default(), Journal::default());
+        let mut io = Sent::default();
+        // Outputs 100, 101, 102, 103: send, store, send, store.
+        host.pass(Timestamp::from_millis(0), [received(4)], &mut io)
+            .unwrap();
+        assert_eq!(io.0, [100, 102]);
+        assert_eq!(host.hooks.log, ["store [101]", "store [103]"]);
+        assert_eq!(host.stats().outputs, 4);
+    }
+
+    #[test]
+    fn every_output_is_drained_after_each_input_before_the_next_input() {
+        let mut host = Host::new(Script::default(), Journal::default());
+        let mut io = Sent::default();
+        host.pass(
+            Timestamp::from_millis(0),
+            [received(2), received(1)],
+            &mut io,
+        )
+        .unwrap();
+        assert_eq!(io.0, [100, 100]);
+        assert_eq!(host.machine().inputs, [2, 1]);
+    }
+
+    #[test]
+    fn a_pass_feeds_at_most_the_cap_and_leaves_the_rest_for_the_next() {
+        let mut host = Host::new(Script::default(), Journal::default());
+        let mut io = Sent::default();
+        let mut queue: VecDeque<Event> =
+            (0..MAX_EVENTS_PER_PASS + 3).map(|_| received(0)).collect();
+        host.pass(
+            Timestamp::from_millis(0),
+            std::iter::from_fn(|| queue.pop_front()),
+            &mut io,
+        )
+        .unwrap();
+        assert_eq!(host.machine().inputs.len(), MAX_EVENTS_PER_PASS);
+        assert_eq!(queue.len(), 3);
+    }
+
+    #[test]
+    fn a_deadline_that_does_not_advance_is_logged_and_pushed_forward_by_the_stall_step() {
+        let stuck = Timestamp::from_millis(1_000);
+        let machine = Script {
+            wake: Some(stuck),
+            after_timeout: Some(stuck),
+            ..Script::default()
+        };
+        let mut host = Host::new(machine, Journal::default());
+        let mut io = Sent::default();
+        let now = Timestamp::from_millis(1_005);
+        host.pass(now, [], &mut io).unwrap();
+        assert_eq!(host.stats().stalls, 1);
+        assert_eq!(host.hooks.lines, 1);
+        assert_eq!(host.wait(now), Some(STALL_STEP));
+        // Within the step the stuck deadline is not run again.
+        host.pass(now.saturating_add(Duration::from_millis(1)), [], &mut io)
+            .unwrap();
+        assert_eq!(host.machine().timeouts, 1);
+        host.pass(now.saturating_add(STALL_STEP), [], &mut io)
+            .unwrap();
+        assert_eq!(host.machine().timeouts, 2);
+    }
+
+    #[test]
+    fn a_due_timeout_that_does_work_is_not_a_stall() {
+        let at = Timestamp::from_millis(1_000);
+        let machine = Script {
+            wake: Some(at),
+            after_timeout: Some(at),
+            on_timeout: vec![100],
+            ..Script::default()
+        };
+        let mut host = Host::new(machine, Journal::default());
+        let mut io = Sent::default();
+        host.pass(at, [], &mut io).unwrap();
+        assert_eq!(host.stats().stalls, 0);
+        assert_eq!(host.wait(at), Some(Duration::ZERO));
+    }
+
+    /// Fails every dial at the transport and remembers what it was asked.
+    #[derive(Default)]
+    struct Dials(Vec<ConnId>);
+
+    impl Io for Dials {
+        fn send(&mut self, _conn: ConnId, _bytes: Vec<u8>) {}
+        fn close(&mut self, _conn: ConnId) {}
+        fn dial(&mut self, conn: ConnId, _to: Endpoint) {
+            self.0.push(conn);
+        }
+    }
+
+    #[test]
+    fn a_dial_with_no_address_is_reported_failed_on_the_next_pass_not_inside_the_drain() {
+        let mut host = Host::new(Script::default(), Journal::default());
+        let mut io = Dials::default();
+        host.execute(Effect::Dial(9), &mut io);
+        assert!(io.0.is_empty(), "no address: the transport is never asked");
+        assert_eq!(host.wait(Timestamp::from_millis(5)), Some(Duration::ZERO));
+        host.pass(Timestamp::from_millis(5), [], &mut io).unwrap();
+        // Script's dial_failed input is 0.
+        assert_eq!(host.machine().inputs, [0]);
+        assert_eq!(host.stats().dials_refused, 1);
+    }
+
+    /// Resolves every target to one TCP address.
+    struct Resolving;
+    impl Hooks<Script> for Resolving {
+        fn store(&mut self, _batch: &[u32]) -> io::Result<()> {
+            Ok(())
+        }
+        fn resolve(&mut self, _target: &u32) -> Option<Endpoint> {
+            Some(Endpoint::Tcp(SocketAddr::from(([127, 0, 0, 1], 9))))
+        }
+    }
+
+    #[test]
+    fn a_resolved_dial_reaches_the_transport_and_its_answer_names_the_target() {
+        let mut host = Host::new(Script::default(), Resolving);
+        let mut io = Dials::default();
+        host.execute(Effect::Dial(42), &mut io);
+        let [conn] = io.0[..] else {
+            panic!("one dial expected, got {:?}", io.0)
+        };
+        host.pass(
+            Timestamp::from_millis(0),
+            [Event::Dialled { conn }],
+            &mut io,
+        )
+        .unwrap();
+        // Script's dialled input is the target.
+        assert_eq!(host.machine().inputs, [42]);
+        // An answer for a dial already answered is not fed again.
+        host.pass(
+            Timestamp::from_millis(0),
+            [Event::DialFailed { conn }],
+            &mut io,
+        )
+        .unwrap();
+        assert_eq!(host.machine().inputs, [42]);
+    }
+
+    #[test]
+    fn a_dial_closed_before_it_opened_is_a_failed_dial_to_the_machine() {
+        let mut host = Host::new(Script::default(), Resolving);
+        let mut io = Dials::default();
+        host.execute(Effect::Dial(42), &mut io);
+        let conn = io.0[0];
+        host.pass(Timestamp::from_millis(0), [Event::Closed { conn }], &mut io)
+            .unwrap();
+        // Script's dial_failed input is 0 (closed would be 999).
+        assert_eq!(host.machine().inputs, [0]);
+        assert!(host.dials.is_empty());
+    }
+
+    #[test]
+    fn an_async_adapter_keeps_a_writer_from_accept_until_its_reader_ends() {
+        let mut host = Host::new(Script::default(), Resolving);
+        let mut writers = BTreeMap::new();
+        let peer = Peer {
+            listener: 0,
+            remote: Remote::Unix { uid: None },
+        };
+        let opened = Report::Accepted { peer, stream: "s" }.into_event(
+            &mut host,
+            &mut writers,
+            |conn, s| (conn, s),
+        );
+        let Event::Opened { conn, .. } = opened else {
+            panic!("an accepted socket opens: {opened:?}")
+        };
+        assert_eq!(writers.get(&conn), Some(&(conn, "s")));
+        let closed = Report::<&str>::Event(Event::Closed { conn }).into_event(
+            &mut host,
+            &mut writers,
+            |_, _| unreachable!("nothing to start"),
+        );
+        assert_eq!(closed, Event::Closed { conn });
+        assert!(writers.is_empty());
+    }
+}

@@ -1,0 +1,234 @@
+//! The tokio adapter (feature `tokio`): any [`HostMachine`] over TCP and Unix stream sockets,
+//! under a tokio runtime.
+//!
+//! One future owns the [`Host`] core and stays on the task that awaits [`run`], so the machine
+//! need not be `Send`. Each connection has a reader task and a writer task, spawned into a
+//! [`JoinSet`] owned by [`run`]: dropping the future aborts them all. Needs a runtime with I/O
+//! and time enabled.
+//!
+//! ```no_run
+//! use weft_drivers::host::{Endpoint, Host, Listener};
+//! use weft_drivers::airc::host::Realm;
+//! use weft_proto::airc::{address::Authority, server::{Server, ServerConfig}};
+//! let config = ServerConfig::new(Authority::parse("localhost").unwrap());
+//! let server = Server::new(config, weft_proto::crypto::default_provider(), weft_drivers::os_rng());
+//! let machine = Realm::new(server, Default::default());
+//! let mut host = Host::new(machine, weft_drivers::host::Volatile);
+//! let listeners = vec![Listener::bind(&Endpoint::Tcp("127.0.0.1:7000".parse().unwrap()))?];
+//! let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+//! runtime.block_on(weft_drivers::tokio::run(&mut host, listeners))?;
+//! # Ok::<(), std::io::Error>(())
+//! ```
+
+use std::collections::BTreeMap;
+use std::io;
+
+use ::tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use ::tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
+use ::tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
+use ::tokio::task::JoinSet;
+use ::tokio::time::sleep;
+use weft_proto::core::ConnId;
+
+use crate::host::{
+    ACCEPT_RETRY, Endpoint, Event, Hooks, Host, HostMachine, Io, Listener, MAX_EVENTS_PER_PASS,
+    Peer, READ_CHUNK, Remote, Report, shut_down,
+};
+
+/// A connected socket of either kind.
+enum Stream {
+    Tcp(TcpStream),
+    Unix(UnixStream),
+}
+
+type Net = Report<Stream>;
+
+struct TokioIo {
+    tasks: JoinSet<()>,
+    net: UnboundedSender<Net>,
+    writers: BTreeMap<ConnId, UnboundedSender<Vec<u8>>>,
+}
+
+impl Io for TokioIo {
+    fn send(&mut self, conn: ConnId, bytes: Vec<u8>) {
+        if let Some(w) = self.writers.get(&conn) {
+            // A closed writer means the connection is going and its close event follows.
+            let _ = w.send(bytes);
+        }
+    }
+
+    fn close(&mut self, conn: ConnId) {
+        // The writer task drains what is queued, then shuts the socket, which ends the reader.
+        self.writers.remove(&conn);
+    }
+
+    fn dial(&mut self, conn: ConnId, to: Endpoint) {
+        let net = self.net.clone();
+        self.tasks.spawn(async move {
+            let stream = match to {
+                Endpoint::Tcp(addr) => TcpStream::connect(addr).await.map(Stream::Tcp),
+                Endpoint::Unix(path) => UnixStream::connect(path).await.map(Stream::Unix),
+            };
+            let _ = net.send(Net::Connected { conn, stream });
+        });
+    }
+}
+
+impl TokioIo {
+    /// Turns a task's report into an event for the core, starting a connection's tasks.
+    fn event<M: HostMachine, H: Hooks<M>>(&mut self, net: Net, host: &mut Host<M, H>) -> Event {
+        net.into_event(host, &mut self.writers, |conn, stream| {
+            let (writer, outbox) = mpsc::unbounded_channel();
+            let net = self.net.clone();
+            match stream {
+                Stream::Tcp(s) => {
+                    let (r, w) = s.into_split();
+                    self.tasks.spawn(write(w, outbox));
+                    self.tasks.spawn(read(conn, r, net));
+                }
+                Stream::Unix(s) => {
+                    let (r, w) = s.into_split();
+                    self.tasks.spawn(write(w, outbox));
+                    self.tasks.spawn(read(conn, r, net));
+                }
+            }
+            writer
+        })
+    }
+}
+
+/// Runs `host` over `listeners` until an I/O error the loop cannot pass over (a store commit
+/// failing) or until the future is dropped. Accepted connections report
+/// [`Peer::listener`] as their listener's index in `listeners`. Must be awaited inside a tokio
+/// runtime with I/O and time enabled.
+pub async fn run<M: HostMachine, H: Hooks<M>>(
+    host: &mut Host<M, H>,
+    listeners: Vec<Listener>,
+) -> io::Result<()> {
+    let (net, mut inbox) = mpsc::unbounded_channel();
+    let mut io = TokioIo {
+        tasks: JoinSet::new(),
+        net: net.clone(),
+        writers: BTreeMap::new(),
+    };
+    for (index, listener) in listeners.into_iter().enumerate() {
+        match listener {
+            Listener::Tcp(l) => {
+                l.set_nonblocking(true)?;
+                let l = TcpListener::from_std(l)?;
+                io.tasks.spawn(accept_tcp(index, l, net.clone()));
+            }
+            Listener::Unix(l) => {
+                l.set_nonblocking(true)?;
+                let l = UnixListener::from_std(l)?;
+                io.tasks.spawn(accept_unix(index, l, net.clone()));
+            }
+        }
+    }
+    drop(net);
+    host.start(crate::now(), &mut io)?;
+    loop {
+        let first = match host.wait(crate::now()) {
+            Some(d) => ::tokio::time::timeout(d, inbox.recv()).await.ok().flatten(),
+            None => inbox.recv().await,
+        };
+        let mut events = Vec::new();
+        for n in first
+            .into_iter()
+            .chain(std::iter::from_fn(|| next_ready(&mut inbox)))
+            .take(MAX_EVENTS_PER_PASS)
+        {
+            events.push(io.event(n, host));
+        }
+        host.pass(crate::now(), events, &mut io)?;
+    }
+}
+
+fn next_ready(inbox: &mut UnboundedReceiver<Net>) -> Option<Net> {
+    inbox.try_recv().ok()
+}
+
+async fn accept_tcp(index: usize, listener: TcpListener, net: UnboundedSender<Net>) {
+    loop {
+        match listener.accept().await {
+            Ok((stream, addr)) => {
+                let peer = Peer {
+                    listener: index,
+                    remote: Remote::Tcp(addr),
+                };
+                let stream = Stream::Tcp(stream);
+                if net.send(Net::Accepted { peer, stream }).is_err() {
+                    return;
+                }
+            }
+            // Out of descriptors or an aborted handshake: try again shortly, without spinning.
+            Err(_) => sleep(ACCEPT_RETRY).await,
+        }
+    }
+}
+
+async fn accept_unix(index: usize, listener: UnixListener, net: UnboundedSender<Net>) {
+    loop {
+        match listener.accept().await {
+            Ok((stream, _)) => {
+                let peer = Peer {
+                    listener: index,
+                    remote: Remote::unix(&stream),
+                };
+                let stream = Stream::Unix(stream);
+                if net.send(Net::Accepted { peer, stream }).is_err() {
+                    return;
+                }
+            }
+            Err(_) => sleep(ACCEPT_RETRY).await,
+        }
+    }
+}
+
+async fn read<S: AsyncRead + Unpin>(conn: ConnId, mut stream: S, net: UnboundedSender<Net>) {
+    let mut buf = vec![0u8; READ_CHUNK];
+    loop {
+        match stream.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                let bytes = buf[..n].to_vec();
+                if net
+                    .send(Net::Event(Event::Received { conn, bytes }))
+                    .is_err()
+                {
+                    return;
+                }
+            }
+        }
+    }
+    let _ = net.send(Net::Event(Event::Closed { conn }));
+}
+
+/// The write half of either socket kind, which can still name the whole socket to shut it.
+trait WriteHalf: AsyncWrite + Unpin + Send + 'static {
+    fn shut(&self);
+}
+
+impl WriteHalf for ::tokio::net::tcp::OwnedWriteHalf {
+    fn shut(&self) {
+        shut_down(self.as_ref());
+    }
+}
+
+impl WriteHalf for ::tokio::net::unix::OwnedWriteHalf {
+    fn shut(&self) {
+        shut_down(self.as_ref());
+    }
+}
+
+async fn write<W: WriteHalf>(mut stream: W, mut outbox: UnboundedReceiver<Vec<u8>>) {
+    while let Some(bytes) = outbox.recv().await {
+        if stream.write_all(&bytes).await.is_err() {
+            break;
+        }
+    }
+    // The core dropped the sender (close) or the peer went away: end both directions, which
+    // also ends the reader and so reports the close. Dropping the half alone would only end
+    // writing.
+    stream.shut();
+}
