@@ -209,7 +209,7 @@ fn an_upgrade_past_the_per_address_cap_is_refused_with_plain_http_and_connection
 
 #[test]
 fn turn_passwords_come_on_the_first_watch_and_a_socket_past_its_budget_is_closed_1008() {
-    let turn = TurnConfig::new(b"secret", vec!["turn:127.0.0.1:3478".into()], 600);
+    let turn = TurnConfig::new(b"secret", vec!["turn:127.0.0.1:3478".into()], 600).ok();
     let relay = Running::with_turn(turn);
     smol::block_on(async {
         let mut ws = dial(relay.addr, "/").await;
