@@ -8,12 +8,14 @@ use std::time::Duration;
 
 use async_tungstenite::WebSocketStream;
 use async_tungstenite::tungstenite::Message;
+use async_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use smol::io::{AsyncReadExt, AsyncWriteExt};
 use smol::net::TcpStream;
 use smol::stream::StreamExt;
 use weft_drivers::minca::relay::{RelayOptions, serve};
-use weft_proto::minca::relay_server::MAX_SOCKETS_PER_ADDRESS;
+use weft_proto::minca::relay_server::{CLOSE_RATE, MAX_SOCKETS_PER_ADDRESS, RATE_BUDGET};
 use weft_proto::minca::relay_wire::{Mail, RelayMessage};
+use weft_proto::minca::turn::TurnConfig;
 
 const TOPIC: &str = "wXBid3pUqrPtazKRrLpWmkZp2Yo78jdDlSUx_3PweR0";
 
@@ -25,10 +27,14 @@ struct Running {
 
 impl Running {
     fn start() -> Self {
+        Self::with_turn(None)
+    }
+
+    fn with_turn(turn: Option<TurnConfig>) -> Self {
         let options = RelayOptions {
             listen: "127.0.0.1:0".parse().unwrap(),
             trust_proxy: false,
-            turn: None,
+            turn,
         };
         let (stop, stopped) = smol::channel::bounded(1);
         let (ready_tx, ready_rx) = mpsc::channel();
@@ -198,5 +204,43 @@ fn an_upgrade_past_the_per_address_cap_is_refused_with_plain_http_and_connection
         .await;
         assert!(refused.starts_with("HTTP/1.1 429 "), "{refused}");
         assert!(refused.contains("connection: close\r\n"));
+    });
+}
+
+#[test]
+fn turn_passwords_come_on_the_first_watch_and_a_socket_past_its_budget_is_closed_1008() {
+    let turn = TurnConfig::new(b"secret", vec!["turn:127.0.0.1:3478".into()], 600).ok();
+    let relay = Running::with_turn(turn);
+    smol::block_on(async {
+        let mut ws = dial(relay.addr, "/").await;
+        send(&mut ws, fetch(true)).await;
+        next_mail(&mut ws).await;
+        let RelayMessage::Ice(ice) = next(&mut ws).await else {
+            panic!("ice after the first watch");
+        };
+        assert_eq!(ice.servers[0].urls, ["turn:127.0.0.1:3478"]);
+
+        // Twice the burst: refill while the frames travel cannot cover it.
+        for _ in 0..2 * RATE_BUDGET.burst {
+            // The relay may close before the last ones go out.
+            let _ = ws.send(Message::binary(vec![0])).await;
+        }
+        let close = smol::future::or(
+            async {
+                loop {
+                    match ws.next().await {
+                        Some(Ok(Message::Close(frame))) => return frame,
+                        Some(Ok(_)) => continue,
+                        other => panic!("expected a close frame, got {other:?}"),
+                    }
+                }
+            },
+            async {
+                smol::Timer::after(Duration::from_secs(5)).await;
+                panic!("not closed within 5 s")
+            },
+        )
+        .await;
+        assert_eq!(close.unwrap().code, CloseCode::from(CLOSE_RATE));
     });
 }

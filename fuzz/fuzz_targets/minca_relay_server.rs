@@ -51,7 +51,7 @@ fn message(kind: u8, topic: u8, blob: u8, n: u16) -> String {
 }
 
 fuzz_target!(|ops: Vec<Op>| {
-    let turn = TurnConfig::new(b"secret", vec!["turn:t.example".into()], 600);
+    let turn = TurnConfig::new(b"secret", vec!["turn:t.example".into()], 600).ok();
     let mut relay = RelayServer::new(
         RelayConfig { turn },
         weft_proto::crypto::default_provider(),

@@ -205,9 +205,9 @@ fn relay(args: RelayArgs) -> ExitCode {
     let turn = match (&args.turn_secret, args.turn_urls.is_empty()) {
         (Some(secret), false) => {
             match TurnConfig::new(secret.as_bytes(), args.turn_urls.clone(), args.turn_ttl) {
-                Some(t) => Some(t),
-                None => {
-                    eprintln!("weft relay: --turn-ttl must be above 0");
+                Ok(t) => Some(t),
+                Err(e) => {
+                    eprintln!("weft relay: {e}");
                     return ExitCode::from(2);
                 }
             }

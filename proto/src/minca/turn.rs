@@ -23,8 +23,8 @@ use core::net::IpAddr;
 
 use rand_core::CryptoRng;
 
-use super::relay_wire::{IceServer, IceServers};
-use crate::codec::{base64, base64url};
+use super::relay_wire::{IceServer, IceServers, MAX_ICE_URL_CHARS};
+use crate::codec::{base64, base64url, js};
 use crate::core::{BoundedMap, Timestamp};
 use crate::crypto::CryptoProvider;
 
@@ -63,10 +63,24 @@ impl fmt::Debug for TurnConfig {
 }
 
 impl TurnConfig {
-    /// TURN with `secret` for the servers at `urls`, passwords valid `ttl_s` seconds. `None` when
-    /// there are no URLs or the lifetime is 0: a relay without TURN never answers `ice`.
-    pub fn new(secret: &[u8], urls: Vec<String>, ttl_s: u64) -> Option<Self> {
-        (!urls.is_empty() && ttl_s > 0).then(|| Self {
+    /// TURN with `secret` for the servers at `urls`, passwords valid `ttl_s` seconds. Refused
+    /// without URLs, with a lifetime of 0, or with a URL a client would drop (§2.1: `turn:` or
+    /// `turns:`, shorter than [`MAX_ICE_URL_CHARS`]), so an operator's mistake shows at start
+    /// rather than as TURN that never works.
+    pub fn new(secret: &[u8], urls: Vec<String>, ttl_s: u64) -> Result<Self, TurnConfigError> {
+        if urls.is_empty() {
+            return Err(TurnConfigError::NoUrls);
+        }
+        if ttl_s == 0 {
+            return Err(TurnConfigError::ZeroTtl);
+        }
+        if let Some(bad) = urls.iter().find(|u| {
+            !(u.starts_with("turn:") || u.starts_with("turns:"))
+                || js::utf16_len(u) >= MAX_ICE_URL_CHARS
+        }) {
+            return Err(TurnConfigError::BadUrl(bad.clone()));
+        }
+        Ok(Self {
             secret: secret.to_vec(),
             urls,
             ttl_s,
@@ -83,6 +97,33 @@ impl TurnConfig {
         self.ttl_s
     }
 }
+
+/// Why a [`TurnConfig`] was refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TurnConfigError {
+    /// No TURN URL.
+    NoUrls,
+    /// A password lifetime of 0 seconds.
+    ZeroTtl,
+    /// A URL that is not `turn:` or `turns:`, or too long: clients would drop it (§2.1).
+    BadUrl(String),
+}
+
+impl fmt::Display for TurnConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::NoUrls => f.write_str("TURN needs at least one URL"),
+            Self::ZeroTtl => f.write_str("the TURN password lifetime must be above 0"),
+            Self::BadUrl(url) => write!(
+                f,
+                "TURN URL {url:?} is not turn: or turns: shorter than {MAX_ICE_URL_CHARS} characters"
+            ),
+        }
+    }
+}
+
+impl core::error::Error for TurnConfigError {}
 
 /// One TURN REST username and its password.
 #[derive(Clone, PartialEq, Eq)]
@@ -238,6 +279,8 @@ impl TurnIssuer {
 mod tests {
     use super::*;
     use crate::crypto::default_provider;
+    use alloc::format;
+    use alloc::string::ToString;
     use alloc::vec;
     use chacha20::ChaCha20Rng;
     use hmac::{KeyInit, Mac};
@@ -366,8 +409,21 @@ mod tests {
     }
 
     #[test]
-    fn a_relay_without_urls_or_lifetime_has_no_turn() {
-        assert!(TurnConfig::new(SECRET, vec![], 3600).is_none());
-        assert!(TurnConfig::new(SECRET, vec!["turn:a".into()], 0).is_none());
+    fn turn_config_refuses_what_clients_would_drop() {
+        assert_eq!(
+            TurnConfig::new(SECRET, vec![], 3600),
+            Err(TurnConfigError::NoUrls)
+        );
+        assert_eq!(
+            TurnConfig::new(SECRET, vec!["turn:a".into()], 0),
+            Err(TurnConfigError::ZeroTtl)
+        );
+        for bad in ["stun:a".to_string(), format!("turn:{}", "a".repeat(251))] {
+            assert_eq!(
+                TurnConfig::new(SECRET, vec!["turns:ok".into(), bad.clone()], 60),
+                Err(TurnConfigError::BadUrl(bad))
+            );
+        }
+        assert!(TurnConfig::new(SECRET, vec![format!("turn:{}", "a".repeat(250))], 60).is_ok());
     }
 }
