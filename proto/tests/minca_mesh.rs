@@ -14,7 +14,9 @@ use serde_json::{Map, Value, json};
 use weft_proto::codec::did_key::DidKey;
 use weft_proto::core::{ConnId, Machine, Timestamp};
 use weft_proto::crypto::{CryptoProvider, P256Secret, default_provider, generate_p256};
-use weft_proto::minca::mesh::frame::{AUTH_PROOF, Frame, PEERS, RESERVED_TYPES, SIGNAL};
+use weft_proto::minca::mesh::frame::{
+    AUTH_HELLO, AUTH_PROOF, Frame, PEERS, RESERVED_TYPES, SIGNAL,
+};
 use weft_proto::minca::mesh::introduction::{Signal, SignalKind};
 use weft_proto::minca::mesh::live::LIVE;
 use weft_proto::minca::mesh::machine::{
@@ -842,8 +844,8 @@ fn a_signal_for_another_is_passed_on_to_the_rooms_other_peers() {
         .iter()
         .filter(|x| x.frame.kind == SIGNAL)
         .collect();
-    // Node 1 passes it to 2 (not back to 0) with hops 2; node 2 passes it to 0 with hops 1; node
-    // 0 has passed it on... never: it is node 0 that injected it, and node 0 has not seen it.
+    // Node 1 passes it on to the room's other peer, 2, with hops min(3, 3) - 1, and not back to
+    // 0, where it came from.
     assert!(
         passed
             .iter()
@@ -1147,4 +1149,50 @@ fn a_handshake_not_finished_within_10_s_is_abandoned_and_its_idle_connection_clo
     net.run_until(HANDSHAKE_TIMEOUT.as_millis() as u64 + 1);
     assert_eq!(net.nodes[0].mesh.counters().handshake_timeouts, 1);
     assert!(net.links.is_empty());
+}
+
+#[test]
+fn a_proof_is_sent_on_the_first_hello_only() {
+    let mut net = Net::new(2);
+    // Node 1's proof is lost, so node 0's handshake stays open for a second hello.
+    net.lost.insert((1, AUTH_PROOF));
+    net.join(0, R1, RoomKind::PublicSpace);
+    net.join(1, R1, RoomKind::PublicSpace);
+    net.meet_by_relay(0, 1, R1);
+    net.run_until(1_000);
+    let proofs = |net: &Net| {
+        net.frames(0, 1, R1)
+            .iter()
+            .filter(|f| f.kind == AUTH_PROOF)
+            .count()
+    };
+    assert_eq!(proofs(&net), 1);
+    let hello = Frame::new(R1, AUTH_HELLO, json!({"nonce": "AAAAAAAAAAAAAAAAAAAAAA"}));
+    net.inject(1, 0, hello.to_bytes(&net.did(1)));
+    net.settle();
+    assert_eq!(proofs(&net), 1);
+    assert_eq!(net.nodes[0].mesh.counters().bad_handshake, 1);
+}
+
+#[test]
+fn a_peer_list_naming_a_connected_peer_greets_it_in_that_room() {
+    let mut net = Net::new(3);
+    for i in 0..2 {
+        net.join(i, R1, RoomKind::PublicSpace);
+        net.join(i, R2, RoomKind::PublicSpace);
+    }
+    net.join(2, R2, RoomKind::PublicSpace);
+    // 0 and 1 share a connection for R1 only; in R2 each meets 2 through the relay.
+    net.meet_by_relay(0, 1, R1);
+    net.run_until(1_000);
+    net.meet_by_relay(2, 0, R2);
+    net.run_until(2_000);
+    net.meet_by_relay(2, 1, R2);
+    net.run_until(3_000);
+    // Told of each other in R2, 0 and 1 greet over the connection they have: no second one.
+    assert!(net.admitted(0, R2, 1) && net.admitted(1, R2, 0));
+    assert_eq!(net.nodes[0].mesh.open_connection_count(), 2);
+    let (d0, d1) = (net.did(0), net.did(1));
+    let between = |i: usize, o: &Output| matches!(o, Output::CreateOffer { peer, .. } if (i == 0 && *peer == d1) || (i == 1 && *peer == d0));
+    assert_eq!(net.count(between), 1);
 }
