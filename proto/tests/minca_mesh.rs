@@ -257,19 +257,16 @@ impl Net {
                     kind,
                     sdp,
                 } => {
-                    if self.relay_up {
-                        if let Some(j) = self.index_of(&to) {
-                            let from = self.did(i);
-                            self.input(
-                                j,
-                                Input::RelaySignal {
-                                    room,
-                                    from,
-                                    kind,
-                                    sdp,
-                                },
-                            );
-                        }
+                    let j = self.index_of(&to).filter(|_| self.relay_up);
+                    if let Some(j) = j {
+                        let from = self.did(i);
+                        let signal = Input::RelaySignal {
+                            room,
+                            from,
+                            kind,
+                            sdp,
+                        };
+                        self.input(j, signal);
                     }
                 }
                 _ => {}

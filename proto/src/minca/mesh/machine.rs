@@ -840,10 +840,8 @@ impl<R: CryptoRng> Mesh<R> {
     }
 
     fn end_handshake(&mut self, room: &str, peer: &str) {
-        if let Some(r) = self.rooms.get_mut(room) {
-            if let Some(stage) = r.peers.get_mut(peer) {
-                *stage = Stage::Known;
-            }
+        if let Some(stage) = self.rooms.get_mut(room).and_then(|r| r.peers.get_mut(peer)) {
+            *stage = Stage::Known;
         }
         self.handshakes.cancel(&(room.into(), peer.into()));
         self.close_if_idle(peer);
@@ -1093,13 +1091,11 @@ impl<R: CryptoRng> Mesh<R> {
         let Some(r) = self.rooms.get_mut(room) else {
             return;
         };
-        if let Some(stage) = r.peers.remove(peer) {
-            if stage.is_admitted() {
-                self.out.push_back(Output::Departed {
-                    room: room.into(),
-                    peer: peer.into(),
-                });
-            }
+        if r.peers.remove(peer).is_some_and(|s| s.is_admitted()) {
+            self.out.push_back(Output::Departed {
+                room: room.into(),
+                peer: peer.into(),
+            });
         }
         self.handshakes.cancel(&(room.into(), peer.into()));
         self.close_if_idle(peer);
@@ -1285,19 +1281,19 @@ impl<R: CryptoRng> Machine for Mesh<R> {
             }
         }
         while let Some((_, conn)) = self.attempts.pop_due(now) {
-            if let Some(peer) = self.by_id.get(&conn).cloned() {
-                if !self.conns.get(&peer).is_some_and(Conn::is_open) {
-                    self.counters.attempt_timeouts += 1;
-                    self.close_conn(&peer);
-                }
+            if let Some(peer) = self.by_id.get(&conn).cloned()
+                && !self.conns.get(&peer).is_some_and(Conn::is_open)
+            {
+                self.counters.attempt_timeouts += 1;
+                self.close_conn(&peer);
             }
         }
         while let Some((_, conn)) = self.unclaimed.pop_due(now) {
-            if let Some(peer) = self.by_id.get(&conn).cloned() {
-                if !self.uses_connection(&peer) {
-                    self.counters.idle_closed += 1;
-                    self.close_conn(&peer);
-                }
+            if let Some(peer) = self.by_id.get(&conn).cloned()
+                && !self.uses_connection(&peer)
+            {
+                self.counters.idle_closed += 1;
+                self.close_conn(&peer);
             }
         }
         self.introductions.prune(now);
