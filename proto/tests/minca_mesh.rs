@@ -451,6 +451,16 @@ fn every_peer_proves_who_it_is_in_every_room() {
     for n in &net.nodes {
         assert_eq!(n.mesh.counters().proof_failed, 0);
     }
+    // Each (room, peer) handshake has its own fresh nonce (§7.2).
+    let nonce = |room: &str| {
+        let hello = net
+            .frames(0, 1, room)
+            .into_iter()
+            .find(|f| f.kind == AUTH_HELLO);
+        hello.unwrap().payload["nonce"].as_str().unwrap().to_owned()
+    };
+    assert_eq!(nonce(R1).len(), 22);
+    assert_ne!(nonce(R1), nonce(R2));
 }
 
 #[test]
@@ -1192,4 +1202,23 @@ fn a_peer_list_naming_a_connected_peer_greets_it_in_that_room() {
     let (d0, d1) = (net.did(0), net.did(1));
     let between = |i: usize, o: &Output| matches!(o, Output::CreateOffer { peer, .. } if (i == 0 && *peer == d1) || (i == 1 && *peer == d0));
     assert_eq!(net.count(between), 1);
+}
+
+#[test]
+fn a_side_greets_back_on_the_peers_hello() {
+    let mut net = pair(&[R1]);
+    net.join(0, R2, RoomKind::PublicSpace);
+    net.join(1, R2, RoomKind::PublicSpace);
+    // Only node 0 learns that node 1 is in R2; node 1 greets when node 0's hello arrives.
+    let d1 = net.did(1);
+    net.input(
+        0,
+        Input::PeerInRoom {
+            room: R2.into(),
+            peer: d1,
+        },
+    );
+    net.settle();
+    assert!(net.frames(1, 0, R2).iter().any(|f| f.kind == AUTH_HELLO));
+    assert!(net.admitted(0, R2, 1) && net.admitted(1, R2, 0));
 }
