@@ -20,7 +20,7 @@ use weft_proto::minca::mesh::frame::{
 use weft_proto::minca::mesh::introduction::{Signal, SignalKind};
 use weft_proto::minca::mesh::live::LIVE;
 use weft_proto::minca::mesh::machine::{
-    ATTEMPT_TIMEOUT, HANDSHAKE_TIMEOUT, UNCLAIMED_TIMEOUT, WHO,
+    ATTEMPT_TIMEOUT, HANDSHAKE_TIMEOUT, MAX_CONNECTIONS, MAX_ROOM_PEERS, UNCLAIMED_TIMEOUT, WHO,
 };
 use weft_proto::minca::mesh::{Input, Mesh, Output, ReadAccess, RoomConfig, RoomKind};
 
@@ -1221,4 +1221,30 @@ fn a_side_greets_back_on_the_peers_hello() {
     net.settle();
     assert!(net.frames(1, 0, R2).iter().any(|f| f.kind == AUTH_HELLO));
     assert!(net.admitted(0, R2, 1) && net.admitted(1, R2, 0));
+}
+
+#[test]
+fn mesh_housekeeping() {
+    let mut net = pair(&[R1]);
+    // A flood of peer lists naming made-up peers: the room's table and the connections stay
+    // bounded, and every attempt that never opens is closed and forgotten.
+    let fake = |n: usize| format!("did:key:zZ{}", "a".repeat(n % 200 + 1));
+    for batch in 0..4 {
+        let list: Vec<String> = (0..64).map(|i| fake(batch * 64 + i)).collect();
+        net.inject(
+            1,
+            0,
+            Frame::new(R1, PEERS, json!(list)).to_bytes(&net.did(1)),
+        );
+    }
+    net.settle();
+    assert!(net.nodes[0].mesh.tracked_peers() <= MAX_ROOM_PEERS);
+    assert!(net.nodes[0].mesh.connection_count() <= MAX_CONNECTIONS);
+    assert!(net.nodes[0].mesh.connection_count() > 1);
+    net.run_until(ATTEMPT_TIMEOUT.as_millis() as u64 + 2_000);
+    assert_eq!(net.nodes[0].mesh.connection_count(), 1);
+    assert!(net.admitted(0, R1, 1) && net.admitted(1, R1, 0));
+    // Nothing is left to wake for but the memory of signals passed on.
+    let w = net.nodes[0].mesh.poll_timeout();
+    assert!(w.is_none_or(|w| w.reason == "signal memory ages out"));
 }

@@ -1103,7 +1103,7 @@ impl<R: CryptoRng> Mesh<R> {
 
     // ---- the application --------------------------------------------------------------------
 
-    fn join(&mut self, now: Timestamp, config: RoomConfig) {
+    fn join(&mut self, config: RoomConfig) {
         if self.rooms.contains_key(&config.room) {
             self.counters.ignored_inputs += 1;
             return;
@@ -1112,7 +1112,6 @@ impl<R: CryptoRng> Mesh<R> {
             self.counters.table_full += 1;
             return;
         }
-        let _ = now;
         self.rooms.insert(
             config.room,
             Room {
@@ -1202,7 +1201,7 @@ impl<R: CryptoRng> Machine for Mesh<R> {
 
     fn handle(&mut self, now: Timestamp, input: Input) {
         match input {
-            Input::Join(config) => self.join(now, config),
+            Input::Join(config) => self.join(config),
             Input::Leave { room } => self.leave(&room),
             Input::PeerInRoom { room, peer } => {
                 if !self.valid_peer(&peer) || !self.rooms.contains_key(&room) {
