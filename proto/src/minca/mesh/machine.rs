@@ -90,7 +90,9 @@ impl core::fmt::Debug for RoomKind {
 }
 
 /// The node's read access to one private space (§6.3): the seam to the read-proof module.
-pub trait ReadAccess {
+///
+/// `Send` so that a driver can move the mesh, which owns it, to another thread or task.
+pub trait ReadAccess: Send {
     /// The read-proof fields (`read`, `readKey`, `member`, `earlier`) over `label`, or `None` when
     /// this node holds no read key: then it MUST NOT complete the handshake.
     fn prove(&self, label: &str) -> Option<Map<String, Value>>;
