@@ -2,11 +2,15 @@
 //!
 //! - [`frame`]: §7.1, the frame every mesh message travels in, and the reserved types;
 //! - [`introduction`]: §8, `__peers` and `__signal`, and who offers (§7.3);
-//! - [`live`]: §9.2, the receive limits on live messages.
-//!
-//! The mesh machine that admits peers per room (§7.2) and decides who connects (§7.3) builds on
-//! these (issue #6).
+//! - [`live`]: §9.2, the receive limits on live messages;
+//! - [`admission`]: §7.2, what one side keeps per (room, peer);
+//! - [`machine`]: the [`Mesh`] machine, one per node: §5.1 one connection per peer, §7.2
+//!   admission, §7.3 who connects, §8 introductions, §9 `who` and live messages.
 
+pub mod admission;
 pub mod frame;
 pub mod introduction;
 pub mod live;
+pub mod machine;
+
+pub use machine::{Input, Mesh, Output, ReadAccess, RoomConfig, RoomKind};

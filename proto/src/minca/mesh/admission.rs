@@ -1,0 +1,100 @@
+//! Admission to a room (§7.2): what one side keeps for one (room, peer).
+//!
+//! A peer in a room is, for this node, in one of three stages: merely *known* to be there (a relay
+//! hello, a `__peers` list, a signal), in a *handshake* with this node's own fresh nonce, or
+//! *admitted*. Nothing of the room crosses before the last (§7.2). The machine in
+//! [`super::machine`] moves a peer between them; this module holds the state and the one rule of
+//! when a handshake is done.
+
+use alloc::string::String;
+
+use crate::core::Timestamp;
+use crate::minca::mesh::live::LiveAllowance;
+
+/// One side's half of a `minca-mesh/v1` handshake in one room (§6.2, §7.2).
+#[derive(Clone, Debug)]
+pub struct Handshake {
+    /// This side's own fresh nonce for this (room, peer).
+    pub nonce: String,
+    /// Whether this side has sent `__auth-hello`.
+    pub greeted: bool,
+    /// Whether this side has sent its `__auth-proof` (or the room asks none and the peer's hello
+    /// came).
+    pub proof_sent: bool,
+    /// Whether the peer's proof checked out (or the room asks none and the peer's hello came).
+    pub verified: bool,
+    /// When the handshake began, for the 10 s limit.
+    pub started: Timestamp,
+}
+
+impl Handshake {
+    /// A handshake begun at `now` with this side's `nonce`.
+    pub fn new(nonce: String, now: Timestamp) -> Self {
+        Self {
+            nonce,
+            greeted: false,
+            proof_sent: false,
+            verified: false,
+            started: now,
+        }
+    }
+
+    /// Whether the peer may be admitted: this side has sent its proof and verified the peer's
+    /// (§7.2). A room without proofs sets both once the peer's hello arrives.
+    pub fn is_done(&self) -> bool {
+        self.proof_sent && self.verified
+    }
+}
+
+/// What this side keeps for a peer admitted in a room.
+#[derive(Clone, Debug)]
+pub struct Admitted {
+    /// The peer's receive allowance for live messages (§9.2).
+    pub live: LiveAllowance,
+    /// Whether this side's `who` went to the peer: live messages go only after it (§9.1, §9.2).
+    pub who_sent: bool,
+    /// Whether the application found the peer's `who` shows a former member (§9.2): nothing live
+    /// goes to it and nothing live from it is taken.
+    pub former_member: bool,
+}
+
+/// The stage one peer is at in one room.
+#[derive(Clone, Debug)]
+pub enum Stage {
+    /// Known to be in the room; no handshake yet.
+    Known,
+    /// In a handshake.
+    Handshake(Handshake),
+    /// Admitted: the room's messages cross.
+    Admitted(Admitted),
+}
+
+impl Stage {
+    /// Whether the peer is admitted.
+    pub fn is_admitted(&self) -> bool {
+        matches!(self, Self::Admitted(_))
+    }
+
+    /// Whether this stage uses the connection to the peer (a handshake or an admission).
+    pub fn uses_connection(&self) -> bool {
+        !matches!(self, Self::Known)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_handshake_is_done_only_once_the_proof_is_sent_and_the_peers_verified() {
+        let mut h = Handshake::new("n".into(), Timestamp::from_millis(0));
+        assert!(!h.is_done());
+        h.proof_sent = true;
+        assert!(!h.is_done());
+        h.verified = true;
+        assert!(h.is_done());
+        let mut h = Handshake::new("n".into(), Timestamp::from_millis(0));
+        h.verified = true;
+        assert!(!h.is_done());
+    }
+}

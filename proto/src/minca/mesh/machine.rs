@@ -1,0 +1,1302 @@
+//! The mesh machine: one per node (§5.1, §7.2, §7.3, §8, §9).
+//!
+//! [`Mesh`] holds one connection per peer DID, shared by every room both are in (§5.1, §7), runs
+//! the `minca-mesh/v1` handshake per (room, peer) before anything of a room crosses (§6.2, §7.2),
+//! decides who offers and takes signals through relays and through the mesh (§7.3, §8), sends and
+//! reads `__peers` and `__signal` (§8), sends `who` to each newly admitted peer of a space and
+//! applies the receive limits on live messages (§9.1, §9.2).
+//!
+//! The transport (WebRTC in a driver) is asked through [`Output`]s: create an offer, answer one,
+//! apply an answer, send, close. The host hands back the description it made
+//! ([`Input::LocalDescription`]) and reports a connection opened (with its channel-binding
+//! fingerprints), closed or failed, and each binary frame. Rendezvous (§2) tells the mesh who is in
+//! a room ([`Input::PeerInRoom`]) and hands it signals ([`Input::RelaySignal`]); the mesh hands
+//! rendezvous the offers and answers that go through relays ([`Output::ToRendezvous`]). Read
+//! proofs (§6.3) enter through [`ReadAccess`]; the note inside `who` is checked by the application,
+//! which tells the mesh of a former member with [`Input::FormerMember`].
+
+use alloc::boxed::Box;
+use alloc::collections::{BTreeMap, VecDeque};
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::time::Duration;
+
+use rand_core::CryptoRng;
+use serde_json::{Map, Value, json};
+
+use crate::codec::did_key::DidKey;
+use crate::core::{ConnId, Machine, TimerQueue, Timestamp, Wakeup};
+use crate::crypto::{CryptoProvider, P256Secret};
+use crate::minca::auth;
+use crate::minca::mesh::admission::{Admitted, Handshake, Stage};
+use crate::minca::mesh::frame::{AUTH_HELLO, AUTH_PROOF, Frame, LEAVE, PEERS, SIGNAL};
+use crate::minca::mesh::introduction::{
+    self, Introductions, Signal, SignalClock, SignalKind, Verdict, is_did, we_offer,
+};
+use crate::minca::mesh::live::{self, LIVE, LiveAllowance};
+
+/// A handshake not finished within 10 s is abandoned (§7.2).
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a connection started by offering or answering may take to open before it is closed
+/// and forgotten (§7.3: "an attempt timeout of the node's choosing"). ICE gathering is capped at
+/// 2 s on each side (§5.1) and the offer and answer each cross a relay or the mesh once; 20 s
+/// leaves room for connectivity checks through TURN, and is well under the 2 minutes a relay hello
+/// is repeated in (§2), so the next hello always finds the attempt gone.
+pub const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// How long a newly opened connection may wait for a room to take it up (a handshake) before it
+/// is closed (§7.2: "soon"). Both sides greet as the channel opens, so a room that wants it takes
+/// it up within one round trip; the handshake's own 10 s is the natural measure of "soon".
+pub const UNCLAIMED_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The most connections (open or being attempted) held at once. The spec plans a cap on
+/// half-open connections (§7.4) without a value; 256 peers is far beyond one node's honest mesh
+/// (64 peers a room, §2) and bounds what floods of `__peers` or offers can make it dial.
+pub const MAX_CONNECTIONS: usize = 256;
+
+/// The most rooms joined at once. Rooms are joined by the application, so this only bounds a
+/// runaway caller; a reference node in 60 rooms keeps working (§2.1's test), so 256 is ample.
+pub const MAX_ROOMS: usize = 256;
+
+/// The most peers one room tracks (known, in a handshake or admitted): a rendezvous room holds at
+/// most 64 peers (§2), and the mesh keeps the same bound. A full room forgets a peer that is only
+/// known before it refuses a new one.
+pub const MAX_ROOM_PEERS: usize = 64;
+
+/// The type of the message carrying a side's note (§9.1).
+pub const WHO: &str = "who";
+
+/// What a room asks of a peer before admitting it (§6.2, §6.3, §8).
+pub enum RoomKind {
+    /// A public space: the §6.2 signature; introductions on; `who` sent on admission.
+    PublicSpace,
+    /// A private space: the §6.2 signature and a read proof (§6.3), through the node's
+    /// [`ReadAccess`]; introductions on; `who` sent on admission.
+    PrivateSpace(Box<dyn ReadAccess>),
+    /// A channel's room (pairing, connecting by code): hellos only, no proofs (§6.2), no
+    /// introductions (§8), no `who`; it carries its own types.
+    Channel,
+}
+
+impl core::fmt::Debug for RoomKind {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            Self::PublicSpace => "PublicSpace",
+            Self::PrivateSpace(_) => "PrivateSpace",
+            Self::Channel => "Channel",
+        })
+    }
+}
+
+/// The node's read access to one private space (§6.3): the seam to the read-proof module.
+///
+/// `Send` so that a driver can move the mesh, which owns it, to another thread or task.
+pub trait ReadAccess: Send {
+    /// The read-proof fields (`read`, `readKey`, `member`, `earlier`) over `label`, or `None` when
+    /// this node holds no read key: then it MUST NOT complete the handshake.
+    fn prove(&self, label: &str) -> Option<Map<String, Value>>;
+
+    /// Whether `proof` (the whole `__auth-proof` payload) proves `prover` may read, over `label`,
+    /// at `now` (§6.3's six steps).
+    fn verify(&self, now: Timestamp, prover: &str, label: &str, proof: &Map<String, Value>)
+    -> bool;
+}
+
+/// A room to join.
+#[derive(Debug)]
+pub struct RoomConfig {
+    /// The room name (§1.3) frames carry.
+    pub room: String,
+    /// The space id that goes into T (§6.2): the space id, not the room.
+    pub space_id: String,
+    /// What the room asks.
+    pub kind: RoomKind,
+    /// This session's note, one token, sent in `who` (§9.1); `None` for a session acting for no
+    /// account.
+    pub note: Option<String>,
+}
+
+/// How a connection's descriptions travel (§7.3): through the relays of a room, or over the mesh
+/// in the room of introduction.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Route {
+    /// Through the rendezvous of this room (§2).
+    Relay(String),
+    /// As a `__signal` over the mesh in this room (§8).
+    Mesh(String),
+}
+
+/// Everything the mesh can be told.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Input {
+    /// Join a room.
+    Join(RoomConfig),
+    /// Leave a room: `__leave` to each peer admitted there (§7.2).
+    Leave {
+        /// The room.
+        room: String,
+    },
+    /// Rendezvous heard a hello: `peer` is in `room` (§2, §7.3).
+    PeerInRoom {
+        /// The room.
+        room: String,
+        /// The peer's session DID.
+        peer: String,
+    },
+    /// Rendezvous took an offer or answer from `from` in `room` (§2): a signal (§7.3).
+    RelaySignal {
+        /// The room it came in.
+        room: String,
+        /// Its sender.
+        from: String,
+        /// Offer or answer.
+        kind: SignalKind,
+        /// The session description.
+        sdp: String,
+    },
+    /// The transport made the local description the mesh asked for on `conn`.
+    LocalDescription {
+        /// The connection.
+        conn: ConnId,
+        /// The description.
+        sdp: String,
+    },
+    /// The data channel of `conn` opened, with its channel-binding fingerprints (§5.1) as this side
+    /// sees them; empty strings without a binding.
+    Opened {
+        /// The connection.
+        conn: ConnId,
+        /// This side's fingerprint.
+        local_fingerprint: String,
+        /// The peer's fingerprint.
+        remote_fingerprint: String,
+    },
+    /// `conn` closed or failed.
+    Closed {
+        /// The connection.
+        conn: ConnId,
+    },
+    /// A binary frame arrived on `conn`.
+    Frame {
+        /// The connection.
+        conn: ConnId,
+        /// The frame's bytes.
+        bytes: Vec<u8>,
+    },
+    /// Let one peer go in one room (§6.3, §7.2).
+    LetGo {
+        /// The room.
+        room: String,
+        /// The peer.
+        peer: String,
+    },
+    /// The application found that `peer`'s `who` in `room` shows a former member (§9.2).
+    FormerMember {
+        /// The room.
+        room: String,
+        /// The peer.
+        peer: String,
+    },
+    /// Send an application message (a non-reserved type) in `room`, to one admitted peer or to
+    /// all of them.
+    Send {
+        /// The room.
+        room: String,
+        /// One peer, or every admitted peer of the room.
+        to: Option<String>,
+        /// The message type.
+        kind: String,
+        /// The payload.
+        payload: Value,
+    },
+}
+
+/// Everything the mesh can ask for. Outputs are executed in order.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum Output {
+    /// Create a connection to `peer` and make an offer; hand it back as
+    /// [`Input::LocalDescription`].
+    CreateOffer {
+        /// The id the mesh gives the connection.
+        conn: ConnId,
+        /// The peer.
+        peer: String,
+    },
+    /// Create a connection to `peer` answering `offer`; hand the answer back as
+    /// [`Input::LocalDescription`].
+    CreateAnswer {
+        /// The id the mesh gives the connection.
+        conn: ConnId,
+        /// The peer.
+        peer: String,
+        /// The peer's offer.
+        offer: String,
+    },
+    /// Apply the peer's answer to the offer made on `conn`.
+    ApplyAnswer {
+        /// The connection.
+        conn: ConnId,
+        /// The answer.
+        answer: String,
+    },
+    /// Send a binary frame on `conn`.
+    Send {
+        /// The connection.
+        conn: ConnId,
+        /// The peer at its other end.
+        peer: String,
+        /// The frame.
+        bytes: Vec<u8>,
+    },
+    /// Close `conn`.
+    Close {
+        /// The connection.
+        conn: ConnId,
+    },
+    /// Send an offer or answer to `to` through the rendezvous of `room` (§2, §7.3).
+    ToRendezvous {
+        /// The room.
+        room: String,
+        /// The peer it is for.
+        to: String,
+        /// Offer or answer.
+        kind: SignalKind,
+        /// The description.
+        sdp: String,
+    },
+    /// A peer was admitted in a room (§7.2).
+    Admitted {
+        /// The room.
+        room: String,
+        /// The peer.
+        peer: String,
+    },
+    /// A peer admitted in a room is no longer a peer there (left, let go, or its connection
+    /// went).
+    Departed {
+        /// The room.
+        room: String,
+        /// The peer.
+        peer: String,
+    },
+    /// A message of an admitted peer, attributed to the connection's peer (§7.1, §9): `who`
+    /// (§9.1, for the application to check the note, §6.4), `live` within its limits (§9.2), or
+    /// any other non-reserved type.
+    Deliver {
+        /// The room.
+        room: String,
+        /// The peer the connection is with.
+        peer: String,
+        /// The message type.
+        kind: String,
+        /// The payload.
+        payload: Value,
+    },
+}
+
+/// Counters for every drop and refusal, by reason.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Counters {
+    /// Frames that are not a §7.1 frame.
+    pub bad_frames: u64,
+    /// Frames on a connection that is not the peer's current open one.
+    pub stale_connection: u64,
+    /// Frames of a room this node is not in.
+    pub unknown_room: u64,
+    /// Frames of a room the peer is not admitted in, other than the handshake (§7.2).
+    pub not_admitted: u64,
+    /// Handshake frames out of turn or malformed (a proof without our hello, a second proof, a
+    /// hello without a nonce).
+    pub bad_handshake: u64,
+    /// Proofs that did not check out (§6.2, §6.3): the handshake ended.
+    pub proof_failed: u64,
+    /// Handshakes this node could not complete: a private space and no read key (§6.3).
+    pub no_read_key: u64,
+    /// Handshakes abandoned after 10 s (§7.2).
+    pub handshake_timeouts: u64,
+    /// Attempts closed and forgotten for not opening in time (§7.3).
+    pub attempt_timeouts: u64,
+    /// Connections closed for serving no room (§7.2).
+    pub idle_closed: u64,
+    /// Signals from a peer admitted in some room (§7.3).
+    pub signal_from_admitted: u64,
+    /// Answers with no offer of ours waiting.
+    pub unexpected_answer: u64,
+    /// `__signal`s dropped by the rules of §8.
+    pub signal_dropped: u64,
+    /// Live messages dropped for the rate limit (§9.2).
+    pub live_rate_limited: u64,
+    /// Live messages dropped for their size (§9.2).
+    pub live_too_long: u64,
+    /// Live messages dropped from a former member (§9.2).
+    pub live_from_former_member: u64,
+    /// Sends refused: a reserved type, an unknown room, no admitted peer, a live message before
+    /// `who`, to a former member, or too long.
+    pub send_refused: u64,
+    /// Things refused because a table was full ([`MAX_CONNECTIONS`], [`MAX_ROOMS`],
+    /// [`MAX_ROOM_PEERS`]).
+    pub table_full: u64,
+    /// Inputs naming something this node does not hold (an unknown connection, a room not joined,
+    /// a peer that is not a DID or is this node).
+    pub ignored_inputs: u64,
+}
+
+/// Where a connection is.
+#[derive(Clone, Debug)]
+enum ConnState {
+    /// We asked for an offer; not yet sent.
+    MakingOffer,
+    /// Our offer went out; waiting for the answer.
+    Offered,
+    /// We asked for an answer; not yet sent.
+    MakingAnswer,
+    /// Answer applied or sent; waiting for the channel.
+    Connecting,
+    /// The data channel is open.
+    Open { local: String, remote: String },
+}
+
+#[derive(Clone, Debug)]
+struct Conn {
+    id: ConnId,
+    state: ConnState,
+    route: Route,
+    /// Whether any room ever took the connection up.
+    claimed: bool,
+}
+
+impl Conn {
+    fn is_open(&self) -> bool {
+        matches!(self.state, ConnState::Open { .. })
+    }
+}
+
+struct Room {
+    space_id: String,
+    kind: RoomKind,
+    note: Option<String>,
+    peers: BTreeMap<String, Stage>,
+}
+
+impl Room {
+    fn asks_proofs(&self) -> bool {
+        !matches!(self.kind, RoomKind::Channel)
+    }
+
+    fn introduces(&self) -> bool {
+        !matches!(self.kind, RoomKind::Channel)
+    }
+
+    fn admitted(&self) -> impl Iterator<Item = &str> {
+        self.peers
+            .iter()
+            .filter(|(_, s)| s.is_admitted())
+            .map(|(p, _)| p.as_str())
+    }
+
+    fn is_admitted(&self, peer: &str) -> bool {
+        self.peers.get(peer).is_some_and(Stage::is_admitted)
+    }
+
+    /// Makes room for `peer`, forgetting a merely known peer if full. False if still full.
+    fn make_room_for(&mut self, peer: &str) -> bool {
+        if self.peers.contains_key(peer) || self.peers.len() < MAX_ROOM_PEERS {
+            return true;
+        }
+        let known = self
+            .peers
+            .iter()
+            .find(|(_, s)| !s.uses_connection())
+            .map(|(p, _)| p.clone());
+        match known {
+            Some(p) => {
+                self.peers.remove(&p);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// The mesh of one node; see the [module docs](self).
+pub struct Mesh<R: CryptoRng> {
+    did: String,
+    key: P256Secret,
+    crypto: &'static dyn CryptoProvider,
+    rng: R,
+    rooms: BTreeMap<String, Room>,
+    conns: BTreeMap<String, Conn>,
+    by_id: BTreeMap<ConnId, String>,
+    next_conn: u64,
+    handshakes: TimerQueue<(String, String)>,
+    attempts: TimerQueue<ConnId>,
+    unclaimed: TimerQueue<ConnId>,
+    introductions: Introductions,
+    signal_clock: SignalClock,
+    out: VecDeque<Output>,
+    counters: Counters,
+}
+
+impl<R: CryptoRng> Mesh<R> {
+    /// The mesh of the node whose session key is `key`; its identity is the DID that key names
+    /// (§7). `None` if the key is not a P-256 secret the provider accepts.
+    pub fn new(key: P256Secret, crypto: &'static dyn CryptoProvider, rng: R) -> Option<Self> {
+        let did = DidKey::P256(crypto.p256_public_key(&key).ok()?.0).to_did();
+        Some(Self {
+            did,
+            key,
+            crypto,
+            rng,
+            rooms: BTreeMap::new(),
+            conns: BTreeMap::new(),
+            by_id: BTreeMap::new(),
+            next_conn: 0,
+            handshakes: TimerQueue::new(),
+            attempts: TimerQueue::new(),
+            unclaimed: TimerQueue::new(),
+            introductions: Introductions::new(),
+            signal_clock: SignalClock::default(),
+            out: VecDeque::new(),
+            counters: Counters::default(),
+        })
+    }
+
+    /// The node's session DID, the mesh's identity (§7).
+    pub fn did(&self) -> &str {
+        &self.did
+    }
+
+    /// The counters.
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// Whether `peer` is admitted in `room`.
+    pub fn is_admitted(&self, room: &str, peer: &str) -> bool {
+        self.rooms.get(room).is_some_and(|r| r.is_admitted(peer))
+    }
+
+    /// The peers admitted in `room`, in DID order.
+    pub fn admitted(&self, room: &str) -> Vec<String> {
+        self.rooms
+            .get(room)
+            .map(|r| r.admitted().map(String::from).collect())
+            .unwrap_or_default()
+    }
+
+    /// How many connections are held (open or being attempted).
+    pub fn connection_count(&self) -> usize {
+        self.conns.len()
+    }
+
+    /// How many connections are open.
+    pub fn open_connection_count(&self) -> usize {
+        self.conns.values().filter(|c| c.is_open()).count()
+    }
+
+    /// How many peers all rooms track, for checking the bounds.
+    pub fn tracked_peers(&self) -> usize {
+        self.rooms.values().map(|r| r.peers.len()).sum()
+    }
+
+    // ---- sending -------------------------------------------------------------------------
+
+    fn send_frame(&mut self, peer: &str, frame: &Frame) {
+        let Some(conn) = self.conns.get(peer).filter(|c| c.is_open()) else {
+            return;
+        };
+        let bytes = frame.to_bytes(&self.did);
+        self.out.push_back(Output::Send {
+            conn: conn.id,
+            peer: peer.into(),
+            bytes,
+        });
+    }
+
+    fn close_conn(&mut self, peer: &str) {
+        if let Some(conn) = self.conns.remove(peer) {
+            self.by_id.remove(&conn.id);
+            self.attempts.cancel(&conn.id);
+            self.unclaimed.cancel(&conn.id);
+            self.out.push_back(Output::Close { conn: conn.id });
+        }
+        self.forget_peer_stages(peer);
+    }
+
+    /// The connection to `peer` went: every room's handshake and admission with it ends; a peer
+    /// admitted there departs, and stays known.
+    fn forget_peer_stages(&mut self, peer: &str) {
+        for (name, room) in self.rooms.iter_mut() {
+            if let Some(stage) = room.peers.get_mut(peer) {
+                if stage.is_admitted() {
+                    self.out.push_back(Output::Departed {
+                        room: name.clone(),
+                        peer: peer.into(),
+                    });
+                }
+                if stage.uses_connection() {
+                    self.handshakes.cancel(&(name.clone(), peer.into()));
+                }
+                *stage = Stage::Known;
+            }
+        }
+    }
+
+    fn uses_connection(&self, peer: &str) -> bool {
+        self.rooms
+            .values()
+            .any(|r| r.peers.get(peer).is_some_and(Stage::uses_connection))
+    }
+
+    /// §7.2: a connection in no room and no handshake is closed, once a room has taken it up;
+    /// before that the unclaimed timer decides.
+    fn close_if_idle(&mut self, peer: &str) {
+        let idle = self
+            .conns
+            .get(peer)
+            .is_some_and(|c| c.is_open() && c.claimed);
+        if idle && !self.uses_connection(peer) {
+            self.counters.idle_closed += 1;
+            self.close_conn(peer);
+        }
+    }
+
+    // ---- connections (§7.3) -----------------------------------------------------------------
+
+    fn new_conn(
+        &mut self,
+        now: Timestamp,
+        peer: &str,
+        state: ConnState,
+        route: Route,
+    ) -> Option<ConnId> {
+        if !self.conns.contains_key(peer) && self.conns.len() >= MAX_CONNECTIONS {
+            self.counters.table_full += 1;
+            return None;
+        }
+        let id = ConnId(self.next_conn);
+        self.next_conn += 1;
+        self.conns.insert(
+            peer.into(),
+            Conn {
+                id,
+                state,
+                route,
+                claimed: false,
+            },
+        );
+        self.by_id.insert(id, peer.into());
+        self.attempts
+            .schedule(now.saturating_add(ATTEMPT_TIMEOUT), id);
+        Some(id)
+    }
+
+    fn offer_to(&mut self, now: Timestamp, peer: &str, route: Route) {
+        if let Some(conn) = self.new_conn(now, peer, ConnState::MakingOffer, route) {
+            self.out.push_back(Output::CreateOffer {
+                conn,
+                peer: peer.into(),
+            });
+        }
+    }
+
+    fn admitted_anywhere(&self, peer: &str) -> bool {
+        self.rooms.values().any(|r| r.is_admitted(peer))
+    }
+
+    /// Marks `peer` known in `room`, if there is space. False if the room is full.
+    fn know(&mut self, room: &str, peer: &str) -> bool {
+        let Some(r) = self.rooms.get_mut(room) else {
+            return false;
+        };
+        if !r.make_room_for(peer) {
+            self.counters.table_full += 1;
+            return false;
+        }
+        r.peers.entry(peer.into()).or_insert(Stage::Known);
+        true
+    }
+
+    /// §7.3 and §8: `peer` is in `room`. Greet if connected; else offer if we are the lesser DID
+    /// and nothing was started; else wait.
+    fn meet(&mut self, now: Timestamp, room: &str, peer: &str, route: Route) {
+        if !self.know(room, peer) {
+            return;
+        }
+        match self.conns.get(peer) {
+            Some(c) if c.is_open() => self.greet(now, room, peer),
+            Some(_) => {}
+            None => {
+                if we_offer(&self.did, peer) {
+                    self.offer_to(now, peer, route);
+                }
+            }
+        }
+    }
+
+    /// §7.3: a signal from `from`, taken through `route`.
+    fn on_signal(
+        &mut self,
+        now: Timestamp,
+        from: &str,
+        kind: SignalKind,
+        sdp: String,
+        route: Route,
+    ) {
+        if self.admitted_anywhere(from) {
+            self.counters.signal_from_admitted += 1;
+            return;
+        }
+        let room = match &route {
+            Route::Relay(r) | Route::Mesh(r) => r.clone(),
+        };
+        match kind {
+            SignalKind::Offer => {
+                // The offer says the peer is in this room: greet there once the channel opens.
+                self.know(&room, from);
+                if self.conns.contains_key(from) {
+                    self.close_conn(from);
+                }
+                if let Some(conn) = self.new_conn(now, from, ConnState::MakingAnswer, route) {
+                    self.out.push_back(Output::CreateAnswer {
+                        conn,
+                        peer: from.into(),
+                        offer: sdp,
+                    });
+                }
+            }
+            SignalKind::Answer => match self.conns.get_mut(from) {
+                Some(c) if matches!(c.state, ConnState::Offered) => {
+                    c.state = ConnState::Connecting;
+                    let conn = c.id;
+                    self.out
+                        .push_back(Output::ApplyAnswer { conn, answer: sdp });
+                }
+                _ => self.counters.unexpected_answer += 1,
+            },
+        }
+    }
+
+    fn on_local_description(&mut self, now: Timestamp, conn: ConnId, sdp: String) {
+        let Some(peer) = self.by_id.get(&conn).cloned() else {
+            self.counters.ignored_inputs += 1;
+            return;
+        };
+        let Some(c) = self.conns.get_mut(&peer) else {
+            return;
+        };
+        let kind = match c.state {
+            ConnState::MakingOffer => {
+                c.state = ConnState::Offered;
+                SignalKind::Offer
+            }
+            ConnState::MakingAnswer => {
+                c.state = ConnState::Connecting;
+                SignalKind::Answer
+            }
+            _ => {
+                self.counters.ignored_inputs += 1;
+                return;
+            }
+        };
+        match c.route.clone() {
+            Route::Relay(room) => self.out.push_back(Output::ToRendezvous {
+                room,
+                to: peer,
+                kind,
+                sdp,
+            }),
+            Route::Mesh(room) => {
+                let at = self.signal_clock.next(now);
+                let signal = Signal::new(
+                    self.crypto,
+                    &self.key,
+                    &room,
+                    &self.did,
+                    &peer,
+                    kind,
+                    &sdp,
+                    at,
+                );
+                if let Some(signal) = signal {
+                    self.flood(&room, &signal, None);
+                }
+            }
+        }
+    }
+
+    /// §8: a signal goes to every peer admitted in its room, and nowhere else.
+    fn flood(&mut self, room: &str, signal: &Signal, except: Option<&str>) {
+        let Some(r) = self.rooms.get(room) else {
+            return;
+        };
+        let peers: Vec<String> = r
+            .admitted()
+            .filter(|p| Some(*p) != except)
+            .map(String::from)
+            .collect();
+        let frame = Frame::new(room, SIGNAL, signal.to_payload());
+        for p in peers {
+            self.send_frame(&p, &frame);
+        }
+    }
+
+    fn on_opened(&mut self, now: Timestamp, conn: ConnId, local: String, remote: String) {
+        let Some(peer) = self.by_id.get(&conn).cloned() else {
+            self.counters.ignored_inputs += 1;
+            return;
+        };
+        let Some(c) = self.conns.get_mut(&peer) else {
+            return;
+        };
+        c.state = ConnState::Open { local, remote };
+        self.attempts.cancel(&conn);
+        self.unclaimed
+            .schedule(now.saturating_add(UNCLAIMED_TIMEOUT), conn);
+        let rooms: Vec<String> = self
+            .rooms
+            .iter()
+            .filter(|(_, r)| matches!(r.peers.get(&peer), Some(Stage::Known)))
+            .map(|(n, _)| n.clone())
+            .collect();
+        for room in rooms {
+            self.greet(now, &room, &peer);
+        }
+    }
+
+    fn on_closed(&mut self, conn: ConnId) {
+        let Some(peer) = self.by_id.remove(&conn) else {
+            self.counters.ignored_inputs += 1;
+            return;
+        };
+        self.conns.remove(&peer);
+        self.attempts.cancel(&conn);
+        self.unclaimed.cancel(&conn);
+        self.forget_peer_stages(&peer);
+    }
+
+    // ---- admission (§7.2) -------------------------------------------------------------------
+
+    /// Starts a handshake for (room, peer) if there is none, and returns whether one is running.
+    fn begin(&mut self, now: Timestamp, room: &str, peer: &str) -> bool {
+        if !self.know(room, peer) {
+            return false;
+        }
+        let Some(r) = self.rooms.get_mut(room) else {
+            return false;
+        };
+        let Some(stage) = r.peers.get_mut(peer) else {
+            return false;
+        };
+        match stage {
+            Stage::Admitted(_) => false,
+            Stage::Handshake(_) => true,
+            Stage::Known => {
+                *stage = Stage::Handshake(Handshake::new(auth::nonce(&mut self.rng), now));
+                self.handshakes.schedule(
+                    now.saturating_add(HANDSHAKE_TIMEOUT),
+                    (room.into(), peer.into()),
+                );
+                if let Some(c) = self.conns.get_mut(peer) {
+                    c.claimed = true;
+                    let id = c.id;
+                    self.unclaimed.cancel(&id);
+                }
+                true
+            }
+        }
+    }
+
+    fn handshake_mut(&mut self, room: &str, peer: &str) -> Option<&mut Handshake> {
+        match self.rooms.get_mut(room)?.peers.get_mut(peer)? {
+            Stage::Handshake(h) => Some(h),
+            _ => None,
+        }
+    }
+
+    /// §7.2: sends `__auth-hello` once per handshake.
+    fn greet(&mut self, now: Timestamp, room: &str, peer: &str) {
+        if !self.conns.get(peer).is_some_and(Conn::is_open) || !self.begin(now, room, peer) {
+            return;
+        }
+        let Some(h) = self.handshake_mut(room, peer) else {
+            return;
+        };
+        if h.greeted {
+            return;
+        }
+        h.greeted = true;
+        let frame = Frame::new(room, AUTH_HELLO, json!({ "nonce": h.nonce }));
+        self.send_frame(peer, &frame);
+    }
+
+    fn fingerprints(&self, peer: &str) -> (String, String) {
+        match self.conns.get(peer).map(|c| &c.state) {
+            Some(ConnState::Open { local, remote }) => (local.clone(), remote.clone()),
+            _ => (String::new(), String::new()),
+        }
+    }
+
+    fn end_handshake(&mut self, room: &str, peer: &str) {
+        if let Some(stage) = self.rooms.get_mut(room).and_then(|r| r.peers.get_mut(peer)) {
+            *stage = Stage::Known;
+        }
+        self.handshakes.cancel(&(room.into(), peer.into()));
+        self.close_if_idle(peer);
+    }
+
+    fn on_auth_hello(&mut self, now: Timestamp, room: &str, peer: &str, payload: &Value) {
+        let Some(their_nonce) = payload.get("nonce").and_then(Value::as_str) else {
+            self.counters.bad_handshake += 1;
+            return;
+        };
+        if self.rooms.get(room).is_some_and(|r| r.is_admitted(peer)) {
+            self.counters.bad_handshake += 1;
+            return;
+        }
+        if !self.begin(now, room, peer) {
+            return;
+        }
+        self.greet(now, room, peer);
+        let Some(h) = self.handshake_mut(room, peer) else {
+            return;
+        };
+        // Only the first hello is answered with a proof (§7.2).
+        if h.proof_sent {
+            self.counters.bad_handshake += 1;
+            return;
+        }
+        let Some(r) = self.rooms.get(room) else {
+            return;
+        };
+        if !r.asks_proofs() {
+            if let Some(h) = self.handshake_mut(room, peer) {
+                h.proof_sent = true;
+                h.verified = true;
+            }
+            self.admit_if_done(now, room, peer);
+            return;
+        }
+        let (local, remote) = self.fingerprints(peer);
+        let t = auth::mesh_transcript(&r.space_id, &self.did, peer, their_nonce, &local, &remote);
+        let mut proof = match &r.kind {
+            RoomKind::PrivateSpace(access) => match access.prove(&t) {
+                Some(fields) => fields,
+                None => {
+                    // No read key: this node MUST NOT complete the handshake (§6.3).
+                    self.counters.no_read_key += 1;
+                    self.end_handshake(room, peer);
+                    return;
+                }
+            },
+            _ => Map::new(),
+        };
+        let Some(sig) = auth::sign(self.crypto, &self.key, &t) else {
+            self.end_handshake(room, peer);
+            return;
+        };
+        proof.insert("sig".into(), Value::String(sig));
+        self.send_frame(peer, &Frame::new(room, AUTH_PROOF, Value::Object(proof)));
+        if let Some(h) = self.handshake_mut(room, peer) {
+            h.proof_sent = true;
+        }
+        self.admit_if_done(now, room, peer);
+    }
+
+    fn on_auth_proof(&mut self, now: Timestamp, room: &str, peer: &str, payload: &Value) {
+        let Some(r) = self.rooms.get(room) else {
+            return;
+        };
+        let nonce = match r.peers.get(peer) {
+            Some(Stage::Handshake(h)) if h.greeted && !h.verified && r.asks_proofs() => {
+                h.nonce.clone()
+            }
+            _ => {
+                self.counters.bad_handshake += 1;
+                return;
+            }
+        };
+        let (local, remote) = self.fingerprints(peer);
+        let t = auth::mesh_transcript(&r.space_id, peer, &self.did, &nonce, &remote, &local);
+        let ok = match payload {
+            Value::Object(proof) => {
+                let sig_ok = proof
+                    .get("sig")
+                    .and_then(Value::as_str)
+                    .is_some_and(|sig| auth::verify(self.crypto, peer, &t, sig));
+                sig_ok
+                    && match &r.kind {
+                        RoomKind::PrivateSpace(access) => access.verify(now, peer, &t, proof),
+                        _ => true,
+                    }
+            }
+            _ => false,
+        };
+        if !ok {
+            self.counters.proof_failed += 1;
+            self.end_handshake(room, peer);
+            return;
+        }
+        if let Some(h) = self.handshake_mut(room, peer) {
+            h.verified = true;
+        }
+        self.admit_if_done(now, room, peer);
+    }
+
+    /// §7.2, §8, §9.1: admit a peer whose handshake is done, send it `who`, and introduce.
+    fn admit_if_done(&mut self, now: Timestamp, room: &str, peer: &str) {
+        let Some(r) = self.rooms.get_mut(room) else {
+            return;
+        };
+        // A space (not a channel) sends `who` and introduces.
+        let is_space = r.introduces();
+        let Some(stage) = r.peers.get_mut(peer) else {
+            return;
+        };
+        if !matches!(stage, Stage::Handshake(h) if h.is_done()) {
+            return;
+        }
+        *stage = Stage::Admitted(Admitted {
+            live: LiveAllowance::new(now),
+            who_sent: false,
+            former_member: false,
+        });
+        let note = r.note.clone();
+        let others: Vec<String> = r
+            .admitted()
+            .filter(|p| *p != peer)
+            .map(String::from)
+            .collect();
+        self.handshakes.cancel(&(room.into(), peer.into()));
+        self.out.push_back(Output::Admitted {
+            room: room.into(),
+            peer: peer.into(),
+        });
+        if is_space {
+            // `who` is the first message of a space to a newly admitted peer (§6.4, §9.1).
+            let payload = match note {
+                Some(n) => json!({ "note": n }),
+                None => json!({}),
+            };
+            self.send_frame(peer, &Frame::new(room, WHO, payload));
+            if let Some(Stage::Admitted(a)) =
+                self.rooms.get_mut(room).and_then(|r| r.peers.get_mut(peer))
+            {
+                a.who_sent = true;
+            }
+        }
+        if is_space {
+            let list = introduction::peer_list_payload(others.iter().map(String::as_str));
+            self.send_frame(peer, &Frame::new(room, PEERS, list));
+            let about = introduction::peer_list_payload([peer]);
+            for other in &others {
+                self.send_frame(other, &Frame::new(room, PEERS, about.clone()));
+            }
+        }
+    }
+
+    // ---- frames -----------------------------------------------------------------------------
+
+    fn on_frame(&mut self, now: Timestamp, conn: ConnId, bytes: &[u8]) {
+        let peer = match self.by_id.get(&conn) {
+            Some(p) if self.conns.get(p).is_some_and(Conn::is_open) => p.clone(),
+            _ => {
+                self.counters.stale_connection += 1;
+                return;
+            }
+        };
+        let Ok(frame) = Frame::parse(bytes) else {
+            self.counters.bad_frames += 1;
+            return;
+        };
+        let Some(r) = self.rooms.get(&frame.room) else {
+            self.counters.unknown_room += 1;
+            return;
+        };
+        let admitted = r.is_admitted(&peer);
+        let room = frame.room.as_str();
+        match frame.kind.as_str() {
+            AUTH_HELLO => self.on_auth_hello(now, room, &peer, &frame.payload),
+            AUTH_PROOF => self.on_auth_proof(now, room, &peer, &frame.payload),
+            _ if !admitted => self.counters.not_admitted += 1,
+            PEERS => self.on_peers(now, room, &frame.payload),
+            SIGNAL => self.on_mesh_signal(now, room, &peer, &frame.payload),
+            LEAVE => self.drop_peer(room, &peer),
+            LIVE => self.on_live(now, room, &peer, frame.payload),
+            _ => self.out.push_back(Output::Deliver {
+                room: room.into(),
+                peer,
+                kind: frame.kind.clone(),
+                payload: frame.payload,
+            }),
+        }
+    }
+
+    fn on_peers(&mut self, now: Timestamp, room: &str, payload: &Value) {
+        if !self.rooms.get(room).is_some_and(Room::introduces) {
+            self.counters.ignored_inputs += 1;
+            return;
+        }
+        let listed: Vec<String> = introduction::peer_list(payload, &self.did)
+            .map(String::from)
+            .collect();
+        for p in listed {
+            self.meet(now, room, &p, Route::Mesh(room.into()));
+        }
+    }
+
+    fn on_mesh_signal(&mut self, now: Timestamp, room: &str, from: &str, payload: &Value) {
+        if !self.rooms.get(room).is_some_and(Room::introduces) {
+            self.counters.signal_dropped += 1;
+            return;
+        }
+        let verdict = self
+            .introductions
+            .receive(now, self.crypto, room, &self.did, true, payload);
+        match verdict {
+            Verdict::Act(s) => {
+                self.on_signal(now, &s.origin, s.kind, s.sdp, Route::Mesh(room.into()))
+            }
+            Verdict::Forward(s) => self.flood(room, &s, Some(from)),
+            _ => self.counters.signal_dropped += 1,
+        }
+    }
+
+    fn on_live(&mut self, now: Timestamp, room: &str, peer: &str, payload: Value) {
+        let Some(Stage::Admitted(a)) = self.rooms.get_mut(room).and_then(|r| r.peers.get_mut(peer))
+        else {
+            return;
+        };
+        if a.former_member {
+            self.counters.live_from_former_member += 1;
+            return;
+        }
+        match a.live.take(now, &payload) {
+            Ok(()) => self.out.push_back(Output::Deliver {
+                room: room.into(),
+                peer: peer.into(),
+                kind: LIVE.into(),
+                payload,
+            }),
+            Err(live::LiveDrop::RateLimited) => self.counters.live_rate_limited += 1,
+            Err(_) => self.counters.live_too_long += 1,
+        }
+    }
+
+    /// The peer leaves `room` (its `__leave`, or letting it go): it is no peer there; the
+    /// connection closes if no room uses it (§7.2).
+    fn drop_peer(&mut self, room: &str, peer: &str) {
+        let Some(r) = self.rooms.get_mut(room) else {
+            return;
+        };
+        if r.peers.remove(peer).is_some_and(|s| s.is_admitted()) {
+            self.out.push_back(Output::Departed {
+                room: room.into(),
+                peer: peer.into(),
+            });
+        }
+        self.handshakes.cancel(&(room.into(), peer.into()));
+        self.close_if_idle(peer);
+    }
+
+    // ---- the application --------------------------------------------------------------------
+
+    fn join(&mut self, config: RoomConfig) {
+        if self.rooms.contains_key(&config.room) {
+            self.counters.ignored_inputs += 1;
+            return;
+        }
+        if self.rooms.len() >= MAX_ROOMS {
+            self.counters.table_full += 1;
+            return;
+        }
+        self.rooms.insert(
+            config.room,
+            Room {
+                space_id: config.space_id,
+                kind: config.kind,
+                note: config.note,
+                peers: BTreeMap::new(),
+            },
+        );
+    }
+
+    fn leave(&mut self, room: &str) {
+        let Some(r) = self.rooms.get(room) else {
+            self.counters.ignored_inputs += 1;
+            return;
+        };
+        let peers: Vec<String> = r.peers.keys().cloned().collect();
+        let admitted: Vec<String> = r.admitted().map(String::from).collect();
+        for p in &admitted {
+            self.send_frame(p, &Frame::new(room, LEAVE, json!({ "room": room })));
+        }
+        for p in &peers {
+            self.drop_peer(room, p);
+        }
+        self.rooms.remove(room);
+        for p in &peers {
+            self.close_if_idle(p);
+        }
+    }
+
+    fn let_go(&mut self, room: &str, peer: &str) {
+        if !self
+            .rooms
+            .get(room)
+            .is_some_and(|r| r.peers.contains_key(peer))
+        {
+            self.counters.ignored_inputs += 1;
+            return;
+        }
+        if self.is_admitted(room, peer) {
+            self.send_frame(peer, &Frame::new(room, LEAVE, json!({ "room": room })));
+        }
+        self.drop_peer(room, peer);
+    }
+
+    fn app_send(&mut self, room: &str, to: Option<String>, kind: String, payload: Value) {
+        let reserved = Frame::new(room, kind.as_str(), Value::Null).is_reserved();
+        let Some(r) = self.rooms.get(room).filter(|_| !reserved) else {
+            self.counters.send_refused += 1;
+            return;
+        };
+        let is_live = kind == LIVE;
+        if is_live && !live::fits(&payload) {
+            self.counters.send_refused += 1;
+            return;
+        }
+        let targets: Vec<String> = r
+            .peers
+            .iter()
+            .filter(|(p, _)| to.as_deref().is_none_or(|t| t == p.as_str()))
+            .filter_map(|(p, s)| match s {
+                // Live goes only after our `who`, never to a former member (§9.1, §9.2).
+                Stage::Admitted(a) if !is_live || (a.who_sent && !a.former_member) => {
+                    Some(p.clone())
+                }
+                _ => None,
+            })
+            .collect();
+        if targets.is_empty() {
+            self.counters.send_refused += 1;
+            return;
+        }
+        let frame = Frame::new(room, kind, payload);
+        for p in targets {
+            self.send_frame(&p, &frame);
+        }
+    }
+
+    fn valid_peer(&self, peer: &str) -> bool {
+        is_did(peer) && peer != self.did
+    }
+}
+
+impl<R: CryptoRng> Machine for Mesh<R> {
+    type Input = Input;
+    type Output = Output;
+
+    fn handle(&mut self, now: Timestamp, input: Input) {
+        match input {
+            Input::Join(config) => self.join(config),
+            Input::Leave { room } => self.leave(&room),
+            Input::PeerInRoom { room, peer } => {
+                if !self.valid_peer(&peer) || !self.rooms.contains_key(&room) {
+                    self.counters.ignored_inputs += 1;
+                    return;
+                }
+                self.meet(now, &room, &peer, Route::Relay(room.clone()));
+            }
+            Input::RelaySignal {
+                room,
+                from,
+                kind,
+                sdp,
+            } => {
+                if !self.valid_peer(&from) || !self.rooms.contains_key(&room) {
+                    self.counters.ignored_inputs += 1;
+                    return;
+                }
+                self.on_signal(now, &from, kind, sdp, Route::Relay(room));
+            }
+            Input::LocalDescription { conn, sdp } => self.on_local_description(now, conn, sdp),
+            Input::Opened {
+                conn,
+                local_fingerprint,
+                remote_fingerprint,
+            } => self.on_opened(now, conn, local_fingerprint, remote_fingerprint),
+            Input::Closed { conn } => self.on_closed(conn),
+            Input::Frame { conn, bytes } => self.on_frame(now, conn, &bytes),
+            Input::LetGo { room, peer } => self.let_go(&room, &peer),
+            Input::FormerMember { room, peer } => {
+                match self
+                    .rooms
+                    .get_mut(&room)
+                    .and_then(|r| r.peers.get_mut(&peer))
+                {
+                    Some(Stage::Admitted(a)) => a.former_member = true,
+                    _ => self.counters.ignored_inputs += 1,
+                }
+            }
+            Input::Send {
+                room,
+                to,
+                kind,
+                payload,
+            } => self.app_send(&room, to, kind, payload),
+        }
+    }
+
+    fn poll(&mut self) -> Option<Output> {
+        self.out.pop_front()
+    }
+
+    fn poll_timeout(&self) -> Option<Wakeup> {
+        let intro = self
+            .introductions
+            .next_expiry()
+            .map(|at| Wakeup::new(at, "signal memory ages out"));
+        [
+            self.handshakes.wakeup("handshake timeout"),
+            self.attempts.wakeup("connection attempt timeout"),
+            self.unclaimed.wakeup("unclaimed connection"),
+            intro,
+        ]
+        .into_iter()
+        .fold(None, Wakeup::earliest)
+    }
+
+    fn handle_timeout(&mut self, now: Timestamp) {
+        while let Some((_, (room, peer))) = self.handshakes.pop_due(now) {
+            if matches!(
+                self.rooms.get(&room).and_then(|r| r.peers.get(&peer)),
+                Some(Stage::Handshake(_))
+            ) {
+                self.counters.handshake_timeouts += 1;
+                self.end_handshake(&room, &peer);
+            }
+        }
+        while let Some((_, conn)) = self.attempts.pop_due(now) {
+            if let Some(peer) = self.by_id.get(&conn).cloned()
+                && !self.conns.get(&peer).is_some_and(Conn::is_open)
+            {
+                self.counters.attempt_timeouts += 1;
+                self.close_conn(&peer);
+            }
+        }
+        while let Some((_, conn)) = self.unclaimed.pop_due(now) {
+            if let Some(peer) = self.by_id.get(&conn).cloned()
+                && !self.uses_connection(&peer)
+            {
+                self.counters.idle_closed += 1;
+                self.close_conn(&peer);
+            }
+        }
+        self.introductions.prune(now);
+    }
+}

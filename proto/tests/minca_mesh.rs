@@ -1,0 +1,1250 @@
+//! The Minca mesh machine (§5.1, §7.2, §7.3, §8, §9) wired through an in-memory fake transport.
+//!
+//! Descriptions are opaque strings the harness makes up; a connection opens on both sides once
+//! the offerer has applied the answer; each side's channel-binding fingerprints are strings the
+//! harness picks, and a man in the middle is a different pair on each side. Virtual time steps to
+//! the earliest wakeup, with a step limit.
+#![cfg(feature = "minca")]
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use chacha20::ChaCha20Rng;
+use rand_core::SeedableRng;
+use serde_json::{Map, Value, json};
+use weft_proto::codec::did_key::DidKey;
+use weft_proto::core::{ConnId, Machine, Timestamp};
+use weft_proto::crypto::{CryptoProvider, P256Secret, default_provider, generate_p256};
+use weft_proto::minca::mesh::frame::{
+    AUTH_HELLO, AUTH_PROOF, Frame, PEERS, RESERVED_TYPES, SIGNAL,
+};
+use weft_proto::minca::mesh::introduction::{Signal, SignalKind};
+use weft_proto::minca::mesh::live::LIVE;
+use weft_proto::minca::mesh::machine::{
+    ATTEMPT_TIMEOUT, HANDSHAKE_TIMEOUT, MAX_CONNECTIONS, MAX_ROOM_PEERS, UNCLAIMED_TIMEOUT, WHO,
+};
+use weft_proto::minca::mesh::{Input, Mesh, Output, ReadAccess, RoomConfig, RoomKind};
+
+const T0: u64 = 1_790_000_000_000;
+const R1: &str = "room-one";
+const R2: &str = "room-two";
+const STEP_LIMIT: usize = 100_000;
+
+/// A stand-in for the read-proof module (§6.3): a node proves with the read key it holds, and a
+/// verifier accepts the one key it calls current.
+struct FakeReadKey {
+    held: Option<&'static str>,
+    current: &'static str,
+}
+
+impl ReadAccess for FakeReadKey {
+    fn prove(&self, label: &str) -> Option<Map<String, Value>> {
+        let key = self.held?;
+        let mut m = Map::new();
+        m.insert("read".into(), json!(format!("{key}:{label}")));
+        Some(m)
+    }
+
+    fn verify(
+        &self,
+        _now: Timestamp,
+        _prover: &str,
+        label: &str,
+        proof: &Map<String, Value>,
+    ) -> bool {
+        proof.get("read").and_then(Value::as_str) == Some(&format!("{}:{label}", self.current))
+    }
+}
+
+fn key(seed: u64) -> (P256Secret, String) {
+    let c = default_provider();
+    let mut rng = ChaCha20Rng::seed_from_u64(seed);
+    let k = generate_p256(c, &mut rng);
+    let did = DidKey::P256(c.p256_public_key(&k).unwrap().0).to_did();
+    (k, did)
+}
+
+struct Node {
+    mesh: Mesh<ChaCha20Rng>,
+    did: String,
+    fp: String,
+}
+
+#[derive(Clone, Debug)]
+struct Sent {
+    from: usize,
+    to: usize,
+    frame: Frame,
+}
+
+struct Net {
+    now: u64,
+    nodes: Vec<Node>,
+    queue: VecDeque<(usize, Input)>,
+    links: BTreeMap<(usize, ConnId), (usize, ConnId)>,
+    offers: BTreeMap<String, (usize, ConnId)>,
+    answers: BTreeMap<String, (usize, ConnId, String)>,
+    relay_up: bool,
+    /// Node pairs a man in the middle sits between.
+    mitm: BTreeSet<(usize, usize)>,
+    /// Frames lost on the wire: (from node, type).
+    lost: BTreeSet<(usize, &'static str)>,
+    outputs: Vec<(usize, Output)>,
+    sent: Vec<Sent>,
+}
+
+impl Net {
+    fn new(n: usize) -> Self {
+        let nodes = (0..n)
+            .map(|i| {
+                let (k, did) = key(100 + i as u64);
+                let mesh =
+                    Mesh::new(k, default_provider(), ChaCha20Rng::seed_from_u64(i as u64)).unwrap();
+                assert_eq!(mesh.did(), did);
+                Node {
+                    mesh,
+                    did,
+                    fp: format!("sha-256 {i:02X}:{i:02X}"),
+                }
+            })
+            .collect();
+        Self {
+            now: T0,
+            nodes,
+            queue: VecDeque::new(),
+            links: BTreeMap::new(),
+            offers: BTreeMap::new(),
+            answers: BTreeMap::new(),
+            relay_up: true,
+            mitm: BTreeSet::new(),
+            lost: BTreeSet::new(),
+            outputs: Vec::new(),
+            sent: Vec::new(),
+        }
+    }
+
+    fn did(&self, i: usize) -> String {
+        self.nodes[i].did.clone()
+    }
+
+    fn index_of(&self, did: &str) -> Option<usize> {
+        self.nodes.iter().position(|n| n.did == did)
+    }
+
+    fn join(&mut self, i: usize, room: &str, kind: RoomKind) {
+        let note = Some(format!("note-of-{i}"));
+        self.input(
+            i,
+            Input::Join(RoomConfig {
+                room: room.into(),
+                space_id: format!("space-{room}"),
+                kind,
+                note,
+            }),
+        );
+    }
+
+    /// Rendezvous tells each of the pair that the other is in `room` (a hello each way).
+    fn meet_by_relay(&mut self, a: usize, b: usize, room: &str) {
+        let (da, db) = (self.did(a), self.did(b));
+        self.input(
+            a,
+            Input::PeerInRoom {
+                room: room.into(),
+                peer: db,
+            },
+        );
+        self.input(
+            b,
+            Input::PeerInRoom {
+                room: room.into(),
+                peer: da,
+            },
+        );
+    }
+
+    fn input(&mut self, i: usize, input: Input) {
+        self.queue.push_back((i, input));
+    }
+
+    fn conn_of(&self, i: usize, j: usize) -> Option<ConnId> {
+        self.links
+            .iter()
+            .find(|((a, _), (b, _))| *a == i && *b == j)
+            .map(|((_, c), _)| *c)
+    }
+
+    /// Puts `bytes` on the wire from `from` to `to`, as if `from`'s node had sent it.
+    fn inject(&mut self, from: usize, to: usize, bytes: Vec<u8>) {
+        let conn = self.conn_of(to, from).expect("a connection");
+        self.input(to, Input::Frame { conn, bytes });
+    }
+
+    fn drain(&mut self, i: usize) {
+        while let Some(out) = self.nodes[i].mesh.poll() {
+            self.outputs.push((i, out.clone()));
+            match out {
+                Output::CreateOffer { conn, .. } => {
+                    let sdp = format!("offer {i} {}", conn.0);
+                    self.offers.insert(sdp.clone(), (i, conn));
+                    self.input(i, Input::LocalDescription { conn, sdp });
+                }
+                Output::CreateAnswer { conn, offer, .. } => {
+                    let sdp = format!("answer {i} {}", conn.0);
+                    self.answers.insert(sdp.clone(), (i, conn, offer));
+                    self.input(i, Input::LocalDescription { conn, sdp });
+                }
+                Output::ApplyAnswer { conn, answer } => {
+                    let Some((j, cj, offer)) = self.answers.get(&answer).cloned() else {
+                        continue;
+                    };
+                    if self.offers.get(&offer) != Some(&(i, conn)) {
+                        continue;
+                    }
+                    self.links.insert((i, conn), (j, cj));
+                    self.links.insert((j, cj), (i, conn));
+                    let tampered = self.mitm.contains(&(i.min(j), i.max(j)));
+                    let remote_of = |k: usize, other: usize, net: &Net| {
+                        if tampered {
+                            format!("sha-256 EE:{k:02X}")
+                        } else {
+                            net.nodes[other].fp.clone()
+                        }
+                    };
+                    let (ri, rj) = (remote_of(i, j, self), remote_of(j, i, self));
+                    let (li, lj) = (self.nodes[i].fp.clone(), self.nodes[j].fp.clone());
+                    self.input(
+                        i,
+                        Input::Opened {
+                            conn,
+                            local_fingerprint: li,
+                            remote_fingerprint: ri,
+                        },
+                    );
+                    self.input(
+                        j,
+                        Input::Opened {
+                            conn: cj,
+                            local_fingerprint: lj,
+                            remote_fingerprint: rj,
+                        },
+                    );
+                }
+                Output::Send { conn, bytes, .. } => {
+                    if let Some(&(j, cj)) = self.links.get(&(i, conn)) {
+                        if let Ok(frame) = Frame::parse(&bytes) {
+                            let lost = self.lost.iter().any(|(f, k)| *f == i && *k == frame.kind);
+                            self.sent.push(Sent {
+                                from: i,
+                                to: j,
+                                frame,
+                            });
+                            if lost {
+                                continue;
+                            }
+                        }
+                        self.input(j, Input::Frame { conn: cj, bytes });
+                    }
+                }
+                Output::Close { conn } => {
+                    if let Some((j, cj)) = self.links.remove(&(i, conn)) {
+                        self.links.remove(&(j, cj));
+                        self.input(j, Input::Closed { conn: cj });
+                    }
+                }
+                Output::ToRendezvous {
+                    room,
+                    to,
+                    kind,
+                    sdp,
+                } => {
+                    let j = self.index_of(&to).filter(|_| self.relay_up);
+                    if let Some(j) = j {
+                        let from = self.did(i);
+                        let signal = Input::RelaySignal {
+                            room,
+                            from,
+                            kind,
+                            sdp,
+                        };
+                        self.input(j, signal);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Runs inputs and timers up to `until` (ms after T0).
+    fn run_until(&mut self, until: u64) {
+        let until = T0 + until;
+        for _ in 0..STEP_LIMIT {
+            if let Some((i, input)) = self.queue.pop_front() {
+                self.nodes[i]
+                    .mesh
+                    .handle(Timestamp::from_millis(self.now), input);
+                self.drain(i);
+                continue;
+            }
+            let next = self
+                .nodes
+                .iter()
+                .filter_map(|n| n.mesh.poll_timeout())
+                .map(|w| w.at.as_millis().max(self.now))
+                .min();
+            match next {
+                Some(t) if t <= until => {
+                    self.now = t;
+                    for i in 0..self.nodes.len() {
+                        let due = self.nodes[i]
+                            .mesh
+                            .poll_timeout()
+                            .is_some_and(|w| w.at.as_millis() <= t);
+                        if due {
+                            self.nodes[i].mesh.handle_timeout(Timestamp::from_millis(t));
+                            self.drain(i);
+                        }
+                    }
+                }
+                _ => {
+                    self.now = self.now.max(until);
+                    return;
+                }
+            }
+        }
+        panic!("step limit reached");
+    }
+
+    /// Runs what is queued without moving the clock.
+    fn settle(&mut self) {
+        let at = self.now - T0;
+        self.run_until(at);
+    }
+
+    fn admitted(&self, i: usize, room: &str, j: usize) -> bool {
+        self.nodes[i].mesh.is_admitted(room, &self.nodes[j].did)
+    }
+
+    fn count(&self, pred: impl Fn(usize, &Output) -> bool) -> usize {
+        self.outputs.iter().filter(|(i, o)| pred(*i, o)).count()
+    }
+
+    fn delivered(&self, i: usize, room: &str, kind: &str) -> Vec<(String, Value)> {
+        self.outputs
+            .iter()
+            .filter_map(|(n, o)| match o {
+                Output::Deliver {
+                    room: r,
+                    peer,
+                    kind: k,
+                    payload,
+                } if *n == i && r == room && k == kind => Some((peer.clone(), payload.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn frames(&self, from: usize, to: usize, room: &str) -> Vec<Frame> {
+        self.sent
+            .iter()
+            .filter(|s| s.from == from && s.to == to && s.frame.room == room)
+            .map(|s| s.frame.clone())
+            .collect()
+    }
+
+    fn send(&mut self, i: usize, room: &str, kind: &str, payload: Value) {
+        self.input(
+            i,
+            Input::Send {
+                room: room.into(),
+                to: None,
+                kind: kind.into(),
+                payload,
+            },
+        );
+    }
+}
+
+fn is_offer(o: &Output) -> bool {
+    matches!(o, Output::CreateOffer { .. })
+}
+
+/// Two nodes admitted to each other in `rooms` (public spaces) through a relay.
+fn pair(rooms: &[&str]) -> Net {
+    let mut net = Net::new(2);
+    for r in rooms {
+        net.join(0, r, RoomKind::PublicSpace);
+        net.join(1, r, RoomKind::PublicSpace);
+        net.meet_by_relay(0, 1, r);
+    }
+    net.run_until(1_000);
+    for r in rooms {
+        assert!(net.admitted(0, r, 1) && net.admitted(1, r, 0), "{r}");
+    }
+    net
+}
+
+#[test]
+fn two_spaces_shared_by_two_devices_use_one_connection() {
+    let net = pair(&[R1, R2]);
+    assert_eq!(net.count(|_, o| is_offer(o)), 1);
+    assert_eq!(net.nodes[0].mesh.open_connection_count(), 1);
+    assert_eq!(net.nodes[1].mesh.open_connection_count(), 1);
+    assert_eq!(net.links.len(), 2);
+}
+
+#[test]
+fn the_lesser_did_offers_and_the_greater_waits() {
+    let net = pair(&[R1]);
+    let lesser = if net.did(0) < net.did(1) { 0 } else { 1 };
+    assert_eq!(net.count(|i, o| is_offer(o) && i == lesser), 1);
+    assert_eq!(net.count(|i, o| is_offer(o) && i != lesser), 0);
+    // The offer went through the relay of the room whose hello prompted it (§7.3).
+    assert_eq!(
+        net.count(|i, o| i == lesser
+            && matches!(o, Output::ToRendezvous { room, kind: SignalKind::Offer, .. } if room == R1)),
+        1
+    );
+    assert_eq!(
+        net.count(|i, o| i != lesser
+            && matches!(o, Output::ToRendezvous { room, kind: SignalKind::Answer, .. } if room == R1)),
+        1
+    );
+}
+
+#[test]
+fn a_peer_is_a_peer_only_in_the_rooms_it_shares() {
+    let mut net = Net::new(2);
+    net.join(0, R1, RoomKind::PublicSpace);
+    net.join(0, R2, RoomKind::PublicSpace);
+    net.join(1, R1, RoomKind::PublicSpace);
+    net.meet_by_relay(0, 1, R1);
+    net.run_until(1_000);
+    assert!(net.admitted(0, R1, 1) && net.admitted(1, R1, 0));
+    assert!(!net.admitted(0, R2, 1));
+    // A frame of R2 from node 1 is not of a room it is admitted in: dropped, never delivered.
+    let bytes = Frame::new(R2, "chat", json!("hi")).to_bytes(&net.did(1));
+    net.inject(1, 0, bytes);
+    net.settle();
+    assert!(net.delivered(0, R2, "chat").is_empty());
+    assert_eq!(net.nodes[0].mesh.counters().not_admitted, 1);
+    // And node 0 has nobody to send R2's messages to.
+    net.send(0, R2, "chat", json!("hello"));
+    net.settle();
+    assert!(net.frames(0, 1, R2).is_empty());
+    assert_eq!(net.nodes[0].mesh.counters().send_refused, 1);
+}
+
+#[test]
+fn every_peer_proves_who_it_is_in_every_room() {
+    let net = pair(&[R1, R2]);
+    for (a, b) in [(0, 1), (1, 0)] {
+        for room in [R1, R2] {
+            let proofs: Vec<Frame> = net
+                .frames(a, b, room)
+                .into_iter()
+                .filter(|f| f.kind == AUTH_PROOF)
+                .collect();
+            assert_eq!(proofs.len(), 1, "{a}->{b} in {room}");
+            assert_eq!(proofs[0].payload["sig"].as_str().unwrap().len(), 86);
+        }
+    }
+    for n in &net.nodes {
+        assert_eq!(n.mesh.counters().proof_failed, 0);
+    }
+    // Each (room, peer) handshake has its own fresh nonce (§7.2).
+    let nonce = |room: &str| {
+        let hello = net
+            .frames(0, 1, room)
+            .into_iter()
+            .find(|f| f.kind == AUTH_HELLO);
+        hello.unwrap().payload["nonce"].as_str().unwrap().to_owned()
+    };
+    assert_eq!(nonce(R1).len(), 22);
+    assert_ne!(nonce(R1), nonce(R2));
+}
+
+#[test]
+fn a_proof_relayed_by_a_man_in_the_middle_does_not_check_out() {
+    let mut net = Net::new(2);
+    net.mitm.insert((0, 1));
+    net.join(0, R1, RoomKind::PublicSpace);
+    net.join(1, R1, RoomKind::PublicSpace);
+    net.meet_by_relay(0, 1, R1);
+    net.run_until(1_000);
+    assert!(!net.admitted(0, R1, 1) && !net.admitted(1, R1, 0));
+    assert_eq!(net.nodes[0].mesh.counters().proof_failed, 1);
+    assert_eq!(net.nodes[1].mesh.counters().proof_failed, 1);
+    // Serving no room and no handshake, the connection is closed.
+    assert_eq!(net.nodes[0].mesh.connection_count(), 0);
+    assert!(net.links.is_empty());
+}
+
+#[test]
+fn nothing_of_a_room_crosses_before_admission() {
+    let mut net = Net::new(2);
+    // Node 1's proof is lost: node 1 admits node 0, but node 0 never admits node 1.
+    net.lost.insert((1, AUTH_PROOF));
+    net.join(0, R1, RoomKind::PublicSpace);
+    net.join(1, R1, RoomKind::PublicSpace);
+    net.meet_by_relay(0, 1, R1);
+    net.run_until(1_000);
+    assert!(net.admitted(1, R1, 0) && !net.admitted(0, R1, 1));
+    // Node 1's `who`, `__peers` and anything else of R1 reach node 0 before admission: dropped,
+    // counted.
+    net.send(1, R1, "chat", json!("x"));
+    net.send(0, R1, LIVE, json!("x"));
+    net.send(0, R1, "chat", json!("x"));
+    net.settle();
+    assert!(net.delivered(0, R1, WHO).is_empty());
+    assert!(net.delivered(0, R1, "chat").is_empty());
+    assert_eq!(net.nodes[0].mesh.counters().not_admitted, 3);
+    // Node 0 sends nothing of R1 to a peer it has not admitted.
+    assert!(
+        net.frames(0, 1, R1)
+            .iter()
+            .all(|f| f.kind.starts_with("__"))
+    );
+    assert_eq!(net.nodes[0].mesh.counters().send_refused, 2);
+}
+
+#[test]
+fn a_frame_of_a_room_not_yet_handshaken_is_dropped_and_counted() {
+    let mut net = pair(&[R1]);
+    // Node 0 joins R2 with the connection open; node 1 sends R2's messages before any handshake.
+    net.join(0, R2, RoomKind::PublicSpace);
+    net.settle();
+    let bytes = Frame::new(R2, LIVE, json!("early")).to_bytes(&net.did(1));
+    net.inject(1, 0, bytes);
+    net.settle();
+    assert!(net.delivered(0, R2, LIVE).is_empty());
+    assert_eq!(net.nodes[0].mesh.counters().not_admitted, 1);
+}
+
+#[test]
+fn failing_to_prove_it_in_one_room_costs_nothing_in_another() {
+    // Also: in a private space, a peer without its key never becomes a peer (§6.3).
+    let mut net = Net::new(2);
+    for i in 0..2 {
+        net.join(i, R1, RoomKind::PublicSpace);
+    }
+    net.join(
+        0,
+        R2,
+        RoomKind::PrivateSpace(Box::new(FakeReadKey {
+            held: Some("k1"),
+            current: "k1",
+        })),
+    );
+    net.join(
+        1,
+        R2,
+        RoomKind::PrivateSpace(Box::new(FakeReadKey {
+            held: None,
+            current: "k1",
+        })),
+    );
+    net.meet_by_relay(0, 1, R1);
+    net.meet_by_relay(0, 1, R2);
+    net.run_until(1_000);
+    assert!(net.admitted(0, R1, 1) && net.admitted(1, R1, 0));
+    assert!(!net.admitted(0, R2, 1) && !net.admitted(1, R2, 0));
+    assert_eq!(net.nodes[1].mesh.counters().no_read_key, 1);
+    // Node 1 never proved: node 0's handshake is abandoned after 10 s, the connection stays.
+    net.run_until(HANDSHAKE_TIMEOUT.as_millis() as u64 + 1_000);
+    assert_eq!(net.nodes[0].mesh.counters().handshake_timeouts, 1);
+    assert!(!net.admitted(0, R2, 1));
+    assert_eq!(net.nodes[0].mesh.open_connection_count(), 1);
+    net.send(0, R1, LIVE, json!({"type": "typing"}));
+    net.settle();
+    assert_eq!(net.delivered(1, R1, LIVE).len(), 1);
+}
+
+#[test]
+fn in_a_private_space_the_read_proof_is_checked_with_the_signature() {
+    let mut net = Net::new(2);
+    net.join(
+        0,
+        R1,
+        RoomKind::PrivateSpace(Box::new(FakeReadKey {
+            held: Some("k1"),
+            current: "k1",
+        })),
+    );
+    net.join(
+        1,
+        R1,
+        RoomKind::PrivateSpace(Box::new(FakeReadKey {
+            held: Some("k0"),
+            current: "k1",
+        })),
+    );
+    net.meet_by_relay(0, 1, R1);
+    net.run_until(1_000);
+    // Node 1 proves with an old key: node 0 refuses it; node 1 accepts node 0's current key.
+    assert_eq!(net.nodes[0].mesh.counters().proof_failed, 1);
+    assert!(!net.admitted(0, R1, 1));
+    assert!(
+        !net.admitted(1, R1, 0),
+        "admission needs both directions' proofs"
+    );
+    let mut net = Net::new(2);
+    for i in 0..2 {
+        net.join(
+            i,
+            R1,
+            RoomKind::PrivateSpace(Box::new(FakeReadKey {
+                held: Some("k1"),
+                current: "k1",
+            })),
+        );
+    }
+    net.meet_by_relay(0, 1, R1);
+    net.run_until(1_000);
+    assert!(net.admitted(0, R1, 1) && net.admitted(1, R1, 0));
+}
+
+#[test]
+fn letting_a_peer_go_in_one_room_keeps_the_connection_for_the_others() {
+    let mut net = pair(&[R1, R2]);
+    let d1 = net.did(1);
+    net.input(
+        0,
+        Input::LetGo {
+            room: R2.into(),
+            peer: d1.clone(),
+        },
+    );
+    net.settle();
+    assert!(!net.admitted(0, R2, 1) && !net.admitted(1, R2, 0));
+    assert!(net.admitted(0, R1, 1) && net.admitted(1, R1, 0));
+    assert!(net.frames(0, 1, R2).iter().any(|f| f.kind == "__leave"));
+    assert_eq!(net.links.len(), 2);
+    // Letting it go in the last room leaves a connection no room uses: closed.
+    net.input(
+        0,
+        Input::LetGo {
+            room: R1.into(),
+            peer: d1,
+        },
+    );
+    net.settle();
+    assert!(net.links.is_empty());
+    assert_eq!(net.nodes[1].mesh.connection_count(), 0);
+}
+
+#[test]
+fn leaving_a_room_says_leave_to_each_admitted_peer_who_drop_it_there() {
+    let mut net = Net::new(3);
+    for i in 0..3 {
+        net.join(i, R1, RoomKind::PublicSpace);
+    }
+    net.meet_by_relay(0, 1, R1);
+    net.meet_by_relay(0, 2, R1);
+    net.run_until(2_000);
+    for (a, b) in [(0, 1), (0, 2), (1, 2)] {
+        assert!(net.admitted(a, R1, b) && net.admitted(b, R1, a), "{a}-{b}");
+    }
+    net.input(0, Input::Leave { room: R1.into() });
+    net.settle();
+    for j in [1, 2] {
+        assert!(net.frames(0, j, R1).iter().any(|f| f.kind == "__leave"));
+        assert!(!net.admitted(j, R1, 0));
+        assert_eq!(
+            net.count(
+                |i, o| i == j && matches!(o, Output::Departed { peer, .. } if *peer == net.did(0))
+            ),
+            1
+        );
+    }
+    // Node 0's connections served only R1 and are closed; 1 and 2 keep theirs.
+    assert_eq!(net.nodes[0].mesh.connection_count(), 0);
+    assert!(net.admitted(1, R1, 2));
+    assert_eq!(net.links.len(), 2);
+}
+
+#[test]
+fn a_relay_connects_the_first_pair_and_a_peer_introduces_the_rest() {
+    let mut net = Net::new(3);
+    for i in 0..3 {
+        net.join(i, R1, RoomKind::PublicSpace);
+    }
+    // Only the pairs (0, 1) and (1, 2) hear each other's hellos.
+    net.meet_by_relay(0, 1, R1);
+    net.run_until(1_000);
+    net.meet_by_relay(1, 2, R1);
+    net.run_until(2_000);
+    for (a, b) in [(0, 1), (0, 2), (1, 2)] {
+        assert!(net.admitted(a, R1, b) && net.admitted(b, R1, a), "{a}-{b}");
+    }
+    // 0 and 2 met through the mesh: no relay signal passed between them.
+    let (d0, d2) = (net.did(0), net.did(2));
+    assert_eq!(
+        net.count(|i, o| matches!(o, Output::ToRendezvous { to, .. }
+            if (i == 0 && *to == d2) || (i == 2 && *to == d0))),
+        0
+    );
+    assert!(net.sent.iter().any(|s| s.frame.kind == SIGNAL));
+    assert!(net.sent.iter().any(|s| s.frame.kind == PEERS));
+}
+
+#[test]
+fn peers_are_told_of_each_other_at_admission() {
+    let mut net = Net::new(3);
+    for i in 0..3 {
+        net.join(i, R1, RoomKind::PublicSpace);
+    }
+    net.meet_by_relay(0, 1, R1);
+    net.run_until(1_000);
+    net.meet_by_relay(1, 2, R1);
+    net.run_until(1_001);
+    let (d0, d2) = (net.did(0), net.did(2));
+    // Node 1 admitted 2: it told 2 about 0, and 0 about 2.
+    let to_2: Vec<Value> = net
+        .frames(1, 2, R1)
+        .into_iter()
+        .filter(|f| f.kind == PEERS)
+        .map(|f| f.payload)
+        .collect();
+    assert!(to_2.contains(&json!([d0])));
+    let to_0: Vec<Value> = net
+        .frames(1, 0, R1)
+        .into_iter()
+        .filter(|f| f.kind == PEERS)
+        .map(|f| f.payload)
+        .collect();
+    assert!(to_0.contains(&json!([d2])));
+}
+
+/// Node 1 and node 2 admitted in R1; node 2 is also in R2, which node 1 has joined but nobody
+/// admitted there. Returns the net and an outsider's key.
+fn signal_setup() -> (Net, P256Secret, String) {
+    let mut net = Net::new(2);
+    net.join(0, R1, RoomKind::PublicSpace);
+    net.join(1, R1, RoomKind::PublicSpace);
+    net.join(1, R2, RoomKind::PublicSpace);
+    net.join(0, R2, RoomKind::Channel);
+    net.meet_by_relay(0, 1, R1);
+    net.run_until(1_000);
+    assert!(net.admitted(1, R1, 0));
+    let (k, d) = key(999);
+    (net, k, d)
+}
+
+fn offer_from(
+    net: &Net,
+    key: &P256Secret,
+    origin: &str,
+    to: usize,
+    room: &str,
+    sdp: &str,
+) -> Signal {
+    Signal::new(
+        default_provider(),
+        key,
+        room,
+        origin,
+        &net.did(to),
+        SignalKind::Offer,
+        sdp,
+        net.now,
+    )
+    .unwrap()
+}
+
+fn answers_for(net: &Net, i: usize, peer: &str) -> usize {
+    net.count(|n, o| n == i && matches!(o, Output::CreateAnswer { peer: p, .. } if p == peer))
+}
+
+#[test]
+fn a_signal_passed_on_in_someone_elses_name_is_ignored_and_a_genuine_one_is_acted_on_once() {
+    let (mut net, dkey, ddid) = signal_setup();
+    // Node 0 passes on an offer in the outsider's name, signed with its own key.
+    let (k0, _) = key(100);
+    let mut forged = offer_from(&net, &k0, &ddid, 1, R1, "v=forged");
+    forged.origin = ddid.clone();
+    net.inject(
+        0,
+        1,
+        Frame::new(R1, SIGNAL, forged.to_payload()).to_bytes(&net.did(0)),
+    );
+    net.settle();
+    assert_eq!(answers_for(&net, 1, &ddid), 0);
+    assert_eq!(net.nodes[1].mesh.counters().signal_dropped, 1);
+    // The genuine one, arriving twice, is acted on once; the answer goes back through the room.
+    let genuine = offer_from(&net, &dkey, &ddid, 1, R1, "v=genuine");
+    for _ in 0..2 {
+        net.inject(
+            0,
+            1,
+            Frame::new(R1, SIGNAL, genuine.to_payload()).to_bytes(&net.did(0)),
+        );
+    }
+    net.settle();
+    assert_eq!(answers_for(&net, 1, &ddid), 1);
+    let back: Vec<Frame> = net
+        .frames(1, 0, R1)
+        .into_iter()
+        .filter(|f| f.kind == SIGNAL)
+        .collect();
+    assert_eq!(back.len(), 1);
+    let answer = Signal::parse(&back[0].payload).unwrap();
+    assert_eq!(
+        (answer.origin.as_str(), answer.target.as_str(), answer.kind),
+        (net.did(1).as_str(), ddid.as_str(), SignalKind::Answer)
+    );
+    assert!(answer.verify(default_provider(), R1));
+}
+
+#[test]
+fn a_signal_is_taken_only_from_a_peer_admitted_in_its_room() {
+    let (mut net, dkey, ddid) = signal_setup();
+    // Node 1 is in R2 too, but node 0 is not admitted there.
+    let s = offer_from(&net, &dkey, &ddid, 1, R2, "v=0");
+    net.inject(
+        0,
+        1,
+        Frame::new(R2, SIGNAL, s.to_payload()).to_bytes(&net.did(0)),
+    );
+    net.settle();
+    assert_eq!(answers_for(&net, 1, &ddid), 0);
+    assert_eq!(net.nodes[1].mesh.counters().not_admitted, 1);
+    let s = offer_from(&net, &dkey, &ddid, 1, R1, "v=0");
+    net.inject(
+        0,
+        1,
+        Frame::new(R1, SIGNAL, s.to_payload()).to_bytes(&net.did(0)),
+    );
+    net.settle();
+    assert_eq!(answers_for(&net, 1, &ddid), 1);
+}
+
+#[test]
+fn a_signal_for_another_is_passed_on_to_the_rooms_other_peers() {
+    let mut net = Net::new(3);
+    for i in 0..3 {
+        net.join(i, R1, RoomKind::PublicSpace);
+    }
+    net.meet_by_relay(0, 1, R1);
+    net.meet_by_relay(1, 2, R1);
+    net.run_until(2_000);
+    let (dkey, ddid) = key(999);
+    let (_, target) = key(998);
+    let s = Signal::new(
+        default_provider(),
+        &dkey,
+        R1,
+        &ddid,
+        &target,
+        SignalKind::Offer,
+        "v=0",
+        net.now,
+    )
+    .unwrap();
+    let before = net.sent.len();
+    net.inject(
+        0,
+        1,
+        Frame::new(R1, SIGNAL, s.to_payload()).to_bytes(&net.did(0)),
+    );
+    net.settle();
+    let passed: Vec<&Sent> = net.sent[before..]
+        .iter()
+        .filter(|x| x.frame.kind == SIGNAL)
+        .collect();
+    // Node 1 passes it on to the room's other peer, 2, with hops min(3, 3) - 1, and not back to
+    // 0, where it came from.
+    assert!(
+        passed
+            .iter()
+            .any(|x| x.from == 1 && x.to == 2 && x.frame.payload["hops"] == 2)
+    );
+    assert!(!passed.iter().any(|x| x.from == 1 && x.to == 0));
+}
+
+#[test]
+fn a_signal_from_a_peer_admitted_in_any_room_is_ignored() {
+    let mut net = pair(&[R1]);
+    net.join(0, R2, RoomKind::PublicSpace);
+    net.settle();
+    let d1 = net.did(1);
+    net.input(
+        0,
+        Input::RelaySignal {
+            room: R2.into(),
+            from: d1.clone(),
+            kind: SignalKind::Offer,
+            sdp: "v=0".into(),
+        },
+    );
+    net.settle();
+    assert_eq!(answers_for(&net, 0, &d1), 0);
+    assert_eq!(net.nodes[0].mesh.counters().signal_from_admitted, 1);
+    assert!(net.admitted(0, R1, 1));
+    assert_eq!(net.links.len(), 2);
+}
+
+#[test]
+fn an_offer_replaces_an_unproven_connection_with_that_peer() {
+    let (k, _) = key(1);
+    let mut m = Mesh::new(k, default_provider(), ChaCha20Rng::seed_from_u64(1)).unwrap();
+    let t = Timestamp::from_millis(T0);
+    m.handle(
+        t,
+        Input::Join(RoomConfig {
+            room: R1.into(),
+            space_id: "s".into(),
+            kind: RoomKind::PublicSpace,
+            note: None,
+        }),
+    );
+    let (_, peer) = key(2);
+    let offer = |sdp: &str| Input::RelaySignal {
+        room: R1.into(),
+        from: peer.clone(),
+        kind: SignalKind::Offer,
+        sdp: sdp.into(),
+    };
+    m.handle(t, offer("first"));
+    let first = match m.poll() {
+        Some(Output::CreateAnswer { conn, .. }) => conn,
+        o => panic!("{o:?}"),
+    };
+    m.handle(
+        t,
+        Input::LocalDescription {
+            conn: first,
+            sdp: "a1".into(),
+        },
+    );
+    m.handle(
+        t,
+        Input::Opened {
+            conn: first,
+            local_fingerprint: String::new(),
+            remote_fingerprint: String::new(),
+        },
+    );
+    while m.poll().is_some() {}
+    m.handle(t, offer("second"));
+    let out: Vec<Output> = std::iter::from_fn(|| m.poll()).collect();
+    assert_eq!(out[0], Output::Close { conn: first });
+    assert!(
+        matches!(&out[1], Output::CreateAnswer { offer, conn, .. } if offer == "second" && *conn != first)
+    );
+    assert_eq!(m.connection_count(), 1);
+}
+
+#[test]
+fn the_mesh_offers_again() {
+    let mut net = Net::new(2);
+    net.join(0, R1, RoomKind::PublicSpace);
+    net.join(1, R1, RoomKind::PublicSpace);
+    net.relay_up = false;
+    net.meet_by_relay(0, 1, R1);
+    net.run_until(1_000);
+    assert_eq!(net.count(|_, o| is_offer(o)), 1);
+    // A second hello while the attempt is pending starts nothing.
+    net.meet_by_relay(0, 1, R1);
+    net.run_until(2_000);
+    assert_eq!(net.count(|_, o| is_offer(o)), 1);
+    // The offer was never answered: the attempt is closed and forgotten.
+    net.run_until(ATTEMPT_TIMEOUT.as_millis() as u64 + 1_000);
+    let c: u64 = net
+        .nodes
+        .iter()
+        .map(|n| n.mesh.counters().attempt_timeouts)
+        .sum();
+    assert_eq!(c, 1);
+    assert_eq!(net.count(|_, o| matches!(o, Output::Close { .. })), 1);
+    net.relay_up = true;
+    net.meet_by_relay(0, 1, R1);
+    net.run_until(ATTEMPT_TIMEOUT.as_millis() as u64 + 2_000);
+    assert_eq!(net.count(|_, o| is_offer(o)), 2);
+    assert!(net.admitted(0, R1, 1) && net.admitted(1, R1, 0));
+}
+
+#[test]
+fn a_newly_opened_connection_no_room_takes_up_is_closed_soon() {
+    let (k, _) = key(1);
+    let mut m = Mesh::new(k, default_provider(), ChaCha20Rng::seed_from_u64(1)).unwrap();
+    let t = Timestamp::from_millis(T0);
+    m.handle(
+        t,
+        Input::Join(RoomConfig {
+            room: R1.into(),
+            space_id: "s".into(),
+            kind: RoomKind::PublicSpace,
+            note: None,
+        }),
+    );
+    let (_, peer) = key(2);
+    m.handle(
+        t,
+        Input::RelaySignal {
+            room: R1.into(),
+            from: peer,
+            kind: SignalKind::Offer,
+            sdp: "o".into(),
+        },
+    );
+    let conn = match m.poll() {
+        Some(Output::CreateAnswer { conn, .. }) => conn,
+        o => panic!("{o:?}"),
+    };
+    m.handle(
+        t,
+        Input::LocalDescription {
+            conn,
+            sdp: "a".into(),
+        },
+    );
+    // The room goes before the channel opens: nobody takes the connection up.
+    m.handle(t, Input::Leave { room: R1.into() });
+    m.handle(
+        t,
+        Input::Opened {
+            conn,
+            local_fingerprint: String::new(),
+            remote_fingerprint: String::new(),
+        },
+    );
+    while m.poll().is_some() {}
+    let w = m.poll_timeout().unwrap();
+    assert_eq!(w.at, t.saturating_add(UNCLAIMED_TIMEOUT));
+    m.handle_timeout(w.at.saturating_sub(core::time::Duration::from_millis(1)));
+    assert_eq!(m.poll(), None);
+    m.handle_timeout(w.at);
+    assert_eq!(m.poll(), Some(Output::Close { conn }));
+    assert_eq!(m.counters().idle_closed, 1);
+}
+
+#[test]
+fn reserved_types_are_never_delivered_and_messages_are_the_connections_peers() {
+    let mut net = pair(&[R1]);
+    let before = net.outputs.len();
+    // A frame claiming to be from someone else is still the connection's peer's.
+    net.inject(
+        1,
+        0,
+        Frame::new(R1, "chat", json!(1)).to_bytes("did:key:zSomeoneElse"),
+    );
+    // `__leave` goes last: it ends node 1's membership of the room.
+    for t in RESERVED_TYPES {
+        net.inject(1, 0, Frame::new(R1, t, json!(null)).to_bytes(&net.did(1)));
+    }
+    net.settle();
+    let delivered: Vec<&Output> = net.outputs[before..]
+        .iter()
+        .filter(|(i, _)| *i == 0)
+        .map(|(_, o)| o)
+        .filter(|o| matches!(o, Output::Deliver { .. }))
+        .collect();
+    assert_eq!(delivered.len(), 1);
+    assert!(
+        matches!(delivered[0], Output::Deliver { peer, kind, .. } if *peer == net.did(1) && kind == "chat")
+    );
+    // The application cannot send a reserved type.
+    for t in RESERVED_TYPES {
+        net.send(0, R1, t, json!(null));
+    }
+    net.settle();
+    assert_eq!(
+        net.nodes[0].mesh.counters().send_refused,
+        RESERVED_TYPES.len() as u64
+    );
+}
+
+#[test]
+fn who_goes_first_to_a_newly_admitted_peer_and_live_only_after_it() {
+    let mut net = pair(&[R1]);
+    net.send(0, R1, LIVE, json!({"type": "typing"}));
+    net.settle();
+    let app: Vec<Frame> = net
+        .frames(0, 1, R1)
+        .into_iter()
+        .filter(|f| !f.kind.starts_with("__"))
+        .collect();
+    assert_eq!(app[0].kind, WHO);
+    assert_eq!(app[0].payload, json!({"note": "note-of-0"}));
+    assert_eq!(app[1].kind, LIVE);
+    let who = net.delivered(1, R1, WHO);
+    assert_eq!(who, vec![(net.did(0), json!({"note": "note-of-0"}))]);
+    assert_eq!(
+        net.delivered(1, R1, LIVE),
+        vec![(net.did(0), json!({"type": "typing"}))]
+    );
+}
+
+#[test]
+fn live_messages_beyond_a_peers_allowance_are_dropped_and_the_connection_stays() {
+    let mut net = pair(&[R1]);
+    for n in 0..70 {
+        net.send(0, R1, LIVE, json!(n));
+    }
+    net.settle();
+    assert_eq!(net.delivered(1, R1, LIVE).len(), 60);
+    assert_eq!(net.nodes[1].mesh.counters().live_rate_limited, 10);
+    assert!(net.admitted(1, R1, 0));
+    net.run_until(2_000);
+    net.send(0, R1, LIVE, json!("later"));
+    net.settle();
+    assert_eq!(net.delivered(1, R1, LIVE).len(), 61);
+    // Over 65 536 UTF-16 units: refused by the sender, dropped by a receiver.
+    net.send(0, R1, LIVE, json!("x".repeat(70_000)));
+    net.inject(
+        0,
+        1,
+        Frame::new(R1, LIVE, json!("x".repeat(70_000))).to_bytes(&net.did(0)),
+    );
+    net.settle();
+    assert_eq!(net.nodes[0].mesh.counters().send_refused, 1);
+    assert_eq!(net.nodes[1].mesh.counters().live_too_long, 1);
+    assert_eq!(net.delivered(1, R1, LIVE).len(), 61);
+}
+
+#[test]
+fn nothing_live_goes_to_or_is_taken_from_a_former_member() {
+    let mut net = pair(&[R1]);
+    let d0 = net.did(0);
+    net.input(
+        1,
+        Input::FormerMember {
+            room: R1.into(),
+            peer: d0,
+        },
+    );
+    net.send(0, R1, LIVE, json!("from a former member"));
+    net.send(1, R1, LIVE, json!("to a former member"));
+    net.settle();
+    assert!(net.delivered(1, R1, LIVE).is_empty());
+    assert_eq!(net.nodes[1].mesh.counters().live_from_former_member, 1);
+    assert!(net.delivered(0, R1, LIVE).is_empty());
+    assert_eq!(net.nodes[1].mesh.counters().send_refused, 1);
+}
+
+#[test]
+fn a_channels_room_asks_no_proof_introduces_nobody_and_sends_no_who() {
+    let mut net = Net::new(3);
+    for i in 0..3 {
+        net.join(i, R1, RoomKind::Channel);
+    }
+    net.meet_by_relay(0, 1, R1);
+    net.meet_by_relay(1, 2, R1);
+    net.run_until(1_000);
+    assert!(net.admitted(0, R1, 1) && net.admitted(1, R1, 2));
+    assert!(!net.admitted(0, R1, 2));
+    assert!(
+        net.sent
+            .iter()
+            .all(|s| s.frame.kind != AUTH_PROOF && s.frame.kind != PEERS && s.frame.kind != WHO)
+    );
+    net.send(0, R1, "pair-code", json!("x"));
+    net.settle();
+    assert_eq!(net.delivered(1, R1, "pair-code").len(), 1);
+}
+
+#[test]
+fn a_handshake_not_finished_within_10_s_is_abandoned_and_its_idle_connection_closed() {
+    let mut net = Net::new(2);
+    net.lost.insert((1, AUTH_PROOF));
+    net.join(0, R1, RoomKind::PublicSpace);
+    net.join(1, R1, RoomKind::PublicSpace);
+    net.meet_by_relay(0, 1, R1);
+    net.run_until(HANDSHAKE_TIMEOUT.as_millis() as u64 - 1);
+    assert_eq!(net.links.len(), 2);
+    assert_eq!(net.nodes[0].mesh.counters().handshake_timeouts, 0);
+    net.run_until(HANDSHAKE_TIMEOUT.as_millis() as u64 + 1);
+    assert_eq!(net.nodes[0].mesh.counters().handshake_timeouts, 1);
+    assert!(net.links.is_empty());
+}
+
+#[test]
+fn a_proof_is_sent_on_the_first_hello_only() {
+    let mut net = Net::new(2);
+    // Node 1's proof is lost, so node 0's handshake stays open for a second hello.
+    net.lost.insert((1, AUTH_PROOF));
+    net.join(0, R1, RoomKind::PublicSpace);
+    net.join(1, R1, RoomKind::PublicSpace);
+    net.meet_by_relay(0, 1, R1);
+    net.run_until(1_000);
+    let proofs = |net: &Net| {
+        net.frames(0, 1, R1)
+            .iter()
+            .filter(|f| f.kind == AUTH_PROOF)
+            .count()
+    };
+    assert_eq!(proofs(&net), 1);
+    let hello = Frame::new(R1, AUTH_HELLO, json!({"nonce": "AAAAAAAAAAAAAAAAAAAAAA"}));
+    net.inject(1, 0, hello.to_bytes(&net.did(1)));
+    net.settle();
+    assert_eq!(proofs(&net), 1);
+    assert_eq!(net.nodes[0].mesh.counters().bad_handshake, 1);
+}
+
+#[test]
+fn a_peer_list_naming_a_connected_peer_greets_it_in_that_room() {
+    let mut net = Net::new(3);
+    for i in 0..2 {
+        net.join(i, R1, RoomKind::PublicSpace);
+        net.join(i, R2, RoomKind::PublicSpace);
+    }
+    net.join(2, R2, RoomKind::PublicSpace);
+    // 0 and 1 share a connection for R1 only; in R2 each meets 2 through the relay.
+    net.meet_by_relay(0, 1, R1);
+    net.run_until(1_000);
+    net.meet_by_relay(2, 0, R2);
+    net.run_until(2_000);
+    net.meet_by_relay(2, 1, R2);
+    net.run_until(3_000);
+    // Told of each other in R2, 0 and 1 greet over the connection they have: no second one.
+    assert!(net.admitted(0, R2, 1) && net.admitted(1, R2, 0));
+    assert_eq!(net.nodes[0].mesh.open_connection_count(), 2);
+    let (d0, d1) = (net.did(0), net.did(1));
+    let between = |i: usize, o: &Output| matches!(o, Output::CreateOffer { peer, .. } if (i == 0 && *peer == d1) || (i == 1 && *peer == d0));
+    assert_eq!(net.count(between), 1);
+}
+
+#[test]
+fn a_side_greets_back_on_the_peers_hello() {
+    let mut net = pair(&[R1]);
+    net.join(0, R2, RoomKind::PublicSpace);
+    net.join(1, R2, RoomKind::PublicSpace);
+    // Only node 0 learns that node 1 is in R2; node 1 greets when node 0's hello arrives.
+    let d1 = net.did(1);
+    net.input(
+        0,
+        Input::PeerInRoom {
+            room: R2.into(),
+            peer: d1,
+        },
+    );
+    net.settle();
+    assert!(net.frames(1, 0, R2).iter().any(|f| f.kind == AUTH_HELLO));
+    assert!(net.admitted(0, R2, 1) && net.admitted(1, R2, 0));
+}
+
+#[test]
+fn mesh_housekeeping() {
+    let mut net = pair(&[R1]);
+    // A flood of peer lists naming made-up peers: the room's table and the connections stay
+    // bounded, and every attempt that never opens is closed and forgotten.
+    let fake = |n: usize| format!("did:key:zZ{}", "a".repeat(n % 200 + 1));
+    for batch in 0..4 {
+        let list: Vec<String> = (0..64).map(|i| fake(batch * 64 + i)).collect();
+        net.inject(
+            1,
+            0,
+            Frame::new(R1, PEERS, json!(list)).to_bytes(&net.did(1)),
+        );
+    }
+    net.settle();
+    assert!(net.nodes[0].mesh.tracked_peers() <= MAX_ROOM_PEERS);
+    assert!(net.nodes[0].mesh.connection_count() <= MAX_CONNECTIONS);
+    assert!(net.nodes[0].mesh.connection_count() > 1);
+    net.run_until(ATTEMPT_TIMEOUT.as_millis() as u64 + 2_000);
+    assert_eq!(net.nodes[0].mesh.connection_count(), 1);
+    assert!(net.admitted(0, R1, 1) && net.admitted(1, R1, 0));
+    // Nothing is left to wake for but the memory of signals passed on.
+    let w = net.nodes[0].mesh.poll_timeout();
+    assert!(w.is_none_or(|w| w.reason == "signal memory ages out"));
+}
