@@ -602,7 +602,9 @@ fn a_restart_restores_the_spool_and_the_seen_ids() {
             _ => None,
         })
         .collect();
-    assert_eq!(records.len(), 2, "the message and its seen id");
+    // The message, its seen id and its audit event (§13), which restores nothing.
+    assert_eq!(records.len(), 3, "{records:?}");
+    assert!(matches!(records[2], Record::Audit { .. }));
 
     let mut again = Realm::new();
     again.now = r.now + Duration::from_secs(5);
@@ -864,4 +866,192 @@ fn a_failed_ack_whose_reason_begins_link_is_a_dropped_link() {
         json!({"t":"ack","id":"m2","status":"failed","reason":"no thanks"}),
     );
     assert_eq!(acks(&out, ALICE)[0]["status"], "failed");
+}
+
+// ---- the audit stream (§4.9, §13) ---------------------------------------------------------------
+
+const CAROL: ConnId = ConnId(3);
+const ADMIN: ConnId = ConnId(9);
+
+fn events(out: &[Output], conn: ConnId) -> Vec<Value> {
+    frames(out, conn)
+        .into_iter()
+        .filter(|f| f["t"] == "event")
+        .collect()
+}
+
+impl Realm {
+    fn subscribe(&mut self, conn: ConnId, kinds: Option<&[&str]>) -> Value {
+        let frame = match kinds {
+            Some(k) => json!({"t":"subscribe","kinds":k}),
+            None => json!({"t":"subscribe"}),
+        };
+        let out = self.send(conn, frame);
+        frames(&out, conn).remove(0)
+    }
+
+    /// A connection the host proved an administrator's (§5), through hello/welcome.
+    fn admin(&mut self, conn: ConnId) {
+        self.open(conn, Face::Client, &[]);
+        self.input(Input::Administrator { conn });
+        self.send(
+            conn,
+            json!({"t":"hello","proto":"airc/0.1","role":"client"}),
+        );
+    }
+}
+
+#[test]
+fn a_subscriber_sees_the_events_of_its_namespaces_without_bodies() {
+    let mut r = Realm::new();
+    r.bound(BOB, "bob", &["bob/"]);
+    r.client(ALICE, "alice");
+    r.client(CAROL, "carol");
+    let subscribed = r.subscribe(ALICE, Some(&["msg"]));
+    assert_eq!(
+        subscribed,
+        json!({"t":"subscribed","kinds":["msg"],"scope":["alice"]})
+    );
+    assert_eq!(r.subscribe(CAROL, None)["scope"], json!(["carol"]));
+
+    let mut body = msg("m1", "x", "//example.com/bob/y");
+    body["body"] = json!("a secret body");
+    r.send(ALICE, body);
+    let out = r.send(BOB, json!({"t":"ack","id":"m1","status":"delivered"}));
+    let seen = events(&out, ALICE);
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    let e = &seen[0];
+    assert_eq!(e["kind"], "msg.delivered");
+    assert_eq!(e["id"], "m1");
+    assert_eq!(e["from"], "airc://example.com/alice/x");
+    assert_eq!(e["to"], "airc://example.com/bob/y");
+    assert_eq!(e["status"], "delivered");
+    assert_eq!(e["hop"], "client");
+    assert_eq!(e["bytes"], 13);
+    assert_eq!(e["ts"], 1_790_380_000.0);
+    assert!(e.get("body").is_none() && e.get("type").is_none());
+    // The ack reaches alice too, after the event: one ack, as always.
+    assert_eq!(acks(&out, ALICE).len(), 1);
+    assert!(
+        events(&out, CAROL).is_empty(),
+        "carol's scope holds neither end"
+    );
+    // The durable log carries the same event, and nothing of the body.
+    let logged: Vec<&Record> = out
+        .iter()
+        .filter_map(|o| match o {
+            Output::Persist(r @ Record::Audit { .. }) => Some(r),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(logged.len(), 1);
+    assert!(!format!("{logged:?}").contains("secret"));
+}
+
+#[test]
+fn a_kinds_filter_keeps_other_kinds_away() {
+    let mut r = Realm::new();
+    r.client(ALICE, "alice");
+    r.subscribe(ALICE, Some(&["link.offer", "passport"]));
+    let out = r.send(ALICE, msg("m1", "x", "//example.com/_resolver"));
+    assert_eq!(acks(&out, ALICE)[0]["status"], "delivered");
+    assert!(events(&out, ALICE).is_empty());
+    let out = r.send(
+        ALICE,
+        json!({"t":"link","op":"offer","as":"alice/x","peer":"bob/y","label":"q4"}),
+    );
+    let seen = events(&out, ALICE);
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert_eq!(seen[0]["kind"], "link.offer");
+    assert_eq!(seen[0]["from"], "airc://example.com/alice/x");
+    assert_eq!(seen[0]["to"], "airc://example.com/bob/y");
+    assert_eq!(seen[0]["state"], "pending");
+    assert_eq!(seen[0]["label"], "q4");
+}
+
+#[test]
+fn an_administrator_sees_every_event_and_a_connection_without_scope_none() {
+    let mut r = Realm::new();
+    r.admin(ADMIN);
+    assert_eq!(
+        r.subscribe(ADMIN, Some(&["msg.failed"])),
+        json!({"t":"subscribed","kinds":["msg.failed"],"scope":"all"})
+    );
+    r.client(ALICE, "alice");
+    let out = r.send(ALICE, msg("m1", "x", "//example.com/nobody/here"));
+    let seen = events(&out, ADMIN);
+    assert_eq!(seen[0]["code"], "no_such_path");
+    assert_eq!(seen[0]["hop"], "local");
+    assert_eq!(seen[0]["by"], "airc://example.com/_resolver");
+
+    r.open(CAROL, Face::Client, &[]);
+    r.send(
+        CAROL,
+        json!({"t":"hello","proto":"airc/0.1","role":"client"}),
+    );
+    let out = r.send(CAROL, json!({"t":"subscribe"}));
+    assert_eq!(frames(&out, CAROL)[0]["code"], "forbidden");
+    assert!(closed(&out, CAROL));
+}
+
+#[test]
+fn an_unknown_kind_is_bad_frame_and_subscribe_is_client_face_only() {
+    let mut r = Realm::new();
+    r.client(ALICE, "alice");
+    let out = r.send(ALICE, json!({"t":"subscribe","kinds":["mail"]}));
+    assert_eq!(frames(&out, ALICE)[0]["code"], "bad_frame");
+    assert!(closed(&out, ALICE));
+
+    r.open(BOB, Face::Peer, &[]);
+    let out = r.send(
+        BOB,
+        json!({"t":"hello","proto":"airc/0.1","role":"peer","realm":"partner.example",
+               "ts":1_790_380_000u64,"nonce":"00"}),
+    );
+    assert_eq!(frames(&out, BOB)[0]["t"], "welcome");
+    let out = r.send(BOB, json!({"t":"subscribe"}));
+    assert_eq!(frames(&out, BOB)[0]["code"], "unexpected_frame");
+}
+
+#[test]
+fn a_spooled_message_is_logged_queued_then_flushed() {
+    let mut r = Realm::new();
+    r.admin(ADMIN);
+    r.subscribe(ADMIN, None);
+    r.client(ALICE, "alice");
+    let out = r.send(ALICE, msg("m1", "x", "//example.com/bob/y"));
+    let e = &events(&out, ADMIN)[0];
+    assert_eq!(
+        (&e["kind"], &e["hop"]),
+        (&json!("msg.queued"), &json!("spool"))
+    );
+    assert_eq!(e["code"], "endpoint_offline");
+    let out = r.bound(BOB, "bob", &["bob/"]);
+    let e = &events(&out, ADMIN)[0];
+    assert_eq!(
+        (&e["kind"], &e["hop"]),
+        (&json!("msg.flushed"), &json!("client"))
+    );
+    assert_eq!(e["id"], "m1");
+}
+
+#[test]
+fn a_subscriber_handed_more_than_its_budget_is_closed() {
+    let mut r = Realm::new();
+    r.client(ALICE, "alice");
+    r.subscribe(ALICE, Some(&["msg"]));
+    let burst = weft_proto::airc::audit::SUBSCRIBER_RATE.burst;
+    let mut batch = Vec::new();
+    for i in 0..=burst {
+        let mut line = serde_json::to_vec(&msg(&format!("m{i}"), "x", "_resolver")).unwrap();
+        line.push(b'\n');
+        batch.extend(line);
+    }
+    let out = r.input(Input::Received {
+        conn: ALICE,
+        bytes: batch,
+    });
+    assert_eq!(events(&out, ALICE).len(), burst as usize);
+    assert!(closed(&out, ALICE), "dropped, not fed a stream with gaps");
+    assert_eq!(r.server.stats().slow_subscribers, 1);
 }

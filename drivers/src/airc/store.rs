@@ -22,6 +22,9 @@ const SEEN: TableDefinition<&str, u64> = TableDefinition::new("seen");
 /// Link id → its latest record (JSON).
 const LINKS: TableDefinition<&str, &[u8]> = TableDefinition::new("links");
 
+/// The audit log (AIRC §13), append-only: write sequence → event (JSON). Never loaded back.
+const AUDIT: TableDefinition<u64, &[u8]> = TableDefinition::new("audit");
+
 /// The server's database.
 pub struct Store {
     db: Database,
@@ -42,6 +45,7 @@ impl Store {
             txn.open_table(SPOOL_IDS).map_err(err)?;
             txn.open_table(SEEN).map_err(err)?;
             txn.open_table(LINKS).map_err(err)?;
+            txn.open_table(AUDIT).map_err(err)?;
         }
         txn.commit().map_err(err)?;
         let next_seq = {
@@ -113,6 +117,7 @@ impl Store {
             let mut ids = txn.open_table(SPOOL_IDS).map_err(err)?;
             let mut seen = txn.open_table(SEEN).map_err(err)?;
             let mut links = txn.open_table(LINKS).map_err(err)?;
+            let mut audit = txn.open_table(AUDIT).map_err(err)?;
             for change in batch {
                 let r = match change {
                     Output::Persist(r) => r,
@@ -148,6 +153,11 @@ impl Store {
                             .unwrap_or_default();
                         let bytes = serde_json::to_vec(record).map_err(err)?;
                         links.insert(id, bytes.as_slice()).map_err(err)?;
+                    }
+                    Record::Audit { event } => {
+                        let seq = audit.last().map_err(err)?.map_or(0, |(k, _)| k.value() + 1);
+                        let bytes = serde_json::to_vec(event).map_err(err)?;
+                        audit.insert(seq, bytes.as_slice()).map_err(err)?;
                     }
                     other => return Err(err(format!("unknown record {other:?}"))),
                 }

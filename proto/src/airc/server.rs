@@ -42,8 +42,11 @@
 //!   (a notice in this realm, a control message to another), `linked` answering with the
 //!   delivery; §6.3 control traffic taken before policy; §11.3's decision inside policy.
 //!
-//! Not yet: passports (§12) and the audit stream (§13); their frames are answered with a
-//! refusal that says so, never silently dropped.
+//! - §4.9 and §13 the audit stream: every event written durably ([`Record::Audit`]) and handed
+//!   to the subscribers [`super::audit`] picks; no event carries a body.
+//!
+//! Not yet: passports (§12); the `passport` frame is answered with a refusal that says so, never
+//! silently dropped.
 
 use alloc::boxed::Box;
 use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -53,16 +56,17 @@ use alloc::vec::Vec;
 use core::time::Duration;
 
 use super::address::{Address, Authority, Face as AddressFace, Namespace, RESOLVER};
+use super::audit::{self, Audit};
 use super::bind::BindTable;
 use super::frame::{
-    Ack, AckCode, AckStatus, Bound, ErrorCode, ErrorFrame, Frame, Hello, LinkRequest, Linked, Msg,
-    Object, PROTO, Passported, Role, Welcome,
+    Ack, AckCode, AckStatus, Bound, ErrorCode, ErrorFrame, Event, Frame, Hello, LinkRequest,
+    Linked, Msg, Object, PROTO, Passported, Role, Welcome,
 };
 use super::framing::{self, Answer, FrameDecoder};
 use super::link::{self, Direction, Link, LinkConfig, LinkTable, Notice, Offer, Operation};
 use super::pattern::{Pattern, PatternSegment};
 use super::policy::{self as policy, DEFAULT_REPLY_WINDOW, Policy, ReplyWindow};
-use super::signing::{self, Signed};
+use super::signing::{self, DEFAULT_TYPE as TEXT_PLAIN, Signed};
 use super::spool::{
     self, ACK_TIMEOUT, DEFAULT_TTL, FLUSH_INTERVAL, SeenIds, Spool, SpoolFull, Spooled,
 };
@@ -141,6 +145,13 @@ pub enum Input {
         /// The realm.
         authority: Authority,
     },
+    /// The host proved `conn` is an administrator's (§5: root, the account the server runs as,
+    /// or a configured uid): it may list every link and passport and sees every event (§13).
+    /// Sent right after [`Input::Opened`].
+    Administrator {
+        /// The connection.
+        conn: ConnId,
+    },
     /// A realm's published signing keys (§8.2), from DNS TXT `_airc.<realm>` or configuration.
     /// Replaces what the server knew for that realm.
     Keys {
@@ -194,6 +205,12 @@ pub enum Record {
     Link {
         /// The record's JSON form.
         record: Box<Object>,
+    },
+    /// One event of the append-only audit log (§13), never with a message body. Only ever
+    /// appended; nothing is restored from it.
+    Audit {
+        /// The event (boxed: it has many fields).
+        event: Box<Event>,
     },
     /// An id acked `delivered` or `queued`, remembered until `until` (§7.3).
     Seen {
@@ -282,6 +299,55 @@ pub struct Stats {
     pub expired: u64,
     /// Connections refused because the server was full.
     pub refused_connections: u64,
+    /// Audit events written (§13).
+    pub events: u64,
+    /// Subscribers closed for being handed more than [`audit::SUBSCRIBER_RATE`].
+    pub slow_subscribers: u64,
+}
+
+/// Where a message is when its audit event is written (§13's `hop`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Hop {
+    /// A bound client took it (or answered for it).
+    Client,
+    /// Another realm's server took it (or answered for it).
+    Peer,
+    /// This server answered it itself: a refusal, the resolver, control traffic.
+    Local,
+    /// It is held in the spool.
+    Spool,
+}
+
+impl Hop {
+    fn as_str(self) -> &'static str {
+        match self {
+            Hop::Client => "client",
+            Hop::Peer => "peer",
+            Hop::Local => "local",
+            Hop::Spool => "spool",
+        }
+    }
+}
+
+/// A message's audit event (§13): its addresses, type, `re` and body length, never the body.
+fn msg_event(now: Timestamp, kind: audit::Kind, m: &Msg, hop: Hop) -> Event {
+    let mut e = audit::event(now, kind);
+    e.id = Some(m.id.clone());
+    e.from = Some(m.from.clone());
+    e.to = Some(m.to.clone());
+    e.hop = Some(hop.as_str().to_string());
+    e.kind_of_msg = m.kind.clone().filter(|k| k != TEXT_PLAIN);
+    e.re.clone_from(&m.re);
+    e.bytes = Some(m.body.len() as u64);
+    e
+}
+
+fn audit_kind(status: AckStatus) -> audit::Kind {
+    match status {
+        AckStatus::Delivered => audit::Kind::MsgDelivered,
+        AckStatus::Queued => audit::Kind::MsgQueued,
+        AckStatus::Failed => audit::Kind::MsgFailed,
+    }
 }
 
 /// Where an ack goes once the next hop answers.
@@ -338,6 +404,10 @@ struct Conn {
     authenticated: bool,
     /// The nonce of the hello this server sent on a link it dialled.
     nonce: Option<String>,
+    /// The host proved it an administrator's (§5).
+    admin: bool,
+    /// A `peer.up` was written for it, so its close is a `peer.down` (§13).
+    up: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -368,6 +438,8 @@ pub struct Server<R> {
     replies: ReplyWindow,
     /// The realm's links (§11).
     links: LinkTable,
+    /// The audit stream's subscribers (§13).
+    audit: Audit,
     /// Forwarded messages by (next hop, id).
     pending: BTreeMap<(ConnId, String), Pending>,
     /// Spooled messages in flight (§6.6), by id, with the hop whose late ack would settle them.
@@ -396,6 +468,7 @@ impl<R: CryptoRng> Server<R> {
         let links = LinkTable::new(config.realm.clone(), config.links.clone());
         Self {
             links,
+            audit: Audit::new(config.realm.clone()),
             keys: config.known_keys.clone(),
             config,
             crypto,
@@ -454,12 +527,21 @@ impl<R: CryptoRng> Server<R> {
         }
     }
 
-    fn ack_code(&mut self, conn: ConnId, id: &str, status: AckStatus, code: AckCode) {
-        self.ack(conn, Ack::with_code(id, status, code));
+    /// Gives a message's one answer to whoever waits for it, and writes it to the audit log
+    /// (§13) as `msg.<status>`, `hop` saying where the message is now.
+    fn answer(&mut self, now: Timestamp, up: &Upstream, m: &Msg, ack: Ack, hop: Hop) {
+        let mut e = msg_event(now, audit_kind(ack.status), m, hop);
+        e.id = Some(ack.id.clone());
+        e.status = Some(status_text(ack.status).to_string());
+        e.code.clone_from(&ack.code);
+        e.reason.clone_from(&ack.reason);
+        e.by.clone_from(&ack.by);
+        self.emit(now, e);
+        self.answer_quietly(up, ack);
     }
 
-    /// Gives a message's one answer to whoever waits for it.
-    fn answer(&mut self, up: &Upstream, ack: Ack) {
+    /// The answer without an audit event: for a message whose event is already written.
+    fn answer_quietly(&mut self, up: &Upstream, ack: Ack) {
         match up {
             Upstream::Conn(c) => self.ack(*c, ack),
             Upstream::Linked(conn, link) => {
@@ -479,8 +561,42 @@ impl<R: CryptoRng> Server<R> {
         }
     }
 
-    fn answer_code(&mut self, up: &Upstream, id: &str, status: AckStatus, code: AckCode) {
-        self.answer(up, Ack::with_code(id, status, code));
+    fn answer_code(
+        &mut self,
+        now: Timestamp,
+        up: &Upstream,
+        m: &Msg,
+        (status, code): (AckStatus, AckCode),
+        hop: Hop,
+    ) {
+        let ack = Ack::with_code(&m.id, status, code);
+        self.answer(now, up, m, ack, hop);
+    }
+
+    /// Writes an event to the audit log (§13), durably, and hands it to the subscribers who see
+    /// it; a subscriber past its budget is closed ([`audit::SUBSCRIBER_RATE`]).
+    fn emit(&mut self, now: Timestamp, event: Event) {
+        let fanout = self.audit.fan_out(now, &event);
+        self.stats.events += 1;
+        if !fanout.to.is_empty() {
+            let bytes = framing::encode(&Frame::Event(Box::new(event.clone())));
+            for conn in fanout.to {
+                self.out.push_back(Output::Send {
+                    conn,
+                    bytes: bytes.clone(),
+                });
+            }
+        }
+        for conn in fanout.slow {
+            self.stats.slow_subscribers += 1;
+            self.out.push_back(Output::Close { conn });
+            if let Some(c) = self.conns.get_mut(&conn) {
+                c.state = State::Closing;
+            }
+        }
+        self.out.push_back(Output::Persist(Record::Audit {
+            event: Box::new(event),
+        }));
     }
 
     /// Remembers `id` for duplicate suppression, durably, before the ack that depends on it.
@@ -537,6 +653,8 @@ impl<R: CryptoRng> Server<R> {
                 peer: None,
                 authenticated: false,
                 nonce: None,
+                admin: false,
+                up: false,
             },
         );
     }
@@ -545,6 +663,14 @@ impl<R: CryptoRng> Server<R> {
         let Some(c) = self.conns.remove(&conn) else {
             return;
         };
+        self.audit.unsubscribe(conn);
+        if let Some(realm) = c.peer.as_ref().filter(|_| c.up) {
+            let mut e = audit::event(now, audit::Kind::PeerDown);
+            e.realm = Some(realm.to_string());
+            e.authenticated = Some(c.authenticated);
+            e.outbound = Some(c.nonce.is_some());
+            self.emit(now, e);
+        }
         if let Some(realm) = c.peer.as_ref().filter(|_| c.state == State::AwaitWelcome) {
             self.no_link(now, realm);
         }
@@ -587,7 +713,7 @@ impl<R: CryptoRng> Server<R> {
 
     /// A forwarded message whose hop went away: back into the spool, and `queued` upstream.
     fn requeue(&mut self, now: Timestamp, p: Pending, code: AckCode) {
-        let id = p.item.id.clone();
+        let msg = p.item.msg.clone();
         let from_spool = p.upstreams.iter().any(|u| matches!(u, Upstream::Spool(_)));
         if from_spool {
             // Still durably stored from when it was first spooled.
@@ -596,15 +722,17 @@ impl<R: CryptoRng> Server<R> {
         } else {
             let record = Record::Spooled {
                 key: p.key.clone(),
-                msg: Box::new(p.item.msg.clone()),
+                msg: Box::new(msg.clone()),
             };
             self.out.push_back(Output::Persist(record));
-            self.passed(now, &p.item.msg);
+            self.passed(now, &msg);
             self.spool.requeue(&p.key, alloc::vec![p.item]);
             self.arm_flush(now);
         }
+        let queued = Ack::with_code(&msg.id, AckStatus::Queued, code);
+        self.answer(now, &Upstream::Nobody, &msg, queued.clone(), Hop::Spool);
         for u in &p.upstreams {
-            self.answer_code(u, &id, AckStatus::Queued, code);
+            self.answer_quietly(u, queued.clone());
         }
     }
 
@@ -632,7 +760,13 @@ impl<R: CryptoRng> Server<R> {
                 Err(e) => match e.answer() {
                     Answer::AckFailed { id, code } => {
                         self.stats.messages += 1;
-                        self.ack_code(conn, &id, AckStatus::Failed, code);
+                        let mut e = audit::event(now, audit::Kind::MsgFailed);
+                        e.id = Some(id.clone());
+                        e.status = Some(status_text(AckStatus::Failed).to_string());
+                        e.code = Some(code.as_str().to_string());
+                        e.hop = Some(Hop::Local.as_str().to_string());
+                        self.emit(now, e);
+                        self.ack(conn, Ack::with_code(id, AckStatus::Failed, code));
                     }
                     Answer::Close(code) => self.fail(conn, code, &e.to_string()),
                 },
@@ -687,6 +821,7 @@ impl<R: CryptoRng> Server<R> {
                 self.send(conn, &Frame::Passported(Box::new(passported)));
             }
             (_, Frame::Stat(_)) if face == Face::Client => self.stat(conn),
+            (_, Frame::Subscribe(sub)) if face == Face::Client => self.subscribe(now, conn, &sub),
             (_, Frame::Error(_)) => self.out.push_back(Output::Close { conn }),
             (_, Frame::Unknown { t }) => {
                 self.fail(
@@ -699,6 +834,24 @@ impl<R: CryptoRng> Server<R> {
                 let why = format!("{} is not accepted here", other.t());
                 self.fail(conn, ErrorCode::UnexpectedFrame, &why);
             }
+        }
+    }
+
+    /// §4.9: a client asks for the live audit stream, scoped to its namespaces.
+    fn subscribe(&mut self, now: Timestamp, conn: ConnId, sub: &super::frame::Subscribe) {
+        let Some(c) = self.conns.get(&conn) else {
+            return;
+        };
+        let (namespaces, admin) = (c.namespaces.clone(), c.admin);
+        match self
+            .audit
+            .subscribe(now, conn, sub.kinds.as_deref(), &namespaces, admin)
+        {
+            Ok(subscribed) => self.send(conn, &Frame::Subscribed(subscribed)),
+            Err(e @ audit::SubscribeRefusal::NoScope) => {
+                self.fail(conn, ErrorCode::Forbidden, &e.to_string());
+            }
+            Err(e) => self.fail(conn, ErrorCode::BadFrame, &e.to_string()),
         }
     }
 
@@ -719,6 +872,8 @@ impl<R: CryptoRng> Server<R> {
             ("stray_acks", s.stray_acks),
             ("settled", s.settled),
             ("expired", s.expired),
+            ("events", s.events),
+            ("slow_subscribers", s.slow_subscribers),
         ] {
             counters.insert(name.to_string(), value.into());
         }
@@ -819,6 +974,7 @@ impl<R: CryptoRng> Server<R> {
             kid,
         };
         self.send(conn, &Frame::Welcome(welcome));
+        self.peer_up(now, conn);
         if authenticated {
             self.link_up(now, conn, &peer);
         }
@@ -889,7 +1045,21 @@ impl<R: CryptoRng> Server<R> {
             c.state = State::Open;
             c.authenticated = true;
         }
+        self.peer_up(now, conn);
         self.link_up(now, conn, &target);
+    }
+
+    /// A peer link is open (§8.4): `peer.up` (§13), whether or not it is authenticated.
+    fn peer_up(&mut self, now: Timestamp, conn: ConnId) {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        c.up = true;
+        let mut e = audit::event(now, audit::Kind::PeerUp);
+        e.realm = c.peer.as_ref().map(ToString::to_string);
+        e.authenticated = Some(c.authenticated);
+        e.outbound = Some(c.nonce.is_some());
+        self.emit(now, e);
     }
 
     /// An authenticated link to `realm`, if one is open: the only kind a server sends on.
@@ -1030,6 +1200,7 @@ impl<R: CryptoRng> Server<R> {
         }));
         let up = Upstream::Linked(conn, record);
         let c = op.control;
+        self.link_event(now, c.action, &c.link, &c.from, &c.to);
         let id = self.new_id();
         if c.to.realm() == &self.config.realm {
             let notice = Notice::new(c.action, &c.link, &c.from, &c.to).to_msg(id, now);
@@ -1052,12 +1223,22 @@ impl<R: CryptoRng> Server<R> {
         let id = m.id.clone();
         match self.links.receive(now, &m) {
             Ok(got) => {
+                if let (true, Ok(from), Ok(to)) = (
+                    got.stored != link::Stored::Unchanged,
+                    Address::parse(&m.from),
+                    Address::parse(&m.to),
+                ) {
+                    self.link_event(now, got.action, &got.link, &from, &to);
+                }
+                if let Some(reply) = &got.reply {
+                    self.link_event(now, reply.action, &reply.link, &reply.from, &reply.to);
+                }
                 let record = got.link.to_object();
                 self.out.push_back(Output::Persist(Record::Link {
                     record: Box::new(record),
                 }));
                 self.passed(now, &m);
-                self.answer(&up, Ack::new(id, AckStatus::Delivered));
+                self.answer(now, &up, &m, Ack::new(id, AckStatus::Delivered), Hop::Local);
                 if let Some(n) = got.notice {
                     let notice = n.to_msg(self.new_id(), now);
                     self.notify(now, Upstream::Nobody, notice);
@@ -1076,9 +1257,35 @@ impl<R: CryptoRng> Server<R> {
             Err(refusal) => {
                 let mut ack = Ack::with_code(id, AckStatus::Failed, link::LinkRefusal::CODE);
                 ack.reason = Some(refusal.to_string());
-                self.answer(&up, ack);
+                self.answer(now, &up, &m, ack, Hop::Local);
             }
         }
+    }
+
+    /// A link changed (§13 `link.<action>`): who acted, toward whom, and the state it is in now.
+    fn link_event(
+        &mut self,
+        now: Timestamp,
+        action: link::Action,
+        l: &Link,
+        from: &Address,
+        to: &Address,
+    ) {
+        let kind = match action {
+            link::Action::Offer => audit::Kind::LinkOffer,
+            link::Action::Accept => audit::Kind::LinkAccept,
+            link::Action::Decline => audit::Kind::LinkDecline,
+            link::Action::Revoke => audit::Kind::LinkRevoke,
+            link::Action::Grant => audit::Kind::LinkGrant,
+        };
+        let mut e = audit::event(now, kind);
+        e.link = Some(l.id.clone());
+        e.from = Some(from.to_string());
+        e.to = Some(to.to_string());
+        e.label.clone_from(&l.label);
+        e.state = Some(l.state.as_str().to_string());
+        e.passport = l.origin.as_ref().map(|o| o.passport.clone());
+        self.emit(now, e);
     }
 
     /// Delivers a server-made notice to a local endpoint, past policy: it reports what control
@@ -1161,7 +1368,6 @@ impl<R: CryptoRng> Server<R> {
 
     fn client_msg(&mut self, now: Timestamp, conn: ConnId, mut m: Msg) {
         self.stats.messages += 1;
-        let id = m.id.clone();
         let namespaces = self
             .conns
             .get(&conn)
@@ -1177,16 +1383,16 @@ impl<R: CryptoRng> Server<R> {
             Address::resolve(&m.from, face),
             Address::resolve(&m.to, face),
         ) else {
-            return self.ack_code(conn, &id, AckStatus::Failed, AckCode::BadAddress);
+            return self.refuse(now, conn, &m, AckCode::BadAddress);
         };
         let Some(ts) = signing::ts_ms(m.ts).map(Timestamp::from_millis) else {
-            return self.ack_code(conn, &id, AckStatus::Failed, AckCode::BadAddress);
+            return self.refuse(now, conn, &m, AckCode::BadAddress);
         };
         if from.realm() != &self.config.realm
             || !from.is_endpoint()
             || !namespaces.iter().any(|ns| from.is_inside(ns))
         {
-            return self.ack_code(conn, &id, AckStatus::Failed, AckCode::Refused);
+            return self.refuse(now, conn, &m, AckCode::Refused);
         }
         m.via = None;
         m.from = from.to_string();
@@ -1198,18 +1404,17 @@ impl<R: CryptoRng> Server<R> {
     /// realm, and signed by a published key of P unless P is trusted unsigned.
     fn peer_msg(&mut self, now: Timestamp, conn: ConnId, mut m: Msg) {
         self.stats.messages += 1;
-        let id = m.id.clone();
         let Some(peer) = self.conns.get(&conn).and_then(|c| c.peer.clone()) else {
             return;
         };
         let (Ok(from), Ok(to)) = (Address::parse(&m.from), Address::parse(&m.to)) else {
-            return self.ack_code(conn, &id, AckStatus::Failed, AckCode::BadAddress);
+            return self.refuse(now, conn, &m, AckCode::BadAddress);
         };
         let Some(ts) = signing::ts_ms(m.ts) else {
-            return self.ack_code(conn, &id, AckStatus::Failed, AckCode::BadAddress);
+            return self.refuse(now, conn, &m, AckCode::BadAddress);
         };
         if from.realm() != &peer || to.realm() != &self.config.realm {
-            return self.ack_code(conn, &id, AckStatus::Failed, AckCode::Refused);
+            return self.refuse(now, conn, &m, AckCode::Refused);
         }
         if !self.is_trusted_unsigned(&peer) {
             // Signed over the URIs as they appear on the wire (§9.3).
@@ -1230,7 +1435,7 @@ impl<R: CryptoRng> Server<R> {
                 &m.sigstrings(),
             );
             if !ok {
-                return self.ack_code(conn, &id, AckStatus::Failed, AckCode::Refused);
+                return self.refuse(now, conn, &m, AckCode::Refused);
             }
         }
         m.from = from.to_string();
@@ -1259,10 +1464,17 @@ impl<R: CryptoRng> Server<R> {
         let ttl = m.ttl.map_or(DEFAULT_TTL, Duration::from_secs);
         // §6.2 expiry and dedupe.
         if spool::is_expired(ts, ttl, now) {
-            return self.answer_code(&up, &id, AckStatus::Failed, AckCode::Expired);
+            return self.answer_code(
+                now,
+                &up,
+                &m,
+                (AckStatus::Failed, AckCode::Expired),
+                Hop::Local,
+            );
         }
         if self.seen.contains(now, &id) {
-            return self.answer_code(&up, &id, AckStatus::Delivered, AckCode::Duplicate);
+            let dup = (AckStatus::Delivered, AckCode::Duplicate);
+            return self.answer_code(now, &up, &m, dup, Hop::Local);
         }
         // A copy of a message still waiting on its next hop: wait with it for the same answer.
         if let Some(p) = self.pending.values_mut().find(|p| p.item.id == id) {
@@ -1306,7 +1518,7 @@ impl<R: CryptoRng> Server<R> {
         if !decision.allowed {
             let mut ack = Ack::with_code(&id, AckStatus::Failed, AckCode::Refused);
             ack.reason = Some(decision.reason());
-            return self.answer(&up, ack);
+            return self.answer(now, &up, &m, ack, Hop::Local);
         }
         let item = Spooled {
             id: id.clone(),
@@ -1325,15 +1537,18 @@ impl<R: CryptoRng> Server<R> {
     fn deliver_local(&mut self, now: Timestamp, up: Upstream, to: &Address, item: Spooled<Msg>) {
         let id = item.id.clone();
         if to.is_namespace() {
-            return self.answer_code(&up, &id, AckStatus::Failed, AckCode::NamespaceNotEndpoint);
+            let refusal = (AckStatus::Failed, AckCode::NamespaceNotEndpoint);
+            return self.answer_code(now, &up, &item.msg, refusal, Hop::Local);
         }
         if to.segments() == [RESOLVER] {
             self.passed(now, &item.msg);
-            return self.answer(&up, Ack::new(id, AckStatus::Delivered));
+            let ack = Ack::new(id, AckStatus::Delivered);
+            return self.answer(now, &up, &item.msg, ack, Hop::Local);
         }
         let client = self.binds.select(to);
         if to.is_reserved() && client.is_none() {
-            return self.answer_code(&up, &id, AckStatus::Failed, AckCode::NoSuchPath);
+            let refusal = (AckStatus::Failed, AckCode::NoSuchPath);
+            return self.answer_code(now, &up, &item.msg, refusal, Hop::Local);
         }
         let key = to.first_segment().to_string();
         if let Some(client) = client {
@@ -1348,15 +1563,16 @@ impl<R: CryptoRng> Server<R> {
         {
             let mut ack = Ack::with_code(id, AckStatus::Failed, AckCode::NoSuchPath);
             ack.by = Some(format!("airc://{}/{RESOLVER}", self.config.realm));
-            return self.answer(&up, ack);
+            return self.answer(now, &up, &item.msg, ack, Hop::Local);
         }
         let msg = item.msg.clone();
         match self.hold(now, &key, item) {
             Ok(()) => {
                 self.passed(now, &msg);
-                self.answer_code(&up, &id, AckStatus::Queued, AckCode::EndpointOffline);
+                let queued = (AckStatus::Queued, AckCode::EndpointOffline);
+                self.answer_code(now, &up, &msg, queued, Hop::Spool);
             }
-            Err(_) => self.spool_full(&up, &id),
+            Err(_) => self.spool_full(now, &up, &msg),
         }
     }
 
@@ -1369,11 +1585,11 @@ impl<R: CryptoRng> Server<R> {
         to: &Address,
         mut item: Spooled<Msg>,
     ) {
-        let id = item.id.clone();
         let realm = self.config.realm.to_string();
         let via = item.msg.via.get_or_insert_with(Vec::new);
         if via.contains(&realm) || via.len() >= MAX_VIA {
-            return self.answer_code(&up, &id, AckStatus::Failed, AckCode::RoutingLoop);
+            let refusal = (AckStatus::Failed, AckCode::RoutingLoop);
+            return self.answer_code(now, &up, &item.msg, refusal, Hop::Local);
         }
         via.push(realm);
         if let Some(key) = self
@@ -1426,15 +1642,15 @@ impl<R: CryptoRng> Server<R> {
 
     /// No link to `realm`: spool the message under it and ack `queued authority_unreachable`.
     fn hold_for(&mut self, now: Timestamp, up: Upstream, realm: &Authority, item: Spooled<Msg>) {
-        let id = item.id.clone();
         let msg = item.msg.clone();
         match self.hold(now, &remote_key(realm), item) {
             Ok(()) => {
                 self.passed(now, &msg);
-                self.answer_code(&up, &id, AckStatus::Queued, AckCode::AuthorityUnreachable);
+                let queued = (AckStatus::Queued, AckCode::AuthorityUnreachable);
+                self.answer_code(now, &up, &msg, queued, Hop::Spool);
                 self.connect(realm);
             }
-            Err(_) => self.spool_full(&up, &id),
+            Err(_) => self.spool_full(now, &up, &msg),
         }
     }
 
@@ -1456,10 +1672,16 @@ impl<R: CryptoRng> Server<R> {
     }
 
     /// The spool cannot hold the message, so it cannot be `queued`: refuse it.
-    fn spool_full(&mut self, up: &Upstream, id: &str) {
-        let mut ack = Ack::with_code(id, AckStatus::Failed, AckCode::Refused);
+    fn spool_full(&mut self, now: Timestamp, up: &Upstream, m: &Msg) {
+        let mut ack = Ack::with_code(&m.id, AckStatus::Failed, AckCode::Refused);
         ack.reason = Some("spool full".to_string());
-        self.answer(up, ack);
+        self.answer(now, up, m, ack, Hop::Local);
+    }
+
+    /// A message refused before routing (§6.2): its one ack, `failed` with `code`.
+    fn refuse(&mut self, now: Timestamp, conn: ConnId, m: &Msg, code: AckCode) {
+        let refusal = (AckStatus::Failed, code);
+        self.answer_code(now, &Upstream::Conn(conn), m, refusal, Hop::Local);
     }
 
     fn forward(
@@ -1516,9 +1738,14 @@ impl<R: CryptoRng> Server<R> {
             self.out
                 .push_back(Output::Forget(RecordKey::Spooled { id: ack.id.clone() }));
         }
+        let hop = match self.conns.get(&conn).map(|c| c.face) {
+            Some(Face::Peer) => Hop::Peer,
+            _ => Hop::Client,
+        };
+        // Relayed unchanged: status, code, by, reason (§6.6); one event for the message.
+        self.answer(now, &Upstream::Nobody, &p.item.msg, ack.clone(), hop);
         for u in &p.upstreams {
-            // Relayed unchanged: status, code, by, reason (§6.6).
-            self.answer(u, ack.clone());
+            self.answer_quietly(u, ack.clone());
         }
     }
 
@@ -1537,11 +1764,14 @@ impl<R: CryptoRng> Server<R> {
             self.out.push_back(Output::Persist(record));
             self.passed(now, &p.item.msg);
         }
+        let msg = p.item.msg.clone();
         self.spool.push_in_flight(&p.key, p.item);
         self.in_flight.insert(id.clone(), hop);
         self.arm_flush(now);
+        let queued = Ack::with_code(&id, AckStatus::Queued, AckCode::NoAck);
+        self.answer(now, &Upstream::Nobody, &msg, queued.clone(), Hop::Spool);
         for u in &p.upstreams {
-            self.answer_code(u, &id, AckStatus::Queued, AckCode::NoAck);
+            self.answer_quietly(u, queued.clone());
         }
     }
 
@@ -1569,6 +1799,13 @@ impl<R: CryptoRng> Server<R> {
             };
             match hop {
                 Some(hop) if self.pending.len() < MAX_PENDING => {
+                    let to = if remote.is_some() {
+                        Hop::Peer
+                    } else {
+                        Hop::Client
+                    };
+                    let e = msg_event(now, audit::Kind::MsgFlushed, &item.msg, to);
+                    self.emit(now, e);
                     let up = alloc::vec![Upstream::Spool(key.to_string())];
                     self.forward(now, hop, up, key.to_string(), item);
                 }
@@ -1614,6 +1851,8 @@ impl<R: CryptoRng> Server<R> {
                     let _ = self.links.restore(l);
                 }
             }
+            // Append-only: nothing in the machine is rebuilt from the log.
+            Record::Audit { .. } => {}
             Record::Seen { id, until } => {
                 if until > now {
                     self.seen
@@ -1673,6 +1912,11 @@ impl<R: CryptoRng> Machine for Server<R> {
             Input::DialFailed { authority } => {
                 self.dialling.remove(&authority);
                 self.no_link(now, &authority);
+            }
+            Input::Administrator { conn } => {
+                if let Some(c) = self.conns.get_mut(&conn) {
+                    c.admin = true;
+                }
             }
             Input::Keys { realm, keys } => {
                 self.keys.insert(realm, keys);
