@@ -4,6 +4,8 @@
 //! redeemer MUST accept all three. Only issuer and token are needed to redeem; the rest is for
 //! display."
 
+pub mod book;
+
 use alloc::string::{String, ToString};
 use core::fmt;
 
