@@ -632,3 +632,117 @@ fn a_link_offered_across_realms_travels_as_control_messages_and_notices() {
         (Some("active"), Some("delivered"))
     );
 }
+
+// ---- passports across realms (§12.4–§12.5, Appendix A.3) ---------------------------------------
+
+fn passported(frames: &[Value]) -> Value {
+    frames
+        .iter()
+        .find(|f| f["t"] == "passported")
+        .cloned()
+        .expect("a passported frame")
+}
+
+/// alice/x on example.com issues a passport for partner.example's endpoints; its line.
+fn issue_for_partner(net: &mut Net) -> String {
+    net.frame(
+        A,
+        ALICE,
+        json!({"t":"passport","op":"new","as":"alice/x","label":"vendor","to":"//partner.example/**"}),
+    );
+    let p = passported(&net.read(A, ALICE));
+    assert_eq!(p["ok"], true, "{p}");
+    p["line"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn appendix_a3_a_passport_redeemed_across_realms_is_recorded_at_the_redeemer_first() {
+    let policy_closed = |_: usize, c: &mut ServerConfig| {
+        let rules = json!([{"links": true}, {"from": "*", "to": "*", "allow": false}]);
+        c.policy = weft_proto::airc::policy::Policy::from_json(&rules.to_string()).unwrap();
+    };
+    let mut net = Net::new(policy_closed);
+    net.client(A, ALICE, "alice", &["alice/"]);
+    net.client(B, DESK, "support", &["support/desk"]);
+    net.read(A, ALICE);
+    net.read(B, DESK);
+    let line = issue_for_partner(&mut net);
+
+    net.frame(
+        B,
+        DESK,
+        json!({"t":"passport","op":"redeem","as":"support/desk","passport":line}),
+    );
+    let got = net.read(B, DESK);
+    // The grant's notice reaches desk before the redemption's answer: the redeemer's server
+    // recorded the link before the issuer acked (§12.5).
+    let notice = got
+        .iter()
+        .position(|f| f["t"] == "msg")
+        .expect("a grant notice");
+    let answer_at = got.iter().position(|f| f["t"] == "passported").unwrap();
+    assert!(notice < answer_at, "{got:?}");
+    assert_eq!(got[notice]["type"], "text/plain");
+    let answer = &got[answer_at];
+    assert_eq!(answer["ok"], true);
+    assert_eq!(answer["status"], "delivered");
+    let lid = answer["link"]["id"].as_str().unwrap();
+    assert_eq!(answer["reason"], format!("link {lid} granted"));
+    assert_eq!(answer["link"]["state"], "active");
+    assert_eq!(answer["link"]["a"], "airc://example.com/alice/x");
+    assert_eq!(answer["link"]["b"], "airc://partner.example/support/desk");
+    assert_eq!(got[notice]["hdr"]["airc-link"], lid);
+    // alice/x is told who redeemed (a foreign name, §16.4) and the link.
+    let told = net.read(A, ALICE);
+    let text = told
+        .iter()
+        .find(|f| f["t"] == "msg")
+        .and_then(|f| f["body"].as_str())
+        .unwrap()
+        .to_string();
+    assert!(
+        text.contains("airc://partner.example/support/desk redeemed your passport"),
+        "{text}"
+    );
+    assert!(text.contains(lid), "{text}");
+
+    // The granted link opens both realms' closed policies: desk may write to alice/x.
+    net.frame(
+        B,
+        DESK,
+        json!({"t":"msg","id":"d1","from":"desk","to":"//example.com/alice/x","ts":1_790_380_000.1,"body":"hi"}),
+    );
+    let delivered = net.read(A, ALICE);
+    assert!(delivered.iter().any(|f| f["id"] == "d1"), "{delivered:?}");
+}
+
+#[test]
+fn a_refused_redemption_across_realms_is_answered_with_the_issuers_reason() {
+    let mut net = Net::new(|_, _| {});
+    net.client(A, ALICE, "alice", &["alice/"]);
+    net.client(B, DESK, "support", &["support/desk"]);
+    let line = issue_for_partner(&mut net);
+    net.read(B, DESK);
+    let wrong = format!("{}x", line);
+    net.frame(
+        B,
+        DESK,
+        json!({"t":"passport","op":"redeem","as":"support/desk","passport":wrong}),
+    );
+    let answer = passported(&net.read(B, DESK));
+    assert_eq!(
+        (
+            &answer["ok"],
+            &answer["status"],
+            &answer["code"],
+            &answer["reason"]
+        ),
+        (
+            &json!(false),
+            &json!("failed"),
+            &json!("refused"),
+            &json!("passport unknown")
+        )
+    );
+    assert!(answer.get("link").is_none());
+}

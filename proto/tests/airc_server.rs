@@ -623,19 +623,6 @@ fn a_restart_restores_the_spool_and_the_seen_ids() {
 }
 
 #[test]
-fn passports_are_refused_with_a_reason_until_built() {
-    let mut r = Realm::new();
-    r.client(ALICE, "alice");
-    let out = r.send(ALICE, json!({"t":"passport","op":"new","as":"alice/x"}));
-    let f = &frames(&out, ALICE)[0];
-    assert_eq!(
-        (f["t"].as_str(), f["ok"].as_bool()),
-        (Some("passported"), Some(false))
-    );
-    assert!(!closed(&out, ALICE));
-}
-
-#[test]
 fn stat_answers_counters() {
     let mut r = Realm::new();
     r.client(ALICE, "alice");
@@ -1054,4 +1041,332 @@ fn a_subscriber_handed_more_than_its_budget_is_closed() {
     assert_eq!(events(&out, ALICE).len(), burst as usize);
     assert!(closed(&out, ALICE), "dropped, not fed a stream with gaps");
     assert_eq!(r.server.stats().slow_subscribers, 1);
+}
+
+// ---- passports (§4.7, §12) ----------------------------------------------------------------------
+
+fn passported(out: &[Output], conn: ConnId) -> Value {
+    frames(out, conn)
+        .into_iter()
+        .find(|f| f["t"] == "passported")
+        .expect("a passported frame")
+}
+
+impl Realm {
+    /// alice/x issues a passport with `extra` fields; the answer.
+    fn issue(&mut self, extra: Value) -> Value {
+        let mut req = json!({"t":"passport","op":"new","as":"alice/x","label":"vendor"});
+        for (k, v) in extra.as_object().unwrap() {
+            req[k] = v.clone();
+        }
+        let out = self.send(ALICE, req);
+        passported(&out, ALICE)
+    }
+
+    fn redeem(&mut self, conn: ConnId, as_: &str, passport: &str) -> (Value, Vec<Output>) {
+        let out = self.send(
+            conn,
+            json!({"t":"passport","op":"redeem","as":as_,"passport":passport}),
+        );
+        (passported(&out, conn), out)
+    }
+}
+
+fn token_of(line: &str) -> &str {
+    line.rsplit_once(";t=").unwrap().1
+}
+
+#[test]
+fn a_new_passport_shows_its_token_once_and_is_stored_only_hashed() {
+    let mut config = ServerConfig::new(Authority::parse("example.com").unwrap());
+    config.known_namespaces = vec![Namespace::parse("alice").unwrap()];
+    config.passports.web_base = Some("https://airc.example/p/".into());
+    let mut r = Realm::with(config);
+    r.client(ALICE, "alice");
+    let out = r.send(
+        ALICE,
+        json!({"t":"passport","op":"new","as":"alice/x","label":"vendor","to":"//partner.example/**"}),
+    );
+    let p = passported(&out, ALICE);
+    assert_eq!(p["ok"], true);
+    let line = p["line"].as_str().unwrap();
+    assert!(
+        line.starts_with("airc-passport:1;i=example.com;e=alice/x;t="),
+        "{line}"
+    );
+    let token = token_of(line);
+    assert_eq!(token.len(), 22);
+    assert!(token.bytes().all(|b| b.is_ascii_alphanumeric()));
+    assert_eq!(p["url"], format!("https://airc.example/p/#{line}"));
+    assert_eq!(p["file"]["token"], token);
+    assert_eq!(p["file"]["redeem"], "airc://example.com/_passport");
+    let rec = &p["passport"];
+    assert!(rec["id"].as_str().unwrap().starts_with('P'));
+    assert_eq!(rec.get("token_hash"), None, "the record shown has no hash");
+    assert_eq!(
+        (rec["uses"].clone(), rec["state"].clone()),
+        (json!(1), json!("active"))
+    );
+    assert_eq!(rec["expires"], 1_790_380_000.0 + 7.0 * 86_400.0);
+    assert_eq!(rec["link_ttl"], 30 * 86_400);
+    assert_eq!(rec["bind_to"], "//partner.example/**");
+    let stored: Vec<String> = out
+        .iter()
+        .filter_map(|o| match o {
+            Output::Persist(Record::Passport { record }) => {
+                Some(serde_json::to_string(record).unwrap())
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(stored.len(), 1);
+    let hash = crypto::default_provider().sha256(&[token.as_bytes()]);
+    assert!(stored[0].contains(&weft_proto::codec::hex::encode(&hash)));
+    assert!(!stored[0].contains(token), "the token is never stored");
+    // Listing shows the record, never the token or its hash.
+    let out = r.send(ALICE, json!({"t":"passport","op":"list","as":"alice/x"}));
+    let list = passported(&out, ALICE);
+    assert_eq!(list["passports"].as_array().unwrap().len(), 1);
+    assert!(!list.to_string().contains(token));
+    assert!(list["passports"][0].get("token_hash").is_none());
+}
+
+#[test]
+fn issuance_outside_the_namespaces_over_the_caps_or_when_off_is_refused() {
+    let mut r = Realm::new();
+    r.client(ALICE, "alice");
+    let out = r.send(ALICE, json!({"t":"passport","op":"new","as":"bob/y"}));
+    assert_eq!(passported(&out, ALICE)["ok"], false);
+    assert_eq!(r.issue(json!({"uses":101}))["ok"], false);
+    assert_eq!(r.issue(json!({"uses":100}))["ok"], true);
+    assert_eq!(r.issue(json!({"ttl":90 * 86_400 + 1}))["ok"], false);
+    assert_eq!(r.issue(json!({"ttl":90 * 86_400}))["ok"], true);
+    assert!(!closed(&out, ALICE));
+
+    let mut config = ServerConfig::new(Authority::parse("example.com").unwrap());
+    config.passports.issuance = weft_proto::airc::passport::book::Issuance::OwnerOnly;
+    let mut r = Realm::with(config);
+    r.client(ALICE, "alice");
+    assert_eq!(r.issue(json!({}))["ok"], false);
+    r.admin(ADMIN);
+    let out = r.send(ADMIN, json!({"t":"passport","op":"new","as":"alice/x"}));
+    assert_eq!(passported(&out, ADMIN)["ok"], true, "an administrator may");
+}
+
+#[test]
+fn a_redemption_in_one_realm_grants_a_link_and_tells_the_issuer() {
+    let mut r = Realm::new();
+    r.bound(ALICE, "alice", &["alice/"]);
+    r.bound(BOB, "bob", &["bob/"]);
+    let p = r.issue(json!({}));
+    let line = p["line"].as_str().unwrap().to_string();
+    let id = p["passport"]["id"].as_str().unwrap().to_string();
+    let (answer, out) = r.redeem(BOB, "bob/y", &line);
+    assert_eq!(answer["ok"], true, "{answer}");
+    assert_eq!(answer["status"], "delivered");
+    let link = answer["link"].clone();
+    let lid = link["id"].as_str().unwrap();
+    assert_eq!(answer["reason"], format!("link {lid} granted"));
+    assert_eq!(link["state"], "active");
+    assert_eq!(link["a"], "airc://example.com/alice/x");
+    assert_eq!(link["b"], "airc://example.com/bob/y");
+    assert_eq!(link["origin"]["passport"], id.as_str());
+    assert_eq!(link["expires"], 1_790_380_000.0 + 30.0 * 86_400.0);
+    // The issuing endpoint is told who redeemed, the link, the uses left and how to revoke.
+    let told = frames(&out, ALICE);
+    let notice = told.iter().find(|f| f["t"] == "msg").expect("a notice");
+    let text = notice["body"].as_str().unwrap();
+    assert!(
+        text.contains("bob/y redeemed your passport") && text.contains(lid),
+        "{text}"
+    );
+    assert!(
+        text.contains("0 uses left") && text.contains("revoke"),
+        "{text}"
+    );
+    assert_eq!(notice["hdr"]["airc-link"], lid);
+    // The redeemer is told of the grant too.
+    assert!(
+        frames(&out, BOB)
+            .iter()
+            .any(|f| f["t"] == "msg" && f["hdr"]["airc-link"] == lid)
+    );
+    // One use: the next redemption finds it exhausted.
+    let (again, _) = r.redeem(BOB, "bob/z", &line);
+    assert_eq!(
+        (
+            again["ok"].clone(),
+            again["status"].clone(),
+            again["code"].clone(),
+            again["reason"].clone()
+        ),
+        (
+            json!(false),
+            json!("failed"),
+            json!("refused"),
+            json!("passport exhausted")
+        )
+    );
+    let out = r.send(ALICE, json!({"t":"passport","op":"list"}));
+    assert_eq!(
+        passported(&out, ALICE)["passports"][0]["state"],
+        "exhausted"
+    );
+}
+
+#[test]
+fn redemptions_are_refused_in_the_order_of_12_5_and_twenty_failures_close_the_door() {
+    let mut r = Realm::new();
+    r.client(ALICE, "alice");
+    r.client(BOB, "bob");
+    let p = r.issue(json!({"to":"//example.com/carol/**"}));
+    let line = p["line"].as_str().unwrap().to_string();
+    let (a, _) = r.redeem(BOB, "bob/y", &line);
+    assert_eq!(a["reason"], "passport not for you");
+    let own = r.issue(json!({}));
+    let (a, _) = r.redeem(ALICE, "alice/x", own["line"].as_str().unwrap());
+    assert_eq!(
+        a["reason"], "passport not for you",
+        "the issuer cannot redeem its own"
+    );
+    let forged = "airc-passport:1;i=example.com;t=AAAAAAAAAAAAAAAAAAAAAA";
+    // Failures count per source: bob's namespace has one so far (alice's own attempt is hers).
+    for _ in 1..20 {
+        let (a, _) = r.redeem(BOB, "bob/y", forged);
+        assert_eq!(a["reason"], "passport unknown");
+    }
+    let (a, _) = r.redeem(BOB, "bob/y", own["line"].as_str().unwrap());
+    assert_eq!(a["reason"], "too many failed redemptions");
+    assert_eq!(a["code"], "refused");
+    r.now = r.now + Duration::from_secs(3601);
+    let (a, _) = r.redeem(BOB, "bob/y", own["line"].as_str().unwrap());
+    assert_eq!(a["status"], "delivered", "an hour later: {a}");
+}
+
+#[test]
+fn passport_is_reserved_and_other_types_to_it_are_no_such_path() {
+    let mut config = ServerConfig::new(Authority::parse("example.com").unwrap());
+    config.bindable_reserved = vec!["_passport".into()];
+    let mut r = Realm::with(config);
+    r.client(ALICE, "alice");
+    let out = r.send(ALICE, msg("m1", "x", "//example.com/_passport"));
+    assert_eq!(acks(&out, ALICE)[0]["code"], "no_such_path");
+    let mut m = msg("m2", "x", "//example.com/_passport");
+    m["type"] = json!("application/airc-passport+json");
+    m["body"] = json!(r#"{"action":"redeem","token":"nope"}"#);
+    let out = r.send(ALICE, m);
+    let ack = &acks(&out, ALICE)[0];
+    assert_eq!(
+        (&ack["status"], &ack["reason"]),
+        (&json!("failed"), &json!("passport unknown"))
+    );
+}
+
+#[test]
+fn revoking_a_passport_with_and_links_revokes_the_links_it_made() {
+    let mut r = Realm::new();
+    r.bound(ALICE, "alice", &["alice/"]);
+    r.bound(BOB, "bob", &["bob/"]);
+    r.admin(ADMIN);
+    r.subscribe(ADMIN, Some(&["passport", "link.revoke"]));
+    let p = r.issue(json!({"uses":2}));
+    let id = p["passport"]["id"].as_str().unwrap().to_string();
+    let line = p["line"].as_str().unwrap().to_string();
+    let (a, _) = r.redeem(BOB, "bob/y", &line);
+    let lid = a["link"]["id"].as_str().unwrap().to_string();
+    let out = r.send(
+        ALICE,
+        json!({"t":"passport","op":"revoke","as":"bob/y","id":id}),
+    );
+    assert_eq!(passported(&out, ALICE)["ok"], false, "bob/y is not alice's");
+    let out = r.send(
+        ALICE,
+        json!({"t":"passport","op":"revoke","as":"alice/x","id":id,"and_links":true}),
+    );
+    let answer = passported(&out, ALICE);
+    assert_eq!(answer["passport"]["state"], "revoked");
+    assert_eq!(answer["revoked_links"], json!([lid]));
+    let kinds: Vec<Value> = events(&out, ADMIN)
+        .iter()
+        .map(|e| e["kind"].clone())
+        .collect();
+    assert_eq!(kinds, [json!("passport.revoke"), json!("link.revoke")]);
+    let (a, _) = r.redeem(BOB, "bob/z", &line);
+    assert_eq!(a["reason"], "passport revoked");
+    // The link is revoked where it is stored.
+    let out = r.send(ALICE, json!({"t":"link","op":"list","as":"alice/x"}));
+    let links = frames(&out, ALICE)[0]["links"].clone();
+    assert_eq!(links[0]["state"], "revoked");
+}
+
+#[test]
+fn passport_events_name_the_passport_and_never_the_token() {
+    let mut r = Realm::new();
+    r.bound(ALICE, "alice", &["alice/"]);
+    r.client(BOB, "bob");
+    r.admin(ADMIN);
+    r.subscribe(ADMIN, Some(&["passport"]));
+    r.client(CAROL, "alice");
+    r.subscribe(CAROL, Some(&["passport"]));
+    let p = r.issue(json!({}));
+    let line = p["line"].as_str().unwrap().to_string();
+    let token = token_of(&line).to_string();
+    let (_, out) = r.redeem(
+        BOB,
+        "bob/y",
+        "airc-passport:1;i=example.com;t=wrongwrongwrong",
+    );
+    let refused = &events(&out, ADMIN)[0];
+    assert_eq!(refused["kind"], "passport.redeem");
+    assert_eq!(
+        (&refused["status"], &refused["code"]),
+        (&json!("failed"), &json!("refused"))
+    );
+    assert!(
+        events(&out, CAROL).is_empty(),
+        "an unknown passport names no endpoint of alice's"
+    );
+    let (_, out) = r.redeem(BOB, "bob/y", &line);
+    let e = &events(&out, CAROL)[0];
+    assert_eq!(e["kind"], "passport.redeem");
+    assert_eq!(e["status"], "delivered");
+    assert_eq!(e["passport"], p["passport"]["id"]);
+    assert_eq!(e["uses_left"], 0);
+    // The redemption carried the token in its body; no event, streamed or logged, does.
+    let logged: String = out
+        .iter()
+        .filter_map(|o| match o {
+            Output::Persist(Record::Audit { event }) => Some(format!("{event:?}")),
+            _ => None,
+        })
+        .collect();
+    assert!(logged.contains("passport.redeem"));
+    assert!(!logged.contains(&token));
+    let streamed: String = events(&out, ADMIN).iter().map(Value::to_string).collect();
+    assert!(streamed.contains("passport.redeem") && !streamed.contains(&token));
+}
+
+#[test]
+fn a_restart_restores_passports() {
+    let mut r = Realm::new();
+    r.client(ALICE, "alice");
+    let out = r.send(ALICE, json!({"t":"passport","op":"new","as":"alice/x"}));
+    let line = passported(&out, ALICE)["line"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let records: Vec<Record> = out
+        .into_iter()
+        .filter_map(|o| match o {
+            Output::Persist(rec @ Record::Passport { .. }) => Some(rec),
+            _ => None,
+        })
+        .collect();
+    let mut again = Realm::new();
+    for rec in records {
+        again.input(Input::Restore(rec));
+    }
+    again.client(BOB, "bob");
+    let (a, _) = again.redeem(BOB, "bob/y", &line);
+    assert_eq!(a["status"], "delivered", "{a}");
 }

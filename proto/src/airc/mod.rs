@@ -24,11 +24,11 @@
 //!   the decision rule policy calls (§11.3), control messages between realms and the notices
 //!   they produce (§11.4), and the admission caps (§11.5);
 //! - [`passport`]: §12.2, the three renderings of a passport (line, URL, file) and §12.1's token
-//!   hash;
+//!   hash; [`passport::book`] the issuer's records, issuance, redemption checks and revocation
+//!   (§12.1, §12.3, §12.5, §12.6);
 //! - [`server`]: the realm server machine: §3.3 lifecycle, §4.3 binds, §6 routing with one ack
 //!   per message and policy, §6.6 ack timeouts, §7 the spool, §8.4 peer links, §11 links.
-//!
-//! Still to come: passports (§12.3–§12.6).
+
 
 pub mod address;
 pub mod audit;

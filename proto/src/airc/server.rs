@@ -45,8 +45,10 @@
 //! - §4.9 and §13 the audit stream: every event written durably ([`Record::Audit`]) and handed
 //!   to the subscribers [`super::audit`] picks; no event carries a body.
 //!
-//! Not yet: passports (§12); the `passport` frame is answered with a refusal that says so, never
-//! silently dropped.
+//! - §4.7 and §12 passports: `passport` new/list/redeem/revoke, the redemption sent as a
+//!   control message (§12.4), the issuer's `_passport` (§12.5: checks in order, the grant
+//!   recorded at the redeemer before the ack, the issuing endpoint told), revocation with
+//!   `and_links` (§12.6); the records and rules live in [`super::passport::book`].
 
 use alloc::boxed::Box;
 use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -58,12 +60,16 @@ use core::time::Duration;
 use super::address::{Address, Authority, Face as AddressFace, Namespace, RESOLVER};
 use super::audit::{self, Audit};
 use super::bind::BindTable;
+use super::frame::PassportRequest;
 use super::frame::{
     Ack, AckCode, AckStatus, Bound, ErrorCode, ErrorFrame, Event, Frame, Hello, LinkRequest,
     Linked, Msg, Object, PROTO, Passported, Role, Welcome,
 };
 use super::framing::{self, Answer, FrameDecoder};
 use super::link::{self, Direction, Link, LinkConfig, LinkTable, Notice, Offer, Operation};
+use super::link::{Grant, LinkOrigin, LinkState};
+use super::passport::book::{Issuance, Issue, PassportBook, PassportConfig, PassportRecord, Use};
+use super::passport::{PASSPORT_ENDPOINT, PASSPORT_TYPE, Passport, REDEMPTION_TTL};
 use super::pattern::{Pattern, PatternSegment};
 use super::policy::{self as policy, DEFAULT_REPLY_WINDOW, Policy, ReplyWindow};
 use super::signing::{self, DEFAULT_TYPE as TEXT_PLAIN, Signed};
@@ -206,6 +212,12 @@ pub enum Record {
         /// The record's JSON form.
         record: Box<Object>,
     },
+    /// A passport record (§12.1) with its token hash, as stored after issuance, a use or a
+    /// revocation; a later record with the same id replaces it.
+    Passport {
+        /// The record's JSON form.
+        record: Box<Object>,
+    },
     /// One event of the append-only audit log (§13), never with a message body. Only ever
     /// appended; nothing is restored from it.
     Audit {
@@ -258,6 +270,8 @@ pub struct ServerConfig {
     pub policy: Policy,
     /// Whether offers are taken, and which endpoints accept them on arrival (§11.4, §11.5).
     pub links: LinkConfig,
+    /// Who may issue passports, and the web base of their URLs (§12.2, §12.3).
+    pub passports: PassportConfig,
 }
 
 impl ServerConfig {
@@ -275,6 +289,7 @@ impl ServerConfig {
             trusted_unsigned: Vec::new(),
             policy: Policy::default(),
             links: LinkConfig::default(),
+            passports: PassportConfig::default(),
         }
     }
 }
@@ -351,7 +366,7 @@ fn audit_kind(status: AckStatus) -> audit::Kind {
 }
 
 /// Where an ack goes once the next hop answers.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 enum Upstream {
     /// Relay it over this connection.
     Conn(ConnId),
@@ -362,14 +377,35 @@ enum Upstream {
     Linked(ConnId, Object),
     /// A notice the server sent on its own: its ack changes nothing (§11.4 step 4).
     Nobody,
+    /// A redemption sent for a client's `passport op=redeem`: answer it with `passported`,
+    /// reporting the ack (§12.4: "the ack to this message is the result").
+    Passported(ConnId),
+    /// A grant sent for a redemption (§12.5): the redemption is answered once the redeemer's
+    /// server has acked the grant.
+    Grant(Box<GrantWait>),
+}
+
+/// A redemption waiting for its grant's ack (§12.5).
+#[derive(Clone, Debug, PartialEq)]
+struct GrantWait {
+    /// Who waits for the redemption's answer.
+    up: Upstream,
+    /// The redemption message.
+    redemption: Msg,
+    /// The granted link.
+    link: String,
+    /// The passport redeemed.
+    passport: String,
 }
 
 impl Upstream {
     /// The client connection waiting on this answer, if any.
     fn conn(&self) -> Option<ConnId> {
         match self {
-            Self::Conn(c) | Self::Linked(c, _) => Some(*c),
-            Self::Spool(_) | Self::Nobody => None,
+            Self::Conn(c) | Self::Linked(c, _) | Self::Passported(c) => Some(*c),
+            // The redemption goes on when its connection closes: the grant is out, and the
+            // ack is answered into the void (`ack` skips a closed connection).
+            Self::Spool(_) | Self::Nobody | Self::Grant(_) => None,
         }
     }
 }
@@ -440,6 +476,8 @@ pub struct Server<R> {
     links: LinkTable,
     /// The audit stream's subscribers (§13).
     audit: Audit,
+    /// The passports this realm issued (§12).
+    passports: PassportBook,
     /// Forwarded messages by (next hop, id).
     pending: BTreeMap<(ConnId, String), Pending>,
     /// Spooled messages in flight (§6.6), by id, with the hop whose late ack would settle them.
@@ -469,6 +507,7 @@ impl<R: CryptoRng> Server<R> {
         Self {
             links,
             audit: Audit::new(config.realm.clone()),
+            passports: PassportBook::new(crypto),
             keys: config.known_keys.clone(),
             config,
             crypto,
@@ -537,12 +576,14 @@ impl<R: CryptoRng> Server<R> {
         e.reason.clone_from(&ack.reason);
         e.by.clone_from(&ack.by);
         self.emit(now, e);
-        self.answer_quietly(up, ack);
+        self.answer_quietly(now, up, ack);
     }
 
     /// The answer without an audit event: for a message whose event is already written.
-    fn answer_quietly(&mut self, up: &Upstream, ack: Ack) {
+    fn answer_quietly(&mut self, now: Timestamp, up: &Upstream, ack: Ack) {
         match up {
+            Upstream::Passported(conn) => self.redeem_answered(*conn, ack),
+            Upstream::Grant(w) => self.grant_answered(now, w, ack),
             Upstream::Conn(c) => self.ack(*c, ack),
             Upstream::Linked(conn, link) => {
                 let linked = Linked {
@@ -732,7 +773,7 @@ impl<R: CryptoRng> Server<R> {
         let queued = Ack::with_code(&msg.id, AckStatus::Queued, code);
         self.answer(now, &Upstream::Nobody, &msg, queued.clone(), Hop::Spool);
         for u in &p.upstreams {
-            self.answer_quietly(u, queued.clone());
+            self.answer_quietly(now, u, queued.clone());
         }
     }
 
@@ -804,21 +845,8 @@ impl<R: CryptoRng> Server<R> {
             (_, Frame::Ack(a)) => self.downstream_ack(now, conn, a),
             (_, Frame::Bind(b)) if face == Face::Client => self.bind(now, conn, b.names),
             (_, Frame::Link(req)) if face == Face::Client => self.link_request(now, conn, req),
-            (_, Frame::Passport(_)) if face == Face::Client => {
-                let passported = Passported {
-                    ok: false,
-                    passport: None,
-                    line: None,
-                    file: None,
-                    url: None,
-                    passports: None,
-                    status: None,
-                    reason: Some("passports are not supported by this server yet".to_string()),
-                    code: Some(AckCode::Refused.as_str().to_string()),
-                    link: None,
-                    revoked_links: None,
-                };
-                self.send(conn, &Frame::Passported(Box::new(passported)));
+            (_, Frame::Passport(req)) if face == Face::Client => {
+                self.passport_request(now, conn, &req);
             }
             (_, Frame::Stat(_)) if face == Face::Client => self.stat(conn),
             (_, Frame::Subscribe(sub)) if face == Face::Client => self.subscribe(now, conn, &sub),
@@ -1186,19 +1214,21 @@ impl<R: CryptoRng> Server<R> {
             other => return self.linked_refusal(conn, format!("unknown op {other}")),
         };
         match done {
-            Ok(op) => self.link_done(now, conn, op),
+            Ok(op) => {
+                let record = op.link.to_object();
+                self.link_done(now, Upstream::Linked(conn, record), op);
+            }
             Err(refusal) => self.linked_refusal(conn, refusal.to_string()),
         }
     }
 
     /// Stores an operation's record, then tells the other side: a notice when it is an endpoint
     /// of this realm (Appendix A.2), a control message to its realm otherwise (§11.4).
-    fn link_done(&mut self, now: Timestamp, conn: ConnId, op: Operation) {
+    fn link_done(&mut self, now: Timestamp, up: Upstream, op: Operation) {
         let record = op.link.to_object();
         self.out.push_back(Output::Persist(Record::Link {
-            record: Box::new(record.clone()),
+            record: Box::new(record),
         }));
-        let up = Upstream::Linked(conn, record);
         let c = op.control;
         self.link_event(now, c.action, &c.link, &c.from, &c.to);
         let id = self.new_id();
@@ -1306,6 +1336,430 @@ impl<R: CryptoRng> Server<R> {
     /// A fresh message id for what the server itself sends.
     fn new_id(&mut self) -> String {
         super::frame::message_id(&mut self.rng)
+    }
+
+    // ---- passports (§4.7, §12) --------------------------------------------------------------
+
+    fn passported(&mut self, conn: ConnId, p: Passported) {
+        self.send(conn, &Frame::Passported(Box::new(p)));
+    }
+
+    fn passported_refusal(&mut self, conn: ConnId, reason: String) {
+        let mut p = empty_passported(false);
+        p.code = Some(AckCode::Refused.as_str().to_string());
+        p.reason = Some(reason);
+        self.passported(conn, p);
+    }
+
+    fn persist_passport(&mut self, rec: &PassportRecord) {
+        self.out.push_back(Output::Persist(Record::Passport {
+            record: Box::new(rec.to_object(true)),
+        }));
+    }
+
+    /// A passport event (§13) with the record's id, endpoint, label, state and uses.
+    fn passport_event(&mut self, now: Timestamp, kind: audit::Kind, rec: &PassportRecord) -> Event {
+        let mut e = audit::event(now, kind);
+        e.passport = Some(rec.id.clone());
+        e.endpoint = Some(rec.endpoint.to_string());
+        e.label.clone_from(&rec.label);
+        e.state = Some(rec.state.as_str().to_string());
+        e.uses = Some(rec.uses);
+        e.uses_left = Some(rec.uses_left());
+        e
+    }
+
+    /// A client's `passport` frame (§4.7): `as` must lie inside the connection's namespaces
+    /// (§5) unless the host marked it an administrator's.
+    fn passport_request(&mut self, now: Timestamp, conn: ConnId, req: &PassportRequest) {
+        let Some(c) = self.conns.get(&conn) else {
+            return;
+        };
+        let (namespaces, admin) = (c.namespaces.clone(), c.admin);
+        let root = Namespace::root();
+        let face = AddressFace::Client {
+            realm: &self.config.realm,
+            namespace: &root,
+        };
+        let acting = match req.acting.as_deref().map(|a| Address::resolve(a, face)) {
+            Some(Ok(a)) => Some(a),
+            Some(Err(e)) => return self.passported_refusal(conn, format!("as: {e}")),
+            None => None,
+        };
+        if let Some(a) = &acting {
+            let inside = namespaces.iter().any(|ns| a.is_inside(ns));
+            if a.realm() != &self.config.realm || !(inside || admin) || !a.is_endpoint() {
+                let why = format!("{a} is outside your namespaces");
+                return self.passported_refusal(conn, why);
+            }
+        }
+        match req.op.as_str() {
+            "new" => self.passport_new(now, conn, acting, admin, req),
+            "list" => {
+                let realm = &self.config.realm;
+                let mine = |r: &PassportRecord| match &acting {
+                    Some(a) => r.endpoint.key() == a.key() || r.issued_by.key() == a.key(),
+                    None => {
+                        admin
+                            || (r.endpoint.realm() == realm
+                                && namespaces.iter().any(|ns| r.endpoint.is_inside(ns)))
+                    }
+                };
+                let list = self
+                    .passports
+                    .all()
+                    .filter(|r| mine(r))
+                    .map(|r| r.to_object(false))
+                    .collect();
+                let mut p = empty_passported(true);
+                p.passports = Some(list);
+                self.passported(conn, p);
+            }
+            "redeem" => match acting {
+                Some(a) => self.redeem_request(now, conn, a, req),
+                None => self.passported_refusal(conn, "as is required".into()),
+            },
+            "revoke" => self.passport_revoke(now, conn, acting, admin, req),
+            other => {
+                let op: String = other.chars().take(32).collect();
+                self.passported_refusal(conn, format!("unknown op {op}"));
+            }
+        }
+    }
+
+    /// §12.3: issue a passport; the token is in this answer and nowhere else.
+    fn passport_new(
+        &mut self,
+        now: Timestamp,
+        conn: ConnId,
+        acting: Option<Address>,
+        admin: bool,
+        req: &PassportRequest,
+    ) {
+        let allowed = match self.config.passports.issuance {
+            Issuance::Agents => true,
+            Issuance::OwnerOnly => admin,
+            Issuance::Off => false,
+        };
+        if !allowed {
+            return self.passported_refusal(conn, "this realm does not let you issue".into());
+        }
+        let Some(endpoint) = acting else {
+            return self.passported_refusal(conn, "as is required".into());
+        };
+        let direction = match req.direction.as_deref().map(Direction::parse) {
+            None => Direction::Both,
+            Some(Some(d)) => d,
+            Some(None) => return self.passported_refusal(conn, "unknown direction".into()),
+        };
+        let bind_to = match req.to.as_deref().map(Pattern::parse) {
+            None => None,
+            Some(Ok(p)) => Some(p),
+            Some(Err(e)) => return self.passported_refusal(conn, format!("to: {e}")),
+        };
+        if req
+            .label
+            .as_ref()
+            .is_some_and(|l| l.len() > link::MAX_LABEL_BYTES)
+        {
+            return self.passported_refusal(conn, "label too long".into());
+        }
+        let issue = Issue {
+            issued_by: endpoint.clone(),
+            endpoint: endpoint.clone(),
+            label: req.label.clone(),
+            direction,
+            uses: req.uses,
+            ttl: req.ttl,
+            link_ttl: req.link_ttl,
+            bind_to,
+        };
+        let issued = match self.passports.issue(now, &mut self.rng, issue) {
+            Ok(i) => i,
+            Err(e) => return self.passported_refusal(conn, e.to_string()),
+        };
+        let rec = issued.record.clone();
+        self.persist_passport(&rec);
+        let e = self.passport_event(now, audit::Kind::PassportIssue, &rec);
+        self.emit(now, e);
+        let issuer = self.config.realm.to_string();
+        let rendered = Passport {
+            issuer: issuer.clone(),
+            endpoint: Some(endpoint.segments().join("/")),
+            token: issued.token.clone(),
+        };
+        let mut p = empty_passported(true);
+        p.passport = Some(rec.to_object(false));
+        p.line = Some(rendered.line());
+        p.url = self
+            .config
+            .passports
+            .web_base
+            .as_deref()
+            .map(|base| rendered.url(base));
+        p.file = Some(rec.file(&issuer, &issued.token));
+        self.passported(conn, p);
+    }
+
+    /// §12.6: revoke a passport and, with `and_links`, the links it created.
+    fn passport_revoke(
+        &mut self,
+        now: Timestamp,
+        conn: ConnId,
+        acting: Option<Address>,
+        admin: bool,
+        req: &PassportRequest,
+    ) {
+        let Some(id) = req.id.as_deref().or(req.passport.as_deref()) else {
+            return self.passported_refusal(conn, "id is required".into());
+        };
+        let rec = match self.passports.revoke(id, acting.as_ref(), admin) {
+            Ok(r) => r.clone(),
+            Err(e) => return self.passported_refusal(conn, e.to_string()),
+        };
+        self.persist_passport(&rec);
+        let e = self.passport_event(now, audit::Kind::PassportRevoke, &rec);
+        self.emit(now, e);
+        let mut revoked = Vec::new();
+        if req.and_links == Some(true) {
+            let ids: Vec<(String, Address)> = self
+                .links
+                .list_all()
+                .into_iter()
+                .filter(|l| l.origin.as_ref().is_some_and(|o| o.passport == rec.id))
+                .filter(|l| matches!(l.state, LinkState::Pending | LinkState::Active))
+                .map(|l| (l.id.clone(), l.a.clone()))
+                .collect();
+            for (lid, a) in ids {
+                if let Ok(op) = self.links.revoke(now, &a, &lid) {
+                    revoked.push(lid);
+                    self.link_done(now, Upstream::Nobody, op);
+                }
+            }
+        }
+        let mut p = empty_passported(true);
+        p.passport = Some(rec.to_object(false));
+        p.revoked_links = Some(revoked);
+        self.passported(conn, p);
+    }
+
+    /// §12.4: the redeemer's server sends the redemption; its ack is the answer.
+    fn redeem_request(
+        &mut self,
+        now: Timestamp,
+        conn: ConnId,
+        redeemer: Address,
+        req: &PassportRequest,
+    ) {
+        let parsed = req.passport.as_deref().map(Passport::parse);
+        let passport = match parsed {
+            Some(Ok(p)) => p,
+            Some(Err(e)) => return self.passported_refusal(conn, e.to_string()),
+            None => return self.passported_refusal(conn, "passport is required".into()),
+        };
+        let Ok(to) = Address::parse(&format!("airc://{}/{PASSPORT_ENDPOINT}", passport.issuer))
+        else {
+            return self.passported_refusal(conn, "the issuer is not a realm".into());
+        };
+        let body = serde_json::json!({
+            "action": "redeem",
+            "token": passport.token,
+            "redeemer": redeemer.key().to_string(),
+        });
+        let m = Msg {
+            id: self.new_id(),
+            from: redeemer.to_string(),
+            to: to.to_string(),
+            ts: link::to_secs(now),
+            body: body.to_string(),
+            kind: Some(PASSPORT_TYPE.to_string()),
+            re: None,
+            ttl: Some(REDEMPTION_TTL),
+            via: None,
+            hdr: None,
+        };
+        self.stats.messages += 1;
+        self.route(now, Upstream::Passported(conn), &redeemer, &to, now, m);
+    }
+
+    /// The redemption's ack came back: `passported` with its status, and the link on success.
+    fn redeem_answered(&mut self, conn: ConnId, ack: Ack) {
+        let granted = ack
+            .reason
+            .as_deref()
+            .and_then(|r| r.strip_prefix("link "))
+            .and_then(|r| r.strip_suffix(" granted"));
+        let mut p = empty_passported(ack.status != AckStatus::Failed);
+        p.link = granted
+            .filter(|_| ack.status == AckStatus::Delivered)
+            .and_then(|id| self.links.get(id))
+            .map(Link::to_object);
+        p.status = Some(ack.status);
+        p.code = ack.code;
+        p.reason = ack.reason;
+        if self.conns.contains_key(&conn) {
+            self.passported(conn, p);
+        }
+    }
+
+    /// Where a redemption comes from, for the failure limit (§12.5): another realm as a whole
+    /// (its server vouches only for its realm), or a namespace of this one.
+    fn redemption_source(&self, from: &Address) -> String {
+        if from.realm() == &self.config.realm {
+            format!("local:{}", from.first_segment())
+        } else {
+            format!("realm:{}", from.realm())
+        }
+    }
+
+    /// §12.5 at the issuer: check, create the link, have the redeemer's server record it, then
+    /// notify the endpoint and ack.
+    fn redeem(&mut self, now: Timestamp, up: Upstream, from: &Address, m: Msg) {
+        let source = self.redemption_source(from);
+        let body: Option<serde_json::Value> = serde_json::from_str(&m.body).ok();
+        let token = body
+            .as_ref()
+            .filter(|b| b.get("action").and_then(|a| a.as_str()) == Some("redeem"))
+            .and_then(|b| b.get("token"))
+            .and_then(|t| t.as_str());
+        let rec = match self.passports.check(now, &source, token, from) {
+            Ok(rec) => rec,
+            Err(why) => return self.redeem_failed(now, &up, &m, None, why.reason()),
+        };
+        let grant = Grant {
+            a: rec.endpoint.clone(),
+            b: from.clone(),
+            direction: rec.direction,
+            label: rec.label.clone(),
+            expires: Some(now.saturating_add(rec.link_ttl)),
+            origin: Some(LinkOrigin {
+                passport: rec.id.clone(),
+                issued_by: Some(rec.issued_by.to_string()),
+                redeemed_by: Some(from.to_string()),
+            }),
+        };
+        let op = match self.links.grant(now, &mut self.rng, grant) {
+            Ok(op) => op,
+            Err(e) => {
+                let why = e.to_string();
+                return self.redeem_failed(now, &up, &m, Some(&rec), &why);
+            }
+        };
+        let lid = op.link.id.clone();
+        self.out.push_back(Output::Persist(Record::Link {
+            record: Box::new(op.link.to_object()),
+        }));
+        let used = Use {
+            redeemer: from.without_fragment(),
+            at: now,
+            link: lid.clone(),
+        };
+        if let Some(r) = self.passports.used(&rec.id, used).cloned() {
+            self.persist_passport(&r);
+        }
+        self.link_event(now, link::Action::Grant, &op.link, &op.link.a, &op.link.b);
+        let c = op.control;
+        if c.to.realm() == &self.config.realm {
+            // The redeemer is this realm's: the grant is recorded in this very table.
+            let notice = Notice::new(c.action, &c.link, &c.from, &c.to).to_msg(self.new_id(), now);
+            self.notify(now, Upstream::Nobody, notice);
+            self.redeemed(now, &up, &m, &lid, &rec.id);
+        } else {
+            let msg = c.to_msg(self.new_id(), now);
+            let item = Spooled {
+                id: msg.id.clone(),
+                ts: now,
+                ttl: DEFAULT_TTL,
+                msg,
+            };
+            let wait = GrantWait {
+                up,
+                redemption: m,
+                link: lid,
+                passport: rec.id.clone(),
+            };
+            self.deliver_remote(now, Upstream::Grant(Box::new(wait)), &c.to, item);
+        }
+    }
+
+    /// A refused redemption: `failed refused` with §12.5's reason, and a `passport.redeem`
+    /// event saying so (§13).
+    fn redeem_failed(
+        &mut self,
+        now: Timestamp,
+        up: &Upstream,
+        m: &Msg,
+        rec: Option<&PassportRecord>,
+        why: &str,
+    ) {
+        let mut e = match rec {
+            Some(r) => self.passport_event(now, audit::Kind::PassportRedeem, r),
+            None => audit::event(now, audit::Kind::PassportRedeem),
+        };
+        e.from = Some(m.from.clone());
+        e.status = Some(status_text(AckStatus::Failed).to_string());
+        e.code = Some(AckCode::Refused.as_str().to_string());
+        e.reason = Some(why.to_string());
+        self.emit(now, e);
+        let mut ack = Ack::with_code(&m.id, AckStatus::Failed, AckCode::Refused);
+        ack.reason = Some(why.to_string());
+        self.answer(now, up, m, ack, Hop::Local);
+    }
+
+    /// The grant is recorded at the redeemer's server: tell the issuing endpoint and ack the
+    /// redemption `delivered`, "link <id> granted" (§12.5).
+    fn redeemed(&mut self, now: Timestamp, up: &Upstream, m: &Msg, lid: &str, pid: &str) {
+        let (Some(rec), Some(l)) = (
+            self.passports.get(pid).cloned(),
+            self.links.get(lid).cloned(),
+        ) else {
+            return;
+        };
+        let Ok(from) = Address::parse(&m.from) else {
+            return;
+        };
+        let body = link::redeemed_text(pid, &l, &from, &rec.endpoint, rec.uses_left());
+        let notice = Notice {
+            action: link::Action::Grant,
+            link_id: lid.to_string(),
+            from: from.without_fragment(),
+            to: rec.endpoint.clone(),
+            body,
+        };
+        let notice = notice.to_msg(self.new_id(), now);
+        self.notify(now, Upstream::Nobody, notice);
+        let mut e = self.passport_event(now, audit::Kind::PassportRedeem, &rec);
+        e.from = Some(m.from.clone());
+        e.link = Some(lid.to_string());
+        e.status = Some(status_text(AckStatus::Delivered).to_string());
+        self.emit(now, e);
+        self.passed(now, m);
+        let mut ack = Ack::new(&m.id, AckStatus::Delivered);
+        ack.reason = Some(format!("link {lid} granted"));
+        self.answer(now, up, m, ack, Hop::Local);
+    }
+
+    /// The redeemer's server answered the grant. Only `delivered` means it recorded the link;
+    /// anything else revokes it here (the revoke follows a spooled grant in order, §7.4), gives
+    /// the use back and refuses the redemption.
+    fn grant_answered(&mut self, now: Timestamp, w: &GrantWait, ack: Ack) {
+        if ack.status == AckStatus::Delivered {
+            return self.redeemed(now, &w.up, &w.redemption, &w.link, &w.passport);
+        }
+        let a = self.links.get(&w.link).map(|l| l.a.clone());
+        if let Some(op) = a.and_then(|a| self.links.revoke(now, &a, &w.link).ok()) {
+            self.link_done(now, Upstream::Nobody, op);
+        }
+        let rec = self.passports.unuse(&w.passport, &w.link).cloned();
+        if let Some(r) = &rec {
+            self.persist_passport(r);
+        }
+        let why = format!(
+            "link grant not recorded ({} {})",
+            status_text(ack.status),
+            ack.code.as_deref().unwrap_or("")
+        );
+        self.redeem_failed(now, &w.up, &w.redemption, rec.as_ref(), why.trim_end());
     }
 
     // ---- bind (§4.3) ------------------------------------------------------------------------
@@ -1485,6 +1939,19 @@ impl<R: CryptoRng> Server<R> {
         // link controls leaving it are admitted independently of message policy (§11.5 caps
         // them where they are made). Passport redemptions are not built yet: `_passport` is
         // answered as a reserved path.
+        if m.kind.as_deref() == Some(PASSPORT_TYPE) && to.segments() == [PASSPORT_ENDPOINT] {
+            if to.realm() == &self.config.realm {
+                return self.redeem(now, up, from, m);
+            }
+            // §16.5: redemptions cross policy, like offers; the issuer limits them (§12.5).
+            let item = Spooled {
+                id: id.clone(),
+                ts,
+                ttl,
+                msg: m,
+            };
+            return self.deliver_remote(now, up, to, item);
+        }
         if m.kind.as_deref() == Some(link::CONTROL_TYPE) {
             if to.realm() == &self.config.realm {
                 return self.link_control(now, up, m);
@@ -1544,6 +2011,11 @@ impl<R: CryptoRng> Server<R> {
             self.passed(now, &item.msg);
             let ack = Ack::new(id, AckStatus::Delivered);
             return self.answer(now, &up, &item.msg, ack, Hop::Local);
+        }
+        if to.segments() == [PASSPORT_ENDPOINT] {
+            // §12.5: reserved and handled by the server; any other type is no_such_path.
+            let refusal = (AckStatus::Failed, AckCode::NoSuchPath);
+            return self.answer_code(now, &up, &item.msg, refusal, Hop::Local);
         }
         let client = self.binds.select(to);
         if to.is_reserved() && client.is_none() {
@@ -1745,7 +2217,7 @@ impl<R: CryptoRng> Server<R> {
         // Relayed unchanged: status, code, by, reason (§6.6); one event for the message.
         self.answer(now, &Upstream::Nobody, &p.item.msg, ack.clone(), hop);
         for u in &p.upstreams {
-            self.answer_quietly(u, ack.clone());
+            self.answer_quietly(now, u, ack.clone());
         }
     }
 
@@ -1771,7 +2243,7 @@ impl<R: CryptoRng> Server<R> {
         let queued = Ack::with_code(&id, AckStatus::Queued, AckCode::NoAck);
         self.answer(now, &Upstream::Nobody, &msg, queued.clone(), Hop::Spool);
         for u in &p.upstreams {
-            self.answer_quietly(u, queued.clone());
+            self.answer_quietly(now, u, queued.clone());
         }
     }
 
@@ -1851,6 +2323,12 @@ impl<R: CryptoRng> Server<R> {
                     let _ = self.links.restore(l);
                 }
             }
+            Record::Passport { record } => {
+                if let Some(p) = PassportRecord::from_value(&serde_json::Value::Object(*record)) {
+                    // As for links: a record that no longer fits stays on disk, unredeemable.
+                    let _ = self.passports.restore(p);
+                }
+            }
             // Append-only: nothing in the machine is rebuilt from the log.
             Record::Audit { .. } => {}
             Record::Seen { id, until } => {
@@ -1880,6 +2358,23 @@ fn pattern_inside(p: &Pattern, ns: &Namespace) -> bool {
 /// can never collide with a local key, which is a bare path segment.
 fn remote_key(authority: &Authority) -> String {
     format!("//{authority}")
+}
+
+/// A `passported` with nothing but `ok`.
+fn empty_passported(ok: bool) -> Passported {
+    Passported {
+        ok,
+        passport: None,
+        line: None,
+        file: None,
+        url: None,
+        passports: None,
+        status: None,
+        reason: None,
+        code: None,
+        link: None,
+        revoked_links: None,
+    }
 }
 
 fn status_text(status: AckStatus) -> &'static str {

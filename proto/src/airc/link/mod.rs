@@ -25,6 +25,7 @@ mod tests;
 
 pub use control::{
     Action, CONTROL_TYPE, ControlMessage, HDR_LINK, HDR_LINK_ACTION, Notice, notice_text,
+    redeemed_text,
 };
 pub(crate) use record::to_secs;
 pub use record::{

@@ -55,6 +55,27 @@ pub const MAX_PASSPORTS: usize = 10_000;
 
 const BASE62: &[u8; 62] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 
+/// Who may issue passports in a realm (§12.3).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Issuance {
+    /// Any endpoint, for itself (and administrators for any endpoint).
+    #[default]
+    Agents,
+    /// Administrator connections only.
+    OwnerOnly,
+    /// Nobody.
+    Off,
+}
+
+/// A realm's passport settings.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PassportConfig {
+    /// Who may issue.
+    pub issuance: Issuance,
+    /// The web base of the URL rendering (§12.2), when the realm has one.
+    pub web_base: Option<String>,
+}
+
 /// A passport's state (§12.1): active → exhausted | revoked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PassportState {
@@ -217,6 +238,51 @@ impl PassportRecord {
             issued_by: Address::parse(s("issued_by")?).ok()?,
         })
     }
+}
+
+impl PassportRecord {
+    /// The file rendering (§12.2) for `issuer` with `token`.
+    pub fn file(&self, issuer: &str, token: &str) -> Object {
+        let mut v = json!({
+            "airc_passport": 1,
+            "issuer": issuer,
+            "endpoint": self.endpoint.to_string(),
+            "token": token,
+            "direction": self.direction.as_str(),
+            "expires": iso8601(self.expires),
+            "uses": self.uses,
+            "redeem": alloc::format!("airc://{issuer}/_passport"),
+        });
+        let Value::Object(o) = &mut v else {
+            return Object::new();
+        };
+        if let Some(l) = &self.label {
+            o.insert("label".into(), l.clone().into());
+        }
+        core::mem::take(o)
+    }
+}
+
+/// `YYYY-MM-DDTHH:MM:SSZ` in UTC (the file rendering's `expires`, §12.2).
+pub fn iso8601(t: Timestamp) -> String {
+    let secs = t.as_secs();
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Days since 1970-01-01 to a civil date (the proleptic Gregorian calendar).
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z % 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + u64::from(month <= 2);
+    alloc::format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
 }
 
 /// What an issuer asks for (§12.3); `None` takes the default.
@@ -624,6 +690,23 @@ mod tests {
         assert!(shown.get("token_hash").is_none());
         let back = PassportRecord::from_value(&Value::Object(r.to_object(true))).unwrap();
         assert_eq!(&back, r);
+    }
+
+    #[test]
+    fn the_file_rendering_writes_expires_in_iso_8601() {
+        assert_eq!(iso8601(Timestamp::from_secs(0)), "1970-01-01T00:00:00Z");
+        assert_eq!(iso8601(T0), "2026-09-25T23:46:40Z");
+        assert_eq!(
+            iso8601(Timestamp::from_secs(951_782_400)),
+            "2000-02-29T00:00:00Z"
+        );
+        let mut b = book();
+        let mut rng = ChaCha20Rng::seed_from_u64(7);
+        let got = issue(&mut b, &mut rng, |_| {});
+        let file = Value::Object(got.record.file("example.com", &got.token)).to_string();
+        let back = super::super::Passport::parse(&file).unwrap();
+        assert_eq!(back.token, got.token);
+        assert_eq!(back.issuer, "example.com");
     }
 
     #[test]
