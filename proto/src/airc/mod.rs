@@ -27,7 +27,8 @@
 //!   hash; [`passport::book`] the issuer's records, issuance, redemption checks and revocation
 //!   (§12.1, §12.3, §12.5, §12.6);
 //! - [`server`]: the realm server machine: §3.3 lifecycle, §4.3 binds, §6 routing with one ack
-//!   per message and policy, §6.6 ack timeouts, §7 the spool, §8.4 peer links, §11 links.
+//!   per message and policy, §6.6 ack timeouts, §7 the spool, §8.4 peer links, §11 links, §12
+//!   passports and §13 the audit stream.
 
 
 pub mod address;
