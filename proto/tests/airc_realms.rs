@@ -746,3 +746,169 @@ fn a_refused_redemption_across_realms_is_answered_with_the_issuers_reason() {
     );
     assert!(answer.get("link").is_none());
 }
+
+// ---- links between realms (§11.4, §11.5) --------------------------------------------------------
+
+const RELAY: ConnId = ConnId(3);
+
+fn closed_policy(_: usize, c: &mut ServerConfig) {
+    let rules = json!([{"links": true}, {"from": "*", "to": "*", "allow": false}]);
+    c.policy = weft_proto::airc::policy::Policy::from_json(&rules.to_string()).unwrap();
+}
+
+fn msgs(frames: &[Value]) -> Vec<Value> {
+    frames.iter().filter(|f| f["t"] == "msg").cloned().collect()
+}
+
+fn linked(frames: &[Value]) -> Value {
+    frames
+        .iter()
+        .find(|f| f["t"] == "linked")
+        .cloned()
+        .expect("a linked frame")
+}
+
+/// alice/x offers a link to `peer`; the id and alice's `linked`.
+fn offer(net: &mut Net, peer: &str) -> (String, Value) {
+    net.frame(
+        A,
+        ALICE,
+        json!({"t":"link","op":"offer","as":"alice/x","peer":peer}),
+    );
+    let l = linked(&net.read(A, ALICE));
+    (l["link"]["id"].as_str().unwrap_or_default().to_string(), l)
+}
+
+#[test]
+fn an_offer_to_a_namespace_reaches_its_relay_and_an_endpoint_beneath_answers() {
+    let mut net = Net::new(|_, _| {});
+    net.client(A, ALICE, "alice", &["alice/x"]);
+    net.client(B, RELAY, "support", &["support/"]);
+    net.client(B, DESK, "support", &[]);
+    for c in [(A, ALICE), (B, RELAY), (B, DESK)] {
+        net.read(c.0, c.1);
+    }
+    let (id, l) = offer(&mut net, "//partner.example/support/");
+    assert_eq!(l["delivery"], "delivered", "{l}");
+    assert_eq!(l["link"]["b"], "airc://partner.example/support/");
+    // The offer's notice goes to the client bound for the whole namespace.
+    let told = msgs(&net.read(B, RELAY));
+    assert_eq!(told.len(), 1, "{told:?}");
+    assert_eq!(told[0]["to"], "airc://partner.example/support/");
+    assert_eq!(told[0]["hdr"]["airc-link-action"], "offer");
+    assert_eq!(told[0]["hdr"]["airc-link"], id.as_str());
+    // Any endpoint beneath the namespace answers for it.
+    net.frame(
+        B,
+        DESK,
+        json!({"t":"link","op":"accept","as":"support/desk","id":id}),
+    );
+    let answer = linked(&net.read(B, DESK));
+    assert_eq!(
+        (&answer["link"]["state"], &answer["delivery"]),
+        (&json!("active"), &json!("delivered"))
+    );
+    let back = msgs(&net.read(A, ALICE));
+    assert_eq!(back[0]["hdr"]["airc-link-action"], "accept");
+}
+
+#[test]
+fn decline_and_revoke_travel_between_realms_and_a_revocation_blocks() {
+    let mut net = Net::new(closed_policy);
+    net.client(A, ALICE, "alice", &["alice/x"]);
+    net.client(B, DESK, "support", &["support/desk"]);
+    net.read(A, ALICE);
+    net.read(B, DESK);
+    // Declined: alice is told, and the record says so on both sides.
+    let (first, _) = offer(&mut net, "//partner.example/support/desk");
+    net.read(B, DESK);
+    net.frame(
+        B,
+        DESK,
+        json!({"t":"link","op":"decline","as":"support/desk","id":first}),
+    );
+    assert_eq!(linked(&net.read(B, DESK))["link"]["state"], "declined");
+    let told = msgs(&net.read(A, ALICE));
+    assert_eq!(told[0]["hdr"]["airc-link-action"], "decline");
+    net.frame(A, ALICE, json!({"t":"link","op":"list","as":"alice/x"}));
+    let list = linked(&net.read(A, ALICE));
+    assert_eq!(list["links"][0]["state"], "declined");
+
+    // Accepted, then revoked by alice: desk is told, and desk's messages are refused again.
+    let (second, _) = offer(&mut net, "//partner.example/support/desk");
+    net.read(B, DESK);
+    net.frame(
+        B,
+        DESK,
+        json!({"t":"link","op":"accept","as":"support/desk","id":second}),
+    );
+    net.read(B, DESK);
+    net.read(A, ALICE);
+    let hi = |id: &str| json!({"t":"msg","id":id,"from":"desk","to":"//example.com/alice/x","ts":1_790_380_000.1,"body":"hi"});
+    net.frame(B, DESK, hi("d1"));
+    assert!(msgs(&net.read(A, ALICE)).iter().any(|m| m["id"] == "d1"));
+    net.frame(
+        A,
+        ALICE,
+        json!({"t":"link","op":"revoke","as":"alice/x","id":second}),
+    );
+    let answer = linked(&net.read(A, ALICE));
+    assert_eq!(
+        (&answer["link"]["state"], &answer["delivery"]),
+        (&json!("revoked"), &json!("delivered"))
+    );
+    let told = msgs(&net.read(B, DESK));
+    assert_eq!(told[0]["hdr"]["airc-link-action"], "revoke");
+    net.frame(B, DESK, hi("d2"));
+    let refused = net.read(B, DESK);
+    let ack = refused.iter().find(|f| f["t"] == "ack").unwrap();
+    assert_eq!(
+        (&ack["status"], &ack["code"]),
+        (&json!("failed"), &json!("refused"))
+    );
+    assert!(ack["reason"].as_str().unwrap().contains("revoked"), "{ack}");
+}
+
+#[test]
+fn a_realm_that_takes_no_offers_refuses_the_control_message_and_the_offerer_hears_why() {
+    let mut net = Net::new(|i, c| {
+        if i == B {
+            c.links.accept_offers = false;
+        }
+    });
+    net.client(A, ALICE, "alice", &["alice/x"]);
+    net.client(B, DESK, "support", &["support/desk"]);
+    net.read(A, ALICE);
+    net.read(B, DESK);
+    let (_, answer) = offer(&mut net, "//partner.example/support/desk");
+    assert_eq!(
+        (&answer["delivery"], &answer["code"]),
+        (&json!("failed"), &json!("refused")),
+        "{answer}"
+    );
+    assert!(answer["reason"].is_string());
+    assert!(
+        msgs(&net.read(B, DESK)).is_empty(),
+        "nobody is told of a refused offer"
+    );
+}
+
+#[test]
+fn an_offer_crosses_a_policy_that_refuses_messages() {
+    let mut net = Net::new(closed_policy);
+    net.client(A, ALICE, "alice", &["alice/x"]);
+    net.client(B, DESK, "support", &["support/desk"]);
+    net.read(A, ALICE);
+    net.read(B, DESK);
+    // A message is refused by the closed policies…
+    net.frame(A, ALICE, to_desk("m1"));
+    let ack = net.acks(A, ALICE).remove(0);
+    assert_eq!(ack["code"], "refused");
+    // …but the knock (an offer) gets through (§11.5).
+    let (_, answer) = offer(&mut net, "//partner.example/support/desk");
+    assert_eq!(answer["delivery"], "delivered");
+    assert_eq!(
+        msgs(&net.read(B, DESK))[0]["hdr"]["airc-link-action"],
+        "offer"
+    );
+}

@@ -1370,3 +1370,54 @@ fn a_restart_restores_passports() {
     let (a, _) = again.redeem(BOB, "bob/y", &line);
     assert_eq!(a["status"], "delivered", "{a}");
 }
+
+// ---- §11.5 admission through frames ------------------------------------------------------------
+
+#[test]
+fn an_offerer_has_at_most_20_pending_offers() {
+    let mut r = Realm::new();
+    r.client(ALICE, "alice");
+    for i in 0..weft_proto::airc::link::MAX_PENDING_OFFERS {
+        let out = r.send(
+            ALICE,
+            json!({"t":"link","op":"offer","as":"alice/x","peer":format!("bob/y{i}")}),
+        );
+        assert_eq!(frames(&out, ALICE)[0]["ok"], true, "offer {i}");
+        // Keep under the rate: one offer a second after the burst.
+        r.now = r.now + Duration::from_secs(1);
+    }
+    let out = r.send(
+        ALICE,
+        json!({"t":"link","op":"offer","as":"alice/x","peer":"bob/y20"}),
+    );
+    let refused = &frames(&out, ALICE)[0];
+    assert_eq!(
+        (&refused["ok"], &refused["code"]),
+        (&json!(false), &json!("refused"))
+    );
+    // Another offerer of the namespace is not held by alice/x's cap.
+    let out = r.send(
+        ALICE,
+        json!({"t":"link","op":"offer","as":"alice/w","peer":"bob/y20"}),
+    );
+    assert_eq!(frames(&out, ALICE)[0]["ok"], true);
+}
+
+#[test]
+fn offers_from_one_namespace_are_rate_limited() {
+    let mut r = Realm::new();
+    r.client(ALICE, "alice");
+    let offer = |r: &mut Realm, i: u32| {
+        let out = r.send(
+            ALICE,
+            json!({"t":"link","op":"offer","as":format!("alice/x{i}"),"peer":"bob/y"}),
+        );
+        frames(&out, ALICE)[0]["ok"].clone()
+    };
+    let burst = weft_proto::airc::link::OFFER_RATE.burst as usize;
+    let taken = (0..30).filter(|i| offer(&mut r, *i) == json!(true)).count();
+    assert_eq!(taken, burst, "a burst, then refusals");
+    assert_eq!(offer(&mut r, 100), json!(false));
+    r.now = r.now + Duration::from_secs(2);
+    assert_eq!(offer(&mut r, 101), json!(true), "the bucket refills");
+}

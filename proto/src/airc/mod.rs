@@ -30,7 +30,6 @@
 //!   per message and policy, §6.6 ack timeouts, §7 the spool, §8.4 peer links, §11 links, §12
 //!   passports and §13 the audit stream.
 
-
 pub mod address;
 pub mod audit;
 pub mod bind;

@@ -1330,7 +1330,43 @@ impl<R: CryptoRng> Server<R> {
             ttl: DEFAULT_TTL,
             msg,
         };
+        if to.is_namespace() && to.realm() == &self.config.realm {
+            return self.notify_namespace(now, up, &to, item);
+        }
         self.deliver_local(now, up, &to, item);
+    }
+
+    /// A notice about a link whose side is a whole namespace (§11.1): it goes to the client
+    /// bound for the namespace (its relay), or waits in the spool for one. §6.4's refusal of
+    /// namespace references is for messages, which have no fan-out; a notice has one reader.
+    fn notify_namespace(&mut self, now: Timestamp, up: Upstream, to: &Address, item: Spooled<Msg>) {
+        let key = to.first_segment().to_string();
+        match self.local_hop(to) {
+            Some(client) if self.pending.len() < MAX_PENDING => {
+                self.forward(now, client, alloc::vec![up], key, item);
+            }
+            _ => {
+                let msg = item.msg.clone();
+                match self.hold(now, &key, item) {
+                    Ok(()) => {
+                        self.passed(now, &msg);
+                        let queued = (AckStatus::Queued, AckCode::EndpointOffline);
+                        self.answer_code(now, &up, &msg, queued, Hop::Spool);
+                    }
+                    Err(_) => self.spool_full(now, &up, &msg),
+                }
+            }
+        }
+    }
+
+    /// The local client to hand a message for `to`: §4.3's selection for an endpoint, the
+    /// namespace's relay for a namespace reference (notices only).
+    fn local_hop(&self, to: &Address) -> Option<ConnId> {
+        if to.is_namespace() {
+            self.binds.select_namespace(to)
+        } else {
+            self.binds.select(to)
+        }
     }
 
     /// A fresh message id for what the server itself sends.
@@ -2267,7 +2303,7 @@ impl<R: CryptoRng> Server<R> {
                 None => Address::parse(&item.msg.to)
                     .ok()
                     .filter(|to| to.realm() == &self.config.realm)
-                    .and_then(|to| self.binds.select(&to)),
+                    .and_then(|to| self.local_hop(&to)),
             };
             match hop {
                 Some(hop) if self.pending.len() < MAX_PENDING => {
