@@ -912,3 +912,35 @@ fn an_offer_crosses_a_policy_that_refuses_messages() {
         "offer"
     );
 }
+
+#[test]
+fn a_backlog_is_flushed_over_an_authenticated_link_the_other_realm_dialled() {
+    let mut net = Net::new(|_, _| {});
+    net.client(A, ALICE, "alice", &["alice/x"]);
+    net.client(B, DESK, "support", &["support/desk"]);
+    net.read(A, ALICE);
+    net.read(B, DESK);
+    net.reachable = false;
+    net.frame(
+        B,
+        DESK,
+        json!({"t":"msg","id":"d1","from":"desk","to":"//example.com/alice/x","ts":1_790_380_000.1,"body":"hi"}),
+    );
+    let ack = net.acks(B, DESK).remove(0);
+    assert_eq!(
+        (&ack["status"], &ack["code"]),
+        (&json!("queued"), &json!("authority_unreachable"))
+    );
+    // example.com dials partner.example for its own message: partner.example's backlog for
+    // example.com goes out over that inbound link at once, with no dial of its own.
+    net.reachable = true;
+    let wires_before = net.wires.len();
+    net.frame(A, ALICE, to_desk("m1"));
+    assert_eq!(
+        net.wires.len(),
+        wires_before + 2,
+        "one link, dialled by example.com"
+    );
+    let got = msgs(&net.read(A, ALICE));
+    assert!(got.iter().any(|m| m["id"] == "d1"), "{got:?}");
+}
