@@ -944,3 +944,52 @@ fn a_backlog_is_flushed_over_an_authenticated_link_the_other_realm_dialled() {
     let got = msgs(&net.read(A, ALICE));
     assert!(got.iter().any(|m| m["id"] == "d1"), "{got:?}");
 }
+
+#[test]
+fn peer_links_coming_up_and_going_down_are_audit_events_for_administrators() {
+    const ADMIN: ConnId = ConnId(9);
+    let mut net = Net::new(|_, _| {});
+    net.client(B, DESK, "support", &["support/desk"]);
+    net.client(A, ALICE, "alice", &[]);
+    net.input(
+        B,
+        Input::Opened {
+            conn: ADMIN,
+            face: Face::Client,
+            namespaces: Vec::new(),
+        },
+    );
+    net.input(B, Input::Administrator { conn: ADMIN });
+    net.frame(
+        B,
+        ADMIN,
+        json!({"t":"hello","proto":"airc/0.1","role":"client"}),
+    );
+    net.frame(B, ADMIN, json!({"t":"subscribe","kinds":["peer"]}));
+    net.frame(B, DESK, json!({"t":"subscribe","kinds":["peer"]}));
+    net.read(B, ADMIN);
+    net.read(B, DESK);
+    net.frame(A, ALICE, to_desk("m1"));
+    let up = net.read(B, ADMIN);
+    assert_eq!(up.len(), 1, "{up:?}");
+    assert_eq!(up[0]["kind"], "peer.up");
+    assert_eq!(up[0]["realm"], "example.com");
+    assert_eq!(up[0]["authenticated"], true);
+    assert_eq!(up[0]["outbound"], false, "example.com dialled");
+    let link = *net
+        .wires
+        .keys()
+        .find(|(s, _)| *s == B)
+        .map(|(_, c)| c)
+        .unwrap();
+    net.input(B, Input::Closed { conn: link });
+    let down = net.read(B, ADMIN);
+    assert_eq!(down[0]["kind"], "peer.down");
+    assert_eq!(down[0]["realm"], "example.com");
+    let desk_saw: Vec<Value> = net
+        .read(B, DESK)
+        .into_iter()
+        .filter(|f| f["t"] == "event")
+        .collect();
+    assert!(desk_saw.is_empty(), "a realm lies inside no namespace");
+}
