@@ -1,6 +1,7 @@
 //! The AIRC realm server machine under arbitrary timed input: connections opening and closing on
 //! both faces, raw bytes, well-formed frames built from a few fuzzed choices (so the fuzzer gets
-//! past hello), dials, and time jumps. It must never panic, and after `handle_timeout(now)` it
+//! past hello, and reaching subscribe, link and passport frames and redemptions), dials,
+//! administrators, and time jumps. It must never panic, and after `handle_timeout(now)` it
 //! must never ask to be woken at or before `now` (a deadline that does not advance would spin a
 //! driver).
 #![no_main]
@@ -23,13 +24,18 @@ enum Op {
     Advance { ms: u32 },
     Dialled { conn: u8 },
     DialFailed,
+    Admin { conn: u8 },
 }
 
 const NAMES: [&str; 6] = ["alice/x", "bob/y", "//r.example/bob/y", "//p.example/z/w", "bob/", "_resolver"];
 
+fn pick(choices: &[&'static str], i: u8) -> &'static str {
+    choices[i as usize % choices.len()]
+}
+
 fn frame(kind: u8, a: u8, b: u8) -> serde_json::Value {
     let name = |i: u8| NAMES[i as usize % NAMES.len()];
-    match kind % 6 {
+    match kind % 12 {
         0 => json!({"t":"hello","proto":"airc/0.1","role": if a % 2 == 0 {"client"} else {"peer"},
                     "realm":"p.example","ts":1_790_380_000u64 + u64::from(b),"nonce":"00"}),
         1 => json!({"t":"bind","names":[name(a), name(b)]}),
@@ -41,6 +47,16 @@ fn frame(kind: u8, a: u8, b: u8) -> serde_json::Value {
             json!({"t":"ack","id":format!("m{}", a % 8),"status":status,"reason":reason})
         }
         4 => json!({"t":"ping","n":a}),
+        6 => json!({"t":"subscribe","kinds": [pick(&["msg","link.offer","passport","peer.up","x"], a)]}),
+        7 => json!({"t":"passport","op":"new","as":name(a),"uses": u64::from(b),"to": name(b)}),
+        8 => json!({"t":"passport","op":pick(&["redeem","list","revoke","bogus"], a),"as":name(b),
+                    "passport": pick(&["airc-passport:1;i=r.example;t=AAAA", "P0000000a", "{}", "x#airc-passport:2;"], b),
+                    "and_links": a % 2 == 0}),
+        9 => json!({"t":"msg","id":format!("m{}", a % 8),"from":name(b),"to":"//r.example/_passport",
+                    "type":"application/airc-passport+json","ts":1_790_380_000.5,
+                    "body": if a % 2 == 0 { r#"{"action":"redeem","token":"AAAA"}"# } else { "{" }}),
+        10 => json!({"t":"link","op":pick(&["offer","accept","decline","revoke","list"], a),"as":name(a),
+                     "peer":name(b),"id":format!("L0000000{}", b % 8)}),
         _ => json!({"t":"welcome","realm":"p.example","proto":"airc/0.1"}),
     }
 }
@@ -68,6 +84,7 @@ fuzz_target!(|ops: Vec<Op>| {
                 Some(Input::Dialled { conn: ConnId(conn.into()), authority: Authority::parse("p.example").unwrap() })
             }
             Op::DialFailed => Some(Input::DialFailed { authority: Authority::parse("p.example").unwrap() }),
+            Op::Admin { conn } => Some(Input::Administrator { conn: ConnId(conn.into()) }),
             Op::Advance { ms } => {
                 now = now + std::time::Duration::from_millis(ms.into());
                 while server.poll_timeout().is_some_and(|w| w.at <= now) {

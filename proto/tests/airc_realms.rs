@@ -632,3 +632,364 @@ fn a_link_offered_across_realms_travels_as_control_messages_and_notices() {
         (Some("active"), Some("delivered"))
     );
 }
+
+// ---- passports across realms (§12.4–§12.5, Appendix A.3) ---------------------------------------
+
+fn passported(frames: &[Value]) -> Value {
+    frames
+        .iter()
+        .find(|f| f["t"] == "passported")
+        .cloned()
+        .expect("a passported frame")
+}
+
+/// alice/x on example.com issues a passport for partner.example's endpoints; its line.
+fn issue_for_partner(net: &mut Net) -> String {
+    net.frame(
+        A,
+        ALICE,
+        json!({"t":"passport","op":"new","as":"alice/x","label":"vendor","to":"//partner.example/**"}),
+    );
+    let p = passported(&net.read(A, ALICE));
+    assert_eq!(p["ok"], true, "{p}");
+    p["line"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn appendix_a3_a_passport_redeemed_across_realms_is_recorded_at_the_redeemer_first() {
+    let policy_closed = |_: usize, c: &mut ServerConfig| {
+        let rules = json!([{"links": true}, {"from": "*", "to": "*", "allow": false}]);
+        c.policy = weft_proto::airc::policy::Policy::from_json(&rules.to_string()).unwrap();
+    };
+    let mut net = Net::new(policy_closed);
+    net.client(A, ALICE, "alice", &["alice/"]);
+    net.client(B, DESK, "support", &["support/desk"]);
+    net.read(A, ALICE);
+    net.read(B, DESK);
+    let line = issue_for_partner(&mut net);
+
+    net.frame(
+        B,
+        DESK,
+        json!({"t":"passport","op":"redeem","as":"support/desk","passport":line}),
+    );
+    let got = net.read(B, DESK);
+    // The grant's notice reaches desk before the redemption's answer: the redeemer's server
+    // recorded the link before the issuer acked (§12.5).
+    let notice = got
+        .iter()
+        .position(|f| f["t"] == "msg")
+        .expect("a grant notice");
+    let answer_at = got.iter().position(|f| f["t"] == "passported").unwrap();
+    assert!(notice < answer_at, "{got:?}");
+    assert_eq!(got[notice]["type"], "text/plain");
+    let answer = &got[answer_at];
+    assert_eq!(answer["ok"], true);
+    assert_eq!(answer["status"], "delivered");
+    let lid = answer["link"]["id"].as_str().unwrap();
+    assert_eq!(answer["reason"], format!("link {lid} granted"));
+    assert_eq!(answer["link"]["state"], "active");
+    assert_eq!(answer["link"]["a"], "airc://example.com/alice/x");
+    assert_eq!(answer["link"]["b"], "airc://partner.example/support/desk");
+    assert_eq!(got[notice]["hdr"]["airc-link"], lid);
+    // alice/x is told who redeemed (a foreign name, §16.4) and the link.
+    let told = net.read(A, ALICE);
+    let text = told
+        .iter()
+        .find(|f| f["t"] == "msg")
+        .and_then(|f| f["body"].as_str())
+        .unwrap()
+        .to_string();
+    assert!(
+        text.contains("airc://partner.example/support/desk redeemed your passport"),
+        "{text}"
+    );
+    assert!(text.contains(lid), "{text}");
+
+    // The granted link opens both realms' closed policies: desk may write to alice/x.
+    net.frame(
+        B,
+        DESK,
+        json!({"t":"msg","id":"d1","from":"desk","to":"//example.com/alice/x","ts":1_790_380_000.1,"body":"hi"}),
+    );
+    let delivered = net.read(A, ALICE);
+    assert!(delivered.iter().any(|f| f["id"] == "d1"), "{delivered:?}");
+}
+
+#[test]
+fn a_refused_redemption_across_realms_is_answered_with_the_issuers_reason() {
+    let mut net = Net::new(|_, _| {});
+    net.client(A, ALICE, "alice", &["alice/"]);
+    net.client(B, DESK, "support", &["support/desk"]);
+    let line = issue_for_partner(&mut net);
+    net.read(B, DESK);
+    let wrong = format!("{}x", line);
+    net.frame(
+        B,
+        DESK,
+        json!({"t":"passport","op":"redeem","as":"support/desk","passport":wrong}),
+    );
+    let answer = passported(&net.read(B, DESK));
+    assert_eq!(
+        (
+            &answer["ok"],
+            &answer["status"],
+            &answer["code"],
+            &answer["reason"]
+        ),
+        (
+            &json!(false),
+            &json!("failed"),
+            &json!("refused"),
+            &json!("passport unknown")
+        )
+    );
+    assert!(answer.get("link").is_none());
+}
+
+// ---- links between realms (§11.4, §11.5) --------------------------------------------------------
+
+const RELAY: ConnId = ConnId(3);
+
+fn closed_policy(_: usize, c: &mut ServerConfig) {
+    let rules = json!([{"links": true}, {"from": "*", "to": "*", "allow": false}]);
+    c.policy = weft_proto::airc::policy::Policy::from_json(&rules.to_string()).unwrap();
+}
+
+fn msgs(frames: &[Value]) -> Vec<Value> {
+    frames.iter().filter(|f| f["t"] == "msg").cloned().collect()
+}
+
+fn linked(frames: &[Value]) -> Value {
+    frames
+        .iter()
+        .find(|f| f["t"] == "linked")
+        .cloned()
+        .expect("a linked frame")
+}
+
+/// alice/x offers a link to `peer`; the id and alice's `linked`.
+fn offer(net: &mut Net, peer: &str) -> (String, Value) {
+    net.frame(
+        A,
+        ALICE,
+        json!({"t":"link","op":"offer","as":"alice/x","peer":peer}),
+    );
+    let l = linked(&net.read(A, ALICE));
+    (l["link"]["id"].as_str().unwrap_or_default().to_string(), l)
+}
+
+#[test]
+fn an_offer_to_a_namespace_reaches_its_relay_and_an_endpoint_beneath_answers() {
+    let mut net = Net::new(|_, _| {});
+    net.client(A, ALICE, "alice", &["alice/x"]);
+    net.client(B, RELAY, "support", &["support/"]);
+    net.client(B, DESK, "support", &[]);
+    for c in [(A, ALICE), (B, RELAY), (B, DESK)] {
+        net.read(c.0, c.1);
+    }
+    let (id, l) = offer(&mut net, "//partner.example/support/");
+    assert_eq!(l["delivery"], "delivered", "{l}");
+    assert_eq!(l["link"]["b"], "airc://partner.example/support/");
+    // The offer's notice goes to the client bound for the whole namespace.
+    let told = msgs(&net.read(B, RELAY));
+    assert_eq!(told.len(), 1, "{told:?}");
+    assert_eq!(told[0]["to"], "airc://partner.example/support/");
+    assert_eq!(told[0]["hdr"]["airc-link-action"], "offer");
+    assert_eq!(told[0]["hdr"]["airc-link"], id.as_str());
+    // Any endpoint beneath the namespace answers for it.
+    net.frame(
+        B,
+        DESK,
+        json!({"t":"link","op":"accept","as":"support/desk","id":id}),
+    );
+    let answer = linked(&net.read(B, DESK));
+    assert_eq!(
+        (&answer["link"]["state"], &answer["delivery"]),
+        (&json!("active"), &json!("delivered"))
+    );
+    let back = msgs(&net.read(A, ALICE));
+    assert_eq!(back[0]["hdr"]["airc-link-action"], "accept");
+}
+
+#[test]
+fn decline_and_revoke_travel_between_realms_and_a_revocation_blocks() {
+    let mut net = Net::new(closed_policy);
+    net.client(A, ALICE, "alice", &["alice/x"]);
+    net.client(B, DESK, "support", &["support/desk"]);
+    net.read(A, ALICE);
+    net.read(B, DESK);
+    // Declined: alice is told, and the record says so on both sides.
+    let (first, _) = offer(&mut net, "//partner.example/support/desk");
+    net.read(B, DESK);
+    net.frame(
+        B,
+        DESK,
+        json!({"t":"link","op":"decline","as":"support/desk","id":first}),
+    );
+    assert_eq!(linked(&net.read(B, DESK))["link"]["state"], "declined");
+    let told = msgs(&net.read(A, ALICE));
+    assert_eq!(told[0]["hdr"]["airc-link-action"], "decline");
+    net.frame(A, ALICE, json!({"t":"link","op":"list","as":"alice/x"}));
+    let list = linked(&net.read(A, ALICE));
+    assert_eq!(list["links"][0]["state"], "declined");
+
+    // Accepted, then revoked by alice: desk is told, and desk's messages are refused again.
+    let (second, _) = offer(&mut net, "//partner.example/support/desk");
+    net.read(B, DESK);
+    net.frame(
+        B,
+        DESK,
+        json!({"t":"link","op":"accept","as":"support/desk","id":second}),
+    );
+    net.read(B, DESK);
+    net.read(A, ALICE);
+    let hi = |id: &str| json!({"t":"msg","id":id,"from":"desk","to":"//example.com/alice/x","ts":1_790_380_000.1,"body":"hi"});
+    net.frame(B, DESK, hi("d1"));
+    assert!(msgs(&net.read(A, ALICE)).iter().any(|m| m["id"] == "d1"));
+    net.frame(
+        A,
+        ALICE,
+        json!({"t":"link","op":"revoke","as":"alice/x","id":second}),
+    );
+    let answer = linked(&net.read(A, ALICE));
+    assert_eq!(
+        (&answer["link"]["state"], &answer["delivery"]),
+        (&json!("revoked"), &json!("delivered"))
+    );
+    let told = msgs(&net.read(B, DESK));
+    assert_eq!(told[0]["hdr"]["airc-link-action"], "revoke");
+    net.frame(B, DESK, hi("d2"));
+    let refused = net.read(B, DESK);
+    let ack = refused.iter().find(|f| f["t"] == "ack").unwrap();
+    assert_eq!(
+        (&ack["status"], &ack["code"]),
+        (&json!("failed"), &json!("refused"))
+    );
+    assert!(ack["reason"].as_str().unwrap().contains("revoked"), "{ack}");
+}
+
+#[test]
+fn a_realm_that_takes_no_offers_refuses_the_control_message_and_the_offerer_hears_why() {
+    let mut net = Net::new(|i, c| {
+        if i == B {
+            c.links.accept_offers = false;
+        }
+    });
+    net.client(A, ALICE, "alice", &["alice/x"]);
+    net.client(B, DESK, "support", &["support/desk"]);
+    net.read(A, ALICE);
+    net.read(B, DESK);
+    let (_, answer) = offer(&mut net, "//partner.example/support/desk");
+    assert_eq!(
+        (&answer["delivery"], &answer["code"]),
+        (&json!("failed"), &json!("refused")),
+        "{answer}"
+    );
+    assert!(answer["reason"].is_string());
+    assert!(
+        msgs(&net.read(B, DESK)).is_empty(),
+        "nobody is told of a refused offer"
+    );
+}
+
+#[test]
+fn an_offer_crosses_a_policy_that_refuses_messages() {
+    let mut net = Net::new(closed_policy);
+    net.client(A, ALICE, "alice", &["alice/x"]);
+    net.client(B, DESK, "support", &["support/desk"]);
+    net.read(A, ALICE);
+    net.read(B, DESK);
+    // A message is refused by the closed policies…
+    net.frame(A, ALICE, to_desk("m1"));
+    let ack = net.acks(A, ALICE).remove(0);
+    assert_eq!(ack["code"], "refused");
+    // …but the knock (an offer) gets through (§11.5).
+    let (_, answer) = offer(&mut net, "//partner.example/support/desk");
+    assert_eq!(answer["delivery"], "delivered");
+    assert_eq!(
+        msgs(&net.read(B, DESK))[0]["hdr"]["airc-link-action"],
+        "offer"
+    );
+}
+
+#[test]
+fn a_backlog_is_flushed_over_an_authenticated_link_the_other_realm_dialled() {
+    let mut net = Net::new(|_, _| {});
+    net.client(A, ALICE, "alice", &["alice/x"]);
+    net.client(B, DESK, "support", &["support/desk"]);
+    net.read(A, ALICE);
+    net.read(B, DESK);
+    net.reachable = false;
+    net.frame(
+        B,
+        DESK,
+        json!({"t":"msg","id":"d1","from":"desk","to":"//example.com/alice/x","ts":1_790_380_000.1,"body":"hi"}),
+    );
+    let ack = net.acks(B, DESK).remove(0);
+    assert_eq!(
+        (&ack["status"], &ack["code"]),
+        (&json!("queued"), &json!("authority_unreachable"))
+    );
+    // example.com dials partner.example for its own message: partner.example's backlog for
+    // example.com goes out over that inbound link at once, with no dial of its own.
+    net.reachable = true;
+    let wires_before = net.wires.len();
+    net.frame(A, ALICE, to_desk("m1"));
+    assert_eq!(
+        net.wires.len(),
+        wires_before + 2,
+        "one link, dialled by example.com"
+    );
+    let got = msgs(&net.read(A, ALICE));
+    assert!(got.iter().any(|m| m["id"] == "d1"), "{got:?}");
+}
+
+#[test]
+fn peer_links_coming_up_and_going_down_are_audit_events_for_administrators() {
+    const ADMIN: ConnId = ConnId(9);
+    let mut net = Net::new(|_, _| {});
+    net.client(B, DESK, "support", &["support/desk"]);
+    net.client(A, ALICE, "alice", &[]);
+    net.input(
+        B,
+        Input::Opened {
+            conn: ADMIN,
+            face: Face::Client,
+            namespaces: Vec::new(),
+        },
+    );
+    net.input(B, Input::Administrator { conn: ADMIN });
+    net.frame(
+        B,
+        ADMIN,
+        json!({"t":"hello","proto":"airc/0.1","role":"client"}),
+    );
+    net.frame(B, ADMIN, json!({"t":"subscribe","kinds":["peer"]}));
+    net.frame(B, DESK, json!({"t":"subscribe","kinds":["peer"]}));
+    net.read(B, ADMIN);
+    net.read(B, DESK);
+    net.frame(A, ALICE, to_desk("m1"));
+    let up = net.read(B, ADMIN);
+    assert_eq!(up.len(), 1, "{up:?}");
+    assert_eq!(up[0]["kind"], "peer.up");
+    assert_eq!(up[0]["realm"], "example.com");
+    assert_eq!(up[0]["authenticated"], true);
+    assert_eq!(up[0]["outbound"], false, "example.com dialled");
+    let link = *net
+        .wires
+        .keys()
+        .find(|(s, _)| *s == B)
+        .map(|(_, c)| c)
+        .unwrap();
+    net.input(B, Input::Closed { conn: link });
+    let down = net.read(B, ADMIN);
+    assert_eq!(down[0]["kind"], "peer.down");
+    assert_eq!(down[0]["realm"], "example.com");
+    let desk_saw: Vec<Value> = net
+        .read(B, DESK)
+        .into_iter()
+        .filter(|f| f["t"] == "event")
+        .collect();
+    assert!(desk_saw.is_empty(), "a realm lies inside no namespace");
+}

@@ -602,7 +602,9 @@ fn a_restart_restores_the_spool_and_the_seen_ids() {
             _ => None,
         })
         .collect();
-    assert_eq!(records.len(), 2, "the message and its seen id");
+    // The message, its seen id and its audit event (§13), which restores nothing.
+    assert_eq!(records.len(), 3, "{records:?}");
+    assert!(matches!(records[2], Record::Audit { .. }));
 
     let mut again = Realm::new();
     again.now = r.now + Duration::from_secs(5);
@@ -618,19 +620,6 @@ fn a_restart_restores_the_spool_and_the_seen_ids() {
         "m1",
         "delivered once after the restart"
     );
-}
-
-#[test]
-fn passports_are_refused_with_a_reason_until_built() {
-    let mut r = Realm::new();
-    r.client(ALICE, "alice");
-    let out = r.send(ALICE, json!({"t":"passport","op":"new","as":"alice/x"}));
-    let f = &frames(&out, ALICE)[0];
-    assert_eq!(
-        (f["t"].as_str(), f["ok"].as_bool()),
-        (Some("passported"), Some(false))
-    );
-    assert!(!closed(&out, ALICE));
 }
 
 #[test]
@@ -864,4 +853,571 @@ fn a_failed_ack_whose_reason_begins_link_is_a_dropped_link() {
         json!({"t":"ack","id":"m2","status":"failed","reason":"no thanks"}),
     );
     assert_eq!(acks(&out, ALICE)[0]["status"], "failed");
+}
+
+// ---- the audit stream (§4.9, §13) ---------------------------------------------------------------
+
+const CAROL: ConnId = ConnId(3);
+const ADMIN: ConnId = ConnId(9);
+
+fn events(out: &[Output], conn: ConnId) -> Vec<Value> {
+    frames(out, conn)
+        .into_iter()
+        .filter(|f| f["t"] == "event")
+        .collect()
+}
+
+impl Realm {
+    fn subscribe(&mut self, conn: ConnId, kinds: Option<&[&str]>) -> Value {
+        let frame = match kinds {
+            Some(k) => json!({"t":"subscribe","kinds":k}),
+            None => json!({"t":"subscribe"}),
+        };
+        let out = self.send(conn, frame);
+        frames(&out, conn).remove(0)
+    }
+
+    /// A connection the host proved an administrator's (§5), through hello/welcome.
+    fn admin(&mut self, conn: ConnId) {
+        self.open(conn, Face::Client, &[]);
+        self.input(Input::Administrator { conn });
+        self.send(
+            conn,
+            json!({"t":"hello","proto":"airc/0.1","role":"client"}),
+        );
+    }
+}
+
+#[test]
+fn a_subscriber_sees_the_events_of_its_namespaces_without_bodies() {
+    let mut r = Realm::new();
+    r.bound(BOB, "bob", &["bob/"]);
+    r.client(ALICE, "alice");
+    r.client(CAROL, "carol");
+    let subscribed = r.subscribe(ALICE, Some(&["msg"]));
+    assert_eq!(
+        subscribed,
+        json!({"t":"subscribed","kinds":["msg"],"scope":["alice"]})
+    );
+    assert_eq!(r.subscribe(CAROL, None)["scope"], json!(["carol"]));
+
+    let mut body = msg("m1", "x", "//example.com/bob/y");
+    body["body"] = json!("a secret body");
+    r.send(ALICE, body);
+    let out = r.send(BOB, json!({"t":"ack","id":"m1","status":"delivered"}));
+    let seen = events(&out, ALICE);
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    let e = &seen[0];
+    assert_eq!(e["kind"], "msg.delivered");
+    assert_eq!(e["id"], "m1");
+    assert_eq!(e["from"], "airc://example.com/alice/x");
+    assert_eq!(e["to"], "airc://example.com/bob/y");
+    assert_eq!(e["status"], "delivered");
+    assert_eq!(e["hop"], "client");
+    assert_eq!(e["bytes"], 13);
+    assert_eq!(e["ts"], 1_790_380_000.0);
+    assert!(e.get("body").is_none() && e.get("type").is_none());
+    // The ack reaches alice too, after the event: one ack, as always.
+    assert_eq!(acks(&out, ALICE).len(), 1);
+    assert!(
+        events(&out, CAROL).is_empty(),
+        "carol's scope holds neither end"
+    );
+    // The durable log carries the same event, and nothing of the body.
+    let logged: Vec<&Record> = out
+        .iter()
+        .filter_map(|o| match o {
+            Output::Persist(r @ Record::Audit { .. }) => Some(r),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(logged.len(), 1);
+    assert!(!format!("{logged:?}").contains("secret"));
+}
+
+#[test]
+fn a_kinds_filter_keeps_other_kinds_away() {
+    let mut r = Realm::new();
+    r.client(ALICE, "alice");
+    r.subscribe(ALICE, Some(&["link.offer", "passport"]));
+    let out = r.send(ALICE, msg("m1", "x", "//example.com/_resolver"));
+    assert_eq!(acks(&out, ALICE)[0]["status"], "delivered");
+    assert!(events(&out, ALICE).is_empty());
+    let out = r.send(
+        ALICE,
+        json!({"t":"link","op":"offer","as":"alice/x","peer":"bob/y","label":"q4"}),
+    );
+    let seen = events(&out, ALICE);
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert_eq!(seen[0]["kind"], "link.offer");
+    assert_eq!(seen[0]["from"], "airc://example.com/alice/x");
+    assert_eq!(seen[0]["to"], "airc://example.com/bob/y");
+    assert_eq!(seen[0]["state"], "pending");
+    assert_eq!(seen[0]["label"], "q4");
+}
+
+#[test]
+fn an_administrator_sees_every_event_and_a_connection_without_scope_none() {
+    let mut r = Realm::new();
+    r.admin(ADMIN);
+    assert_eq!(
+        r.subscribe(ADMIN, Some(&["msg.failed"])),
+        json!({"t":"subscribed","kinds":["msg.failed"],"scope":"all"})
+    );
+    r.client(ALICE, "alice");
+    let out = r.send(ALICE, msg("m1", "x", "//example.com/nobody/here"));
+    let seen = events(&out, ADMIN);
+    assert_eq!(seen[0]["code"], "no_such_path");
+    assert_eq!(seen[0]["hop"], "local");
+    assert_eq!(seen[0]["by"], "airc://example.com/_resolver");
+
+    r.open(CAROL, Face::Client, &[]);
+    r.send(
+        CAROL,
+        json!({"t":"hello","proto":"airc/0.1","role":"client"}),
+    );
+    let out = r.send(CAROL, json!({"t":"subscribe"}));
+    assert_eq!(frames(&out, CAROL)[0]["code"], "forbidden");
+    assert!(closed(&out, CAROL));
+}
+
+#[test]
+fn an_unknown_kind_is_bad_frame_and_subscribe_is_client_face_only() {
+    let mut r = Realm::new();
+    r.client(ALICE, "alice");
+    let out = r.send(ALICE, json!({"t":"subscribe","kinds":["mail"]}));
+    assert_eq!(frames(&out, ALICE)[0]["code"], "bad_frame");
+    assert!(closed(&out, ALICE));
+
+    r.open(BOB, Face::Peer, &[]);
+    let out = r.send(
+        BOB,
+        json!({"t":"hello","proto":"airc/0.1","role":"peer","realm":"partner.example",
+               "ts":1_790_380_000u64,"nonce":"00"}),
+    );
+    assert_eq!(frames(&out, BOB)[0]["t"], "welcome");
+    let out = r.send(BOB, json!({"t":"subscribe"}));
+    assert_eq!(frames(&out, BOB)[0]["code"], "unexpected_frame");
+}
+
+#[test]
+fn a_spooled_message_is_logged_queued_then_flushed() {
+    let mut r = Realm::new();
+    r.admin(ADMIN);
+    r.subscribe(ADMIN, None);
+    r.client(ALICE, "alice");
+    let out = r.send(ALICE, msg("m1", "x", "//example.com/bob/y"));
+    let e = &events(&out, ADMIN)[0];
+    assert_eq!(
+        (&e["kind"], &e["hop"]),
+        (&json!("msg.queued"), &json!("spool"))
+    );
+    assert_eq!(e["code"], "endpoint_offline");
+    let out = r.bound(BOB, "bob", &["bob/"]);
+    let e = &events(&out, ADMIN)[0];
+    assert_eq!(
+        (&e["kind"], &e["hop"]),
+        (&json!("msg.flushed"), &json!("client"))
+    );
+    assert_eq!(e["id"], "m1");
+}
+
+#[test]
+fn a_subscriber_handed_more_than_its_budget_is_closed() {
+    let mut r = Realm::new();
+    r.client(ALICE, "alice");
+    r.subscribe(ALICE, Some(&["msg"]));
+    let burst = weft_proto::airc::audit::SUBSCRIBER_RATE.burst;
+    let mut batch = Vec::new();
+    for i in 0..=burst {
+        let mut line = serde_json::to_vec(&msg(&format!("m{i}"), "x", "_resolver")).unwrap();
+        line.push(b'\n');
+        batch.extend(line);
+    }
+    let out = r.input(Input::Received {
+        conn: ALICE,
+        bytes: batch,
+    });
+    assert_eq!(events(&out, ALICE).len(), burst as usize);
+    assert!(closed(&out, ALICE), "dropped, not fed a stream with gaps");
+    assert_eq!(r.server.stats().slow_subscribers, 1);
+}
+
+// ---- passports (§4.7, §12) ----------------------------------------------------------------------
+
+fn passported(out: &[Output], conn: ConnId) -> Value {
+    frames(out, conn)
+        .into_iter()
+        .find(|f| f["t"] == "passported")
+        .expect("a passported frame")
+}
+
+impl Realm {
+    /// alice/x issues a passport with `extra` fields; the answer.
+    fn issue(&mut self, extra: Value) -> Value {
+        let mut req = json!({"t":"passport","op":"new","as":"alice/x","label":"vendor"});
+        for (k, v) in extra.as_object().unwrap() {
+            req[k] = v.clone();
+        }
+        let out = self.send(ALICE, req);
+        passported(&out, ALICE)
+    }
+
+    fn redeem(&mut self, conn: ConnId, as_: &str, passport: &str) -> (Value, Vec<Output>) {
+        let out = self.send(
+            conn,
+            json!({"t":"passport","op":"redeem","as":as_,"passport":passport}),
+        );
+        (passported(&out, conn), out)
+    }
+}
+
+fn token_of(line: &str) -> &str {
+    line.rsplit_once(";t=").unwrap().1
+}
+
+#[test]
+fn a_new_passport_shows_its_token_once_and_is_stored_only_hashed() {
+    let mut config = ServerConfig::new(Authority::parse("example.com").unwrap());
+    config.known_namespaces = vec![Namespace::parse("alice").unwrap()];
+    config.passports.web_base = Some("https://airc.example/p/".into());
+    let mut r = Realm::with(config);
+    r.client(ALICE, "alice");
+    let out = r.send(
+        ALICE,
+        json!({"t":"passport","op":"new","as":"alice/x","label":"vendor","to":"//partner.example/**"}),
+    );
+    let p = passported(&out, ALICE);
+    assert_eq!(p["ok"], true);
+    let line = p["line"].as_str().unwrap();
+    assert!(
+        line.starts_with("airc-passport:1;i=example.com;e=alice/x;t="),
+        "{line}"
+    );
+    let token = token_of(line);
+    assert_eq!(token.len(), 22);
+    assert!(token.bytes().all(|b| b.is_ascii_alphanumeric()));
+    assert_eq!(p["url"], format!("https://airc.example/p/#{line}"));
+    assert_eq!(p["file"]["token"], token);
+    assert_eq!(p["file"]["redeem"], "airc://example.com/_passport");
+    let rec = &p["passport"];
+    assert!(rec["id"].as_str().unwrap().starts_with('P'));
+    assert_eq!(rec.get("token_hash"), None, "the record shown has no hash");
+    assert_eq!(
+        (rec["uses"].clone(), rec["state"].clone()),
+        (json!(1), json!("active"))
+    );
+    assert_eq!(rec["expires"], 1_790_380_000.0 + 7.0 * 86_400.0);
+    assert_eq!(rec["link_ttl"], 30 * 86_400);
+    assert_eq!(rec["bind_to"], "//partner.example/**");
+    let stored: Vec<String> = out
+        .iter()
+        .filter_map(|o| match o {
+            Output::Persist(Record::Passport { record }) => {
+                Some(serde_json::to_string(record).unwrap())
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(stored.len(), 1);
+    let hash = crypto::default_provider().sha256(&[token.as_bytes()]);
+    assert!(stored[0].contains(&weft_proto::codec::hex::encode(&hash)));
+    assert!(!stored[0].contains(token), "the token is never stored");
+    // Listing shows the record, never the token or its hash.
+    let out = r.send(ALICE, json!({"t":"passport","op":"list","as":"alice/x"}));
+    let list = passported(&out, ALICE);
+    assert_eq!(list["passports"].as_array().unwrap().len(), 1);
+    assert!(!list.to_string().contains(token));
+    assert!(list["passports"][0].get("token_hash").is_none());
+}
+
+#[test]
+fn issuance_outside_the_namespaces_over_the_caps_or_when_off_is_refused() {
+    let mut r = Realm::new();
+    r.client(ALICE, "alice");
+    let out = r.send(ALICE, json!({"t":"passport","op":"new","as":"bob/y"}));
+    assert_eq!(passported(&out, ALICE)["ok"], false);
+    assert_eq!(r.issue(json!({"uses":101}))["ok"], false);
+    assert_eq!(r.issue(json!({"uses":100}))["ok"], true);
+    assert_eq!(r.issue(json!({"ttl":90 * 86_400 + 1}))["ok"], false);
+    assert_eq!(r.issue(json!({"ttl":90 * 86_400}))["ok"], true);
+    assert!(!closed(&out, ALICE));
+
+    let mut config = ServerConfig::new(Authority::parse("example.com").unwrap());
+    config.passports.issuance = weft_proto::airc::passport::book::Issuance::OwnerOnly;
+    let mut r = Realm::with(config);
+    r.client(ALICE, "alice");
+    assert_eq!(r.issue(json!({}))["ok"], false);
+    r.admin(ADMIN);
+    let out = r.send(ADMIN, json!({"t":"passport","op":"new","as":"alice/x"}));
+    assert_eq!(passported(&out, ADMIN)["ok"], true, "an administrator may");
+}
+
+#[test]
+fn a_redemption_in_one_realm_grants_a_link_and_tells_the_issuer() {
+    let mut r = Realm::new();
+    r.bound(ALICE, "alice", &["alice/"]);
+    r.bound(BOB, "bob", &["bob/"]);
+    let p = r.issue(json!({}));
+    let line = p["line"].as_str().unwrap().to_string();
+    let id = p["passport"]["id"].as_str().unwrap().to_string();
+    let (answer, out) = r.redeem(BOB, "bob/y", &line);
+    assert_eq!(answer["ok"], true, "{answer}");
+    assert_eq!(answer["status"], "delivered");
+    let link = answer["link"].clone();
+    let lid = link["id"].as_str().unwrap();
+    assert_eq!(answer["reason"], format!("link {lid} granted"));
+    assert_eq!(link["state"], "active");
+    assert_eq!(link["a"], "airc://example.com/alice/x");
+    assert_eq!(link["b"], "airc://example.com/bob/y");
+    assert_eq!(link["origin"]["passport"], id.as_str());
+    assert_eq!(link["expires"], 1_790_380_000.0 + 30.0 * 86_400.0);
+    // The issuing endpoint is told who redeemed, the link, the uses left and how to revoke.
+    let told = frames(&out, ALICE);
+    let notice = told.iter().find(|f| f["t"] == "msg").expect("a notice");
+    let text = notice["body"].as_str().unwrap();
+    assert!(
+        text.contains("bob/y redeemed your passport") && text.contains(lid),
+        "{text}"
+    );
+    assert!(
+        text.contains("0 uses left") && text.contains("revoke"),
+        "{text}"
+    );
+    assert_eq!(notice["hdr"]["airc-link"], lid);
+    // The redeemer is told of the grant too.
+    assert!(
+        frames(&out, BOB)
+            .iter()
+            .any(|f| f["t"] == "msg" && f["hdr"]["airc-link"] == lid)
+    );
+    // One use: the next redemption finds it exhausted.
+    let (again, _) = r.redeem(BOB, "bob/z", &line);
+    assert_eq!(
+        (
+            again["ok"].clone(),
+            again["status"].clone(),
+            again["code"].clone(),
+            again["reason"].clone()
+        ),
+        (
+            json!(false),
+            json!("failed"),
+            json!("refused"),
+            json!("passport exhausted")
+        )
+    );
+    let out = r.send(ALICE, json!({"t":"passport","op":"list"}));
+    assert_eq!(
+        passported(&out, ALICE)["passports"][0]["state"],
+        "exhausted"
+    );
+}
+
+#[test]
+fn redemptions_are_refused_in_the_order_of_12_5_and_twenty_failures_close_the_door() {
+    let mut r = Realm::new();
+    r.client(ALICE, "alice");
+    r.client(BOB, "bob");
+    let p = r.issue(json!({"to":"//example.com/carol/**"}));
+    let line = p["line"].as_str().unwrap().to_string();
+    let (a, _) = r.redeem(BOB, "bob/y", &line);
+    assert_eq!(a["reason"], "passport not for you");
+    let own = r.issue(json!({}));
+    let (a, _) = r.redeem(ALICE, "alice/x", own["line"].as_str().unwrap());
+    assert_eq!(
+        a["reason"], "passport not for you",
+        "the issuer cannot redeem its own"
+    );
+    let forged = "airc-passport:1;i=example.com;t=AAAAAAAAAAAAAAAAAAAAAA";
+    // Failures count per source: bob's namespace has one so far (alice's own attempt is hers).
+    for _ in 1..20 {
+        let (a, _) = r.redeem(BOB, "bob/y", forged);
+        assert_eq!(a["reason"], "passport unknown");
+    }
+    let (a, _) = r.redeem(BOB, "bob/y", own["line"].as_str().unwrap());
+    assert_eq!(a["reason"], "too many failed redemptions");
+    assert_eq!(a["code"], "refused");
+    r.now = r.now + Duration::from_secs(3601);
+    let (a, _) = r.redeem(BOB, "bob/y", own["line"].as_str().unwrap());
+    assert_eq!(a["status"], "delivered", "an hour later: {a}");
+}
+
+#[test]
+fn passport_is_reserved_and_other_types_to_it_are_no_such_path() {
+    let mut config = ServerConfig::new(Authority::parse("example.com").unwrap());
+    config.bindable_reserved = vec!["_passport".into()];
+    let mut r = Realm::with(config);
+    r.client(ALICE, "alice");
+    let out = r.send(ALICE, msg("m1", "x", "//example.com/_passport"));
+    assert_eq!(acks(&out, ALICE)[0]["code"], "no_such_path");
+    let mut m = msg("m2", "x", "//example.com/_passport");
+    m["type"] = json!("application/airc-passport+json");
+    m["body"] = json!(r#"{"action":"redeem","token":"nope"}"#);
+    let out = r.send(ALICE, m);
+    let ack = &acks(&out, ALICE)[0];
+    assert_eq!(
+        (&ack["status"], &ack["reason"]),
+        (&json!("failed"), &json!("passport unknown"))
+    );
+}
+
+#[test]
+fn revoking_a_passport_with_and_links_revokes_the_links_it_made() {
+    let mut r = Realm::new();
+    r.bound(ALICE, "alice", &["alice/"]);
+    r.bound(BOB, "bob", &["bob/"]);
+    r.admin(ADMIN);
+    r.subscribe(ADMIN, Some(&["passport", "link.revoke"]));
+    let p = r.issue(json!({"uses":2}));
+    let id = p["passport"]["id"].as_str().unwrap().to_string();
+    let line = p["line"].as_str().unwrap().to_string();
+    let (a, _) = r.redeem(BOB, "bob/y", &line);
+    let lid = a["link"]["id"].as_str().unwrap().to_string();
+    let out = r.send(
+        ALICE,
+        json!({"t":"passport","op":"revoke","as":"bob/y","id":id}),
+    );
+    assert_eq!(passported(&out, ALICE)["ok"], false, "bob/y is not alice's");
+    let out = r.send(
+        ALICE,
+        json!({"t":"passport","op":"revoke","as":"alice/x","id":id,"and_links":true}),
+    );
+    let answer = passported(&out, ALICE);
+    assert_eq!(answer["passport"]["state"], "revoked");
+    assert_eq!(answer["revoked_links"], json!([lid]));
+    let kinds: Vec<Value> = events(&out, ADMIN)
+        .iter()
+        .map(|e| e["kind"].clone())
+        .collect();
+    assert_eq!(kinds, [json!("passport.revoke"), json!("link.revoke")]);
+    let (a, _) = r.redeem(BOB, "bob/z", &line);
+    assert_eq!(a["reason"], "passport revoked");
+    // The link is revoked where it is stored.
+    let out = r.send(ALICE, json!({"t":"link","op":"list","as":"alice/x"}));
+    let links = frames(&out, ALICE)[0]["links"].clone();
+    assert_eq!(links[0]["state"], "revoked");
+}
+
+#[test]
+fn passport_events_name_the_passport_and_never_the_token() {
+    let mut r = Realm::new();
+    r.bound(ALICE, "alice", &["alice/"]);
+    r.client(BOB, "bob");
+    r.admin(ADMIN);
+    r.subscribe(ADMIN, Some(&["passport"]));
+    r.client(CAROL, "alice");
+    r.subscribe(CAROL, Some(&["passport"]));
+    let p = r.issue(json!({}));
+    let line = p["line"].as_str().unwrap().to_string();
+    let token = token_of(&line).to_string();
+    let (_, out) = r.redeem(
+        BOB,
+        "bob/y",
+        "airc-passport:1;i=example.com;t=wrongwrongwrong",
+    );
+    let refused = &events(&out, ADMIN)[0];
+    assert_eq!(refused["kind"], "passport.redeem");
+    assert_eq!(
+        (&refused["status"], &refused["code"]),
+        (&json!("failed"), &json!("refused"))
+    );
+    assert!(
+        events(&out, CAROL).is_empty(),
+        "an unknown passport names no endpoint of alice's"
+    );
+    let (_, out) = r.redeem(BOB, "bob/y", &line);
+    let e = &events(&out, CAROL)[0];
+    assert_eq!(e["kind"], "passport.redeem");
+    assert_eq!(e["status"], "delivered");
+    assert_eq!(e["passport"], p["passport"]["id"]);
+    assert_eq!(e["uses_left"], 0);
+    // The redemption carried the token in its body; no event, streamed or logged, does.
+    let logged: String = out
+        .iter()
+        .filter_map(|o| match o {
+            Output::Persist(Record::Audit { event }) => Some(format!("{event:?}")),
+            _ => None,
+        })
+        .collect();
+    assert!(logged.contains("passport.redeem"));
+    assert!(!logged.contains(&token));
+    let streamed: String = events(&out, ADMIN).iter().map(Value::to_string).collect();
+    assert!(streamed.contains("passport.redeem") && !streamed.contains(&token));
+}
+
+#[test]
+fn a_restart_restores_passports() {
+    let mut r = Realm::new();
+    r.client(ALICE, "alice");
+    let out = r.send(ALICE, json!({"t":"passport","op":"new","as":"alice/x"}));
+    let line = passported(&out, ALICE)["line"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let records: Vec<Record> = out
+        .into_iter()
+        .filter_map(|o| match o {
+            Output::Persist(rec @ Record::Passport { .. }) => Some(rec),
+            _ => None,
+        })
+        .collect();
+    let mut again = Realm::new();
+    for rec in records {
+        again.input(Input::Restore(rec));
+    }
+    again.client(BOB, "bob");
+    let (a, _) = again.redeem(BOB, "bob/y", &line);
+    assert_eq!(a["status"], "delivered", "{a}");
+}
+
+// ---- §11.5 admission through frames ------------------------------------------------------------
+
+#[test]
+fn an_offerer_has_at_most_20_pending_offers() {
+    let mut r = Realm::new();
+    r.client(ALICE, "alice");
+    for i in 0..weft_proto::airc::link::MAX_PENDING_OFFERS {
+        let out = r.send(
+            ALICE,
+            json!({"t":"link","op":"offer","as":"alice/x","peer":format!("bob/y{i}")}),
+        );
+        assert_eq!(frames(&out, ALICE)[0]["ok"], true, "offer {i}");
+        // Keep under the rate: one offer a second after the burst.
+        r.now = r.now + Duration::from_secs(1);
+    }
+    let out = r.send(
+        ALICE,
+        json!({"t":"link","op":"offer","as":"alice/x","peer":"bob/y20"}),
+    );
+    let refused = &frames(&out, ALICE)[0];
+    assert_eq!(
+        (&refused["ok"], &refused["code"]),
+        (&json!(false), &json!("refused"))
+    );
+    // Another offerer of the namespace is not held by alice/x's cap.
+    let out = r.send(
+        ALICE,
+        json!({"t":"link","op":"offer","as":"alice/w","peer":"bob/y20"}),
+    );
+    assert_eq!(frames(&out, ALICE)[0]["ok"], true);
+}
+
+#[test]
+fn offers_from_one_namespace_are_rate_limited() {
+    let mut r = Realm::new();
+    r.client(ALICE, "alice");
+    let offer = |r: &mut Realm, i: u32| {
+        let out = r.send(
+            ALICE,
+            json!({"t":"link","op":"offer","as":format!("alice/x{i}"),"peer":"bob/y"}),
+        );
+        frames(&out, ALICE)[0]["ok"].clone()
+    };
+    let burst = weft_proto::airc::link::OFFER_RATE.burst as usize;
+    let taken = (0..30).filter(|i| offer(&mut r, *i) == json!(true)).count();
+    assert_eq!(taken, burst, "a burst, then refusals");
+    assert_eq!(offer(&mut r, 100), json!(false));
+    r.now = r.now + Duration::from_secs(2);
+    assert_eq!(offer(&mut r, 101), json!(true), "the bucket refills");
 }

@@ -22,6 +22,11 @@ const SEEN: TableDefinition<&str, u64> = TableDefinition::new("seen");
 /// Link id → its latest record (JSON).
 const LINKS: TableDefinition<&str, &[u8]> = TableDefinition::new("links");
 
+/// Passport id → its latest record (JSON, with the token hash; never the token).
+const PASSPORTS: TableDefinition<&str, &[u8]> = TableDefinition::new("passports");
+/// The audit log (AIRC §13), append-only: write sequence → event (JSON). Never loaded back.
+const AUDIT: TableDefinition<u64, &[u8]> = TableDefinition::new("audit");
+
 /// The server's database.
 pub struct Store {
     db: Database,
@@ -42,6 +47,8 @@ impl Store {
             txn.open_table(SPOOL_IDS).map_err(err)?;
             txn.open_table(SEEN).map_err(err)?;
             txn.open_table(LINKS).map_err(err)?;
+            txn.open_table(AUDIT).map_err(err)?;
+            txn.open_table(PASSPORTS).map_err(err)?;
         }
         txn.commit().map_err(err)?;
         let next_seq = {
@@ -53,7 +60,7 @@ impl Store {
     }
 
     /// Every record still live at `now`: spooled messages in the order they were written, then
-    /// links, then seen ids. Expired seen ids are deleted on the way.
+    /// links, passports, then seen ids. Expired seen ids are deleted on the way.
     pub fn load(&self, now: Timestamp) -> io::Result<Vec<Record>> {
         let mut out = Vec::new();
         let mut expired = Vec::new();
@@ -74,6 +81,19 @@ impl Store {
                 let record: serde_json::Map<String, serde_json::Value> =
                     serde_json::from_slice(v.value()).map_err(err)?;
                 out.push(Record::Link {
+                    record: Box::new(record),
+                });
+            }
+            for row in read
+                .open_table(PASSPORTS)
+                .map_err(err)?
+                .iter()
+                .map_err(err)?
+            {
+                let (_, v) = row.map_err(err)?;
+                let record: serde_json::Map<String, serde_json::Value> =
+                    serde_json::from_slice(v.value()).map_err(err)?;
+                out.push(Record::Passport {
                     record: Box::new(record),
                 });
             }
@@ -113,6 +133,8 @@ impl Store {
             let mut ids = txn.open_table(SPOOL_IDS).map_err(err)?;
             let mut seen = txn.open_table(SEEN).map_err(err)?;
             let mut links = txn.open_table(LINKS).map_err(err)?;
+            let mut audit = txn.open_table(AUDIT).map_err(err)?;
+            let mut passports = txn.open_table(PASSPORTS).map_err(err)?;
             for change in batch {
                 let r = match change {
                     Output::Persist(r) => r,
@@ -148,6 +170,19 @@ impl Store {
                             .unwrap_or_default();
                         let bytes = serde_json::to_vec(record).map_err(err)?;
                         links.insert(id, bytes.as_slice()).map_err(err)?;
+                    }
+                    Record::Passport { record } => {
+                        let id = record
+                            .get("id")
+                            .and_then(|v| v.as_str())
+                            .unwrap_or_default();
+                        let bytes = serde_json::to_vec(record).map_err(err)?;
+                        passports.insert(id, bytes.as_slice()).map_err(err)?;
+                    }
+                    Record::Audit { event } => {
+                        let seq = audit.last().map_err(err)?.map_or(0, |(k, _)| k.value() + 1);
+                        let bytes = serde_json::to_vec(event).map_err(err)?;
+                        audit.insert(seq, bytes.as_slice()).map_err(err)?;
                     }
                     other => return Err(err(format!("unknown record {other:?}"))),
                 }

@@ -103,6 +103,22 @@ impl<C: Copy + Eq> BindTable<C> {
         self.binds.retain(|(o, _, _)| *o != owner);
     }
 
+    /// The client to hand a server notice addressed to a namespace reference to (an offer to a
+    /// whole namespace, §11.1, §11.4): one whose bind receives every endpoint of the namespace
+    /// (a namespace bind of it or of an enclosing one, or a pattern ending in `**` whose prefix
+    /// matches), the most literal segments first, ties to the most recently bound. `None` for
+    /// an endpoint address.
+    pub fn select_namespace(&self, namespace: &Address) -> Option<C> {
+        if !namespace.is_namespace() {
+            return None;
+        }
+        self.binds
+            .iter()
+            .filter_map(|(o, p, seq)| covers(p, namespace).map(|s| (s, *seq, *o)))
+            .max_by_key(|(s, seq, _)| (*s, *seq))
+            .map(|(_, _, o)| o)
+    }
+
     /// How many patterns `owner` holds.
     pub fn count(&self, owner: C) -> usize {
         self.binds.iter().filter(|(o, _, _)| *o == owner).count()
@@ -125,6 +141,33 @@ impl<C: Copy + Eq> BindTable<C> {
             .filter(move |(o, _, _)| *o == owner)
             .map(|(_, p, _)| p)
     }
+}
+
+/// Whether `p` receives every endpoint beneath namespace `ns`, and with how many literal
+/// segments.
+fn covers(p: &Pattern, ns: &Address) -> Option<usize> {
+    if p.authority().is_some_and(|a| a != ns.realm()) {
+        return None;
+    }
+    let segs = p.segments();
+    let prefix = match segs.split_last() {
+        Some((PatternSegment::Rest, before)) => before,
+        _ if p.is_namespace() => segs,
+        _ => return None,
+    };
+    let path = ns.segments();
+    let fits = prefix.len() <= path.len()
+        && prefix.iter().zip(path).all(|(s, a)| match s {
+            PatternSegment::Literal(l) => l == a,
+            PatternSegment::One => true,
+            PatternSegment::Rest => false,
+        });
+    fits.then(|| {
+        prefix
+            .iter()
+            .filter(|s| matches!(s, PatternSegment::Literal(_)))
+            .count()
+    })
 }
 
 #[cfg(test)]
@@ -239,5 +282,27 @@ mod tests {
             "re-binding a held pattern is not a new bind"
         );
         assert!(t.bind(2, pat("other")));
+    }
+
+    #[test]
+    fn a_namespace_notice_goes_to_the_closest_bind_covering_the_whole_namespace() {
+        let mut t = BindTable::new();
+        assert!(t.bind('A', pat("alice/")));
+        assert!(t.bind('B', pat("alice/research/**")));
+        assert!(t.bind('C', pat("alice/research/spider1")));
+        assert!(t.bind('D', pat("alice/*")));
+        let research = addr("airc://r/alice/research/");
+        assert_eq!(t.select_namespace(&research), Some('B'));
+        assert_eq!(t.select_namespace(&addr("airc://r/alice/")), Some('A'));
+        assert_eq!(t.select_namespace(&addr("airc://r/bob/")), None);
+        assert_eq!(t.select_namespace(&addr("airc://other/alice/")), None);
+        assert_eq!(
+            t.select_namespace(&addr("airc://r/alice/x")),
+            None,
+            "an endpoint"
+        );
+        // Ties go to the most recently bound.
+        assert!(t.bind('E', pat("alice/research/")));
+        assert_eq!(t.select_namespace(&research), Some('E'));
     }
 }

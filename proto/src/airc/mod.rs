@@ -2,6 +2,8 @@
 //!
 //! Implemented so far:
 //!
+//! - [`audit`]: §4.9 and §13, the audit stream's kinds, subscriptions, scoping and the bound on
+//!   what one subscriber is handed;
 //! - [`address`]: §2.1–§2.6, parsing the network and local forms, the canonical form and address
 //!   key, local-form resolution by face, delegation and reserved names;
 //! - [`pattern`]: §2.7, the patterns binds and policy rules use, and their matching algorithm;
@@ -22,13 +24,14 @@
 //!   the decision rule policy calls (§11.3), control messages between realms and the notices
 //!   they produce (§11.4), and the admission caps (§11.5);
 //! - [`passport`]: §12.2, the three renderings of a passport (line, URL, file) and §12.1's token
-//!   hash;
+//!   hash; [`passport::book`] the issuer's records, issuance, redemption checks and revocation
+//!   (§12.1, §12.3, §12.5, §12.6);
 //! - [`server`]: the realm server machine: §3.3 lifecycle, §4.3 binds, §6 routing with one ack
-//!   per message and policy, §6.6 ack timeouts, §7 the spool, §8.4 peer links, §11 links.
-//!
-//! Still to come: passports (§12.3–§12.6) and the audit stream (§13).
+//!   per message and policy, §6.6 ack timeouts, §7 the spool, §8.4 peer links, §11 links, §12
+//!   passports and §13 the audit stream.
 
 pub mod address;
+pub mod audit;
 pub mod bind;
 pub mod discovery;
 pub mod frame;

@@ -1,14 +1,26 @@
-//! Passport renderings (AIRC §12.2) and the token hash of §12.1.
+//! Passport renderings (AIRC §12.2), the token hash of §12.1 and the redemption message's
+//! constants (§12.4); the issuer's records and rules are in [`book`].
 //!
 //! A passport reaches a redeemer as a line, a URL whose fragment is the line, or a JSON file; "a
 //! redeemer MUST accept all three. Only issuer and token are needed to redeem; the rest is for
 //! display."
+
+pub mod book;
 
 use alloc::string::{String, ToString};
 use core::fmt;
 
 use crate::codec::hex;
 use crate::crypto::CryptoProvider;
+
+/// The `type` of a redemption message (§6.3, §12.4).
+pub const PASSPORT_TYPE: &str = "application/airc-passport+json";
+
+/// The reserved endpoint a redemption is addressed to (§12.4), handled by the server itself.
+pub use super::address::PASSPORT as PASSPORT_ENDPOINT;
+
+/// The `ttl` of a redemption message (§12.4: "SHOULD be short (600 s)").
+pub const REDEMPTION_TTL: u64 = 600;
 
 /// What every line starts with: the format and its version.
 const LINE_PREFIX: &str = "airc-passport:1;";

@@ -42,8 +42,13 @@
 //!   (a notice in this realm, a control message to another), `linked` answering with the
 //!   delivery; §6.3 control traffic taken before policy; §11.3's decision inside policy.
 //!
-//! Not yet: passports (§12) and the audit stream (§13); their frames are answered with a
-//! refusal that says so, never silently dropped.
+//! - §4.9 and §13 the audit stream: every event written durably ([`Record::Audit`]) and handed
+//!   to the subscribers [`super::audit`] picks; no event carries a body.
+//!
+//! - §4.7 and §12 passports: `passport` new/list/redeem/revoke, the redemption sent as a
+//!   control message (§12.4), the issuer's `_passport` (§12.5: checks in order, the grant
+//!   recorded at the redeemer before the ack, the issuing endpoint told), revocation with
+//!   `and_links` (§12.6); the records and rules live in [`super::passport::book`].
 
 use alloc::boxed::Box;
 use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -53,16 +58,21 @@ use alloc::vec::Vec;
 use core::time::Duration;
 
 use super::address::{Address, Authority, Face as AddressFace, Namespace, RESOLVER};
+use super::audit::{self, Audit};
 use super::bind::BindTable;
+use super::frame::PassportRequest;
 use super::frame::{
-    Ack, AckCode, AckStatus, Bound, ErrorCode, ErrorFrame, Frame, Hello, LinkRequest, Linked, Msg,
-    Object, PROTO, Passported, Role, Welcome,
+    Ack, AckCode, AckStatus, Bound, ErrorCode, ErrorFrame, Event, Frame, Hello, LinkRequest,
+    Linked, Msg, Object, PROTO, Passported, Role, Welcome,
 };
 use super::framing::{self, Answer, FrameDecoder};
 use super::link::{self, Direction, Link, LinkConfig, LinkTable, Notice, Offer, Operation};
+use super::link::{Grant, LinkOrigin, LinkState};
+use super::passport::book::{Issuance, Issue, PassportBook, PassportConfig, PassportRecord, Use};
+use super::passport::{PASSPORT_ENDPOINT, PASSPORT_TYPE, Passport, REDEMPTION_TTL};
 use super::pattern::{Pattern, PatternSegment};
 use super::policy::{self as policy, DEFAULT_REPLY_WINDOW, Policy, ReplyWindow};
-use super::signing::{self, Signed};
+use super::signing::{self, DEFAULT_TYPE as TEXT_PLAIN, Signed};
 use super::spool::{
     self, ACK_TIMEOUT, DEFAULT_TTL, FLUSH_INTERVAL, SeenIds, Spool, SpoolFull, Spooled,
 };
@@ -141,6 +151,13 @@ pub enum Input {
         /// The realm.
         authority: Authority,
     },
+    /// The host proved `conn` is an administrator's (§5: root, the account the server runs as,
+    /// or a configured uid): it may list every link and passport and sees every event (§13).
+    /// Sent right after [`Input::Opened`].
+    Administrator {
+        /// The connection.
+        conn: ConnId,
+    },
     /// A realm's published signing keys (§8.2), from DNS TXT `_airc.<realm>` or configuration.
     /// Replaces what the server knew for that realm.
     Keys {
@@ -195,6 +212,18 @@ pub enum Record {
         /// The record's JSON form.
         record: Box<Object>,
     },
+    /// A passport record (§12.1) with its token hash, as stored after issuance, a use or a
+    /// revocation; a later record with the same id replaces it.
+    Passport {
+        /// The record's JSON form.
+        record: Box<Object>,
+    },
+    /// One event of the append-only audit log (§13), never with a message body. Only ever
+    /// appended; nothing is restored from it.
+    Audit {
+        /// The event (boxed: it has many fields).
+        event: Box<Event>,
+    },
     /// An id acked `delivered` or `queued`, remembered until `until` (§7.3).
     Seen {
         /// The message id.
@@ -241,6 +270,8 @@ pub struct ServerConfig {
     pub policy: Policy,
     /// Whether offers are taken, and which endpoints accept them on arrival (§11.4, §11.5).
     pub links: LinkConfig,
+    /// Who may issue passports, and the web base of their URLs (§12.2, §12.3).
+    pub passports: PassportConfig,
 }
 
 impl ServerConfig {
@@ -258,6 +289,7 @@ impl ServerConfig {
             trusted_unsigned: Vec::new(),
             policy: Policy::default(),
             links: LinkConfig::default(),
+            passports: PassportConfig::default(),
         }
     }
 }
@@ -282,10 +314,59 @@ pub struct Stats {
     pub expired: u64,
     /// Connections refused because the server was full.
     pub refused_connections: u64,
+    /// Audit events written (§13).
+    pub events: u64,
+    /// Subscribers closed for being handed more than [`audit::SUBSCRIBER_RATE`].
+    pub slow_subscribers: u64,
+}
+
+/// Where a message is when its audit event is written (§13's `hop`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Hop {
+    /// A bound client took it (or answered for it).
+    Client,
+    /// Another realm's server took it (or answered for it).
+    Peer,
+    /// This server answered it itself: a refusal, the resolver, control traffic.
+    Local,
+    /// It is held in the spool.
+    Spool,
+}
+
+impl Hop {
+    fn as_str(self) -> &'static str {
+        match self {
+            Hop::Client => "client",
+            Hop::Peer => "peer",
+            Hop::Local => "local",
+            Hop::Spool => "spool",
+        }
+    }
+}
+
+/// A message's audit event (§13): its addresses, type, `re` and body length, never the body.
+fn msg_event(now: Timestamp, kind: audit::Kind, m: &Msg, hop: Hop) -> Event {
+    let mut e = audit::event(now, kind);
+    e.id = Some(m.id.clone());
+    e.from = Some(m.from.clone());
+    e.to = Some(m.to.clone());
+    e.hop = Some(hop.as_str().to_string());
+    e.kind_of_msg = m.kind.clone().filter(|k| k != TEXT_PLAIN);
+    e.re.clone_from(&m.re);
+    e.bytes = Some(m.body.len() as u64);
+    e
+}
+
+fn audit_kind(status: AckStatus) -> audit::Kind {
+    match status {
+        AckStatus::Delivered => audit::Kind::MsgDelivered,
+        AckStatus::Queued => audit::Kind::MsgQueued,
+        AckStatus::Failed => audit::Kind::MsgFailed,
+    }
 }
 
 /// Where an ack goes once the next hop answers.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 enum Upstream {
     /// Relay it over this connection.
     Conn(ConnId),
@@ -296,14 +377,35 @@ enum Upstream {
     Linked(ConnId, Object),
     /// A notice the server sent on its own: its ack changes nothing (§11.4 step 4).
     Nobody,
+    /// A redemption sent for a client's `passport op=redeem`: answer it with `passported`,
+    /// reporting the ack (§12.4: "the ack to this message is the result").
+    Passported(ConnId),
+    /// A grant sent for a redemption (§12.5): the redemption is answered once the redeemer's
+    /// server has acked the grant.
+    Grant(Box<GrantWait>),
+}
+
+/// A redemption waiting for its grant's ack (§12.5).
+#[derive(Clone, Debug, PartialEq)]
+struct GrantWait {
+    /// Who waits for the redemption's answer.
+    up: Upstream,
+    /// The redemption message.
+    redemption: Msg,
+    /// The granted link.
+    link: String,
+    /// The passport redeemed.
+    passport: String,
 }
 
 impl Upstream {
     /// The client connection waiting on this answer, if any.
     fn conn(&self) -> Option<ConnId> {
         match self {
-            Self::Conn(c) | Self::Linked(c, _) => Some(*c),
-            Self::Spool(_) | Self::Nobody => None,
+            Self::Conn(c) | Self::Linked(c, _) | Self::Passported(c) => Some(*c),
+            // The redemption goes on when its connection closes: the grant is out, and the
+            // ack is answered into the void (`ack` skips a closed connection).
+            Self::Spool(_) | Self::Nobody | Self::Grant(_) => None,
         }
     }
 }
@@ -338,6 +440,10 @@ struct Conn {
     authenticated: bool,
     /// The nonce of the hello this server sent on a link it dialled.
     nonce: Option<String>,
+    /// The host proved it an administrator's (§5).
+    admin: bool,
+    /// A `peer.up` was written for it, so its close is a `peer.down` (§13).
+    up: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -368,6 +474,10 @@ pub struct Server<R> {
     replies: ReplyWindow,
     /// The realm's links (§11).
     links: LinkTable,
+    /// The audit stream's subscribers (§13).
+    audit: Audit,
+    /// The passports this realm issued (§12).
+    passports: PassportBook,
     /// Forwarded messages by (next hop, id).
     pending: BTreeMap<(ConnId, String), Pending>,
     /// Spooled messages in flight (§6.6), by id, with the hop whose late ack would settle them.
@@ -396,6 +506,8 @@ impl<R: CryptoRng> Server<R> {
         let links = LinkTable::new(config.realm.clone(), config.links.clone());
         Self {
             links,
+            audit: Audit::new(config.realm.clone()),
+            passports: PassportBook::new(crypto),
             keys: config.known_keys.clone(),
             config,
             crypto,
@@ -454,13 +566,24 @@ impl<R: CryptoRng> Server<R> {
         }
     }
 
-    fn ack_code(&mut self, conn: ConnId, id: &str, status: AckStatus, code: AckCode) {
-        self.ack(conn, Ack::with_code(id, status, code));
+    /// Gives a message's one answer to whoever waits for it, and writes it to the audit log
+    /// (§13) as `msg.<status>`, `hop` saying where the message is now.
+    fn answer(&mut self, now: Timestamp, up: &Upstream, m: &Msg, ack: Ack, hop: Hop) {
+        let mut e = msg_event(now, audit_kind(ack.status), m, hop);
+        e.id = Some(ack.id.clone());
+        e.status = Some(status_text(ack.status).to_string());
+        e.code.clone_from(&ack.code);
+        e.reason.clone_from(&ack.reason);
+        e.by.clone_from(&ack.by);
+        self.emit(now, e);
+        self.answer_quietly(now, up, ack);
     }
 
-    /// Gives a message's one answer to whoever waits for it.
-    fn answer(&mut self, up: &Upstream, ack: Ack) {
+    /// The answer without an audit event: for a message whose event is already written.
+    fn answer_quietly(&mut self, now: Timestamp, up: &Upstream, ack: Ack) {
         match up {
+            Upstream::Passported(conn) => self.redeem_answered(*conn, ack),
+            Upstream::Grant(w) => self.grant_answered(now, w, ack),
             Upstream::Conn(c) => self.ack(*c, ack),
             Upstream::Linked(conn, link) => {
                 let linked = Linked {
@@ -479,8 +602,42 @@ impl<R: CryptoRng> Server<R> {
         }
     }
 
-    fn answer_code(&mut self, up: &Upstream, id: &str, status: AckStatus, code: AckCode) {
-        self.answer(up, Ack::with_code(id, status, code));
+    fn answer_code(
+        &mut self,
+        now: Timestamp,
+        up: &Upstream,
+        m: &Msg,
+        (status, code): (AckStatus, AckCode),
+        hop: Hop,
+    ) {
+        let ack = Ack::with_code(&m.id, status, code);
+        self.answer(now, up, m, ack, hop);
+    }
+
+    /// Writes an event to the audit log (§13), durably, and hands it to the subscribers who see
+    /// it; a subscriber past its budget is closed ([`audit::SUBSCRIBER_RATE`]).
+    fn emit(&mut self, now: Timestamp, event: Event) {
+        let fanout = self.audit.fan_out(now, &event);
+        self.stats.events += 1;
+        if !fanout.to.is_empty() {
+            let bytes = framing::encode(&Frame::Event(Box::new(event.clone())));
+            for conn in fanout.to {
+                self.out.push_back(Output::Send {
+                    conn,
+                    bytes: bytes.clone(),
+                });
+            }
+        }
+        for conn in fanout.slow {
+            self.stats.slow_subscribers += 1;
+            self.out.push_back(Output::Close { conn });
+            if let Some(c) = self.conns.get_mut(&conn) {
+                c.state = State::Closing;
+            }
+        }
+        self.out.push_back(Output::Persist(Record::Audit {
+            event: Box::new(event),
+        }));
     }
 
     /// Remembers `id` for duplicate suppression, durably, before the ack that depends on it.
@@ -537,6 +694,8 @@ impl<R: CryptoRng> Server<R> {
                 peer: None,
                 authenticated: false,
                 nonce: None,
+                admin: false,
+                up: false,
             },
         );
     }
@@ -545,6 +704,14 @@ impl<R: CryptoRng> Server<R> {
         let Some(c) = self.conns.remove(&conn) else {
             return;
         };
+        self.audit.unsubscribe(conn);
+        if let Some(realm) = c.peer.as_ref().filter(|_| c.up) {
+            let mut e = audit::event(now, audit::Kind::PeerDown);
+            e.realm = Some(realm.to_string());
+            e.authenticated = Some(c.authenticated);
+            e.outbound = Some(c.nonce.is_some());
+            self.emit(now, e);
+        }
         if let Some(realm) = c.peer.as_ref().filter(|_| c.state == State::AwaitWelcome) {
             self.no_link(now, realm);
         }
@@ -587,7 +754,7 @@ impl<R: CryptoRng> Server<R> {
 
     /// A forwarded message whose hop went away: back into the spool, and `queued` upstream.
     fn requeue(&mut self, now: Timestamp, p: Pending, code: AckCode) {
-        let id = p.item.id.clone();
+        let msg = p.item.msg.clone();
         let from_spool = p.upstreams.iter().any(|u| matches!(u, Upstream::Spool(_)));
         if from_spool {
             // Still durably stored from when it was first spooled.
@@ -596,15 +763,17 @@ impl<R: CryptoRng> Server<R> {
         } else {
             let record = Record::Spooled {
                 key: p.key.clone(),
-                msg: Box::new(p.item.msg.clone()),
+                msg: Box::new(msg.clone()),
             };
             self.out.push_back(Output::Persist(record));
-            self.passed(now, &p.item.msg);
+            self.passed(now, &msg);
             self.spool.requeue(&p.key, alloc::vec![p.item]);
             self.arm_flush(now);
         }
+        let queued = Ack::with_code(&msg.id, AckStatus::Queued, code);
+        self.answer(now, &Upstream::Nobody, &msg, queued.clone(), Hop::Spool);
         for u in &p.upstreams {
-            self.answer_code(u, &id, AckStatus::Queued, code);
+            self.answer_quietly(now, u, queued.clone());
         }
     }
 
@@ -632,7 +801,13 @@ impl<R: CryptoRng> Server<R> {
                 Err(e) => match e.answer() {
                     Answer::AckFailed { id, code } => {
                         self.stats.messages += 1;
-                        self.ack_code(conn, &id, AckStatus::Failed, code);
+                        let mut e = audit::event(now, audit::Kind::MsgFailed);
+                        e.id = Some(id.clone());
+                        e.status = Some(status_text(AckStatus::Failed).to_string());
+                        e.code = Some(code.as_str().to_string());
+                        e.hop = Some(Hop::Local.as_str().to_string());
+                        self.emit(now, e);
+                        self.ack(conn, Ack::with_code(id, AckStatus::Failed, code));
                     }
                     Answer::Close(code) => self.fail(conn, code, &e.to_string()),
                 },
@@ -670,23 +845,11 @@ impl<R: CryptoRng> Server<R> {
             (_, Frame::Ack(a)) => self.downstream_ack(now, conn, a),
             (_, Frame::Bind(b)) if face == Face::Client => self.bind(now, conn, b.names),
             (_, Frame::Link(req)) if face == Face::Client => self.link_request(now, conn, req),
-            (_, Frame::Passport(_)) if face == Face::Client => {
-                let passported = Passported {
-                    ok: false,
-                    passport: None,
-                    line: None,
-                    file: None,
-                    url: None,
-                    passports: None,
-                    status: None,
-                    reason: Some("passports are not supported by this server yet".to_string()),
-                    code: Some(AckCode::Refused.as_str().to_string()),
-                    link: None,
-                    revoked_links: None,
-                };
-                self.send(conn, &Frame::Passported(Box::new(passported)));
+            (_, Frame::Passport(req)) if face == Face::Client => {
+                self.passport_request(now, conn, &req);
             }
             (_, Frame::Stat(_)) if face == Face::Client => self.stat(conn),
+            (_, Frame::Subscribe(sub)) if face == Face::Client => self.subscribe(now, conn, &sub),
             (_, Frame::Error(_)) => self.out.push_back(Output::Close { conn }),
             (_, Frame::Unknown { t }) => {
                 self.fail(
@@ -699,6 +862,24 @@ impl<R: CryptoRng> Server<R> {
                 let why = format!("{} is not accepted here", other.t());
                 self.fail(conn, ErrorCode::UnexpectedFrame, &why);
             }
+        }
+    }
+
+    /// §4.9: a client asks for the live audit stream, scoped to its namespaces.
+    fn subscribe(&mut self, now: Timestamp, conn: ConnId, sub: &super::frame::Subscribe) {
+        let Some(c) = self.conns.get(&conn) else {
+            return;
+        };
+        let (namespaces, admin) = (c.namespaces.clone(), c.admin);
+        match self
+            .audit
+            .subscribe(now, conn, sub.kinds.as_deref(), &namespaces, admin)
+        {
+            Ok(subscribed) => self.send(conn, &Frame::Subscribed(subscribed)),
+            Err(e @ audit::SubscribeRefusal::NoScope) => {
+                self.fail(conn, ErrorCode::Forbidden, &e.to_string());
+            }
+            Err(e) => self.fail(conn, ErrorCode::BadFrame, &e.to_string()),
         }
     }
 
@@ -719,6 +900,8 @@ impl<R: CryptoRng> Server<R> {
             ("stray_acks", s.stray_acks),
             ("settled", s.settled),
             ("expired", s.expired),
+            ("events", s.events),
+            ("slow_subscribers", s.slow_subscribers),
         ] {
             counters.insert(name.to_string(), value.into());
         }
@@ -819,6 +1002,7 @@ impl<R: CryptoRng> Server<R> {
             kid,
         };
         self.send(conn, &Frame::Welcome(welcome));
+        self.peer_up(now, conn);
         if authenticated {
             self.link_up(now, conn, &peer);
         }
@@ -889,7 +1073,21 @@ impl<R: CryptoRng> Server<R> {
             c.state = State::Open;
             c.authenticated = true;
         }
+        self.peer_up(now, conn);
         self.link_up(now, conn, &target);
+    }
+
+    /// A peer link is open (§8.4): `peer.up` (§13), whether or not it is authenticated.
+    fn peer_up(&mut self, now: Timestamp, conn: ConnId) {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        c.up = true;
+        let mut e = audit::event(now, audit::Kind::PeerUp);
+        e.realm = c.peer.as_ref().map(ToString::to_string);
+        e.authenticated = Some(c.authenticated);
+        e.outbound = Some(c.nonce.is_some());
+        self.emit(now, e);
     }
 
     /// An authenticated link to `realm`, if one is open: the only kind a server sends on.
@@ -1016,20 +1214,23 @@ impl<R: CryptoRng> Server<R> {
             other => return self.linked_refusal(conn, format!("unknown op {other}")),
         };
         match done {
-            Ok(op) => self.link_done(now, conn, op),
+            Ok(op) => {
+                let record = op.link.to_object();
+                self.link_done(now, Upstream::Linked(conn, record), op);
+            }
             Err(refusal) => self.linked_refusal(conn, refusal.to_string()),
         }
     }
 
     /// Stores an operation's record, then tells the other side: a notice when it is an endpoint
     /// of this realm (Appendix A.2), a control message to its realm otherwise (§11.4).
-    fn link_done(&mut self, now: Timestamp, conn: ConnId, op: Operation) {
+    fn link_done(&mut self, now: Timestamp, up: Upstream, op: Operation) {
         let record = op.link.to_object();
         self.out.push_back(Output::Persist(Record::Link {
-            record: Box::new(record.clone()),
+            record: Box::new(record),
         }));
-        let up = Upstream::Linked(conn, record);
         let c = op.control;
+        self.link_event(now, c.action, &c.link, &c.from, &c.to);
         let id = self.new_id();
         if c.to.realm() == &self.config.realm {
             let notice = Notice::new(c.action, &c.link, &c.from, &c.to).to_msg(id, now);
@@ -1052,12 +1253,22 @@ impl<R: CryptoRng> Server<R> {
         let id = m.id.clone();
         match self.links.receive(now, &m) {
             Ok(got) => {
+                if let (true, Ok(from), Ok(to)) = (
+                    got.stored != link::Stored::Unchanged,
+                    Address::parse(&m.from),
+                    Address::parse(&m.to),
+                ) {
+                    self.link_event(now, got.action, &got.link, &from, &to);
+                }
+                if let Some(reply) = &got.reply {
+                    self.link_event(now, reply.action, &reply.link, &reply.from, &reply.to);
+                }
                 let record = got.link.to_object();
                 self.out.push_back(Output::Persist(Record::Link {
                     record: Box::new(record),
                 }));
                 self.passed(now, &m);
-                self.answer(&up, Ack::new(id, AckStatus::Delivered));
+                self.answer(now, &up, &m, Ack::new(id, AckStatus::Delivered), Hop::Local);
                 if let Some(n) = got.notice {
                     let notice = n.to_msg(self.new_id(), now);
                     self.notify(now, Upstream::Nobody, notice);
@@ -1076,9 +1287,35 @@ impl<R: CryptoRng> Server<R> {
             Err(refusal) => {
                 let mut ack = Ack::with_code(id, AckStatus::Failed, link::LinkRefusal::CODE);
                 ack.reason = Some(refusal.to_string());
-                self.answer(&up, ack);
+                self.answer(now, &up, &m, ack, Hop::Local);
             }
         }
+    }
+
+    /// A link changed (§13 `link.<action>`): who acted, toward whom, and the state it is in now.
+    fn link_event(
+        &mut self,
+        now: Timestamp,
+        action: link::Action,
+        l: &Link,
+        from: &Address,
+        to: &Address,
+    ) {
+        let kind = match action {
+            link::Action::Offer => audit::Kind::LinkOffer,
+            link::Action::Accept => audit::Kind::LinkAccept,
+            link::Action::Decline => audit::Kind::LinkDecline,
+            link::Action::Revoke => audit::Kind::LinkRevoke,
+            link::Action::Grant => audit::Kind::LinkGrant,
+        };
+        let mut e = audit::event(now, kind);
+        e.link = Some(l.id.clone());
+        e.from = Some(from.to_string());
+        e.to = Some(to.to_string());
+        e.label.clone_from(&l.label);
+        e.state = Some(l.state.as_str().to_string());
+        e.passport = l.origin.as_ref().map(|o| o.passport.clone());
+        self.emit(now, e);
     }
 
     /// Delivers a server-made notice to a local endpoint, past policy: it reports what control
@@ -1093,12 +1330,472 @@ impl<R: CryptoRng> Server<R> {
             ttl: DEFAULT_TTL,
             msg,
         };
+        if to.is_namespace() && to.realm() == &self.config.realm {
+            return self.notify_namespace(now, up, &to, item);
+        }
         self.deliver_local(now, up, &to, item);
+    }
+
+    /// A notice about a link whose side is a whole namespace (§11.1): it goes to the client
+    /// bound for the namespace (its relay), or waits in the spool for one. §6.4's refusal of
+    /// namespace references is for messages, which have no fan-out; a notice has one reader.
+    fn notify_namespace(&mut self, now: Timestamp, up: Upstream, to: &Address, item: Spooled<Msg>) {
+        let key = to.first_segment().to_string();
+        match self.local_hop(to) {
+            Some(client) if self.pending.len() < MAX_PENDING => {
+                self.forward(now, client, alloc::vec![up], key, item);
+            }
+            _ => {
+                let msg = item.msg.clone();
+                match self.hold(now, &key, item) {
+                    Ok(()) => {
+                        self.passed(now, &msg);
+                        let queued = (AckStatus::Queued, AckCode::EndpointOffline);
+                        self.answer_code(now, &up, &msg, queued, Hop::Spool);
+                    }
+                    Err(_) => self.spool_full(now, &up, &msg),
+                }
+            }
+        }
+    }
+
+    /// The local client to hand a message for `to`: §4.3's selection for an endpoint, the
+    /// namespace's relay for a namespace reference (notices only).
+    fn local_hop(&self, to: &Address) -> Option<ConnId> {
+        if to.is_namespace() {
+            self.binds.select_namespace(to)
+        } else {
+            self.binds.select(to)
+        }
     }
 
     /// A fresh message id for what the server itself sends.
     fn new_id(&mut self) -> String {
         super::frame::message_id(&mut self.rng)
+    }
+
+    // ---- passports (§4.7, §12) --------------------------------------------------------------
+
+    fn passported(&mut self, conn: ConnId, p: Passported) {
+        self.send(conn, &Frame::Passported(Box::new(p)));
+    }
+
+    fn passported_refusal(&mut self, conn: ConnId, reason: String) {
+        let mut p = empty_passported(false);
+        p.code = Some(AckCode::Refused.as_str().to_string());
+        p.reason = Some(reason);
+        self.passported(conn, p);
+    }
+
+    fn persist_passport(&mut self, rec: &PassportRecord) {
+        self.out.push_back(Output::Persist(Record::Passport {
+            record: Box::new(rec.to_object(true)),
+        }));
+    }
+
+    /// A passport event (§13) with the record's id, endpoint, label, state and uses.
+    fn passport_event(&mut self, now: Timestamp, kind: audit::Kind, rec: &PassportRecord) -> Event {
+        let mut e = audit::event(now, kind);
+        e.passport = Some(rec.id.clone());
+        e.endpoint = Some(rec.endpoint.to_string());
+        e.label.clone_from(&rec.label);
+        e.state = Some(rec.state.as_str().to_string());
+        e.uses = Some(rec.uses);
+        e.uses_left = Some(rec.uses_left());
+        e
+    }
+
+    /// A client's `passport` frame (§4.7): `as` must lie inside the connection's namespaces
+    /// (§5) unless the host marked it an administrator's.
+    fn passport_request(&mut self, now: Timestamp, conn: ConnId, req: &PassportRequest) {
+        let Some(c) = self.conns.get(&conn) else {
+            return;
+        };
+        let (namespaces, admin) = (c.namespaces.clone(), c.admin);
+        let root = Namespace::root();
+        let face = AddressFace::Client {
+            realm: &self.config.realm,
+            namespace: &root,
+        };
+        let acting = match req.acting.as_deref().map(|a| Address::resolve(a, face)) {
+            Some(Ok(a)) => Some(a),
+            Some(Err(e)) => return self.passported_refusal(conn, format!("as: {e}")),
+            None => None,
+        };
+        if let Some(a) = &acting {
+            let inside = namespaces.iter().any(|ns| a.is_inside(ns));
+            if a.realm() != &self.config.realm || !(inside || admin) || !a.is_endpoint() {
+                let why = format!("{a} is outside your namespaces");
+                return self.passported_refusal(conn, why);
+            }
+        }
+        match req.op.as_str() {
+            "new" => self.passport_new(now, conn, acting, admin, req),
+            "list" => {
+                let realm = &self.config.realm;
+                let mine = |r: &PassportRecord| match &acting {
+                    Some(a) => r.endpoint.key() == a.key() || r.issued_by.key() == a.key(),
+                    None => {
+                        admin
+                            || (r.endpoint.realm() == realm
+                                && namespaces.iter().any(|ns| r.endpoint.is_inside(ns)))
+                    }
+                };
+                let list = self
+                    .passports
+                    .all()
+                    .filter(|r| mine(r))
+                    .map(|r| r.to_object(false))
+                    .collect();
+                let mut p = empty_passported(true);
+                p.passports = Some(list);
+                self.passported(conn, p);
+            }
+            "redeem" => match acting {
+                Some(a) => self.redeem_request(now, conn, a, req),
+                None => self.passported_refusal(conn, "as is required".into()),
+            },
+            "revoke" => self.passport_revoke(now, conn, acting, admin, req),
+            other => {
+                let op: String = other.chars().take(32).collect();
+                self.passported_refusal(conn, format!("unknown op {op}"));
+            }
+        }
+    }
+
+    /// §12.3: issue a passport; the token is in this answer and nowhere else.
+    fn passport_new(
+        &mut self,
+        now: Timestamp,
+        conn: ConnId,
+        acting: Option<Address>,
+        admin: bool,
+        req: &PassportRequest,
+    ) {
+        let allowed = match self.config.passports.issuance {
+            Issuance::Agents => true,
+            Issuance::OwnerOnly => admin,
+            Issuance::Off => false,
+        };
+        if !allowed {
+            return self.passported_refusal(conn, "this realm does not let you issue".into());
+        }
+        let Some(endpoint) = acting else {
+            return self.passported_refusal(conn, "as is required".into());
+        };
+        let direction = match req.direction.as_deref().map(Direction::parse) {
+            None => Direction::Both,
+            Some(Some(d)) => d,
+            Some(None) => return self.passported_refusal(conn, "unknown direction".into()),
+        };
+        let bind_to = match req.to.as_deref().map(Pattern::parse) {
+            None => None,
+            Some(Ok(p)) => Some(p),
+            Some(Err(e)) => return self.passported_refusal(conn, format!("to: {e}")),
+        };
+        if req
+            .label
+            .as_ref()
+            .is_some_and(|l| l.len() > link::MAX_LABEL_BYTES)
+        {
+            return self.passported_refusal(conn, "label too long".into());
+        }
+        let issue = Issue {
+            issued_by: endpoint.clone(),
+            endpoint: endpoint.clone(),
+            label: req.label.clone(),
+            direction,
+            uses: req.uses,
+            ttl: req.ttl,
+            link_ttl: req.link_ttl,
+            bind_to,
+        };
+        let issued = match self.passports.issue(now, &mut self.rng, issue) {
+            Ok(i) => i,
+            Err(e) => return self.passported_refusal(conn, e.to_string()),
+        };
+        let rec = issued.record.clone();
+        self.persist_passport(&rec);
+        let e = self.passport_event(now, audit::Kind::PassportIssue, &rec);
+        self.emit(now, e);
+        let issuer = self.config.realm.to_string();
+        let rendered = Passport {
+            issuer: issuer.clone(),
+            endpoint: Some(endpoint.segments().join("/")),
+            token: issued.token.clone(),
+        };
+        let mut p = empty_passported(true);
+        p.passport = Some(rec.to_object(false));
+        p.line = Some(rendered.line());
+        p.url = self
+            .config
+            .passports
+            .web_base
+            .as_deref()
+            .map(|base| rendered.url(base));
+        p.file = Some(rec.file(&issuer, &issued.token));
+        self.passported(conn, p);
+    }
+
+    /// §12.6: revoke a passport and, with `and_links`, the links it created.
+    fn passport_revoke(
+        &mut self,
+        now: Timestamp,
+        conn: ConnId,
+        acting: Option<Address>,
+        admin: bool,
+        req: &PassportRequest,
+    ) {
+        let Some(id) = req.id.as_deref().or(req.passport.as_deref()) else {
+            return self.passported_refusal(conn, "id is required".into());
+        };
+        let rec = match self.passports.revoke(id, acting.as_ref(), admin) {
+            Ok(r) => r.clone(),
+            Err(e) => return self.passported_refusal(conn, e.to_string()),
+        };
+        self.persist_passport(&rec);
+        let e = self.passport_event(now, audit::Kind::PassportRevoke, &rec);
+        self.emit(now, e);
+        let mut revoked = Vec::new();
+        if req.and_links == Some(true) {
+            let ids: Vec<(String, Address)> = self
+                .links
+                .list_all()
+                .into_iter()
+                .filter(|l| l.origin.as_ref().is_some_and(|o| o.passport == rec.id))
+                .filter(|l| matches!(l.state, LinkState::Pending | LinkState::Active))
+                .map(|l| (l.id.clone(), l.a.clone()))
+                .collect();
+            for (lid, a) in ids {
+                if let Ok(op) = self.links.revoke(now, &a, &lid) {
+                    revoked.push(lid);
+                    self.link_done(now, Upstream::Nobody, op);
+                }
+            }
+        }
+        let mut p = empty_passported(true);
+        p.passport = Some(rec.to_object(false));
+        p.revoked_links = Some(revoked);
+        self.passported(conn, p);
+    }
+
+    /// §12.4: the redeemer's server sends the redemption; its ack is the answer.
+    fn redeem_request(
+        &mut self,
+        now: Timestamp,
+        conn: ConnId,
+        redeemer: Address,
+        req: &PassportRequest,
+    ) {
+        let parsed = req.passport.as_deref().map(Passport::parse);
+        let passport = match parsed {
+            Some(Ok(p)) => p,
+            Some(Err(e)) => return self.passported_refusal(conn, e.to_string()),
+            None => return self.passported_refusal(conn, "passport is required".into()),
+        };
+        let Ok(to) = Address::parse(&format!("airc://{}/{PASSPORT_ENDPOINT}", passport.issuer))
+        else {
+            return self.passported_refusal(conn, "the issuer is not a realm".into());
+        };
+        let body = serde_json::json!({
+            "action": "redeem",
+            "token": passport.token,
+            "redeemer": redeemer.key().to_string(),
+        });
+        let m = Msg {
+            id: self.new_id(),
+            from: redeemer.to_string(),
+            to: to.to_string(),
+            ts: link::to_secs(now),
+            body: body.to_string(),
+            kind: Some(PASSPORT_TYPE.to_string()),
+            re: None,
+            ttl: Some(REDEMPTION_TTL),
+            via: None,
+            hdr: None,
+        };
+        self.stats.messages += 1;
+        self.route(now, Upstream::Passported(conn), &redeemer, &to, now, m);
+    }
+
+    /// The redemption's ack came back: `passported` with its status, and the link on success.
+    fn redeem_answered(&mut self, conn: ConnId, ack: Ack) {
+        let granted = ack
+            .reason
+            .as_deref()
+            .and_then(|r| r.strip_prefix("link "))
+            .and_then(|r| r.strip_suffix(" granted"));
+        let mut p = empty_passported(ack.status != AckStatus::Failed);
+        p.link = granted
+            .filter(|_| ack.status == AckStatus::Delivered)
+            .and_then(|id| self.links.get(id))
+            .map(Link::to_object);
+        p.status = Some(ack.status);
+        p.code = ack.code;
+        p.reason = ack.reason;
+        if self.conns.contains_key(&conn) {
+            self.passported(conn, p);
+        }
+    }
+
+    /// Where a redemption comes from, for the failure limit (§12.5): another realm as a whole
+    /// (its server vouches only for its realm), or a namespace of this one.
+    fn redemption_source(&self, from: &Address) -> String {
+        if from.realm() == &self.config.realm {
+            format!("local:{}", from.first_segment())
+        } else {
+            format!("realm:{}", from.realm())
+        }
+    }
+
+    /// §12.5 at the issuer: check, create the link, have the redeemer's server record it, then
+    /// notify the endpoint and ack.
+    fn redeem(&mut self, now: Timestamp, up: Upstream, from: &Address, m: Msg) {
+        let source = self.redemption_source(from);
+        let body: Option<serde_json::Value> = serde_json::from_str(&m.body).ok();
+        let token = body
+            .as_ref()
+            .filter(|b| b.get("action").and_then(|a| a.as_str()) == Some("redeem"))
+            .and_then(|b| b.get("token"))
+            .and_then(|t| t.as_str());
+        let rec = match self.passports.check(now, &source, token, from) {
+            Ok(rec) => rec,
+            Err(why) => return self.redeem_failed(now, &up, &m, None, why.reason()),
+        };
+        let grant = Grant {
+            a: rec.endpoint.clone(),
+            b: from.clone(),
+            direction: rec.direction,
+            label: rec.label.clone(),
+            expires: Some(now.saturating_add(rec.link_ttl)),
+            origin: Some(LinkOrigin {
+                passport: rec.id.clone(),
+                issued_by: Some(rec.issued_by.to_string()),
+                redeemed_by: Some(from.to_string()),
+            }),
+        };
+        let op = match self.links.grant(now, &mut self.rng, grant) {
+            Ok(op) => op,
+            Err(e) => {
+                let why = e.to_string();
+                return self.redeem_failed(now, &up, &m, Some(&rec), &why);
+            }
+        };
+        let lid = op.link.id.clone();
+        self.out.push_back(Output::Persist(Record::Link {
+            record: Box::new(op.link.to_object()),
+        }));
+        let used = Use {
+            redeemer: from.without_fragment(),
+            at: now,
+            link: lid.clone(),
+        };
+        if let Some(r) = self.passports.used(&rec.id, used).cloned() {
+            self.persist_passport(&r);
+        }
+        self.link_event(now, link::Action::Grant, &op.link, &op.link.a, &op.link.b);
+        let c = op.control;
+        if c.to.realm() == &self.config.realm {
+            // The redeemer is this realm's: the grant is recorded in this very table.
+            let notice = Notice::new(c.action, &c.link, &c.from, &c.to).to_msg(self.new_id(), now);
+            self.notify(now, Upstream::Nobody, notice);
+            self.redeemed(now, &up, &m, &lid, &rec.id);
+        } else {
+            let msg = c.to_msg(self.new_id(), now);
+            let item = Spooled {
+                id: msg.id.clone(),
+                ts: now,
+                ttl: DEFAULT_TTL,
+                msg,
+            };
+            let wait = GrantWait {
+                up,
+                redemption: m,
+                link: lid,
+                passport: rec.id.clone(),
+            };
+            self.deliver_remote(now, Upstream::Grant(Box::new(wait)), &c.to, item);
+        }
+    }
+
+    /// A refused redemption: `failed refused` with §12.5's reason, and a `passport.redeem`
+    /// event saying so (§13).
+    fn redeem_failed(
+        &mut self,
+        now: Timestamp,
+        up: &Upstream,
+        m: &Msg,
+        rec: Option<&PassportRecord>,
+        why: &str,
+    ) {
+        let mut e = match rec {
+            Some(r) => self.passport_event(now, audit::Kind::PassportRedeem, r),
+            None => audit::event(now, audit::Kind::PassportRedeem),
+        };
+        e.from = Some(m.from.clone());
+        e.status = Some(status_text(AckStatus::Failed).to_string());
+        e.code = Some(AckCode::Refused.as_str().to_string());
+        e.reason = Some(why.to_string());
+        self.emit(now, e);
+        let mut ack = Ack::with_code(&m.id, AckStatus::Failed, AckCode::Refused);
+        ack.reason = Some(why.to_string());
+        self.answer(now, up, m, ack, Hop::Local);
+    }
+
+    /// The grant is recorded at the redeemer's server: tell the issuing endpoint and ack the
+    /// redemption `delivered`, "link <id> granted" (§12.5).
+    fn redeemed(&mut self, now: Timestamp, up: &Upstream, m: &Msg, lid: &str, pid: &str) {
+        let (Some(rec), Some(l)) = (
+            self.passports.get(pid).cloned(),
+            self.links.get(lid).cloned(),
+        ) else {
+            return;
+        };
+        let Ok(from) = Address::parse(&m.from) else {
+            return;
+        };
+        let body = link::redeemed_text(pid, &l, &from, &rec.endpoint, rec.uses_left());
+        let notice = Notice {
+            action: link::Action::Grant,
+            link_id: lid.to_string(),
+            from: from.without_fragment(),
+            to: rec.endpoint.clone(),
+            body,
+        };
+        let notice = notice.to_msg(self.new_id(), now);
+        self.notify(now, Upstream::Nobody, notice);
+        let mut e = self.passport_event(now, audit::Kind::PassportRedeem, &rec);
+        e.from = Some(m.from.clone());
+        e.link = Some(lid.to_string());
+        e.status = Some(status_text(AckStatus::Delivered).to_string());
+        self.emit(now, e);
+        self.passed(now, m);
+        let mut ack = Ack::new(&m.id, AckStatus::Delivered);
+        ack.reason = Some(format!("link {lid} granted"));
+        self.answer(now, up, m, ack, Hop::Local);
+    }
+
+    /// The redeemer's server answered the grant. Only `delivered` means it recorded the link;
+    /// anything else revokes it here (the revoke follows a spooled grant in order, §7.4), gives
+    /// the use back and refuses the redemption.
+    fn grant_answered(&mut self, now: Timestamp, w: &GrantWait, ack: Ack) {
+        if ack.status == AckStatus::Delivered {
+            return self.redeemed(now, &w.up, &w.redemption, &w.link, &w.passport);
+        }
+        let a = self.links.get(&w.link).map(|l| l.a.clone());
+        if let Some(op) = a.and_then(|a| self.links.revoke(now, &a, &w.link).ok()) {
+            self.link_done(now, Upstream::Nobody, op);
+        }
+        let rec = self.passports.unuse(&w.passport, &w.link).cloned();
+        if let Some(r) = &rec {
+            self.persist_passport(r);
+        }
+        let why = format!(
+            "link grant not recorded ({} {})",
+            status_text(ack.status),
+            ack.code.as_deref().unwrap_or("")
+        );
+        self.redeem_failed(now, &w.up, &w.redemption, rec.as_ref(), why.trim_end());
     }
 
     // ---- bind (§4.3) ------------------------------------------------------------------------
@@ -1161,7 +1858,6 @@ impl<R: CryptoRng> Server<R> {
 
     fn client_msg(&mut self, now: Timestamp, conn: ConnId, mut m: Msg) {
         self.stats.messages += 1;
-        let id = m.id.clone();
         let namespaces = self
             .conns
             .get(&conn)
@@ -1177,16 +1873,16 @@ impl<R: CryptoRng> Server<R> {
             Address::resolve(&m.from, face),
             Address::resolve(&m.to, face),
         ) else {
-            return self.ack_code(conn, &id, AckStatus::Failed, AckCode::BadAddress);
+            return self.refuse(now, conn, &m, AckCode::BadAddress);
         };
         let Some(ts) = signing::ts_ms(m.ts).map(Timestamp::from_millis) else {
-            return self.ack_code(conn, &id, AckStatus::Failed, AckCode::BadAddress);
+            return self.refuse(now, conn, &m, AckCode::BadAddress);
         };
         if from.realm() != &self.config.realm
             || !from.is_endpoint()
             || !namespaces.iter().any(|ns| from.is_inside(ns))
         {
-            return self.ack_code(conn, &id, AckStatus::Failed, AckCode::Refused);
+            return self.refuse(now, conn, &m, AckCode::Refused);
         }
         m.via = None;
         m.from = from.to_string();
@@ -1198,18 +1894,17 @@ impl<R: CryptoRng> Server<R> {
     /// realm, and signed by a published key of P unless P is trusted unsigned.
     fn peer_msg(&mut self, now: Timestamp, conn: ConnId, mut m: Msg) {
         self.stats.messages += 1;
-        let id = m.id.clone();
         let Some(peer) = self.conns.get(&conn).and_then(|c| c.peer.clone()) else {
             return;
         };
         let (Ok(from), Ok(to)) = (Address::parse(&m.from), Address::parse(&m.to)) else {
-            return self.ack_code(conn, &id, AckStatus::Failed, AckCode::BadAddress);
+            return self.refuse(now, conn, &m, AckCode::BadAddress);
         };
         let Some(ts) = signing::ts_ms(m.ts) else {
-            return self.ack_code(conn, &id, AckStatus::Failed, AckCode::BadAddress);
+            return self.refuse(now, conn, &m, AckCode::BadAddress);
         };
         if from.realm() != &peer || to.realm() != &self.config.realm {
-            return self.ack_code(conn, &id, AckStatus::Failed, AckCode::Refused);
+            return self.refuse(now, conn, &m, AckCode::Refused);
         }
         if !self.is_trusted_unsigned(&peer) {
             // Signed over the URIs as they appear on the wire (§9.3).
@@ -1230,7 +1925,7 @@ impl<R: CryptoRng> Server<R> {
                 &m.sigstrings(),
             );
             if !ok {
-                return self.ack_code(conn, &id, AckStatus::Failed, AckCode::Refused);
+                return self.refuse(now, conn, &m, AckCode::Refused);
             }
         }
         m.from = from.to_string();
@@ -1259,10 +1954,17 @@ impl<R: CryptoRng> Server<R> {
         let ttl = m.ttl.map_or(DEFAULT_TTL, Duration::from_secs);
         // §6.2 expiry and dedupe.
         if spool::is_expired(ts, ttl, now) {
-            return self.answer_code(&up, &id, AckStatus::Failed, AckCode::Expired);
+            return self.answer_code(
+                now,
+                &up,
+                &m,
+                (AckStatus::Failed, AckCode::Expired),
+                Hop::Local,
+            );
         }
         if self.seen.contains(now, &id) {
-            return self.answer_code(&up, &id, AckStatus::Delivered, AckCode::Duplicate);
+            let dup = (AckStatus::Delivered, AckCode::Duplicate);
+            return self.answer_code(now, &up, &m, dup, Hop::Local);
         }
         // A copy of a message still waiting on its next hop: wait with it for the same answer.
         if let Some(p) = self.pending.values_mut().find(|p| p.item.id == id) {
@@ -1273,6 +1975,19 @@ impl<R: CryptoRng> Server<R> {
         // link controls leaving it are admitted independently of message policy (§11.5 caps
         // them where they are made). Passport redemptions are not built yet: `_passport` is
         // answered as a reserved path.
+        if m.kind.as_deref() == Some(PASSPORT_TYPE) && to.segments() == [PASSPORT_ENDPOINT] {
+            if to.realm() == &self.config.realm {
+                return self.redeem(now, up, from, m);
+            }
+            // §16.5: redemptions cross policy, like offers; the issuer limits them (§12.5).
+            let item = Spooled {
+                id: id.clone(),
+                ts,
+                ttl,
+                msg: m,
+            };
+            return self.deliver_remote(now, up, to, item);
+        }
         if m.kind.as_deref() == Some(link::CONTROL_TYPE) {
             if to.realm() == &self.config.realm {
                 return self.link_control(now, up, m);
@@ -1306,7 +2021,7 @@ impl<R: CryptoRng> Server<R> {
         if !decision.allowed {
             let mut ack = Ack::with_code(&id, AckStatus::Failed, AckCode::Refused);
             ack.reason = Some(decision.reason());
-            return self.answer(&up, ack);
+            return self.answer(now, &up, &m, ack, Hop::Local);
         }
         let item = Spooled {
             id: id.clone(),
@@ -1325,15 +2040,23 @@ impl<R: CryptoRng> Server<R> {
     fn deliver_local(&mut self, now: Timestamp, up: Upstream, to: &Address, item: Spooled<Msg>) {
         let id = item.id.clone();
         if to.is_namespace() {
-            return self.answer_code(&up, &id, AckStatus::Failed, AckCode::NamespaceNotEndpoint);
+            let refusal = (AckStatus::Failed, AckCode::NamespaceNotEndpoint);
+            return self.answer_code(now, &up, &item.msg, refusal, Hop::Local);
         }
         if to.segments() == [RESOLVER] {
             self.passed(now, &item.msg);
-            return self.answer(&up, Ack::new(id, AckStatus::Delivered));
+            let ack = Ack::new(id, AckStatus::Delivered);
+            return self.answer(now, &up, &item.msg, ack, Hop::Local);
+        }
+        if to.segments() == [PASSPORT_ENDPOINT] {
+            // §12.5: reserved and handled by the server; any other type is no_such_path.
+            let refusal = (AckStatus::Failed, AckCode::NoSuchPath);
+            return self.answer_code(now, &up, &item.msg, refusal, Hop::Local);
         }
         let client = self.binds.select(to);
         if to.is_reserved() && client.is_none() {
-            return self.answer_code(&up, &id, AckStatus::Failed, AckCode::NoSuchPath);
+            let refusal = (AckStatus::Failed, AckCode::NoSuchPath);
+            return self.answer_code(now, &up, &item.msg, refusal, Hop::Local);
         }
         let key = to.first_segment().to_string();
         if let Some(client) = client {
@@ -1348,15 +2071,16 @@ impl<R: CryptoRng> Server<R> {
         {
             let mut ack = Ack::with_code(id, AckStatus::Failed, AckCode::NoSuchPath);
             ack.by = Some(format!("airc://{}/{RESOLVER}", self.config.realm));
-            return self.answer(&up, ack);
+            return self.answer(now, &up, &item.msg, ack, Hop::Local);
         }
         let msg = item.msg.clone();
         match self.hold(now, &key, item) {
             Ok(()) => {
                 self.passed(now, &msg);
-                self.answer_code(&up, &id, AckStatus::Queued, AckCode::EndpointOffline);
+                let queued = (AckStatus::Queued, AckCode::EndpointOffline);
+                self.answer_code(now, &up, &msg, queued, Hop::Spool);
             }
-            Err(_) => self.spool_full(&up, &id),
+            Err(_) => self.spool_full(now, &up, &msg),
         }
     }
 
@@ -1369,11 +2093,11 @@ impl<R: CryptoRng> Server<R> {
         to: &Address,
         mut item: Spooled<Msg>,
     ) {
-        let id = item.id.clone();
         let realm = self.config.realm.to_string();
         let via = item.msg.via.get_or_insert_with(Vec::new);
         if via.contains(&realm) || via.len() >= MAX_VIA {
-            return self.answer_code(&up, &id, AckStatus::Failed, AckCode::RoutingLoop);
+            let refusal = (AckStatus::Failed, AckCode::RoutingLoop);
+            return self.answer_code(now, &up, &item.msg, refusal, Hop::Local);
         }
         via.push(realm);
         if let Some(key) = self
@@ -1426,15 +2150,15 @@ impl<R: CryptoRng> Server<R> {
 
     /// No link to `realm`: spool the message under it and ack `queued authority_unreachable`.
     fn hold_for(&mut self, now: Timestamp, up: Upstream, realm: &Authority, item: Spooled<Msg>) {
-        let id = item.id.clone();
         let msg = item.msg.clone();
         match self.hold(now, &remote_key(realm), item) {
             Ok(()) => {
                 self.passed(now, &msg);
-                self.answer_code(&up, &id, AckStatus::Queued, AckCode::AuthorityUnreachable);
+                let queued = (AckStatus::Queued, AckCode::AuthorityUnreachable);
+                self.answer_code(now, &up, &msg, queued, Hop::Spool);
                 self.connect(realm);
             }
-            Err(_) => self.spool_full(&up, &id),
+            Err(_) => self.spool_full(now, &up, &msg),
         }
     }
 
@@ -1456,10 +2180,16 @@ impl<R: CryptoRng> Server<R> {
     }
 
     /// The spool cannot hold the message, so it cannot be `queued`: refuse it.
-    fn spool_full(&mut self, up: &Upstream, id: &str) {
-        let mut ack = Ack::with_code(id, AckStatus::Failed, AckCode::Refused);
+    fn spool_full(&mut self, now: Timestamp, up: &Upstream, m: &Msg) {
+        let mut ack = Ack::with_code(&m.id, AckStatus::Failed, AckCode::Refused);
         ack.reason = Some("spool full".to_string());
-        self.answer(up, ack);
+        self.answer(now, up, m, ack, Hop::Local);
+    }
+
+    /// A message refused before routing (§6.2): its one ack, `failed` with `code`.
+    fn refuse(&mut self, now: Timestamp, conn: ConnId, m: &Msg, code: AckCode) {
+        let refusal = (AckStatus::Failed, code);
+        self.answer_code(now, &Upstream::Conn(conn), m, refusal, Hop::Local);
     }
 
     fn forward(
@@ -1516,9 +2246,14 @@ impl<R: CryptoRng> Server<R> {
             self.out
                 .push_back(Output::Forget(RecordKey::Spooled { id: ack.id.clone() }));
         }
+        let hop = match self.conns.get(&conn).map(|c| c.face) {
+            Some(Face::Peer) => Hop::Peer,
+            _ => Hop::Client,
+        };
+        // Relayed unchanged: status, code, by, reason (§6.6); one event for the message.
+        self.answer(now, &Upstream::Nobody, &p.item.msg, ack.clone(), hop);
         for u in &p.upstreams {
-            // Relayed unchanged: status, code, by, reason (§6.6).
-            self.answer(u, ack.clone());
+            self.answer_quietly(now, u, ack.clone());
         }
     }
 
@@ -1537,11 +2272,14 @@ impl<R: CryptoRng> Server<R> {
             self.out.push_back(Output::Persist(record));
             self.passed(now, &p.item.msg);
         }
+        let msg = p.item.msg.clone();
         self.spool.push_in_flight(&p.key, p.item);
         self.in_flight.insert(id.clone(), hop);
         self.arm_flush(now);
+        let queued = Ack::with_code(&id, AckStatus::Queued, AckCode::NoAck);
+        self.answer(now, &Upstream::Nobody, &msg, queued.clone(), Hop::Spool);
         for u in &p.upstreams {
-            self.answer_code(u, &id, AckStatus::Queued, AckCode::NoAck);
+            self.answer_quietly(now, u, queued.clone());
         }
     }
 
@@ -1565,10 +2303,17 @@ impl<R: CryptoRng> Server<R> {
                 None => Address::parse(&item.msg.to)
                     .ok()
                     .filter(|to| to.realm() == &self.config.realm)
-                    .and_then(|to| self.binds.select(&to)),
+                    .and_then(|to| self.local_hop(&to)),
             };
             match hop {
                 Some(hop) if self.pending.len() < MAX_PENDING => {
+                    let to = if remote.is_some() {
+                        Hop::Peer
+                    } else {
+                        Hop::Client
+                    };
+                    let e = msg_event(now, audit::Kind::MsgFlushed, &item.msg, to);
+                    self.emit(now, e);
                     let up = alloc::vec![Upstream::Spool(key.to_string())];
                     self.forward(now, hop, up, key.to_string(), item);
                 }
@@ -1614,6 +2359,14 @@ impl<R: CryptoRng> Server<R> {
                     let _ = self.links.restore(l);
                 }
             }
+            Record::Passport { record } => {
+                if let Some(p) = PassportRecord::from_value(&serde_json::Value::Object(*record)) {
+                    // As for links: a record that no longer fits stays on disk, unredeemable.
+                    let _ = self.passports.restore(p);
+                }
+            }
+            // Append-only: nothing in the machine is rebuilt from the log.
+            Record::Audit { .. } => {}
             Record::Seen { id, until } => {
                 if until > now {
                     self.seen
@@ -1641,6 +2394,23 @@ fn pattern_inside(p: &Pattern, ns: &Namespace) -> bool {
 /// can never collide with a local key, which is a bare path segment.
 fn remote_key(authority: &Authority) -> String {
     format!("//{authority}")
+}
+
+/// A `passported` with nothing but `ok`.
+fn empty_passported(ok: bool) -> Passported {
+    Passported {
+        ok,
+        passport: None,
+        line: None,
+        file: None,
+        url: None,
+        passports: None,
+        status: None,
+        reason: None,
+        code: None,
+        link: None,
+        revoked_links: None,
+    }
 }
 
 fn status_text(status: AckStatus) -> &'static str {
@@ -1673,6 +2443,11 @@ impl<R: CryptoRng> Machine for Server<R> {
             Input::DialFailed { authority } => {
                 self.dialling.remove(&authority);
                 self.no_link(now, &authority);
+            }
+            Input::Administrator { conn } => {
+                if let Some(c) = self.conns.get_mut(&conn) {
+                    c.admin = true;
+                }
             }
             Input::Keys { realm, keys } => {
                 self.keys.insert(realm, keys);

@@ -265,6 +265,26 @@ fn label_part(link: &Link) -> String {
     }
 }
 
+/// The notice the issuing endpoint gets when its passport is redeemed (§12.5): who redeemed,
+/// the link id, the uses left and how to revoke, in the shape of Appendix A.3.
+pub fn redeemed_text(
+    passport: &str,
+    link: &Link,
+    redeemer: &Address,
+    endpoint: &Address,
+    uses_left: u64,
+) -> String {
+    let who = name(redeemer, endpoint);
+    let me = name(endpoint, endpoint);
+    let label = label_part(link);
+    let id = &link.id;
+    format!(
+        "[airc: {who} redeemed your passport {passport}{label}: link {id} is open, \
+         {uses_left} uses left. Revoke the link: airc link revoke {id} --as {me}   \
+         Revoke the passport: airc passport revoke {passport} --as {me}]"
+    )
+}
+
 /// The notice text for `action` on `link` by `acting`, read by `recipient` (§11.4 step 4).
 ///
 /// Offer and accept are Appendix A.2's texts byte for byte; decline and revoke follow the

@@ -25,7 +25,9 @@ mod tests;
 
 pub use control::{
     Action, CONTROL_TYPE, ControlMessage, HDR_LINK, HDR_LINK_ACTION, Notice, notice_text,
+    redeemed_text,
 };
+pub(crate) use record::to_secs;
 pub use record::{
     Direction, ID_HEX_DIGITS, ID_PREFIX, Link, LinkOrigin, LinkState, MAX_LABEL_BYTES, Merge,
     RecordError, is_link_id,

@@ -1,0 +1,437 @@
+//! The audit stream (AIRC §4.9, §13): the kinds of event a server writes, who may subscribe and
+//! what each subscriber sees, and the bound on what one subscriber may be handed.
+//!
+//! The server decides *when* an event happens and fills in its fields; this module decides
+//! *who* receives it. Events never carry a message body (§13, §16.6): [`Event`] has no field
+//! for one, so a body cannot be written by mistake, and passport tokens never reach it either
+//! (only passport ids do).
+//!
+//! Scoping (§13): a subscriber sees an event when any of its `from`, `to`, `endpoint` or `realm`
+//! lies inside one of the subscriber's namespaces (§5); an administrator sees every event.
+//! `realm` names another realm's server (`peer.up`, `peer.down`), which lies inside no namespace
+//! of this realm, so only administrators see peer events.
+
+use alloc::collections::BTreeMap;
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+
+use super::address::{Address, Authority, Namespace};
+use super::frame::{Event, Scope, Subscribed};
+use crate::core::bucket::{BucketConfig, TokenBucket};
+use crate::core::{ConnId, Timestamp};
+
+/// The events one subscriber may be handed: a burst of 1024, then 256 a second.
+///
+/// A sans-IO machine cannot see a socket's write queue, so the bound on a subscriber's queue is
+/// put on what the machine hands the host for it: a subscriber that is sent more than this (its
+/// host is holding frames it has not read) is dropped, not fed a stream with silent gaps. The
+/// durable log ([`super::server::Record::Audit`]) still holds every event.
+pub const SUBSCRIBER_RATE: BucketConfig = BucketConfig::new(1024, 256);
+
+/// The kinds of event §13 names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum Kind {
+    /// A message was acked `delivered`.
+    MsgDelivered,
+    /// A message was acked `queued`.
+    MsgQueued,
+    /// A message was acked `failed`.
+    MsgFailed,
+    /// A spooled message was handed to its next hop by a flush (§7.4).
+    MsgFlushed,
+    /// A link was offered (§11.2).
+    LinkOffer,
+    /// A link offer was accepted.
+    LinkAccept,
+    /// A link offer was declined.
+    LinkDecline,
+    /// A link was revoked.
+    LinkRevoke,
+    /// A link was granted by a redeemed passport (§12.5).
+    LinkGrant,
+    /// A passport was issued (§12.3).
+    PassportIssue,
+    /// A redemption was attempted (§12.5); `status: failed` and a `code` when refused.
+    PassportRedeem,
+    /// A passport was revoked (§12.6).
+    PassportRevoke,
+    /// A peer link came up (§8.4).
+    PeerUp,
+    /// A peer link went down.
+    PeerDown,
+}
+
+impl Kind {
+    /// Every kind, in §13's order.
+    pub const ALL: &'static [Kind] = &[
+        Kind::MsgDelivered,
+        Kind::MsgQueued,
+        Kind::MsgFailed,
+        Kind::MsgFlushed,
+        Kind::LinkOffer,
+        Kind::LinkAccept,
+        Kind::LinkDecline,
+        Kind::LinkRevoke,
+        Kind::LinkGrant,
+        Kind::PassportIssue,
+        Kind::PassportRedeem,
+        Kind::PassportRevoke,
+        Kind::PeerUp,
+        Kind::PeerDown,
+    ];
+
+    /// The kind as written in `event.kind`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Kind::MsgDelivered => "msg.delivered",
+            Kind::MsgQueued => "msg.queued",
+            Kind::MsgFailed => "msg.failed",
+            Kind::MsgFlushed => "msg.flushed",
+            Kind::LinkOffer => "link.offer",
+            Kind::LinkAccept => "link.accept",
+            Kind::LinkDecline => "link.decline",
+            Kind::LinkRevoke => "link.revoke",
+            Kind::LinkGrant => "link.grant",
+            Kind::PassportIssue => "passport.issue",
+            Kind::PassportRedeem => "passport.redeem",
+            Kind::PassportRevoke => "passport.revoke",
+            Kind::PeerUp => "peer.up",
+            Kind::PeerDown => "peer.down",
+        }
+    }
+
+    /// The prefix before the `.` (`msg`, `link`, `passport`, `peer`).
+    fn prefix(self) -> &'static str {
+        let s = self.as_str();
+        s.split_once('.').map_or(s, |(p, _)| p)
+    }
+
+    /// Whether a `kinds` entry (§4.9: a full kind or a prefix) selects this kind.
+    fn selected_by(self, filter: &str) -> bool {
+        filter == self.as_str() || filter == self.prefix()
+    }
+}
+
+/// An event with nothing but its time and kind; the server fills in what applies.
+pub fn event(now: Timestamp, kind: Kind) -> Event {
+    Event {
+        // Unix seconds with the millisecond kept, as §4.9's example writes `ts`.
+        ts: now.as_millis() as f64 / 1000.0,
+        kind: kind.as_str().to_string(),
+        id: None,
+        from: None,
+        to: None,
+        status: None,
+        code: None,
+        reason: None,
+        by: None,
+        hop: None,
+        kind_of_msg: None,
+        re: None,
+        bytes: None,
+        link: None,
+        passport: None,
+        endpoint: None,
+        realm: None,
+        authenticated: None,
+        outbound: None,
+        label: None,
+        state: None,
+        uses: None,
+        uses_left: None,
+    }
+}
+
+/// Why a `subscribe` is refused; the server answers with an `error` frame and closes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SubscribeRefusal {
+    /// The connection may act for no namespace and is no administrator: it could see nothing.
+    NoScope,
+    /// A `kinds` entry is neither a kind of §13 nor one of their prefixes.
+    UnknownKind(String),
+}
+
+impl core::fmt::Display for SubscribeRefusal {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Self::NoScope => f.write_str("this connection acts for no namespace"),
+            Self::UnknownKind(k) => {
+                let k: String = k.chars().take(64).collect();
+                write!(f, "unknown event kind {k}")
+            }
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+struct Subscriber {
+    /// The kinds selected (never empty).
+    kinds: Vec<Kind>,
+    /// `None` for an administrator.
+    namespaces: Option<Vec<Namespace>>,
+    budget: TokenBucket,
+}
+
+/// What one event comes to: the subscribers to send it to, and those dropped for being slow.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Fanout {
+    /// Send the event to these connections.
+    pub to: Vec<ConnId>,
+    /// These subscribers exceeded [`SUBSCRIBER_RATE`]: close them.
+    pub slow: Vec<ConnId>,
+}
+
+/// The live subscribers of one realm's audit stream (one per connection, so bounded by the
+/// server's connection bound).
+#[derive(Clone, Debug)]
+pub struct Audit {
+    realm: Authority,
+    subscribers: BTreeMap<ConnId, Subscriber>,
+}
+
+impl Audit {
+    /// No subscribers yet, for `realm`.
+    pub fn new(realm: Authority) -> Self {
+        Self {
+            realm,
+            subscribers: BTreeMap::new(),
+        }
+    }
+
+    /// A client's `subscribe` (§4.9): `namespaces` are the connection's (§5), `admin` whether the
+    /// host proved it an administrator's. A second `subscribe` replaces the first's filter.
+    ///
+    /// Absent or empty `kinds` select every kind; the answer lists the filter in force.
+    pub fn subscribe(
+        &mut self,
+        now: Timestamp,
+        conn: ConnId,
+        kinds: Option<&[String]>,
+        namespaces: &[Namespace],
+        admin: bool,
+    ) -> Result<Subscribed, SubscribeRefusal> {
+        if !admin && namespaces.is_empty() {
+            return Err(SubscribeRefusal::NoScope);
+        }
+        let filters = kinds.unwrap_or_default();
+        for f in filters {
+            if !Kind::ALL.iter().any(|k| k.selected_by(f)) {
+                return Err(SubscribeRefusal::UnknownKind(f.clone()));
+            }
+        }
+        let selected: Vec<Kind> = Kind::ALL
+            .iter()
+            .copied()
+            .filter(|k| filters.is_empty() || filters.iter().any(|f| k.selected_by(f)))
+            .collect();
+        let echoed = if filters.is_empty() {
+            let mut prefixes: Vec<String> = Kind::ALL.iter().map(|k| k.prefix().into()).collect();
+            prefixes.dedup();
+            prefixes
+        } else {
+            filters.to_vec()
+        };
+        let scope = if admin {
+            Scope::All
+        } else {
+            Scope::Namespaces(
+                namespaces
+                    .iter()
+                    .map(|ns| ns.segments().join("/"))
+                    .collect(),
+            )
+        };
+        self.subscribers.insert(
+            conn,
+            Subscriber {
+                kinds: selected,
+                namespaces: (!admin).then(|| namespaces.to_vec()),
+                budget: SUBSCRIBER_RATE.bucket(now),
+            },
+        );
+        Ok(Subscribed {
+            kinds: echoed,
+            scope,
+        })
+    }
+
+    /// The connection closed, or was dropped as slow.
+    pub fn unsubscribe(&mut self, conn: ConnId) {
+        self.subscribers.remove(&conn);
+    }
+
+    /// Whether anyone is subscribed (the server skips building events nobody would see, but
+    /// still logs them).
+    pub fn is_empty(&self) -> bool {
+        self.subscribers.is_empty()
+    }
+
+    /// Who receives `event`: every subscriber whose kinds select it and whose scope holds it.
+    /// A subscriber past its budget is listed in [`Fanout::slow`] and removed.
+    pub fn fan_out(&mut self, now: Timestamp, event: &Event) -> Fanout {
+        let Some(kind) = Kind::ALL.iter().copied().find(|k| k.as_str() == event.kind) else {
+            return Fanout::default();
+        };
+        let mut fanout = Fanout::default();
+        for (conn, sub) in &mut self.subscribers {
+            if !sub.kinds.contains(&kind) {
+                continue;
+            }
+            let visible = match &sub.namespaces {
+                None => true,
+                Some(nss) => in_scope(&self.realm, nss, event),
+            };
+            if !visible {
+                continue;
+            }
+            if sub.budget.try_take(now) {
+                fanout.to.push(*conn);
+            } else {
+                fanout.slow.push(*conn);
+            }
+        }
+        for conn in &fanout.slow {
+            self.subscribers.remove(conn);
+        }
+        fanout
+    }
+}
+
+/// §13: any of `from`, `to`, `endpoint`, `realm` inside one of `namespaces` of `realm`.
+fn in_scope(realm: &Authority, namespaces: &[Namespace], event: &Event) -> bool {
+    // `realm` is not looked at: a realm is a whole address space, never inside one namespace.
+    let addresses = [&event.from, &event.to, &event.endpoint];
+    addresses.iter().filter_map(|a| a.as_deref()).any(|a| {
+        Address::parse(a)
+            .is_ok_and(|a| a.realm() == realm && namespaces.iter().any(|ns| a.is_inside(ns)))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn realm() -> Authority {
+        Authority::parse("example.com").unwrap()
+    }
+
+    fn ns(s: &str) -> Namespace {
+        Namespace::parse(s).unwrap()
+    }
+
+    fn msg_event(from: &str, to: &str) -> Event {
+        let mut e = event(Timestamp::from_secs(10), Kind::MsgDelivered);
+        e.from = Some(from.into());
+        e.to = Some(to.into());
+        e
+    }
+
+    #[test]
+    fn a_kinds_filter_selects_by_full_kind_or_by_prefix() {
+        let mut a = Audit::new(realm());
+        let now = Timestamp::from_secs(1);
+        let got = a
+            .subscribe(
+                now,
+                ConnId(1),
+                Some(&["link".into()]),
+                &[ns("alice")],
+                false,
+            )
+            .unwrap();
+        assert_eq!(got.kinds, ["link"]);
+        a.subscribe(
+            now,
+            ConnId(2),
+            Some(&["msg.queued".into()]),
+            &[ns("alice")],
+            false,
+        )
+        .unwrap();
+        let mut offer = event(now, Kind::LinkOffer);
+        offer.from = Some("airc://example.com/alice/x".into());
+        assert_eq!(a.fan_out(now, &offer).to, [ConnId(1)]);
+        let mut queued = event(now, Kind::MsgQueued);
+        queued.to = Some("airc://example.com/alice/x".into());
+        assert_eq!(a.fan_out(now, &queued).to, [ConnId(2)]);
+        let delivered = msg_event("airc://example.com/alice/x", "airc://example.com/bob/y");
+        assert!(a.fan_out(now, &delivered).to.is_empty());
+    }
+
+    #[test]
+    fn an_unknown_kind_or_a_connection_without_namespaces_is_refused() {
+        let mut a = Audit::new(realm());
+        let now = Timestamp::from_secs(1);
+        assert_eq!(
+            a.subscribe(
+                now,
+                ConnId(1),
+                Some(&["mail".into()]),
+                &[ns("alice")],
+                false
+            ),
+            Err(SubscribeRefusal::UnknownKind("mail".into()))
+        );
+        assert_eq!(
+            a.subscribe(now, ConnId(1), None, &[], false),
+            Err(SubscribeRefusal::NoScope)
+        );
+        assert!(a.is_empty());
+    }
+
+    #[test]
+    fn a_subscriber_sees_events_touching_its_namespaces_and_an_administrator_all() {
+        let mut a = Audit::new(realm());
+        let now = Timestamp::from_secs(1);
+        let got = a
+            .subscribe(now, ConnId(1), None, &[ns("alice")], false)
+            .unwrap();
+        assert_eq!(got.scope, Scope::Namespaces(alloc::vec!["alice".into()]));
+        assert_eq!(got.kinds, ["msg", "link", "passport", "peer"]);
+        let admin = a.subscribe(now, ConnId(9), None, &[], true).unwrap();
+        assert_eq!(admin.scope, Scope::All);
+        let theirs = msg_event("airc://example.com/bob/y", "airc://partner.example/s/d");
+        assert_eq!(a.fan_out(now, &theirs).to, [ConnId(9)]);
+        let to_alice = msg_event("airc://partner.example/s/d", "airc://example.com/alice/x");
+        assert_eq!(a.fan_out(now, &to_alice).to, [ConnId(1), ConnId(9)]);
+        // Another realm's `alice` is not this realm's namespace alice.
+        let elsewhere = msg_event("airc://partner.example/alice/x", "airc://other.example/b");
+        assert_eq!(a.fan_out(now, &elsewhere).to, [ConnId(9)]);
+        let mut up = event(now, Kind::PeerUp);
+        up.realm = Some("alice".into());
+        assert_eq!(a.fan_out(now, &up).to, [ConnId(9)]);
+    }
+
+    #[test]
+    fn a_subscriber_handed_more_than_its_budget_is_dropped() {
+        let mut a = Audit::new(realm());
+        let now = Timestamp::from_secs(1);
+        a.subscribe(now, ConnId(1), None, &[ns("alice")], false)
+            .unwrap();
+        let e = msg_event("airc://example.com/alice/x", "airc://example.com/bob/y");
+        for _ in 0..SUBSCRIBER_RATE.burst {
+            assert_eq!(a.fan_out(now, &e).to, [ConnId(1)]);
+        }
+        let last = a.fan_out(now, &e);
+        assert!(last.to.is_empty());
+        assert_eq!(last.slow, [ConnId(1)]);
+        assert!(a.is_empty());
+    }
+
+    #[test]
+    fn a_subscriber_reading_at_the_rate_is_never_dropped() {
+        let mut a = Audit::new(realm());
+        let start = Timestamp::from_secs(1);
+        a.subscribe(start, ConnId(1), None, &[ns("alice")], false)
+            .unwrap();
+        let e = msg_event("airc://example.com/alice/x", "airc://example.com/bob/y");
+        // Twice the burst, spread at the steady rate.
+        let n = u64::from(SUBSCRIBER_RATE.burst) * 2;
+        for i in 0..n {
+            let now = Timestamp::from_millis(start.as_millis() + i * 1000 / 256);
+            assert_eq!(a.fan_out(now, &e).slow, []);
+        }
+    }
+}
