@@ -15,4 +15,5 @@ pub mod auth;
 pub mod envelope;
 pub mod relay_url;
 pub mod relay_wire;
+pub mod rendezvous;
 pub mod room;
