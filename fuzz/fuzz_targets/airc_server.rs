@@ -25,14 +25,7 @@ enum Op {
     DialFailed,
 }
 
-const NAMES: [&str; 6] = [
-    "alice/x",
-    "bob/y",
-    "//r.example/bob/y",
-    "//p.example/z/w",
-    "bob/",
-    "_resolver",
-];
+const NAMES: [&str; 6] = ["alice/x", "bob/y", "//r.example/bob/y", "//p.example/z/w", "bob/", "_resolver"];
 
 fn frame(kind: u8, a: u8, b: u8) -> serde_json::Value {
     let name = |i: u8| NAMES[i as usize % NAMES.len()];
@@ -55,56 +48,33 @@ fn frame(kind: u8, a: u8, b: u8) -> serde_json::Value {
 fuzz_target!(|ops: Vec<Op>| {
     let mut config = ServerConfig::new(Authority::parse("r.example").unwrap());
     config.known_namespaces = vec![Namespace::parse("bob").unwrap()];
-    let mut server = Server::new(
-        config,
-        weft_proto::crypto::default_provider(),
-        ChaCha20Rng::seed_from_u64(0),
-    );
+    let mut server = Server::new(config, weft_proto::crypto::default_provider(), ChaCha20Rng::seed_from_u64(0));
     let mut now = Timestamp::from_secs(1_790_380_000);
     for op in ops.into_iter().take(256) {
         let input = match op {
             Op::Open { conn, peer } => {
                 let face = if peer { Face::Peer } else { Face::Client };
                 let namespaces = vec![Namespace::parse("alice").unwrap()];
-                Some(Input::Opened {
-                    conn: ConnId(conn.into()),
-                    face,
-                    namespaces,
-                })
+                Some(Input::Opened { conn: ConnId(conn.into()), face, namespaces })
             }
-            Op::Bytes { conn, data } => Some(Input::Received {
-                conn: ConnId(conn.into()),
-                bytes: data,
-            }),
+            Op::Bytes { conn, data } => Some(Input::Received { conn: ConnId(conn.into()), bytes: data }),
             Op::Frame { conn, kind, a, b } => {
                 let mut bytes = serde_json::to_vec(&frame(kind, a, b)).unwrap();
                 bytes.push(b'\n');
-                Some(Input::Received {
-                    conn: ConnId(conn.into()),
-                    bytes,
-                })
+                Some(Input::Received { conn: ConnId(conn.into()), bytes })
             }
-            Op::Close { conn } => Some(Input::Closed {
-                conn: ConnId(conn.into()),
-            }),
-            Op::Dialled { conn } => Some(Input::Dialled {
-                conn: ConnId(conn.into()),
-                authority: Authority::parse("p.example").unwrap(),
-            }),
-            Op::DialFailed => Some(Input::DialFailed {
-                authority: Authority::parse("p.example").unwrap(),
-            }),
+            Op::Close { conn } => Some(Input::Closed { conn: ConnId(conn.into()) }),
+            Op::Dialled { conn } => {
+                Some(Input::Dialled { conn: ConnId(conn.into()), authority: Authority::parse("p.example").unwrap() })
+            }
+            Op::DialFailed => Some(Input::DialFailed { authority: Authority::parse("p.example").unwrap() }),
             Op::Advance { ms } => {
                 now = now + std::time::Duration::from_millis(ms.into());
                 while server.poll_timeout().is_some_and(|w| w.at <= now) {
                     server.handle_timeout(now);
                     while server.poll().is_some() {}
                     if let Some(after) = server.poll_timeout() {
-                        assert!(
-                            after.at > now,
-                            "deadline does not advance: {}",
-                            after.reason
-                        );
+                        assert!(after.at > now, "deadline does not advance: {}", after.reason);
                     }
                 }
                 None
