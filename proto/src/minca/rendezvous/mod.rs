@@ -451,12 +451,12 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
 
     fn say_hello(&mut self, now: Timestamp, topic: &str, relays: Relays) {
         let at = self.next_at(now);
-        if relays == Relays::All {
-            if let Some(state) = self.rooms.get_mut(topic) {
-                state.last_hello = now;
-                // A hello to every relay is what a due hello back would have said.
-                state.hello_back_due = false;
-            }
+        if relays == Relays::All
+            && let Some(state) = self.rooms.get_mut(topic)
+        {
+            state.last_hello = now;
+            // A hello to every relay is what a due hello back would have said.
+            state.hello_back_due = false;
         }
         let message = Message {
             kind: Kind::Hello,
