@@ -344,7 +344,7 @@ pub struct Rendezvous<R> {
     /// Times acted on per (topic, peer DID), for the life of the box.
     acted: ReplayWindow<(String, String)>,
     out: VecDeque<Output>,
-    ignored: [u64; Ignored::ALL.len()],
+    ignored: BTreeMap<Ignored, u64>,
 }
 
 impl<R: rand_core::CryptoRng> Rendezvous<R> {
@@ -370,7 +370,7 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
             rooms: BTreeMap::new(),
             acted: ReplayWindow::new(AT_WINDOW, MAX_ACTED_PER_PEER, MAX_REMEMBERED_PAIRS),
             out: VecDeque::new(),
-            ignored: [0; Ignored::ALL.len()],
+            ignored: BTreeMap::new(),
         })
     }
 
@@ -386,12 +386,12 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
 
     /// Blobs ignored for `reason` so far.
     pub fn ignored(&self, reason: Ignored) -> u64 {
-        self.ignored[reason as usize]
+        self.ignored.get(&reason).copied().unwrap_or(0)
     }
 
     /// Blobs ignored so far, for every reason.
     pub fn ignored_total(&self) -> u64 {
-        self.ignored.iter().sum()
+        self.ignored.values().sum()
     }
 
     /// Whether this node is in `room`.
@@ -426,7 +426,7 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
     }
 
     fn ignore(&mut self, reason: Ignored) {
-        self.ignored[reason as usize] += 1;
+        *self.ignored.entry(reason).or_default() += 1;
     }
 
     /// Signs `message` (its `sig` filled in), seals it under the room key and publishes it.
