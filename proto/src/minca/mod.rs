@@ -1,26 +1,28 @@
 //! Minca — 04 Network (`specs/000_d9364e415e9b0329.txt`).
 //!
-//! Implemented so far:
+//! The machines, each a [`Machine`](crate::core::Machine) a host drives:
 //!
-//! - [`room`]: §1.3, rooms, topics and room keys;
+//! - [`relay_server::RelayServer`]: §1.1, §1.4, a Minca relay holding every socket;
+//! - [`relay_client::RelayClient`]: §2.1, §3, §4, §10, a node's relay sockets for all its rooms,
+//!   of the Minca kind and (through [`nostr_kind`]) the Nostr kind of §1.5;
+//! - [`rendezvous::Rendezvous`]: §2, §3, the sealed hello, offer and answer in a room;
+//! - [`mesh::Mesh`]: §7, §8, §9, one connection per peer, admission per room, introductions,
+//!   `who` and live messages;
+//! - [`node_socket`]: §5.2, §5.3, §6.1, §9.1, both ends of the WebSocket to an always-on node.
+//!
+//! The rules they share:
+//!
+//! - [`room`]: §1.3 rooms, topics and room keys; [`relay_url`]: §1.2 relay URLs and kinds, §4 a
+//!   space's relay list; [`relay_wire`]: §1.4 the relay messages and the §2.1 `ice` check;
+//!   [`turn`]: §1.4 TURN REST passwords;
 //! - [`envelope`]: `sealEnvelope` and `sealTo` (01 §9.1, §9.2, lost; weft's construction);
-//! - [`auth`]: §6 common rules and the §6.2 `minca-mesh/v1` transcript and proof check;
-//! - [`relay_url`]: §1.2 relay URLs and kinds, and §4 a space's relay list;
-//! - [`mesh`]: §7.1 frames, §8 introductions, §9.2 live-message limits;
-//! - [`relay_wire`]: §1.4 the Minca relay protocol's messages, and the §2.1 `ice` offer check;
-//! - [`relay_server`]: §1.1 and §1.4 the Minca relay server, one machine holding every socket;
-//! - [`turn`]: §1.4 TURN REST passwords a relay hands out.
-//! - [`note`]: notes (01 §7.5, lost; weft's token format) and §6.4 the account behind a session;
-//! - [`space_access`]: what 03 Spaces supplies to §6.3 (read keys, seal keys, readers);
-//! - [`read_proof`]: §6.3 read proofs, the verifier's steps, letting a reader go;
-//! - [`node_url`]: §5.2 node URLs, the `?space=` query and the pin;
-//! - [`node_socket`]: §5.2, §5.3, §6.1 and §9.1 the node WebSocket, client and node side.
-//! - [`nostr_kind`]: §1.5 a Nostr relay as a relay kind, per socket.
-//! - [`relay_client`]: §2.1, §3, §4 and §10, the machine that keeps a node's relay sockets for all
-//!   its rooms.
+//! - [`auth`]: §6 common rules, the `minca-peer/v3` and `minca-mesh/v1` labels;
+//!   [`read_proof`]: §6.3 read proofs and letting a reader go; [`note`]: notes (01 §7.5, lost;
+//!   weft's token) and §6.4 the account behind a session; [`space_access`]: what 03 Spaces
+//!   supplies; [`node_url`]: §5.2 node URLs and pins.
 //!
-//! The relay server, rendezvous, the node WebSocket, the mesh, introductions and live
-//! messages build on these (see the open issues).
+//! Not here yet: WebRTC itself (§5.1, a str0m driver) and the per-peer byte rate of §7.4, which the
+//! spec plans without values.
 
 pub mod auth;
 pub mod envelope;
@@ -34,6 +36,7 @@ pub mod relay_client;
 pub mod relay_server;
 pub mod relay_url;
 pub mod relay_wire;
+pub mod rendezvous;
 pub mod room;
 pub mod space_access;
 pub mod turn;

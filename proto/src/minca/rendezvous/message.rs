@@ -1,0 +1,267 @@
+//! The rendezvous message (Minca 04 Network §2): its two shapes, the string its `sig` signs, and
+//! the seals around it and around an offer's or answer's description.
+//!
+//! ```text
+//! blob    = base64url(sealEnvelope(room key, "minca/rendezvous/v1", { topic }, UTF-8(JSON(message))))
+//! message = { "kind": "hello", "at", "from", "box", "sig" }
+//!         | { "kind": "offer" | "answer", "at", "from", "box", "to", "sdp", "sig" }
+//! sdp     = base64url(sealTo(box of `to`, "minca/rendezvous-signal/v1", { topic, from, to, box },
+//!                            UTF-8(JSON(description))))
+//! sig     = base64url(ECDSA-P256-SHA256(key of `from`,
+//!             "minca/rendezvous-sig/v1|" + topic + "|" + kind + "|" + at + "|" + from + "|" + box
+//!             + "|" + to + "|" + sdp))
+//! ```
+//!
+//! A hello signs empty `to` and `sdp`: it has neither (§2 rule 4), and the label joins whatever
+//! the message holds. `box` in the description's bound is the sender's own box (§2's last
+//! paragraph), so a message re-wrapped with another box opens nothing.
+
+use alloc::format;
+use alloc::string::String;
+use alloc::vec::Vec;
+
+use serde_json::{Map, Value, json};
+
+use crate::codec::{base64url, js};
+use crate::crypto::{CryptoProvider, P256Public, P256Secret};
+use crate::minca::envelope;
+
+/// The label a blob is sealed under the room key with (§2 rule 1).
+pub const BLOB_LABEL: &str = "minca/rendezvous/v1";
+
+/// The label a description is sealed to a box with (§2 rule 5).
+pub const SIGNAL_LABEL: &str = "minca/rendezvous-signal/v1";
+
+/// The first part of the string a message's `sig` signs (§2).
+pub const SIG_LABEL: &str = "minca/rendezvous-sig/v1";
+
+/// The largest `at` read as an integer from a JSON number written with a fraction part or an
+/// exponent: JavaScript's `Number.MAX_SAFE_INTEGER`, past which a JavaScript sender's times are no
+/// longer exact. Integers written plainly are read up to `u64::MAX`; a time that far off fails the
+/// 2-minute check anyway.
+const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
+
+/// The three kinds of message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Kind {
+    /// "I am in this room" (no `to`, no `sdp`).
+    Hello,
+    /// A connection offer for `to`.
+    Offer,
+    /// The answer to `to`'s offer.
+    Answer,
+}
+
+impl Kind {
+    /// The `kind` field's text.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Kind::Hello => "hello",
+            Kind::Offer => "offer",
+            Kind::Answer => "answer",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Self> {
+        match s {
+            "hello" => Some(Kind::Hello),
+            "offer" => Some(Kind::Offer),
+            "answer" => Some(Kind::Answer),
+            _ => None,
+        }
+    }
+}
+
+/// A message as it came out of the room-key seal, its fields checked for type only.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Message {
+    /// Which kind.
+    pub kind: Kind,
+    /// The sender's time, Unix milliseconds.
+    pub at: u64,
+    /// The sender's session DID.
+    pub from: String,
+    /// The sender's box, base64url of a compressed P-256 point (not yet checked to be one).
+    pub box_: String,
+    /// `to` and `sdp`, when the message carries them (a hello must not, §2 rule 4).
+    pub signal: Option<(String, String)>,
+    /// Whether only one of `to` and `sdp` was present (never valid).
+    pub half_signal: bool,
+    /// The signature, base64url.
+    pub sig: String,
+}
+
+/// Why a message's fields did not have the shape of §2.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ShapeError {
+    /// Not a JSON object (§2 rule 1).
+    NotObject,
+    /// `kind`, `from`, `box`, `sig`, `to` or `sdp` missing where needed, or not a string, or a
+    /// `kind` that is none of the three.
+    Fields,
+    /// `at` is not a non-negative integer (§2 rule 3).
+    At,
+}
+
+fn string(obj: &Map<String, Value>, key: &str) -> Result<Option<String>, ShapeError> {
+    match obj.get(key) {
+        None => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(_) => Err(ShapeError::Fields),
+    }
+}
+
+fn at(value: Option<&Value>) -> Result<u64, ShapeError> {
+    let n = match value {
+        Some(Value::Number(n)) => n,
+        _ => return Err(ShapeError::At),
+    };
+    if let Some(v) = n.as_u64() {
+        return Ok(v);
+    }
+    // `1790000000000.0` is the same JavaScript number as `1790000000000`, and signs as such.
+    match n.as_f64() {
+        // Within 0..=2^53 a float survives the round trip through u64 exactly when it is an
+        // integer (`f64::trunc` needs std).
+        Some(f) if (0.0..=MAX_SAFE_INTEGER).contains(&f) && f == (f as u64) as f64 => Ok(f as u64),
+        _ => Err(ShapeError::At),
+    }
+}
+
+impl Message {
+    /// Reads a message from the plaintext of a room-key seal (UTF-8 JSON).
+    pub fn parse(plaintext: &[u8]) -> Result<Self, ShapeError> {
+        let value: Value = serde_json::from_slice(plaintext).map_err(|_| ShapeError::NotObject)?;
+        let Value::Object(obj) = value else {
+            return Err(ShapeError::NotObject);
+        };
+        let kind = string(&obj, "kind")?
+            .as_deref()
+            .and_then(Kind::parse)
+            .ok_or(ShapeError::Fields)?;
+        let from = string(&obj, "from")?.ok_or(ShapeError::Fields)?;
+        let box_ = string(&obj, "box")?.ok_or(ShapeError::Fields)?;
+        let sig = string(&obj, "sig")?.ok_or(ShapeError::Fields)?;
+        let to = string(&obj, "to")?;
+        let sdp = string(&obj, "sdp")?;
+        let at = at(obj.get("at"))?;
+        let half_signal = to.is_some() != sdp.is_some();
+        let signal = to.zip(sdp);
+        Ok(Self {
+            kind,
+            at,
+            from,
+            box_,
+            signal,
+            half_signal,
+            sig,
+        })
+    }
+
+    /// The string `sig` signs, for this message under `topic`.
+    pub fn signed_text(&self, topic: &str) -> String {
+        let (to, sdp) = match &self.signal {
+            Some((to, sdp)) => (to.as_str(), sdp.as_str()),
+            None => ("", ""),
+        };
+        signed_text(topic, self.kind, self.at, &self.from, &self.box_, to, sdp)
+    }
+
+    /// The message as the JSON object a sender writes.
+    pub fn to_json(&self) -> Value {
+        let mut obj = Map::new();
+        obj.insert("kind".into(), Value::from(self.kind.as_str()));
+        obj.insert("at".into(), Value::from(self.at));
+        obj.insert("from".into(), Value::from(self.from.as_str()));
+        obj.insert("box".into(), Value::from(self.box_.as_str()));
+        if let Some((to, sdp)) = &self.signal {
+            obj.insert("to".into(), Value::from(to.as_str()));
+            obj.insert("sdp".into(), Value::from(sdp.as_str()));
+        }
+        obj.insert("sig".into(), Value::from(self.sig.as_str()));
+        Value::Object(obj)
+    }
+}
+
+/// `"minca/rendezvous-sig/v1|" + topic + "|" + kind + "|" + at + "|" + from + "|" + box + "|" +
+/// to + "|" + sdp` (§2).
+pub fn signed_text(
+    topic: &str,
+    kind: Kind,
+    at: u64,
+    from: &str,
+    box_: &str,
+    to: &str,
+    sdp: &str,
+) -> String {
+    format!(
+        "{SIG_LABEL}|{topic}|{}|{at}|{from}|{box_}|{to}|{sdp}",
+        kind.as_str()
+    )
+}
+
+/// The bound a description is sealed with: `{ topic, from, to, box }`, `box` the sender's.
+pub fn signal_bound(topic: &str, from: &str, to: &str, sender_box: &str) -> Value {
+    json!({ "topic": topic, "from": from, "to": to, "box": sender_box })
+}
+
+/// The bound a blob is sealed with: `{ topic }`.
+pub fn blob_bound(topic: &str) -> Value {
+    json!({ "topic": topic })
+}
+
+/// `base64url(sealEnvelope(room key, "minca/rendezvous/v1", { topic }, UTF-8(JSON(message))))`.
+pub fn seal_blob(
+    crypto: &dyn CryptoProvider,
+    rng: &mut dyn rand_core::CryptoRng,
+    room_key: &[u8; 32],
+    topic: &str,
+    message: &Value,
+) -> String {
+    let plaintext = js::stringify(message).into_bytes();
+    base64url::encode(&envelope::seal(
+        crypto,
+        rng,
+        room_key,
+        BLOB_LABEL,
+        &blob_bound(topic),
+        &plaintext,
+    ))
+}
+
+/// Opens a blob under the room key: `None` when it is not base64url or does not open (§2 rule 1).
+pub fn open_blob(
+    crypto: &dyn CryptoProvider,
+    room_key: &[u8; 32],
+    topic: &str,
+    blob: &str,
+) -> Option<Vec<u8>> {
+    let bytes = base64url::decode(blob).ok()?;
+    envelope::open(crypto, room_key, BLOB_LABEL, &blob_bound(topic), &bytes).ok()
+}
+
+/// `base64url(sealTo(recipient, "minca/rendezvous-signal/v1", { topic, from, to, box },
+/// UTF-8(JSON(description))))`; `None` when `recipient` is not a P-256 point.
+pub fn seal_description(
+    crypto: &dyn CryptoProvider,
+    rng: &mut dyn rand_core::CryptoRng,
+    recipient: &P256Public,
+    bound: &Value,
+    description: &Value,
+) -> Option<String> {
+    let plaintext = js::stringify(description).into_bytes();
+    envelope::seal_to(crypto, rng, recipient, SIGNAL_LABEL, bound, &plaintext)
+        .map(|s| base64url::encode(&s))
+}
+
+/// Opens an `sdp` with this node's box secret, and reads the description as JSON (§2 rule 5).
+pub fn open_description(
+    crypto: &dyn CryptoProvider,
+    box_secret: &P256Secret,
+    bound: &Value,
+    sdp: &str,
+) -> Option<Value> {
+    let bytes = base64url::decode(sdp).ok()?;
+    let plaintext = envelope::open_to(crypto, box_secret, SIGNAL_LABEL, bound, &bytes).ok()?;
+    serde_json::from_slice(&plaintext).ok()
+}
