@@ -10,15 +10,18 @@ use rand_core::SeedableRng;
 use weft_proto::airc::address::Authority;
 use weft_proto::airc::server::{Face, Input, Server, ServerConfig};
 use weft_proto::core::{ConnId, Machine, Timestamp};
-use weft_proto::crypto::default_provider;
+use weft_proto::crypto::{CryptoProvider, default_provider};
 
 fn main() {
+    // Behind black_box as the dyn trait object machines take, so every probe keeps the same,
+    // whole provider and `probe - crypto probe` is the protocol's own code.
+    let crypto: &'static dyn CryptoProvider = black_box(default_provider());
     let mut input = Vec::new();
     std::io::stdin().read_to_end(&mut input).unwrap_or(0);
     let realm = Authority::parse(black_box("example.com")).expect("a valid realm");
     let mut server = Server::new(
         ServerConfig::new(realm.clone()),
-        default_provider(),
+        crypto,
         ChaCha20Rng::seed_from_u64(input.len() as u64),
     );
     let now = Timestamp::from_millis(black_box(1_790_000_000_000));

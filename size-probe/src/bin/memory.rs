@@ -28,6 +28,8 @@ use weft_proto::minca::relay_wire::Topic;
 struct Counting;
 
 static LIVE: AtomicUsize = AtomicUsize::new(0);
+/// Blocks currently allocated: a device allocator adds its per-block overhead this many times.
+static BLOCKS: AtomicUsize = AtomicUsize::new(0);
 
 // SAFETY: every call forwards to `System` with the caller's arguments unchanged; the counter is
 // bookkeeping only.
@@ -37,6 +39,7 @@ unsafe impl GlobalAlloc for Counting {
         let p = unsafe { System.alloc(layout) };
         if !p.is_null() {
             LIVE.fetch_add(layout.size(), Ordering::Relaxed);
+            BLOCKS.fetch_add(1, Ordering::Relaxed);
         }
         p
     }
@@ -45,6 +48,7 @@ unsafe impl GlobalAlloc for Counting {
         // SAFETY: forwarded as received.
         unsafe { System.dealloc(ptr, layout) };
         LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+        BLOCKS.fetch_sub(1, Ordering::Relaxed);
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
@@ -61,8 +65,9 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
-fn live() -> usize {
-    LIVE.load(Ordering::Relaxed)
+/// Live bytes and live blocks.
+fn live() -> (usize, usize) {
+    (LIVE.load(Ordering::Relaxed), BLOCKS.load(Ordering::Relaxed))
 }
 
 const T0: u64 = 1_790_380_000_000;
@@ -72,9 +77,10 @@ fn drain<M: Machine>(m: &mut M) {
 }
 
 /// One measured row: the bytes held per object.
-fn report(what: &str, n: usize, before: usize, after: usize) {
-    let per = (after as f64 - before as f64) / n as f64;
-    println!("{what:<56} n={n:<6} {per:>8.1} heap bytes each");
+fn report(what: &str, n: usize, before: (usize, usize), after: (usize, usize)) {
+    let per = (after.0 as f64 - before.0 as f64) / n as f64;
+    let blocks = (after.1 as f64 - before.1 as f64) / n as f64;
+    println!("{what:<56} n={n:<6} {per:>8.1} heap bytes {blocks:>5.2} blocks each");
 }
 
 /// A machine's own struct, held wherever the host keeps it (stack, static, or a box).
@@ -130,7 +136,12 @@ fn airc_idle_connections() {
         (0, 0),
         "every connection was welcomed"
     );
-    report("AIRC server: idle client connection (after hello)", N, before, live());
+    report(
+        "AIRC server: idle client connection (after hello)",
+        N,
+        before,
+        live(),
+    );
 }
 
 /// A message spooled for an offline endpoint, with the duplicate-suppression id it leaves behind.
@@ -168,7 +179,12 @@ fn replay_window() {
     for i in 0..N {
         w.accept(now, [1; 32], Timestamp::from_millis(T0 - i as u64));
     }
-    report("ReplayWindow<[u8; 32]>: time, one sender", N, before, live());
+    report(
+        "ReplayWindow<[u8; 32]>: time, one sender",
+        N,
+        before,
+        live(),
+    );
 
     let mut w: ReplayWindow<[u8; 32]> = ReplayWindow::new(window, 1, N);
     let before = live();
@@ -177,7 +193,12 @@ fn replay_window() {
         key[..8].copy_from_slice(&(i as u64).to_be_bytes());
         w.accept(now, key, now);
     }
-    report("ReplayWindow<[u8; 32]>: sender with one time", N, before, live());
+    report(
+        "ReplayWindow<[u8; 32]>: sender with one time",
+        N,
+        before,
+        live(),
+    );
 }
 
 fn addr(i: usize) -> IpAddr {
@@ -262,7 +283,12 @@ fn relay_client_rooms() {
         drain(&mut client);
     }
     assert_eq!(client.rooms().count(), N, "every room joined");
-    report("Minca relay client: joined room (one relay)", N - 1, before, live());
+    report(
+        "Minca relay client: joined room (one relay)",
+        N - 1,
+        before,
+        live(),
+    );
 }
 
 /// What a freshly built machine holds before any input.
@@ -270,7 +296,10 @@ fn empty_machines() {
     let before = live();
     let server = airc_server();
     report("AIRC server: empty machine (+ config)", 1, before, live());
-    inline("AIRC server: the Server struct", std::mem::size_of_val(&server));
+    inline(
+        "AIRC server: the Server struct",
+        std::mem::size_of_val(&server),
+    );
     drop(server);
     let before = live();
     let relay = RelayServer::new(
@@ -279,7 +308,10 @@ fn empty_machines() {
         ChaCha20Rng::seed_from_u64(2),
     );
     report("Minca relay server: empty machine", 1, before, live());
-    inline("Minca relay server: the RelayServer struct", std::mem::size_of_val(&relay));
+    inline(
+        "Minca relay server: the RelayServer struct",
+        std::mem::size_of_val(&relay),
+    );
     drop(relay);
     let before = live();
     let client = RelayClient::new(
@@ -288,7 +320,10 @@ fn empty_machines() {
         ChaCha20Rng::seed_from_u64(3),
     );
     report("Minca relay client: empty machine", 1, before, live());
-    inline("Minca relay client: the RelayClient struct", std::mem::size_of_val(&client));
+    inline(
+        "Minca relay client: the RelayClient struct",
+        std::mem::size_of_val(&client),
+    );
     drop(client);
 }
 
