@@ -18,11 +18,14 @@ use rand_core::SeedableRng;
 use weft_proto::airc::address::{Authority, Namespace};
 use weft_proto::airc::server::{Face, Input as AircInput, Server, ServerConfig};
 use weft_proto::core::{ConnId, Machine, ReplayWindow, Timestamp};
-use weft_proto::crypto::default_provider;
+use weft_proto::crypto::{default_provider, generate_p256};
+use weft_proto::minca::node_socket::{self, ClientSocket, NodeSocket, Session};
+use weft_proto::minca::note::Es256Notes;
 use weft_proto::minca::relay_client::{self, ClientConfig, RelayClient};
 use weft_proto::minca::relay_server::{self, RelayConfig, RelayServer};
 use weft_proto::minca::relay_url::RelayUrl;
 use weft_proto::minca::relay_wire::Topic;
+use weft_proto::minca::space_access::MemorySpace;
 
 /// Counts the bytes currently allocated, around the system allocator.
 struct Counting;
@@ -291,6 +294,93 @@ fn relay_client_rooms() {
     );
 }
 
+/// Hands every frame one socket machine sends to the other, both ways, until neither has more.
+fn pump<A: Machine<Input = node_socket::Input, Output = node_socket::Output>, B>(
+    now: Timestamp,
+    a: &mut A,
+    b: &mut B,
+) where
+    B: Machine<Input = node_socket::Input, Output = node_socket::Output>,
+{
+    fn carry<F, T>(now: Timestamp, from: &mut F, to: &mut T) -> bool
+    where
+        F: Machine<Output = node_socket::Output>,
+        T: Machine<Input = node_socket::Input>,
+    {
+        let mut moved = false;
+        while let Some(o) = from.poll() {
+            match o {
+                node_socket::Output::SendText(t) => to.handle(now, node_socket::Input::Text(t)),
+                node_socket::Output::SendBinary(b) => to.handle(now, node_socket::Input::Binary(b)),
+                _ => continue,
+            }
+            moved = true;
+        }
+        moved
+    }
+    while carry(now, a, b) | carry(now, b, a) {}
+}
+
+/// Minca node WebSocket (`/peer`, §5.2, §5.3): sockets through the `minca-peer/v3` handshake and
+/// the `who` exchange, on a public space, counted on the node side (each peer is one
+/// `NodeSocket` machine, so its struct is counted too) and on the client side (with its session).
+fn node_sockets() {
+    const N: usize = 100;
+    let now = Timestamp::from_millis(T0);
+    let crypto = default_provider();
+    let mut rng = ChaCha20Rng::seed_from_u64(4);
+    let node_session =
+        Session::new(crypto, generate_p256(crypto, &mut rng), None).expect("a P-256 session");
+    let before = live();
+    let mut nodes = Vec::with_capacity(N);
+    let mut clients = Vec::with_capacity(N);
+    for i in 0..N {
+        let session =
+            Session::new(crypto, generate_p256(crypto, &mut rng), None).expect("a P-256 session");
+        let mut client = ClientSocket::new(
+            crypto,
+            Es256Notes::new(crypto),
+            ChaCha20Rng::seed_from_u64(100 + i as u64),
+            session,
+            MemorySpace::public("space"),
+            None,
+            now,
+        );
+        let mut node = NodeSocket::new(
+            crypto,
+            Es256Notes::new(crypto),
+            ChaCha20Rng::seed_from_u64(1000 + i as u64),
+            node_session.clone(),
+            "space",
+            Some(MemorySpace::public("space")),
+            now,
+        );
+        pump(now, &mut node, &mut client);
+        assert!(
+            node.peer().is_some() && client.peer().is_some(),
+            "the handshake completed"
+        );
+        nodes.push(node);
+        clients.push(client);
+    }
+    let both = live();
+    drop(clients);
+    let node_side = live();
+    report(
+        "Minca node socket, node side (machine included)",
+        N,
+        before,
+        node_side,
+    );
+    report(
+        "Minca node socket, client side (machine, session)",
+        N,
+        node_side,
+        both,
+    );
+    drop(nodes);
+}
+
 /// What a freshly built machine holds before any input.
 fn empty_machines() {
     let before = live();
@@ -334,4 +424,5 @@ fn main() {
     replay_window();
     relay_server_sockets_and_topics();
     relay_client_rooms();
+    node_sockets();
 }
