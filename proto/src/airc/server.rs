@@ -1346,15 +1346,7 @@ impl<R: CryptoRng> Server<R> {
                 self.forward(now, client, alloc::vec![up], key, item);
             }
             _ => {
-                let msg = item.msg.clone();
-                match self.hold(now, &key, item) {
-                    Ok(()) => {
-                        self.passed(now, &msg);
-                        let queued = (AckStatus::Queued, AckCode::EndpointOffline);
-                        self.answer_code(now, &up, &msg, queued, Hop::Spool);
-                    }
-                    Err(_) => self.spool_full(now, &up, &msg),
-                }
+                self.queue(now, &up, &key, item, AckCode::EndpointOffline);
             }
         }
     }
@@ -2073,15 +2065,7 @@ impl<R: CryptoRng> Server<R> {
             ack.by = Some(format!("airc://{}/{RESOLVER}", self.config.realm));
             return self.answer(now, &up, &item.msg, ack, Hop::Local);
         }
-        let msg = item.msg.clone();
-        match self.hold(now, &key, item) {
-            Ok(()) => {
-                self.passed(now, &msg);
-                let queued = (AckStatus::Queued, AckCode::EndpointOffline);
-                self.answer_code(now, &up, &msg, queued, Hop::Spool);
-            }
-            Err(_) => self.spool_full(now, &up, &msg),
-        }
+        self.queue(now, &up, &key, item, AckCode::EndpointOffline);
     }
 
     /// §6.5 remote delivery, as far as it goes without the peer face: the message is checked,
@@ -2150,15 +2134,33 @@ impl<R: CryptoRng> Server<R> {
 
     /// No link to `realm`: spool the message under it and ack `queued authority_unreachable`.
     fn hold_for(&mut self, now: Timestamp, up: Upstream, realm: &Authority, item: Spooled<Msg>) {
+        let key = remote_key(realm);
+        if self.queue(now, &up, &key, item, AckCode::AuthorityUnreachable) {
+            self.connect(realm);
+        }
+    }
+
+    /// Spools a message under `key` and acks it `queued` with `code`, or, when the spool cannot
+    /// hold it, refuses it (`queued` always means a copy is held). Whether it was held.
+    fn queue(
+        &mut self,
+        now: Timestamp,
+        up: &Upstream,
+        key: &str,
+        item: Spooled<Msg>,
+        code: AckCode,
+    ) -> bool {
         let msg = item.msg.clone();
-        match self.hold(now, &remote_key(realm), item) {
+        match self.hold(now, key, item) {
             Ok(()) => {
                 self.passed(now, &msg);
-                let queued = (AckStatus::Queued, AckCode::AuthorityUnreachable);
-                self.answer_code(now, &up, &msg, queued, Hop::Spool);
-                self.connect(realm);
+                self.answer_code(now, up, &msg, (AckStatus::Queued, code), Hop::Spool);
+                true
             }
-            Err(_) => self.spool_full(now, &up, &msg),
+            Err(_) => {
+                self.spool_full(now, up, &msg);
+                false
+            }
         }
     }
 
