@@ -21,8 +21,9 @@
 //!
 //! Sockets are named by [`ConnId`]s the machine allocates in [`Output::Dial`]; the host reports on
 //! them with [`Input::Opened`], [`Input::Text`], [`Input::Closed`] and [`Input::DialFailed`]. What a
-//! socket's frames look like is behind the per-kind seam in `wire`, so the Nostr kind (§1.5) slots
-//! in without touching the rules here.
+//! socket's frames look like, and which of §2.1's upkeep (ping, `ice`) a kind has, is behind the
+//! per-kind seam in `wire`: a Minca relay (§1.4) and a Nostr relay (§1.5) follow the same rules
+//! here.
 
 mod wire;
 
@@ -297,6 +298,9 @@ pub struct Stats {
     pub ping_timeouts: u64,
     /// Dials given up after [`DIAL_TIMEOUT_MS`].
     pub dial_timeouts: u64,
+    /// Sends or watches a relay refused (a Nostr relay's `OK` false or `CLOSED` that no `AUTH`
+    /// could turn, §1.5).
+    pub refused: u64,
 }
 
 #[derive(Debug)]
@@ -523,7 +527,7 @@ impl<R: CryptoRng> RelayClient<R> {
             if self.relays.contains_key(&url) {
                 continue;
             }
-            let Some(codec) = Codec::for_kind(url.kind(), self.provider) else {
+            let Some(codec) = Codec::for_kind(&url, self.provider) else {
                 continue;
             };
             if self.relays.len() >= MAX_RELAYS {
@@ -648,7 +652,7 @@ impl<R: CryptoRng> RelayClient<R> {
                 asked = true;
                 continue;
             }
-            if relay.codec.reads() >= MAX_READS_PER_RELAY {
+            if !relay.codec.can_read() {
                 self.stats.reads_refused += 1;
                 continue;
             }
@@ -757,6 +761,7 @@ impl<R: CryptoRng> RelayClient<R> {
                     relay.ice = Some(servers);
                 }
                 Heard::Pong => relay.answers_pings = true,
+                Heard::Refused => self.stats.refused += 1,
             }
         }
         self.update_reachable();
