@@ -32,6 +32,7 @@ mod tests;
 
 use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
 use alloc::string::String;
+use alloc::vec;
 use alloc::vec::Vec;
 use core::time::Duration;
 
@@ -58,8 +59,9 @@ pub const MAX_CONFIGURED_RELAYS: usize = 16;
 /// used (and counted): every relay is a socket, a backoff and a send queue.
 pub const MAX_RELAYS: usize = 64;
 
-/// Application sends (publish, drop, fetch, `ice`) one socket may hold waiting for the pacer;
-/// a send past it is dropped and counted. The watches a socket owes on opening (at most
+/// Application sends (publish, drop, fetch, `ice`, and what a Nostr relay's answers make the
+/// client send for them: `AUTH`, the refused event again, a fetch's `CLOSE`) one socket may hold
+/// waiting for the pacer; a send past it is dropped and counted. The watches a socket owes on opening (at most
 /// [`MAX_ROOMS`]), the next page of a read and a ping always fit on top of it, so the queue holds
 /// at most `MAX_QUEUED_SENDS + MAX_ROOMS + MAX_READS_PER_RELAY + 1` frames.
 pub const MAX_QUEUED_SENDS: usize = 256;
@@ -323,6 +325,26 @@ struct OpenSocket {
     pings_unanswered: u32,
     /// Whether any frame was heard on this socket.
     answered: bool,
+}
+
+impl OpenSocket {
+    /// Whether [`MAX_QUEUED_SENDS`] application sends wait already; if so the new one is dropped,
+    /// and counted in `stats`.
+    fn app_full(&self, stats: &mut Stats) -> bool {
+        let full = self.app_queued >= MAX_QUEUED_SENDS;
+        if full {
+            stats.sends_dropped += 1;
+        }
+        full
+    }
+
+    /// Queues `frames` behind what waits for the pacer.
+    fn push(&mut self, frames: Vec<String>, class: SendClass) {
+        if class == SendClass::App {
+            self.app_queued += frames.len();
+        }
+        self.queue.extend(frames.into_iter().map(|f| (f, class)));
+    }
 }
 
 #[derive(Debug)]
@@ -593,15 +615,11 @@ impl<R: CryptoRng> RelayClient<R> {
         let Socket::Open { open, .. } = &mut relay.socket else {
             return false;
         };
-        if class == SendClass::App && open.app_queued >= MAX_QUEUED_SENDS {
-            self.stats.sends_dropped += 1;
+        if class == SendClass::App && open.app_full(&mut self.stats) {
             return false;
         }
         let frames = relay.codec.encode(now, &mut self.rng, intent);
-        if class == SendClass::App {
-            open.app_queued += frames.len();
-        }
-        open.queue.extend(frames.into_iter().map(|f| (f, class)));
+        open.push(frames, class);
         true
     }
 
@@ -734,8 +752,12 @@ impl<R: CryptoRng> RelayClient<R> {
         if decoded.malformed {
             self.stats.malformed_frames += 1;
         }
-        open.queue
-            .extend(decoded.replies.into_iter().map(|f| (f, SendClass::Upkeep)));
+        open.push(decoded.replies, SendClass::Upkeep);
+        for answer in decoded.answers {
+            if !open.app_full(&mut self.stats) {
+                open.push(vec![answer], SendClass::App);
+            }
+        }
         let watched = open.watched.clone();
         for heard in decoded.heard {
             match heard {

@@ -29,6 +29,8 @@ const CHALLENGE: &str = "challenge-1";
 pub(super) struct NostrFake {
     /// Refuses events until the socket authenticated (NIP-42).
     auth_required: bool,
+    /// Never ends a fetch (no `EOSE` for a `REQ` with a `limit`).
+    hold_fetches: bool,
     /// Refuses every event with this message (after any `AUTH`).
     refuse: Option<&'static str>,
     authed: bool,
@@ -82,7 +84,9 @@ impl NostrFake {
                         .to_text()
                     })
                     .collect();
-                out.push(RelayMessage::Eose(subscription.clone()).to_text());
+                if !(self.hold_fetches && filter.limit.is_some()) {
+                    out.push(RelayMessage::Eose(subscription.clone()).to_text());
+                }
                 self.subs.retain(|(id, _)| *id != subscription);
                 self.subs.push((subscription, filter));
                 out
@@ -422,4 +426,34 @@ fn nothing_minca_only_is_sent_to_a_nostr_relay() {
     assert!(net.fakes[A].count(|m| matches!(m, MincaMessage::Ping)) >= 2);
     assert!(net.fakes[A].count(|m| matches!(m, MincaMessage::Ice)) >= 1);
     assert!(net.client.turn_servers(net.now).is_some());
+}
+
+#[test]
+fn reads_on_a_nostr_relay_give_way_to_its_watches_within_its_subscription_cap() {
+    use crate::minca::nostr_kind::MAX_SUBSCRIPTIONS;
+    let mut net = Net::new(&[N]);
+    net.nostr_fake().hold_fetches = true;
+    let rooms = MAX_SUBSCRIPTIONS - 4;
+    for n in 0..rooms {
+        net.join(Topic::from_bytes(&[n as u8; 32]), &[]);
+    }
+    for n in 0..8u8 {
+        net.input(Input::Fetch {
+            topic: Topic::from_bytes(&[200 + n; 32]),
+        });
+    }
+    // The pacer lets everything out.
+    net.advance(at(60_000));
+    let fake = &net.nostr[N_DIAL];
+    let fetches = fake.reqs().iter().filter(|f| f.limit.is_some()).count();
+    assert_eq!(fetches, 4, "only the subscriptions the watches leave");
+    assert_eq!(fake.reqs().len() - fetches, rooms);
+    assert_eq!(net.client.stats().reads_refused, 4);
+    assert_eq!(
+        net.take()
+            .iter()
+            .filter(|o| matches!(o, Output::FetchUnsent { .. }))
+            .count(),
+        4
+    );
 }

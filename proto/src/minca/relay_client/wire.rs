@@ -10,7 +10,7 @@
 //! client never pings it, [`Codec::pings`]) and no TURN (an `ice` request encodes to nothing and
 //! no `ice` offer ever comes from it, so §3's "every relay that has TURN" never names it).
 
-use alloc::collections::{BTreeMap, VecDeque};
+use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
 use alloc::string::String;
 use alloc::vec;
 use alloc::vec::Vec;
@@ -21,7 +21,7 @@ use super::MAX_READS_PER_RELAY;
 
 use crate::core::Timestamp;
 use crate::crypto::CryptoProvider;
-use crate::minca::nostr_kind::FETCH_LIMIT;
+use crate::minca::nostr_kind::{FETCH_LIMIT, MAX_SUBSCRIPTIONS};
 use crate::minca::nostr_kind::{LinkEvent, NostrLink};
 use crate::minca::relay_url::{RelayKind, RelayUrl};
 use crate::minca::relay_wire::{
@@ -81,6 +81,10 @@ pub(super) struct Decoded {
     pub(super) heard: Vec<Heard>,
     /// Frames the kind sends in answer (the next page of a read).
     pub(super) replies: Vec<String>,
+    /// Frames the kind sends on behalf of earlier application sends (a Nostr `AUTH`, the event or
+    /// `REQ` it lets through again, the `CLOSE` ending a fetch): the client queues them as
+    /// application sends, so they share that bound.
+    pub(super) answers: Vec<String>,
     /// Whether the frame was not a well-formed message of the kind.
     pub(super) malformed: bool,
 }
@@ -106,6 +110,7 @@ impl Codec {
             RelayKind::Minca => Some(Self::Minca(MincaCodec::default())),
             RelayKind::Nostr => Some(Self::Nostr(NostrCodec {
                 link: NostrLink::new(provider, relay),
+                watches: BTreeSet::new(),
                 reads: BTreeMap::new(),
             })),
             _ => None,
@@ -166,13 +171,17 @@ impl Codec {
         }
     }
 
-    /// Whether another read may start: fewer than [`MAX_READS_PER_RELAY`] are under way.
+    /// Whether another read may start: fewer than [`MAX_READS_PER_RELAY`] are under way, and the
+    /// kind has room for one more (a Nostr link holds at most [`MAX_SUBSCRIPTIONS`] watches and
+    /// fetches together).
     pub(super) fn can_read(&self) -> bool {
-        let reads = match self {
-            Self::Minca(c) => c.reads.len(),
-            Self::Nostr(c) => c.reads.len(),
-        };
-        reads < MAX_READS_PER_RELAY
+        match self {
+            Self::Minca(c) => c.reads.len() < MAX_READS_PER_RELAY,
+            Self::Nostr(c) => {
+                c.reads.len() < MAX_READS_PER_RELAY
+                    && c.reads.len() + c.watches.len() < MAX_SUBSCRIPTIONS
+            }
+        }
     }
 }
 
@@ -289,6 +298,8 @@ impl MincaCodec {
 #[derive(Debug)]
 pub(super) struct NostrCodec {
     link: NostrLink,
+    /// Topics watched on this socket: with `reads`, what the link's subscriptions hold at most.
+    watches: BTreeSet<Topic>,
     /// Fetches under way, with the blobs of their page so far (at most [`FETCH_LIMIT`] each).
     reads: BTreeMap<Topic, Vec<Blob>>,
 }
@@ -296,10 +307,20 @@ pub(super) struct NostrCodec {
 impl NostrCodec {
     fn encode(&mut self, now: Timestamp, rng: &mut dyn CryptoRng, intent: Intent) -> Vec<String> {
         let frame = match intent {
-            // A link at MAX_SUBSCRIPTIONS sends nothing: the client's bounds (MAX_ROOMS watches,
-            // MAX_READS_PER_RELAY reads) keep it below that in all but a full room table.
-            Intent::Watch(topic) => self.link.watch(now, &topic).ok(),
-            Intent::Unwatch(topic) => self.link.unwatch(&topic),
+            // A link at MAX_SUBSCRIPTIONS sends nothing. MAX_ROOMS is no more than it and reads
+            // give way to watches (`can_read`), so only a room joined while reads fill the last
+            // slots goes unwatched on this socket, until it reopens.
+            Intent::Watch(topic) => {
+                let req = self.link.watch(now, &topic).ok();
+                if req.is_some() {
+                    self.watches.insert(topic);
+                }
+                req
+            }
+            Intent::Unwatch(topic) => {
+                self.watches.remove(&topic);
+                self.link.unwatch(&topic)
+            }
             Intent::Read(topic) => match self.link.fetch(&topic) {
                 Ok(req) => {
                     self.reads.insert(topic, Vec::new());
@@ -321,7 +342,7 @@ impl NostrCodec {
         let mut out = Decoded::default();
         for event in self.link.on_text(now, rng, text) {
             match event {
-                LinkEvent::Send(frame) => out.replies.push(frame),
+                LinkEvent::Send(frame) => out.answers.push(frame),
                 LinkEvent::Blob {
                     topic,
                     blob,
@@ -362,6 +383,7 @@ impl NostrCodec {
 
     fn reset(&mut self) -> Vec<Topic> {
         self.link.on_close();
+        self.watches.clear();
         core::mem::take(&mut self.reads).into_keys().collect()
     }
 }
