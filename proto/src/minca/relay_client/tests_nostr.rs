@@ -71,7 +71,7 @@ impl NostrFake {
                 let filter = filters[0].clone();
                 let mut matching: Vec<&Event> =
                     self.kept.iter().filter(|e| filter.matches(e)).collect();
-                matching.sort_by(|a, b| b.created_at.cmp(&a.created_at));
+                matching.sort_by_key(|e| core::cmp::Reverse(e.created_at));
                 let limit = filter.limit.map_or(usize::MAX, |l| l as usize);
                 let mut out: Vec<String> = matching
                     .into_iter()

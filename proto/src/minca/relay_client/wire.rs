@@ -10,6 +10,7 @@
 //! client never pings it, [`Codec::pings`]) and no TURN (an `ice` request encodes to nothing and
 //! no `ice` offer ever comes from it, so §3's "every relay that has TURN" never names it).
 
+use alloc::boxed::Box;
 use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
 use alloc::string::String;
 use alloc::vec;
@@ -94,8 +95,8 @@ pub(super) struct Decoded {
 pub(super) enum Codec {
     /// §1.4, a Minca relay.
     Minca(MincaCodec),
-    /// §1.5, a Nostr relay.
-    Nostr(NostrCodec),
+    /// §1.5, a Nostr relay (boxed: a link's tables are far larger than a Minca codec's).
+    Nostr(Box<NostrCodec>),
 }
 
 impl Codec {
@@ -108,11 +109,11 @@ impl Codec {
     ) -> Option<Self> {
         match relay.kind() {
             RelayKind::Minca => Some(Self::Minca(MincaCodec::default())),
-            RelayKind::Nostr => Some(Self::Nostr(NostrCodec {
+            RelayKind::Nostr => Some(Self::Nostr(Box::new(NostrCodec {
                 link: NostrLink::new(provider, relay),
                 watches: BTreeSet::new(),
                 reads: BTreeMap::new(),
-            })),
+            }))),
             _ => None,
         }
     }
