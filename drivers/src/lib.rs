@@ -25,8 +25,8 @@ pub mod blocking;
 pub mod demo;
 #[cfg(feature = "fast-crypto")]
 pub mod fast_crypto;
-pub mod host;
 pub mod minca;
+pub mod host;
 pub mod smol;
 #[cfg(feature = "tokio")]
 pub mod tokio;
