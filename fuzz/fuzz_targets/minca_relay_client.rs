@@ -1,7 +1,8 @@
 //! The Minca relay client machine under arbitrary timed input: joins and leaves with relay lists
 //! of every kind, publishes, drops, fetches, TURN requests, socket reports on the sockets it
-//! dialled (and on ones it did not), raw and well-formed relay frames, "online", small steps and
-//! sleeps. It must never panic, its tables and send queues must stay within their named bounds,
+//! dialled (and on ones it did not), raw and well-formed relay frames of both kinds it speaks
+//! (Minca's JSON objects; NIP-01 `EVENT`, `OK` for the events it sent, `EOSE`, `CLOSED`, `AUTH` and
+//! `NOTICE` for its Nostr relay), "online", small steps and sleeps. It must never panic, its tables and send queues must stay within their named bounds,
 //! and after `handle_timeout(now)` it must never ask to be woken at or before `now`.
 #![no_main]
 
@@ -15,6 +16,7 @@ use weft_proto::minca::relay_client::{
     ClientConfig, Input, MAX_QUEUED_SENDS, MAX_READS_PER_RELAY, MAX_RELAYS, MAX_ROOMS, Output,
     RelayClient,
 };
+use weft_proto::minca::nostr_kind::NostrLink;
 use weft_proto::minca::relay_url::RelayUrl;
 use weft_proto::minca::relay_wire::{Blob, Topic, Ttl};
 
@@ -49,8 +51,27 @@ fn topic(n: u8) -> Topic {
     Topic::from_bytes(&[n % 8; 32])
 }
 
-fn frame(kind: u8, t: u8, a: u8, more: bool) -> String {
+/// A frame a relay might send: Minca's for `kind % 12 < 4`, NIP-01's otherwise. `sent` holds the
+/// ids (hex) of the events the client sent, so `OK`s can name them.
+fn frame(kind: u8, t: u8, a: u8, more: bool, sent: &[String], event: &serde_json::Value) -> String {
     let topic = topic(t);
+    let sub = format!("{}{}", if more { "f" } else { "w" }, topic.as_str());
+    let id = sent.get(usize::from(a) % sent.len().max(1)).cloned().unwrap_or_else(|| "00".repeat(32));
+    let v = match kind % 12 {
+        4 => json!(["EVENT", sub, event]),
+        5 => json!(["OK", id, a % 2 == 0, if a % 4 < 2 { "auth-required: sign in" } else { "duplicate: have it" }]),
+        6 => json!(["OK", id, false, "blocked: no"]),
+        7 => json!(["EOSE", sub]),
+        8 => json!(["CLOSED", sub, if a % 2 == 0 { "auth-required: sign in" } else { "error: gone" }]),
+        9 => json!(["AUTH", format!("challenge-{a}")]),
+        10 => json!(["NOTICE", "hello"]),
+        11 => json!(["EVENT", sub, {"id": id}]),
+        _ => return minca_frame(kind, &topic, a, more),
+    };
+    v.to_string()
+}
+
+fn minca_frame(kind: u8, topic: &Topic, a: u8, more: bool) -> String {
     let v = match kind % 4 {
         0 => {
             let items: Vec<_> = (0..a % 6).map(|i| json!({"blob": "AAAA", "seq": u64::from(i) + u64::from(a)})).collect();
@@ -64,7 +85,33 @@ fn frame(kind: u8, t: u8, a: u8, more: bool) -> String {
     v.to_string()
 }
 
+/// An event another member published under topic 0, as the Nostr relay would forward it.
+fn peer_event() -> serde_json::Value {
+    let url = RelayUrl::parse(URLS[3]).unwrap();
+    let mut peer = NostrLink::new(weft_proto::crypto::default_provider(), &url);
+    let blob = Blob::from_bytes(&[7; 9]).unwrap();
+    let frame = peer.publish(Timestamp::from_millis(1_790_000_000_000), &mut ChaCha20Rng::seed_from_u64(1), &topic(0), &blob);
+    let value: serde_json::Value = serde_json::from_str(&frame).unwrap();
+    value[1].clone()
+}
+
+/// Remembers the id of every `EVENT` the client sends, for the relay's `OK`s.
+fn note_sent(o: &Output, sent: &mut Vec<String>) {
+    if let Output::Send { text, .. } = o
+        && let Ok(value) = serde_json::from_str::<serde_json::Value>(text)
+        && value[0] == "EVENT"
+        && let Some(id) = value[1]["id"].as_str()
+    {
+        sent.push(id.to_string());
+        if sent.len() > 64 {
+            sent.remove(0);
+        }
+    }
+}
+
 fuzz_target!(|ops: Vec<Op>| {
+    let event = peer_event();
+    let mut sent: Vec<String> = Vec::new();
     let config = ClientConfig { relays: vec![RelayUrl::parse(URLS[0]).unwrap(), RelayUrl::parse(URLS[3]).unwrap()] };
     let mut client = RelayClient::new(config, weft_proto::crypto::default_provider(), ChaCha20Rng::seed_from_u64(0));
     let mut now = Timestamp::from_millis(1_790_000_000_000);
@@ -95,7 +142,7 @@ fuzz_target!(|ops: Vec<Op>| {
             Op::DialFailed { conn: c } => Some(Input::DialFailed { conn: conn(&dialled, c) }),
             Op::Raw { conn: c, text } => Some(Input::Text { conn: conn(&dialled, c), text }),
             Op::Frame { conn: c, kind, topic: t, a, more } => {
-                Some(Input::Text { conn: conn(&dialled, c), text: frame(kind, t, a, more) })
+                Some(Input::Text { conn: conn(&dialled, c), text: frame(kind, t, a, more, &sent, &event) })
             }
             Op::Online => Some(Input::Online),
             Op::Advance { ms } => {
@@ -103,6 +150,7 @@ fuzz_target!(|ops: Vec<Op>| {
                 while client.poll_timeout().is_some_and(|w| w.at <= now) {
                     client.handle_timeout(now);
                     while let Some(o) = client.poll() {
+                        note_sent(&o, &mut sent);
                         if let Output::Dial { conn, .. } = o {
                             dialled.push(conn);
                         }
@@ -118,6 +166,7 @@ fuzz_target!(|ops: Vec<Op>| {
             client.handle(now, input);
         }
         while let Some(o) = client.poll() {
+            note_sent(&o, &mut sent);
             if let Output::Dial { conn, .. } = o {
                 dialled.push(conn);
             }

@@ -21,8 +21,9 @@
 //!
 //! Sockets are named by [`ConnId`]s the machine allocates in [`Output::Dial`]; the host reports on
 //! them with [`Input::Opened`], [`Input::Text`], [`Input::Closed`] and [`Input::DialFailed`]. What a
-//! socket's frames look like is behind the per-kind seam in `wire`, so the Nostr kind (§1.5) slots
-//! in without touching the rules here.
+//! socket's frames look like, and which of §2.1's upkeep (ping, `ice`) a kind has, is behind the
+//! per-kind seam in `wire`: a Minca relay (§1.4) and a Nostr relay (§1.5) follow the same rules
+//! here.
 
 mod wire;
 
@@ -31,6 +32,7 @@ mod tests;
 
 use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
 use alloc::string::String;
+use alloc::vec;
 use alloc::vec::Vec;
 use core::time::Duration;
 
@@ -57,8 +59,9 @@ pub const MAX_CONFIGURED_RELAYS: usize = 16;
 /// used (and counted): every relay is a socket, a backoff and a send queue.
 pub const MAX_RELAYS: usize = 64;
 
-/// Application sends (publish, drop, fetch, `ice`) one socket may hold waiting for the pacer;
-/// a send past it is dropped and counted. The watches a socket owes on opening (at most
+/// Application sends (publish, drop, fetch, `ice`, and what a Nostr relay's answers make the
+/// client send for them: `AUTH`, the refused event again, a fetch's `CLOSE`) one socket may hold
+/// waiting for the pacer; a send past it is dropped and counted. The watches a socket owes on opening (at most
 /// [`MAX_ROOMS`]), the next page of a read and a ping always fit on top of it, so the queue holds
 /// at most `MAX_QUEUED_SENDS + MAX_ROOMS + MAX_READS_PER_RELAY + 1` frames.
 pub const MAX_QUEUED_SENDS: usize = 256;
@@ -297,6 +300,9 @@ pub struct Stats {
     pub ping_timeouts: u64,
     /// Dials given up after [`DIAL_TIMEOUT_MS`].
     pub dial_timeouts: u64,
+    /// Sends or watches a relay refused (a Nostr relay's `OK` false or `CLOSED` that no `AUTH`
+    /// could turn, §1.5).
+    pub refused: u64,
 }
 
 #[derive(Debug)]
@@ -319,6 +325,26 @@ struct OpenSocket {
     pings_unanswered: u32,
     /// Whether any frame was heard on this socket.
     answered: bool,
+}
+
+impl OpenSocket {
+    /// Whether [`MAX_QUEUED_SENDS`] application sends wait already; if so the new one is dropped,
+    /// and counted in `stats`.
+    fn app_full(&self, stats: &mut Stats) -> bool {
+        let full = self.app_queued >= MAX_QUEUED_SENDS;
+        if full {
+            stats.sends_dropped += 1;
+        }
+        full
+    }
+
+    /// Queues `frames` behind what waits for the pacer.
+    fn push(&mut self, frames: Vec<String>, class: SendClass) {
+        if class == SendClass::App {
+            self.app_queued += frames.len();
+        }
+        self.queue.extend(frames.into_iter().map(|f| (f, class)));
+    }
 }
 
 #[derive(Debug)]
@@ -523,7 +549,7 @@ impl<R: CryptoRng> RelayClient<R> {
             if self.relays.contains_key(&url) {
                 continue;
             }
-            let Some(codec) = Codec::for_kind(url.kind(), self.provider) else {
+            let Some(codec) = Codec::for_kind(&url, self.provider) else {
                 continue;
             };
             if self.relays.len() >= MAX_RELAYS {
@@ -589,15 +615,11 @@ impl<R: CryptoRng> RelayClient<R> {
         let Socket::Open { open, .. } = &mut relay.socket else {
             return false;
         };
-        if class == SendClass::App && open.app_queued >= MAX_QUEUED_SENDS {
-            self.stats.sends_dropped += 1;
+        if class == SendClass::App && open.app_full(&mut self.stats) {
             return false;
         }
         let frames = relay.codec.encode(now, &mut self.rng, intent);
-        if class == SendClass::App {
-            open.app_queued += frames.len();
-        }
-        open.queue.extend(frames.into_iter().map(|f| (f, class)));
+        open.push(frames, class);
         true
     }
 
@@ -648,7 +670,7 @@ impl<R: CryptoRng> RelayClient<R> {
                 asked = true;
                 continue;
             }
-            if relay.codec.reads() >= MAX_READS_PER_RELAY {
+            if !relay.codec.can_read() {
                 self.stats.reads_refused += 1;
                 continue;
             }
@@ -730,8 +752,12 @@ impl<R: CryptoRng> RelayClient<R> {
         if decoded.malformed {
             self.stats.malformed_frames += 1;
         }
-        open.queue
-            .extend(decoded.replies.into_iter().map(|f| (f, SendClass::Upkeep)));
+        open.push(decoded.replies, SendClass::Upkeep);
+        for answer in decoded.answers {
+            if !open.app_full(&mut self.stats) {
+                open.push(vec![answer], SendClass::App);
+            }
+        }
         let watched = open.watched.clone();
         for heard in decoded.heard {
             match heard {
@@ -757,6 +783,7 @@ impl<R: CryptoRng> RelayClient<R> {
                     relay.ice = Some(servers);
                 }
                 Heard::Pong => relay.answers_pings = true,
+                Heard::Refused => self.stats.refused += 1,
             }
         }
         self.update_reachable();

@@ -11,6 +11,10 @@ use chacha20::ChaCha20Rng;
 use rand_core::SeedableRng;
 use serde_json::json;
 
+#[cfg(feature = "rustcrypto")]
+#[path = "tests_nostr.rs"]
+mod nostr;
+
 use super::*;
 use crate::minca::relay_wire::{ClientMessage, MAX_FETCH_PAGES, Mail, MailItem, RelayMessage};
 
@@ -160,6 +164,9 @@ struct Net {
     client: RelayClient<ChaCha20Rng>,
     now: Timestamp,
     fakes: BTreeMap<String, Fake>,
+    /// Fake Nostr relays (§1.5), by dial URL; a `nostr+` relay is dialled to one of these.
+    #[cfg(feature = "rustcrypto")]
+    nostr: BTreeMap<String, nostr::NostrFake>,
     conns: BTreeMap<ConnId, String>,
     log: Vec<Output>,
 }
@@ -177,6 +184,8 @@ impl Net {
             ),
             now: at(0),
             fakes: BTreeMap::new(),
+            #[cfg(feature = "rustcrypto")]
+            nostr: BTreeMap::new(),
             conns: BTreeMap::new(),
             log: Vec::new(),
         }
@@ -197,6 +206,14 @@ impl Net {
             let mut replies = Vec::new();
             while let Some(out) = self.client.poll() {
                 match &out {
+                    #[cfg(feature = "rustcrypto")]
+                    Output::Dial { conn, url, relay }
+                        if relay.kind() == &crate::minca::relay_url::RelayKind::Nostr =>
+                    {
+                        self.nostr.entry(url.clone()).or_default().opened();
+                        self.conns.insert(*conn, url.clone());
+                        replies.push(Input::Opened { conn: *conn });
+                    }
                     Output::Dial { conn, url, .. } => {
                         let fake = self.fakes.entry(url.clone()).or_default();
                         if fake.down {
@@ -212,6 +229,14 @@ impl Net {
                             .get(conn)
                             .expect("sends only on open sockets")
                             .clone();
+                        #[cfg(feature = "rustcrypto")]
+                        if let Some(fake) = self.nostr.get_mut(&url) {
+                            for text in fake.answer(self.now, text) {
+                                replies.push(Input::Text { conn: *conn, text });
+                            }
+                            self.log.push(out);
+                            continue;
+                        }
                         let fake = self.fakes.get_mut(&url).unwrap();
                         for text in fake.answer(text) {
                             replies.push(Input::Text { conn: *conn, text });

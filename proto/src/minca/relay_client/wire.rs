@@ -3,19 +3,28 @@
 //! The client's rules (redial, pacing, pings, watching again, TURN) are the same for every kind of
 //! relay; only what a socket's frames look like differs. [`Codec`] is that difference: it turns
 //! the client's [`Intent`]s into text frames, and a relay's text frames into [`Heard`] events and
-//! any frames the kind must answer with. A new kind (the Nostr kind of §1.5) is one more variant
-//! here and one more arm in [`Codec::for_kind`]; nothing in the machine changes.
+//! any frames the kind must answer with. Each kind is one variant here and one arm in
+//! [`Codec::for_kind`]: a Minca relay (§1.4) and a Nostr relay (§1.5, through [`NostrLink`]).
+//!
+//! What a kind cannot do lives here too, in one place each: a Nostr relay has no `ping` (so the
+//! client never pings it, [`Codec::pings`]) and no TURN (an `ice` request encodes to nothing and
+//! no `ice` offer ever comes from it, so §3's "every relay that has TURN" never names it).
 
-use alloc::collections::{BTreeMap, VecDeque};
+use alloc::boxed::Box;
+use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
 use alloc::string::String;
 use alloc::vec;
 use alloc::vec::Vec;
 
 use rand_core::CryptoRng;
 
+use super::MAX_READS_PER_RELAY;
+
 use crate::core::Timestamp;
 use crate::crypto::CryptoProvider;
-use crate::minca::relay_url::RelayKind;
+use crate::minca::nostr_kind::{FETCH_LIMIT, MAX_SUBSCRIPTIONS};
+use crate::minca::nostr_kind::{LinkEvent, NostrLink};
+use crate::minca::relay_url::{RelayKind, RelayUrl};
 use crate::minca::relay_wire::{
     Blob, ClientMessage, IceServers, RelayMessage, Topic, TopicRead, Ttl,
 };
@@ -61,6 +70,9 @@ pub(super) enum Heard {
     Ice(IceServers),
     /// The answer to a ping.
     Pong,
+    /// The relay refused something sent: a Nostr `OK` false that no `AUTH` turned, or a watch it
+    /// ended with `CLOSED`.
+    Refused,
 }
 
 /// The result of reading one frame.
@@ -70,6 +82,10 @@ pub(super) struct Decoded {
     pub(super) heard: Vec<Heard>,
     /// Frames the kind sends in answer (the next page of a read).
     pub(super) replies: Vec<String>,
+    /// Frames the kind sends on behalf of earlier application sends (a Nostr `AUTH`, the event or
+    /// `REQ` it lets through again, the `CLOSE` ending a fetch): the client queues them as
+    /// application sends, so they share that bound.
+    pub(super) answers: Vec<String>,
     /// Whether the frame was not a well-formed message of the kind.
     pub(super) malformed: bool,
 }
@@ -79,51 +95,58 @@ pub(super) struct Decoded {
 pub(super) enum Codec {
     /// §1.4, a Minca relay.
     Minca(MincaCodec),
+    /// §1.5, a Nostr relay (boxed: a link's tables are far larger than a Minca codec's).
+    Nostr(Box<NostrCodec>),
 }
 
 impl Codec {
-    /// The codec for a relay of `kind`, or `None` for a kind this client does not (yet) speak,
-    /// which the client passes over (§1.2).
-    ///
-    /// The Nostr kind (§1.5) is `None` until its codec is slotted in here; it signs its events
-    /// with `provider`, the one the client was handed.
+    /// The codec for `relay`, or `None` for a kind this client does not speak, which the client
+    /// passes over (§1.2). The Nostr kind signs its events with `provider`, the one the client
+    /// was handed.
     pub(super) fn for_kind(
-        kind: &RelayKind,
-        _provider: &'static dyn CryptoProvider,
+        relay: &RelayUrl,
+        provider: &'static dyn CryptoProvider,
     ) -> Option<Self> {
-        match kind {
+        match relay.kind() {
             RelayKind::Minca => Some(Self::Minca(MincaCodec::default())),
+            RelayKind::Nostr => Some(Self::Nostr(Box::new(NostrCodec {
+                link: NostrLink::new(provider, relay),
+                watches: BTreeSet::new(),
+                reads: BTreeMap::new(),
+            }))),
             _ => None,
         }
     }
 
     /// Whether this client speaks `kind` (has a codec for it); the others are passed over (§1.2).
     pub(super) fn speaks(kind: &RelayKind) -> bool {
-        matches!(kind, RelayKind::Minca)
+        matches!(kind, RelayKind::Minca | RelayKind::Nostr)
     }
 
     /// The frames that carry `intent` at `now`; empty when the kind cannot do it. `rng` is for
     /// kinds that sign what they send (§1.5's throwaway keys).
     pub(super) fn encode(
         &mut self,
-        _now: Timestamp,
-        _rng: &mut dyn CryptoRng,
+        now: Timestamp,
+        rng: &mut dyn CryptoRng,
         intent: Intent,
     ) -> Vec<String> {
         match self {
             Self::Minca(c) => c.encode(intent),
+            Self::Nostr(c) => c.encode(now, rng, intent),
         }
     }
 
     /// Reads one text frame that arrived at `now`.
     pub(super) fn decode(
         &mut self,
-        _now: Timestamp,
-        _rng: &mut dyn CryptoRng,
+        now: Timestamp,
+        rng: &mut dyn CryptoRng,
         text: &str,
     ) -> Decoded {
         match self {
             Self::Minca(c) => c.decode(text),
+            Self::Nostr(c) => c.decode(now, rng, text),
         }
     }
 
@@ -131,10 +154,12 @@ impl Codec {
     pub(super) fn reset(&mut self) -> Vec<Topic> {
         match self {
             Self::Minca(c) => c.reset(),
+            Self::Nostr(c) => c.reset(),
         }
     }
 
-    /// Whether this kind answers a `ping` (§2.1: "ping a Minca relay").
+    /// Whether this kind answers a `ping` (§2.1: "ping a Minca relay"); NIP-01 has no such
+    /// message, so a Nostr socket is never pinged nor given up for silence.
     pub(super) fn pings(&self) -> bool {
         matches!(self, Self::Minca(_))
     }
@@ -143,13 +168,20 @@ impl Codec {
     pub(super) fn reading(&self, topic: &Topic) -> bool {
         match self {
             Self::Minca(c) => c.reads.contains_key(topic),
+            Self::Nostr(c) => c.reads.contains_key(topic),
         }
     }
 
-    /// Reads under way.
-    pub(super) fn reads(&self) -> usize {
+    /// Whether another read may start: fewer than [`MAX_READS_PER_RELAY`] are under way, and the
+    /// kind has room for one more (a Nostr link holds at most [`MAX_SUBSCRIPTIONS`] watches and
+    /// fetches together).
+    pub(super) fn can_read(&self) -> bool {
         match self {
-            Self::Minca(c) => c.reads.len(),
+            Self::Minca(c) => c.reads.len() < MAX_READS_PER_RELAY,
+            Self::Nostr(c) => {
+                c.reads.len() < MAX_READS_PER_RELAY
+                    && c.reads.len() + c.watches.len() < MAX_SUBSCRIPTIONS
+            }
         }
     }
 }
@@ -255,6 +287,104 @@ impl MincaCodec {
 
     fn reset(&mut self) -> Vec<Topic> {
         self.owed.clear();
+        core::mem::take(&mut self.reads).into_keys().collect()
+    }
+}
+
+/// The Nostr relay kind (§1.5) on one socket: [`NostrLink`] speaks NIP-01, and this turns its
+/// [`LinkEvent`]s into what the client hears.
+///
+/// §1.5's fetch is one page (the newest [`FETCH_LIMIT`]) ending at `EOSE`, so the page's blobs are
+/// gathered here and heard as one [`Heard::Page`] with `done`.
+#[derive(Debug)]
+pub(super) struct NostrCodec {
+    link: NostrLink,
+    /// Topics watched on this socket: with `reads`, what the link's subscriptions hold at most.
+    watches: BTreeSet<Topic>,
+    /// Fetches under way, with the blobs of their page so far (at most [`FETCH_LIMIT`] each).
+    reads: BTreeMap<Topic, Vec<Blob>>,
+}
+
+impl NostrCodec {
+    fn encode(&mut self, now: Timestamp, rng: &mut dyn CryptoRng, intent: Intent) -> Vec<String> {
+        let frame = match intent {
+            // A link at MAX_SUBSCRIPTIONS sends nothing. MAX_ROOMS is no more than it and reads
+            // give way to watches (`can_read`), so only a room joined while reads fill the last
+            // slots goes unwatched on this socket, until it reopens.
+            Intent::Watch(topic) => {
+                let req = self.link.watch(now, &topic).ok();
+                if req.is_some() {
+                    self.watches.insert(topic);
+                }
+                req
+            }
+            Intent::Unwatch(topic) => {
+                self.watches.remove(&topic);
+                self.link.unwatch(&topic)
+            }
+            Intent::Read(topic) => match self.link.fetch(&topic) {
+                Ok(req) => {
+                    self.reads.insert(topic, Vec::new());
+                    Some(req)
+                }
+                Err(_) => None,
+            },
+            Intent::Drop(topic, blob, ttl) => {
+                Some(self.link.drop_blob(now, rng, &topic, &blob, Some(ttl)))
+            }
+            // NIP-01 has neither TURN nor ping (§1.5 maps only §1.1's four operations).
+            Intent::Ice | Intent::Ping => None,
+        };
+        frame.into_iter().collect()
+    }
+
+    fn decode(&mut self, now: Timestamp, rng: &mut dyn CryptoRng, text: &str) -> Decoded {
+        let malformed_before = self.link.stats().malformed;
+        let mut out = Decoded::default();
+        for event in self.link.on_text(now, rng, text) {
+            match event {
+                LinkEvent::Send(frame) => out.answers.push(frame),
+                LinkEvent::Blob {
+                    topic,
+                    blob,
+                    fetched: true,
+                    ..
+                } => match self.reads.get_mut(&topic) {
+                    Some(page) if page.len() < FETCH_LIMIT as usize => page.push(blob),
+                    // Past the limit the relay gave more than asked: the page is full.
+                    Some(_) => {}
+                    None => out.heard.push(Heard::Blob(topic, blob)),
+                },
+                LinkEvent::Blob { topic, blob, .. } => out.heard.push(Heard::Blob(topic, blob)),
+                LinkEvent::FetchDone { topic } => out.heard.extend(self.end_read(topic)),
+                LinkEvent::Closed {
+                    topic, fetch: true, ..
+                } => out.heard.extend(self.end_read(topic)),
+                LinkEvent::Closed { .. } | LinkEvent::Refused { .. } => {
+                    out.heard.push(Heard::Refused)
+                }
+                // A drop or publish taken needs nothing more: a Minca relay does not confirm one
+                // either. Notices are for logs, which a sans-IO machine does not keep.
+                _ => {}
+            }
+        }
+        out.malformed = self.link.stats().malformed > malformed_before;
+        out
+    }
+
+    /// The page of a read that ended, if the read was under way.
+    fn end_read(&mut self, topic: Topic) -> Option<Heard> {
+        let blobs = self.reads.remove(&topic)?;
+        Some(Heard::Page {
+            topic,
+            blobs,
+            done: true,
+        })
+    }
+
+    fn reset(&mut self) -> Vec<Topic> {
+        self.link.on_close();
+        self.watches.clear();
         core::mem::take(&mut self.reads).into_keys().collect()
     }
 }
