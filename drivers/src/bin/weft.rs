@@ -139,6 +139,10 @@ struct ServeArgs {
     /// The client-face Unix socket (default: airc.sock in --data-dir).
     #[arg(long)]
     client_socket: Option<PathBuf>,
+    /// Also serve clients on this loopback TCP address (127.0.0.1:PORT or [::1]:PORT); a
+    /// client's uid is the owner of its socket in /proc/net/tcp. Any other address is refused.
+    #[arg(long)]
+    client_tcp: Option<std::net::SocketAddr>,
     /// The operator's uid → namespaces table, `UID=NS[,NS…]`, repeatable. Default: your uid →
     /// your user name.
     #[arg(long = "namespaces")]
@@ -290,6 +294,7 @@ fn serve_realm(args: ServeArgs) -> std::io::Result<bool> {
     if let Some(socket) = args.client_socket {
         config.client_socket = socket;
     }
+    config.client_tcp = args.client_tcp;
     if !args.namespaces.is_empty() {
         config.namespaces.clear();
         for entry in &args.namespaces {
@@ -309,8 +314,12 @@ fn serve_realm(args: ServeArgs) -> std::io::Result<bool> {
     }
     let socket = config.client_socket.clone();
     let (_keep, stop) = smol::channel::bounded::<()>(1);
+    let tcp = config.client_tcp;
     serve(config, stop, || {
-        eprintln!("weft airc serve: listening on {}", socket.display())
+        eprintln!("weft airc serve: listening on {}", socket.display());
+        if let Some(tcp) = tcp {
+            eprintln!("weft airc serve: listening on tcp {tcp}");
+        }
     })?;
     Ok(true)
 }
