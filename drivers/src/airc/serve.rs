@@ -65,14 +65,12 @@ pub fn serve(config: ServeConfig, stop: Receiver<()>, ready: impl FnOnce()) -> i
     ))
 }
 
+/// The host core of a realm served by `weft airc serve`.
+pub type RealmHost = Host<Realm<chacha20::ChaCha20Rng>, RealmHooks>;
+
 /// A realm's host core over its store, and its bound client-face listeners (the Unix socket
 /// first, then loopback TCP if configured): what every adapter needs to serve `config`.
-pub fn open(
-    config: &ServeConfig,
-) -> io::Result<(
-    Host<Realm<chacha20::ChaCha20Rng>, RealmHooks>,
-    Vec<Listener>,
-)> {
+pub fn open(config: &ServeConfig) -> io::Result<(RealmHost, Vec<Listener>)> {
     if let Some(addr) = config.client_tcp
         && !crate::peer_uid::is_loopback(addr)
     {
