@@ -13,8 +13,11 @@ use std::path::{Path, PathBuf};
 
 use smol::channel::Receiver;
 use weft_proto::airc::address::{Authority, Namespace};
+use weft_proto::airc::link::LinkConfig;
+use weft_proto::airc::policy::Policy;
 use weft_proto::airc::server::{Server, ServerConfig};
 
+use super::config::TlsFiles;
 use super::host::{Realm, RealmHooks};
 use super::store::Store;
 use crate::host::{Endpoint, Host, Listener};
@@ -33,6 +36,16 @@ pub struct ServeConfig {
     pub data_dir: PathBuf,
     /// The operator's uid → namespaces table (§5).
     pub namespaces: BTreeMap<u32, Vec<Namespace>>,
+    /// Other realms' Ed25519 keys known without DNS (§8.2 `known_keys`).
+    pub known_keys: BTreeMap<Authority, Vec<[u8; 32]>>,
+    /// Realms whose traffic is accepted unsigned (§6.2, §8.4).
+    pub trusted_unsigned: Vec<Authority>,
+    /// The realm's policy (§10).
+    pub policy: Policy,
+    /// `accept_offers` and `auto_accept` (§11.4, §11.5).
+    pub links: LinkConfig,
+    /// The peer face's TLS certificate and key: reserved, no peer face serves TLS yet.
+    pub tls: Option<TlsFiles>,
 }
 
 impl ServeConfig {
@@ -47,6 +60,11 @@ impl ServeConfig {
             client_tcp: None,
             data_dir: data_dir.to_path_buf(),
             namespaces: BTreeMap::from([(uid, vec![ns])]),
+            known_keys: BTreeMap::new(),
+            trusted_unsigned: Vec::new(),
+            policy: Policy::default(),
+            links: LinkConfig::default(),
+            tls: None,
         })
     }
 }
@@ -86,6 +104,12 @@ pub fn open(config: &ServeConfig) -> io::Result<(RealmHost, Vec<Listener>)> {
     let store = Store::open(&config.data_dir.join("airc.redb"))?;
     let mut machine_config = ServerConfig::new(config.realm.clone());
     machine_config.known_namespaces = config.namespaces.values().flatten().cloned().collect();
+    machine_config.known_keys.clone_from(&config.known_keys);
+    machine_config
+        .trusted_unsigned
+        .clone_from(&config.trusted_unsigned);
+    machine_config.policy = config.policy.clone();
+    machine_config.links = config.links.clone();
     let server = Server::new(machine_config, crate::server_provider(), crate::os_rng());
     let mut realm = Realm::new(server, config.namespaces.clone());
 
