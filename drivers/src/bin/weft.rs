@@ -131,8 +131,8 @@ struct SocketArg {
 #[derive(Args, Debug)]
 struct ServeArgs {
     /// A TOML file for everything else (see docs/airc-server.md): realm, data_dir,
-    /// client_socket, client_tcp, [namespaces], [known_keys], trusted_unsigned, [[policy]],
-    /// policy_default_allow, accept_offers, auto_accept, [tls] (cert, key; reserved). An
+    /// client_socket, client_tcp, namespaces, known_keys, trusted_unsigned, policy,
+    /// policy_default_allow, accept_offers, auto_accept, tls (cert, key; reserved). An
     /// unknown key is refused. Flags given here override the file.
     #[arg(long)]
     config: Option<PathBuf>,
@@ -145,12 +145,12 @@ struct ServeArgs {
     /// The client-face Unix socket (default: airc.sock in --data-dir).
     #[arg(long)]
     client_socket: Option<PathBuf>,
-    /// Also serve clients on this loopback TCP address (127.0.0.1:PORT or [::1]:PORT); a
+    /// Also serve clients on this loopback TCP address (IPv4 or IPv6 loopback, with a port); a
     /// client's uid is the owner of its socket in /proc/net/tcp. Any other address is refused.
     #[arg(long)]
     client_tcp: Option<std::net::SocketAddr>,
     /// The operator's uid → namespaces table, `UID=NS[,NS…]`, repeatable; replaces the file's
-    /// [namespaces]. Default: your uid → your user name.
+    /// namespaces table. Default: your uid → your user name.
     #[arg(long = "namespaces")]
     namespaces: Vec<String>,
 }
