@@ -9,6 +9,7 @@
 //!   three runtime adapters over it, each driving any [`host::HostMachine`] over TCP and Unix
 //!   sockets: [`smol`], `tokio` (feature `tokio`, on by default) and [`blocking`] (std only,
 //!   `poll(2)`, one thread).
+//! - [`peer_uid`]: the uid owning the other end of a loopback TCP connection, from `/proc`.
 //! - [`airc`]: the AIRC realm server and client commands on real sockets.
 //! - [`minca`]: `weft relay`, the Minca relay server on real sockets.
 //! - [`demo`]: `weft demo`.
@@ -27,6 +28,7 @@ pub mod demo;
 pub mod fast_crypto;
 pub mod host;
 pub mod minca;
+pub mod peer_uid;
 pub mod smol;
 #[cfg(feature = "tokio")]
 pub mod tokio;

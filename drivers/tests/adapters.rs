@@ -48,13 +48,14 @@ fn spawn(
     let socket = config.client_socket.clone();
     let (ready, bound) = mpsc::channel();
     let thread = thread::spawn(move || {
-        let (mut host, unix) = open(&config)?;
+        let (mut host, mut listeners) = open(&config)?;
         let tcp = Listener::bind(&Endpoint::Tcp("127.0.0.1:0".parse().unwrap()))?;
         let Endpoint::Tcp(addr) = tcp.endpoint()? else {
             unreachable!("a TCP listener has a TCP address")
         };
         ready.send(addr).unwrap();
-        run(&mut host, vec![unix, tcp])
+        listeners.push(tcp);
+        run(&mut host, listeners)
     });
     let tcp = bound.recv().expect("the server starts");
     Running {

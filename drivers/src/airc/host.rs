@@ -2,12 +2,14 @@
 //! protocol-neutral host vocabulary, so every runtime adapter can drive it.
 //!
 //! AIRC §5: the namespaces a client-face connection may act for come from the transport, never
-//! from the connection: a Unix peer's uid looked up in the operator's table; a uid the table does
-//! not name, or a TCP peer, gets none. Peer links (§8) need TLS, which no adapter provides yet,
+//! from the connection: a Unix peer's uid (`SO_PEERCRED`), or a loopback TCP peer's on a
+//! listener registered with [`Realm::with_tcp_face`] (from `/proc/net/tcp`, [`crate::peer_uid`]),
+//! looked up in the operator's table; a uid the table does not name, or any other peer, gets none. Peer links (§8) need TLS, which no adapter provides yet,
 //! so [`RealmHooks`] resolves no realm and every dial fails (the spool keeps its messages).
 
 use std::collections::BTreeMap;
 use std::io;
+use std::net::SocketAddr;
 
 use weft_proto::airc::address::{Authority, Namespace};
 use weft_proto::airc::server::{Face, Input, Output, Server};
@@ -22,12 +24,37 @@ pub struct Realm<R> {
     /// The machine.
     pub server: Server<R>,
     namespaces: BTreeMap<u32, Vec<Namespace>>,
+    /// Listener index → its local address, for the TCP client faces whose peers' uids are looked
+    /// up; one entry per listener, so bounded by what the operator configured.
+    tcp_faces: BTreeMap<usize, SocketAddr>,
 }
 
 impl<R> Realm<R> {
     /// `server`, granting each Unix peer uid in `namespaces` those namespaces.
     pub fn new(server: Server<R>, namespaces: BTreeMap<u32, Vec<Namespace>>) -> Self {
-        Self { server, namespaces }
+        Self {
+            server,
+            namespaces,
+            tcp_faces: BTreeMap::new(),
+        }
+    }
+
+    /// Also takes the identity of loopback TCP peers on listener number `listener` (its index in
+    /// the list handed to the adapter), bound at `local`: the uid owning the peer's socket.
+    pub fn with_tcp_face(mut self, listener: usize, local: SocketAddr) -> Self {
+        self.tcp_faces.insert(listener, local);
+        self
+    }
+
+    /// The uid the transport proves for `peer`, if any.
+    fn uid_of(&self, peer: &Peer) -> Option<u32> {
+        match peer.remote {
+            Remote::Unix { uid } => uid,
+            Remote::Tcp(remote) => self
+                .tcp_faces
+                .get(&peer.listener)
+                .and_then(|local| crate::peer_uid::loopback_tcp_owner(remote, *local)),
+        }
     }
 }
 
@@ -55,12 +82,10 @@ impl<R: CryptoRng> HostMachine for Realm<R> {
     type App = core::convert::Infallible;
 
     fn opened(&mut self, conn: ConnId, peer: &Peer) -> Input {
-        let namespaces = match peer.remote {
-            Remote::Unix { uid: Some(uid) } => {
-                self.namespaces.get(&uid).cloned().unwrap_or_default()
-            }
-            _ => Vec::new(),
-        };
+        let namespaces = self
+            .uid_of(peer)
+            .and_then(|uid| self.namespaces.get(&uid).cloned())
+            .unwrap_or_default();
         Input::Opened {
             conn,
             face: Face::Client,

@@ -1,9 +1,10 @@
 //! AIRC on real sockets: the realm server as a host machine ([`host`]), `weft airc serve`
-//! ([`serve`]) with its durable [`store`], and the client commands ([`client`]).
+//! ([`serve`], configured by [`config`]) with its durable [`store`], and the client commands ([`client`]).
 //!
 //! Everything AIRC means lives in `weft_proto::airc`; these modules move bytes, time and records.
 
 pub mod client;
+pub mod config;
 pub mod host;
 pub mod serve;
 pub mod store;

@@ -1,18 +1,23 @@
 //! `weft airc serve`: the [`Server`] machine on real sockets, through the smol adapter.
 //!
-//! The client face listens on a Unix socket; [`Realm`] maps connections to the machine (their
-//! namespaces from `SO_PEERCRED`, AIRC §5) and [`RealmHooks`] commits persists to the store
+//! The client face listens on a Unix socket and, if asked, on loopback TCP; [`Realm`] maps
+//! connections to the machine (their namespaces from `SO_PEERCRED`, or from the owner of a
+//! loopback TCP peer's socket, AIRC §5) and [`RealmHooks`] commits persists to the store
 //! before the next output runs. Everything else is [`crate::smol`]'s.
 
 use std::collections::BTreeMap;
 use std::io;
+use std::net::SocketAddr;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use smol::channel::Receiver;
 use weft_proto::airc::address::{Authority, Namespace};
+use weft_proto::airc::link::LinkConfig;
+use weft_proto::airc::policy::Policy;
 use weft_proto::airc::server::{Server, ServerConfig};
 
+use super::config::TlsFiles;
 use super::host::{Realm, RealmHooks};
 use super::store::Store;
 use crate::host::{Endpoint, Host, Listener};
@@ -24,10 +29,23 @@ pub struct ServeConfig {
     pub realm: Authority,
     /// Where the client face listens.
     pub client_socket: PathBuf,
+    /// A loopback TCP address the client face also listens on; any other address is refused at
+    /// start, since only a loopback peer's uid can be known (§5).
+    pub client_tcp: Option<SocketAddr>,
     /// Where durable state lives.
     pub data_dir: PathBuf,
     /// The operator's uid → namespaces table (§5).
     pub namespaces: BTreeMap<u32, Vec<Namespace>>,
+    /// Other realms' Ed25519 keys known without DNS (§8.2 `known_keys`).
+    pub known_keys: BTreeMap<Authority, Vec<[u8; 32]>>,
+    /// Realms whose traffic is accepted unsigned (§6.2, §8.4).
+    pub trusted_unsigned: Vec<Authority>,
+    /// The realm's policy (§10).
+    pub policy: Policy,
+    /// `accept_offers` and `auto_accept` (§11.4, §11.5).
+    pub links: LinkConfig,
+    /// The peer face's TLS certificate and key: reserved, no peer face serves TLS yet.
+    pub tls: Option<TlsFiles>,
 }
 
 impl ServeConfig {
@@ -39,8 +57,14 @@ impl ServeConfig {
         Ok(Self {
             realm: Authority::parse("localhost").map_err(io::Error::other)?,
             client_socket: data_dir.join("airc.sock"),
+            client_tcp: None,
             data_dir: data_dir.to_path_buf(),
             namespaces: BTreeMap::from([(uid, vec![ns])]),
+            known_keys: BTreeMap::new(),
+            trusted_unsigned: Vec::new(),
+            policy: Policy::default(),
+            links: LinkConfig::default(),
+            tls: None,
         })
     }
 }
@@ -48,10 +72,10 @@ impl ServeConfig {
 /// Runs the server until `stop` yields (or forever, if it never does). `ready` is called once
 /// the socket is listening.
 pub fn serve(config: ServeConfig, stop: Receiver<()>, ready: impl FnOnce()) -> io::Result<()> {
-    let (mut host, listener) = open(&config)?;
+    let (mut host, listeners) = open(&config)?;
     ready();
     smol::block_on(smol::future::or(
-        crate::smol::run(&mut host, vec![listener]),
+        crate::smol::run(&mut host, listeners),
         async {
             let _ = stop.recv().await;
             Ok(())
@@ -59,20 +83,35 @@ pub fn serve(config: ServeConfig, stop: Receiver<()>, ready: impl FnOnce()) -> i
     ))
 }
 
-/// A realm's host core over its store, and its bound client-face listener: what every adapter
-/// needs to serve `config`.
-pub fn open(
-    config: &ServeConfig,
-) -> io::Result<(Host<Realm<chacha20::ChaCha20Rng>, RealmHooks>, Listener)> {
+/// The host core of a realm served by `weft airc serve`.
+pub type RealmHost = Host<Realm<chacha20::ChaCha20Rng>, RealmHooks>;
+
+/// A realm's host core over its store, and its bound client-face listeners (the Unix socket
+/// first, then loopback TCP if configured): what every adapter needs to serve `config`.
+pub fn open(config: &ServeConfig) -> io::Result<(RealmHost, Vec<Listener>)> {
+    if let Some(addr) = config.client_tcp
+        && !crate::peer_uid::is_loopback(addr)
+    {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "--client-tcp {addr}: not a loopback address; a TCP client's identity comes from \
+                 the owner of its socket, which only a loopback peer has (use 127.0.0.1 or [::1])"
+            ),
+        ));
+    }
     std::fs::create_dir_all(&config.data_dir)?;
     let store = Store::open(&config.data_dir.join("airc.redb"))?;
     let mut machine_config = ServerConfig::new(config.realm.clone());
     machine_config.known_namespaces = config.namespaces.values().flatten().cloned().collect();
+    machine_config.known_keys.clone_from(&config.known_keys);
+    machine_config
+        .trusted_unsigned
+        .clone_from(&config.trusted_unsigned);
+    machine_config.policy = config.policy.clone();
+    machine_config.links = config.links.clone();
     let server = Server::new(machine_config, crate::server_provider(), crate::os_rng());
-    let host = Host::new(
-        Realm::new(server, config.namespaces.clone()),
-        RealmHooks::new(store),
-    );
+    let mut realm = Realm::new(server, config.namespaces.clone());
 
     // A socket left by a server that died is in the way; nothing else lives at this path.
     let _ = std::fs::remove_file(&config.client_socket);
@@ -82,5 +121,14 @@ pub fn open(
         &config.client_socket,
         std::fs::Permissions::from_mode(0o666),
     )?;
-    Ok((host, listener))
+    let mut listeners = vec![listener];
+    if let Some(addr) = config.client_tcp {
+        let tcp = Listener::bind(&Endpoint::Tcp(addr))?;
+        let Endpoint::Tcp(local) = tcp.endpoint()? else {
+            unreachable!("a TCP listener has a TCP address")
+        };
+        realm = realm.with_tcp_face(listeners.len(), local);
+        listeners.push(tcp);
+    }
+    Ok((Host::new(realm, RealmHooks::new(store)), listeners))
 }

@@ -5,8 +5,8 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 use weft_drivers::airc::client::{Client, message_id, new_message};
-use weft_drivers::airc::serve::{ServeConfig, serve};
-use weft_proto::airc::address::{Authority, Namespace};
+use weft_drivers::airc::config::{FileConfig, Flags, serve_config};
+use weft_drivers::airc::serve::serve;
 use weft_proto::airc::frame::AckStatus;
 
 /// weft: relay, rendezvous and mesh networking as sans-IO state machines.
@@ -130,17 +130,27 @@ struct SocketArg {
 
 #[derive(Args, Debug)]
 struct ServeArgs {
-    /// The realm this server routes for.
-    #[arg(long, default_value = "localhost")]
-    realm: String,
-    /// Where durable state (spool, seen ids) lives.
-    #[arg(long, default_value = "./weft-data/airc")]
-    data_dir: PathBuf,
+    /// A TOML file for everything else (see docs/airc-server.md): realm, data_dir,
+    /// client_socket, client_tcp, namespaces, known_keys, trusted_unsigned, policy,
+    /// policy_default_allow, accept_offers, auto_accept, tls (cert, key; reserved). An
+    /// unknown key is refused. Flags given here override the file.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// The realm this server routes for (default: localhost).
+    #[arg(long)]
+    realm: Option<String>,
+    /// Where durable state (spool, seen ids) lives (default: ./weft-data/airc).
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
     /// The client-face Unix socket (default: airc.sock in --data-dir).
     #[arg(long)]
     client_socket: Option<PathBuf>,
-    /// The operator's uid → namespaces table, `UID=NS[,NS…]`, repeatable. Default: your uid →
-    /// your user name.
+    /// Also serve clients on this loopback TCP address (IPv4 or IPv6 loopback, with a port); a
+    /// client's uid is the owner of its socket in /proc/net/tcp. Any other address is refused.
+    #[arg(long)]
+    client_tcp: Option<std::net::SocketAddr>,
+    /// The operator's uid → namespaces table, `UID=NS[,NS…]`, repeatable; replaces the file's
+    /// namespaces table. Default: your uid → your user name.
     #[arg(long = "namespaces")]
     namespaces: Vec<String>,
 }
@@ -285,32 +295,29 @@ fn sim_airc_realms(args: &AircRealmsArgs) -> ExitCode {
 }
 
 fn serve_realm(args: ServeArgs) -> std::io::Result<bool> {
-    let mut config = ServeConfig::local(&args.data_dir, &sanitize(&login_name()))?;
-    config.realm = Authority::parse(&args.realm).map_err(std::io::Error::other)?;
-    if let Some(socket) = args.client_socket {
-        config.client_socket = socket;
-    }
-    if !args.namespaces.is_empty() {
-        config.namespaces.clear();
-        for entry in &args.namespaces {
-            let (uid, list) = entry.split_once('=').ok_or_else(|| {
-                std::io::Error::other(format!("--namespaces {entry}: want UID=NS[,NS…]"))
-            })?;
-            let uid: u32 = uid
-                .parse()
-                .map_err(|_| std::io::Error::other(format!("--namespaces {entry}: bad uid")))?;
-            let ns = list
-                .split(',')
-                .map(Namespace::parse)
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| std::io::Error::other(format!("--namespaces {entry}: {e}")))?;
-            config.namespaces.entry(uid).or_default().extend(ns);
-        }
+    let file = match &args.config {
+        Some(path) => FileConfig::load(path)?,
+        None => FileConfig::default(),
+    };
+    let flags = Flags {
+        realm: args.realm,
+        data_dir: args.data_dir,
+        client_socket: args.client_socket,
+        client_tcp: args.client_tcp,
+        namespaces: args.namespaces,
+    };
+    let config = serve_config(&file, &flags, &sanitize(&login_name()))?;
+    if config.tls.is_some() {
+        eprintln!("weft airc serve: [tls] is reserved: no peer face serves TLS yet");
     }
     let socket = config.client_socket.clone();
     let (_keep, stop) = smol::channel::bounded::<()>(1);
+    let tcp = config.client_tcp;
     serve(config, stop, || {
-        eprintln!("weft airc serve: listening on {}", socket.display())
+        eprintln!("weft airc serve: listening on {}", socket.display());
+        if let Some(tcp) = tcp {
+            eprintln!("weft airc serve: listening on tcp {tcp}");
+        }
     })?;
     Ok(true)
 }

@@ -1,0 +1,137 @@
+//! AIRC §5 on loopback TCP: the realm server learns a TCP client's uid from the owner of its
+//! socket in `/proc/net/tcp` (and `tcp6`), and grants that uid's namespaces from the operator's
+//! table, exactly as the Unix socket's `SO_PEERCRED` path does.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::thread;
+
+use weft_drivers::airc::serve::{ServeConfig, open};
+use weft_drivers::host::Endpoint;
+use weft_proto::airc::address::Namespace;
+use weft_proto::airc::frame::{Frame, Hello, PROTO, Role};
+use weft_proto::airc::framing::{self, FrameDecoder};
+
+struct Running {
+    stop: smol::channel::Sender<()>,
+    thread: thread::JoinHandle<std::io::Result<()>>,
+    tcp: SocketAddr,
+}
+
+impl Running {
+    fn stop(self) {
+        self.stop.send_blocking(()).unwrap();
+        self.thread.join().unwrap().unwrap();
+    }
+}
+
+/// Serves a realm whose client face also listens on `tcp`, with `table` as its uid → namespaces.
+fn start(dir: &Path, tcp: &str, table: BTreeMap<u32, Vec<Namespace>>) -> Running {
+    let mut config = ServeConfig::local(dir, "me").unwrap();
+    config.namespaces = table;
+    config.client_tcp = Some(tcp.parse().unwrap());
+    let (stop, stopped) = smol::channel::bounded::<()>(1);
+    let (ready, bound) = mpsc::channel();
+    let thread = thread::spawn(move || {
+        let (mut host, listeners) = open(&config)?;
+        let Ok(Endpoint::Tcp(addr)) = listeners[1].endpoint() else {
+            panic!("the second listener is the TCP face")
+        };
+        ready.send(addr).unwrap();
+        smol::block_on(smol::future::or(
+            weft_drivers::smol::run(&mut host, listeners),
+            async move {
+                let _ = stopped.recv().await;
+                Ok(())
+            },
+        ))
+    });
+    let tcp = bound.recv().expect("the server starts");
+    Running { stop, thread, tcp }
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("weft-airc-tcp-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn my_uid() -> u32 {
+    rustix::process::getuid().as_raw()
+}
+
+fn ns(names: &[&str]) -> Vec<Namespace> {
+    names.iter().map(|n| Namespace::parse(n).unwrap()).collect()
+}
+
+/// Says hello over TCP and returns the welcome's namespaces.
+fn welcome_namespaces(addr: SocketAddr) -> Vec<String> {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    let hello = Hello {
+        proto: PROTO.into(),
+        role: Role::Client,
+        agent: None,
+        realm: None,
+        ts: None,
+        nonce: None,
+        sig: None,
+    };
+    s.write_all(&framing::encode(&Frame::Hello(hello))).unwrap();
+    let mut decoder = FrameDecoder::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        if let Some(frame) = decoder.next() {
+            match frame.unwrap() {
+                Frame::Welcome(w) => return w.ns.unwrap_or_default(),
+                other => panic!("expected welcome, got {}", other.t()),
+            }
+        }
+        let n = s.read(&mut buf).unwrap();
+        assert!(n > 0, "the server closed before its welcome");
+        decoder.push(&buf[..n]);
+    }
+}
+
+#[test]
+fn a_loopback_tcp_client_gets_the_namespaces_of_the_uid_owning_its_socket() {
+    let dir = temp_dir("v4");
+    let table = BTreeMap::from([(my_uid(), ns(&["me", "team"])), (my_uid() + 1, ns(&["x"]))]);
+    let server = start(&dir, "127.0.0.1:0", table);
+    assert_eq!(welcome_namespaces(server.tcp), ["me", "team"]);
+    server.stop();
+}
+
+#[test]
+fn an_ipv6_loopback_tcp_client_gets_the_namespaces_of_its_uid() {
+    let dir = temp_dir("v6");
+    let server = start(&dir, "[::1]:0", BTreeMap::from([(my_uid(), ns(&["me"]))]));
+    assert_eq!(welcome_namespaces(server.tcp), ["me"]);
+    server.stop();
+}
+
+#[test]
+fn a_tcp_client_whose_uid_is_not_in_the_table_gets_no_namespaces() {
+    let dir = temp_dir("stranger");
+    let table = BTreeMap::from([(my_uid().wrapping_add(1), ns(&["other"]))]);
+    let server = start(&dir, "127.0.0.1:0", table);
+    assert_eq!(welcome_namespaces(server.tcp), Vec::<String>::new());
+    server.stop();
+}
+
+#[test]
+fn a_non_loopback_client_tcp_address_is_refused_at_start() {
+    let dir = temp_dir("refused");
+    let mut config = ServeConfig::local(&dir, "me").unwrap();
+    for addr in ["0.0.0.0:0", "[::]:0", "192.0.2.1:2472"] {
+        config.client_tcp = Some(addr.parse().unwrap());
+        let err = open(&config).err().expect("refused");
+        assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput, "{addr}");
+        assert!(err.to_string().contains("not a loopback address"), "{err}");
+    }
+}
