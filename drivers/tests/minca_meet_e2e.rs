@@ -211,12 +211,12 @@ impl Node {
         self.rendezvous.did().to_owned()
     }
 
-    fn to_client(&mut self, input: relay_client::Input) {
+    fn tell_client(&mut self, input: relay_client::Input) {
         self.client.handle(weft_drivers::now(), input);
         self.drain();
     }
 
-    fn to_rendezvous(&mut self, input: rendezvous::Input) {
+    fn tell_rendezvous(&mut self, input: rendezvous::Input) {
         self.rendezvous.handle(weft_drivers::now(), input);
         self.drain();
     }
@@ -228,7 +228,7 @@ impl Node {
             SocketEvent::Closed => relay_client::Input::Closed { conn },
             SocketEvent::DialFailed => relay_client::Input::DialFailed { conn },
         };
-        self.to_client(input);
+        self.tell_client(input);
     }
 
     /// Fires whichever machine's timer is due.
@@ -270,11 +270,11 @@ impl Node {
             let mut progress = false;
             while let Some(out) = self.client.poll() {
                 progress = true;
-                self.from_client(out);
+                self.on_client(out);
             }
             while let Some(out) = self.rendezvous.poll() {
                 progress = true;
-                self.from_rendezvous(out);
+                self.on_rendezvous(out);
             }
             if !progress {
                 return;
@@ -282,7 +282,7 @@ impl Node {
         }
     }
 
-    fn from_client(&mut self, out: relay_client::Output) {
+    fn on_client(&mut self, out: relay_client::Output) {
         let now = weft_drivers::now();
         match out {
             relay_client::Output::Dial { conn, url, .. } => {
@@ -326,7 +326,7 @@ impl Node {
         }
     }
 
-    fn from_rendezvous(&mut self, out: rendezvous::Output) {
+    fn on_rendezvous(&mut self, out: rendezvous::Output) {
         let now = weft_drivers::now();
         match out {
             rendezvous::Output::Publish {
@@ -445,7 +445,7 @@ fn two_nodes_meet_through_the_relay_and_exchange_an_offer_and_an_answer() {
         // shows the relay has taken the watch, so neither node's hello is published unheard.
         for node in nodes.iter_mut() {
             let topic = node.topic.clone();
-            node.to_client(relay_client::Input::Join {
+            node.tell_client(relay_client::Input::Join {
                 topic,
                 relays: vec![],
             });
@@ -460,7 +460,7 @@ fn two_nodes_meet_through_the_relay_and_exchange_an_offer_and_an_answer() {
         .await;
         for node in nodes.iter_mut() {
             let topic = node.topic.clone();
-            node.to_client(relay_client::Input::Fetch { topic });
+            node.tell_client(relay_client::Input::Fetch { topic });
         }
         run_until(&mut nodes, &events, started, "finish a fetch", |n| {
             n.iter().all(|x| x.fetched)
@@ -469,7 +469,7 @@ fn two_nodes_meet_through_the_relay_and_exchange_an_offer_and_an_answer() {
 
         for node in nodes.iter_mut() {
             let room = node.room.clone();
-            node.to_rendezvous(rendezvous::Input::Join(room));
+            node.tell_rendezvous(rendezvous::Input::Join(room));
         }
         run_until(
             &mut nodes,
@@ -492,7 +492,7 @@ fn two_nodes_meet_through_the_relay_and_exchange_an_offer_and_an_answer() {
             "the greater DID is not told to offer"
         );
 
-        nodes[offerer].to_rendezvous(rendezvous::Input::Signal {
+        nodes[offerer].tell_rendezvous(rendezvous::Input::Signal {
             room: room.clone(),
             to: dids[answerer].clone(),
             kind: SignalKind::Offer,
@@ -507,7 +507,7 @@ fn two_nodes_meet_through_the_relay_and_exchange_an_offer_and_an_answer() {
             Some((dids[offerer].clone(), offer.clone()))
         );
 
-        nodes[answerer].to_rendezvous(rendezvous::Input::Signal {
+        nodes[answerer].tell_rendezvous(rendezvous::Input::Signal {
             room: room.clone(),
             to: dids[offerer].clone(),
             kind: SignalKind::Answer,
