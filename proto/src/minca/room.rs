@@ -17,6 +17,17 @@ const KEY_LABEL: &str = "minca/rendezvous-key/v1|";
 /// Bytes of the room hash kept: 20 bytes are exactly 32 base32 characters.
 const ROOM_HASH_BYTES: usize = 20;
 
+/// Rooms one node is in at once, in every machine that keeps state per room (the relay client,
+/// the rendezvous, the mesh), so that none of them accepts a room another refuses. The spec names
+/// no number; the reference node is tested in 60 rooms (§2.1). 128 leaves room for growth, bounds
+/// every per-room table, and lets a Nostr relay link watch every room within its subscription cap
+/// (`nostr_kind::MAX_SUBSCRIPTIONS`).
+pub const MAX_ROOMS: usize = 128;
+
+/// Peers a room holds (§2: "A room holds at most 64 peers"): the rendezvous hears at most this
+/// many in a room, and the mesh tracks no more.
+pub const MAX_ROOM_PEERS: usize = 64;
+
 /// A room name (32 lower-case base32 characters for a space's room).
 ///
 /// Other protocols derive rooms of their own (a channel's rooms, 01 Identity §15.2): any string

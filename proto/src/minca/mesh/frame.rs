@@ -27,7 +27,7 @@ pub const LEAVE: &str = "__leave";
 /// The largest mesh frame read, in bytes. The spec sets no size on peer connections (§5, "Open
 /// questions"); the node socket's 16 MiB (§5.3) is the one bound it names, so a frame no node
 /// would accept is refused here too, before JSON parsing.
-pub const MAX_FRAME_BYTES: usize = 16 * 1024 * 1024;
+pub const MAX_FRAME_BYTES: usize = crate::minca::node_socket::MAX_FRAME_BYTES;
 
 /// The largest `room` or `type`, in bytes. A room name is 32 characters (§1.3) and channel rooms
 /// are derived elsewhere; a type is a short word. Anything longer is not a frame weft reads.

@@ -55,14 +55,9 @@ pub const UNCLAIMED_TIMEOUT: Duration = Duration::from_secs(10);
 /// (64 peers a room, §2) and bounds what floods of `__peers` or offers can make it dial.
 pub const MAX_CONNECTIONS: usize = 256;
 
-/// The most rooms joined at once. Rooms are joined by the application, so this only bounds a
-/// runaway caller; a reference node in 60 rooms keeps working (§2.1's test), so 256 is ample.
-pub const MAX_ROOMS: usize = 256;
-
-/// The most peers one room tracks (known, in a handshake or admitted): a rendezvous room holds at
-/// most 64 peers (§2), and the mesh keeps the same bound. A full room forgets a peer that is only
-/// known before it refuses a new one.
-pub const MAX_ROOM_PEERS: usize = 64;
+/// The most rooms joined at once, and the most peers one room tracks (known, in a handshake or
+/// admitted): a full room forgets a peer that is only known before it refuses a new one.
+pub use crate::minca::room::{MAX_ROOM_PEERS, MAX_ROOMS};
 
 /// The type of the message carrying a side's note (§9.1).
 pub const WHO: &str = "who";

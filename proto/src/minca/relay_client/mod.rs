@@ -47,9 +47,9 @@ use crate::minca::relay_wire::{Blob, HEARTBEAT_MS, IceServer, IceServers, Topic,
 
 use wire::{Codec, Heard, Intent};
 
-/// Rooms one client is in at once. The spec names no limit; the reference node is tested in 60
-/// rooms, so twice that leaves room for growth while bounding the watches one socket owes.
-pub const MAX_ROOMS: usize = 128;
+/// Rooms one client is in at once: the node's bound, which also bounds the watches one socket
+/// owes.
+pub use super::room::MAX_ROOMS;
 
 /// Relays a client is configured with (joined in every room). The spec names no limit; a space's
 /// own list is at most [`MAX_SPACE_RELAYS`], and a configuration is of the same nature.

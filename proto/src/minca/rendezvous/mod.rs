@@ -57,8 +57,9 @@ pub const AT_WINDOW: Duration = Duration::from_secs(120);
 /// heard until some age out (§2 rule 3: "MAY stop hearing a peer that sent more than 256").
 pub const MAX_ACTED_PER_PEER: usize = 256;
 
-/// Peers a room holds (§2: "A room holds at most 64 peers").
-pub const MAX_ROOM_PEERS: usize = 64;
+/// Peers a room holds (§2: "A room holds at most 64 peers"), and rooms one node is in at once;
+/// past either a new peer is ignored or a join refused ([`Output::JoinRefused`]).
+pub use super::room::{MAX_ROOM_PEERS, MAX_ROOMS};
 
 /// A peer not heard from for this long is forgotten (§2: "5 minutes").
 pub const PEER_FORGET_AFTER: Duration = Duration::from_secs(5 * 60);
@@ -69,11 +70,6 @@ pub const HELLO_BACK_INTERVAL: Duration = Duration::from_secs(10);
 /// A node in a room says hello again this long after it last did (§2: "SHOULD say it again every
 /// 2 minutes while in the room").
 pub const HELLO_EVERY: Duration = Duration::from_secs(120);
-
-/// Rooms one node is in at once. §2 sets no number; past it a join is refused
-/// ([`Output::JoinRefused`]). The reference node's test puts a node in 60 rooms (§2.1); 256 leaves
-/// room for that and bounds every per-room table (see `docs/decisions.md`).
-pub const MAX_ROOMS: usize = 256;
 
 /// (room, peer) pairs whose acted-on times are remembered at once: every peer of every room, and
 /// as many again for peers of rooms left and joined again within [`AT_WINDOW`] (leaving forgets
