@@ -13,7 +13,7 @@ use rand_core::SeedableRng;
 use serde_json::json;
 use weft_proto::core::{ConnId, Machine, Timestamp};
 use weft_proto::minca::relay_client::{
-    ClientConfig, Input, MAX_QUEUED_SENDS, MAX_READS_PER_RELAY, MAX_RELAYS, MAX_ROOMS, Output,
+    ClientConfig, Input, MAX_QUEUED_FRAMES, MAX_RELAYS, MAX_ROOMS, Output,
     RelayClient,
 };
 use weft_proto::minca::nostr_kind::NostrLink;
@@ -174,7 +174,7 @@ fuzz_target!(|ops: Vec<Op>| {
         assert!(client.rooms().count() <= MAX_ROOMS);
         assert!(client.relays().count() <= MAX_RELAYS);
         for relay in client.relays() {
-            assert!(client.queued(relay) <= MAX_QUEUED_SENDS + MAX_ROOMS + MAX_READS_PER_RELAY + 1);
+            assert!(client.queued(relay) <= MAX_QUEUED_FRAMES);
         }
         // The most recent sockets are the ones worth naming.
         if dialled.len() > 256 {

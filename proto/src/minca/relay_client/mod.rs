@@ -62,9 +62,15 @@ pub const MAX_RELAYS: usize = 64;
 /// Application sends (publish, drop, fetch, `ice`, and what a Nostr relay's answers make the
 /// client send for them: `AUTH`, the refused event again, a fetch's `CLOSE`) one socket may hold
 /// waiting for the pacer; a send past it is dropped and counted. The watches a socket owes on opening (at most
-/// [`MAX_ROOMS`]), the next page of a read and a ping always fit on top of it, so the queue holds
-/// at most `MAX_QUEUED_SENDS + MAX_ROOMS + MAX_READS_PER_RELAY + 1` frames.
+/// [`MAX_ROOMS`]), the next page of a read and a ping always fit on top of it, up to
+/// [`MAX_QUEUED_FRAMES`].
 pub const MAX_QUEUED_SENDS: usize = 256;
+
+/// Frames one socket's queue holds at most: [`MAX_QUEUED_SENDS`], a watch for every room, the
+/// next page of every read and a ping. Joining and leaving rooms faster than the pacer sends could
+/// pile up watches and unwatches past it; a socket that would is closed and redialled instead,
+/// since a reopened socket watches exactly the topics it should (§2.1) and owes nothing else.
+pub const MAX_QUEUED_FRAMES: usize = MAX_QUEUED_SENDS + MAX_ROOMS + MAX_READS_PER_RELAY + 1;
 
 /// Reads (fetches being paged) under way on one socket at once.
 pub const MAX_READS_PER_RELAY: usize = 16;
@@ -303,6 +309,9 @@ pub struct Stats {
     /// Sends or watches a relay refused (a Nostr relay's `OK` false or `CLOSED` that no `AUTH`
     /// could turn, §1.5).
     pub refused: u64,
+    /// Sockets closed and redialled because room churn would have queued more than
+    /// [`MAX_QUEUED_FRAMES`].
+    pub queue_overflows: u64,
 }
 
 #[derive(Debug)]
@@ -604,6 +613,10 @@ impl<R: CryptoRng> RelayClient<R> {
                 open.queue
                     .extend(frames.into_iter().map(|f| (f, SendClass::Upkeep)));
             }
+        }
+        if open.queue.len() > MAX_QUEUED_FRAMES {
+            self.stats.queue_overflows += 1;
+            self.close_and_redial(now, url, true);
         }
     }
 

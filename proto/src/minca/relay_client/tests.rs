@@ -1191,3 +1191,28 @@ fn joining_again_after_leaving_every_room_reports_reaching_a_relay_again() {
     net.join(room(1), &[]);
     assert!(net.take().contains(&Output::Reachable(true)));
 }
+
+#[test]
+fn room_churn_faster_than_the_pacer_redials_the_socket_instead_of_queueing_without_bound() {
+    let mut net = Net::new(&[A]);
+    net.join(room(1), &[]);
+    // Spend the pacer's burst, so nothing more goes out at this instant.
+    for i in 0..40 {
+        net.input(Input::Publish {
+            topic: room(1),
+            blob: blob(i),
+        });
+    }
+    net.take();
+    for _ in 0..=MAX_QUEUED_FRAMES {
+        net.join(room(2), &[]);
+        net.input(Input::Leave { topic: room(2) });
+        assert!(net.client.queued(&url(A)) <= MAX_QUEUED_FRAMES);
+    }
+    assert!(net.client.stats().queue_overflows >= 1);
+    assert!(closes(&net.take()) >= 1);
+    // The socket that replaced it watches exactly what it should.
+    net.advance(at(60_000));
+    assert!(net.fakes[A].watched(&room(1)));
+    assert!(net.client.queued(&url(A)) <= MAX_QUEUED_FRAMES);
+}
