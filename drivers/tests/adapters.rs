@@ -4,6 +4,8 @@
 //! answered and then closed on the wire, and a restart after which a queued message is still
 //! there.
 
+mod common;
+use common::tcp_welcome_namespaces;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
@@ -14,8 +16,8 @@ use weft_drivers::airc::client::{Client, message_id, new_message};
 use weft_drivers::airc::host::{Realm, RealmHooks};
 use weft_drivers::airc::serve::{ServeConfig, open};
 use weft_drivers::host::{Endpoint, Host, Listener};
-use weft_proto::airc::frame::{AckStatus, Frame, Hello, PROTO, Role};
-use weft_proto::airc::framing::{self, FrameDecoder};
+use weft_proto::airc::frame::AckStatus;
+use weft_proto::airc::framing::FrameDecoder;
 
 /// A server running on some adapter, and how to stop it.
 struct Running {
@@ -119,34 +121,6 @@ fn temp_dir(name: &str) -> PathBuf {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir
-}
-
-/// Says hello over TCP and returns the welcome's namespaces.
-fn tcp_welcome_namespaces(addr: SocketAddr) -> Option<Vec<String>> {
-    let mut s = TcpStream::connect(addr).unwrap();
-    let hello = Hello {
-        proto: PROTO.into(),
-        role: Role::Client,
-        agent: None,
-        realm: None,
-        ts: None,
-        nonce: None,
-        sig: None,
-    };
-    s.write_all(&framing::encode(&Frame::Hello(hello))).unwrap();
-    let mut decoder = FrameDecoder::new();
-    let mut buf = [0u8; 4096];
-    loop {
-        if let Some(frame) = decoder.next() {
-            match frame.unwrap() {
-                Frame::Welcome(w) => return w.ns,
-                other => panic!("expected welcome, got {}", other.t()),
-            }
-        }
-        let n = s.read(&mut buf).unwrap();
-        assert!(n > 0, "the server closed before its welcome");
-        decoder.push(&buf[..n]);
-    }
 }
 
 /// Sends a line that is not a frame over TCP; returns the frame type the server answered with and

@@ -2,9 +2,10 @@
 //! socket in `/proc/net/tcp` (and `tcp6`), and grants that uid's namespaces from the operator's
 //! table, exactly as the Unix socket's `SO_PEERCRED` path does.
 
+mod common;
+use common::tcp_welcome_namespaces;
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::thread;
@@ -12,8 +13,6 @@ use std::thread;
 use weft_drivers::airc::serve::{ServeConfig, open};
 use weft_drivers::host::Endpoint;
 use weft_proto::airc::address::Namespace;
-use weft_proto::airc::frame::{Frame, Hello, PROTO, Role};
-use weft_proto::airc::framing::{self, FrameDecoder};
 
 struct Running {
     stop: smol::channel::Sender<()>,
@@ -68,42 +67,15 @@ fn ns(names: &[&str]) -> Vec<Namespace> {
     names.iter().map(|n| Namespace::parse(n).unwrap()).collect()
 }
 
-/// Says hello over TCP and returns the welcome's namespaces.
-fn welcome_namespaces(addr: SocketAddr) -> Vec<String> {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(std::time::Duration::from_secs(30)))
-        .unwrap();
-    let hello = Hello {
-        proto: PROTO.into(),
-        role: Role::Client,
-        agent: None,
-        realm: None,
-        ts: None,
-        nonce: None,
-        sig: None,
-    };
-    s.write_all(&framing::encode(&Frame::Hello(hello))).unwrap();
-    let mut decoder = FrameDecoder::new();
-    let mut buf = [0u8; 4096];
-    loop {
-        if let Some(frame) = decoder.next() {
-            match frame.unwrap() {
-                Frame::Welcome(w) => return w.ns.unwrap_or_default(),
-                other => panic!("expected welcome, got {}", other.t()),
-            }
-        }
-        let n = s.read(&mut buf).unwrap();
-        assert!(n > 0, "the server closed before its welcome");
-        decoder.push(&buf[..n]);
-    }
-}
-
 #[test]
 fn a_loopback_tcp_client_gets_the_namespaces_of_the_uid_owning_its_socket() {
     let dir = temp_dir("v4");
     let table = BTreeMap::from([(my_uid(), ns(&["me", "team"])), (my_uid() + 1, ns(&["x"]))]);
     let server = start(&dir, "127.0.0.1:0", table);
-    assert_eq!(welcome_namespaces(server.tcp), ["me", "team"]);
+    assert_eq!(
+        tcp_welcome_namespaces(server.tcp).unwrap_or_default(),
+        ["me", "team"]
+    );
     server.stop();
 }
 
@@ -111,7 +83,10 @@ fn a_loopback_tcp_client_gets_the_namespaces_of_the_uid_owning_its_socket() {
 fn an_ipv6_loopback_tcp_client_gets_the_namespaces_of_its_uid() {
     let dir = temp_dir("v6");
     let server = start(&dir, "[::1]:0", BTreeMap::from([(my_uid(), ns(&["me"]))]));
-    assert_eq!(welcome_namespaces(server.tcp), ["me"]);
+    assert_eq!(
+        tcp_welcome_namespaces(server.tcp).unwrap_or_default(),
+        ["me"]
+    );
     server.stop();
 }
 
@@ -120,7 +95,10 @@ fn a_tcp_client_whose_uid_is_not_in_the_table_gets_no_namespaces() {
     let dir = temp_dir("stranger");
     let table = BTreeMap::from([(my_uid().wrapping_add(1), ns(&["other"]))]);
     let server = start(&dir, "127.0.0.1:0", table);
-    assert_eq!(welcome_namespaces(server.tcp), Vec::<String>::new());
+    assert_eq!(
+        tcp_welcome_namespaces(server.tcp).unwrap_or_default(),
+        Vec::<String>::new()
+    );
     server.stop();
 }
 
