@@ -11,7 +11,9 @@
 //!   answers "keep, let go, or look again at" whenever the access history changes, a peer
 //!   connects, its `who` arrives, or its grace runs out;
 //! - [`TurnedAway`] remembers the sessions let go as former members while a new key is due, so
-//!   they are turned away when they reconnect.
+//!   they are turned away when they reconnect;
+//! - [`MeshReadAccess`] hands all of it to the mesh (§6.2) as a private room's
+//!   [`ReadAccess`].
 
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -26,6 +28,7 @@ use super::space_access::SpaceAccess;
 use crate::codec::{base64url, js};
 use crate::core::{BoundedSet, Timestamp};
 use crate::crypto::CryptoProvider;
+use crate::minca::mesh::ReadAccess;
 
 /// Entries of `earlier` a prover sends and a verifier looks at (§6.3: "newest first, at most 4";
 /// step 5: "among the first 4 of earlier").
@@ -388,6 +391,89 @@ impl TurnedAway {
     /// key is still due. Once the key changed, the steps alone decide.
     pub fn refuses(&self, space: &(impl SpaceAccess + ?Sized), session: &str) -> bool {
         space.new_key_due() && self.0.contains(&String::from(session))
+    }
+}
+
+/// A private room's read access for the mesh (§6.2 asks "in a private space, the read proof
+/// (§6.3) over the same T"): proofs built by [`prove`] from this holder's keys and note, checked
+/// by [`verify`], and a session turned away while a new key is due refused outright.
+///
+/// The RNG seals `member` under the space key; like every machine's, it is handed in, so a seeded
+/// run replays exactly.
+pub struct MeshReadAccess<S, N, R> {
+    crypto: &'static dyn CryptoProvider,
+    space: S,
+    notes: N,
+    note: Option<String>,
+    rng: core::cell::RefCell<R>,
+}
+
+impl<S, N, R> MeshReadAccess<S, N, R> {
+    /// Read access over `space`, checking notes with `notes`, proving with this session's `note`
+    /// (sealed as `member` when the space key is held).
+    pub fn new(
+        crypto: &'static dyn CryptoProvider,
+        space: S,
+        notes: N,
+        note: Option<String>,
+        rng: R,
+    ) -> Self {
+        Self {
+            crypto,
+            space,
+            notes,
+            note,
+            rng: core::cell::RefCell::new(rng),
+        }
+    }
+
+    /// The access table, for a host that changes it (a key change, a member removed).
+    pub fn space_mut(&mut self) -> &mut S {
+        &mut self.space
+    }
+}
+
+impl<S, N, R> ReadAccess for MeshReadAccess<S, N, R>
+where
+    S: SpaceAccess + Send,
+    N: NoteChecker + Send,
+    R: rand_core::CryptoRng + Send,
+{
+    fn prove(&self, label: &str) -> Option<Map<String, Value>> {
+        let mut rng = self.rng.borrow_mut();
+        let proof = prove(
+            self.crypto,
+            &mut *rng,
+            &self.space,
+            label,
+            self.note.as_deref(),
+        )?;
+        let mut fields = Map::new();
+        proof.write_into(&mut fields);
+        Some(fields)
+    }
+
+    fn verify(
+        &self,
+        now: Timestamp,
+        prover: &str,
+        label: &str,
+        proof: &Map<String, Value>,
+    ) -> bool {
+        if self.space.turned_away(prover) {
+            return false;
+        }
+        let proof = ReadProof::from_object(proof);
+        verify(
+            self.crypto,
+            &self.notes,
+            &self.space,
+            label,
+            prover,
+            &proof,
+            now,
+        )
+        .is_some()
     }
 }
 
@@ -785,5 +871,50 @@ mod tests {
         assert!(!turned.refuses(&space, &person(4).session));
         space.add_key(read_key(102));
         assert!(!turned.refuses(&space, &carol.session));
+    }
+
+    fn mesh_access(space: MemorySpace, p: &Person) -> impl ReadAccess {
+        let rng = ChaCha20Rng::seed_from_u64(11);
+        MeshReadAccess::new(
+            default_provider(),
+            space,
+            notes(),
+            Some(p.note.clone()),
+            rng,
+        )
+    }
+
+    #[test]
+    fn the_mesh_read_access_proves_with_the_newest_key_and_checks_by_the_six_steps() {
+        let (alice, bob) = (person(1), person(2));
+        let (space, _, k1) = rotated(&[&alice, &bob]);
+        let a = mesh_access(space.clone(), &alice);
+        let b = mesh_access(space, &bob);
+        let proof = a.prove(LABEL).unwrap();
+        assert_eq!(proof["readKey"], Value::String(k1.did.clone()));
+        assert!(b.verify(NOW, &alice.session, LABEL, &proof));
+        assert!(!b.verify(NOW, &alice.session, "minca-mesh/v1|another", &proof));
+        assert!(!b.verify(NOW, &alice.session, LABEL, &Map::new()));
+    }
+
+    #[test]
+    fn a_mesh_member_without_a_read_key_proves_nothing() {
+        let p = person(1);
+        let a = mesh_access(MemorySpace::private("space-1"), &p);
+        assert_eq!(a.prove(LABEL), None);
+    }
+
+    #[test]
+    fn the_mesh_read_access_refuses_a_session_turned_away() {
+        let (alice, bob, carol) = (person(1), person(2), person(3));
+        let (space, _, _) = rotated(&[&alice, &bob, &carol]);
+        let proof = mesh_access(space.clone(), &alice).prove(LABEL).unwrap();
+        // Carol's removal makes a new key due; Alice's session was let go meanwhile.
+        let mut turned = space;
+        turned.remove_member(&carol.account);
+        assert!(mesh_access(turned.clone(), &bob).verify(NOW, &alice.session, LABEL, &proof));
+        turned.turn_away(&alice.session);
+        let b = mesh_access(turned, &bob);
+        assert!(!b.verify(NOW, &alice.session, LABEL, &proof));
     }
 }
