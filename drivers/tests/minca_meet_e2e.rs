@@ -7,10 +7,11 @@
 //! or the next socket event.
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
-use std::sync::mpsc;
-use std::thread;
 use std::time::{Duration, Instant};
+
+#[path = "common/relay.rs"]
+mod relay;
+use relay::Running;
 
 use async_tungstenite::tungstenite::Message;
 use chacha20::ChaCha20Rng;
@@ -19,7 +20,6 @@ use serde_json::{Value, json};
 use smol::channel::{Receiver, Sender};
 use smol::net::TcpStream;
 use smol::stream::StreamExt;
-use weft_drivers::minca::relay::{RelayOptions, serve};
 use weft_proto::codec::js;
 use weft_proto::core::{ConnId, Machine, Timestamp};
 use weft_proto::crypto::{CryptoProvider, default_provider, generate_p256};
@@ -37,42 +37,6 @@ const MAX_NAP: Duration = Duration::from_millis(500);
 
 fn crypto() -> &'static dyn CryptoProvider {
     default_provider()
-}
-
-struct Relay {
-    stop: Sender<()>,
-    thread: Option<thread::JoinHandle<std::io::Result<()>>>,
-    addr: SocketAddr,
-}
-
-impl Relay {
-    fn start() -> Self {
-        let options = RelayOptions {
-            listen: "127.0.0.1:0".parse().unwrap(),
-            trust_proxy: false,
-            turn: None,
-        };
-        let (stop, stopped) = smol::channel::bounded(1);
-        let (ready_tx, ready_rx) = mpsc::channel();
-        let thread = thread::spawn(move || {
-            serve(options, stopped, move |addr| ready_tx.send(addr).unwrap())
-        });
-        let addr = ready_rx.recv().expect("the relay starts");
-        Self {
-            stop,
-            thread: Some(thread),
-            addr,
-        }
-    }
-}
-
-impl Drop for Relay {
-    fn drop(&mut self) {
-        let _ = self.stop.send_blocking(());
-        if let Some(t) = self.thread.take() {
-            t.join().unwrap().unwrap();
-        }
-    }
 }
 
 /// What a socket task reports to its node.
@@ -420,7 +384,7 @@ async fn run_until(
 
 #[test]
 fn two_nodes_meet_through_the_relay_and_exchange_an_offer_and_an_answer() {
-    let relay = Relay::start();
+    let relay = Running::start(None);
     let url = RelayUrl::parse(&format!("ws://{}/", relay.addr)).expect("a loopback relay URL");
     let room = Room::of_space(crypto(), "space-meet-e2e");
     let (events_tx, events) = smol::channel::unbounded();

@@ -2,9 +2,11 @@
 //! WebSocket clients (async-tungstenite), and plain HTTP (Minca 04 Network §1.1, §1.4).
 
 use std::net::SocketAddr;
-use std::sync::mpsc;
-use std::thread;
 use std::time::Duration;
+
+#[path = "common/relay.rs"]
+mod relay;
+use relay::Running;
 
 use async_tungstenite::WebSocketStream;
 use async_tungstenite::tungstenite::Message;
@@ -12,52 +14,11 @@ use async_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use smol::io::{AsyncReadExt, AsyncWriteExt};
 use smol::net::TcpStream;
 use smol::stream::StreamExt;
-use weft_drivers::minca::relay::{RelayOptions, serve};
 use weft_proto::minca::relay_server::{CLOSE_RATE, MAX_SOCKETS_PER_ADDRESS, RATE_BUDGET};
 use weft_proto::minca::relay_wire::{Mail, RelayMessage};
 use weft_proto::minca::turn::TurnConfig;
 
 const TOPIC: &str = "wXBid3pUqrPtazKRrLpWmkZp2Yo78jdDlSUx_3PweR0";
-
-struct Running {
-    stop: smol::channel::Sender<()>,
-    thread: Option<thread::JoinHandle<std::io::Result<()>>>,
-    addr: SocketAddr,
-}
-
-impl Running {
-    fn start() -> Self {
-        Self::with_turn(None)
-    }
-
-    fn with_turn(turn: Option<TurnConfig>) -> Self {
-        let options = RelayOptions {
-            listen: "127.0.0.1:0".parse().unwrap(),
-            trust_proxy: false,
-            turn,
-        };
-        let (stop, stopped) = smol::channel::bounded(1);
-        let (ready_tx, ready_rx) = mpsc::channel();
-        let thread = thread::spawn(move || {
-            serve(options, stopped, move |addr| ready_tx.send(addr).unwrap())
-        });
-        let addr = ready_rx.recv().expect("the relay starts");
-        Self {
-            stop,
-            thread: Some(thread),
-            addr,
-        }
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.stop.send_blocking(());
-        if let Some(t) = self.thread.take() {
-            t.join().unwrap().unwrap();
-        }
-    }
-}
 
 type Ws = WebSocketStream<TcpStream>;
 
@@ -112,7 +73,7 @@ async fn http(addr: SocketAddr, request: &str) -> String {
 
 #[test]
 fn a_publish_with_ttl_0_reaches_the_other_watcher_and_a_later_fetch_finds_nothing() {
-    let relay = Running::start();
+    let relay = Running::start(None);
     smol::block_on(async {
         // Any path upgrades.
         let mut a = dial(relay.addr, "/").await;
@@ -139,7 +100,7 @@ fn a_publish_with_ttl_0_reaches_the_other_watcher_and_a_later_fetch_finds_nothin
 
 #[test]
 fn a_blob_dropped_with_a_ttl_is_fetched_later() {
-    let relay = Running::start();
+    let relay = Running::start(None);
     smol::block_on(async {
         let mut a = dial(relay.addr, "/").await;
         send(&mut a, drop_msg("AQID", 60_000)).await;
@@ -161,7 +122,7 @@ fn a_blob_dropped_with_a_ttl_is_fetched_later() {
 
 #[test]
 fn health_answers_ok_json_and_other_plain_http_answers_426() {
-    let relay = Running::start();
+    let relay = Running::start(None);
     smol::block_on(async {
         let health = http(relay.addr, "GET /health HTTP/1.1\r\nHost: x\r\n\r\n").await;
         assert!(health.starts_with("HTTP/1.1 200 "), "{health}");
@@ -186,7 +147,7 @@ fn health_answers_ok_json_and_other_plain_http_answers_426() {
 
 #[test]
 fn an_upgrade_past_the_per_address_cap_is_refused_with_plain_http_and_connection_close() {
-    let relay = Running::start();
+    let relay = Running::start(None);
     smol::block_on(async {
         let mut held = Vec::new();
         for _ in 0..MAX_SOCKETS_PER_ADDRESS {
@@ -210,7 +171,7 @@ fn an_upgrade_past_the_per_address_cap_is_refused_with_plain_http_and_connection
 #[test]
 fn turn_passwords_come_on_the_first_watch_and_a_socket_past_its_budget_is_closed_1008() {
     let turn = TurnConfig::new(b"secret", vec!["turn:127.0.0.1:3478".into()], 600).ok();
-    let relay = Running::with_turn(turn);
+    let relay = Running::start(turn);
     smol::block_on(async {
         let mut ws = dial(relay.addr, "/").await;
         send(&mut ws, fetch(true)).await;
