@@ -10,10 +10,14 @@
 //! step, instead of a hang. Links, partitions, clock skew and the scenarios build on it.
 //!
 //! Scenarios: [`airc`] (`weft sim airc-realms`), AIRC realm servers and clients on a faulty
-//! network, with the delivery invariants checked on every event.
+//! network, with the delivery invariants checked on every event; [`minca`] (`weft sim
+//! minca-meetup`), Minca nodes meeting through relays into a full mesh while relays restart and
+//! nodes sleep.
 
 use core::fmt;
 
+use chacha20::ChaCha20Rng;
+use rand_core::SeedableRng;
 use weft_proto::core::{Machine, Timestamp, Wakeup};
 
 /// How a run broke the machine contract or the run's limits.
@@ -131,3 +135,13 @@ impl<M: Machine> Runner<M> {
 }
 
 pub mod airc;
+pub mod minca;
+
+/// A seed for one stream of randomness: the scenario's seed mixed with the stream's tag
+/// (splitmix64), so streams are independent and adding one does not shift the others.
+pub(crate) fn stream(seed: u64, tag: u64) -> ChaCha20Rng {
+    let mut z = seed ^ tag.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    ChaCha20Rng::seed_from_u64(z ^ (z >> 31))
+}

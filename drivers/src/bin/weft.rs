@@ -74,6 +74,39 @@ enum Sim {
     /// AIRC realm servers and clients under link drops, crashes, restarts and stalled acks;
     /// exits non-zero with the seed and the first invariant a run violated.
     AircRealms(AircRealmsArgs),
+    /// Minca nodes in one space meeting through relays that restart, over sockets and peer
+    /// connections that drop, with nodes that sleep; exits non-zero with the seed and the first
+    /// invariant a run violated.
+    MincaMeetup(MincaMeetupArgs),
+}
+
+/// What every scenario takes: which seeds to run and where the trace goes.
+#[derive(Args, Debug)]
+struct SeedArgs {
+    /// The seed; the same seed gives the same trace and report.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Run this many seeds in turn, from --seed up, stopping at the first violation.
+    #[arg(long, default_value_t = 1)]
+    seeds: u64,
+    /// Write a JSON-lines trace of the (last) run here.
+    #[arg(long)]
+    trace: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+struct MincaMeetupArgs {
+    /// Nodes, all in one space.
+    #[arg(long, default_value_t = 8)]
+    nodes: usize,
+    /// Relays, every node configured with all of them.
+    #[arg(long, default_value_t = 2)]
+    relays: usize,
+    /// Virtual seconds of faults, before the quiet heal phase.
+    #[arg(long, default_value_t = 180)]
+    duration: u64,
+    #[command(flatten)]
+    seeds: SeedArgs,
 }
 
 #[derive(Args, Debug)]
@@ -87,18 +120,11 @@ struct AircRealmsArgs {
     /// Messages sent in all.
     #[arg(long, default_value_t = 200)]
     messages: usize,
-    /// The seed; the same seed gives the same trace and report.
-    #[arg(long, default_value_t = 0)]
-    seed: u64,
-    /// Run this many seeds in turn, from --seed up, stopping at the first violation.
-    #[arg(long, default_value_t = 1)]
-    seeds: u64,
     /// Virtual seconds of faults, before the quiet heal phase.
     #[arg(long, default_value_t = 300)]
     duration: u64,
-    /// Write a JSON-lines trace of the (last) run here.
-    #[arg(long)]
-    trace: Option<PathBuf>,
+    #[command(flatten)]
+    seeds: SeedArgs,
 }
 
 #[derive(Args, Debug)]
@@ -163,6 +189,7 @@ fn main() -> ExitCode {
         Command::Airc(cmd) => airc(cmd),
         Command::Node => not_yet("node", "the always-on Minca node and its /peer endpoint"),
         Command::Sim(Sim::AircRealms(args)) => sim_airc_realms(&args),
+        Command::Sim(Sim::MincaMeetup(args)) => sim_minca_meetup(&args),
     }
 }
 
@@ -251,7 +278,7 @@ fn sim_airc_realms(args: &AircRealmsArgs) -> ExitCode {
         eprintln!("weft sim airc-realms: want at least one realm and two clients");
         return ExitCode::from(2);
     }
-    for seed in args.seed..args.seed.saturating_add(args.seeds.max(1)) {
+    sim_seeds("airc-realms", &args.seeds, |seed, trace| {
         let scenario = Scenario {
             realms: args.realms,
             clients: args.clients,
@@ -259,34 +286,61 @@ fn sim_airc_realms(args: &AircRealmsArgs) -> ExitCode {
             duration: std::time::Duration::from_secs(args.duration),
             ..Scenario::new(seed)
         };
+        // The trace lives longer than this run's scenario: reborrow it for the run alone.
+        let trace = trace.map(|t| -> &mut dyn std::io::Write { t });
+        run(&scenario, trace)
+            .map(|r| (r.to_json().to_string(), r.to_string()))
+            .map_err(|v| format!("{v}\n{}", v.report))
+    })
+}
+
+fn sim_minca_meetup(args: &MincaMeetupArgs) -> ExitCode {
+    use weft_sim::minca::{Scenario, run};
+    if args.nodes < 2 || args.relays == 0 {
+        eprintln!("weft sim minca-meetup: want at least two nodes and one relay");
+        return ExitCode::from(2);
+    }
+    sim_seeds("minca-meetup", &args.seeds, |seed, trace| {
+        let scenario = Scenario {
+            nodes: args.nodes,
+            relays: args.relays,
+            duration: std::time::Duration::from_secs(args.duration),
+            ..Scenario::new(seed)
+        };
+        // The trace lives longer than this run's scenario: reborrow it for the run alone.
+        let trace = trace.map(|t| -> &mut dyn std::io::Write { t });
+        run(&scenario, trace)
+            .map(|r| (r.to_json().to_string(), r.to_string()))
+            .map_err(|v| format!("{v}\n{}", v.report))
+    })
+}
+
+/// Runs `one` over the seeds asked for: one report as text, several as JSON lines; the first
+/// violation ends the run with a failure.
+fn sim_seeds(
+    name: &str,
+    args: &SeedArgs,
+    one: impl Fn(u64, Option<&mut dyn std::io::Write>) -> Result<(String, String), String>,
+) -> ExitCode {
+    for seed in args.seed..args.seed.saturating_add(args.seeds.max(1)) {
         let mut file = match &args.trace {
             Some(path) => match std::fs::File::create(path) {
                 Ok(f) => Some(std::io::BufWriter::new(f)),
                 Err(e) => {
-                    eprintln!("weft sim airc-realms: {}: {e}", path.display());
+                    eprintln!("weft sim {name}: {}: {e}", path.display());
                     return ExitCode::from(2);
                 }
             },
             None => None,
         };
-        let result = run(
-            &scenario,
-            file.as_mut().map(|f| f as &mut dyn std::io::Write),
-        );
+        let result = one(seed, file.as_mut().map(|f| f as &mut dyn std::io::Write));
         if let Some(Err(e)) = file.as_mut().map(std::io::Write::flush) {
-            eprintln!("weft sim airc-realms: writing the trace: {e}");
+            eprintln!("weft sim {name}: writing the trace: {e}");
         }
         match result {
-            Ok(report) => {
-                if args.seeds > 1 {
-                    println!("{}", report.to_json());
-                } else {
-                    println!("{report}");
-                }
-            }
-            Err(v) => {
-                eprintln!("weft sim airc-realms: {v}");
-                eprintln!("{}", v.report);
+            Ok((json, text)) => println!("{}", if args.seeds > 1 { json } else { text }),
+            Err(violation) => {
+                eprintln!("weft sim {name}: {violation}");
                 return ExitCode::FAILURE;
             }
         }

@@ -8,6 +8,8 @@
 //! - [`rendezvous::Rendezvous`]: §2, §3, the sealed hello, offer and answer in a room;
 //! - [`mesh::Mesh`]: §7, §8, §9, one connection per peer, admission per room, introductions,
 //!   `who` and live messages;
+//! - [`node::Node`]: the three above composed, with the glue between them (a node joins rooms,
+//!   meets peers through relays, and talks to them);
 //! - [`node_socket`]: §5.2, §5.3, §6.1, §9.1, both ends of the WebSocket to an always-on node.
 //!
 //! The rules they share:
@@ -27,6 +29,7 @@
 pub mod auth;
 pub mod envelope;
 pub mod mesh;
+pub mod node;
 pub mod node_socket;
 pub mod node_url;
 pub mod nostr_kind;

@@ -38,7 +38,7 @@ use std::io::Write;
 use std::time::{Duration, Instant};
 
 use chacha20::ChaCha20Rng;
-use rand_core::{Rng, SeedableRng};
+use rand_core::Rng;
 use serde_json::{Value, json};
 use weft_proto::airc::address::{Authority, Namespace};
 use weft_proto::airc::frame::{AckStatus, Frame};
@@ -48,6 +48,8 @@ use weft_proto::core::{ConnId, Machine, Timestamp};
 use weft_proto::crypto::{self, CryptoProvider, Ed25519Seed};
 
 pub use client::{ClientInput, ClientOutput, SimClient};
+
+use crate::stream;
 
 /// When every scenario's clock starts (Unix time), so signed `ts` fields look like real ones.
 pub const START: Timestamp = Timestamp::from_secs(1_790_380_000);
@@ -280,15 +282,6 @@ pub fn run<'a>(
 }
 
 type Check = Result<(), (&'static str, String)>;
-
-/// A seed for one stream of randomness: the scenario's seed mixed with the stream's tag
-/// (splitmix64), so streams are independent and adding one does not shift the others.
-fn stream(seed: u64, tag: u64) -> ChaCha20Rng {
-    let mut z = seed ^ tag.wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    ChaCha20Rng::seed_from_u64(z ^ (z >> 31))
-}
 
 const TAG_NET: u64 = 1;
 const TAG_KEY: u64 = 1_000;

@@ -1,0 +1,837 @@
+//! A Minca node: the relay client, the rendezvous and the mesh composed into one machine
+//! (Minca 04 Network §2–§4 and §7–§9, with the glue between them that the spec leaves to a node).
+//!
+//! A host that wants "join a space, meet its peers, talk to them" drives this one [`Node`] instead
+//! of three machines. It owns what no single machine can:
+//!
+//! - the names: the relay client knows relays by URL, the rendezvous by [`RelayId`], the mesh knows
+//!   rooms by name; the node maps one to the other;
+//! - the order of meeting: a hello is said on every relay socket as it opens (§2: "on each socket
+//!   (re)open"), so a hello said before any socket was open is not lost;
+//! - the shape of a description: the mesh speaks SDP text, the rendezvous seals a session
+//!   description `{"type", "sdp"}` (§2, as §8's `data` writes it);
+//! - the TURN servers (§3, §10): the relay client's current union, handed to each new peer
+//!   connection the node asks the host to create.
+//!
+//! What the host provides are two transports: WebSocket sockets to relays (the `Relay*` inputs and
+//! outputs) and peer connections with a data channel (§5.1; the `Peer*` ones and the descriptions).
+//! The two use separate [`ConnId`] spaces.
+//!
+//! The rule of every machine holds: after each [`handle`](Machine::handle) or
+//! [`handle_timeout`](Machine::handle_timeout), [`poll`](Machine::poll) until `None`, then sleep
+//! until [`poll_timeout`](Machine::poll_timeout).
+//!
+//! ```
+//! use chacha20::ChaCha20Rng;
+//! use rand_core::SeedableRng;
+//! use weft_proto::core::{Machine, Timestamp};
+//! use weft_proto::crypto::{default_provider, generate_p256};
+//! use weft_proto::minca::mesh::RoomKind;
+//! use weft_proto::minca::node::{Input, Join, Node, NodeConfig, Output};
+//! use weft_proto::minca::relay_url::RelayUrl;
+//!
+//! let crypto = default_provider();
+//! let mut rng = ChaCha20Rng::seed_from_u64(7);
+//! let session = generate_p256(crypto, &mut rng);
+//! let config = NodeConfig { relays: vec![RelayUrl::parse("ws://127.0.0.1:8787").unwrap()] };
+//! let mut node = Node::new(session, config, crypto, rng).unwrap();
+//! let now = Timestamp::from_millis(1_700_000_000_000);
+//! node.handle(now, Input::Join(Join::space(crypto, "my-space", RoomKind::PublicSpace, None)));
+//! // The node asks for a socket to its relay; the hello waits until it opens.
+//! let mut dialled = false;
+//! while let Some(out) = node.poll() {
+//!     dialled |= matches!(out, Output::Dial { .. });
+//! }
+//! assert!(dialled);
+//! assert!(node.poll_timeout().is_some());
+//! ```
+
+use alloc::collections::{BTreeMap, VecDeque};
+use alloc::string::String;
+use alloc::vec::Vec;
+
+use rand_core::{CryptoRng, SeedableRng};
+use serde_json::{Value, json};
+
+use crate::core::{ConnId, Machine, Timestamp, Wakeup};
+use crate::crypto::{CryptoError, CryptoProvider, P256Secret};
+use crate::minca::mesh::introduction::SignalKind;
+use crate::minca::mesh::{self, Mesh, RoomConfig, RoomKind};
+use crate::minca::relay_client::{self, ClientConfig, RelayClient, RelayState};
+use crate::minca::relay_url::RelayUrl;
+use crate::minca::relay_wire::{Blob, IceServers, Topic};
+use crate::minca::rendezvous::{self, RelayId, Relays, Rendezvous};
+use crate::minca::room::{MAX_ROOMS, Room};
+
+/// The node's configuration.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NodeConfig {
+    /// The relays used in every room (§3).
+    pub relays: Vec<RelayUrl>,
+}
+
+/// A room to join.
+#[derive(Debug)]
+pub struct Join {
+    /// The room (§1.3): a space's, or one derived elsewhere.
+    pub room: Room,
+    /// The space id that goes into the §6.2 transcript.
+    pub space_id: String,
+    /// What the room asks of a peer (§6.2, §6.3, §8).
+    pub kind: RoomKind,
+    /// This session's note, sent in `who` (§9.1).
+    pub note: Option<String>,
+    /// The space's own relays (§4), used for this room only.
+    pub relays: Vec<RelayUrl>,
+}
+
+impl Join {
+    /// A space's room, on the configured relays only.
+    pub fn space(
+        crypto: &dyn CryptoProvider,
+        space_id: &str,
+        kind: RoomKind,
+        note: Option<String>,
+    ) -> Self {
+        Self {
+            room: Room::of_space(crypto, space_id),
+            space_id: space_id.into(),
+            kind,
+            note,
+            relays: Vec::new(),
+        }
+    }
+}
+
+/// Everything the node can be told.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Input {
+    /// Join a room: watch its topic on its relays, say hello, meet its peers.
+    Join(Join),
+    /// Leave a room.
+    Leave(Room),
+    /// Send an application message in `room`, to one admitted peer or to all of them (§9).
+    Send {
+        /// The room.
+        room: Room,
+        /// One peer's session DID, or every admitted peer of the room.
+        to: Option<String>,
+        /// The message type (`live`, or one of the application's).
+        kind: String,
+        /// The payload.
+        payload: Value,
+    },
+    /// Let one peer go in one room (§6.3, §7.2).
+    LetGo {
+        /// The room.
+        room: Room,
+        /// The peer's session DID.
+        peer: String,
+    },
+    /// The relay socket `conn` opened.
+    RelayOpened {
+        /// The socket.
+        conn: ConnId,
+    },
+    /// A text frame arrived on the relay socket `conn`.
+    RelayText {
+        /// The socket.
+        conn: ConnId,
+        /// The frame.
+        text: String,
+    },
+    /// The relay socket `conn` closed.
+    RelayClosed {
+        /// The socket.
+        conn: ConnId,
+    },
+    /// The dial of relay socket `conn` failed.
+    RelayDialFailed {
+        /// The socket.
+        conn: ConnId,
+    },
+    /// The network came back (§2.1): every relay socket is redialled.
+    Online,
+    /// The peer connection `conn` made the local description asked for.
+    LocalDescription {
+        /// The peer connection.
+        conn: ConnId,
+        /// The SDP.
+        sdp: String,
+    },
+    /// The data channel of peer connection `conn` opened, with the channel-binding fingerprints
+    /// of §5.1 as this side sees them.
+    PeerOpened {
+        /// The peer connection.
+        conn: ConnId,
+        /// This side's fingerprint.
+        local_fingerprint: String,
+        /// The peer's fingerprint.
+        remote_fingerprint: String,
+    },
+    /// Peer connection `conn` closed or failed.
+    PeerClosed {
+        /// The peer connection.
+        conn: ConnId,
+    },
+    /// A binary message arrived on peer connection `conn`.
+    PeerFrame {
+        /// The peer connection.
+        conn: ConnId,
+        /// The message.
+        bytes: Vec<u8>,
+    },
+}
+
+/// Everything the node asks of its host or tells it, in order.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum Output {
+    /// Open a WebSocket to a relay and name it `conn` (relay socket ids).
+    Dial {
+        /// The socket's name.
+        conn: ConnId,
+        /// The relay, as listed.
+        relay: RelayUrl,
+        /// What to dial (§1.2: the kind prefix and any fragment taken off).
+        url: String,
+    },
+    /// Send a text frame on relay socket `conn`.
+    RelaySend {
+        /// The socket.
+        conn: ConnId,
+        /// The frame.
+        text: String,
+    },
+    /// Close relay socket `conn`.
+    RelayClose {
+        /// The socket.
+        conn: ConnId,
+    },
+    /// Create peer connection `conn` to `peer` and make an offer; hand it back as
+    /// [`Input::LocalDescription`] (§5.1).
+    CreateOffer {
+        /// The peer connection's name (peer connection ids).
+        conn: ConnId,
+        /// The peer's session DID.
+        peer: String,
+        /// The TURN servers to use, if any relay offers unexpired ones (§10).
+        ice: Option<IceServers>,
+    },
+    /// Create peer connection `conn` to `peer` answering `offer`; hand the answer back as
+    /// [`Input::LocalDescription`].
+    CreateAnswer {
+        /// The peer connection's name.
+        conn: ConnId,
+        /// The peer's session DID.
+        peer: String,
+        /// The peer's offer (SDP).
+        offer: String,
+        /// The TURN servers to use.
+        ice: Option<IceServers>,
+    },
+    /// Apply the peer's answer to the offer made on `conn`.
+    ApplyAnswer {
+        /// The peer connection.
+        conn: ConnId,
+        /// The answer (SDP).
+        answer: String,
+    },
+    /// Send a binary message on peer connection `conn`.
+    PeerSend {
+        /// The peer connection.
+        conn: ConnId,
+        /// The message.
+        bytes: Vec<u8>,
+    },
+    /// Close peer connection `conn`.
+    PeerClose {
+        /// The peer connection.
+        conn: ConnId,
+    },
+    /// A peer was admitted in a room (§7.2).
+    Admitted {
+        /// The room.
+        room: Room,
+        /// The peer's session DID.
+        peer: String,
+    },
+    /// A peer is no longer a peer in a room.
+    Departed {
+        /// The room.
+        room: Room,
+        /// The peer's session DID.
+        peer: String,
+    },
+    /// A message of an admitted peer (§9), attributed to the connection's peer.
+    Deliver {
+        /// The room.
+        room: Room,
+        /// The peer's session DID.
+        peer: String,
+        /// The message type.
+        kind: String,
+        /// The payload.
+        payload: Value,
+    },
+    /// A relay's state changed, for status.
+    RelayState {
+        /// The relay.
+        relay: RelayUrl,
+        /// Its new state.
+        state: RelayState,
+    },
+    /// Whether any relay answers (§3).
+    Reachable(bool),
+    /// A join was refused: too many rooms, or the room's relay list is invalid (§4).
+    JoinRefused {
+        /// The room not joined.
+        room: Room,
+    },
+}
+
+/// What the node's glue dropped, counted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Counters {
+    /// Opened descriptions that are not `{"type": kind, "sdp": string}` of the signal's kind.
+    pub bad_descriptions: u64,
+    /// Offers or answers the rendezvous could not send (no box for the peer, not in the room).
+    pub signals_not_sent: u64,
+}
+
+/// A room the node is in.
+#[derive(Debug)]
+struct Joined {
+    topic: Topic,
+}
+
+/// The composed node. See the [module documentation](self).
+pub struct Node<R: CryptoRng> {
+    crypto: &'static dyn CryptoProvider,
+    relays: RelayClient<R>,
+    rendezvous: Rendezvous<R>,
+    mesh: Mesh<R>,
+    /// Relay URLs the rendezvous has been told of, by the id it knows them by; an entry goes when
+    /// the relay is released, so the table holds at most the relays in use.
+    relay_ids: BTreeMap<RelayUrl, RelayId>,
+    next_relay_id: u64,
+    rooms: BTreeMap<Room, Joined>,
+    /// The relay client's current TURN servers (§3, §10).
+    ice: Option<IceServers>,
+    now: Timestamp,
+    out: VecDeque<Output>,
+    counters: Counters,
+}
+
+impl<R: CryptoRng + SeedableRng> Node<R> {
+    /// A node whose session key is `session` (its did:key is the node's DID in every room), each
+    /// inner machine with its own generator seeded from `rng`. Fails only when `session` is not
+    /// a valid P-256 secret.
+    pub fn new(
+        session: P256Secret,
+        config: NodeConfig,
+        crypto: &'static dyn CryptoProvider,
+        mut rng: R,
+    ) -> Result<Self, CryptoError> {
+        let relay_rng = R::from_rng(&mut rng);
+        let rendezvous_rng = R::from_rng(&mut rng);
+        let client = ClientConfig {
+            relays: config.relays,
+        };
+        let rendezvous = Rendezvous::new(session.clone(), crypto, rendezvous_rng)?;
+        let mesh = Mesh::new(session, crypto, rng).ok_or(CryptoError::InvalidSecretKey)?;
+        Ok(Self {
+            crypto,
+            relays: RelayClient::new(client, crypto, relay_rng),
+            rendezvous,
+            mesh,
+            relay_ids: BTreeMap::new(),
+            next_relay_id: 0,
+            rooms: BTreeMap::new(),
+            ice: None,
+            now: Timestamp::ZERO,
+            out: VecDeque::new(),
+            counters: Counters::default(),
+        })
+    }
+}
+
+impl<R: CryptoRng> Node<R> {
+    /// This node's session DID.
+    pub fn did(&self) -> &str {
+        self.mesh.did()
+    }
+
+    /// The relay client, for status and counters.
+    pub fn relay_client(&self) -> &RelayClient<R> {
+        &self.relays
+    }
+
+    /// The rendezvous, for status and counters.
+    pub fn rendezvous(&self) -> &Rendezvous<R> {
+        &self.rendezvous
+    }
+
+    /// The mesh, for status and counters.
+    pub fn mesh(&self) -> &Mesh<R> {
+        &self.mesh
+    }
+
+    /// What the glue dropped.
+    pub fn counters(&self) -> Counters {
+        self.counters
+    }
+
+    /// The rooms this node is in.
+    pub fn rooms(&self) -> impl Iterator<Item = &Room> {
+        self.rooms.keys()
+    }
+
+    /// The TURN servers a new peer connection would get (§10).
+    pub fn ice_servers(&self) -> Option<&IceServers> {
+        self.ice.as_ref()
+    }
+
+    fn join(&mut self, join: Join) {
+        if self.rooms.contains_key(&join.room) {
+            // A second join updates the room's own relays (§4); the rest stays as it is.
+            let topic = self.rooms[&join.room].topic.clone();
+            self.relays.handle(
+                self.now,
+                relay_client::Input::Join {
+                    topic,
+                    relays: join.relays,
+                },
+            );
+            return;
+        }
+        if self.rooms.len() >= MAX_ROOMS {
+            self.out.push_back(Output::JoinRefused { room: join.room });
+            return;
+        }
+        let topic = Topic::parse(&join.room.topic(self.crypto)).expect("a room's topic is a topic");
+        self.relays.handle(
+            self.now,
+            relay_client::Input::Join {
+                topic: topic.clone(),
+                relays: join.relays,
+            },
+        );
+        // The relay client refuses an invalid list before anything else is said: then the room
+        // is not joined anywhere.
+        let refused = self.relays_refused(&topic);
+        if refused {
+            self.out.push_back(Output::JoinRefused { room: join.room });
+            return;
+        }
+        self.rooms.insert(join.room.clone(), Joined { topic });
+        self.mesh.handle(
+            self.now,
+            mesh::Input::Join(RoomConfig {
+                room: join.room.as_str().into(),
+                space_id: join.space_id,
+                kind: join.kind,
+                note: join.note,
+            }),
+        );
+        self.rendezvous
+            .handle(self.now, rendezvous::Input::Join(join.room));
+    }
+
+    /// Drains the relay client right after a join, reporting whether it refused `topic`; every
+    /// other output goes through the usual routing.
+    fn relays_refused(&mut self, topic: &Topic) -> bool {
+        let mut refused = false;
+        while let Some(out) = self.relays.poll() {
+            match out {
+                relay_client::Output::JoinRefused { topic: t } if &t == topic => refused = true,
+                other => self.route_relays(other),
+            }
+        }
+        refused
+    }
+
+    fn leave(&mut self, room: Room) {
+        let Some(joined) = self.rooms.remove(&room) else {
+            return;
+        };
+        self.mesh.handle(
+            self.now,
+            mesh::Input::Leave {
+                room: room.as_str().into(),
+            },
+        );
+        self.rendezvous
+            .handle(self.now, rendezvous::Input::Leave(room));
+        self.relays.handle(
+            self.now,
+            relay_client::Input::Leave {
+                topic: joined.topic,
+            },
+        );
+    }
+
+    fn relay_id(&mut self, relay: &RelayUrl) -> RelayId {
+        if let Some(id) = self.relay_ids.get(relay) {
+            return *id;
+        }
+        let id = RelayId(self.next_relay_id);
+        self.next_relay_id += 1;
+        self.relay_ids.insert(relay.clone(), id);
+        id
+    }
+
+    fn relay_url(&self, id: RelayId) -> Option<RelayUrl> {
+        self.relay_ids
+            .iter()
+            .find_map(|(url, i)| (*i == id).then(|| url.clone()))
+    }
+
+    /// Polls the three machines until none has anything left, routing what each says to the
+    /// others or to the host.
+    fn drain(&mut self) {
+        loop {
+            let mut progress = false;
+            while let Some(out) = self.relays.poll() {
+                progress = true;
+                self.route_relays(out);
+            }
+            while let Some(out) = self.rendezvous.poll() {
+                progress = true;
+                self.route_rendezvous(out);
+            }
+            while let Some(out) = self.mesh.poll() {
+                progress = true;
+                self.route_mesh(out);
+            }
+            if !progress {
+                return;
+            }
+        }
+    }
+
+    fn route_relays(&mut self, out: relay_client::Output) {
+        let now = self.now;
+        match out {
+            relay_client::Output::Dial { conn, relay, url } => {
+                self.out.push_back(Output::Dial { conn, relay, url });
+            }
+            relay_client::Output::Send { conn, text } => {
+                self.out.push_back(Output::RelaySend { conn, text });
+            }
+            relay_client::Output::Close { conn } => {
+                self.out.push_back(Output::RelayClose { conn });
+            }
+            relay_client::Output::Blob { relay, topic, blob } => {
+                self.blob_to_rendezvous(relay, topic, blob)
+            }
+            relay_client::Output::Fetched {
+                relay,
+                topic,
+                blobs,
+                ..
+            } => {
+                for blob in blobs {
+                    self.blob_to_rendezvous(relay.clone(), topic.clone(), blob);
+                }
+            }
+            relay_client::Output::FetchUnsent { .. } => {}
+            relay_client::Output::RelayState { relay, state } => {
+                match state {
+                    // §2: hello on each socket (re)open, in every room on that relay.
+                    RelayState::Open => {
+                        let id = self.relay_id(&relay);
+                        self.rendezvous
+                            .handle(now, rendezvous::Input::RelayOpened(id));
+                    }
+                    RelayState::Released => {
+                        self.relay_ids.remove(&relay);
+                    }
+                    RelayState::Dialing | RelayState::Waiting { .. } => {}
+                }
+                self.out.push_back(Output::RelayState { relay, state });
+            }
+            relay_client::Output::Reachable(up) => self.out.push_back(Output::Reachable(up)),
+            relay_client::Output::Turn(ice) => self.ice = ice,
+            // A join refused later (a room's updated list): the room keeps its previous list.
+            relay_client::Output::JoinRefused { .. } => {}
+        }
+    }
+
+    fn blob_to_rendezvous(&mut self, relay: RelayUrl, topic: Topic, blob: Blob) {
+        let relay = self.relay_id(&relay);
+        self.rendezvous.handle(
+            self.now,
+            rendezvous::Input::Blob {
+                relay,
+                topic: topic.as_str().into(),
+                blob: blob.as_str().into(),
+            },
+        );
+    }
+
+    fn route_rendezvous(&mut self, out: rendezvous::Output) {
+        let now = self.now;
+        match out {
+            rendezvous::Output::Publish {
+                topic,
+                relays,
+                blob,
+                ..
+            } => {
+                let topic = Topic::parse(&topic).expect("the rendezvous publishes under a topic");
+                let blob = Blob::parse(&blob).expect("the rendezvous publishes a relay-sized blob");
+                let input = match relays {
+                    Relays::All => relay_client::Input::Publish { topic, blob },
+                    Relays::One(id) => match self.relay_url(id) {
+                        Some(relay) => relay_client::Input::PublishVia { relay, topic, blob },
+                        // Released since it opened: the hello goes out when it opens again.
+                        None => return,
+                    },
+                };
+                self.relays.handle(now, input);
+            }
+            rendezvous::Output::PeerHeard { room, did, .. } => {
+                self.mesh.handle(
+                    now,
+                    mesh::Input::PeerInRoom {
+                        room: room.as_str().into(),
+                        peer: did,
+                    },
+                );
+            }
+            // The mesh decides who offers from the same hello (§7.3), with what it knows of
+            // connections: PeerHeard above is enough.
+            rendezvous::Output::OfferTo { .. } => {}
+            rendezvous::Output::SignalReceived {
+                room,
+                from,
+                kind,
+                description,
+            } => match description_sdp(kind, description) {
+                Some(sdp) => self.mesh.handle(
+                    now,
+                    mesh::Input::RelaySignal {
+                        room: room.as_str().into(),
+                        from,
+                        kind,
+                        sdp,
+                    },
+                ),
+                None => self.counters.bad_descriptions += 1,
+            },
+            rendezvous::Output::SignalNotSent { .. } => self.counters.signals_not_sent += 1,
+            rendezvous::Output::JoinRefused { room } => {
+                // Bounded alike, so only a bug gets here; undo the join everywhere.
+                self.leave(room.clone());
+                self.out.push_back(Output::JoinRefused { room });
+            }
+        }
+    }
+
+    fn route_mesh(&mut self, out: mesh::Output) {
+        let ice = self.ice.clone();
+        let event = match out {
+            mesh::Output::CreateOffer { conn, peer } => Output::CreateOffer { conn, peer, ice },
+            mesh::Output::CreateAnswer { conn, peer, offer } => Output::CreateAnswer {
+                conn,
+                peer,
+                offer,
+                ice,
+            },
+            mesh::Output::ApplyAnswer { conn, answer } => Output::ApplyAnswer { conn, answer },
+            mesh::Output::Send { conn, bytes, .. } => Output::PeerSend { conn, bytes },
+            mesh::Output::Close { conn } => Output::PeerClose { conn },
+            mesh::Output::ToRendezvous {
+                room,
+                to,
+                kind,
+                sdp,
+            } => {
+                let input = rendezvous::Input::Signal {
+                    room: Room::new(room),
+                    to,
+                    kind,
+                    description: json!({ "type": kind_name(kind), "sdp": sdp }),
+                };
+                self.rendezvous.handle(self.now, input);
+                return;
+            }
+            mesh::Output::Admitted { room, peer } => Output::Admitted {
+                room: Room::new(room),
+                peer,
+            },
+            mesh::Output::Departed { room, peer } => Output::Departed {
+                room: Room::new(room),
+                peer,
+            },
+            mesh::Output::Deliver {
+                room,
+                peer,
+                kind,
+                payload,
+            } => Output::Deliver {
+                room: Room::new(room),
+                peer,
+                kind,
+                payload,
+            },
+        };
+        self.out.push_back(event);
+    }
+}
+
+/// The description's `type` for a signal kind, as a session description writes it.
+fn kind_name(kind: SignalKind) -> &'static str {
+    match kind {
+        SignalKind::Offer => "offer",
+        SignalKind::Answer => "answer",
+    }
+}
+
+/// The SDP of an opened description, when it is a session description of the signal's kind.
+fn description_sdp(kind: SignalKind, description: Value) -> Option<String> {
+    let Value::Object(mut d) = description else {
+        return None;
+    };
+    if d.get("type").and_then(Value::as_str) != Some(kind_name(kind)) {
+        return None;
+    }
+    match d.remove("sdp") {
+        Some(Value::String(sdp)) => Some(sdp),
+        _ => None,
+    }
+}
+
+impl<R: CryptoRng> Machine for Node<R> {
+    type Input = Input;
+    type Output = Output;
+
+    fn handle(&mut self, now: Timestamp, input: Input) {
+        self.now = now;
+        match input {
+            Input::Join(join) => self.join(join),
+            Input::Leave(room) => self.leave(room),
+            Input::Send {
+                room,
+                to,
+                kind,
+                payload,
+            } => self.mesh.handle(
+                now,
+                mesh::Input::Send {
+                    room: room.as_str().into(),
+                    to,
+                    kind,
+                    payload,
+                },
+            ),
+            Input::LetGo { room, peer } => self.mesh.handle(
+                now,
+                mesh::Input::LetGo {
+                    room: room.as_str().into(),
+                    peer,
+                },
+            ),
+            Input::RelayOpened { conn } => {
+                self.relays
+                    .handle(now, relay_client::Input::Opened { conn });
+            }
+            Input::RelayText { conn, text } => {
+                self.relays
+                    .handle(now, relay_client::Input::Text { conn, text });
+            }
+            Input::RelayClosed { conn } => {
+                self.relays
+                    .handle(now, relay_client::Input::Closed { conn });
+            }
+            Input::RelayDialFailed { conn } => {
+                self.relays
+                    .handle(now, relay_client::Input::DialFailed { conn });
+            }
+            Input::Online => self.relays.handle(now, relay_client::Input::Online),
+            Input::LocalDescription { conn, sdp } => {
+                self.mesh
+                    .handle(now, mesh::Input::LocalDescription { conn, sdp });
+            }
+            Input::PeerOpened {
+                conn,
+                local_fingerprint,
+                remote_fingerprint,
+            } => self.mesh.handle(
+                now,
+                mesh::Input::Opened {
+                    conn,
+                    local_fingerprint,
+                    remote_fingerprint,
+                },
+            ),
+            Input::PeerClosed { conn } => self.mesh.handle(now, mesh::Input::Closed { conn }),
+            Input::PeerFrame { conn, bytes } => {
+                self.mesh.handle(now, mesh::Input::Frame { conn, bytes });
+            }
+        }
+        self.drain();
+    }
+
+    fn poll(&mut self) -> Option<Output> {
+        self.out.pop_front()
+    }
+
+    fn poll_timeout(&self) -> Option<Wakeup> {
+        [
+            self.relays.poll_timeout(),
+            self.rendezvous.poll_timeout(),
+            self.mesh.poll_timeout(),
+        ]
+        .into_iter()
+        .flatten()
+        .min_by_key(|w| w.at)
+    }
+
+    fn handle_timeout(&mut self, now: Timestamp) {
+        self.now = now;
+        if self.relays.poll_timeout().is_some_and(|w| w.at <= now) {
+            self.relays.handle_timeout(now);
+        }
+        if self.rendezvous.poll_timeout().is_some_and(|w| w.at <= now) {
+            self.rendezvous.handle_timeout(now);
+        }
+        if self.mesh.poll_timeout().is_some_and(|w| w.at <= now) {
+            self.mesh.handle_timeout(now);
+        }
+        self.drain();
+    }
+}
+
+impl<R: CryptoRng> core::fmt::Debug for Node<R> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Node")
+            .field("rooms", &self.rooms.len())
+            .field("relays", &self.relay_ids.len())
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::string::ToString;
+
+    #[test]
+    fn a_description_of_the_other_kind_gives_no_sdp() {
+        let d = json!({ "type": "answer", "sdp": "v=0" });
+        assert_eq!(description_sdp(SignalKind::Offer, d.clone()), None);
+        assert_eq!(
+            description_sdp(SignalKind::Answer, d),
+            Some("v=0".to_string())
+        );
+        assert_eq!(
+            description_sdp(SignalKind::Offer, json!({ "type": "offer" })),
+            None
+        );
+        assert_eq!(description_sdp(SignalKind::Offer, json!("v=0")), None);
+    }
+}

@@ -1,0 +1,1227 @@
+//! The `minca-meetup` scenario: N Minca nodes ([`weft_proto::minca::node::Node`], the relay
+//! client, rendezvous and mesh composed) in one space, meeting through R relays
+//! ([`weft_proto::minca::relay_server::RelayServer`]), all unchanged, on a simulated network:
+//! latency per socket, relay sockets and peer connections that drop, relays that restart, nodes
+//! that sleep (their clock jumps when they wake), and clocks skewed a little each. Peer
+//! connections are simulated data channels: a description names its end, and the channel opens
+//! once the offerer applies an answer to its own offer, with a channel-binding fingerprint per
+//! node.
+//!
+//! # The invariants, as checked
+//!
+//! 1. **one-connection-per-pair** (§5.1, §7.3): when a peer connection opens, no other open one
+//!    joins the same two nodes.
+//! 2. **nothing-before-admission** (§7.2): a frame of a room other than the handshake's
+//!    (`__auth-hello`, `__auth-proof`) and `__leave` leaves a node only towards a peer that node
+//!    has admitted there; a message is delivered only from a peer admitted there. Together: nothing
+//!    of a room crosses before both sides proved themselves in it.
+//! 3. **introductions-never-loop** (§8): a node passes a given signal (origin, target, `at`) to a
+//!    given peer at most once.
+//! 4. **full-mesh-after-heal**: once the faults stop and the network has been quiet for the
+//!    heal period, every node has admitted every other in the space (up to the 64 a room holds).
+//! 5. **live-attributed** (§9.2): a live message each node sends at the end reaches every other
+//!    node, attributed to its sender.
+//!
+//! Also checked: every machine's deadline advances after its timeout runs (**deadline-advances**).
+//!
+//! Report: the time to a full mesh, relay messages per node, signals forwarded per node.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::io::Write;
+use std::net::{IpAddr, Ipv4Addr};
+use std::time::{Duration, Instant};
+
+use chacha20::ChaCha20Rng;
+use rand_core::Rng;
+use serde_json::{Value, json};
+use weft_proto::core::{ConnId, Machine, Timestamp};
+use weft_proto::crypto::{CryptoProvider, default_provider, generate_p256};
+use weft_proto::minca::mesh::RoomKind;
+use weft_proto::minca::mesh::frame::{AUTH_HELLO, AUTH_PROOF, Frame, LEAVE, SIGNAL};
+use weft_proto::minca::node::{self, Join, Node, NodeConfig};
+use weft_proto::minca::relay_server::{self, RelayConfig, RelayServer};
+use weft_proto::minca::relay_url::RelayUrl;
+use weft_proto::minca::room::{MAX_ROOM_PEERS, Room};
+
+use crate::stream;
+
+/// When the scenario's clock starts (Unix time), so signed `at` fields look like real ones.
+pub const START: Timestamp = Timestamp::from_secs(1_790_380_000);
+
+/// The space every node joins.
+const SPACE: &str = "minca-meetup";
+
+/// Each relay listens on its own loopback port (only loopback may use `ws:`, §1.2).
+const FIRST_PORT: u16 = 9000;
+
+/// The live message type (§9.2).
+const LIVE: &str = "live";
+
+/// How a scenario run is shaped. [`Scenario::small`] is the size the test suite runs at.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Scenario {
+    /// Seeds everything: keys, latencies, faults.
+    pub seed: u64,
+    /// Nodes (N), all in one space.
+    pub nodes: usize,
+    /// Relays (R), every node configured with all of them.
+    pub relays: usize,
+    /// How long the faulty phase lasts.
+    pub duration: Duration,
+    /// How long the quiet phase lasts before the full mesh is required.
+    pub heal: Duration,
+    /// What goes wrong in the faulty phase.
+    pub faults: Faults,
+    /// Events a run may take at most, so a livelock is an error and not a hang.
+    pub max_events: u64,
+}
+
+/// The faults of a scenario's faulty phase.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Faults {
+    /// One-way latency: a base plus a uniform jitter, fixed per socket or connection.
+    pub latency: (Duration, Duration),
+    /// Mean time between dropped relay sockets across the network (`None`: never).
+    pub socket_drop_every: Option<Duration>,
+    /// Mean time between dropped peer connections across the network.
+    pub peer_drop_every: Option<Duration>,
+    /// Mean time between relay restarts.
+    pub relay_restart_every: Option<Duration>,
+    /// How long a restarting relay stays down, at least and at most.
+    pub relay_down: (Duration, Duration),
+    /// Mean time between a node going to sleep.
+    pub sleep_every: Option<Duration>,
+    /// How long a node sleeps, at least and at most.
+    pub sleep: (Duration, Duration),
+    /// The most a node's clock is off, either way.
+    pub max_skew: Duration,
+    /// Nodes join at random times within this long of the start.
+    pub join_spread: Duration,
+}
+
+impl Default for Faults {
+    fn default() -> Self {
+        Self {
+            latency: (Duration::from_millis(5), Duration::from_millis(80)),
+            socket_drop_every: Some(Duration::from_secs(20)),
+            peer_drop_every: Some(Duration::from_secs(30)),
+            relay_restart_every: Some(Duration::from_secs(60)),
+            relay_down: (Duration::from_secs(1), Duration::from_secs(15)),
+            sleep_every: Some(Duration::from_secs(45)),
+            sleep: (Duration::from_secs(5), Duration::from_secs(90)),
+            max_skew: Duration::from_secs(5),
+            join_spread: Duration::from_secs(10),
+        }
+    }
+}
+
+impl Scenario {
+    /// The default shape for `seed`: 8 nodes, 2 relays, 3 minutes of faults and 3 of quiet.
+    pub fn new(seed: u64) -> Self {
+        Self {
+            seed,
+            nodes: 8,
+            relays: 2,
+            duration: Duration::from_secs(180),
+            heal: Duration::from_secs(180),
+            faults: Faults::default(),
+            max_events: 5_000_000,
+        }
+    }
+
+    /// The size the test suite sweeps many seeds at: 4 nodes, 2 relays, 1 minute of faults.
+    pub fn small(seed: u64) -> Self {
+        Self {
+            nodes: 4,
+            duration: Duration::from_secs(60),
+            heal: Duration::from_secs(150),
+            ..Self::new(seed)
+        }
+    }
+}
+
+/// What a run did. Everything but `wall` is a function of the [`Scenario`] alone.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Report {
+    /// The scenario's seed.
+    pub seed: u64,
+    /// Nodes.
+    pub nodes: u64,
+    /// When every node had last admitted every other (after the last fault), from the start.
+    pub full_mesh_at: Option<Duration>,
+    /// Text frames nodes sent to relays.
+    pub relay_messages: u64,
+    /// `__signal` frames nodes sent (introductions, §8), first-hand and passed on.
+    pub signals: u64,
+    /// Peer connections that opened.
+    pub peer_connections: u64,
+    /// Relay sockets and peer connections dropped by the network.
+    pub drops: u64,
+    /// Relay restarts.
+    pub relay_restarts: u64,
+    /// Nodes put to sleep.
+    pub sleeps: u64,
+    /// Live messages delivered.
+    pub live_delivered: u64,
+    /// Events the simulator ran.
+    pub events: u64,
+    /// Virtual time the run covered.
+    pub virtual_duration: Duration,
+    /// Wall-clock time the run took (the one field that differs between runs of one seed).
+    pub wall: Duration,
+}
+
+impl Report {
+    fn per_node(&self, total: u64) -> f64 {
+        total as f64 / self.nodes.max(1) as f64
+    }
+
+    /// The report as one JSON object, times in milliseconds.
+    pub fn to_json(&self) -> Value {
+        let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        json!({
+            "seed": self.seed,
+            "nodes": self.nodes,
+            "full_mesh_ms": self.full_mesh_at.map(ms),
+            "relay_messages": self.relay_messages,
+            "relay_messages_per_node": self.per_node(self.relay_messages),
+            "signals": self.signals,
+            "signals_per_node": self.per_node(self.signals),
+            "peer_connections": self.peer_connections,
+            "drops": self.drops,
+            "relay_restarts": self.relay_restarts,
+            "sleeps": self.sleeps,
+            "live_delivered": self.live_delivered,
+            "events": self.events,
+            "virtual_ms": ms(self.virtual_duration),
+            "wall_ms": ms(self.wall),
+        })
+    }
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "seed {}, {} nodes", self.seed, self.nodes)?;
+        match self.full_mesh_at {
+            Some(at) => writeln!(f, "full mesh at {:.3}s", at.as_secs_f64())?,
+            None => writeln!(f, "no full mesh")?,
+        }
+        writeln!(
+            f,
+            "relay messages {} ({:.1} per node), signals forwarded {} ({:.1} per node)",
+            self.relay_messages,
+            self.per_node(self.relay_messages),
+            self.signals,
+            self.per_node(self.signals)
+        )?;
+        writeln!(
+            f,
+            "peer connections {}, drops {}, relay restarts {}, sleeps {}, live delivered {}, events {}",
+            self.peer_connections,
+            self.drops,
+            self.relay_restarts,
+            self.sleeps,
+            self.live_delivered,
+            self.events
+        )?;
+        write!(
+            f,
+            "virtual {:.3}s, wall {:.3}s",
+            self.virtual_duration.as_secs_f64(),
+            self.wall.as_secs_f64()
+        )
+    }
+}
+
+/// The first invariant a run broke, with what is needed to replay it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Violation {
+    /// The invariant's name, as the [module docs](self) list them.
+    pub invariant: &'static str,
+    /// What happened.
+    pub detail: String,
+    /// The seed that reproduces it.
+    pub seed: u64,
+    /// Virtual time since the start of the run.
+    pub at: Duration,
+    /// The run up to that point.
+    pub report: Report,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "seed {}: invariant {} violated at {:.3}s virtual: {}",
+            self.seed,
+            self.invariant,
+            self.at.as_secs_f64(),
+            self.detail
+        )
+    }
+}
+
+impl std::error::Error for Violation {}
+
+/// Runs `scenario`, writing a JSON-lines trace to `trace` if given. The same scenario gives the
+/// same trace byte for byte and the same report (but for `wall`).
+pub fn run<'a>(
+    scenario: &'a Scenario,
+    trace: Option<&'a mut dyn Write>,
+) -> Result<Report, Box<Violation>> {
+    let wall = Instant::now();
+    let mut net = Net::new(scenario, trace);
+    let result = net.run();
+    net.report.wall = wall.elapsed();
+    net.report.virtual_duration = net.now.saturating_duration_since(START);
+    match result {
+        Ok(()) => Ok(net.report),
+        Err((invariant, detail)) => Err(Box::new(Violation {
+            invariant,
+            detail,
+            seed: scenario.seed,
+            at: net.now.saturating_duration_since(START),
+            report: net.report.clone(),
+        })),
+    }
+}
+
+type Check = Result<(), (&'static str, String)>;
+
+const TAG_NET: u64 = 11;
+const TAG_NODE: u64 = 4_000_000;
+const TAG_RELAY: u64 = 5_000_000;
+
+fn crypto() -> &'static dyn CryptoProvider {
+    default_provider()
+}
+
+/// A relay socket: one node's socket to one relay incarnation.
+#[derive(Debug)]
+struct Socket {
+    node: usize,
+    node_conn: ConnId,
+    relay: usize,
+    relay_conn: ConnId,
+    life: u32,
+    latency: Duration,
+}
+
+/// A simulated peer connection (a data channel) between two nodes' connection ids.
+#[derive(Debug)]
+struct Link {
+    ends: [(usize, ConnId); 2],
+    latency: Duration,
+}
+
+#[derive(Debug)]
+enum Ev {
+    /// An input for a node (held while it sleeps).
+    Node {
+        n: usize,
+        input: node::Input,
+    },
+    /// An input for a relay incarnation.
+    Relay {
+        r: usize,
+        life: u32,
+        input: relay_server::Input,
+    },
+    Join {
+        n: usize,
+    },
+    SocketDrop,
+    PeerDrop,
+    RelayRestart,
+    RelayUp {
+        r: usize,
+    },
+    Sleep,
+    Wake {
+        n: usize,
+    },
+    SendLive,
+}
+
+struct RelaySlot {
+    server: Option<RelayServer<ChaCha20Rng>>,
+    life: u32,
+}
+
+struct NodeSlot {
+    node: Node<ChaCha20Rng>,
+    skew_ms: i64,
+    asleep: bool,
+    held: Vec<node::Input>,
+    /// Rooms → peers this node has admitted, as its outputs said.
+    admitted: BTreeSet<String>,
+    /// Signals passed on: (to peer, origin, target, at).
+    passed: BTreeSet<(String, String, String, u64)>,
+    /// Live messages received: the sender index each claims, by the peer it came from.
+    live_from: BTreeSet<String>,
+    /// Pending local descriptions this node made, by connection.
+    conns: BTreeMap<ConnId, String>,
+}
+
+struct Net<'a> {
+    sc: &'a Scenario,
+    rng: ChaCha20Rng,
+    now: Timestamp,
+    end_faults: Timestamp,
+    queue: BTreeMap<(Timestamp, u64), Ev>,
+    seq: u64,
+    relays: Vec<RelaySlot>,
+    nodes: Vec<NodeSlot>,
+    dids: Vec<String>,
+    /// Node timer deadlines, in global time.
+    timers: BTreeSet<(Timestamp, usize)>,
+    deadline: Vec<Option<Timestamp>>,
+    relay_timers: BTreeSet<(Timestamp, usize)>,
+    relay_deadline: Vec<Option<Timestamp>>,
+    sockets: BTreeMap<u64, Socket>,
+    /// (node, node conn) → socket; (relay, relay conn) → socket.
+    by_node_conn: BTreeMap<(usize, ConnId), u64>,
+    by_relay_conn: BTreeMap<(usize, ConnId), u64>,
+    next_socket: u64,
+    next_relay_conn: u64,
+    links: BTreeMap<u64, Link>,
+    by_peer_conn: BTreeMap<(usize, ConnId), u64>,
+    next_link: u64,
+    /// Admitted (node, room, peer) pairs the world counts, for the time to a full mesh.
+    admitted_pairs: usize,
+    room: Room,
+    trace: Option<&'a mut dyn Write>,
+    report: Report,
+}
+
+fn fingerprint(n: usize) -> String {
+    format!(
+        "sha-256 {:02X}:{:02X}:{:02X}",
+        n >> 16 & 0xff,
+        n >> 8 & 0xff,
+        n & 0xff
+    )
+}
+
+fn relay_url(r: usize) -> String {
+    format!("ws://127.0.0.1:{}/", usize::from(FIRST_PORT) + r)
+}
+
+fn node_addr(n: usize) -> IpAddr {
+    IpAddr::V4(Ipv4Addr::new(10, (n >> 16) as u8, (n >> 8) as u8, n as u8))
+}
+
+fn uniform(rng: &mut ChaCha20Rng, (lo, hi): (Duration, Duration)) -> Duration {
+    let span = hi.saturating_sub(lo).as_millis() as u64;
+    lo + Duration::from_millis(if span == 0 {
+        0
+    } else {
+        rng.next_u64() % (span + 1)
+    })
+}
+
+/// An exponential-ish wait with mean `mean`: uniform on [0, 2·mean], enough for scheduling faults.
+fn every(rng: &mut ChaCha20Rng, mean: Duration) -> Duration {
+    uniform(rng, (Duration::from_millis(1), mean * 2))
+}
+
+impl<'a> Net<'a> {
+    fn new(sc: &'a Scenario, trace: Option<&'a mut dyn Write>) -> Self {
+        let mut rng = stream(sc.seed, TAG_NET);
+        let config = NodeConfig {
+            relays: (0..sc.relays)
+                .map(|r| RelayUrl::parse(&relay_url(r)).expect("a loopback relay URL"))
+                .collect(),
+        };
+        let mut dids = Vec::new();
+        let nodes = (0..sc.nodes)
+            .map(|n| {
+                let mut keys = stream(sc.seed, TAG_NODE + 2 * n as u64);
+                let session = generate_p256(crypto(), &mut keys);
+                let node = Node::new(
+                    session,
+                    config.clone(),
+                    crypto(),
+                    stream(sc.seed, TAG_NODE + 2 * n as u64 + 1),
+                )
+                .expect("a generated session key is valid");
+                dids.push(node.did().to_owned());
+                let skew = sc.faults.max_skew.as_millis() as i64;
+                let skew_ms = if skew == 0 {
+                    0
+                } else {
+                    (rng.next_u64() % (2 * skew as u64 + 1)) as i64 - skew
+                };
+                NodeSlot {
+                    node,
+                    skew_ms,
+                    asleep: false,
+                    held: Vec::new(),
+                    admitted: BTreeSet::new(),
+                    passed: BTreeSet::new(),
+                    live_from: BTreeSet::new(),
+                    conns: BTreeMap::new(),
+                }
+            })
+            .collect();
+        let relays = (0..sc.relays)
+            .map(|r| RelaySlot {
+                server: Some(RelayServer::new(
+                    RelayConfig { turn: None },
+                    crypto(),
+                    stream(sc.seed, TAG_RELAY + r as u64),
+                )),
+                life: 0,
+            })
+            .collect();
+        Self {
+            sc,
+            rng,
+            now: START,
+            end_faults: START + sc.duration,
+            queue: BTreeMap::new(),
+            seq: 0,
+            relays,
+            nodes,
+            dids,
+            timers: BTreeSet::new(),
+            deadline: vec![None; sc.nodes],
+            relay_timers: BTreeSet::new(),
+            relay_deadline: vec![None; sc.relays],
+            sockets: BTreeMap::new(),
+            by_node_conn: BTreeMap::new(),
+            by_relay_conn: BTreeMap::new(),
+            next_socket: 0,
+            next_relay_conn: 0,
+            links: BTreeMap::new(),
+            by_peer_conn: BTreeMap::new(),
+            next_link: 0,
+            admitted_pairs: 0,
+            room: Room::of_space(crypto(), SPACE),
+            trace,
+            report: Report {
+                seed: sc.seed,
+                nodes: sc.nodes as u64,
+                ..Report::default()
+            },
+        }
+    }
+
+    fn at(&mut self, at: Timestamp, ev: Ev) {
+        self.seq += 1;
+        self.queue.insert((at.max(self.now), self.seq), ev);
+    }
+
+    fn after(&mut self, d: Duration, ev: Ev) {
+        self.at(self.now + d, ev);
+    }
+
+    fn log(&mut self, what: &str, detail: Value) {
+        if let Some(t) = self.trace.as_mut() {
+            let ms = self.now.saturating_duration_since(START).as_millis() as u64;
+            let line = json!({ "t": ms, "ev": what, "d": detail });
+            let _ = writeln!(t, "{line}");
+        }
+    }
+
+    fn local(&self, n: usize) -> Timestamp {
+        let ms = self.now.as_millis() as i64 + self.nodes[n].skew_ms;
+        Timestamp::from_millis(ms.max(0) as u64)
+    }
+
+    fn schedule_fault(&mut self, mean: Option<Duration>, ev: Ev) {
+        if let Some(mean) = mean {
+            let d = every(&mut self.rng, mean);
+            if self.now + d < self.end_faults {
+                self.after(d, ev);
+            }
+        }
+    }
+
+    fn run(&mut self) -> Check {
+        for n in 0..self.sc.nodes {
+            let d = uniform(&mut self.rng, (Duration::ZERO, self.sc.faults.join_spread));
+            self.after(d, Ev::Join { n });
+        }
+        let f = self.sc.faults.clone();
+        self.schedule_fault(f.socket_drop_every, Ev::SocketDrop);
+        self.schedule_fault(f.peer_drop_every, Ev::PeerDrop);
+        self.schedule_fault(f.relay_restart_every, Ev::RelayRestart);
+        self.schedule_fault(f.sleep_every, Ev::Sleep);
+        for r in 0..self.relays.len() {
+            self.refresh_relay(r);
+        }
+        let end = self.end_faults + self.sc.heal;
+        // The live round goes out once the mesh has had most of the heal period to form.
+        self.at(end - Duration::from_secs(10), Ev::SendLive);
+        loop {
+            let next_ev = self.queue.keys().next().map(|k| k.0);
+            let next_node = self.timers.iter().next().map(|k| k.0);
+            let next_relay = self.relay_timers.iter().next().map(|k| k.0);
+            let Some(next) = [next_ev, next_node, next_relay].into_iter().flatten().min() else {
+                break;
+            };
+            if next > end {
+                break;
+            }
+            self.report.events += 1;
+            if self.report.events > self.sc.max_events {
+                return Err((
+                    "event-limit",
+                    format!("more than {} events", self.sc.max_events),
+                ));
+            }
+            self.now = self.now.max(next);
+            if next_ev == Some(next) {
+                let key = *self.queue.keys().next().expect("an event is queued");
+                let ev = self.queue.remove(&key).expect("the key was just read");
+                self.event(ev)?;
+            } else if next_node == Some(next) {
+                let (_, n) = self.timers.pop_first().expect("a timer is set");
+                self.deadline[n] = None;
+                let now = self.local(n);
+                self.nodes[n].node.handle_timeout(now);
+                self.drain_node(n)?;
+                if let Some(w) = self.nodes[n].node.poll_timeout().filter(|w| w.at <= now) {
+                    return Err((
+                        "deadline-advances",
+                        format!("node {n}: {} at {}", w.reason, w.at),
+                    ));
+                }
+            } else {
+                let (_, r) = self.relay_timers.pop_first().expect("a relay timer is set");
+                self.relay_deadline[r] = None;
+                if let Some(server) = self.relays[r].server.as_mut() {
+                    server.handle_timeout(self.now);
+                }
+                self.drain_relay(r);
+                let stuck = self.relays[r]
+                    .server
+                    .as_ref()
+                    .and_then(Machine::poll_timeout)
+                    .filter(|w| w.at <= self.now);
+                if let Some(w) = stuck {
+                    return Err(("deadline-advances", format!("relay {r}: {}", w.reason)));
+                }
+            }
+        }
+        self.now = self.now.max(end);
+        self.final_checks()
+    }
+
+    fn event(&mut self, ev: Ev) -> Check {
+        match ev {
+            Ev::Node { n, input } => self.give_node(n, input)?,
+            Ev::Relay { r, life, input } => {
+                if self.relays[r].life == life
+                    && let Some(server) = self.relays[r].server.as_mut()
+                {
+                    server.handle(self.now, input);
+                    self.drain_relay(r);
+                }
+            }
+            Ev::Join { n } => {
+                let join = Join::space(crypto(), SPACE, RoomKind::PublicSpace, None);
+                self.log("join", json!({ "node": n }));
+                self.give_node(n, node::Input::Join(join))?;
+            }
+            Ev::SocketDrop => {
+                if !self.sockets.is_empty() {
+                    let pick = self.rng.next_u64() as usize % self.sockets.len();
+                    let id = *self
+                        .sockets
+                        .keys()
+                        .nth(pick)
+                        .expect("picked inside the map");
+                    self.report.drops += 1;
+                    self.log("socket-drop", json!({ "socket": id }));
+                    self.close_socket(id, true, true);
+                }
+                self.schedule_fault(self.sc.faults.socket_drop_every, Ev::SocketDrop);
+            }
+            Ev::PeerDrop => {
+                if !self.links.is_empty() {
+                    let pick = self.rng.next_u64() as usize % self.links.len();
+                    let id = *self.links.keys().nth(pick).expect("picked inside the map");
+                    self.report.drops += 1;
+                    self.log("peer-drop", json!({ "link": id }));
+                    self.close_link(id, None);
+                }
+                self.schedule_fault(self.sc.faults.peer_drop_every, Ev::PeerDrop);
+            }
+            Ev::RelayRestart => {
+                let r = self.rng.next_u64() as usize % self.relays.len();
+                if self.relays[r].server.is_some() {
+                    self.report.relay_restarts += 1;
+                    self.log("relay-down", json!({ "relay": r }));
+                    self.relays[r].server = None;
+                    self.relays[r].life += 1;
+                    let ids: Vec<u64> = self
+                        .sockets
+                        .iter()
+                        .filter(|(_, s)| s.relay == r)
+                        .map(|(id, _)| *id)
+                        .collect();
+                    for id in ids {
+                        self.close_socket(id, true, false);
+                    }
+                    self.refresh_relay(r);
+                    let down = uniform(&mut self.rng, self.sc.faults.relay_down);
+                    self.after(down, Ev::RelayUp { r });
+                }
+                self.schedule_fault(self.sc.faults.relay_restart_every, Ev::RelayRestart);
+            }
+            Ev::RelayUp { r } => {
+                self.log("relay-up", json!({ "relay": r }));
+                let life = u64::from(self.relays[r].life);
+                self.relays[r].server = Some(RelayServer::new(
+                    RelayConfig { turn: None },
+                    crypto(),
+                    stream(self.sc.seed, TAG_RELAY + r as u64 + 1_000 * life),
+                ));
+                self.refresh_relay(r);
+            }
+            Ev::Sleep => {
+                let n = self.rng.next_u64() as usize % self.nodes.len();
+                if !self.nodes[n].asleep {
+                    self.report.sleeps += 1;
+                    let d = uniform(&mut self.rng, self.sc.faults.sleep);
+                    self.log("sleep", json!({ "node": n, "ms": d.as_millis() as u64 }));
+                    self.nodes[n].asleep = true;
+                    if let Some(at) = self.deadline[n].take() {
+                        self.timers.remove(&(at, n));
+                    }
+                    // A data channel does not outlive a long sleep: its peers see it fail.
+                    if d > Duration::from_secs(10) {
+                        let ids: Vec<u64> = self
+                            .links
+                            .iter()
+                            .filter(|(_, l)| l.ends.iter().any(|e| e.0 == n))
+                            .map(|(id, _)| *id)
+                            .collect();
+                        for id in ids {
+                            self.close_link(id, None);
+                        }
+                    }
+                    self.after(d, Ev::Wake { n });
+                }
+                self.schedule_fault(self.sc.faults.sleep_every, Ev::Sleep);
+            }
+            Ev::Wake { n } => {
+                self.log("wake", json!({ "node": n }));
+                self.nodes[n].asleep = false;
+                let held = std::mem::take(&mut self.nodes[n].held);
+                for input in held {
+                    self.give_node(n, input)?;
+                }
+                let now = self.local(n);
+                self.nodes[n].node.handle_timeout(now);
+                self.drain_node(n)?;
+            }
+            Ev::SendLive => {
+                for n in 0..self.nodes.len() {
+                    let input = node::Input::Send {
+                        room: self.room.clone(),
+                        to: None,
+                        kind: LIVE.into(),
+                        payload: json!({ "from": n }),
+                    };
+                    self.give_node(n, input)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn give_node(&mut self, n: usize, input: node::Input) -> Check {
+        if self.nodes[n].asleep {
+            self.nodes[n].held.push(input);
+            return Ok(());
+        }
+        let now = self.local(n);
+        self.nodes[n].node.handle(now, input);
+        self.drain_node(n)
+    }
+
+    fn refresh_node(&mut self, n: usize) {
+        if let Some(at) = self.deadline[n].take() {
+            self.timers.remove(&(at, n));
+        }
+        if self.nodes[n].asleep {
+            return;
+        }
+        if let Some(w) = self.nodes[n].node.poll_timeout() {
+            let ms = w.at.as_millis() as i64 - self.nodes[n].skew_ms;
+            let at = Timestamp::from_millis(ms.max(0) as u64).max(self.now);
+            self.deadline[n] = Some(at);
+            self.timers.insert((at, n));
+        }
+    }
+
+    fn refresh_relay(&mut self, r: usize) {
+        if let Some(at) = self.relay_deadline[r].take() {
+            self.relay_timers.remove(&(at, r));
+        }
+        if let Some(w) = self.relays[r]
+            .server
+            .as_ref()
+            .and_then(Machine::poll_timeout)
+        {
+            let at = w.at.max(self.now);
+            self.relay_deadline[r] = Some(at);
+            self.relay_timers.insert((at, r));
+        }
+    }
+
+    fn drain_node(&mut self, n: usize) -> Check {
+        while let Some(out) = self.nodes[n].node.poll() {
+            self.node_output(n, out)?;
+        }
+        self.refresh_node(n);
+        Ok(())
+    }
+
+    fn node_output(&mut self, n: usize, out: node::Output) -> Check {
+        match out {
+            node::Output::Dial { conn, url, .. } => {
+                let r = (FIRST_PORT..)
+                    .take(self.relays.len())
+                    .position(|p| url.contains(&format!(":{p}/")))
+                    .expect("nodes dial only the scenario's relays");
+                let latency = uniform(&mut self.rng, self.sc.faults.latency);
+                let admitted = self.relays[r]
+                    .server
+                    .as_mut()
+                    .map(|s| s.admit(self.now, node_addr(n)).is_ok());
+                if admitted != Some(true) {
+                    self.after(
+                        latency * 2,
+                        Ev::Node {
+                            n,
+                            input: node::Input::RelayDialFailed { conn },
+                        },
+                    );
+                    return Ok(());
+                }
+                let id = self.next_socket;
+                self.next_socket += 1;
+                let relay_conn = ConnId(self.next_relay_conn);
+                self.next_relay_conn += 1;
+                let life = self.relays[r].life;
+                self.sockets.insert(
+                    id,
+                    Socket {
+                        node: n,
+                        node_conn: conn,
+                        relay: r,
+                        relay_conn,
+                        life,
+                        latency,
+                    },
+                );
+                self.by_node_conn.insert((n, conn), id);
+                self.by_relay_conn.insert((r, relay_conn), id);
+                self.after(
+                    latency,
+                    Ev::Relay {
+                        r,
+                        life,
+                        input: relay_server::Input::Opened {
+                            conn: relay_conn,
+                            addr: node_addr(n),
+                        },
+                    },
+                );
+                self.after(
+                    latency * 2,
+                    Ev::Node {
+                        n,
+                        input: node::Input::RelayOpened { conn },
+                    },
+                );
+            }
+            node::Output::RelaySend { conn, text } => {
+                self.report.relay_messages += 1;
+                if let Some(s) = self
+                    .by_node_conn
+                    .get(&(n, conn))
+                    .and_then(|id| self.sockets.get(id))
+                {
+                    let (r, life, relay_conn, latency) = (s.relay, s.life, s.relay_conn, s.latency);
+                    self.after(
+                        latency,
+                        Ev::Relay {
+                            r,
+                            life,
+                            input: relay_server::Input::Text {
+                                conn: relay_conn,
+                                text,
+                            },
+                        },
+                    );
+                }
+            }
+            node::Output::RelayClose { conn } => {
+                if let Some(id) = self.by_node_conn.get(&(n, conn)).copied() {
+                    self.close_socket(id, false, true);
+                }
+            }
+            node::Output::CreateOffer { conn, .. } => {
+                let sdp = format!("offer {n} {}", conn.0);
+                self.nodes[n].conns.insert(conn, sdp.clone());
+                self.after(
+                    Duration::from_millis(1),
+                    Ev::Node {
+                        n,
+                        input: node::Input::LocalDescription { conn, sdp },
+                    },
+                );
+            }
+            node::Output::CreateAnswer { conn, offer, .. } => {
+                let sdp = format!("answer {n} {} {offer}", conn.0);
+                self.nodes[n].conns.insert(conn, sdp.clone());
+                self.after(
+                    Duration::from_millis(1),
+                    Ev::Node {
+                        n,
+                        input: node::Input::LocalDescription { conn, sdp },
+                    },
+                );
+            }
+            node::Output::ApplyAnswer { conn, answer } => self.apply_answer(n, conn, &answer)?,
+            node::Output::PeerSend { conn, bytes } => self.peer_send(n, conn, bytes)?,
+            node::Output::PeerClose { conn } => {
+                self.nodes[n].conns.remove(&conn);
+                if let Some(id) = self.by_peer_conn.get(&(n, conn)).copied() {
+                    self.close_link(id, Some(n));
+                }
+            }
+            node::Output::Admitted { room, peer }
+                if self.nodes[n].admitted.insert(format!("{room} {peer}")) =>
+            {
+                self.admitted_pairs += 1;
+                self.check_full_mesh();
+            }
+            node::Output::Departed { room, peer } => {
+                if self.nodes[n].admitted.remove(&format!("{room} {peer}")) {
+                    self.admitted_pairs -= 1;
+                }
+                if self.now < self.end_faults {
+                    self.report.full_mesh_at = None;
+                }
+            }
+            node::Output::Deliver {
+                room,
+                peer,
+                kind,
+                payload,
+            } => {
+                if !self.nodes[n].admitted.contains(&format!("{room} {peer}")) {
+                    return Err((
+                        "nothing-before-admission",
+                        format!(
+                            "node {n} was handed {kind} in {room} from {peer}, not admitted there"
+                        ),
+                    ));
+                }
+                if kind == LIVE {
+                    let claimed = payload.get("from").and_then(Value::as_u64);
+                    let sender = self.dids.iter().position(|d| *d == peer);
+                    if claimed.map(|c| c as usize) != sender {
+                        return Err((
+                            "live-attributed",
+                            format!("node {n} got live {payload} attributed to {peer}"),
+                        ));
+                    }
+                    self.report.live_delivered += 1;
+                    self.nodes[n].live_from.insert(peer);
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn apply_answer(&mut self, n: usize, conn: ConnId, answer: &str) -> Check {
+        // "answer {m} {conn_m} offer {n} {conn_n}"
+        let parts: Vec<&str> = answer.split(' ').collect();
+        let [_, m, cm, _, on, oc] = parts[..] else {
+            return Ok(());
+        };
+        let (Ok(m), Ok(cm), Ok(on), Ok(oc)) = (
+            m.parse::<usize>(),
+            cm.parse::<u64>(),
+            on.parse::<usize>(),
+            oc.parse::<u64>(),
+        ) else {
+            return Ok(());
+        };
+        let cm = ConnId(cm);
+        // The answer must be to this very offer, and its maker must still hold the connection.
+        if on != n || oc != conn.0 || !self.nodes[m].conns.contains_key(&cm) {
+            return Ok(());
+        }
+        if !self.nodes[n].conns.contains_key(&conn) {
+            return Ok(());
+        }
+        let open = self
+            .links
+            .values()
+            .filter(|l| {
+                let (a, b) = (l.ends[0].0, l.ends[1].0);
+                (a, b) == (n, m) || (a, b) == (m, n)
+            })
+            .count();
+        if open > 0 {
+            return Err((
+                "one-connection-per-pair",
+                format!("nodes {n} and {m} open a second connection"),
+            ));
+        }
+        let id = self.next_link;
+        self.next_link += 1;
+        let latency = uniform(&mut self.rng, self.sc.faults.latency);
+        self.links.insert(
+            id,
+            Link {
+                ends: [(n, conn), (m, cm)],
+                latency,
+            },
+        );
+        self.by_peer_conn.insert((n, conn), id);
+        self.by_peer_conn.insert((m, cm), id);
+        self.report.peer_connections += 1;
+        self.log("peer-open", json!({ "a": n, "b": m }));
+        for (a, ca, b) in [(n, conn, m), (m, cm, n)] {
+            self.after(
+                latency,
+                Ev::Node {
+                    n: a,
+                    input: node::Input::PeerOpened {
+                        conn: ca,
+                        local_fingerprint: fingerprint(a),
+                        remote_fingerprint: fingerprint(b),
+                    },
+                },
+            );
+        }
+        Ok(())
+    }
+
+    fn peer_send(&mut self, n: usize, conn: ConnId, bytes: Vec<u8>) -> Check {
+        let Some(id) = self.by_peer_conn.get(&(n, conn)).copied() else {
+            return Ok(());
+        };
+        let link = &self.links[&id];
+        let (m, cm) = if link.ends[0].0 == n {
+            link.ends[1]
+        } else {
+            link.ends[0]
+        };
+        let latency = link.latency;
+        if let Ok(frame) = Frame::parse(&bytes) {
+            let peer = self.dids[m].clone();
+            let handshake = [AUTH_HELLO, AUTH_PROOF, LEAVE].contains(&frame.kind.as_str());
+            if !handshake
+                && !self.nodes[n]
+                    .admitted
+                    .contains(&format!("{} {peer}", frame.room))
+            {
+                return Err((
+                    "nothing-before-admission",
+                    format!(
+                        "node {n} sent {} in {} to node {m} before admitting it",
+                        frame.kind, frame.room
+                    ),
+                ));
+            }
+            if frame.kind == SIGNAL {
+                self.report.signals += 1;
+                let field = |k: &str| frame.payload.get(k).cloned().unwrap_or(Value::Null);
+                let key = (
+                    peer,
+                    field("origin").to_string(),
+                    field("target").to_string(),
+                    field("at").as_u64().unwrap_or(0),
+                );
+                if !self.nodes[n].passed.insert(key.clone()) {
+                    return Err((
+                        "introductions-never-loop",
+                        format!("node {n} passed the signal {key:?} on twice"),
+                    ));
+                }
+            }
+        }
+        self.after(
+            latency,
+            Ev::Node {
+                n: m,
+                input: node::Input::PeerFrame { conn: cm, bytes },
+            },
+        );
+        Ok(())
+    }
+
+    /// Closes a relay socket: the relay is told unless it is gone, and the node unless it
+    /// closed the socket itself.
+    fn close_socket(&mut self, id: u64, tell_node: bool, tell_relay: bool) {
+        let Some(s) = self.sockets.remove(&id) else {
+            return;
+        };
+        self.by_node_conn.remove(&(s.node, s.node_conn));
+        self.by_relay_conn.remove(&(s.relay, s.relay_conn));
+        if tell_relay {
+            self.after(
+                s.latency,
+                Ev::Relay {
+                    r: s.relay,
+                    life: s.life,
+                    input: relay_server::Input::Closed { conn: s.relay_conn },
+                },
+            );
+        }
+        if tell_node {
+            self.after(
+                s.latency,
+                Ev::Node {
+                    n: s.node,
+                    input: node::Input::RelayClosed { conn: s.node_conn },
+                },
+            );
+        }
+    }
+
+    /// Closes a peer connection; every end but `closer` (which closed it itself) is told.
+    fn close_link(&mut self, id: u64, closer: Option<usize>) {
+        let Some(link) = self.links.remove(&id) else {
+            return;
+        };
+        for (n, conn) in link.ends {
+            self.by_peer_conn.remove(&(n, conn));
+            if Some(n) != closer {
+                self.after(
+                    link.latency,
+                    Ev::Node {
+                        n,
+                        input: node::Input::PeerClosed { conn },
+                    },
+                );
+            }
+        }
+    }
+
+    fn drain_relay(&mut self, r: usize) {
+        while let Some(out) = self.relays[r].server.as_mut().and_then(Machine::poll) {
+            let (conn, what) = match out {
+                relay_server::Output::Send { conn, text } => (conn, Some(text)),
+                relay_server::Output::Close { conn, .. } => (conn, None),
+                relay_server::Output::Ping { conn } => {
+                    // The node's WebSocket answers pings by itself, unless it sleeps.
+                    if let Some(s) = self
+                        .by_relay_conn
+                        .get(&(r, conn))
+                        .and_then(|id| self.sockets.get(id))
+                        && !self.nodes[s.node].asleep
+                    {
+                        let (life, latency) = (s.life, s.latency);
+                        self.after(
+                            latency * 2,
+                            Ev::Relay {
+                                r,
+                                life,
+                                input: relay_server::Input::Control { conn },
+                            },
+                        );
+                    }
+                    continue;
+                }
+                _ => continue,
+            };
+            let Some(id) = self.by_relay_conn.get(&(r, conn)).copied() else {
+                continue;
+            };
+            match what {
+                Some(text) => {
+                    let s = &self.sockets[&id];
+                    let (n, node_conn, latency) = (s.node, s.node_conn, s.latency);
+                    self.after(
+                        latency,
+                        Ev::Node {
+                            n,
+                            input: node::Input::RelayText {
+                                conn: node_conn,
+                                text,
+                            },
+                        },
+                    );
+                }
+                None => self.close_socket(id, true, false),
+            }
+        }
+        self.refresh_relay(r);
+    }
+
+    /// The number of (node, peer) admissions a full mesh has.
+    fn full_mesh_pairs(&self) -> usize {
+        let n = self.nodes.len();
+        n * (n - 1).min(MAX_ROOM_PEERS)
+    }
+
+    fn check_full_mesh(&mut self) {
+        if self.admitted_pairs == self.full_mesh_pairs() && self.report.full_mesh_at.is_none() {
+            self.report.full_mesh_at = Some(self.now.saturating_duration_since(START));
+            self.log("full-mesh", json!({ "pairs": self.admitted_pairs }));
+        }
+    }
+
+    fn final_checks(&mut self) -> Check {
+        let room = self.room.as_str().to_owned();
+        let limit = (self.nodes.len() - 1).min(MAX_ROOM_PEERS);
+        for n in 0..self.nodes.len() {
+            let admitted = self.nodes[n].node.mesh().admitted(&room).len();
+            if admitted < limit {
+                return Err((
+                    "full-mesh-after-heal",
+                    format!("node {n} admitted {admitted} of {limit} peers"),
+                ));
+            }
+            let heard = self.nodes[n].live_from.len();
+            if heard < limit {
+                return Err((
+                    "live-attributed",
+                    format!("node {n} heard live messages from {heard} of {limit} peers"),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn two_nodes_meet_through_one_relay_without_faults() {
+        let sc = Scenario {
+            nodes: 2,
+            relays: 1,
+            duration: Duration::from_secs(1),
+            heal: Duration::from_secs(60),
+            faults: Faults {
+                socket_drop_every: None,
+                peer_drop_every: None,
+                relay_restart_every: None,
+                sleep_every: None,
+                ..Faults::default()
+            },
+            ..Scenario::new(1)
+        };
+        let r = run(&sc, None).unwrap_or_else(|v| panic!("{v}\n{}", v.report));
+        assert_eq!(r.live_delivered, 2);
+        assert!(r.full_mesh_at.is_some());
+        assert_eq!(r.peer_connections, 1);
+    }
+}
