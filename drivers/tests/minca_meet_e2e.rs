@@ -6,6 +6,7 @@ mod relay;
 use relay::Running;
 
 #[path = "common/minca_node.rs"]
+#[allow(dead_code)] // What only the Nostr tests read.
 mod minca_node;
 
 use weft_proto::minca::relay_url::RelayUrl;

@@ -47,7 +47,7 @@ enum SocketEvent {
 
 /// A socket event, addressed to a node and a socket.
 #[derive(Debug)]
-struct Event {
+pub(crate) struct Event {
     node: usize,
     conn: ConnId,
     what: SocketEvent,
@@ -131,22 +131,30 @@ pub(crate) struct Node {
     pub(crate) client: RelayClient<ChaCha20Rng>,
     pub(crate) rendezvous: Rendezvous<ChaCha20Rng>,
     room: Room,
-    topic: Topic,
+    pub(crate) topic: Topic,
     /// The rendezvous names relays by [`RelayId`]; the relay client by URL.
     relay_ids: BTreeMap<RelayUrl, RelayId>,
     sockets: BTreeMap<ConnId, Sender<Command>>,
     tasks: Vec<smol::Task<()>>,
     events: Sender<Event>,
     /// Whether a relay socket is open.
-    open: bool,
+    pub(crate) open: bool,
     /// Whether a fetch of the room's topic finished on a relay.
-    fetched: bool,
+    pub(crate) fetched: bool,
+    /// The blobs fetches returned, in order.
+    pub(crate) fetched_blobs: Vec<Blob>,
     /// What the rendezvous told the mesh, in order (everything but publishes).
     pub(crate) heard: Vec<rendezvous::Output>,
 }
 
 impl Node {
-    fn new(index: usize, relay: &RelayUrl, room: &Room, seed: u64, events: Sender<Event>) -> Self {
+    pub(crate) fn new(
+        index: usize,
+        relay: &RelayUrl,
+        room: &Room,
+        seed: u64,
+        events: Sender<Event>,
+    ) -> Self {
         let session = generate_p256(crypto(), &mut ChaCha20Rng::seed_from_u64(seed));
         let config = ClientConfig {
             relays: vec![relay.clone()],
@@ -164,6 +172,7 @@ impl Node {
             events,
             open: false,
             fetched: false,
+            fetched_blobs: Vec::new(),
             heard: Vec::new(),
         }
     }
@@ -172,7 +181,7 @@ impl Node {
         self.rendezvous.did().to_owned()
     }
 
-    fn tell_client(&mut self, input: relay_client::Input) {
+    pub(crate) fn tell_client(&mut self, input: relay_client::Input) {
         self.client.handle(weft_drivers::now(), input);
         self.drain();
     }
@@ -282,7 +291,10 @@ impl Node {
                 self.rendezvous
                     .handle(now, rendezvous::Input::RelayOpened(relay));
             }
-            relay_client::Output::Fetched { done: true, .. } => self.fetched = true,
+            relay_client::Output::Fetched { blobs, done, .. } => {
+                self.fetched_blobs.extend(blobs);
+                self.fetched |= done;
+            }
             _ => {}
         }
     }
@@ -338,7 +350,7 @@ impl Node {
 
 /// Runs both nodes until `done` holds, failing the test with `phase` once the meeting's budget
 /// (counted from `started`) is spent.
-async fn run_until(
+pub(crate) async fn run_until(
     nodes: &mut [Node; 2],
     events: &Receiver<Event>,
     started: Instant,
