@@ -43,6 +43,13 @@ pub(crate) fn run_script(name: &str, args: &[&str]) -> Result<String, String> {
     }
 }
 
+/// Reports a skipped test on the real stderr: the test harness captures `println!` and
+/// `eprintln!` of passing tests, and a skip must be seen.
+pub(crate) fn report_skip(test: &str, reason: &str) {
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stderr(), "{test}: {reason}");
+}
+
 /// A free loopback port: bound, read and released (a race with another process taking it in
 /// between is possible, and shows as the relay failing to start).
 pub(crate) fn free_port() -> u16 {
