@@ -96,9 +96,12 @@ struct SeedArgs {
 
 #[derive(Args, Debug)]
 struct MincaMeetupArgs {
-    /// Nodes, all in one space.
+    /// Nodes.
     #[arg(long, default_value_t = 8)]
     nodes: usize,
+    /// Spaces the nodes are spread over (a room holds at most 64 peers).
+    #[arg(long, default_value_t = 1)]
+    spaces: usize,
     /// Relays, every node configured with all of them.
     #[arg(long, default_value_t = 2)]
     relays: usize,
@@ -296,13 +299,14 @@ fn sim_airc_realms(args: &AircRealmsArgs) -> ExitCode {
 
 fn sim_minca_meetup(args: &MincaMeetupArgs) -> ExitCode {
     use weft_sim::minca::{Scenario, run};
-    if args.nodes < 2 || args.relays == 0 {
-        eprintln!("weft sim minca-meetup: want at least two nodes and one relay");
+    if args.nodes < 2 * args.spaces.max(1) || args.relays == 0 {
+        eprintln!("weft sim minca-meetup: want at least two nodes per space and one relay");
         return ExitCode::from(2);
     }
     sim_seeds("minca-meetup", &args.seeds, |seed, trace| {
         let scenario = Scenario {
             nodes: args.nodes,
+            spaces: args.spaces,
             relays: args.relays,
             duration: std::time::Duration::from_secs(args.duration),
             ..Scenario::new(seed)

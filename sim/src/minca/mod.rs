@@ -49,7 +49,7 @@ use crate::stream;
 /// When the scenario's clock starts (Unix time), so signed `at` fields look like real ones.
 pub const START: Timestamp = Timestamp::from_secs(1_790_380_000);
 
-/// The space every node joins.
+/// The spaces nodes join are named after this and their number.
 const SPACE: &str = "minca-meetup";
 
 /// Each relay listens on its own loopback port (only loopback may use `ws:`, §1.2).
@@ -63,8 +63,11 @@ const LIVE: &str = "live";
 pub struct Scenario {
     /// Seeds everything: keys, latencies, faults.
     pub seed: u64,
-    /// Nodes (N), all in one space.
+    /// Nodes (N).
     pub nodes: usize,
+    /// Spaces the nodes are spread over, round-robin (1: every node in one space). A room holds
+    /// at most 64 peers (§2), so a network larger than that meets as many spaces.
+    pub spaces: usize,
     /// Relays (R), every node configured with all of them.
     pub relays: usize,
     /// How long the faulty phase lasts.
@@ -122,6 +125,7 @@ impl Scenario {
         Self {
             seed,
             nodes: 8,
+            spaces: 1,
             relays: 2,
             duration: Duration::from_secs(180),
             heal: Duration::from_secs(180),
@@ -359,8 +363,10 @@ struct NodeSlot {
     admitted: BTreeSet<String>,
     /// Signals passed on: (to peer, origin, target, at).
     passed: BTreeSet<(String, String, String, u64)>,
-    /// Live messages received: the sender index each claims, by the peer it came from.
+    /// Peers live messages came from.
     live_from: BTreeSet<String>,
+    /// The space the node is in.
+    space: usize,
     /// Pending local descriptions this node made, by connection.
     conns: BTreeMap<ConnId, String>,
 }
@@ -387,11 +393,16 @@ struct Net<'a> {
     next_socket: u64,
     next_relay_conn: u64,
     links: BTreeMap<u64, Link>,
+    /// Open peer connections per unordered pair of nodes.
+    pair_links: BTreeMap<(usize, usize), usize>,
     by_peer_conn: BTreeMap<(usize, ConnId), u64>,
     next_link: u64,
     /// Admitted (node, room, peer) pairs the world counts, for the time to a full mesh.
     admitted_pairs: usize,
-    room: Room,
+    /// `admitted_pairs` in a full mesh.
+    full_mesh_target: usize,
+    /// Each space's room.
+    rooms: Vec<Room>,
     trace: Option<&'a mut dyn Write>,
     report: Report,
 }
@@ -403,6 +414,10 @@ fn fingerprint(n: usize) -> String {
         n >> 8 & 0xff,
         n & 0xff
     )
+}
+
+fn space_id(s: usize) -> String {
+    format!("{SPACE}-{s}")
 }
 
 fn relay_url(r: usize) -> String {
@@ -462,6 +477,7 @@ impl<'a> Net<'a> {
                     admitted: BTreeSet::new(),
                     passed: BTreeSet::new(),
                     live_from: BTreeSet::new(),
+                    space: n % sc.spaces.max(1),
                     conns: BTreeMap::new(),
                 }
             })
@@ -496,10 +512,14 @@ impl<'a> Net<'a> {
             next_socket: 0,
             next_relay_conn: 0,
             links: BTreeMap::new(),
+            pair_links: BTreeMap::new(),
             by_peer_conn: BTreeMap::new(),
             next_link: 0,
             admitted_pairs: 0,
-            room: Room::of_space(crypto(), SPACE),
+            full_mesh_target: 0,
+            rooms: (0..sc.spaces.max(1))
+                .map(|s| Room::of_space(crypto(), &space_id(s)))
+                .collect(),
             trace,
             report: Report {
                 seed: sc.seed,
@@ -541,6 +561,7 @@ impl<'a> Net<'a> {
     }
 
     fn run(&mut self) -> Check {
+        self.full_mesh_target = self.full_mesh_pairs();
         for n in 0..self.sc.nodes {
             let d = uniform(&mut self.rng, (Duration::ZERO, self.sc.faults.join_spread));
             self.after(d, Ev::Join { n });
@@ -623,7 +644,8 @@ impl<'a> Net<'a> {
                 }
             }
             Ev::Join { n } => {
-                let join = Join::space(crypto(), SPACE, RoomKind::PublicSpace, None);
+                let space = space_id(self.nodes[n].space);
+                let join = Join::space(crypto(), &space, RoomKind::PublicSpace, None);
                 self.log("join", json!({ "node": n }));
                 self.give_node(n, node::Input::Join(join))?;
             }
@@ -723,7 +745,7 @@ impl<'a> Net<'a> {
             Ev::SendLive => {
                 for n in 0..self.nodes.len() {
                     let input = node::Input::Send {
-                        room: self.room.clone(),
+                        room: self.rooms[self.nodes[n].space].clone(),
                         to: None,
                         kind: LIVE.into(),
                         payload: json!({ "from": n }),
@@ -966,15 +988,9 @@ impl<'a> Net<'a> {
         if !self.nodes[n].conns.contains_key(&conn) {
             return Ok(());
         }
-        let open = self
-            .links
-            .values()
-            .filter(|l| {
-                let (a, b) = (l.ends[0].0, l.ends[1].0);
-                (a, b) == (n, m) || (a, b) == (m, n)
-            })
-            .count();
-        if open > 0 {
+        let open = self.pair_links.entry((n.min(m), n.max(m))).or_default();
+        *open += 1;
+        if *open > 1 {
             return Err((
                 "one-connection-per-pair",
                 format!("nodes {n} and {m} open a second connection"),
@@ -1098,6 +1114,10 @@ impl<'a> Net<'a> {
         let Some(link) = self.links.remove(&id) else {
             return;
         };
+        let (a, b) = (link.ends[0].0, link.ends[1].0);
+        if let Some(open) = self.pair_links.get_mut(&(a.min(b), a.max(b))) {
+            *open -= 1;
+        }
         for (n, conn) in link.ends {
             self.by_peer_conn.remove(&(n, conn));
             if Some(n) != closer {
@@ -1163,24 +1183,30 @@ impl<'a> Net<'a> {
         self.refresh_relay(r);
     }
 
+    /// How many peers node `n` has in a full mesh of its space.
+    fn full_mesh_peers(&self, n: usize) -> usize {
+        let space = self.nodes[n].space;
+        let size = self.nodes.iter().filter(|x| x.space == space).count();
+        (size - 1).min(MAX_ROOM_PEERS)
+    }
+
     /// The number of (node, peer) admissions a full mesh has.
     fn full_mesh_pairs(&self) -> usize {
-        let n = self.nodes.len();
-        n * (n - 1).min(MAX_ROOM_PEERS)
+        (0..self.nodes.len()).map(|n| self.full_mesh_peers(n)).sum()
     }
 
     fn check_full_mesh(&mut self) {
-        if self.admitted_pairs == self.full_mesh_pairs() && self.report.full_mesh_at.is_none() {
+        if self.admitted_pairs == self.full_mesh_target && self.report.full_mesh_at.is_none() {
             self.report.full_mesh_at = Some(self.now.saturating_duration_since(START));
             self.log("full-mesh", json!({ "pairs": self.admitted_pairs }));
         }
     }
 
     fn final_checks(&mut self) -> Check {
-        let room = self.room.as_str().to_owned();
-        let limit = (self.nodes.len() - 1).min(MAX_ROOM_PEERS);
         for n in 0..self.nodes.len() {
-            let admitted = self.nodes[n].node.mesh().admitted(&room).len();
+            let limit = self.full_mesh_peers(n);
+            let room = self.rooms[self.nodes[n].space].as_str();
+            let admitted = self.nodes[n].node.mesh().admitted(room).len();
             if admitted < limit {
                 return Err((
                     "full-mesh-after-heal",
