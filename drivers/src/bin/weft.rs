@@ -44,11 +44,12 @@ enum Airc {
     /// Send one message and print its ack as JSON. Exits 0 when it is delivered or queued, 1 when
     /// it is failed (the code and reason on stderr), 3 when the server cannot be reached.
     Send {
-        /// The destination: `ns/name`, or `//realm/ns/name`.
+        /// The destination: `name` (under your first namespace), or `//realm/ns/name`.
         to: String,
         /// The text.
         body: String,
-        /// The sending endpoint: `name` under your first namespace, or `ns/name` (default `cli`).
+        /// The sending endpoint, inside your namespaces: `name` (under your first namespace), or
+        /// `//realm/ns/name` (default `cli`).
         #[arg(long = "as", default_value = "cli")]
         from: String,
         /// Seconds the message may wait before it expires (default 86 400).
