@@ -452,3 +452,47 @@ fn a_configured_administrator_uid_sees_every_event_and_issues_for_anyone() {
     assert_eq!(code, Some(0));
     assert_eq!(json(&lines[0])["kind"], "passport.issue");
 }
+
+#[test]
+fn every_client_command_is_documented_in_help() {
+    let help = |args: &[&str]| {
+        let out = Command::new(WEFT)
+            .args(args)
+            .arg("--help")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let listed = |text: &str, name: &str| text.lines().any(|l| l.trim_start().starts_with(name));
+    let airc = help(&["airc"]);
+    for cmd in [
+        "serve",
+        "send",
+        "listen",
+        "link",
+        "passport",
+        "subscribe",
+        "stat",
+    ] {
+        assert!(listed(&airc, cmd), "weft airc --help lacks {cmd}:\n{airc}");
+    }
+    let link = help(&["airc", "link"]);
+    for op in ["offer", "accept", "decline", "revoke", "grant", "list"] {
+        assert!(
+            listed(&link, op),
+            "weft airc link --help lacks {op}:\n{link}"
+        );
+    }
+    let passport = help(&["airc", "passport"]);
+    for op in ["new", "list", "redeem", "revoke"] {
+        assert!(
+            listed(&passport, op),
+            "weft airc passport --help lacks {op}:\n{passport}"
+        );
+    }
+    assert!(
+        help(&["airc", "send"]).contains("--tcp"),
+        "every command takes --tcp"
+    );
+}

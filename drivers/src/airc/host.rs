@@ -172,3 +172,87 @@ impl<R: CryptoRng> Hooks<Realm<R>> for RealmHooks {
         self.store.apply(batch)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand_core::SeedableRng;
+    use weft_proto::airc::frame::{Frame, Hello, PROTO, Role, Scope, Subscribe};
+    use weft_proto::airc::framing::{self, FrameDecoder};
+    use weft_proto::airc::server::ServerConfig;
+
+    const ADMIN: u32 = 4242;
+    const STRANGER: u32 = 4243;
+
+    fn realm() -> Realm<chacha20::ChaCha20Rng> {
+        let config = ServerConfig::new(Authority::parse("example.com").unwrap());
+        let rng = chacha20::ChaCha20Rng::seed_from_u64(7);
+        let server = Server::new(config, weft_proto::crypto::default_provider(), rng);
+        Realm::new(server, BTreeMap::new()).with_administrators([ADMIN])
+    }
+
+    /// Opens a Unix connection from `uid`, says hello, subscribes, and returns the frames sent
+    /// back on it.
+    fn subscribe_as(r: &mut Realm<chacha20::ChaCha20Rng>, conn: u64, uid: u32) -> Vec<Frame> {
+        let (conn, now) = (ConnId(conn), Timestamp::from_secs(1_790_380_000));
+        let peer = Peer {
+            listener: 0,
+            remote: Remote::Unix { uid: Some(uid) },
+        };
+        let opened = r.opened(conn, &peer);
+        r.handle(now, opened);
+        let hello = Hello {
+            proto: PROTO.into(),
+            role: Role::Client,
+            agent: None,
+            realm: None,
+            ts: None,
+            nonce: None,
+            sig: None,
+        };
+        let mut bytes = framing::encode(&Frame::Hello(hello));
+        bytes.extend(framing::encode(&Frame::Subscribe(Subscribe::default())));
+        let input = r.received(conn, bytes);
+        r.handle(now, input);
+        let mut decoder = FrameDecoder::new();
+        while let Some(out) = r.poll() {
+            if let Output::Send { conn: c, bytes } = out
+                && c == conn
+            {
+                decoder.push(&bytes);
+            }
+        }
+        core::iter::from_fn(|| decoder.next().map(Result::unwrap)).collect()
+    }
+
+    #[test]
+    fn a_configured_administrator_uid_is_marked_and_sees_every_event() {
+        let mut r = realm();
+        let frames = subscribe_as(&mut r, 1, ADMIN);
+        assert!(
+            matches!(frames.as_slice(), [Frame::Welcome(_), Frame::Subscribed(s)] if s.scope == Scope::All),
+            "{frames:?}"
+        );
+    }
+
+    #[test]
+    fn root_and_the_servers_own_account_are_administrators_and_others_are_not() {
+        let mut r = realm();
+        let own = rustix::process::geteuid().as_raw();
+        for (conn, uid) in [(1, 0), (2, own)] {
+            let frames = subscribe_as(&mut r, conn, uid);
+            assert!(
+                matches!(frames.as_slice(), [_, Frame::Subscribed(s)] if s.scope == Scope::All),
+                "uid {uid}: {frames:?}"
+            );
+        }
+        if own != STRANGER {
+            // Without namespaces and not an administrator's: scoped to nothing, so forbidden.
+            let frames = subscribe_as(&mut r, 3, STRANGER);
+            assert!(
+                matches!(frames.as_slice(), [_, Frame::Error(e)] if e.code == "forbidden"),
+                "{frames:?}"
+            );
+        }
+    }
+}
