@@ -1,6 +1,7 @@
 //! `weft airc serve --config FILE`: the operator's TOML file, mapped onto [`ServeConfig`].
 //!
-//! It carries what the realm server supports today: the uid → namespaces table (AIRC §5),
+//! It carries what the realm server supports today: the uid → namespaces table and the
+//! administrators' uids (AIRC §5),
 //! `known_keys` (§8.2), realms trusted unsigned (§6.2, §8.4), policy rules (§10.1),
 //! `accept_offers` and `auto_accept` (§11.4, §11.5), and the TLS certificate and key paths,
 //! reserved for the peer face. A key the file does not know is refused with its name, so a typo
@@ -59,6 +60,10 @@ pub struct FileConfig {
     /// `[namespaces]`: uid (as a key) → namespaces; replaces the default table when present.
     #[serde(default)]
     pub namespaces: BTreeMap<String, Vec<String>>,
+    /// `administrators`: uids whose connections are administrators' (§5), besides root and the
+    /// account the server runs as, which always are.
+    #[serde(default)]
+    pub administrators: Vec<u32>,
     /// `[known_keys]`: realm → its Ed25519 public keys, standard base64 as in §8.2's `p=`.
     #[serde(default)]
     pub known_keys: BTreeMap<String, Vec<String>>,
@@ -135,6 +140,9 @@ impl FileConfig {
                 config.namespaces.entry(uid).or_default().extend(ns);
             }
         }
+        config
+            .administrators
+            .extend(self.administrators.iter().copied());
         for (realm, keys) in &self.known_keys {
             let at = authority("known_keys", realm)?;
             let keys = keys
@@ -301,6 +309,7 @@ data_dir = "/srv/airc"
 client_socket = "/run/airc.sock"
 client_tcp = "127.0.0.1:2473"
 trusted_unsigned = ["lab.example.net"]
+administrators = [1001, 1002]
 accept_offers = false
 auto_accept = ["alice/desk"]
 policy_default_allow = false
@@ -353,6 +362,7 @@ key = "/etc/weft/key.pem"
             config.trusted_unsigned,
             [Authority::parse("lab.example.net").unwrap()]
         );
+        assert_eq!(config.administrators, [1001, 1002]);
         let rules = serde_json::json!([
             {"from": "//example.com/*", "to": "*", "allow": true, "note": "ours may write anywhere"},
             {"links": true}
@@ -406,6 +416,8 @@ key = "/etc/weft/key.pem"
             ("[[policy]]\nfrom = \"*\"\nto = \"*\"", "policy"),
             ("client_tcp = \"nowhere\"", "client_tcp"),
             ("accept_offers = \"yes\"", "accept_offers"),
+            ("administrators = [\"root\"]", "administrators"),
+            ("administrators = [-1]", "administrators"),
         ] {
             let err = applied(text).unwrap_err();
             assert!(err.to_string().contains(needle), "{text}: {err}");

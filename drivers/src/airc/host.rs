@@ -4,10 +4,13 @@
 //! AIRC §5: the namespaces a client-face connection may act for come from the transport, never
 //! from the connection: a Unix peer's uid (`SO_PEERCRED`), or a loopback TCP peer's on a
 //! listener registered with [`Realm::with_tcp_face`] (from `/proc/net/tcp`, [`crate::peer_uid`]),
-//! looked up in the operator's table; a uid the table does not name, or any other peer, gets none. Peer links (§8) need TLS, which no adapter provides yet,
+//! looked up in the operator's table; a uid the table does not name, or any other peer, gets none.
+//! A connection from an administrator's uid (§5: root, the account the server runs as, and the
+//! configured ones, [`Realm::with_administrators`]) is also marked [`Input::Administrator`].
+//! Peer links (§8) need TLS, which no adapter provides yet,
 //! so [`RealmHooks`] resolves no realm and every dial fails (the spool keeps its messages).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::net::SocketAddr;
 
@@ -27,6 +30,11 @@ pub struct Realm<R> {
     /// Listener index → its local address, for the TCP client faces whose peers' uids are looked
     /// up; one entry per listener, so bounded by what the operator configured.
     tcp_faces: BTreeMap<usize, SocketAddr>,
+    /// Administrators' uids (§5); bounded by what the operator configured, plus two.
+    administrators: BTreeSet<u32>,
+    /// The connection [`HostMachine::opened`] just found an administrator's: the host hands its
+    /// `Opened` to [`Machine::handle`] next, which follows it with [`Input::Administrator`].
+    admin_opened: Option<ConnId>,
 }
 
 impl<R> Realm<R> {
@@ -36,7 +44,18 @@ impl<R> Realm<R> {
             server,
             namespaces,
             tcp_faces: BTreeMap::new(),
+            administrators: BTreeSet::new(),
+            admin_opened: None,
         }
+    }
+
+    /// Marks connections from administrators as such (§5): root, the account the server runs
+    /// as, and each uid in `configured`.
+    pub fn with_administrators(mut self, configured: impl IntoIterator<Item = u32>) -> Self {
+        let own = rustix::process::geteuid().as_raw();
+        self.administrators.extend([0, own]);
+        self.administrators.extend(configured);
+        self
     }
 
     /// Also takes the identity of loopback TCP peers on listener number `listener` (its index in
@@ -62,7 +81,16 @@ impl<R: CryptoRng> Machine for Realm<R> {
     type Input = Input;
     type Output = Output;
     fn handle(&mut self, now: Timestamp, input: Input) {
+        let admin = match &input {
+            Input::Opened { conn, .. } if self.admin_opened == Some(*conn) => {
+                self.admin_opened.take()
+            }
+            _ => None,
+        };
         self.server.handle(now, input);
+        if let Some(conn) = admin {
+            self.server.handle(now, Input::Administrator { conn });
+        }
     }
     fn poll(&mut self) -> Option<Output> {
         self.server.poll()
@@ -82,8 +110,11 @@ impl<R: CryptoRng> HostMachine for Realm<R> {
     type App = core::convert::Infallible;
 
     fn opened(&mut self, conn: ConnId, peer: &Peer) -> Input {
-        let namespaces = self
-            .uid_of(peer)
+        let uid = self.uid_of(peer);
+        self.admin_opened = uid
+            .filter(|uid| self.administrators.contains(uid))
+            .map(|_| conn);
+        let namespaces = uid
             .and_then(|uid| self.namespaces.get(&uid).cloned())
             .unwrap_or_default();
         Input::Opened {
@@ -139,5 +170,89 @@ impl<R: CryptoRng> Hooks<Realm<R>> for RealmHooks {
     }
     fn store(&mut self, batch: &[Output]) -> io::Result<()> {
         self.store.apply(batch)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand_core::SeedableRng;
+    use weft_proto::airc::frame::{Frame, Hello, PROTO, Role, Scope, Subscribe};
+    use weft_proto::airc::framing::{self, FrameDecoder};
+    use weft_proto::airc::server::ServerConfig;
+
+    const ADMIN: u32 = 4242;
+    const STRANGER: u32 = 4243;
+
+    fn realm() -> Realm<chacha20::ChaCha20Rng> {
+        let config = ServerConfig::new(Authority::parse("example.com").unwrap());
+        let rng = chacha20::ChaCha20Rng::seed_from_u64(7);
+        let server = Server::new(config, weft_proto::crypto::default_provider(), rng);
+        Realm::new(server, BTreeMap::new()).with_administrators([ADMIN])
+    }
+
+    /// Opens a Unix connection from `uid`, says hello, subscribes, and returns the frames sent
+    /// back on it.
+    fn subscribe_as(r: &mut Realm<chacha20::ChaCha20Rng>, conn: u64, uid: u32) -> Vec<Frame> {
+        let (conn, now) = (ConnId(conn), Timestamp::from_secs(1_790_380_000));
+        let peer = Peer {
+            listener: 0,
+            remote: Remote::Unix { uid: Some(uid) },
+        };
+        let opened = r.opened(conn, &peer);
+        r.handle(now, opened);
+        let hello = Hello {
+            proto: PROTO.into(),
+            role: Role::Client,
+            agent: None,
+            realm: None,
+            ts: None,
+            nonce: None,
+            sig: None,
+        };
+        let mut bytes = framing::encode(&Frame::Hello(hello));
+        bytes.extend(framing::encode(&Frame::Subscribe(Subscribe::default())));
+        let input = r.received(conn, bytes);
+        r.handle(now, input);
+        let mut decoder = FrameDecoder::new();
+        while let Some(out) = r.poll() {
+            if let Output::Send { conn: c, bytes } = out
+                && c == conn
+            {
+                decoder.push(&bytes);
+            }
+        }
+        core::iter::from_fn(|| decoder.next().map(Result::unwrap)).collect()
+    }
+
+    #[test]
+    fn a_configured_administrator_uid_is_marked_and_sees_every_event() {
+        let mut r = realm();
+        let frames = subscribe_as(&mut r, 1, ADMIN);
+        assert!(
+            matches!(frames.as_slice(), [Frame::Welcome(_), Frame::Subscribed(s)] if s.scope == Scope::All),
+            "{frames:?}"
+        );
+    }
+
+    #[test]
+    fn root_and_the_servers_own_account_are_administrators_and_others_are_not() {
+        let mut r = realm();
+        let own = rustix::process::geteuid().as_raw();
+        for (conn, uid) in [(1, 0), (2, own)] {
+            let frames = subscribe_as(&mut r, conn, uid);
+            assert!(
+                matches!(frames.as_slice(), [_, Frame::Subscribed(s)] if s.scope == Scope::All),
+                "uid {uid}: {frames:?}"
+            );
+        }
+        if own != STRANGER {
+            // Without namespaces and not an administrator's: scoped to nothing, so forbidden.
+            let frames = subscribe_as(&mut r, 3, STRANGER);
+            assert!(
+                matches!(frames.as_slice(), [_, Frame::Error(e)] if e.code == "forbidden"),
+                "{frames:?}"
+            );
+        }
     }
 }

@@ -36,6 +36,8 @@ pub struct ServeConfig {
     pub data_dir: PathBuf,
     /// The operator's uid → namespaces table (§5).
     pub namespaces: BTreeMap<u32, Vec<Namespace>>,
+    /// Administrators' uids besides root and the server's own account, which always are (§5).
+    pub administrators: Vec<u32>,
     /// Other realms' Ed25519 keys known without DNS (§8.2 `known_keys`).
     pub known_keys: BTreeMap<Authority, Vec<[u8; 32]>>,
     /// Realms whose traffic is accepted unsigned (§6.2, §8.4).
@@ -60,6 +62,7 @@ impl ServeConfig {
             client_tcp: None,
             data_dir: data_dir.to_path_buf(),
             namespaces: BTreeMap::from([(uid, vec![ns])]),
+            administrators: Vec::new(),
             known_keys: BTreeMap::new(),
             trusted_unsigned: Vec::new(),
             policy: Policy::default(),
@@ -111,7 +114,8 @@ pub fn open(config: &ServeConfig) -> io::Result<(RealmHost, Vec<Listener>)> {
     machine_config.policy = config.policy.clone();
     machine_config.links = config.links.clone();
     let server = Server::new(machine_config, crate::server_provider(), crate::os_rng());
-    let mut realm = Realm::new(server, config.namespaces.clone());
+    let mut realm = Realm::new(server, config.namespaces.clone())
+        .with_administrators(config.administrators.iter().copied());
 
     // A socket left by a server that died is in the way; nothing else lives at this path.
     let _ = std::fs::remove_file(&config.client_socket);

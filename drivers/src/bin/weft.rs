@@ -4,10 +4,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
-use weft_drivers::airc::client::{Client, message_id, new_message};
+use weft_drivers::airc::client::{Client, Target, command, message_id, new_message};
 use weft_drivers::airc::config::{FileConfig, Flags, serve_config};
 use weft_drivers::airc::serve::serve;
-use weft_proto::airc::frame::AckStatus;
+use weft_proto::airc::frame::{LinkRequest, PassportRequest};
 
 /// weft: relay, rendezvous and mesh networking as sans-IO state machines.
 #[derive(Parser, Debug)]
@@ -41,31 +41,184 @@ enum Command {
 enum Airc {
     /// Serve a realm: the client face on a Unix socket, durable state under --data-dir.
     Serve(ServeArgs),
-    /// Send one message and wait for its ack; exits non-zero unless delivered or queued.
+    /// Send one message and print its ack as JSON. Exits 0 when it is delivered or queued, 1 when
+    /// it is failed (the code and reason on stderr), 3 when the server cannot be reached.
     Send {
-        /// The destination: `ns/name`, or `//realm/ns/name`.
+        /// The destination: `name` (under your first namespace), or `//realm/ns/name`.
         to: String,
         /// The text.
         body: String,
-        /// The sending endpoint inside your namespace (default `cli`).
+        /// The sending endpoint, inside your namespaces: `name` (under your first namespace), or
+        /// `//realm/ns/name` (default `cli`).
         #[arg(long = "as", default_value = "cli")]
         from: String,
         /// Seconds the message may wait before it expires (default 86 400).
         #[arg(long)]
         ttl: Option<u64>,
         #[command(flatten)]
-        socket: SocketArg,
+        connect: ConnectArgs,
     },
-    /// Bind names and print each message as a JSON line, acking it delivered.
+    /// Bind names and print each message as a JSON line, acking it delivered. A message from
+    /// another namespace or realm has `"foreign":true`, a `sender` no local peer can have, and a
+    /// `text` that starts with a warning banner line (AIRC §16.4); read `text`, not `body`.
     Listen {
-        /// Names to bind, inside your namespace: `ns/name`, `ns/`, `ns/*`.
+        /// Names to bind, inside your namespaces: `ns/name`, `ns/`, `ns/*`.
         #[arg(required = true)]
         names: Vec<String>,
         /// Exit after this many messages (default: never).
         #[arg(long)]
         count: Option<u64>,
         #[command(flatten)]
-        socket: SocketArg,
+        connect: ConnectArgs,
+    },
+    /// Manage links (AIRC §11): standing permissions between two endpoints. Prints the server's
+    /// `linked` answer as JSON; exits 1 when it refuses, or when the other side could not be told.
+    #[command(subcommand)]
+    Link(LinkCmd),
+    /// Manage passports (AIRC §12): bearer invitations that open a link when redeemed. Prints the
+    /// server's `passported` answer as JSON (for `new`, its `line` is the passport to hand over);
+    /// exits 1 when it refuses.
+    #[command(subcommand)]
+    Passport(PassportCmd),
+    /// Print the realm's audit events (AIRC §13) as JSON lines until interrupted. You see the
+    /// events of your namespaces; an administrator sees all. The `subscribed` answer goes to
+    /// stderr; a connection with no namespace that is no administrator's is refused (forbidden).
+    Subscribe {
+        /// Kinds or prefixes to see (`msg`, `link.offer`, `passport`, `peer`); default: all.
+        kinds: Vec<String>,
+        /// Exit after this many events (default: never).
+        #[arg(long)]
+        count: Option<u64>,
+        #[command(flatten)]
+        connect: ConnectArgs,
+    },
+    /// Print the server's counters (AIRC §4.10) as JSON.
+    Stat {
+        #[command(flatten)]
+        connect: ConnectArgs,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum LinkCmd {
+    /// Offer a link from an endpoint of yours to PEER; it opens when PEER accepts.
+    Offer {
+        /// The other endpoint: `ns/name` in this realm, or `//realm/ns/name`.
+        peer: String,
+        #[command(flatten)]
+        link: LinkArgs,
+        #[command(flatten)]
+        connect: ConnectArgs,
+    },
+    /// Accept an offer made to your endpoint.
+    Accept(LinkIdArgs),
+    /// Decline an offer made to your endpoint.
+    Decline(LinkIdArgs),
+    /// Revoke a link your endpoint is a party to.
+    Revoke(LinkIdArgs),
+    /// Grant PEER an active link to your endpoint at once, without an offer.
+    Grant {
+        /// The endpoint granted the link.
+        peer: String,
+        #[command(flatten)]
+        link: LinkArgs,
+        #[command(flatten)]
+        connect: ConnectArgs,
+    },
+    /// List links: those of one endpoint with --as, else those of all your namespaces.
+    List {
+        /// The endpoint whose links to list.
+        #[arg(long = "as")]
+        acting: Option<String>,
+        #[command(flatten)]
+        connect: ConnectArgs,
+    },
+}
+
+#[derive(Args, Debug)]
+struct LinkArgs {
+    /// Your endpoint that acts, inside your namespaces (`ns/name`).
+    #[arg(long = "as")]
+    acting: String,
+    /// A label shown to the other side.
+    #[arg(long)]
+    label: Option<String>,
+    /// Who may start a conversation: `both`, `a-initiates` (you) or `b-initiates` (the peer).
+    #[arg(long)]
+    direction: Option<String>,
+}
+
+#[derive(Args, Debug)]
+struct LinkIdArgs {
+    /// The link id (`L` and 8 hex digits).
+    id: String,
+    /// Your endpoint that acts, inside your namespaces (`ns/name`).
+    #[arg(long = "as")]
+    acting: String,
+    #[command(flatten)]
+    connect: ConnectArgs,
+}
+
+#[derive(Subcommand, Debug)]
+enum PassportCmd {
+    /// Issue a passport for your endpoint: the token is shown once, in `line`, `file` and `url`.
+    New {
+        /// The endpoint the passport opens a link to, inside your namespaces (`ns/name`).
+        #[arg(long = "as")]
+        acting: String,
+        /// A label shown with it.
+        #[arg(long)]
+        label: Option<String>,
+        /// Only redeemers matching this pattern may use it (e.g. `//partner.example/**`).
+        #[arg(long)]
+        to: Option<String>,
+        /// How many times it may be redeemed (default 1, at most 100).
+        #[arg(long)]
+        uses: Option<u64>,
+        /// Seconds it stays valid (default 7 days, at most 90).
+        #[arg(long)]
+        ttl: Option<u64>,
+        /// The links it opens: `both`, `a-initiates` or `b-initiates`.
+        #[arg(long)]
+        direction: Option<String>,
+        /// Seconds each link it opens lasts (default 30 days).
+        #[arg(long)]
+        link_ttl: Option<u64>,
+        #[command(flatten)]
+        connect: ConnectArgs,
+    },
+    /// List passports: those of one endpoint with --as, else those of your namespaces (all of
+    /// them for an administrator).
+    List {
+        /// The endpoint whose passports to list.
+        #[arg(long = "as")]
+        acting: Option<String>,
+        #[command(flatten)]
+        connect: ConnectArgs,
+    },
+    /// Redeem a passport (its line, URL or file contents) for your endpoint; on success the
+    /// answer carries the link it opened.
+    Redeem {
+        /// The passport: `airc-passport:1;i=…;t=…`, its URL, or its JSON file's contents.
+        passport: String,
+        /// Your endpoint that redeems it (`ns/name`).
+        #[arg(long = "as")]
+        acting: String,
+        #[command(flatten)]
+        connect: ConnectArgs,
+    },
+    /// Revoke a passport (`P` and 8 hex digits) so it can no longer be redeemed.
+    Revoke {
+        /// The passport id.
+        id: String,
+        /// The endpoint it was issued for, or by (an administrator may omit it).
+        #[arg(long = "as")]
+        acting: Option<String>,
+        /// Also revoke every pending or active link it opened.
+        #[arg(long)]
+        and_links: bool,
+        #[command(flatten)]
+        connect: ConnectArgs,
     },
 }
 
@@ -151,10 +304,23 @@ struct RelayArgs {
 }
 
 #[derive(Args, Debug)]
-struct SocketArg {
+struct ConnectArgs {
     /// The realm's client socket.
     #[arg(long, default_value = "./weft-data/airc/airc.sock")]
     socket: PathBuf,
+    /// Connect to the realm's loopback TCP client face instead (`weft airc serve --client-tcp`);
+    /// the server knows you by the uid owning your socket.
+    #[arg(long)]
+    tcp: Option<std::net::SocketAddr>,
+}
+
+impl ConnectArgs {
+    fn target(&self) -> Target {
+        match self.tcp {
+            Some(addr) => Target::Tcp(addr),
+            None => Target::Unix(self.socket.clone()),
+        }
+    }
 }
 
 #[derive(Args, Debug)]
@@ -197,46 +363,173 @@ fn main() -> ExitCode {
 }
 
 fn airc(cmd: Airc) -> ExitCode {
-    let result = match cmd {
-        Airc::Serve(args) => serve_realm(args),
+    if let Airc::Serve(args) = cmd {
+        return match serve_realm(args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("weft airc serve: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+    let (name, target) = {
+        let (name, connect) = airc_client_target(&cmd);
+        (name, connect.target())
+    };
+    let mut out = std::io::stdout().lock();
+    let mut err = std::io::stderr();
+    let answered = Client::connect_to(&target).and_then(|mut c| match cmd {
+        Airc::Serve(_) => unreachable!("served above"),
         Airc::Send {
             to,
             body,
             from,
             ttl,
-            socket,
-        } => (|| {
-            let mut c = Client::connect(&socket.socket)?;
+            ..
+        } => {
             let id = message_id(&mut weft_drivers::os_rng());
-            let ack = c.message(new_message(id, &from, &to, &body, ttl))?;
-            println!("{}", serde_json::to_string(&ack).unwrap_or_default());
-            Ok(ack.status != AckStatus::Failed)
-        })(),
-        Airc::Listen {
-            names,
-            count,
-            socket,
-        } => (|| {
-            let mut c = Client::connect(&socket.socket)?;
-            for pattern in c.bind(names)? {
-                eprintln!("bound {pattern}");
-            }
-            let mut n = 0;
-            while count.is_none_or(|c| n < c) {
-                c.receive(|m| println!("{}", serde_json::to_string(m).unwrap_or_default()))?;
-                n += 1;
-            }
-            Ok(true)
-        })(),
-    };
-    match result {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => ExitCode::FAILURE,
+            command::send(&mut c, new_message(id, &from, &to, &body, ttl), &mut out)
+        }
+        Airc::Listen { names, count, .. } => {
+            command::listen(&mut c, names, count, &mut out, &mut err)
+        }
+        Airc::Link(l) => command::link(&mut c, link_request(l), &mut out),
+        Airc::Passport(p) => command::passport(&mut c, passport_request(p), &mut out),
+        Airc::Subscribe { kinds, count, .. } => {
+            command::subscribe(&mut c, kinds, count, &mut out, &mut err)
+        }
+        Airc::Stat { .. } => command::stat(&mut c, &mut out),
+    });
+    match answered {
+        Ok(Ok(())) => ExitCode::SUCCESS,
+        Ok(Err(refusal)) => {
+            eprintln!("weft airc {name}: {refusal}");
+            ExitCode::from(command::EXIT_REFUSED)
+        }
         Err(e) => {
-            eprintln!("weft airc: {e}");
-            ExitCode::FAILURE
+            eprintln!("weft airc {name}: {target}: {e}");
+            ExitCode::from(command::EXIT_UNREACHABLE)
         }
     }
+}
+
+/// A client command's name (for messages) and where it connects.
+fn airc_client_target(cmd: &Airc) -> (&'static str, &ConnectArgs) {
+    match cmd {
+        Airc::Serve(_) => unreachable!("not a client command"),
+        Airc::Send { connect, .. } => ("send", connect),
+        Airc::Listen { connect, .. } => ("listen", connect),
+        Airc::Subscribe { connect, .. } => ("subscribe", connect),
+        Airc::Stat { connect } => ("stat", connect),
+        Airc::Link(l) => match l {
+            LinkCmd::Offer { connect, .. }
+            | LinkCmd::Grant { connect, .. }
+            | LinkCmd::List { connect, .. } => ("link", connect),
+            LinkCmd::Accept(a) | LinkCmd::Decline(a) | LinkCmd::Revoke(a) => ("link", &a.connect),
+        },
+        Airc::Passport(p) => match p {
+            PassportCmd::New { connect, .. }
+            | PassportCmd::List { connect, .. }
+            | PassportCmd::Redeem { connect, .. }
+            | PassportCmd::Revoke { connect, .. } => ("passport", connect),
+        },
+    }
+}
+
+/// The §4.6 `link` frame a `weft airc link` command sends.
+fn link_request(cmd: LinkCmd) -> LinkRequest {
+    let mut req = LinkRequest {
+        op: String::new(),
+        acting: None,
+        peer: None,
+        id: None,
+        label: None,
+        direction: None,
+    };
+    req.op = match &cmd {
+        LinkCmd::Offer { .. } => "offer",
+        LinkCmd::Grant { .. } => "grant",
+        LinkCmd::Accept(_) => "accept",
+        LinkCmd::Decline(_) => "decline",
+        LinkCmd::Revoke(_) => "revoke",
+        LinkCmd::List { .. } => "list",
+    }
+    .into();
+    match cmd {
+        LinkCmd::Offer { peer, link, .. } | LinkCmd::Grant { peer, link, .. } => {
+            req.peer = Some(peer);
+            req.acting = Some(link.acting);
+            req.label = link.label;
+            req.direction = link.direction;
+        }
+        LinkCmd::Accept(a) | LinkCmd::Decline(a) | LinkCmd::Revoke(a) => {
+            req.id = Some(a.id);
+            req.acting = Some(a.acting);
+        }
+        LinkCmd::List { acting, .. } => req.acting = acting,
+    }
+    req
+}
+
+/// The §4.7 `passport` frame a `weft airc passport` command sends.
+fn passport_request(cmd: PassportCmd) -> PassportRequest {
+    let mut req = PassportRequest {
+        op: String::new(),
+        acting: None,
+        passport: None,
+        id: None,
+        label: None,
+        to: None,
+        uses: None,
+        ttl: None,
+        direction: None,
+        link_ttl: None,
+        and_links: None,
+    };
+    match cmd {
+        PassportCmd::New {
+            acting,
+            label,
+            to,
+            uses,
+            ttl,
+            direction,
+            link_ttl,
+            ..
+        } => {
+            req.op = "new".into();
+            req.acting = Some(acting);
+            req.label = label;
+            req.to = to;
+            req.uses = uses;
+            req.ttl = ttl;
+            req.direction = direction;
+            req.link_ttl = link_ttl;
+        }
+        PassportCmd::List { acting, .. } => {
+            req.op = "list".into();
+            req.acting = acting;
+        }
+        PassportCmd::Redeem {
+            passport, acting, ..
+        } => {
+            req.op = "redeem".into();
+            req.passport = Some(passport);
+            req.acting = Some(acting);
+        }
+        PassportCmd::Revoke {
+            id,
+            acting,
+            and_links,
+            ..
+        } => {
+            req.op = "revoke".into();
+            req.id = Some(id);
+            req.acting = acting;
+            req.and_links = and_links.then_some(true);
+        }
+    }
+    req
 }
 
 fn relay(args: RelayArgs) -> ExitCode {
@@ -352,7 +645,7 @@ fn sim_seeds(
     ExitCode::SUCCESS
 }
 
-fn serve_realm(args: ServeArgs) -> std::io::Result<bool> {
+fn serve_realm(args: ServeArgs) -> std::io::Result<()> {
     let file = match &args.config {
         Some(path) => FileConfig::load(path)?,
         None => FileConfig::default(),
@@ -376,8 +669,7 @@ fn serve_realm(args: ServeArgs) -> std::io::Result<bool> {
         if let Some(tcp) = tcp {
             eprintln!("weft airc serve: listening on tcp {tcp}");
         }
-    })?;
-    Ok(true)
+    })
 }
 
 /// The invoking user's login name: `$USER`, `$LOGNAME`, or the passwd entry of the uid.
