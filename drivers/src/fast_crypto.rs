@@ -90,6 +90,10 @@ impl CryptoProvider for FastCrypto {
             .is_ok()
     }
 
+    fn p256_is_point(&self, public: &P256Public) -> bool {
+        RustCrypto.p256_is_point(public)
+    }
+
     fn p256_ecdh(&self, secret: &P256Secret, peer: &P256Public) -> Result<[u8; 32], CryptoError> {
         // ring's agreement API only takes ephemeral keys it generated; Minca box keys are static.
         RustCrypto.p256_ecdh(secret, peer)

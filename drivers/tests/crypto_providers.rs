@@ -223,7 +223,9 @@ fn p256_vectors() {
         assert!(p.p256_verify(&public, b"sample", &sig), "{name}");
         assert!(p.p256_verify(&public, b"sample", &negate_s(&sig)), "{name}");
         assert!(!p.p256_verify(&public, b"samplf", &sig), "{name}");
+        assert!(p.p256_is_point(&public), "{name}");
         for garbage in [[0u8; 33], [0xff; 33], x_one] {
+            assert!(!p.p256_is_point(&P256Public(garbage)), "{name}");
             assert!(
                 !p.p256_verify(&P256Public(garbage), b"sample", &sig),
                 "{name}"

@@ -118,6 +118,8 @@ pub trait CryptoProvider: Send + Sync {
     fn p256_sign(&self, secret: &P256Secret, msg: &[u8]) -> Result<[u8; 64], CryptoError>;
     /// Checks a 64-byte P1363 ECDSA P-256 / SHA-256 signature over `msg`.
     fn p256_verify(&self, public: &P256Public, msg: &[u8], sig: &[u8; 64]) -> bool;
+    /// Whether `public` decodes to a point on P-256: far cheaper than an ECDH to ask only that.
+    fn p256_is_point(&self, public: &P256Public) -> bool;
     /// ECDH on P-256: the x-coordinate of `secret · peer`.
     fn p256_ecdh(&self, secret: &P256Secret, peer: &P256Public) -> Result<[u8; 32], CryptoError>;
 

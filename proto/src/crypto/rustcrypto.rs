@@ -105,6 +105,10 @@ impl CryptoProvider for RustCrypto {
         vk.verify(msg, &sig).is_ok()
     }
 
+    fn p256_is_point(&self, public: &P256Public) -> bool {
+        p256::PublicKey::from_sec1_bytes(&public.0).is_ok()
+    }
+
     fn p256_ecdh(&self, secret: &P256Secret, peer: &P256Public) -> Result<[u8; 32], CryptoError> {
         let sk = p256::SecretKey::from_bytes(secret.expose().into())
             .map_err(|_| CryptoError::InvalidSecretKey)?;
@@ -409,6 +413,7 @@ mod tests {
             "deterministic"
         );
         assert!(P.p256_verify(&public, b"hello", &sig));
+        assert!(P.p256_is_point(&public));
         assert!(!P.p256_verify(&public, b"hellp", &sig));
         let mut bad = sig;
         bad[5] ^= 1;
@@ -429,6 +434,7 @@ mod tests {
         for garbage in [[0u8; 33], [0xff; 33], x_too_big, x_one, wrong_prefix] {
             assert!(!P.p256_verify(&P256Public(garbage), b"hello", &sig));
             assert!(P.p256_ecdh(&secret, &P256Public(garbage)).is_err());
+            assert!(!P.p256_is_point(&P256Public(garbage)));
         }
 
         for bad_secret in [[0u8; 32], [0xff; 32]] {
