@@ -1616,15 +1616,39 @@ fn a_reader_on_an_old_key_whose_who_does_not_come_within_10_s_is_let_go() {
 #[test]
 fn a_peer_showing_someone_elses_note_is_known_as_nobody() {
     let mut net = Net::new(2);
-    let rooms = ["r-copied", "r-too-long", "r-invalid", "r-none", "r-own"];
+    let rooms = [
+        "r-copied",
+        "r-too-long",
+        "r-invalid",
+        "r-none",
+        "r-own",
+        "r-narrow",
+    ];
     let copied = net.nodes[0].note.clone();
     let own = net.nodes[1].note.clone();
+    // Nothing but validity and audience is read (§6.4): a narrow note still names the account.
+    let (root, _) = key(501);
+    let narrow = Es256Notes::new(default_provider())
+        .issue(
+            &root,
+            &Note {
+                iss: String::new(),
+                aud: net.did(1),
+                sub: "did:key:zSomethingElse".into(),
+                cmd: "/space/read".into(),
+                pol: vec![json!(["==", ".space", "s"])],
+                exp: T0 / 1000 + 60,
+                nbf: None,
+            },
+        )
+        .unwrap();
     let notes = [
         Some(copied),
         Some("a".repeat(MAX_NOTE_CHARS)),
         Some(format!("{own}x")),
         None,
         Some(own),
+        Some(narrow),
     ];
     for (room, note) in rooms.iter().zip(notes) {
         net.join(0, room, RoomKind::PublicSpace);
@@ -1639,10 +1663,12 @@ fn a_peer_showing_someone_elses_note_is_known_as_nobody() {
             "{room}"
         );
     }
-    assert_eq!(
-        net.accounts_told(0, "r-own"),
-        vec![(net.did(1), Some(net.account(1)))]
-    );
+    for room in ["r-own", "r-narrow"] {
+        assert_eq!(
+            net.accounts_told(0, room),
+            vec![(net.did(1), Some(net.account(1)))]
+        );
+    }
     // A `who` again does not change what the first one showed.
     let again = Frame::new("r-copied", WHO, json!({"note": net.nodes[1].note}));
     net.inject(1, 0, again.to_bytes(&net.did(1)));
