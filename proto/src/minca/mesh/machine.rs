@@ -1281,18 +1281,16 @@ impl<R: CryptoRng> Mesh<R> {
             .collect();
         r.view = view;
         for (peer, account) in going {
-            if let RoomKind::PrivateSpace(access) =
-                &mut self.rooms.get_mut(room).expect("looked up above").kind
+            // While a new key is due, a former member let go is turned away when it reconnects
+            // (§6.3, SHOULD).
+            if let Some(RoomKind::PrivateSpace(access)) =
+                self.rooms.get_mut(room).map(|r| &mut r.kind)
+                && due
+                && account
+                    .as_deref()
+                    .is_some_and(|a| access.is_former_member(a))
             {
-                // While a new key is due, a former member let go is turned away when it
-                // reconnects (§6.3, SHOULD).
-                if due
-                    && account
-                        .as_deref()
-                        .is_some_and(|a| access.is_former_member(a))
-                {
-                    access.turn_away(&peer);
-                }
+                access.turn_away(&peer);
             }
             self.counters.readers_let_go += 1;
             self.out.push_back(Output::LetGo {
