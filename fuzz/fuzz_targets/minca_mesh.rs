@@ -1,7 +1,9 @@
 //! The Minca mesh machine (§7.2, §7.3, §8, §9) under arbitrary timed input: rooms joined and
 //! left, relay hellos and signals, connections made, opened and closed, raw bytes and well-formed
 //! frames built from a few fuzzed choices (hellos, proofs, peer lists, genuinely signed signals,
-//! leaves, live, who), application sends and time jumps. It must never panic, its tables stay
+//! leaves, live, who with real and bogus notes), application sends, access-history changes (a
+//! private room backed by the real `MeshReadAccess`: keys changing, members removed) and time
+//! jumps. It must never panic, its tables stay
 //! within their bounds, and after `handle_timeout(now)` it never asks to be woken at or before
 //! `now`.
 #![no_main]
@@ -20,6 +22,9 @@ use weft_proto::minca::mesh::frame::Frame;
 use weft_proto::minca::mesh::introduction::{Signal, SignalKind};
 use weft_proto::minca::mesh::machine::{MAX_CONNECTIONS, MAX_ROOM_PEERS, MAX_ROOMS};
 use weft_proto::minca::mesh::{Input, Mesh, ReadAccess, RoomConfig, RoomKind};
+use weft_proto::minca::note::{CMD_ALL, Es256Notes, Note};
+use weft_proto::minca::read_proof::MeshReadAccess;
+use weft_proto::minca::space_access::{HeldReadKey, MemorySpace};
 
 #[derive(Arbitrary, Debug)]
 enum Op {
@@ -34,6 +39,9 @@ enum Op {
     Frame { conn: u8, room: u8, kind: u8, a: u8, b: u8 },
     LetGo { room: u8, peer: u8 },
     FormerMember { room: u8, peer: u8 },
+    AccessChanged { room: u8 },
+    /// Changes the history of the private space every real read access shares.
+    History { key: bool, remove: u8 },
     Send { room: u8, peer: Option<u8>, kind: u8, big: bool },
     Advance { ms: u32 },
 }
@@ -72,6 +80,42 @@ fn peers() -> &'static [(P256Secret, String)] {
     })
 }
 
+/// A note for everything about peer `i + 1`'s account, made out to peer `i`'s session.
+fn note(i: u8) -> String {
+    let p = peers();
+    let (root, _) = &p[(usize::from(i) + 1) % p.len()];
+    let claims = Note {
+        iss: String::new(),
+        aud: p[usize::from(i) % p.len()].1.clone(),
+        sub: String::new(),
+        cmd: CMD_ALL.into(),
+        pol: Vec::new(),
+        exp: T0 / 1000 + 3600,
+        nbf: None,
+    };
+    Es256Notes::new(default_provider()).issue(root, &claims).unwrap()
+}
+
+fn read_key(i: u8) -> HeldReadKey {
+    let (secret, did) = peers()[usize::from(i) % peers().len()].clone();
+    HeldReadKey { did, secret: Some(secret), seal_key: Some([i; 32]) }
+}
+
+/// The private space the real read accesses share, behind a lock the target changes.
+type Shared = std::sync::Arc<std::sync::Mutex<MemorySpace>>;
+
+struct SharedSpace(Shared);
+
+impl weft_proto::minca::space_access::SpaceAccess for SharedSpace {
+    fn space_id(&self) -> String { self.0.lock().unwrap().space_id() }
+    fn is_private(&self) -> bool { self.0.lock().unwrap().is_private() }
+    fn current_read_key(&self) -> Option<String> { self.0.lock().unwrap().current_read_key() }
+    fn held_read_keys(&self) -> Vec<HeldReadKey> { self.0.lock().unwrap().held_read_keys() }
+    fn new_key_due(&self) -> bool { self.0.lock().unwrap().new_key_due() }
+    fn is_reader(&self, a: &str) -> bool { self.0.lock().unwrap().is_reader(a) }
+    fn is_former_member(&self, a: &str) -> bool { self.0.lock().unwrap().is_former_member(a) }
+}
+
 fn frame(room: &str, kind: u8, a: u8, b: u8, now: u64) -> Frame {
     let p = peers();
     let peer = |i: u8| &p[i as usize % p.len()];
@@ -88,6 +132,7 @@ fn frame(room: &str, kind: u8, a: u8, b: u8, now: u64) -> Frame {
         }
         4 => ("__leave", json!({"room": room})),
         5 => ("live", json!("x".repeat(usize::from(a) * 300))),
+        6 if a % 2 == 0 => ("who", json!({"note": note(b)})),
         6 => ("who", json!({"note": a})),
         7 => ("chat", json!(b)),
         _ => ("__signal", json!({"origin": peer(a).1, "hops": b})),
@@ -101,6 +146,16 @@ fuzz_target!(|ops: Vec<Op>| {
     let mut mesh = Mesh::new(key, c, ChaCha20Rng::seed_from_u64(2)).unwrap();
     let p = peers();
     let mut now = T0;
+    let space: Shared = Default::default();
+    {
+        let mut s = space.lock().unwrap();
+        *s = MemorySpace::private("space");
+        s.add_key(read_key(0));
+        for (_, did) in p {
+            s.add_reader(did);
+        }
+    }
+    let mut next_key = 1u8;
     for op in ops.into_iter().take(256) {
         let t = Timestamp::from_millis(now);
         let room = |r: u8| String::from(ROOMS[r as usize % ROOMS.len()]);
@@ -110,9 +165,16 @@ fuzz_target!(|ops: Vec<Op>| {
             Op::Join { room: r, kind } => Input::Join(RoomConfig {
                 room: room(r),
                 space_id: "space".into(),
-                kind: match kind % 4 {
+                kind: match kind % 5 {
                     0 => RoomKind::PublicSpace,
                     1 => RoomKind::Channel,
+                    4 => RoomKind::PrivateSpace(Box::new(MeshReadAccess::new(
+                        c,
+                        SharedSpace(space.clone()),
+                        Es256Notes::new(c),
+                        Some(note(0)),
+                        ChaCha20Rng::seed_from_u64(u64::from(kind)),
+                    ))),
                     k => RoomKind::PrivateSpace(Box::new(ReadKey(k == 2))),
                 },
                 note: (kind % 2 == 0).then(|| "note".into()),
@@ -139,6 +201,22 @@ fuzz_target!(|ops: Vec<Op>| {
             },
             Op::LetGo { room: r, peer: i } => Input::LetGo { room: room(r), peer: peer(i) },
             Op::FormerMember { room: r, peer: i } => Input::FormerMember { room: room(r), peer: peer(i) },
+            Op::AccessChanged { room: r } => Input::AccessChanged { room: room(r) },
+            Op::History { key, remove } => {
+                {
+                    let mut s = space.lock().unwrap();
+                    if key {
+                        s.add_key(read_key(next_key));
+                        next_key = next_key.wrapping_add(1);
+                    } else {
+                        s.remove_member(&peer(remove));
+                    }
+                }
+                // The mesh notices the change on its own at the next event.
+                mesh.handle_timeout(t);
+                while mesh.poll().is_some() {}
+                continue;
+            }
             Op::Send { room: r, peer: i, kind, big } => Input::Send {
                 room: room(r),
                 to: i.map(peer),

@@ -7,10 +7,11 @@
 #![cfg(feature = "minca")]
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::{Arc, Mutex};
 
 use chacha20::ChaCha20Rng;
 use rand_core::SeedableRng;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use weft_proto::codec::did_key::DidKey;
 use weft_proto::core::{ConnId, Machine, Timestamp};
 use weft_proto::crypto::{CryptoProvider, P256Secret, default_provider, generate_p256};
@@ -20,40 +21,18 @@ use weft_proto::minca::mesh::frame::{
 use weft_proto::minca::mesh::introduction::{Signal, SignalKind};
 use weft_proto::minca::mesh::live::LIVE;
 use weft_proto::minca::mesh::machine::{
-    ATTEMPT_TIMEOUT, HANDSHAKE_TIMEOUT, MAX_CONNECTIONS, MAX_ROOM_PEERS, UNCLAIMED_TIMEOUT, WHO,
+    ATTEMPT_TIMEOUT, HANDSHAKE_TIMEOUT, MAX_CONNECTIONS, MAX_HALF_OPEN_INTRODUCED, MAX_ROOM_PEERS,
+    PEER_BYTE_RATE, UNCLAIMED_TIMEOUT, WHO,
 };
-use weft_proto::minca::mesh::{Input, Mesh, Output, ReadAccess, RoomConfig, RoomKind};
+use weft_proto::minca::mesh::{Input, Mesh, Output, RoomConfig, RoomKind};
+use weft_proto::minca::note::{CMD_ALL, Es256Notes, MAX_NOTE_CHARS, Note};
+use weft_proto::minca::read_proof::{MeshReadAccess, WHO_GRACE};
+use weft_proto::minca::space_access::{HeldReadKey, MemorySpace, SpaceAccess};
 
 const T0: u64 = 1_790_000_000_000;
 const R1: &str = "room-one";
 const R2: &str = "room-two";
 const STEP_LIMIT: usize = 100_000;
-
-/// A stand-in for the read-proof module (§6.3): a node proves with the read key it holds, and a
-/// verifier accepts the one key it calls current.
-struct FakeReadKey {
-    held: Option<&'static str>,
-    current: &'static str,
-}
-
-impl ReadAccess for FakeReadKey {
-    fn prove(&self, label: &str) -> Option<Map<String, Value>> {
-        let key = self.held?;
-        let mut m = Map::new();
-        m.insert("read".into(), json!(format!("{key}:{label}")));
-        Some(m)
-    }
-
-    fn verify(
-        &self,
-        _now: Timestamp,
-        _prover: &str,
-        label: &str,
-        proof: &Map<String, Value>,
-    ) -> bool {
-        proof.get("read").and_then(Value::as_str) == Some(&format!("{}:{label}", self.current))
-    }
-}
 
 fn key(seed: u64) -> (P256Secret, String) {
     let c = default_provider();
@@ -63,10 +42,91 @@ fn key(seed: u64) -> (P256Secret, String) {
     (k, did)
 }
 
+/// A note for everything about `root`'s account, made out to the session `aud` (01 §7.5, weft's
+/// token), valid for a long while after T0.
+fn note_for(root: &P256Secret, aud: &str) -> String {
+    let claims = Note {
+        iss: String::new(),
+        aud: aud.into(),
+        sub: String::new(),
+        cmd: CMD_ALL.into(),
+        pol: Vec::new(),
+        exp: T0 / 1000 + 1_000_000,
+        nbf: None,
+    };
+    Es256Notes::new(default_provider())
+        .issue(root, &claims)
+        .unwrap()
+}
+
+/// A read key of a private space (§6.3), with its secret and the seal key of the space key behind
+/// it.
+fn read_key(seed: u64) -> HeldReadKey {
+    let (secret, did) = key(seed);
+    HeldReadKey {
+        did,
+        secret: Some(secret),
+        seal_key: Some([seed as u8; 32]),
+    }
+}
+
+/// One node's access history of a private space, held by the test as a host holds it, while the
+/// node's mesh reads it through its read access (§6.3).
+#[derive(Clone, Default)]
+struct Space(Arc<Mutex<MemorySpace>>);
+
+impl Space {
+    /// A private space of `room`'s space id, holding `keys` (oldest first) and `readers`.
+    fn private(room: &str, keys: &[&HeldReadKey], readers: &[&str]) -> Self {
+        let mut s = MemorySpace::private(&format!("space-{room}"));
+        for k in keys {
+            s.add_key((*k).clone());
+        }
+        for r in readers {
+            s.add_reader(r);
+        }
+        Self(Arc::new(Mutex::new(s)))
+    }
+
+    fn change(&self, f: impl FnOnce(&mut MemorySpace)) {
+        f(&mut self.0.lock().unwrap());
+    }
+}
+
+impl SpaceAccess for Space {
+    fn space_id(&self) -> String {
+        self.0.lock().unwrap().space_id()
+    }
+    fn is_private(&self) -> bool {
+        self.0.lock().unwrap().is_private()
+    }
+    fn current_read_key(&self) -> Option<String> {
+        self.0.lock().unwrap().current_read_key()
+    }
+    fn held_read_keys(&self) -> Vec<HeldReadKey> {
+        self.0.lock().unwrap().held_read_keys()
+    }
+    fn new_key_due(&self) -> bool {
+        self.0.lock().unwrap().new_key_due()
+    }
+    fn is_reader(&self, account: &str) -> bool {
+        self.0.lock().unwrap().is_reader(account)
+    }
+    fn is_former_member(&self, account: &str) -> bool {
+        self.0.lock().unwrap().is_former_member(account)
+    }
+    fn turned_away(&self, session: &str) -> bool {
+        self.0.lock().unwrap().turned_away(session)
+    }
+}
+
 struct Node {
     mesh: Mesh<ChaCha20Rng>,
     did: String,
     fp: String,
+    /// The account behind the node's session, and the session's note (§6.4).
+    account: String,
+    note: String,
 }
 
 #[derive(Clone, Debug)]
@@ -100,10 +160,14 @@ impl Net {
                 let mesh =
                     Mesh::new(k, default_provider(), ChaCha20Rng::seed_from_u64(i as u64)).unwrap();
                 assert_eq!(mesh.did(), did);
+                let (root, account) = key(500 + i as u64);
+                let note = note_for(&root, &did);
                 Node {
                     mesh,
                     did,
                     fp: format!("sha-256 {i:02X}:{i:02X}"),
+                    account,
+                    note,
                 }
             })
             .collect();
@@ -131,7 +195,11 @@ impl Net {
     }
 
     fn join(&mut self, i: usize, room: &str, kind: RoomKind) {
-        let note = Some(format!("note-of-{i}"));
+        let note = Some(self.nodes[i].note.clone());
+        self.join_with_note(i, room, kind, note);
+    }
+
+    fn join_with_note(&mut self, i: usize, room: &str, kind: RoomKind, note: Option<String>) {
         self.input(
             i,
             Input::Join(RoomConfig {
@@ -141,6 +209,54 @@ impl Net {
                 note,
             }),
         );
+    }
+
+    /// Joins a private space's room with the real read access over `space` (§6.3), proving with
+    /// `member_note` (the note it seals as `member`, if any).
+    fn join_private(&mut self, i: usize, room: &str, space: &Space, member_note: Option<String>) {
+        let c = default_provider();
+        let access = MeshReadAccess::new(
+            c,
+            space.clone(),
+            Es256Notes::new(c),
+            member_note,
+            ChaCha20Rng::seed_from_u64(1_000 + i as u64),
+        );
+        self.join(i, room, RoomKind::PrivateSpace(Box::new(access)));
+    }
+
+    fn account(&self, i: usize) -> String {
+        self.nodes[i].account.clone()
+    }
+
+    /// The accounts node `i` was told of for the peers of `room`, in order.
+    fn accounts_told(&self, i: usize, room: &str) -> Vec<(String, Option<String>)> {
+        self.outputs
+            .iter()
+            .filter_map(|(n, o)| match o {
+                Output::Account {
+                    room: r,
+                    peer,
+                    account,
+                } if *n == i && r == room => Some((peer.clone(), account.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The peers node `i` let go of in `room`, with the accounts their `who` showed.
+    fn let_go_of(&self, i: usize, room: &str) -> Vec<(String, Option<String>)> {
+        self.outputs
+            .iter()
+            .filter_map(|(n, o)| match o {
+                Output::LetGo {
+                    room: r,
+                    peer,
+                    account,
+                } if *n == i && r == room => Some((peer.clone(), account.clone())),
+                _ => None,
+            })
+            .collect()
     }
 
     /// Rendezvous tells each of the pair that the other is in `room` (a hello each way).
@@ -491,12 +607,12 @@ fn nothing_of_a_room_crosses_before_admission() {
     assert!(net.admitted(1, R1, 0) && !net.admitted(0, R1, 1));
     // Node 1's `who`, `__peers` and anything else of R1 reach node 0 before admission: dropped,
     // counted.
-    net.send(1, R1, "chat", json!("x"));
+    net.send(1, R1, LIVE, json!("x"));
     net.send(0, R1, LIVE, json!("x"));
     net.send(0, R1, "chat", json!("x"));
     net.settle();
-    assert!(net.delivered(0, R1, WHO).is_empty());
-    assert!(net.delivered(0, R1, "chat").is_empty());
+    assert!(net.accounts_told(0, R1).is_empty());
+    assert!(net.delivered(0, R1, LIVE).is_empty());
     assert_eq!(net.nodes[0].mesh.counters().not_admitted, 3);
     // Node 0 sends nothing of R1 to a peer it has not admitted.
     assert!(
@@ -527,22 +643,13 @@ fn failing_to_prove_it_in_one_room_costs_nothing_in_another() {
     for i in 0..2 {
         net.join(i, R1, RoomKind::PublicSpace);
     }
-    net.join(
-        0,
-        R2,
-        RoomKind::PrivateSpace(Box::new(FakeReadKey {
-            held: Some("k1"),
-            current: "k1",
-        })),
-    );
-    net.join(
-        1,
-        R2,
-        RoomKind::PrivateSpace(Box::new(FakeReadKey {
-            held: None,
-            current: "k1",
-        })),
-    );
+    let k1 = read_key(201);
+    let readers = [net.account(0), net.account(1)];
+    let readers: Vec<&str> = readers.iter().map(String::as_str).collect();
+    let (n0, n1) = (net.nodes[0].note.clone(), net.nodes[1].note.clone());
+    net.join_private(0, R2, &Space::private(R2, &[&k1], &readers), Some(n0));
+    // Node 1 is a reader but holds no read key: it cannot prove (§6.3).
+    net.join_private(1, R2, &Space::private(R2, &[], &readers), Some(n1));
     net.meet_by_relay(0, 1, R1);
     net.meet_by_relay(0, 1, R2);
     net.run_until(1_000);
@@ -561,46 +668,45 @@ fn failing_to_prove_it_in_one_room_costs_nothing_in_another() {
 
 #[test]
 fn in_a_private_space_the_read_proof_is_checked_with_the_signature() {
+    let (k0, k1) = (read_key(200), read_key(201));
     let mut net = Net::new(2);
-    net.join(
+    let readers = [net.account(0), net.account(1)];
+    let readers: Vec<&str> = readers.iter().map(String::as_str).collect();
+    let (n0, n1) = (net.nodes[0].note.clone(), net.nodes[1].note.clone());
+    // Node 0 holds K1 only; node 1 holds K0 only: neither can prove the other's current key, and
+    // neither holds the space key that would let the other in by step 4.
+    net.join_private(
         0,
         R1,
-        RoomKind::PrivateSpace(Box::new(FakeReadKey {
-            held: Some("k1"),
-            current: "k1",
-        })),
+        &Space::private(R1, &[&k1], &readers),
+        Some(n0.clone()),
     );
-    net.join(
+    net.join_private(
         1,
         R1,
-        RoomKind::PrivateSpace(Box::new(FakeReadKey {
-            held: Some("k0"),
-            current: "k1",
-        })),
+        &Space::private(R1, &[&k0], &readers),
+        Some(n1.clone()),
     );
     net.meet_by_relay(0, 1, R1);
     net.run_until(1_000);
-    // Node 1 proves with an old key: node 0 refuses it; node 1 accepts node 0's current key.
     assert_eq!(net.nodes[0].mesh.counters().proof_failed, 1);
-    assert!(!net.admitted(0, R1, 1));
-    assert!(
-        !net.admitted(1, R1, 0),
-        "admission needs both directions' proofs"
-    );
+    assert_eq!(net.nodes[1].mesh.counters().proof_failed, 1);
+    assert!(!net.admitted(0, R1, 1) && !net.admitted(1, R1, 0));
+    // Both holding K1: each proves it over T, with the signature, and both are admitted.
     let mut net = Net::new(2);
-    for i in 0..2 {
-        net.join(
-            i,
-            R1,
-            RoomKind::PrivateSpace(Box::new(FakeReadKey {
-                held: Some("k1"),
-                current: "k1",
-            })),
-        );
+    for (i, note) in [(0, n0), (1, n1)] {
+        net.join_private(i, R1, &Space::private(R1, &[&k1], &readers), Some(note));
     }
     net.meet_by_relay(0, 1, R1);
     net.run_until(1_000);
     assert!(net.admitted(0, R1, 1) && net.admitted(1, R1, 0));
+    let proof = net
+        .frames(0, 1, R1)
+        .into_iter()
+        .find(|f| f.kind == AUTH_PROOF)
+        .unwrap();
+    assert_eq!(proof.payload["readKey"], json!(k1.did));
+    assert!(proof.payload["member"].is_string());
 }
 
 #[test]
@@ -1026,7 +1132,7 @@ fn reserved_types_are_never_delivered_and_messages_are_the_connections_peers() {
     net.inject(
         1,
         0,
-        Frame::new(R1, "chat", json!(1)).to_bytes("did:key:zSomeoneElse"),
+        Frame::new(R1, LIVE, json!(1)).to_bytes("did:key:zSomeoneElse"),
     );
     // `__leave` goes last: it ends node 1's membership of the room.
     for t in RESERVED_TYPES {
@@ -1041,7 +1147,7 @@ fn reserved_types_are_never_delivered_and_messages_are_the_connections_peers() {
         .collect();
     assert_eq!(delivered.len(), 1);
     assert!(
-        matches!(delivered[0], Output::Deliver { peer, kind, .. } if *peer == net.did(1) && kind == "chat")
+        matches!(delivered[0], Output::Deliver { peer, kind, .. } if *peer == net.did(1) && kind == LIVE)
     );
     // The application cannot send a reserved type.
     for t in RESERVED_TYPES {
@@ -1065,13 +1171,28 @@ fn who_goes_first_to_a_newly_admitted_peer_and_live_only_after_it() {
         .filter(|f| !f.kind.starts_with("__"))
         .collect();
     assert_eq!(app[0].kind, WHO);
-    assert_eq!(app[0].payload, json!({"note": "note-of-0"}));
+    assert_eq!(app[0].payload, json!({"note": net.nodes[0].note}));
     assert_eq!(app[1].kind, LIVE);
-    let who = net.delivered(1, R1, WHO);
-    assert_eq!(who, vec![(net.did(0), json!({"note": "note-of-0"}))]);
+    // The note is checked by the mesh and the account reported, not the raw `who` (§6.4).
+    assert!(net.delivered(1, R1, WHO).is_empty());
+    assert_eq!(
+        net.accounts_told(1, R1),
+        vec![(net.did(0), Some(net.account(0)))]
+    );
+    assert_eq!(
+        net.nodes[1].mesh.account(R1, &net.did(0)),
+        Some(&*net.account(0))
+    );
     assert_eq!(
         net.delivered(1, R1, LIVE),
         vec![(net.did(0), json!({"type": "typing"}))]
+    );
+    // The account comes before the peer's first message.
+    let first =
+        |pred: &dyn Fn(&Output) -> bool| net.outputs.iter().position(|(i, o)| *i == 1 && pred(o));
+    assert!(
+        first(&|o| matches!(o, Output::Account { .. }))
+            < first(&|o| matches!(o, Output::Deliver { .. }))
     );
 }
 
@@ -1247,4 +1368,441 @@ fn mesh_housekeeping() {
     // Nothing is left to wake for but the memory of signals passed on.
     let w = net.nodes[0].mesh.poll_timeout();
     assert!(w.is_none_or(|w| w.reason == "signal memory ages out"));
+}
+
+/// The accounts of `net`'s nodes, as `&str`s, for a space's reader list.
+fn accounts(net: &Net, nodes: &[usize]) -> Vec<String> {
+    nodes.iter().map(|&i| net.account(i)).collect()
+}
+
+fn strs(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
+fn kinds(net: &Net, from: usize, to: usize, room: &str) -> Vec<String> {
+    net.frames(from, to, room)
+        .into_iter()
+        .map(|f| f.kind)
+        .collect()
+}
+
+/// Alice (node 0) and the members of a private space `R1` on K1, each with its own copy of the
+/// access history; Alice's is returned, to change.
+fn private_room_on(net: &mut Net, k1: &HeldReadKey, members: &[usize]) -> Space {
+    let readers = accounts(net, members);
+    let alice = Space::private(R1, &[k1], &strs(&readers));
+    for &i in members {
+        let space = if i == 0 {
+            alice.clone()
+        } else {
+            Space::private(R1, &[k1], &strs(&readers))
+        };
+        let note = net.nodes[i].note.clone();
+        net.join_private(i, R1, &space, Some(note));
+    }
+    for &j in members.iter().filter(|&&j| j != 0) {
+        net.meet_by_relay(0, j, R1);
+    }
+    net.run_until(2_000);
+    for &j in members.iter().filter(|&&j| j != 0) {
+        assert!(net.admitted(0, R1, j) && net.admitted(j, R1, 0), "{j}");
+    }
+    alice
+}
+
+#[test]
+fn after_a_key_change_a_reader_stays_and_someone_removed_is_let_go_at_once() {
+    // Alice (0) manages the space; Bob (1) and Carol (2) are members, all let in on K1.
+    let (k1, k2) = (read_key(301), read_key(302));
+    let mut net = Net::new(3);
+    let alice = private_room_on(&mut net, &k1, &[0, 1, 2]);
+    let told = net.accounts_told(0, R1);
+    assert!(told.contains(&(net.did(1), Some(net.account(1)))));
+    assert!(told.contains(&(net.did(2), Some(net.account(2)))));
+    // Carol is removed and the key changes K1 -> K2 at Alice; her host says so.
+    let carol = net.account(2);
+    alice.change(|s| {
+        s.remove_member(&carol);
+        s.add_key(k2.clone());
+    });
+    net.input(0, Input::AccessChanged { room: R1.into() });
+    net.settle();
+    // Bob, let in on K1, stays: his `who` shows a reader. Carol is let go of at once.
+    assert!(net.admitted(0, R1, 1) && net.admitted(1, R1, 0));
+    assert_eq!(
+        net.let_go_of(0, R1),
+        vec![(net.did(2), Some(carol.clone()))]
+    );
+    assert!(!net.admitted(0, R1, 2) && !net.admitted(2, R1, 0));
+    assert_eq!(
+        kinds(&net, 0, 2, R1).last().map(String::as_str),
+        Some("__leave")
+    );
+    assert_eq!(net.nodes[0].mesh.counters().readers_let_go, 1);
+    // Nothing more of the room goes to her.
+    let before = net.sent.len();
+    net.send(0, R1, LIVE, json!("after the change"));
+    net.settle();
+    assert!(net.sent[before..].iter().all(|s| s.from != 0 || s.to == 1));
+    assert_eq!(net.delivered(1, R1, LIVE).len(), 1);
+    // Carol redials with K1 and her note: step 4 refuses her (no reader now), and step 5 (she
+    // holds no K2).
+    let failed = net.nodes[0].mesh.counters().proof_failed;
+    net.meet_by_relay(0, 2, R1);
+    net.run_until(4_000);
+    assert!(!net.admitted(0, R1, 2));
+    assert_eq!(net.nodes[0].mesh.counters().proof_failed, failed + 1);
+    assert!(net.admitted(0, R1, 1));
+}
+
+#[test]
+fn a_reader_let_in_on_k1_is_let_go_when_k2_becomes_current_and_let_in_again_once_it_proves_k2() {
+    // Dave (1) is let in on K1 by his key alone: his `who` shows no account.
+    let (k1, k2) = (read_key(303), read_key(304));
+    let mut net = Net::new(2);
+    let readers = accounts(&net, &[0]);
+    let alice = Space::private(R1, &[&k1], &strs(&readers));
+    let dave = Space::private(R1, &[&k1], &strs(&readers));
+    let n0 = net.nodes[0].note.clone();
+    net.join_private(0, R1, &alice, Some(n0));
+    let c = default_provider();
+    let access = MeshReadAccess::new(
+        c,
+        dave.clone(),
+        Es256Notes::new(c),
+        None,
+        ChaCha20Rng::seed_from_u64(9),
+    );
+    net.join_with_note(1, R1, RoomKind::PrivateSpace(Box::new(access)), None);
+    net.meet_by_relay(0, 1, R1);
+    net.run_until(1_000);
+    assert!(net.admitted(0, R1, 1));
+    assert_eq!(net.accounts_told(0, R1), vec![(net.did(1), None)]);
+    // K2 becomes current at Alice; the mesh sees it on the next event, here a live message.
+    alice.change(|s| s.add_key(k2.clone()));
+    net.send(1, R1, LIVE, json!("still here?"));
+    net.settle();
+    assert_eq!(net.let_go_of(0, R1), vec![(net.did(1), None)]);
+    assert!(!net.admitted(0, R1, 1) && !net.admitted(1, R1, 0));
+    // Dave learns K2 and redials: he proves the current key, is let in, and stays when Alice
+    // looks again, well past any grace.
+    dave.change(|s| s.add_key(k2.clone()));
+    net.meet_by_relay(0, 1, R1);
+    net.run_until(3_000);
+    assert!(net.admitted(0, R1, 1) && net.admitted(1, R1, 0));
+    net.input(0, Input::AccessChanged { room: R1.into() });
+    net.run_until(3_000 + WHO_GRACE.as_millis() as u64 + 1_000);
+    assert!(net.admitted(0, R1, 1));
+    assert_eq!(net.nodes[0].mesh.counters().readers_let_go, 1);
+}
+
+#[test]
+fn while_a_new_key_is_due_a_former_member_is_let_go_of_by_the_mesh_itself_and_turned_away() {
+    // Carol (1) seals no `member`, so only her `who` tells Alice (0) who she is.
+    let (k1, k2) = (read_key(311), read_key(312));
+    let mut net = Net::new(2);
+    let readers = accounts(&net, &[0, 1]);
+    let alice = Space::private(R1, &[&k1], &strs(&readers));
+    let carol = Space::private(R1, &[&k1], &strs(&readers));
+    let n0 = net.nodes[0].note.clone();
+    net.join_private(0, R1, &alice, Some(n0));
+    net.join_private(1, R1, &carol, None);
+    net.meet_by_relay(0, 1, R1);
+    net.run_until(1_000);
+    assert!(net.admitted(0, R1, 1) && net.admitted(1, R1, 0));
+    // Carol is removed: a new key is due, and she still holds the current one.
+    let account = net.account(1);
+    alice.change(|s| s.remove_member(&account));
+    // Before the mesh has looked again, nothing live goes to her or is taken from her.
+    net.send(0, R1, LIVE, json!("to a former member"));
+    net.settle();
+    assert!(!kinds(&net, 0, 1, R1).contains(&LIVE.to_owned()));
+    assert_eq!(net.nodes[0].mesh.counters().send_refused, 1);
+    // The mesh noticed the history move on that event, with no word from the host: she is gone.
+    assert_eq!(
+        net.let_go_of(0, R1),
+        vec![(net.did(1), Some(account.clone()))]
+    );
+    assert!(!net.admitted(0, R1, 1) && !net.admitted(1, R1, 0));
+    // She redials with the current key: turned away while the key is still due.
+    net.meet_by_relay(0, 1, R1);
+    net.run_until(3_000);
+    assert!(!net.admitted(0, R1, 1));
+    assert_eq!(net.nodes[0].mesh.counters().proof_failed, 1);
+    net.run_until(30_000);
+    // The key changes; she is invited back and learns K2: let in again.
+    alice.change(|s| {
+        s.add_key(k2.clone());
+        s.add_reader(&account);
+    });
+    carol.change(|s| s.add_key(k2.clone()));
+    net.meet_by_relay(0, 1, R1);
+    net.run_until(32_000);
+    assert!(net.admitted(0, R1, 1) && net.admitted(1, R1, 0));
+}
+
+#[test]
+fn a_frame_from_a_former_member_is_dropped_while_the_mesh_lets_her_go() {
+    let k1 = read_key(321);
+    let mut net = Net::new(2);
+    let readers = accounts(&net, &[0, 1]);
+    let alice = Space::private(R1, &[&k1], &strs(&readers));
+    let (n0, n1) = (net.nodes[0].note.clone(), net.nodes[1].note.clone());
+    net.join_private(0, R1, &alice, Some(n0));
+    net.join_private(
+        1,
+        R1,
+        &Space::private(R1, &[&k1], &strs(&readers)),
+        Some(n1),
+    );
+    net.meet_by_relay(0, 1, R1);
+    net.run_until(1_000);
+    let account = net.account(1);
+    alice.change(|s| s.remove_member(&account));
+    net.send(1, R1, LIVE, json!("from a former member"));
+    net.settle();
+    assert!(net.delivered(0, R1, LIVE).is_empty());
+    assert_eq!(net.nodes[0].mesh.counters().live_from_former_member, 1);
+    assert_eq!(net.let_go_of(0, R1), vec![(net.did(1), Some(account))]);
+}
+
+#[test]
+fn a_reader_on_an_old_key_whose_who_does_not_come_within_10_s_is_let_go() {
+    // Alice (0) holds K0 and K1; Bob (1) missed the change and holds K0: Alice lets him in by
+    // step 4 (his note sealed under K0), he lets her in by step 5.
+    let (k0, k1) = (read_key(330), read_key(331));
+    for who_lost in [false, true] {
+        let mut net = Net::new(2);
+        let readers = accounts(&net, &[0, 1]);
+        let (n0, n1) = (net.nodes[0].note.clone(), net.nodes[1].note.clone());
+        net.join_private(
+            0,
+            R1,
+            &Space::private(R1, &[&k0, &k1], &strs(&readers)),
+            Some(n0),
+        );
+        net.join_private(
+            1,
+            R1,
+            &Space::private(R1, &[&k0], &strs(&readers)),
+            Some(n1),
+        );
+        if who_lost {
+            net.lost.insert((1, WHO));
+        }
+        net.meet_by_relay(0, 1, R1);
+        net.settle();
+        assert!(net.admitted(0, R1, 1) && net.admitted(1, R1, 0));
+        let admitted_at = net.now - T0;
+        net.run_until(admitted_at + WHO_GRACE.as_millis() as u64 - 100);
+        assert!(net.admitted(0, R1, 1), "kept during the grace");
+        net.run_until(admitted_at + WHO_GRACE.as_millis() as u64 + 1_000);
+        if who_lost {
+            assert_eq!(net.accounts_told(0, R1), vec![(net.did(1), None)]);
+            assert_eq!(net.nodes[0].mesh.counters().who_missing, 1);
+            assert_eq!(net.let_go_of(0, R1), vec![(net.did(1), None)]);
+            assert!(!net.admitted(0, R1, 1));
+        } else {
+            assert_eq!(
+                net.accounts_told(0, R1),
+                vec![(net.did(1), Some(net.account(1)))]
+            );
+            assert!(net.let_go_of(0, R1).is_empty());
+            assert!(net.admitted(0, R1, 1));
+        }
+    }
+}
+
+#[test]
+fn a_peer_showing_someone_elses_note_is_known_as_nobody() {
+    let mut net = Net::new(2);
+    let rooms = [
+        "r-copied",
+        "r-too-long",
+        "r-invalid",
+        "r-none",
+        "r-own",
+        "r-narrow",
+    ];
+    let copied = net.nodes[0].note.clone();
+    let own = net.nodes[1].note.clone();
+    // Nothing but validity and audience is read (§6.4): a narrow note still names the account.
+    let (root, _) = key(501);
+    let narrow = Es256Notes::new(default_provider())
+        .issue(
+            &root,
+            &Note {
+                iss: String::new(),
+                aud: net.did(1),
+                sub: "did:key:zSomethingElse".into(),
+                cmd: "/space/read".into(),
+                pol: vec![json!(["==", ".space", "s"])],
+                exp: T0 / 1000 + 60,
+                nbf: None,
+            },
+        )
+        .unwrap();
+    let notes = [
+        Some(copied),
+        Some("a".repeat(MAX_NOTE_CHARS)),
+        Some(format!("{own}x")),
+        None,
+        Some(own),
+        Some(narrow),
+    ];
+    for (room, note) in rooms.iter().zip(notes) {
+        net.join(0, room, RoomKind::PublicSpace);
+        net.join_with_note(1, room, RoomKind::PublicSpace, note);
+        net.meet_by_relay(0, 1, room);
+    }
+    net.run_until(1_000);
+    for room in &rooms[..4] {
+        assert_eq!(
+            net.accounts_told(0, room),
+            vec![(net.did(1), None)],
+            "{room}"
+        );
+    }
+    for room in ["r-own", "r-narrow"] {
+        assert_eq!(
+            net.accounts_told(0, room),
+            vec![(net.did(1), Some(net.account(1)))]
+        );
+    }
+    // A `who` again does not change what the first one showed.
+    let again = Frame::new("r-copied", WHO, json!({"note": net.nodes[1].note}));
+    net.inject(1, 0, again.to_bytes(&net.did(1)));
+    net.settle();
+    assert_eq!(net.accounts_told(0, "r-copied").len(), 1);
+    assert_eq!(net.nodes[0].mesh.account("r-copied", &net.did(1)), None);
+    assert_eq!(net.nodes[0].mesh.counters().who_repeated, 1);
+}
+
+#[test]
+fn who_comes_first_and_a_peer_that_sends_none_has_no_account_after_10_s() {
+    let mut net = Net::new(2);
+    net.lost.insert((1, WHO));
+    net.join(0, R1, RoomKind::PublicSpace);
+    net.join(1, R1, RoomKind::PublicSpace);
+    net.meet_by_relay(0, 1, R1);
+    net.settle();
+    let admitted_at = net.now - T0;
+    // Node 1's live message comes before any `who`: dropped.
+    net.send(1, R1, LIVE, json!("too early"));
+    net.settle();
+    assert!(net.delivered(0, R1, LIVE).is_empty());
+    assert_eq!(net.nodes[0].mesh.counters().before_who, 1);
+    assert!(net.accounts_told(0, R1).is_empty());
+    net.run_until(admitted_at + WHO_GRACE.as_millis() as u64);
+    assert_eq!(net.accounts_told(0, R1), vec![(net.did(1), None)]);
+    // From then on it is a peer with no account: its messages are taken, and a public space lets
+    // nobody go for it.
+    net.send(1, R1, LIVE, json!("later"));
+    net.settle();
+    assert_eq!(
+        net.delivered(0, R1, LIVE),
+        vec![(net.did(1), json!("later"))]
+    );
+    assert!(net.admitted(0, R1, 1));
+    assert!(net.let_go_of(0, R1).is_empty());
+}
+
+#[test]
+fn unknown_types_are_ignored_in_a_space() {
+    let mut net = pair(&[R1]);
+    net.inject(
+        1,
+        0,
+        Frame::new(R1, "chat", json!("hi")).to_bytes(&net.did(1)),
+    );
+    net.settle();
+    assert!(net.delivered(0, R1, "chat").is_empty());
+    assert_eq!(net.nodes[0].mesh.counters().unknown_type, 1);
+    assert!(net.admitted(0, R1, 1));
+    // This node does not send a type its peers would ignore, nor a `who` of the application's.
+    net.send(0, R1, "chat", json!("hi"));
+    net.send(0, R1, WHO, json!({"note": "x"}));
+    net.settle();
+    assert_eq!(net.nodes[0].mesh.counters().send_refused, 2);
+    assert!(kinds(&net, 0, 1, R1).iter().all(|k| k != "chat"));
+    // A channel's room carries its own types to the application (§9).
+    let mut net = Net::new(2);
+    for i in 0..2 {
+        net.join(i, R2, RoomKind::Channel);
+    }
+    net.meet_by_relay(0, 1, R2);
+    net.run_until(1_000);
+    net.send(0, R2, "pair-code", json!("x"));
+    net.settle();
+    assert_eq!(net.delivered(1, R2, "pair-code").len(), 1);
+    assert_eq!(net.nodes[1].mesh.counters().unknown_type, 0);
+}
+
+#[test]
+fn a_peers_frames_beyond_its_byte_rate_are_dropped_and_the_connection_stays() {
+    let mut net = pair(&[R1]);
+    // Frames of exactly 1 MiB each, of a type the space ignores (so each one taken is counted).
+    const MIB: usize = 1 << 20;
+    let d1 = net.did(1);
+    let sized = |len: usize| {
+        let probe = Frame::new(R1, "bulk", json!("")).to_bytes(&d1).len();
+        let bytes = Frame::new(R1, "bulk", json!("x".repeat(len - probe))).to_bytes(&d1);
+        assert_eq!(bytes.len(), len);
+        bytes
+    };
+    let burst = PEER_BYTE_RATE.burst as usize / MIB;
+    let frame = sized(MIB);
+    // The bucket has refilled since the handshake: a whole burst passes, and not a byte more.
+    for _ in 0..=burst {
+        net.inject(1, 0, frame.clone());
+    }
+    net.settle();
+    let c = net.nodes[0].mesh.counters().clone();
+    assert_eq!(c.unknown_type, burst as u64);
+    assert_eq!(c.byte_rate_limited, 1);
+    // A second later the rate has refilled that many bytes again.
+    let per_second = PEER_BYTE_RATE.per_second as usize / MIB;
+    net.run_until(net.now - T0 + 1_000);
+    for _ in 0..per_second + 1 {
+        net.inject(1, 0, frame.clone());
+    }
+    net.settle();
+    let c = net.nodes[0].mesh.counters().clone();
+    assert_eq!(c.unknown_type, (burst + per_second) as u64);
+    assert_eq!(c.byte_rate_limited, 2);
+    assert!(net.admitted(0, R1, 1) && net.admitted(1, R1, 0));
+    assert_eq!(net.links.len(), 2);
+}
+
+#[test]
+fn half_open_connections_from_introductions_are_capped() {
+    let mut net = pair(&[R1]);
+    // Peer lists naming made-up peers this node offers to, through the mesh.
+    let fake = |n: usize| format!("did:key:zZ{}", "b".repeat(n + 1));
+    for batch in 0..3 {
+        let list: Vec<String> = (0..64).map(|i| fake(batch * 64 + i)).collect();
+        net.inject(
+            1,
+            0,
+            Frame::new(R1, PEERS, json!(list)).to_bytes(&net.did(1)),
+        );
+    }
+    net.settle();
+    let m = &net.nodes[0].mesh;
+    assert_eq!(m.connection_count(), MAX_HALF_OPEN_INTRODUCED + 1);
+    assert!(m.counters().half_open_refused > 0);
+    // A relay hello is no introduction: it may still start a connection.
+    let (_, stranger) = key(999);
+    let offers = net.count(|i, o| i == 0 && is_offer(o));
+    net.input(
+        0,
+        Input::PeerInRoom {
+            room: R1.into(),
+            peer: stranger.clone(),
+        },
+    );
+    net.settle();
+    if net.did(0) < stranger {
+        assert_eq!(net.count(|i, o| i == 0 && is_offer(o)), offers + 1);
+    }
 }

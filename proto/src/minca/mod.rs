@@ -23,8 +23,8 @@
 //!   weft's token) and §6.4 the account behind a session; [`space_access`]: what 03 Spaces
 //!   supplies; [`node_url`]: §5.2 node URLs and pins.
 //!
-//! Not here yet: WebRTC itself (§5.1, a str0m driver) and the per-peer byte rate of §7.4, which the
-//! spec plans without values.
+//! WebRTC itself (§5.1) is not here: it is I/O, done by a driver (str0m in `weft-drivers`) behind
+//! the node's peer-connection inputs and outputs.
 
 pub mod auth;
 pub mod envelope;

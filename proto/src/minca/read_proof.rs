@@ -13,7 +13,7 @@
 //! - [`TurnedAway`] remembers the sessions let go as former members while a new key is due, so
 //!   they are turned away when they reconnect;
 //! - [`MeshReadAccess`] hands all of it to the mesh (§6.2) as a private room's
-//!   [`ReadAccess`].
+//!   [`ReadAccess`], with the [`AccessView`] the mesh watches to look again on its own.
 
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -394,9 +394,33 @@ impl TurnedAway {
     }
 }
 
+/// What of a space's access history a verifier watches to know it changed in a way that can let
+/// a reader go (§6.3: "whenever its access history changes"): the current read key, and whether a
+/// new key is due. Removing a member makes a new key due (03 §9.2), and a key change makes
+/// another key current, so every change that can let a peer go moves one of the two.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AccessView {
+    /// The read key the verifier calls current.
+    pub current_read_key: Option<String>,
+    /// Whether a new key is due (03 §9.2).
+    pub new_key_due: bool,
+}
+
+impl AccessView {
+    /// The view of `space` now.
+    pub fn of(space: &(impl SpaceAccess + ?Sized)) -> Self {
+        Self {
+            current_read_key: space.current_read_key(),
+            new_key_due: space.new_key_due(),
+        }
+    }
+}
+
 /// A private room's read access for the mesh (§6.2 asks "in a private space, the read proof
 /// (§6.3) over the same T"): proofs built by [`prove`] from this holder's keys and note, checked
-/// by [`verify`], and a session turned away while a new key is due refused outright.
+/// by [`verify`], readers looked at again by [`Reader::review`], and a session turned away while
+/// a new key is due refused outright (the space's own list, [`SpaceAccess::turned_away`], and the
+/// sessions this access let go of as former members).
 ///
 /// The RNG seals `member` under the space key; like every machine's, it is handed in, so a seeded
 /// run replays exactly.
@@ -406,6 +430,7 @@ pub struct MeshReadAccess<S, N, R> {
     notes: N,
     note: Option<String>,
     rng: core::cell::RefCell<R>,
+    turned_away: TurnedAway,
 }
 
 impl<S, N, R> MeshReadAccess<S, N, R> {
@@ -424,6 +449,7 @@ impl<S, N, R> MeshReadAccess<S, N, R> {
             notes,
             note,
             rng: core::cell::RefCell::new(rng),
+            turned_away: TurnedAway::default(),
         }
     }
 
@@ -460,8 +486,18 @@ where
         label: &str,
         proof: &Map<String, Value>,
     ) -> bool {
-        if self.space.turned_away(prover) {
-            return false;
+        self.admit(now, prover, label, proof).is_some()
+    }
+
+    fn admit(
+        &self,
+        now: Timestamp,
+        prover: &str,
+        label: &str,
+        proof: &Map<String, Value>,
+    ) -> Option<Admission> {
+        if self.space.turned_away(prover) || self.turned_away.refuses(&self.space, prover) {
+            return None;
         }
         let proof = ReadProof::from_object(proof);
         verify(
@@ -473,7 +509,22 @@ where
             &proof,
             now,
         )
-        .is_some()
+    }
+
+    fn review(&self, reader: &Reader, now: Timestamp) -> Review {
+        reader.review(&self.space, now)
+    }
+
+    fn is_former_member(&self, account: &str) -> bool {
+        self.space.is_former_member(account)
+    }
+
+    fn turn_away(&mut self, session: &str) {
+        self.turned_away.remember(session);
+    }
+
+    fn view(&self) -> AccessView {
+        AccessView::of(&self.space)
     }
 }
 

@@ -10,6 +10,7 @@ use alloc::string::String;
 
 use crate::core::Timestamp;
 use crate::minca::mesh::live::LiveAllowance;
+use crate::minca::read_proof::{Admission, Reader};
 
 /// One side's half of a `minca-mesh/v1` handshake in one room (§6.2, §7.2).
 #[derive(Clone, Debug)]
@@ -25,6 +26,8 @@ pub struct Handshake {
     pub verified: bool,
     /// When the handshake began, for the 10 s limit.
     pub started: Timestamp,
+    /// How the peer's read proof let it in (§6.3), once verified in a private space.
+    pub admission: Option<Admission>,
 }
 
 impl Handshake {
@@ -36,6 +39,7 @@ impl Handshake {
             proof_sent: false,
             verified: false,
             started: now,
+            admission: None,
         }
     }
 
@@ -43,6 +47,28 @@ impl Handshake {
     /// (§7.2). A room without proofs sets both once the peer's hello arrives.
     pub fn is_done(&self) -> bool {
         self.proof_sent && self.verified
+    }
+}
+
+/// What a peer's `who` showed so far (§6.4, §9.1).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PeerWho {
+    /// Not arrived, and the 10 s grace has not run out: nothing but `who` is taken from it.
+    Awaited,
+    /// Not arrived within the grace: the peer counts as having no account (§6.3); a late `who`
+    /// is still read.
+    Missing,
+    /// Arrived, showing this account (`None`: the note proved none, §6.4).
+    Shown(Option<String>),
+}
+
+impl PeerWho {
+    /// The account the peer's `who` proved, if any.
+    pub fn account(&self) -> Option<&str> {
+        match self {
+            Self::Shown(a) => a.as_deref(),
+            _ => None,
+        }
     }
 }
 
@@ -56,6 +82,11 @@ pub struct Admitted {
     /// Whether the application found the peer's `who` shows a former member (§9.2): nothing live
     /// goes to it and nothing live from it is taken.
     pub former_member: bool,
+    /// What the peer's `who` showed (a space's room; a channel's sends none).
+    pub who: PeerWho,
+    /// In a private space, what the verifier remembers of the read proof that let the peer in,
+    /// to keep it true while the peer stays (§6.3 "Letting a reader go").
+    pub reader: Option<Reader>,
 }
 
 /// The stage one peer is at in one room.

@@ -12,8 +12,17 @@
 //! fingerprints), closed or failed, and each binary frame. Rendezvous (§2) tells the mesh who is in
 //! a room ([`Input::PeerInRoom`]) and hands it signals ([`Input::RelaySignal`]); the mesh hands
 //! rendezvous the offers and answers that go through relays ([`Output::ToRendezvous`]). Read
-//! proofs (§6.3) enter through [`ReadAccess`]; the note inside `who` is checked by the application,
-//! which tells the mesh of a former member with [`Input::FormerMember`].
+//! proofs (§6.3) enter through [`ReadAccess`], which also answers, whenever the access history
+//! changes, a peer connects, its `who` arrives or its grace runs out, whether a reader stays
+//! (§6.3 "Letting a reader go"): the mesh lets go of one that must not ([`Output::LetGo`]). The
+//! note inside `who` is checked here (§6.4, with [`Es256Notes`] unless the host hands another
+//! [`NoteChecker`]) and the peer's account reported ([`Output::Account`]); a host may still name
+//! a former member itself with [`Input::FormerMember`].
+//!
+//! In a space's room the messages of §9 are `who` and `live`; any other type is unknown there and
+//! ignored (dropped and counted, §9 "Unknown types are ignored"). A channel's room carries its own
+//! types (§9), which go to the application. Every frame a peer sends is charged to its
+//! [`PEER_BYTE_RATE`] (§7.4).
 
 use alloc::boxed::Box;
 use alloc::collections::{BTreeMap, VecDeque};
@@ -25,15 +34,17 @@ use rand_core::CryptoRng;
 use serde_json::{Map, Value, json};
 
 use crate::codec::did_key::DidKey;
-use crate::core::{ConnId, Machine, TimerQueue, Timestamp, Wakeup};
+use crate::core::{BucketConfig, ConnId, Machine, TimerQueue, Timestamp, TokenBucket, Wakeup};
 use crate::crypto::{CryptoProvider, P256Secret};
 use crate::minca::auth;
-use crate::minca::mesh::admission::{Admitted, Handshake, Stage};
+use crate::minca::mesh::admission::{Admitted, Handshake, PeerWho, Stage};
 use crate::minca::mesh::frame::{AUTH_HELLO, AUTH_PROOF, Frame, LEAVE, PEERS, SIGNAL};
 use crate::minca::mesh::introduction::{
     self, Introductions, Signal, SignalClock, SignalKind, Verdict, is_did, we_offer,
 };
 use crate::minca::mesh::live::{self, LIVE, LiveAllowance};
+use crate::minca::note::{Es256Notes, NoteChecker, account_of};
+use crate::minca::read_proof::{AccessView, Admission, Reader, Review, WHO_GRACE};
 
 /// A handshake not finished within 10 s is abandoned (§7.2).
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -61,6 +72,25 @@ pub use crate::minca::room::{MAX_ROOM_PEERS, MAX_ROOMS};
 
 /// The type of the message carrying a side's note (§9.1).
 pub const WHO: &str = "who";
+
+/// The message types of a space's room (§9, §9.1, §9.2): any other is unknown there and ignored.
+/// The sync messages of 05 would join them; 05 was not handed over.
+pub const SPACE_TYPES: [&str; 2] = [WHO, LIVE];
+
+/// The byte rate every peer's frames are held to, per connection (§7.4 plans "a byte rate per
+/// peer on every transport" without values): a burst of one largest frame
+/// ([`frame::MAX_FRAME_BYTES`](super::frame::MAX_FRAME_BYTES), 16 MiB), refilling 4 MiB a second.
+/// 4 MiB/s is above what live messages at their own limit carry in practice (20 a second, §9.2)
+/// and what a sync of records needs, and bounds what one peer can make this node parse. Beyond
+/// it a frame is dropped and counted, and the connection stays (§7.4: "messages are dropped or
+/// the connection closed"; dropping keeps the peer's other rooms).
+pub const PEER_BYTE_RATE: BucketConfig = BucketConfig::new(16 * 1024 * 1024, 4 * 1024 * 1024);
+
+/// The most connections at once that introductions (§8) offered or answered and that are not yet
+/// admitted in any room (§7.4 plans this cap without a value): one room's worth of peers
+/// ([`MAX_ROOM_PEERS`]), so a newcomer can still meet a full room at once, while a flood of
+/// `__peers` or `__signal` cannot hold more half-open connections than that.
+pub const MAX_HALF_OPEN_INTRODUCED: usize = MAX_ROOM_PEERS;
 
 /// What a room asks of a peer before admitting it (§6.2, §6.3, §8).
 pub enum RoomKind {
@@ -96,6 +126,44 @@ pub trait ReadAccess: Send {
     /// at `now` (§6.3's six steps).
     fn verify(&self, now: Timestamp, prover: &str, label: &str, proof: &Map<String, Value>)
     -> bool;
+
+    /// How `proof` let `prover` in (§6.3: the key it was let in on), or `None` to refuse. The
+    /// default knows no keys: whatever [`verify`](Self::verify) accepts is never looked at again.
+    fn admit(
+        &self,
+        now: Timestamp,
+        prover: &str,
+        label: &str,
+        proof: &Map<String, Value>,
+    ) -> Option<Admission> {
+        self.verify(now, prover, label, proof)
+            .then_some(Admission::Public)
+    }
+
+    /// Looks again at a peer let in by [`admit`](Self::admit) (§6.3 "Letting a reader go").
+    fn review(&self, reader: &Reader, now: Timestamp) -> Review {
+        let _ = (reader, now);
+        Review::Keep
+    }
+
+    /// Whether `account` is a former member of the space (03 §9.2): nothing live goes to or is
+    /// taken from a peer whose `who` shows one (§9.2).
+    fn is_former_member(&self, account: &str) -> bool {
+        let _ = account;
+        false
+    }
+
+    /// Remembers a session let go of as a former member while a new key is due, to turn it away
+    /// when it reconnects (§6.3, SHOULD).
+    fn turn_away(&mut self, session: &str) {
+        let _ = session;
+    }
+
+    /// What the mesh watches of the access history: when it changes, every reader of the room is
+    /// looked at again without the host having to say so (§6.3).
+    fn view(&self) -> AccessView {
+        AccessView::default()
+    }
 }
 
 /// A room to join.
@@ -179,6 +247,13 @@ pub enum Input {
         conn: ConnId,
         /// The frame's bytes.
         bytes: Vec<u8>,
+    },
+    /// The access history of `room` changed (§6.3): every reader is looked at again. The mesh
+    /// also notices a change of current read key or of a new key being due on its own (through
+    /// [`ReadAccess::view`]); this is for any other change.
+    AccessChanged {
+        /// The room.
+        room: String,
     },
     /// Let one peer go in one room (§6.3, §7.2).
     LetGo {
@@ -277,9 +352,31 @@ pub enum Output {
         /// The peer.
         peer: String,
     },
-    /// A message of an admitted peer, attributed to the connection's peer (§7.1, §9): `who`
-    /// (§9.1, for the application to check the note, §6.4), `live` within its limits (§9.2), or
-    /// any other non-reserved type.
+    /// The account behind an admitted peer of a space (§6.4): what its `who` proved (`None`: no
+    /// valid note made out to its session), or `None` once its 10 s to send one ran out. Comes
+    /// before any message of the peer in that room.
+    Account {
+        /// The room.
+        room: String,
+        /// The peer's session DID.
+        peer: String,
+        /// The account, the note's issuer, if any.
+        account: Option<String>,
+    },
+    /// The mesh let go of a reader of a private space that may no longer read it (§6.3): it
+    /// said `__leave` to it for that room alone and sends it nothing more there; a
+    /// [`Output::Departed`] follows.
+    LetGo {
+        /// The room.
+        room: String,
+        /// The peer.
+        peer: String,
+        /// The account its `who` showed, if any.
+        account: Option<String>,
+    },
+    /// A message of an admitted peer, attributed to the connection's peer (§7.1, §9): in a
+    /// space, `live` within its limits (§9.2), once its `who` came or its grace ran out; in a
+    /// channel's room, any non-reserved type.
     Deliver {
         /// The room.
         room: String,
@@ -338,6 +435,21 @@ pub struct Counters {
     /// Inputs naming something this node does not hold (an unknown connection, a room not joined,
     /// a peer that is not a DID or is this node).
     pub ignored_inputs: u64,
+    /// Frames dropped for going past the peer's [`PEER_BYTE_RATE`] (§7.4).
+    pub byte_rate_limited: u64,
+    /// Messages of a type a space does not speak (§9 "Unknown types are ignored").
+    pub unknown_type: u64,
+    /// Messages of a space from a peer whose `who` had not come yet (§6.4: `who` is first).
+    pub before_who: u64,
+    /// A second `who` from the same admitted peer (ignored: the first one counts).
+    pub who_repeated: u64,
+    /// Peers whose `who` did not come within 10 s of admission: they have no account (§6.3).
+    pub who_missing: u64,
+    /// Readers let go of because they may no longer read the space (§6.3).
+    pub readers_let_go: u64,
+    /// Offers and answers not made because [`MAX_HALF_OPEN_INTRODUCED`] introduced connections
+    /// were already half-open (§7.4).
+    pub half_open_refused: u64,
 }
 
 /// Where a connection is.
@@ -362,6 +474,8 @@ struct Conn {
     route: Route,
     /// Whether any room ever took the connection up.
     claimed: bool,
+    /// The peer's allowance of bytes (§7.4).
+    bytes: TokenBucket,
 }
 
 impl Conn {
@@ -375,6 +489,8 @@ struct Room {
     kind: RoomKind,
     note: Option<String>,
     peers: BTreeMap<String, Stage>,
+    /// The access history as last looked at (a private space).
+    view: AccessView,
 }
 
 impl Room {
@@ -395,6 +511,23 @@ impl Room {
 
     fn is_admitted(&self, peer: &str) -> bool {
         self.peers.get(peer).is_some_and(Stage::is_admitted)
+    }
+
+    fn access(&self) -> Option<&dyn ReadAccess> {
+        match &self.kind {
+            RoomKind::PrivateSpace(a) => Some(a.as_ref()),
+            _ => None,
+        }
+    }
+
+    /// Whether `a`'s `who` shows a former member (§9.2), as the application said or as the
+    /// space's access history says now.
+    fn shows_former_member(&self, a: &Admitted) -> bool {
+        a.former_member
+            || a.who
+                .account()
+                .zip(self.access())
+                .is_some_and(|(acc, access)| access.is_former_member(acc))
     }
 
     /// Makes room for `peer`, forgetting a merely known peer if full. False if still full.
@@ -428,12 +561,14 @@ pub struct Mesh<R: CryptoRng> {
     by_id: BTreeMap<ConnId, String>,
     next_conn: u64,
     handshakes: TimerQueue<(String, String)>,
+    who_grace: TimerQueue<(String, String)>,
     attempts: TimerQueue<ConnId>,
     unclaimed: TimerQueue<ConnId>,
     introductions: Introductions,
     signal_clock: SignalClock,
     out: VecDeque<Output>,
     counters: Counters,
+    notes: Box<dyn NoteChecker + Send>,
 }
 
 impl<R: CryptoRng> Mesh<R> {
@@ -451,13 +586,28 @@ impl<R: CryptoRng> Mesh<R> {
             by_id: BTreeMap::new(),
             next_conn: 0,
             handshakes: TimerQueue::new(),
+            who_grace: TimerQueue::new(),
             attempts: TimerQueue::new(),
             unclaimed: TimerQueue::new(),
             introductions: Introductions::new(),
             signal_clock: SignalClock::default(),
             out: VecDeque::new(),
             counters: Counters::default(),
+            notes: Box::new(Es256Notes::new(crypto)),
         })
+    }
+
+    /// Checks the notes in `who` (§6.4) with `notes` instead of weft's [`Es256Notes`].
+    pub fn set_note_checker(&mut self, notes: impl NoteChecker + Send + 'static) {
+        self.notes = Box::new(notes);
+    }
+
+    /// The account the `who` of `peer` in `room` proved (§6.4), if any.
+    pub fn account(&self, room: &str, peer: &str) -> Option<&str> {
+        match self.rooms.get(room)?.peers.get(peer)? {
+            Stage::Admitted(a) => a.who.account(),
+            _ => None,
+        }
     }
 
     /// The node's session DID, the mesh's identity (§7).
@@ -535,6 +685,7 @@ impl<R: CryptoRng> Mesh<R> {
                 }
                 if stage.uses_connection() {
                     self.handshakes.cancel(&(name.clone(), peer.into()));
+                    self.who_grace.cancel(&(name.clone(), peer.into()));
                 }
                 *stage = Stage::Known;
             }
@@ -573,6 +724,12 @@ impl<R: CryptoRng> Mesh<R> {
             self.counters.table_full += 1;
             return None;
         }
+        if matches!(route, Route::Mesh(_))
+            && self.half_open_introduced() >= MAX_HALF_OPEN_INTRODUCED
+        {
+            self.counters.half_open_refused += 1;
+            return None;
+        }
         let id = ConnId(self.next_conn);
         self.next_conn += 1;
         self.conns.insert(
@@ -582,12 +739,21 @@ impl<R: CryptoRng> Mesh<R> {
                 state,
                 route,
                 claimed: false,
+                bytes: PEER_BYTE_RATE.bucket(now),
             },
         );
         self.by_id.insert(id, peer.into());
         self.attempts
             .schedule(now.saturating_add(ATTEMPT_TIMEOUT), id);
         Some(id)
+    }
+
+    /// Connections that introductions started and that no room admitted the peer on yet (§7.4).
+    fn half_open_introduced(&self) -> usize {
+        self.conns
+            .iter()
+            .filter(|(p, c)| matches!(c.route, Route::Mesh(_)) && !self.admitted_anywhere(p))
+            .count()
     }
 
     fn offer_to(&mut self, now: Timestamp, peer: &str, route: Route) {
@@ -917,27 +1083,28 @@ impl<R: CryptoRng> Mesh<R> {
         };
         let (local, remote) = self.fingerprints(peer);
         let t = auth::mesh_transcript(&r.space_id, peer, &self.did, &nonce, &remote, &local);
-        let ok = match payload {
+        let admission = match payload {
             Value::Object(proof) => {
                 let sig_ok = proof
                     .get("sig")
                     .and_then(Value::as_str)
                     .is_some_and(|sig| auth::verify(self.crypto, peer, &t, sig));
-                sig_ok
-                    && match &r.kind {
-                        RoomKind::PrivateSpace(access) => access.verify(now, peer, &t, proof),
-                        _ => true,
-                    }
+                match (&r.kind, sig_ok) {
+                    (_, false) => None,
+                    (RoomKind::PrivateSpace(access), true) => access.admit(now, peer, &t, proof),
+                    (_, true) => Some(Admission::Public),
+                }
             }
-            _ => false,
+            _ => None,
         };
-        if !ok {
+        let Some(admission) = admission else {
             self.counters.proof_failed += 1;
             self.end_handshake(room, peer);
             return;
-        }
+        };
         if let Some(h) = self.handshake_mut(room, peer) {
             h.verified = true;
+            h.admission = Some(admission);
         }
         self.admit_if_done(now, room, peer);
     }
@@ -949,16 +1116,27 @@ impl<R: CryptoRng> Mesh<R> {
         };
         // A space (not a channel) sends `who` and introduces.
         let is_space = r.introduces();
+        let private = r.access().is_some();
         let Some(stage) = r.peers.get_mut(peer) else {
             return;
         };
-        if !matches!(stage, Stage::Handshake(h) if h.is_done()) {
-            return;
-        }
+        let admission = match stage {
+            Stage::Handshake(h) if h.is_done() => h.admission.take(),
+            _ => return,
+        };
+        // The verifier remembers the key it let each reader in on (§6.3).
+        let reader = admission.filter(|_| private).map(|a| Reader::new(a, now));
         *stage = Stage::Admitted(Admitted {
             live: LiveAllowance::new(now),
             who_sent: false,
             former_member: false,
+            // A channel's room sends no `who`; its peers' messages are taken at once.
+            who: if is_space {
+                PeerWho::Awaited
+            } else {
+                PeerWho::Missing
+            },
+            reader,
         });
         let note = r.note.clone();
         let others: Vec<String> = r
@@ -985,12 +1163,19 @@ impl<R: CryptoRng> Mesh<R> {
             }
         }
         if is_space {
+            self.who_grace
+                .schedule(now.saturating_add(WHO_GRACE), (room.into(), peer.into()));
             let list = introduction::peer_list_payload(others.iter().map(String::as_str));
             self.send_frame(peer, &Frame::new(room, PEERS, list));
             let about = introduction::peer_list_payload([peer]);
             for other in &others {
                 self.send_frame(other, &Frame::new(room, PEERS, about.clone()));
             }
+        }
+        // "When a peer connects, it looks again at every peer it let in on a key that is no
+        // longer current" (§6.3).
+        if private {
+            self.review_room(now, room);
         }
     }
 
@@ -1004,6 +1189,15 @@ impl<R: CryptoRng> Mesh<R> {
                 return;
             }
         };
+        let cost = u32::try_from(bytes.len()).unwrap_or(u32::MAX);
+        if !self
+            .conns
+            .get_mut(&peer)
+            .is_some_and(|c| c.bytes.try_take_n(now, cost))
+        {
+            self.counters.byte_rate_limited += 1;
+            return;
+        }
         let Ok(frame) = Frame::parse(bytes) else {
             self.counters.bad_frames += 1;
             return;
@@ -1013,6 +1207,7 @@ impl<R: CryptoRng> Mesh<R> {
             return;
         };
         let admitted = r.is_admitted(&peer);
+        let is_space = r.introduces();
         let room = frame.room.as_str();
         match frame.kind.as_str() {
             AUTH_HELLO => self.on_auth_hello(now, room, &peer, &frame.payload),
@@ -1021,13 +1216,102 @@ impl<R: CryptoRng> Mesh<R> {
             PEERS => self.on_peers(now, room, &frame.payload),
             SIGNAL => self.on_mesh_signal(now, room, &peer, &frame.payload),
             LEAVE => self.drop_peer(room, &peer),
-            LIVE => self.on_live(now, room, &peer, frame.payload),
+            WHO if is_space => self.on_who(now, room, &peer, &frame.payload),
+            LIVE if is_space => self.on_live(now, room, &peer, frame.payload),
+            _ if is_space => self.counters.unknown_type += 1,
             _ => self.out.push_back(Output::Deliver {
                 room: room.into(),
                 peer,
                 kind: frame.kind.clone(),
                 payload: frame.payload,
             }),
+        }
+    }
+
+    /// §6.4, §9.1: the peer's `who`. Its note gives the peer an account only if valid now and
+    /// made out to the peer's proven session DID; the first `who` counts.
+    fn on_who(&mut self, now: Timestamp, room: &str, peer: &str, payload: &Value) {
+        let note = payload.get("note").unwrap_or(&Value::Null);
+        let account = account_of(self.notes.as_ref(), note, peer, now);
+        let Some(Stage::Admitted(a)) = self.rooms.get_mut(room).and_then(|r| r.peers.get_mut(peer))
+        else {
+            return;
+        };
+        if matches!(a.who, PeerWho::Shown(_)) {
+            self.counters.who_repeated += 1;
+            return;
+        }
+        a.who = PeerWho::Shown(account.clone());
+        if let Some(reader) = a.reader.as_mut() {
+            reader.who_arrived(account.clone());
+        }
+        self.who_grace.cancel(&(room.into(), peer.into()));
+        self.out.push_back(Output::Account {
+            room: room.into(),
+            peer: peer.into(),
+            account,
+        });
+        // A peer whose `who` arrives is looked at again (§6.3).
+        self.review_room(now, room);
+    }
+
+    /// §6.3 "Letting a reader go": looks again at every reader of a private `room`, and lets go
+    /// of each that may no longer read it.
+    fn review_room(&mut self, now: Timestamp, room: &str) {
+        let Some(r) = self.rooms.get_mut(room) else {
+            return;
+        };
+        let Some(access) = r.access() else {
+            return;
+        };
+        let view = access.view();
+        let due = view.new_key_due;
+        let going: Vec<(String, Option<String>)> = r
+            .peers
+            .iter()
+            .filter_map(|(p, s)| match s {
+                Stage::Admitted(Admitted {
+                    reader: Some(reader),
+                    ..
+                }) if access.review(reader, now) == Review::LetGo => {
+                    Some((p.clone(), reader.account().map(String::from)))
+                }
+                _ => None,
+            })
+            .collect();
+        r.view = view;
+        for (peer, account) in going {
+            // While a new key is due, a former member let go is turned away when it reconnects
+            // (§6.3, SHOULD).
+            if let Some(RoomKind::PrivateSpace(access)) =
+                self.rooms.get_mut(room).map(|r| &mut r.kind)
+                && due
+                && account
+                    .as_deref()
+                    .is_some_and(|a| access.is_former_member(a))
+            {
+                access.turn_away(&peer);
+            }
+            self.counters.readers_let_go += 1;
+            self.out.push_back(Output::LetGo {
+                room: room.into(),
+                peer: peer.clone(),
+                account,
+            });
+            self.let_go(room, &peer);
+        }
+    }
+
+    /// Looks again at every private room whose access history moved since last looked at.
+    fn watch_access(&mut self, now: Timestamp) {
+        let moved: Vec<String> = self
+            .rooms
+            .iter()
+            .filter(|(_, r)| r.access().is_some_and(|a| a.view() != r.view))
+            .map(|(n, _)| n.clone())
+            .collect();
+        for room in moved {
+            self.review_room(now, &room);
         }
     }
 
@@ -1062,11 +1346,21 @@ impl<R: CryptoRng> Mesh<R> {
     }
 
     fn on_live(&mut self, now: Timestamp, room: &str, peer: &str, payload: Value) {
-        let Some(Stage::Admitted(a)) = self.rooms.get_mut(room).and_then(|r| r.peers.get_mut(peer))
-        else {
+        let Some(r) = self.rooms.get_mut(room) else {
             return;
         };
-        if a.former_member {
+        let former = match r.peers.get(peer) {
+            Some(Stage::Admitted(a)) => r.shows_former_member(a),
+            _ => return,
+        };
+        let Some(Stage::Admitted(a)) = r.peers.get_mut(peer) else {
+            return;
+        };
+        if a.who == PeerWho::Awaited {
+            self.counters.before_who += 1;
+            return;
+        }
+        if former {
             self.counters.live_from_former_member += 1;
             return;
         }
@@ -1095,6 +1389,7 @@ impl<R: CryptoRng> Mesh<R> {
             });
         }
         self.handshakes.cancel(&(room.into(), peer.into()));
+        self.who_grace.cancel(&(room.into(), peer.into()));
         self.close_if_idle(peer);
     }
 
@@ -1109,6 +1404,10 @@ impl<R: CryptoRng> Mesh<R> {
             self.counters.table_full += 1;
             return;
         }
+        let view = match &config.kind {
+            RoomKind::PrivateSpace(access) => access.view(),
+            _ => AccessView::default(),
+        };
         self.rooms.insert(
             config.room,
             Room {
@@ -1116,6 +1415,7 @@ impl<R: CryptoRng> Mesh<R> {
                 kind: config.kind,
                 note: config.note,
                 peers: BTreeMap::new(),
+                view,
             },
         );
     }
@@ -1161,7 +1461,10 @@ impl<R: CryptoRng> Mesh<R> {
             return;
         };
         let is_live = kind == LIVE;
-        if is_live && !live::fits(&payload) {
+        // In a space the mesh sends `who` itself, and a type the space does not speak would be
+        // ignored by every peer (§9).
+        let unspoken = r.introduces() && kind != LIVE;
+        if unspoken || (is_live && !live::fits(&payload)) {
             self.counters.send_refused += 1;
             return;
         }
@@ -1171,7 +1474,7 @@ impl<R: CryptoRng> Mesh<R> {
             .filter(|(p, _)| to.as_deref().is_none_or(|t| t == p.as_str()))
             .filter_map(|(p, s)| match s {
                 // Live goes only after our `who`, never to a former member (§9.1, §9.2).
-                Stage::Admitted(a) if !is_live || (a.who_sent && !a.former_member) => {
+                Stage::Admitted(a) if !is_live || (a.who_sent && !r.shows_former_member(a)) => {
                     Some(p.clone())
                 }
                 _ => None,
@@ -1190,13 +1493,28 @@ impl<R: CryptoRng> Mesh<R> {
     fn valid_peer(&self, peer: &str) -> bool {
         is_did(peer) && peer != self.did
     }
-}
 
-impl<R: CryptoRng> Machine for Mesh<R> {
-    type Input = Input;
-    type Output = Output;
+    /// §6.3: the 10 s a peer had from its admission to send `who` ran out. It has no account;
+    /// a reader on a key no longer current is let go of.
+    fn who_missing(&mut self, now: Timestamp, room: &str, peer: &str) {
+        let Some(Stage::Admitted(a)) = self.rooms.get_mut(room).and_then(|r| r.peers.get_mut(peer))
+        else {
+            return;
+        };
+        if a.who != PeerWho::Awaited {
+            return;
+        }
+        a.who = PeerWho::Missing;
+        self.counters.who_missing += 1;
+        self.out.push_back(Output::Account {
+            room: room.into(),
+            peer: peer.into(),
+            account: None,
+        });
+        self.review_room(now, room);
+    }
 
-    fn handle(&mut self, now: Timestamp, input: Input) {
+    fn handle_input(&mut self, now: Timestamp, input: Input) {
         match input {
             Input::Join(config) => self.join(config),
             Input::Leave { room } => self.leave(&room),
@@ -1227,6 +1545,13 @@ impl<R: CryptoRng> Machine for Mesh<R> {
             } => self.on_opened(now, conn, local_fingerprint, remote_fingerprint),
             Input::Closed { conn } => self.on_closed(conn),
             Input::Frame { conn, bytes } => self.on_frame(now, conn, &bytes),
+            Input::AccessChanged { room } => {
+                if self.rooms.contains_key(&room) {
+                    self.review_room(now, &room);
+                } else {
+                    self.counters.ignored_inputs += 1;
+                }
+            }
             Input::LetGo { room, peer } => self.let_go(&room, &peer),
             Input::FormerMember { room, peer } => {
                 match self
@@ -1246,6 +1571,16 @@ impl<R: CryptoRng> Machine for Mesh<R> {
             } => self.app_send(&room, to, kind, payload),
         }
     }
+}
+
+impl<R: CryptoRng> Machine for Mesh<R> {
+    type Input = Input;
+    type Output = Output;
+
+    fn handle(&mut self, now: Timestamp, input: Input) {
+        self.handle_input(now, input);
+        self.watch_access(now);
+    }
 
     fn poll(&mut self) -> Option<Output> {
         self.out.pop_front()
@@ -1258,6 +1593,7 @@ impl<R: CryptoRng> Machine for Mesh<R> {
             .map(|at| Wakeup::new(at, "signal memory ages out"));
         [
             self.handshakes.wakeup("handshake timeout"),
+            self.who_grace.wakeup("who grace"),
             self.attempts.wakeup("connection attempt timeout"),
             self.unclaimed.wakeup("unclaimed connection"),
             intro,
@@ -1292,6 +1628,10 @@ impl<R: CryptoRng> Machine for Mesh<R> {
                 self.close_conn(&peer);
             }
         }
+        while let Some((_, (room, peer))) = self.who_grace.pop_due(now) {
+            self.who_missing(now, &room, &peer);
+        }
         self.introductions.prune(now);
+        self.watch_access(now);
     }
 }
