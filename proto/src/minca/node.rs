@@ -129,6 +129,12 @@ pub enum Input {
         /// The peer's session DID.
         peer: String,
     },
+    /// What the node may read in a private space changed (a new read key, a member removed):
+    /// the mesh reviews the room's readers (§6.3).
+    AccessChanged {
+        /// The room.
+        room: Room,
+    },
     /// The relay socket `conn` opened.
     RelayOpened {
         /// The socket.
@@ -263,6 +269,27 @@ pub enum Output {
         room: Room,
         /// The peer's session DID.
         peer: String,
+    },
+    /// The account behind a peer admitted in a space's room, from its `who` (§6.4, §9.1):
+    /// `None` for a peer showing no valid note of its own, or none within the grace. Comes
+    /// before any message of that peer there.
+    Account {
+        /// The room.
+        room: Room,
+        /// The peer's session DID.
+        peer: String,
+        /// The account (the note's issuer), if any.
+        account: Option<String>,
+    },
+    /// The mesh let go of a reader of a private space that may no longer read it (§6.3); a
+    /// [`Output::Departed`] follows.
+    LetGo {
+        /// The room.
+        room: Room,
+        /// The peer's session DID.
+        peer: String,
+        /// The account its `who` showed, if any.
+        account: Option<String>,
     },
     /// A message of an admitted peer (§9), attributed to the connection's peer.
     Deliver {
@@ -667,6 +694,24 @@ impl<R: CryptoRng> Node<R> {
                 room: Room::new(room),
                 peer,
             },
+            mesh::Output::Account {
+                room,
+                peer,
+                account,
+            } => Output::Account {
+                room: Room::new(room),
+                peer,
+                account,
+            },
+            mesh::Output::LetGo {
+                room,
+                peer,
+                account,
+            } => Output::LetGo {
+                room: Room::new(room),
+                peer,
+                account,
+            },
             mesh::Output::Deliver {
                 room,
                 peer,
@@ -733,6 +778,12 @@ impl<R: CryptoRng> Machine for Node<R> {
                 mesh::Input::LetGo {
                     room: room.as_str().into(),
                     peer,
+                },
+            ),
+            Input::AccessChanged { room } => self.mesh.handle(
+                now,
+                mesh::Input::AccessChanged {
+                    room: room.as_str().into(),
                 },
             ),
             Input::RelayOpened { conn } => {
