@@ -12,6 +12,7 @@ use std::io;
 use std::net::SocketAddr;
 
 use weft_proto::airc::address::{Authority, Namespace};
+use weft_proto::airc::discovery::Endpoint;
 use weft_proto::airc::server::{Face, Input, Output, Server};
 use weft_proto::core::rand_core::CryptoRng;
 use weft_proto::core::{ConnId, Machine, Timestamp, Wakeup};
@@ -75,8 +76,17 @@ impl<R: CryptoRng> Machine for Realm<R> {
     }
 }
 
+/// A peer link to dial: the realm, and the endpoint discovery chose for it (AIRC §8.1).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Dial {
+    /// The realm the link is for.
+    pub authority: Authority,
+    /// Where to connect.
+    pub endpoint: Endpoint,
+}
+
 impl<R: CryptoRng> HostMachine for Realm<R> {
-    type Target = Authority;
+    type Target = Dial;
     /// A [`Output::Persist`] or [`Output::Forget`], as [`Store::apply`] takes them.
     type Durable = Output;
     type App = core::convert::Infallible;
@@ -98,17 +108,28 @@ impl<R: CryptoRng> HostMachine for Realm<R> {
     fn closed(&mut self, conn: ConnId) -> Input {
         Input::Closed { conn }
     }
-    fn dialled(&mut self, conn: ConnId, authority: Authority) -> Input {
-        Input::Dialled { conn, authority }
+    fn dialled(&mut self, conn: ConnId, dial: Dial) -> Input {
+        Input::Dialled {
+            conn,
+            authority: dial.authority,
+        }
     }
-    fn dial_failed(&mut self, authority: Authority) -> Input {
-        Input::DialFailed { authority }
+    fn dial_failed(&mut self, dial: Dial) -> Input {
+        Input::DialFailed {
+            authority: dial.authority,
+        }
     }
-    fn effect(&mut self, output: Output) -> Effect<Authority, Output, Self::App> {
+    fn effect(&mut self, output: Output) -> Effect<Dial, Output, Self::App> {
         match output {
             Output::Send { conn, bytes } => Effect::Send { conn, bytes },
             Output::Close { conn } => Effect::Close { conn },
-            Output::Connect { authority } => Effect::Dial(authority),
+            Output::Connect {
+                authority,
+                endpoint,
+            } => Effect::Dial(Dial {
+                authority,
+                endpoint,
+            }),
             o @ (Output::Persist(_) | Output::Forget(_)) => Effect::Store(o),
             _ => Effect::Unhandled,
         }
