@@ -40,6 +40,8 @@ struct Net {
     dials: Vec<(usize, Endpoint)>,
     /// Endpoints whose dial fails.
     dead: BTreeSet<Endpoint>,
+    /// Every frame that crossed a peer link: (sending server, frame).
+    wire_log: Vec<(usize, Value)>,
 }
 
 fn seed(n: u8) -> Ed25519Seed {
@@ -88,6 +90,7 @@ impl Net {
             questions: Vec::new(),
             dials: Vec::new(),
             dead: BTreeSet::new(),
+            wire_log: Vec::new(),
         }
     }
 
@@ -143,6 +146,10 @@ impl Net {
         match o {
             Output::Send { conn, bytes } => match self.wires.get(&(s, conn)).copied() {
                 Some((t, tc)) => {
+                    for line in bytes.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+                        self.wire_log
+                            .push((s, serde_json::from_slice(line).unwrap()));
+                    }
                     self.servers[t].handle(self.now, Input::Received { conn: tc, bytes })
                 }
                 None => {
@@ -1444,4 +1451,165 @@ fn a_dns_question_the_host_never_answers_counts_as_no_records_after_10_s() {
     let (frames, _) = sent_on(&mut s, ALICE);
     let ack = frames.iter().find(|f| f["t"] == "ack").unwrap();
     assert_eq!(ack["code"], "no_such_authority");
+}
+
+// ---- passports across realms: the wire, revocation and the audit stream (§12.4, §12.6, §13) ----
+
+const ADMIN: ConnId = ConnId(9);
+
+/// Opens an administrator connection on server `s` subscribed to `kinds`.
+fn admin_subscribed(net: &mut Net, s: usize, kinds: &[&str]) {
+    net.input(
+        s,
+        Input::Opened {
+            conn: ADMIN,
+            face: Face::Client,
+            namespaces: Vec::new(),
+        },
+    );
+    net.input(s, Input::Administrator { conn: ADMIN });
+    net.frame(
+        s,
+        ADMIN,
+        json!({"t":"hello","proto":"airc/0.1","role":"client"}),
+    );
+    net.frame(s, ADMIN, json!({"t":"subscribe","kinds":kinds}));
+    net.read(s, ADMIN);
+}
+
+/// The events server `s`'s administrator read since the last call.
+fn events(net: &mut Net, s: usize) -> Vec<Value> {
+    net.read(s, ADMIN)
+        .into_iter()
+        .filter(|f| f["t"] == "event")
+        .collect()
+}
+
+fn kinds(events: &[Value]) -> Vec<&str> {
+    events.iter().map(|e| e["kind"].as_str().unwrap()).collect()
+}
+
+/// alice/x issues a passport for partner.example and desk redeems it: (passport id, link id).
+fn redeemed_across(net: &mut Net) -> (String, String) {
+    net.client(A, ALICE, "alice", &["alice/"]);
+    net.client(B, DESK, "support", &["support/desk"]);
+    net.frame(
+        A,
+        ALICE,
+        json!({"t":"passport","op":"new","as":"alice/x","label":"vendor","to":"//partner.example/**"}),
+    );
+    let p = passported(&net.read(A, ALICE));
+    let pid = p["passport"]["id"].as_str().unwrap().to_string();
+    let line = p["line"].as_str().unwrap().to_string();
+    net.read(B, DESK);
+    net.frame(
+        B,
+        DESK,
+        json!({"t":"passport","op":"redeem","as":"support/desk","passport":line}),
+    );
+    let answer = passported(&net.read(B, DESK));
+    let lid = answer["link"]["id"].as_str().unwrap().to_string();
+    net.read(A, ALICE);
+    (pid, lid)
+}
+
+#[test]
+fn the_redemption_message_crosses_with_a_600_s_ttl() {
+    let mut net = Net::new(closed_policy);
+    redeemed_across(&mut net);
+    let redemption: Vec<&Value> = net
+        .wire_log
+        .iter()
+        .filter(|(s, f)| *s == B && f["type"] == "application/airc-passport+json")
+        .map(|(_, f)| f)
+        .collect();
+    assert_eq!(redemption.len(), 1, "{:?}", net.wire_log);
+    let m = redemption[0];
+    assert_eq!(m["ttl"], 600);
+    assert_eq!(m["to"], "airc://example.com/_passport");
+    assert_eq!(m["from"], "airc://partner.example/support/desk");
+    assert!(
+        m["hdr"]["sig"].is_string(),
+        "signed like anything leaving a realm"
+    );
+}
+
+#[test]
+fn a_passport_redeemed_across_realms_is_logged_as_issue_redeem_and_grant_events() {
+    let mut net = Net::new(closed_policy);
+    admin_subscribed(&mut net, A, &["link", "passport"]);
+    admin_subscribed(&mut net, B, &["link", "passport"]);
+    let (pid, lid) = redeemed_across(&mut net);
+    let at_issuer = events(&mut net, A);
+    assert_eq!(
+        kinds(&at_issuer),
+        ["passport.issue", "link.grant", "passport.redeem"],
+        "{at_issuer:?}"
+    );
+    let issue = &at_issuer[0];
+    assert_eq!(issue["passport"], pid.as_str());
+    assert_eq!(issue["endpoint"], "airc://example.com/alice/x");
+    let grant = &at_issuer[1];
+    assert_eq!(grant["link"], lid.as_str());
+    let redeem = &at_issuer[2];
+    assert_eq!(redeem["passport"], pid.as_str());
+    assert_eq!(redeem["link"], lid.as_str());
+    assert!(
+        at_issuer
+            .iter()
+            .all(|e| e.get("body").is_none() && e.get("token").is_none()),
+        "no body, no token"
+    );
+    let at_redeemer = events(&mut net, B);
+    assert_eq!(kinds(&at_redeemer), ["link.grant"], "{at_redeemer:?}");
+    assert_eq!(at_redeemer[0]["link"], lid.as_str());
+}
+
+#[test]
+fn revoking_a_passport_and_links_sends_the_revoke_control_to_the_other_realm() {
+    let mut net = Net::new(closed_policy);
+    let (pid, lid) = redeemed_across(&mut net);
+    admin_subscribed(&mut net, A, &["link", "passport"]);
+    admin_subscribed(&mut net, B, &["link", "passport"]);
+    net.read(B, DESK);
+    net.wire_log.clear();
+    net.frame(
+        A,
+        ALICE,
+        json!({"t":"passport","op":"revoke","as":"alice/x","id":pid,"and_links":true}),
+    );
+    let answer = passported(&net.read(A, ALICE));
+    assert_eq!(answer["revoked_links"], json!([lid]));
+    // The revoke control crossed to partner.example, from alice/x to desk.
+    let controls: Vec<&Value> = net
+        .wire_log
+        .iter()
+        .filter(|(s, f)| *s == A && f["type"] == "application/airc-link+json")
+        .map(|(_, f)| f)
+        .collect();
+    assert_eq!(controls.len(), 1, "{:?}", net.wire_log);
+    let body: Value = serde_json::from_str(controls[0]["body"].as_str().unwrap()).unwrap();
+    assert_eq!(body["action"], "revoke");
+    assert_eq!(body["link"]["id"], lid.as_str());
+    assert_eq!(controls[0]["to"], "airc://partner.example/support/desk");
+    // partner.example stored it and told desk, and both logged it.
+    let told = msgs(&net.read(B, DESK));
+    assert_eq!(told.len(), 1, "{told:?}");
+    assert_eq!(told[0]["hdr"]["airc-link"], lid.as_str());
+    let at_issuer = events(&mut net, A);
+    assert_eq!(kinds(&at_issuer), ["passport.revoke", "link.revoke"]);
+    assert_eq!(at_issuer[0]["passport"], pid.as_str());
+    assert_eq!(at_issuer[0]["state"], "revoked");
+    assert_eq!(at_issuer[1]["link"], lid.as_str());
+    let at_redeemer = events(&mut net, B);
+    assert_eq!(kinds(&at_redeemer), ["link.revoke"], "{at_redeemer:?}");
+    assert_eq!(at_redeemer[0]["link"], lid.as_str());
+    // The revoked link no longer opens partner.example's closed policy.
+    net.frame(
+        B,
+        DESK,
+        json!({"t":"msg","id":"d9","from":"desk","to":"//example.com/alice/x","ts":1_790_380_000.1,"body":"hi"}),
+    );
+    assert_eq!(net.acks(B, DESK)[0]["code"], "refused");
+    assert!(msgs(&net.read(A, ALICE)).is_empty());
 }
