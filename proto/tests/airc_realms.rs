@@ -1613,3 +1613,35 @@ fn revoking_a_passport_and_links_sends_the_revoke_control_to_the_other_realm() {
     assert_eq!(net.acks(B, DESK)[0]["code"], "refused");
     assert!(msgs(&net.read(A, ALICE)).is_empty());
 }
+
+#[test]
+fn link_offer_accept_and_decline_are_logged_at_both_realms() {
+    let mut net = Net::new(closed_policy);
+    net.client(A, ALICE, "alice", &["alice/x"]);
+    net.client(B, DESK, "support", &["support/desk"]);
+    admin_subscribed(&mut net, A, &["link"]);
+    admin_subscribed(&mut net, B, &["link"]);
+    let (first, _) = offer(&mut net, "//partner.example/support/desk");
+    net.frame(
+        B,
+        DESK,
+        json!({"t":"link","op":"decline","as":"support/desk","id":first}),
+    );
+    let (second, _) = offer(&mut net, "//partner.example/support/desk");
+    net.frame(
+        B,
+        DESK,
+        json!({"t":"link","op":"accept","as":"support/desk","id":second}),
+    );
+    for s in [A, B] {
+        let got = events(&mut net, s);
+        assert_eq!(
+            kinds(&got),
+            ["link.offer", "link.decline", "link.offer", "link.accept"],
+            "server {s}: {got:?}"
+        );
+        let links: Vec<&str> = got.iter().map(|e| e["link"].as_str().unwrap()).collect();
+        assert_eq!(links, [&first, &first, &second, &second]);
+        assert!(got.iter().all(|e| e.get("body").is_none()));
+    }
+}
