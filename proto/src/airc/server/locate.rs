@@ -3,15 +3,15 @@
 //!
 //! The order and caching rules are [`super::super::discovery`]'s; this module only walks them
 //! with the machine's state. The host answers each [`Output::Resolve`] with an
-//! [`Input::Resolved`] (or not at all: after [`DNS_TIMEOUT`] the question counts as answered with
-//! no records), and each [`Output::Connect`] with [`Input::Dialled`] or [`Input::DialFailed`].
+//! [`Input::Resolved`](super::Input::Resolved) (or not at all: after [`DNS_TIMEOUT`] the question counts as answered with
+//! no records), and each [`Output::Connect`] with [`Input::Dialled`](super::Input::Dialled) or [`Input::DialFailed`](super::Input::DialFailed).
 //!
 //! - Locating (§8.1): an explicit port or an IP literal is dialled directly, a static entry
 //!   next, otherwise SRV, `airc.<host>` and `<host>` are asked in turn; the outcome is cached for
 //!   the clamped TTL (a miss for 60 s). The endpoints are tried in order, the next after each
 //!   failed dial; when all fail, what waits is spooled `queued authority_unreachable`. When DNS
 //!   has no authority at all, what waits is failed `no_such_authority` (§6.5).
-//! - Keys (§8.2): keys pinned by configuration (`known_keys`) or by [`Input::Keys`] win;
+//! - Keys (§8.2): keys pinned by configuration (`known_keys`) or by [`Input::Keys`](super::Input::Keys) win;
 //!   otherwise `_airc.<realm>` TXT records are asked for and cached. A peer frame that needs keys
 //!   not yet known is parked, with everything its connection sent after it, until the answer
 //!   comes: frames of one connection are still handled in the order they arrived.
