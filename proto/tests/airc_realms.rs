@@ -1645,3 +1645,26 @@ fn link_offer_accept_and_decline_are_logged_at_both_realms() {
         assert!(got.iter().all(|e| e.get("body").is_none()));
     }
 }
+
+#[test]
+fn several_simultaneous_links_from_one_realm_are_each_accepted_and_authenticated() {
+    let mut net = Net::new(|_, _| {});
+    let b = &mut net.servers[B];
+    let hello = signed_hello(T0.as_secs());
+    for conn in [ConnId(50), ConnId(51), ConnId(52)] {
+        let (frames, closed) = inbound_peer(b, conn, &hello);
+        assert_eq!(frames[0]["t"], "welcome", "link {conn:?}");
+        assert!(!closed, "link {conn:?} stays open");
+    }
+    // Authenticated: desk's message for example.com goes out over one of them, with no dial.
+    desk_writes_to_alice(b);
+    let (mut dialled, mut sent) = (false, false);
+    while let Some(o) = b.poll() {
+        match o {
+            Output::Connect { .. } => dialled = true,
+            Output::Send { conn, .. } => sent |= [50, 51, 52].contains(&conn.0),
+            _ => {}
+        }
+    }
+    assert!(sent && !dialled);
+}
