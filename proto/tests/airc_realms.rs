@@ -1,13 +1,14 @@
 //! Two AIRC realm servers wired together in memory: peer links, signed hellos and welcomes, signed
 //! messages, no transit, and acks back over the link (AIRC §6, §8.4, §9, Appendix A.1).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use chacha20::ChaCha20Rng;
 use rand_core::SeedableRng;
 use serde_json::{Value, json};
 use weft_proto::airc::address::{Authority, Namespace};
+use weft_proto::airc::discovery::{Answer, Endpoint, RecordType, SrvRecord};
 use weft_proto::airc::server::{Face, Input, Output, Server, ServerConfig};
 use weft_proto::core::{ConnId, Machine, Timestamp};
 use weft_proto::crypto::{self, CryptoProvider, Ed25519Seed};
@@ -30,6 +31,17 @@ struct Net {
     next_conn: u64,
     /// Whether a Connect is answered by wiring a link (false: the realm is unreachable).
     reachable: bool,
+    /// The DNS both servers' hosts answer from; a question it has no answer for gets
+    /// [`Answer::Nothing`].
+    zone: BTreeMap<(RecordType, String), Answer>,
+    /// Every DNS question asked: (server, kind, name).
+    questions: Vec<(usize, RecordType, String)>,
+    /// Every endpoint dialled: (server, endpoint).
+    dials: Vec<(usize, Endpoint)>,
+    /// Endpoints whose dial fails.
+    dead: BTreeSet<Endpoint>,
+    /// Every frame that crossed a peer link: (sending server, frame).
+    wire_log: Vec<(usize, Value)>,
 }
 
 fn seed(n: u8) -> Ed25519Seed {
@@ -54,6 +66,11 @@ impl Net {
             c.known_keys
                 .insert(realms[1 - i].clone(), vec![public(2 - i as u8)]);
             c.known_namespaces = vec![Namespace::parse(["alice", "support"][i]).unwrap()];
+            // Each finds the other by a static entry (§8.1 step 2) unless a test clears it to
+            // use the zone.
+            let other = realms[1 - i].clone();
+            let at = Endpoint::new(other.host(), 2472);
+            c.static_entries.insert(other, vec![at]);
             tweak(i, &mut c);
             Server::new(
                 c,
@@ -69,6 +86,11 @@ impl Net {
             inbox: BTreeMap::new(),
             next_conn: 100,
             reachable: true,
+            zone: BTreeMap::new(),
+            questions: Vec::new(),
+            dials: Vec::new(),
+            dead: BTreeSet::new(),
+            wire_log: Vec::new(),
         }
     }
 
@@ -124,6 +146,10 @@ impl Net {
         match o {
             Output::Send { conn, bytes } => match self.wires.get(&(s, conn)).copied() {
                 Some((t, tc)) => {
+                    for line in bytes.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+                        self.wire_log
+                            .push((s, serde_json::from_slice(line).unwrap()));
+                    }
                     self.servers[t].handle(self.now, Input::Received { conn: tc, bytes })
                 }
                 None => {
@@ -140,16 +166,25 @@ impl Net {
                 }
                 self.servers[s].handle(self.now, Input::Closed { conn });
             }
-            Output::Connect { authority } => {
-                let t = self
-                    .realms
-                    .iter()
-                    .position(|r| *r == authority)
-                    .expect("a realm of the net");
-                if !self.reachable {
+            Output::Resolve { name, kind } => {
+                self.questions.push((s, kind, name.clone()));
+                let answer = self
+                    .zone
+                    .get(&(kind, name.clone()))
+                    .cloned()
+                    .unwrap_or(Answer::Nothing);
+                self.servers[s].handle(self.now, Input::Resolved { name, kind, answer });
+            }
+            Output::Connect {
+                authority,
+                endpoint,
+            } => {
+                self.dials.push((s, endpoint.clone()));
+                let t = self.realms.iter().position(|r| *r == authority);
+                let Some(t) = t.filter(|_| self.reachable && !self.dead.contains(&endpoint)) else {
                     self.servers[s].handle(self.now, Input::DialFailed { authority });
                     return;
-                }
+                };
                 let (dial, accept) = (ConnId(self.next_conn), ConnId(self.next_conn + 1));
                 self.next_conn += 2;
                 self.wires.insert((s, dial), (t, accept));
@@ -515,7 +550,7 @@ fn a_hello_outside_300_s_welcomes_but_does_not_authenticate() {
     let (mut dialled, mut sent_on_stale) = (false, false);
     while let Some(o) = b.poll() {
         match o {
-            Output::Connect { authority } => dialled |= authority.to_string() == "example.com",
+            Output::Connect { authority, .. } => dialled |= authority.to_string() == "example.com",
             Output::Send { conn, .. } => sent_on_stale |= conn == peer,
             _ => {}
         }
@@ -992,4 +1027,644 @@ fn peer_links_coming_up_and_going_down_are_audit_events_for_administrators() {
         .filter(|f| f["t"] == "event")
         .collect();
     assert!(desk_saw.is_empty(), "a realm lies inside no namespace");
+}
+
+// ---- §8.1–§8.2 discovery at the server, fed by the zone -------------------------------------
+
+/// The net with no static entries: each server finds the other through `net.zone`.
+fn dns_net(tweak: impl Fn(usize, &mut ServerConfig)) -> Net {
+    Net::new(|i, c| {
+        c.static_entries.clear();
+        tweak(i, c);
+    })
+}
+
+fn srv(priority: u16, weight: u16, target: &str, ttl: u32) -> SrvRecord {
+    SrvRecord {
+        priority,
+        weight,
+        port: 2472,
+        target: target.to_string(),
+        ttl,
+    }
+}
+
+const PARTNER_SRV: &str = "_airc._tcp.partner.example";
+
+fn answer(net: &mut Net, kind: RecordType, name: &str, a: Answer) {
+    net.zone.insert((kind, name.to_string()), a);
+}
+
+/// What server `s` asked DNS, in order, since the last call.
+fn asked(net: &mut Net, s: usize) -> Vec<(RecordType, String)> {
+    let all = std::mem::take(&mut net.questions);
+    all.into_iter()
+        .filter(|(from, _, _)| *from == s)
+        .map(|(_, kind, name)| (kind, name))
+        .collect()
+}
+
+/// The endpoints server `s` dialled, in order, since the last call.
+fn dialled(net: &mut Net, s: usize) -> Vec<Endpoint> {
+    let all = std::mem::take(&mut net.dials);
+    all.into_iter()
+        .filter(|(from, _)| *from == s)
+        .map(|(_, e)| e)
+        .collect()
+}
+
+fn endpoint(host: &str, port: u16) -> Endpoint {
+    Endpoint::new(host, port)
+}
+
+#[test]
+fn an_explicit_port_or_an_ip_literal_is_dialled_directly_without_dns() {
+    let mut net = dns_net(|_, _| {});
+    net.client(A, ALICE, "alice", &[]);
+    for (to, at) in [
+        (
+            "//partner.example:7001/support/desk",
+            endpoint("partner.example", 7001),
+        ),
+        ("//192.0.2.7/support/desk", endpoint("192.0.2.7", 2472)),
+        ("//[2001:DB8::1]:9/support/desk", endpoint("2001:db8::1", 9)),
+    ] {
+        net.frame(
+            A,
+            ALICE,
+            json!({"t":"msg","id":to,"from":"x","to":to,"ts":1_790_380_000,"body":"b"}),
+        );
+        assert_eq!(dialled(&mut net, A), [at], "{to}");
+    }
+    assert!(asked(&mut net, A).is_empty(), "no DNS in either case");
+}
+
+#[test]
+fn a_static_entry_is_dialled_before_dns_and_pinned_keys_need_no_txt() {
+    let mut net = Net::new(|i, c| {
+        if i == A {
+            let partner = Authority::parse("partner.example").unwrap();
+            let entries = vec![endpoint("10.0.0.5", 7001), endpoint("backup.partner", 7002)];
+            c.static_entries.insert(partner, entries);
+        }
+    });
+    // The zone would send example.com elsewhere: it is never asked.
+    answer(
+        &mut net,
+        RecordType::Srv,
+        PARTNER_SRV,
+        Answer::Srv(vec![srv(0, 0, "dns.partner.example", 300)]),
+    );
+    net.dead.insert(endpoint("10.0.0.5", 7001));
+    net.client(B, DESK, "support", &["support/desk"]);
+    net.client(A, ALICE, "alice", &[]);
+    net.frame(A, ALICE, to_desk("m1"));
+    assert_eq!(
+        dialled(&mut net, A),
+        [endpoint("10.0.0.5", 7001), endpoint("backup.partner", 7002)],
+        "the static entries in order, the next after a failed dial"
+    );
+    assert!(asked(&mut net, A).is_empty() && asked(&mut net, B).is_empty());
+    assert!(net.read(B, DESK).iter().any(|f| f["id"] == "m1"));
+}
+
+#[test]
+fn srv_targets_are_dialled_by_priority_then_weight_falling_back_on_failure() {
+    let mut net = dns_net(|_, _| {});
+    answer(
+        &mut net,
+        RecordType::Srv,
+        PARTNER_SRV,
+        Answer::Srv(vec![
+            srv(20, 0, "backup.partner.example.", 300),
+            srv(10, 0, "light.partner.example.", 300),
+            srv(10, 65_535, "heavy.partner.example.", 300),
+        ]),
+    );
+    net.dead.insert(endpoint("heavy.partner.example", 2472));
+    net.dead.insert(endpoint("light.partner.example", 2472));
+    net.client(B, DESK, "support", &["support/desk"]);
+    net.client(A, ALICE, "alice", &[]);
+    net.frame(A, ALICE, to_desk("m1"));
+    assert_eq!(
+        asked(&mut net, A),
+        [(RecordType::Srv, PARTNER_SRV.to_string())]
+    );
+    assert_eq!(
+        dialled(&mut net, A),
+        [
+            endpoint("heavy.partner.example", 2472),
+            endpoint("light.partner.example", 2472),
+            endpoint("backup.partner.example", 2472),
+        ],
+        "priority 10 before 20; within it, weight 65535 before weight 0"
+    );
+    assert!(net.read(B, DESK).iter().any(|f| f["id"] == "m1"));
+}
+
+#[test]
+fn without_srv_records_airc_dot_host_then_the_host_itself_are_asked() {
+    let mut net = dns_net(|_, _| {});
+    answer(
+        &mut net,
+        RecordType::Address,
+        "partner.example",
+        Answer::Addresses { ttl: 300 },
+    );
+    net.client(B, DESK, "support", &["support/desk"]);
+    net.client(A, ALICE, "alice", &[]);
+    net.frame(A, ALICE, to_desk("m1"));
+    assert_eq!(
+        asked(&mut net, A),
+        [
+            (RecordType::Srv, PARTNER_SRV.to_string()),
+            (RecordType::Address, "airc.partner.example".to_string()),
+            (RecordType::Address, "partner.example".to_string()),
+        ]
+    );
+    assert_eq!(dialled(&mut net, A), [endpoint("partner.example", 2472)]);
+    assert!(net.read(B, DESK).iter().any(|f| f["id"] == "m1"));
+
+    // With `airc.<host>` published, the bare host is never asked.
+    let mut net = dns_net(|_, _| {});
+    answer(
+        &mut net,
+        RecordType::Address,
+        "airc.partner.example",
+        Answer::Addresses { ttl: 300 },
+    );
+    net.client(A, ALICE, "alice", &[]);
+    net.frame(A, ALICE, to_desk("m1"));
+    assert_eq!(asked(&mut net, A).len(), 2);
+    assert_eq!(
+        dialled(&mut net, A),
+        [endpoint("airc.partner.example", 2472)]
+    );
+}
+
+/// Closes every peer link, from both ends.
+fn drop_links(net: &mut Net) {
+    let ends: Vec<(usize, ConnId)> = net.wires.keys().copied().collect();
+    net.wires.clear();
+    for (s, conn) in ends {
+        net.input(s, Input::Closed { conn });
+    }
+}
+
+/// Sends a message from alice to desk after dropping the links; returns what A asked DNS.
+fn resend(net: &mut Net, id: &str) -> Vec<(RecordType, String)> {
+    drop_links(net);
+    asked(net, A);
+    net.frame(A, ALICE, to_desk(id));
+    asked(net, A)
+}
+
+#[test]
+fn a_location_is_cached_for_its_dns_ttl_clamped_to_30_s_through_3600_s() {
+    for (ttl, kept) in [(5, 30), (600, 600), (86_400, 3600)] {
+        let mut net = dns_net(|_, _| {});
+        let records = vec![srv(0, 0, "partner.example", ttl)];
+        answer(&mut net, RecordType::Srv, PARTNER_SRV, Answer::Srv(records));
+        net.client(B, DESK, "support", &["support/desk"]);
+        net.client(A, ALICE, "alice", &[]);
+        net.frame(A, ALICE, to_desk("m0"));
+        assert_eq!(asked(&mut net, A).len(), 1);
+        let t0 = net.now;
+        net.now = t0 + Duration::from_secs(kept - 1);
+        assert!(
+            resend(&mut net, "m1").is_empty(),
+            "ttl {ttl}: cached at {}",
+            kept - 1
+        );
+        net.now = t0 + Duration::from_secs(kept);
+        assert_eq!(
+            resend(&mut net, "m2").len(),
+            1,
+            "ttl {ttl}: asked again at {kept}"
+        );
+    }
+}
+
+#[test]
+fn an_authority_dns_does_not_know_fails_no_such_authority_and_the_miss_is_cached_60_s() {
+    let mut net = dns_net(|_, _| {});
+    net.client(A, ALICE, "alice", &[]);
+    net.read(A, ALICE);
+    net.frame(A, ALICE, to_desk("m1"));
+    assert_eq!(asked(&mut net, A).len(), 3, "SRV, airc.<host>, <host>");
+    assert!(net.dials.is_empty());
+    assert_eq!(
+        net.acks(A, ALICE),
+        [json!({"t":"ack","id":"m1","status":"failed","code":"no_such_authority"})]
+    );
+    assert_eq!(net.servers[A].spooled(), 0, "a failed message is not held");
+    let t0 = net.now;
+    net.now = t0 + Duration::from_secs(59);
+    net.frame(A, ALICE, to_desk("m2"));
+    assert!(asked(&mut net, A).is_empty(), "the miss is cached");
+    assert_eq!(net.acks(A, ALICE)[0]["code"], "no_such_authority");
+    net.now = t0 + Duration::from_secs(60);
+    net.frame(A, ALICE, to_desk("m3"));
+    assert_eq!(asked(&mut net, A).len(), 3, "asked again after 60 s");
+}
+
+#[test]
+fn an_authority_dns_knows_but_that_does_not_answer_is_queued_authority_unreachable() {
+    let mut net = dns_net(|_, _| {});
+    answer(
+        &mut net,
+        RecordType::Address,
+        "airc.partner.example",
+        Answer::Addresses { ttl: 300 },
+    );
+    net.reachable = false;
+    net.client(A, ALICE, "alice", &[]);
+    net.read(A, ALICE);
+    net.frame(A, ALICE, to_desk("m1"));
+    assert_eq!(
+        dialled(&mut net, A),
+        [endpoint("airc.partner.example", 2472)]
+    );
+    assert_eq!(
+        net.acks(A, ALICE),
+        [json!({"t":"ack","id":"m1","status":"queued","code":"authority_unreachable"})]
+    );
+    assert_eq!(net.servers[A].spooled(), 1);
+}
+
+#[test]
+fn an_srv_dot_target_says_the_domain_offers_no_airc_service() {
+    let mut net = dns_net(|_, _| {});
+    answer(
+        &mut net,
+        RecordType::Srv,
+        PARTNER_SRV,
+        Answer::Srv(vec![srv(0, 0, ".", 300)]),
+    );
+    net.client(A, ALICE, "alice", &[]);
+    net.read(A, ALICE);
+    net.frame(A, ALICE, to_desk("m1"));
+    assert_eq!(asked(&mut net, A).len(), 1, "no fallback to A/AAAA");
+    assert_eq!(net.acks(A, ALICE)[0]["code"], "no_such_authority");
+}
+
+fn txt_key(n: u8) -> String {
+    format!(
+        "v=airc1 k=ed25519 p={}",
+        weft_proto::codec::base64::encode(&public(n))
+    )
+}
+
+#[test]
+fn keys_published_in_txt_verify_a_peer_hello_and_its_messages() {
+    // partner.example knows no key of example.com: it asks `_airc.example.com`, which publishes
+    // an unrelated record, a retired key and the real one.
+    let mut net = Net::new(|i, c| {
+        if i == B {
+            c.known_keys.clear();
+        }
+    });
+    let records = vec!["v=spf1 -all".to_string(), txt_key(7), txt_key(1)];
+    answer(
+        &mut net,
+        RecordType::Txt,
+        "_airc.example.com",
+        Answer::Txt { records, ttl: 300 },
+    );
+    net.client(B, DESK, "support", &["support/desk"]);
+    net.client(A, ALICE, "alice", &["alice/x"]);
+    net.read(B, DESK);
+    net.frame(A, ALICE, to_desk("m1"));
+    assert_eq!(
+        asked(&mut net, B),
+        [(RecordType::Txt, "_airc.example.com".to_string())]
+    );
+    let got = msgs(&net.read(B, DESK));
+    assert_eq!(got.len(), 1, "the signed message verified with the TXT key");
+    // The hello verified too: the inbound link is authenticated, so desk's answer goes back
+    // over it with no dial of partner.example's own.
+    let links = net.wires.len();
+    net.frame(
+        B,
+        DESK,
+        json!({"t":"msg","id":"r1","from":"desk","to":"//example.com/alice/x","ts":1_790_380_000,"body":"hi"}),
+    );
+    assert_eq!(net.wires.len(), links);
+    assert!(dialled(&mut net, B).is_empty());
+    assert!(msgs(&net.read(A, ALICE)).iter().any(|m| m["id"] == "r1"));
+    // The keys are cached: a second message is verified without asking again.
+    net.frame(A, ALICE, to_desk("m2"));
+    assert!(asked(&mut net, B).is_empty());
+}
+
+#[test]
+fn a_peer_message_is_refused_when_txt_publishes_only_other_keys() {
+    let mut net = Net::new(|i, c| {
+        if i == B {
+            c.known_keys.clear();
+        }
+    });
+    let records = vec![txt_key(7)];
+    answer(
+        &mut net,
+        RecordType::Txt,
+        "_airc.example.com",
+        Answer::Txt { records, ttl: 300 },
+    );
+    net.client(B, DESK, "support", &["support/desk"]);
+    net.client(A, ALICE, "alice", &[]);
+    net.read(A, ALICE);
+    net.frame(A, ALICE, to_desk("m1"));
+    assert!(msgs(&net.read(B, DESK)).is_empty());
+    assert_eq!(
+        net.acks(A, ALICE),
+        [json!({"t":"ack","id":"m1","status":"failed","code":"refused"})]
+    );
+}
+
+#[test]
+fn a_realm_with_no_published_keys_is_refused_and_its_txt_miss_is_cached_60_s() {
+    let mut net = Net::new(|i, c| {
+        if i == B {
+            c.known_keys.clear();
+        }
+    });
+    net.client(B, DESK, "support", &["support/desk"]);
+    net.client(A, ALICE, "alice", &[]);
+    net.read(A, ALICE);
+    net.frame(A, ALICE, to_desk("m1"));
+    assert_eq!(asked(&mut net, B).len(), 1);
+    assert_eq!(net.acks(A, ALICE)[0]["code"], "refused");
+    let t0 = net.now;
+    net.now = t0 + Duration::from_secs(59);
+    net.frame(A, ALICE, to_desk("m2"));
+    assert!(asked(&mut net, B).is_empty(), "the miss is cached");
+    net.now = t0 + Duration::from_secs(60);
+    net.frame(A, ALICE, to_desk("m3"));
+    assert_eq!(asked(&mut net, B).len(), 1, "asked again after 60 s");
+}
+
+#[test]
+fn a_dns_question_the_host_never_answers_counts_as_no_records_after_10_s() {
+    let mut s = Server::new(
+        {
+            let mut c = ServerConfig::new(Authority::parse("example.com").unwrap());
+            c.known_namespaces = vec![Namespace::parse("alice").unwrap()];
+            // Long enough that the message still waits for its link when DNS gives up.
+            c.ack_timeout = Duration::from_secs(60);
+            c
+        },
+        crypto::default_provider(),
+        ChaCha20Rng::seed_from_u64(3),
+    );
+    s.handle(
+        T0,
+        Input::Opened {
+            conn: ALICE,
+            face: Face::Client,
+            namespaces: vec![Namespace::parse("alice").unwrap()],
+        },
+    );
+    raw(
+        &mut s,
+        ALICE,
+        &json!({"t":"hello","proto":"airc/0.1","role":"client"}),
+    );
+    raw(&mut s, ALICE, &to_desk("m1"));
+    let mut questions = Vec::new();
+    let mut t = T0;
+    for _ in 0..3 {
+        while let Some(o) = s.poll() {
+            if let Output::Resolve { name, .. } = o {
+                questions.push((name, t));
+            }
+        }
+        t = t + weft_proto::airc::server::locate::DNS_TIMEOUT;
+        s.handle_timeout(t);
+    }
+    let names: Vec<&str> = questions.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        [PARTNER_SRV, "airc.partner.example", "partner.example"]
+    );
+    assert_eq!(questions[1].1, T0 + Duration::from_secs(10));
+    let (frames, _) = sent_on(&mut s, ALICE);
+    let ack = frames.iter().find(|f| f["t"] == "ack").unwrap();
+    assert_eq!(ack["code"], "no_such_authority");
+}
+
+// ---- passports across realms: the wire, revocation and the audit stream (§12.4, §12.6, §13) ----
+
+const ADMIN: ConnId = ConnId(9);
+
+/// Opens an administrator connection on server `s` subscribed to `kinds`.
+fn admin_subscribed(net: &mut Net, s: usize, kinds: &[&str]) {
+    net.input(
+        s,
+        Input::Opened {
+            conn: ADMIN,
+            face: Face::Client,
+            namespaces: Vec::new(),
+        },
+    );
+    net.input(s, Input::Administrator { conn: ADMIN });
+    net.frame(
+        s,
+        ADMIN,
+        json!({"t":"hello","proto":"airc/0.1","role":"client"}),
+    );
+    net.frame(s, ADMIN, json!({"t":"subscribe","kinds":kinds}));
+    net.read(s, ADMIN);
+}
+
+/// The events server `s`'s administrator read since the last call.
+fn events(net: &mut Net, s: usize) -> Vec<Value> {
+    net.read(s, ADMIN)
+        .into_iter()
+        .filter(|f| f["t"] == "event")
+        .collect()
+}
+
+fn kinds(events: &[Value]) -> Vec<&str> {
+    events.iter().map(|e| e["kind"].as_str().unwrap()).collect()
+}
+
+/// alice/x issues a passport for partner.example and desk redeems it: (passport id, link id).
+fn redeemed_across(net: &mut Net) -> (String, String) {
+    net.client(A, ALICE, "alice", &["alice/"]);
+    net.client(B, DESK, "support", &["support/desk"]);
+    net.frame(
+        A,
+        ALICE,
+        json!({"t":"passport","op":"new","as":"alice/x","label":"vendor","to":"//partner.example/**"}),
+    );
+    let p = passported(&net.read(A, ALICE));
+    let pid = p["passport"]["id"].as_str().unwrap().to_string();
+    let line = p["line"].as_str().unwrap().to_string();
+    net.read(B, DESK);
+    net.frame(
+        B,
+        DESK,
+        json!({"t":"passport","op":"redeem","as":"support/desk","passport":line}),
+    );
+    let answer = passported(&net.read(B, DESK));
+    let lid = answer["link"]["id"].as_str().unwrap().to_string();
+    net.read(A, ALICE);
+    (pid, lid)
+}
+
+#[test]
+fn the_redemption_message_crosses_with_a_600_s_ttl() {
+    let mut net = Net::new(closed_policy);
+    redeemed_across(&mut net);
+    let redemption: Vec<&Value> = net
+        .wire_log
+        .iter()
+        .filter(|(s, f)| *s == B && f["type"] == "application/airc-passport+json")
+        .map(|(_, f)| f)
+        .collect();
+    assert_eq!(redemption.len(), 1, "{:?}", net.wire_log);
+    let m = redemption[0];
+    assert_eq!(m["ttl"], 600);
+    assert_eq!(m["to"], "airc://example.com/_passport");
+    assert_eq!(m["from"], "airc://partner.example/support/desk");
+    assert!(
+        m["hdr"]["sig"].is_string(),
+        "signed like anything leaving a realm"
+    );
+}
+
+#[test]
+fn a_passport_redeemed_across_realms_is_logged_as_issue_redeem_and_grant_events() {
+    let mut net = Net::new(closed_policy);
+    admin_subscribed(&mut net, A, &["link", "passport"]);
+    admin_subscribed(&mut net, B, &["link", "passport"]);
+    let (pid, lid) = redeemed_across(&mut net);
+    let at_issuer = events(&mut net, A);
+    assert_eq!(
+        kinds(&at_issuer),
+        ["passport.issue", "link.grant", "passport.redeem"],
+        "{at_issuer:?}"
+    );
+    let issue = &at_issuer[0];
+    assert_eq!(issue["passport"], pid.as_str());
+    assert_eq!(issue["endpoint"], "airc://example.com/alice/x");
+    let grant = &at_issuer[1];
+    assert_eq!(grant["link"], lid.as_str());
+    let redeem = &at_issuer[2];
+    assert_eq!(redeem["passport"], pid.as_str());
+    assert_eq!(redeem["link"], lid.as_str());
+    assert!(
+        at_issuer
+            .iter()
+            .all(|e| e.get("body").is_none() && e.get("token").is_none()),
+        "no body, no token"
+    );
+    let at_redeemer = events(&mut net, B);
+    assert_eq!(kinds(&at_redeemer), ["link.grant"], "{at_redeemer:?}");
+    assert_eq!(at_redeemer[0]["link"], lid.as_str());
+}
+
+#[test]
+fn revoking_a_passport_and_links_sends_the_revoke_control_to_the_other_realm() {
+    let mut net = Net::new(closed_policy);
+    let (pid, lid) = redeemed_across(&mut net);
+    admin_subscribed(&mut net, A, &["link", "passport"]);
+    admin_subscribed(&mut net, B, &["link", "passport"]);
+    net.read(B, DESK);
+    net.wire_log.clear();
+    net.frame(
+        A,
+        ALICE,
+        json!({"t":"passport","op":"revoke","as":"alice/x","id":pid,"and_links":true}),
+    );
+    let answer = passported(&net.read(A, ALICE));
+    assert_eq!(answer["revoked_links"], json!([lid]));
+    // The revoke control crossed to partner.example, from alice/x to desk.
+    let controls: Vec<&Value> = net
+        .wire_log
+        .iter()
+        .filter(|(s, f)| *s == A && f["type"] == "application/airc-link+json")
+        .map(|(_, f)| f)
+        .collect();
+    assert_eq!(controls.len(), 1, "{:?}", net.wire_log);
+    let body: Value = serde_json::from_str(controls[0]["body"].as_str().unwrap()).unwrap();
+    assert_eq!(body["action"], "revoke");
+    assert_eq!(body["link"]["id"], lid.as_str());
+    assert_eq!(controls[0]["to"], "airc://partner.example/support/desk");
+    // partner.example stored it and told desk, and both logged it.
+    let told = msgs(&net.read(B, DESK));
+    assert_eq!(told.len(), 1, "{told:?}");
+    assert_eq!(told[0]["hdr"]["airc-link"], lid.as_str());
+    let at_issuer = events(&mut net, A);
+    assert_eq!(kinds(&at_issuer), ["passport.revoke", "link.revoke"]);
+    assert_eq!(at_issuer[0]["passport"], pid.as_str());
+    assert_eq!(at_issuer[0]["state"], "revoked");
+    assert_eq!(at_issuer[1]["link"], lid.as_str());
+    let at_redeemer = events(&mut net, B);
+    assert_eq!(kinds(&at_redeemer), ["link.revoke"], "{at_redeemer:?}");
+    assert_eq!(at_redeemer[0]["link"], lid.as_str());
+    // The revoked link no longer opens partner.example's closed policy.
+    net.frame(
+        B,
+        DESK,
+        json!({"t":"msg","id":"d9","from":"desk","to":"//example.com/alice/x","ts":1_790_380_000.1,"body":"hi"}),
+    );
+    assert_eq!(net.acks(B, DESK)[0]["code"], "refused");
+    assert!(msgs(&net.read(A, ALICE)).is_empty());
+}
+
+#[test]
+fn link_offer_accept_and_decline_are_logged_at_both_realms() {
+    let mut net = Net::new(closed_policy);
+    net.client(A, ALICE, "alice", &["alice/x"]);
+    net.client(B, DESK, "support", &["support/desk"]);
+    admin_subscribed(&mut net, A, &["link"]);
+    admin_subscribed(&mut net, B, &["link"]);
+    let (first, _) = offer(&mut net, "//partner.example/support/desk");
+    net.frame(
+        B,
+        DESK,
+        json!({"t":"link","op":"decline","as":"support/desk","id":first}),
+    );
+    let (second, _) = offer(&mut net, "//partner.example/support/desk");
+    net.frame(
+        B,
+        DESK,
+        json!({"t":"link","op":"accept","as":"support/desk","id":second}),
+    );
+    for s in [A, B] {
+        let got = events(&mut net, s);
+        assert_eq!(
+            kinds(&got),
+            ["link.offer", "link.decline", "link.offer", "link.accept"],
+            "server {s}: {got:?}"
+        );
+        let links: Vec<&str> = got.iter().map(|e| e["link"].as_str().unwrap()).collect();
+        assert_eq!(links, [&first, &first, &second, &second]);
+        assert!(got.iter().all(|e| e.get("body").is_none()));
+    }
+}
+
+#[test]
+fn several_simultaneous_links_from_one_realm_are_each_accepted_and_authenticated() {
+    let mut net = Net::new(|_, _| {});
+    let b = &mut net.servers[B];
+    let hello = signed_hello(T0.as_secs());
+    for conn in [ConnId(50), ConnId(51), ConnId(52)] {
+        let (frames, closed) = inbound_peer(b, conn, &hello);
+        assert_eq!(frames[0]["t"], "welcome", "link {conn:?}");
+        assert!(!closed, "link {conn:?} stays open");
+    }
+    // Authenticated: desk's message for example.com goes out over one of them, with no dial.
+    desk_writes_to_alice(b);
+    let (mut dialled, mut sent) = (false, false);
+    while let Some(o) = b.poll() {
+        match o {
+            Output::Connect { .. } => dialled = true,
+            Output::Send { conn, .. } => sent |= [50, 51, 52].contains(&conn.0),
+            _ => {}
+        }
+    }
+    assert!(sent && !dialled);
 }

@@ -6,6 +6,7 @@ use chacha20::ChaCha20Rng;
 use rand_core::SeedableRng;
 use serde_json::{Value, json};
 use weft_proto::airc::address::{Authority, Namespace};
+use weft_proto::airc::discovery::Endpoint;
 use weft_proto::airc::frame::Msg;
 use weft_proto::airc::server::{Face, Input, Output, Record, RecordKey, Server, ServerConfig};
 use weft_proto::airc::spool::DUPLICATE_WINDOW;
@@ -31,7 +32,13 @@ impl Realm {
         Self::with(config)
     }
 
-    fn with(config: ServerConfig) -> Self {
+    /// A server with `config`, where partner.example is a static entry (§8.1 step 2), so no
+    /// test here waits on DNS (discovery is `airc_realms.rs`'s).
+    fn with(mut config: ServerConfig) -> Self {
+        config
+            .static_entries
+            .entry(Authority::parse("partner.example").unwrap())
+            .or_insert_with(|| vec![Endpoint::new("partner.example", 2472)]);
         Self {
             server: Server::new(
                 config,
@@ -546,7 +553,8 @@ fn a_remote_message_is_stamped_signed_and_held_for_its_authority() {
     let out = r.send(ALICE, msg("m1", "x", "//partner.example/support/desk"));
     let partner = Authority::parse("partner.example").unwrap();
     assert!(out.contains(&Output::Connect {
-        authority: partner.clone()
+        authority: partner.clone(),
+        endpoint: Endpoint::new("partner.example", 2472),
     }));
     assert!(
         acks(&out, ALICE).is_empty(),

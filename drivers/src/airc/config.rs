@@ -82,6 +82,16 @@ pub struct FileConfig {
     pub auto_accept: Vec<String>,
     /// `[tls]`: the peer face's certificate and key, reserved: no peer face serves TLS yet.
     pub tls: Option<TlsFiles>,
+    /// `[dns]`: how discovery reaches DNS (§8.1–§8.2).
+    pub dns: Option<DnsSection>,
+}
+
+/// `[dns]`: the resolver discovery uses.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct DnsSection {
+    /// `nameserver`: an `IP:port` asked over UDP and TCP instead of the system's nameservers.
+    pub nameserver: Option<SocketAddr>,
 }
 
 /// `[tls]`: PEM files for the peer face.
@@ -182,6 +192,9 @@ impl FileConfig {
         if self.tls.is_some() {
             config.tls.clone_from(&self.tls);
         }
+        if let Some(ns) = self.dns.as_ref().and_then(|d| d.nameserver) {
+            config.nameserver = Some(ns);
+        }
         Ok(())
     }
 }
@@ -199,6 +212,8 @@ pub struct Flags {
     pub client_tcp: Option<SocketAddr>,
     /// `--namespaces UID=NS[,NS…]`, repeatable; any replace the file's whole table.
     pub namespaces: Vec<String>,
+    /// `--dns IP:PORT`: the nameserver discovery asks (`[dns] nameserver`).
+    pub nameserver: Option<SocketAddr>,
 }
 
 /// Where durable state lives when neither the flags nor the file say.
@@ -228,6 +243,9 @@ pub fn serve_config(
     }
     if flags.client_tcp.is_some() {
         config.client_tcp = flags.client_tcp;
+    }
+    if flags.nameserver.is_some() {
+        config.nameserver = flags.nameserver;
     }
     if !flags.namespaces.is_empty() {
         config.namespaces.clear();
@@ -333,6 +351,9 @@ links = true
 [tls]
 cert = "/etc/weft/cert.pem"
 key = "/etc/weft/key.pem"
+
+[dns]
+nameserver = "127.0.0.1:5353"
 "#
         ))
         .unwrap();
@@ -378,6 +399,7 @@ key = "/etc/weft/key.pem"
             config.links.auto_accept,
             [Pattern::parse_in_realm("alice/desk", &config.realm).unwrap()]
         );
+        assert_eq!(config.nameserver, Some("127.0.0.1:5353".parse().unwrap()));
         assert_eq!(
             config.tls,
             Some(TlsFiles {
@@ -449,12 +471,14 @@ client_tcp = "127.0.0.1:1"
             client_socket: Some("/run/flag.sock".into()),
             client_tcp: Some("127.0.0.1:2".parse().unwrap()),
             namespaces: vec!["6=six".into()],
+            nameserver: Some("127.0.0.1:53".parse().unwrap()),
         };
         let over = serve_config(&file, &flags, "me").unwrap();
         assert_eq!(over.realm, Authority::parse("flag.example").unwrap());
         assert_eq!(over.data_dir, Path::new("/srv/flag"));
         assert_eq!(over.client_socket, Path::new("/run/flag.sock"));
         assert_eq!(over.client_tcp, Some("127.0.0.1:2".parse().unwrap()));
+        assert_eq!(over.nameserver, Some("127.0.0.1:53".parse().unwrap()));
         assert_eq!(
             over.namespaces,
             BTreeMap::from([(6, vec![Namespace::parse("six").unwrap()])])

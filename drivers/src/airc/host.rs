@@ -7,18 +7,24 @@
 //! looked up in the operator's table; a uid the table does not name, or any other peer, gets none.
 //! A connection from an administrator's uid (§5: root, the account the server runs as, and the
 //! configured ones, [`Realm::with_administrators`]) is also marked [`Input::Administrator`].
-//! Peer links (§8) need TLS, which no adapter provides yet,
-//! so [`RealmHooks`] resolves no realm and every dial fails (the spool keeps its messages).
+//!
+//! Discovery (§8.1–§8.2): with a [`Dns`] ([`Realm::with_dns`]) the machine's DNS questions are
+//! answered by the resolver thread; the realm polls for answers every [`DNS_POLL`] while any is
+//! outstanding. Without one every question is answered "no records" at once. A dial goes to the
+//! endpoint discovery chose: an IP literal as is, a host name through the same resolver
+//! ([`RealmHooks::with_dns`]). Peer-face listeners are registered with [`Realm::with_peer_face`].
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::net::SocketAddr;
 
 use weft_proto::airc::address::{Authority, Namespace};
+use weft_proto::airc::discovery::Endpoint;
 use weft_proto::airc::server::{Face, Input, Output, Server};
 use weft_proto::core::rand_core::CryptoRng;
 use weft_proto::core::{ConnId, Machine, Timestamp, Wakeup};
 
+use super::dns::{Answers, Dns};
 use super::store::Store;
 use crate::host::{Effect, Hooks, HostMachine, Peer, Remote};
 
@@ -35,7 +41,18 @@ pub struct Realm<R> {
     /// The connection [`HostMachine::opened`] just found an administrator's: the host hands its
     /// `Opened` to [`Machine::handle`] next, which follows it with [`Input::Administrator`].
     admin_opened: Option<ConnId>,
+    /// Listener indexes of the peer face (§3.1); every other listener is the client face.
+    peer_faces: Vec<usize>,
+    /// The resolver and its answers, when DNS is on.
+    dns: Option<(Dns, Answers)>,
+    /// DNS questions out and not answered yet.
+    asked: usize,
+    /// The latest time the machine was handed, for answers fed from `poll`.
+    now: Timestamp,
 }
+
+/// How often a realm checks for DNS answers while a question is out.
+pub const DNS_POLL: std::time::Duration = std::time::Duration::from_millis(10);
 
 impl<R> Realm<R> {
     /// `server`, granting each Unix peer uid in `namespaces` those namespaces.
@@ -46,6 +63,10 @@ impl<R> Realm<R> {
             tcp_faces: BTreeMap::new(),
             administrators: BTreeSet::new(),
             admin_opened: None,
+            peer_faces: Vec::new(),
+            dns: None,
+            asked: 0,
+            now: Timestamp::ZERO,
         }
     }
 
@@ -55,6 +76,18 @@ impl<R> Realm<R> {
         let own = rustix::process::geteuid().as_raw();
         self.administrators.extend([0, own]);
         self.administrators.extend(configured);
+        self
+    }
+
+    /// Answers the machine's DNS questions with `dns` (§8.1–§8.2).
+    pub fn with_dns(mut self, dns: Dns, answers: Answers) -> Self {
+        self.dns = Some((dns, answers));
+        self
+    }
+
+    /// Listener number `listener` is the peer face: its connections say a peer hello.
+    pub fn with_peer_face(mut self, listener: usize) -> Self {
+        self.peer_faces.push(listener);
         self
     }
 
@@ -77,6 +110,23 @@ impl<R> Realm<R> {
     }
 }
 
+impl<R: CryptoRng> Realm<R> {
+    /// Feeds the machine every DNS answer that has arrived.
+    fn answers(&mut self, now: Timestamp) {
+        let mut got = Vec::new();
+        if let Some((_, answers)) = &self.dns {
+            while let Ok(a) = answers.try_recv() {
+                got.push(a);
+            }
+        }
+        for (name, kind, answer) in got {
+            self.asked = self.asked.saturating_sub(1);
+            self.server
+                .handle(now, Input::Resolved { name, kind, answer });
+        }
+    }
+}
+
 impl<R: CryptoRng> Machine for Realm<R> {
     type Input = Input;
     type Output = Output;
@@ -87,24 +137,59 @@ impl<R: CryptoRng> Machine for Realm<R> {
             }
             _ => None,
         };
+        self.now = now;
         self.server.handle(now, input);
         if let Some(conn) = admin {
             self.server.handle(now, Input::Administrator { conn });
         }
     }
     fn poll(&mut self) -> Option<Output> {
-        self.server.poll()
+        loop {
+            match self.server.poll()? {
+                Output::Resolve { name, kind } => match &self.dns {
+                    Some((dns, _)) => {
+                        self.asked += 1;
+                        dns.ask(name, kind);
+                    }
+                    None => {
+                        let answer = weft_proto::airc::discovery::Answer::Nothing;
+                        let input = Input::Resolved { name, kind, answer };
+                        self.server.handle(self.now, input);
+                    }
+                },
+                other => return Some(other),
+            }
+        }
     }
     fn poll_timeout(&self) -> Option<Wakeup> {
-        self.server.poll_timeout()
+        let server = self.server.poll_timeout();
+        if self.asked == 0 {
+            return server;
+        }
+        let check = Wakeup::new(self.now.saturating_add(DNS_POLL), "DNS answers");
+        Some(match server {
+            Some(w) if w.at <= check.at => w,
+            _ => check,
+        })
     }
     fn handle_timeout(&mut self, now: Timestamp) {
+        self.now = now;
+        self.answers(now);
         self.server.handle_timeout(now);
     }
 }
 
+/// A peer link to dial: the realm, and the endpoint discovery chose for it (AIRC §8.1).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Dial {
+    /// The realm the link is for.
+    pub authority: Authority,
+    /// Where to connect.
+    pub endpoint: Endpoint,
+}
+
 impl<R: CryptoRng> HostMachine for Realm<R> {
-    type Target = Authority;
+    type Target = Dial;
     /// A [`Output::Persist`] or [`Output::Forget`], as [`Store::apply`] takes them.
     type Durable = Output;
     type App = core::convert::Infallible;
@@ -117,9 +202,14 @@ impl<R: CryptoRng> HostMachine for Realm<R> {
         let namespaces = uid
             .and_then(|uid| self.namespaces.get(&uid).cloned())
             .unwrap_or_default();
+        let face = if self.peer_faces.contains(&peer.listener) {
+            Face::Peer
+        } else {
+            Face::Client
+        };
         Input::Opened {
             conn,
-            face: Face::Client,
+            face,
             namespaces,
         }
     }
@@ -129,17 +219,28 @@ impl<R: CryptoRng> HostMachine for Realm<R> {
     fn closed(&mut self, conn: ConnId) -> Input {
         Input::Closed { conn }
     }
-    fn dialled(&mut self, conn: ConnId, authority: Authority) -> Input {
-        Input::Dialled { conn, authority }
+    fn dialled(&mut self, conn: ConnId, dial: Dial) -> Input {
+        Input::Dialled {
+            conn,
+            authority: dial.authority,
+        }
     }
-    fn dial_failed(&mut self, authority: Authority) -> Input {
-        Input::DialFailed { authority }
+    fn dial_failed(&mut self, dial: Dial) -> Input {
+        Input::DialFailed {
+            authority: dial.authority,
+        }
     }
-    fn effect(&mut self, output: Output) -> Effect<Authority, Output, Self::App> {
+    fn effect(&mut self, output: Output) -> Effect<Dial, Output, Self::App> {
         match output {
             Output::Send { conn, bytes } => Effect::Send { conn, bytes },
             Output::Close { conn } => Effect::Close { conn },
-            Output::Connect { authority } => Effect::Dial(authority),
+            Output::Connect {
+                authority,
+                endpoint,
+            } => Effect::Dial(Dial {
+                authority,
+                endpoint,
+            }),
             o @ (Output::Persist(_) | Output::Forget(_)) => Effect::Store(o),
             _ => Effect::Unhandled,
         }
@@ -150,12 +251,19 @@ impl<R: CryptoRng> HostMachine for Realm<R> {
 /// committed before the next output.
 pub struct RealmHooks {
     store: Store,
+    dns: Option<Dns>,
 }
 
 impl RealmHooks {
     /// Hooks over `store`.
     pub fn new(store: Store) -> Self {
-        Self { store }
+        Self { store, dns: None }
+    }
+
+    /// Resolves the host names of dials with `dns`.
+    pub fn with_dns(mut self, dns: Dns) -> Self {
+        self.dns = Some(dns);
+        self
     }
 }
 
@@ -170,6 +278,18 @@ impl<R: CryptoRng> Hooks<Realm<R>> for RealmHooks {
     }
     fn store(&mut self, batch: &[Output]) -> io::Result<()> {
         self.store.apply(batch)
+    }
+    /// The endpoint discovery chose (§8.1): an IP literal as is, a host name through DNS.
+    fn resolve(&mut self, dial: &Dial) -> Option<crate::host::Endpoint> {
+        let host = &dial.endpoint.host;
+        let ip = match host.parse::<std::net::IpAddr>() {
+            Ok(ip) => ip,
+            Err(_) => self.dns.as_ref()?.ip(host)?,
+        };
+        Some(crate::host::Endpoint::Tcp(SocketAddr::new(
+            ip,
+            dial.endpoint.port,
+        )))
     }
 }
 

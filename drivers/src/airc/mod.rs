@@ -5,6 +5,7 @@
 
 pub mod client;
 pub mod config;
+pub mod dns;
 pub mod host;
 pub mod serve;
 pub mod store;

@@ -48,6 +48,13 @@ pub struct ServeConfig {
     pub links: LinkConfig,
     /// The peer face's TLS certificate and key: reserved, no peer face serves TLS yet.
     pub tls: Option<TlsFiles>,
+    /// The nameserver discovery asks (§8.1–§8.2); `None` is the system's.
+    pub nameserver: Option<SocketAddr>,
+    /// A plain TCP listener for the peer face (§3.1), for loopback tests and links behind a
+    /// TLS-terminating proxy (§8.3).
+    pub peer_tcp: Option<SocketAddr>,
+    /// The realm's Ed25519 signing key (§9.1), when it has one.
+    pub signing_key: Option<weft_proto::crypto::Ed25519Seed>,
 }
 
 impl ServeConfig {
@@ -68,6 +75,9 @@ impl ServeConfig {
             policy: Policy::default(),
             links: LinkConfig::default(),
             tls: None,
+            nameserver: None,
+            peer_tcp: None,
+            signing_key: None,
         })
     }
 }
@@ -113,9 +123,20 @@ pub fn open(config: &ServeConfig) -> io::Result<(RealmHost, Vec<Listener>)> {
         .clone_from(&config.trusted_unsigned);
     machine_config.policy = config.policy.clone();
     machine_config.links = config.links.clone();
+    machine_config.signing_key.clone_from(&config.signing_key);
     let server = Server::new(machine_config, crate::server_provider(), crate::os_rng());
     let mut realm = Realm::new(server, config.namespaces.clone())
         .with_administrators(config.administrators.iter().copied());
+    let mut hooks = RealmHooks::new(store);
+    match super::dns::Dns::start(config.nameserver) {
+        Ok((dns, answers)) => {
+            hooks = hooks.with_dns(dns.clone());
+            realm = realm.with_dns(dns, answers);
+        }
+        // No resolver (no /etc/resolv.conf): every DNS question is "no records", so only
+        // explicit ports, IP literals and static entries are reached.
+        Err(e) => eprintln!("weft airc serve: no DNS resolver ({e}); discovery uses no DNS"),
+    }
 
     // A socket left by a server that died is in the way; nothing else lives at this path.
     let _ = std::fs::remove_file(&config.client_socket);
@@ -134,5 +155,9 @@ pub fn open(config: &ServeConfig) -> io::Result<(RealmHost, Vec<Listener>)> {
         realm = realm.with_tcp_face(listeners.len(), local);
         listeners.push(tcp);
     }
-    Ok((Host::new(realm, RealmHooks::new(store)), listeners))
+    if let Some(addr) = config.peer_tcp {
+        realm = realm.with_peer_face(listeners.len());
+        listeners.push(Listener::bind(&Endpoint::Tcp(addr))?);
+    }
+    Ok((Host::new(realm, hooks), listeners))
 }

@@ -344,6 +344,10 @@ struct ServeArgs {
     /// client's uid is the owner of its socket in /proc/net/tcp. Any other address is refused.
     #[arg(long)]
     client_tcp: Option<std::net::SocketAddr>,
+    /// The nameserver (IP:PORT) AIRC discovery asks for SRV, A/AAAA and TXT records (§8.1–§8.2),
+    /// instead of the system's; the file's `[dns] nameserver`.
+    #[arg(long = "dns")]
+    nameserver: Option<std::net::SocketAddr>,
     /// The operator's uid → namespaces table, `UID=NS[,NS…]`, repeatable; replaces the file's
     /// namespaces table. Default: your uid → your user name.
     #[arg(long = "namespaces")]
@@ -656,6 +660,7 @@ fn serve_realm(args: ServeArgs) -> std::io::Result<()> {
         client_socket: args.client_socket,
         client_tcp: args.client_tcp,
         namespaces: args.namespaces,
+        nameserver: args.nameserver,
     };
     let config = serve_config(&file, &flags, &sanitize(&login_name()))?;
     if config.tls.is_some() {

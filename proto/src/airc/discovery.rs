@@ -265,6 +265,34 @@ pub enum Question {
     },
 }
 
+impl Question {
+    /// The name asked about.
+    pub fn name(&self) -> &str {
+        match self {
+            Self::Srv(name) | Self::Address { name, .. } => name,
+        }
+    }
+
+    /// The kind of records asked for.
+    pub fn record_type(&self) -> RecordType {
+        match self {
+            Self::Srv(_) => RecordType::Srv,
+            Self::Address { .. } => RecordType::Address,
+        }
+    }
+}
+
+/// The kind of DNS records a host is asked to look up (§8.1–§8.2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum RecordType {
+    /// SRV records (§8.1 step 3); answered with [`Answer::Srv`].
+    Srv,
+    /// A and AAAA records (§8.1 steps 4 and 5); answered with [`Answer::Addresses`].
+    Address,
+    /// TXT records (§8.2 published keys); answered with [`Answer::Txt`].
+    Txt,
+}
+
 /// How to reach an authority (§8.1).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Plan {
@@ -472,6 +500,14 @@ pub enum Answer {
     /// [`Question::Address`]).
     Addresses {
         /// The smallest TTL among the records.
+        ttl: u32,
+    },
+    /// TXT records (only meaningful for a [`RecordType::Txt`] question), each one's
+    /// character-strings concatenated.
+    Txt {
+        /// The records.
+        records: Vec<String>,
+        /// The smallest TTL among the records, in seconds.
         ttl: u32,
     },
     /// No records (NXDOMAIN or NODATA) or a failed query.

@@ -31,9 +31,10 @@
 //! Durability: a persist ([`Output::Persist`]) always comes out before the ack that claims it,
 //! and the host executes outputs in order, so `queued` always means a copy is held.
 //!
-//! The host does the I/O the machine cannot: it dials ([`Output::Connect`] →
-//! [`Input::Dialled`]), resolves and reports published keys ([`Input::Keys`], §8.1–§8.2), and
-//! stores records.
+//! The host does the I/O the machine cannot: it answers DNS questions ([`Output::Resolve`] →
+//! [`Input::Resolved`]), dials the endpoints discovery chose ([`Output::Connect`] →
+//! [`Input::Dialled`] or [`Input::DialFailed`]), and stores records. Discovery's order and
+//! caches (§8.1–§8.2) are walked in [`locate`].
 //!
 //! - §6.4 and §10 policy on every message, egress and ingress, with the reply window noted for
 //!   every message acked `delivered` or `queued`.
@@ -60,6 +61,7 @@ use core::time::Duration;
 use super::address::{Address, Authority, Face as AddressFace, Namespace, RESOLVER};
 use super::audit::{self, Audit};
 use super::bind::BindTable;
+use super::discovery::{self, DiscoveryCache, Endpoint, RecordType};
 use super::frame::PassportRequest;
 use super::frame::{
     Ack, AckCode, AckStatus, Bound, ErrorCode, ErrorFrame, Event, Frame, Hello, LinkRequest,
@@ -81,6 +83,10 @@ use crate::core::timer::TimerQueue;
 use crate::core::{ConnId, Machine, Timestamp, Wakeup};
 use crate::crypto::{CryptoProvider, Ed25519Seed, sigstring};
 use rand_core::CryptoRng;
+
+pub mod locate;
+
+use locate::{Dialling, Keys};
 
 /// How many hops a message may take: a `via` this long is a routing loop (§6.5).
 pub const MAX_VIA: usize = 8;
@@ -158,8 +164,18 @@ pub enum Input {
         /// The connection.
         conn: ConnId,
     },
-    /// A realm's published signing keys (§8.2), from DNS TXT `_airc.<realm>` or configuration.
-    /// Replaces what the server knew for that realm.
+    /// The answer to an [`Output::Resolve`]: the records found, or [`discovery::Answer::Nothing`] for
+    /// NXDOMAIN, no records or a failed query.
+    Resolved {
+        /// The name asked about, as the question gave it.
+        name: String,
+        /// The kind of records asked for.
+        kind: RecordType,
+        /// What DNS said.
+        answer: discovery::Answer,
+    },
+    /// A realm's published signing keys (§8.2), pinned from outside (a static table): they
+    /// replace what the server knew for that realm and are used instead of DNS.
     Keys {
         /// The realm.
         realm: Authority,
@@ -188,10 +204,22 @@ pub enum Output {
     Persist(Record),
     /// Delete a stored record.
     Forget(RecordKey),
-    /// Open a peer link to this authority, if none is open (§8).
+    /// Open a peer link to this authority at `endpoint` (§8.1, §8.3): TLS or QUIC with the
+    /// certificate verified for `endpoint.host`. Answered with [`Input::Dialled`] or
+    /// [`Input::DialFailed`].
     Connect {
         /// The realm to reach.
         authority: Authority,
+        /// Where discovery found it: a host name (resolved by the host's dial) or an IP literal,
+        /// and a port.
+        endpoint: Endpoint,
+    },
+    /// Look up DNS records (§8.1 steps 3–5, §8.2) and answer with [`Input::Resolved`].
+    Resolve {
+        /// The name to ask about.
+        name: String,
+        /// Which records.
+        kind: RecordType,
     },
 }
 
@@ -262,8 +290,11 @@ pub struct ServerConfig {
     pub ack_timeout: Duration,
     /// How often to flush every key with a backlog (§7.4).
     pub flush_interval: Duration,
-    /// Other realms' published keys known without DNS (§8.2's static `known_keys`).
+    /// Other realms' published keys known without DNS (§8.2's static `known_keys`); a realm
+    /// named here is never asked about in DNS.
     pub known_keys: BTreeMap<Authority, Vec<[u8; 32]>>,
+    /// Where other realms are, without DNS (§8.1 step 2), tried in order.
+    pub static_entries: BTreeMap<Authority, Vec<Endpoint>>,
     /// Realms whose messages, hellos and welcomes are accepted unsigned (§6.2, §8.4).
     pub trusted_unsigned: Vec<Authority>,
     /// The realm's policy (§10), evaluated on every message, egress and ingress alike.
@@ -286,6 +317,7 @@ impl ServerConfig {
             ack_timeout: ACK_TIMEOUT,
             flush_interval: FLUSH_INTERVAL,
             known_keys: BTreeMap::new(),
+            static_entries: BTreeMap::new(),
             trusted_unsigned: Vec::new(),
             policy: Policy::default(),
             links: LinkConfig::default(),
@@ -444,6 +476,9 @@ struct Conn {
     admin: bool,
     /// A `peer.up` was written for it, so its close is a `peer.down` (§13).
     up: bool,
+    /// A frame waiting for this realm's published keys (§8.2); what follows it waits in the
+    /// decoder, so the connection's frames keep their order.
+    parked: Option<(Authority, Frame)>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -452,6 +487,8 @@ enum Timer {
     Flush,
     /// Messages wait this long for a link to their realm before they are spooled.
     Dial(Authority),
+    /// A DNS question the host has not answered yet ([`locate::DNS_TIMEOUT`]).
+    Resolve(RecordType, String),
 }
 
 /// The realm server; see the [module docs](self).
@@ -459,10 +496,15 @@ pub struct Server<R> {
     config: ServerConfig,
     crypto: &'static dyn CryptoProvider,
     rng: R,
-    /// Published keys per realm (§8.2): configured, then as the host reports them.
+    /// Published keys pinned per realm (§8.2): configured, or given by [`Input::Keys`].
     keys: BTreeMap<Authority, Vec<[u8; 32]>>,
-    /// Realms a link is being dialled to, so a flush does not ask twice.
-    dialling: BTreeSet<Authority>,
+    /// Realms a link is being located or dialled to (§8.1), so a flush does not ask twice; one
+    /// per realm, each with a message waiting or a backlog.
+    dialling: BTreeMap<Authority, Dialling>,
+    /// Locations and published keys from DNS, with §8.1–§8.2's lifetimes.
+    cache: DiscoveryCache,
+    /// Realms whose TXT keys were asked for and not answered yet.
+    keys_wanted: BTreeSet<Authority>,
     /// Messages waiting for a link to their realm to come up (§6.5 "dialling if needed"), with
     /// the connection that waits for each one's ack.
     awaiting: BTreeMap<Authority, Vec<(Upstream, Spooled<Msg>)>>,
@@ -512,7 +554,9 @@ impl<R: CryptoRng> Server<R> {
             config,
             crypto,
             rng,
-            dialling: BTreeSet::new(),
+            dialling: BTreeMap::new(),
+            cache: DiscoveryCache::new(),
+            keys_wanted: BTreeSet::new(),
             awaiting: BTreeMap::new(),
             conns: BTreeMap::new(),
             binds: BindTable::new(),
@@ -696,6 +740,7 @@ impl<R: CryptoRng> Server<R> {
                 nonce: None,
                 admin: false,
                 up: false,
+                parked: None,
             },
         );
     }
@@ -789,7 +834,7 @@ impl<R: CryptoRng> Server<R> {
             let Some(c) = self.conns.get_mut(&conn) else {
                 return;
             };
-            if c.state == State::Closing {
+            if c.state == State::Closing || c.parked.is_some() {
                 return;
             }
             let Some(next) = c.decoder.next() else {
@@ -949,8 +994,22 @@ impl<R: CryptoRng> Server<R> {
         self.config.trusted_unsigned.contains(realm)
     }
 
-    fn keys_of(&self, realm: &Authority) -> &[[u8; 32]] {
-        self.keys.get(realm).map_or(&[], Vec::as_slice)
+    /// The keys that verify `realm` (§8.2), or `None` when they are being asked for and `frame`
+    /// has been parked on `conn` until they come.
+    fn keys_or_park(
+        &mut self,
+        now: Timestamp,
+        conn: ConnId,
+        realm: &Authority,
+        frame: impl FnOnce() -> Frame,
+    ) -> Option<Vec<[u8; 32]>> {
+        match self.published_keys(now, realm) {
+            Keys::Known(keys) => Some(keys),
+            Keys::Pending => {
+                self.park(conn, realm, frame());
+                None
+            }
+        }
     }
 
     /// The accepting side: a peer claims realm P. Its link is authenticated when P is trusted
@@ -967,15 +1026,19 @@ impl<R: CryptoRng> Server<R> {
             );
         };
         let fresh = Timestamp::from_secs(ts).abs_diff(now) <= HELLO_WINDOW;
+        // Keys are looked up only when they could authenticate the link.
+        let keys = if self.is_trusted_unsigned(&peer) || h.sig.is_none() || !fresh {
+            Vec::new()
+        } else {
+            match self.keys_or_park(now, conn, &peer, || Frame::Hello(h.clone())) {
+                Some(keys) => keys,
+                None => return,
+            }
+        };
         let canonical =
             signing::hello_canonical(&peer.to_string(), &self.config.realm.to_string(), ts, nonce);
         let signed = h.sig.as_deref().is_some_and(|sig| {
-            signing::verify_any(
-                self.crypto,
-                self.keys_of(&peer),
-                canonical.as_bytes(),
-                &[sig],
-            )
+            signing::verify_any(self.crypto, &keys, canonical.as_bytes(), &[sig])
         });
         let authenticated = self.is_trusted_unsigned(&peer) || (signed && fresh);
         let (sig, kid) = match &self.config.signing_key {
@@ -1062,10 +1125,18 @@ impl<R: CryptoRng> Server<R> {
             );
         }
         if !self.is_trusted_unsigned(&target) {
+            let keys = if w.sig.is_none() {
+                Vec::new()
+            } else {
+                match self.keys_or_park(now, conn, &target, || Frame::Welcome(w.clone())) {
+                    Some(keys) => keys,
+                    None => return,
+                }
+            };
             let me = self.config.realm.to_string();
             let text = signing::welcome_canonical(&target.to_string(), &me, &nonce);
             let sigs: Vec<&str> = w.sig.as_deref().into_iter().collect();
-            if !signing::verify_any(self.crypto, self.keys_of(&target), text.as_bytes(), &sigs) {
+            if !signing::verify_any(self.crypto, &keys, text.as_bytes(), &sigs) {
                 return self.fail(conn, ErrorCode::PeerUnverified, "welcome signature");
             }
         }
@@ -1098,15 +1169,6 @@ impl<R: CryptoRng> Server<R> {
                 c.authenticated && c.state == State::Open && c.peer.as_ref() == Some(realm)
             })
             .map(|(id, _)| *id)
-    }
-
-    /// Asks the host for a link to `realm`, unless one is open or being dialled.
-    fn connect(&mut self, realm: &Authority) {
-        if self.link_to(realm).is_none() && self.dialling.insert(realm.clone()) {
-            self.out.push_back(Output::Connect {
-                authority: realm.clone(),
-            });
-        }
     }
 
     // ---- links (§4.6, §11) -------------------------------------------------------------------
@@ -1885,10 +1947,19 @@ impl<R: CryptoRng> Server<R> {
     /// §6.2 for a message from a peer that said realm P: only P's own messages, only for this
     /// realm, and signed by a published key of P unless P is trusted unsigned.
     fn peer_msg(&mut self, now: Timestamp, conn: ConnId, mut m: Msg) {
-        self.stats.messages += 1;
         let Some(peer) = self.conns.get(&conn).and_then(|c| c.peer.clone()) else {
             return;
         };
+        // An unsigned message from a signing realm is refused without asking for keys.
+        let keys = if self.is_trusted_unsigned(&peer) || m.sigstrings().is_empty() {
+            Vec::new()
+        } else {
+            match self.keys_or_park(now, conn, &peer, || Frame::Msg(m.clone())) {
+                Some(keys) => keys,
+                None => return,
+            }
+        };
+        self.stats.messages += 1;
         let (Ok(from), Ok(to)) = (Address::parse(&m.from), Address::parse(&m.to)) else {
             return self.refuse(now, conn, &m, AckCode::BadAddress);
         };
@@ -1910,12 +1981,7 @@ impl<R: CryptoRng> Server<R> {
                 body: &m.body,
             };
             let text = signed.canonical();
-            let ok = signing::verify_any(
-                self.crypto,
-                self.keys_of(&peer),
-                text.as_bytes(),
-                &m.sigstrings(),
-            );
+            let ok = signing::verify_any(self.crypto, &keys, text.as_bytes(), &m.sigstrings());
             if !ok {
                 return self.refuse(now, conn, &m, AckCode::Refused);
             }
@@ -2127,7 +2193,7 @@ impl<R: CryptoRng> Server<R> {
                     .entry(realm.clone())
                     .or_default()
                     .push((up, item));
-                self.connect(&realm);
+                self.connect(now, &realm);
             }
         }
     }
@@ -2136,7 +2202,7 @@ impl<R: CryptoRng> Server<R> {
     fn hold_for(&mut self, now: Timestamp, up: Upstream, realm: &Authority, item: Spooled<Msg>) {
         let key = remote_key(realm);
         if self.queue(now, &up, &key, item, AckCode::AuthorityUnreachable) {
-            self.connect(realm);
+            self.connect(now, realm);
         }
     }
 
@@ -2173,11 +2239,13 @@ impl<R: CryptoRng> Server<R> {
         self.flush(now, &remote_key(realm));
     }
 
-    /// No link to `realm` came up in time (or the dial failed): spool what waited for it.
+    /// No link to `realm` came up in time (or every dial failed): spool what waited for it.
+    /// The periodic flush dials again; dialling here would retry a failed realm at once.
     fn no_link(&mut self, now: Timestamp, realm: &Authority) {
         self.timers.cancel(&Timer::Dial(realm.clone()));
+        let key = remote_key(realm);
         for (up, item) in self.awaiting.remove(realm).unwrap_or_default() {
-            self.hold_for(now, up, realm, item);
+            self.queue(now, &up, &key, item, AckCode::AuthorityUnreachable);
         }
     }
 
@@ -2324,7 +2392,7 @@ impl<R: CryptoRng> Server<R> {
         }
         if !undelivered.is_empty() {
             if let Some(realm) = &remote {
-                self.connect(realm);
+                self.connect(now, realm);
             }
             self.spool.requeue(key, undelivered);
         }
@@ -2442,17 +2510,16 @@ impl<R: CryptoRng> Machine for Server<R> {
             Input::Closed { conn } => self.closed(now, conn),
             Input::Restore(record) => self.restore(now, record),
             Input::Dialled { conn, authority } => self.dialled(now, conn, authority),
-            Input::DialFailed { authority } => {
-                self.dialling.remove(&authority);
-                self.no_link(now, &authority);
-            }
+            Input::DialFailed { authority } => self.dial_failed(now, &authority),
+            Input::Resolved { name, kind, answer } => self.resolved(now, &name, kind, answer),
             Input::Administrator { conn } => {
                 if let Some(c) = self.conns.get_mut(&conn) {
                     c.admin = true;
                 }
             }
             Input::Keys { realm, keys } => {
-                self.keys.insert(realm, keys);
+                self.keys.insert(realm.clone(), keys);
+                self.unpark(now, &realm);
             }
         }
     }
@@ -2464,7 +2531,7 @@ impl<R: CryptoRng> Machine for Server<R> {
     fn poll_timeout(&self) -> Option<Wakeup> {
         self.timers
             .next_deadline()
-            .map(|at| Wakeup::new(at, "ack timeout or spool flush"))
+            .map(|at| Wakeup::new(at, "ack timeout, spool flush, dial or DNS timeout"))
     }
 
     fn handle_timeout(&mut self, now: Timestamp) {
@@ -2473,9 +2540,13 @@ impl<R: CryptoRng> Machine for Server<R> {
                 Timer::Ack(hop, id) => self.ack_timeout(now, hop, id),
                 Timer::Flush => self.flush_all(now),
                 Timer::Dial(realm) => self.no_link(now, &realm),
+                Timer::Resolve(kind, name) => {
+                    self.resolved(now, &name, kind, discovery::Answer::Nothing)
+                }
             }
         }
         self.seen.prune(now);
+        self.cache.prune(now);
         self.replies.prune(now, self.config.policy.max_window());
     }
 }

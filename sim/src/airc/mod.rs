@@ -40,7 +40,8 @@ use std::time::{Duration, Instant};
 use chacha20::ChaCha20Rng;
 use rand_core::Rng;
 use serde_json::{Value, json};
-use weft_proto::airc::address::{Authority, Namespace};
+use weft_proto::airc::address::{Authority, DEFAULT_PORT, Namespace};
+use weft_proto::airc::discovery::Endpoint;
 use weft_proto::airc::frame::{AckStatus, Frame};
 use weft_proto::airc::framing;
 use weft_proto::airc::server::{Face, Input, Output, Record, RecordKey, Server, ServerConfig};
@@ -450,6 +451,9 @@ impl<'a> Net<'a> {
                 c.signing_key = Some(seeds[r].clone());
                 for (o, realm) in realms.iter().enumerate().filter(|(o, _)| *o != r) {
                     c.known_keys.insert(realm.clone(), vec![publics[o]]);
+                    // The simulated network has no DNS: every realm is a static entry (§8.1).
+                    let at = Endpoint::new(realm.host(), DEFAULT_PORT);
+                    c.static_entries.insert(realm.clone(), vec![at]);
                 }
                 c.known_namespaces = (0..sc.clients)
                     .filter(|c| home[*c] == r)
@@ -941,7 +945,7 @@ impl<'a> Net<'a> {
                         self.push(at, Ev::Closed { wire, to: other });
                     }
                 }
-                Output::Connect { authority } => {
+                Output::Connect { authority, .. } => {
                     let t = self.realms.iter().position(|r| *r == authority);
                     self.trace(json!({"ev":"connect","from":s,"to":authority.to_string()}));
                     match t {

@@ -1,0 +1,204 @@
+//! Real DNS for AIRC discovery (§8.1–§8.2): the answers to the realm server's
+//! `Output::Resolve` questions, from hickory-resolver.
+//!
+//! Which questions to ask, in which order, and how long answers live are the machine's
+//! (`weft_proto::airc::discovery`); this module only asks them. Lookups run on one thread with its
+//! own current-thread tokio runtime, so the realm's loop never waits on DNS: a question goes in
+//! with [`Dns::ask`] and its answer comes back on the [`Answers`] channel, which [`super::host`]
+//! feeds to the machine as `Input::Resolved`. The nameserver is the system's (`/etc/resolv.conf`)
+//! unless the operator names one (`[dns] nameserver`, `--dns`), which is how tests point it at a
+//! DNS server of their own on loopback.
+
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use hickory_resolver::TokioResolver;
+use hickory_resolver::config::{NameServerConfig, ResolverConfig};
+use hickory_resolver::net::runtime::TokioRuntimeProvider;
+use hickory_resolver::proto::rr::{RData, RecordType as Rr};
+use weft_proto::airc::discovery::{Answer, RecordType, SrvRecord};
+
+/// How long a host-name lookup for a dial may hold the loop (the only lookup that blocks: the
+/// host's `resolve` hook is synchronous). Loopback and cached answers take microseconds.
+pub const DIAL_LOOKUP_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// One DNS answer for the machine: the question as it was asked, and what DNS said.
+pub type Answered = (String, RecordType, Answer);
+
+/// The receiving end of answers to [`Dns::ask`].
+pub type Answers = mpsc::Receiver<Answered>;
+
+enum Job {
+    Ask(String, RecordType),
+    Ip(String, mpsc::Sender<Option<IpAddr>>),
+}
+
+/// A handle to the resolver thread; clones share it. The thread ends when every handle is gone.
+#[derive(Clone)]
+pub struct Dns {
+    jobs: ::tokio::sync::mpsc::UnboundedSender<Job>,
+}
+
+impl std::fmt::Debug for Dns {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Dns").finish_non_exhaustive()
+    }
+}
+
+impl Dns {
+    /// Starts the resolver thread, asking `nameserver` (UDP and TCP) or, when `None`, the
+    /// system's nameservers.
+    pub fn start(nameserver: Option<SocketAddr>) -> io::Result<(Self, Answers)> {
+        let provider = TokioRuntimeProvider::default();
+        let builder = match nameserver {
+            Some(at) => {
+                let mut server = NameServerConfig::udp_and_tcp(at.ip());
+                for c in &mut server.connections {
+                    c.port = at.port();
+                }
+                TokioResolver::builder_with_config(
+                    ResolverConfig::from_name_servers(vec![server]),
+                    provider,
+                )
+            }
+            None => TokioResolver::builder(provider).map_err(io::Error::other)?,
+        };
+        let (jobs, mut inbox) = ::tokio::sync::mpsc::unbounded_channel::<Job>();
+        let (answers, out) = mpsc::channel();
+        let runtime = ::tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        std::thread::Builder::new()
+            .name("weft-airc-dns".into())
+            .spawn(move || {
+                runtime.block_on(async move {
+                    let resolver = match builder.build() {
+                        Ok(r) => std::rc::Rc::new(r),
+                        Err(e) => {
+                            eprintln!("weft airc: no DNS resolver: {e}");
+                            return;
+                        }
+                    };
+                    let local = ::tokio::task::LocalSet::new();
+                    local
+                        .run_until(async move {
+                            while let Some(job) = inbox.recv().await {
+                                let resolver = resolver.clone();
+                                let answers = answers.clone();
+                                ::tokio::task::spawn_local(async move {
+                                    match job {
+                                        Job::Ask(name, kind) => {
+                                            let a = lookup(&resolver, &name, kind).await;
+                                            let _ = answers.send((name, kind, a));
+                                        }
+                                        Job::Ip(host, reply) => {
+                                            let ip = resolver
+                                                .lookup_ip(absolute(&host))
+                                                .await
+                                                .ok()
+                                                .and_then(|l| l.iter().next());
+                                            let _ = reply.send(ip);
+                                        }
+                                    }
+                                });
+                            }
+                        })
+                        .await;
+                })
+            })?;
+        Ok((Self { jobs }, out))
+    }
+
+    /// Asks one question; its answer arrives on the [`Answers`] channel.
+    pub fn ask(&self, name: String, kind: RecordType) {
+        let _ = self.jobs.send(Job::Ask(name, kind));
+    }
+
+    /// An address of `host`, waiting at most [`DIAL_LOOKUP_TIMEOUT`]; `None` when it has none.
+    pub fn ip(&self, host: &str) -> Option<IpAddr> {
+        let (reply, answer) = mpsc::channel();
+        self.jobs.send(Job::Ip(host.to_string(), reply)).ok()?;
+        answer.recv_timeout(DIAL_LOOKUP_TIMEOUT).ok().flatten()
+    }
+}
+
+/// `name` as an absolute name, so no search domain is tried.
+fn absolute(name: &str) -> String {
+    if name.ends_with('.') {
+        name.to_string()
+    } else {
+        format!("{name}.")
+    }
+}
+
+/// One §8.1/§8.2 question asked of DNS. Any failure (NXDOMAIN, no records, SERVFAIL, timeout) is
+/// [`Answer::Nothing`]: the machine decides what that means.
+async fn lookup(resolver: &TokioResolver, name: &str, kind: RecordType) -> Answer {
+    let name = absolute(name);
+    match kind {
+        RecordType::Srv => {
+            let Ok(l) = resolver.lookup(name, Rr::SRV).await else {
+                return Answer::Nothing;
+            };
+            let records: Vec<SrvRecord> = l
+                .answers()
+                .iter()
+                .filter_map(|r| match &r.data {
+                    RData::SRV(s) => Some(SrvRecord {
+                        priority: s.priority,
+                        weight: s.weight,
+                        port: s.port,
+                        target: s.target.to_ascii(),
+                        ttl: r.ttl,
+                    }),
+                    _ => None,
+                })
+                .collect();
+            if records.is_empty() {
+                Answer::Nothing
+            } else {
+                Answer::Srv(records)
+            }
+        }
+        RecordType::Address => match resolver.lookup_ip(name).await {
+            Ok(l) if l.iter().next().is_some() => Answer::Addresses {
+                ttl: min_ttl(l.as_lookup().answers().iter().map(|r| r.ttl)),
+            },
+            _ => Answer::Nothing,
+        },
+        RecordType::Txt => {
+            let Ok(l) = resolver.lookup(name, Rr::TXT).await else {
+                return Answer::Nothing;
+            };
+            let mut ttls = Vec::new();
+            let records: Vec<String> = l
+                .answers()
+                .iter()
+                .filter_map(|r| match &r.data {
+                    RData::TXT(t) => {
+                        ttls.push(r.ttl);
+                        // One record's character-strings, concatenated (§8.2 reads the whole).
+                        let bytes: Vec<u8> =
+                            t.txt_data.iter().flat_map(|s| s.iter().copied()).collect();
+                        Some(String::from_utf8_lossy(&bytes).into_owned())
+                    }
+                    _ => None,
+                })
+                .collect();
+            if records.is_empty() {
+                Answer::Nothing
+            } else {
+                Answer::Txt {
+                    records,
+                    ttl: min_ttl(ttls.into_iter()),
+                }
+            }
+        }
+    }
+}
+
+fn min_ttl(ttls: impl Iterator<Item = u32>) -> u32 {
+    ttls.min().unwrap_or(0)
+}
