@@ -4,10 +4,12 @@
 //! AIRC §5: the namespaces a client-face connection may act for come from the transport, never
 //! from the connection: a Unix peer's uid (`SO_PEERCRED`), or a loopback TCP peer's on a
 //! listener registered with [`Realm::with_tcp_face`] (from `/proc/net/tcp`, [`crate::peer_uid`]),
-//! looked up in the operator's table; a uid the table does not name, or any other peer, gets none. Peer links (§8) need TLS, which no adapter provides yet,
-//! so [`RealmHooks`] resolves no realm and every dial fails (the spool keeps its messages).
+//! looked up in the operator's table; a uid the table does not name, or any other peer, gets none.
+//! Connections on a listener registered with [`Realm::with_peer_face`] are the peer face (§8.4):
+//! other realms' servers, with no namespaces. [`RealmHooks`] resolves realms to peer endpoints
+//! with a [`Dialer`] when given one; without, every dial fails (the spool keeps its messages).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::net::SocketAddr;
 
@@ -16,8 +18,9 @@ use weft_proto::airc::server::{Face, Input, Output, Server};
 use weft_proto::core::rand_core::CryptoRng;
 use weft_proto::core::{ConnId, Machine, Timestamp, Wakeup};
 
+use super::peer::Dialer;
 use super::store::Store;
-use crate::host::{Effect, Hooks, HostMachine, Peer, Remote};
+use crate::host::{Effect, Endpoint, Hooks, HostMachine, Peer, Remote};
 
 /// A realm [`Server`] with the operator's uid → namespaces table (§5), ready for a host.
 pub struct Realm<R> {
@@ -27,6 +30,8 @@ pub struct Realm<R> {
     /// Listener index → its local address, for the TCP client faces whose peers' uids are looked
     /// up; one entry per listener, so bounded by what the operator configured.
     tcp_faces: BTreeMap<usize, SocketAddr>,
+    /// The listener indexes of the peer face; one per listener, so bounded likewise.
+    peer_faces: BTreeSet<usize>,
 }
 
 impl<R> Realm<R> {
@@ -36,7 +41,15 @@ impl<R> Realm<R> {
             server,
             namespaces,
             tcp_faces: BTreeMap::new(),
+            peer_faces: BTreeSet::new(),
         }
+    }
+
+    /// Makes listener number `listener` a peer face (§8.4): what arrives there is another
+    /// realm's server, which the transport proves no namespaces for.
+    pub fn with_peer_face(mut self, listener: usize) -> Self {
+        self.peer_faces.insert(listener);
+        self
     }
 
     /// Also takes the identity of loopback TCP peers on listener number `listener` (its index in
@@ -54,6 +67,7 @@ impl<R> Realm<R> {
                 .tcp_faces
                 .get(&peer.listener)
                 .and_then(|local| crate::peer_uid::loopback_tcp_owner(remote, *local)),
+            Remote::Quic(_) => None,
         }
     }
 }
@@ -82,6 +96,13 @@ impl<R: CryptoRng> HostMachine for Realm<R> {
     type App = core::convert::Infallible;
 
     fn opened(&mut self, conn: ConnId, peer: &Peer) -> Input {
+        if self.peer_faces.contains(&peer.listener) {
+            return Input::Opened {
+                conn,
+                face: Face::Peer,
+                namespaces: Vec::new(),
+            };
+        }
         let namespaces = self
             .uid_of(peer)
             .and_then(|uid| self.namespaces.get(&uid).cloned())
@@ -119,12 +140,22 @@ impl<R: CryptoRng> HostMachine for Realm<R> {
 /// committed before the next output.
 pub struct RealmHooks {
     store: Store,
+    dialer: Option<Dialer>,
 }
 
 impl RealmHooks {
     /// Hooks over `store`.
     pub fn new(store: Store) -> Self {
-        Self { store }
+        Self {
+            store,
+            dialer: None,
+        }
+    }
+
+    /// Resolves the realms the server dials with `dialer`.
+    pub fn with_dialer(mut self, dialer: Dialer) -> Self {
+        self.dialer = Some(dialer);
+        self
     }
 }
 
@@ -139,5 +170,8 @@ impl<R: CryptoRng> Hooks<Realm<R>> for RealmHooks {
     }
     fn store(&mut self, batch: &[Output]) -> io::Result<()> {
         self.store.apply(batch)
+    }
+    fn resolve(&mut self, realm: &Authority) -> Option<Endpoint> {
+        self.dialer.as_ref()?.endpoint(realm)
     }
 }

@@ -3,7 +3,9 @@
 //! The client face listens on a Unix socket and, if asked, on loopback TCP; [`Realm`] maps
 //! connections to the machine (their namespaces from `SO_PEERCRED`, or from the owner of a
 //! loopback TCP peer's socket, AIRC §5) and [`RealmHooks`] commits persists to the store
-//! before the next output runs. Everything else is [`crate::smol`]'s.
+//! before the next output runs. The peer face (§8.3, §8.4) listens on TLS over TCP and on QUIC
+//! when configured ([`super::peer`]), and the realm signs with the key of [`super::realm_key`].
+//! Everything else is [`crate::smol`]'s.
 
 use std::collections::BTreeMap;
 use std::io;
@@ -19,8 +21,11 @@ use weft_proto::airc::server::{Server, ServerConfig};
 
 use super::config::TlsFiles;
 use super::host::{Realm, RealmHooks};
+use super::peer::{Dialer, PeerConfig};
+use super::realm_key;
 use super::store::Store;
 use crate::host::{Endpoint, Host, Listener};
+use crate::tls::{TlsClient, TlsServer};
 
 /// How a realm server runs.
 #[derive(Clone, Debug)]
@@ -44,8 +49,13 @@ pub struct ServeConfig {
     pub policy: Policy,
     /// `accept_offers` and `auto_accept` (§11.4, §11.5).
     pub links: LinkConfig,
-    /// The peer face's TLS certificate and key: reserved, no peer face serves TLS yet.
+    /// The peer face's TLS certificate and key, and the trust store its dials verify against.
     pub tls: Option<TlsFiles>,
+    /// The peer face: its listeners and static authority entries.
+    pub peer: PeerConfig,
+    /// The realm's Ed25519 signing key (§9.1), a PKCS#8 PEM file; `None` is
+    /// [`realm_key::KEY_FILE`] in the data directory, made on first start.
+    pub signing_key: Option<PathBuf>,
 }
 
 impl ServeConfig {
@@ -65,6 +75,8 @@ impl ServeConfig {
             policy: Policy::default(),
             links: LinkConfig::default(),
             tls: None,
+            peer: PeerConfig::default(),
+            signing_key: None,
         })
     }
 }
@@ -110,6 +122,11 @@ pub fn open(config: &ServeConfig) -> io::Result<(RealmHost, Vec<Listener>)> {
         .clone_from(&config.trusted_unsigned);
     machine_config.policy = config.policy.clone();
     machine_config.links = config.links.clone();
+    let key_path = config
+        .signing_key
+        .clone()
+        .unwrap_or_else(|| config.data_dir.join(realm_key::KEY_FILE));
+    machine_config.signing_key = Some(realm_key::load_or_create(&key_path, &mut crate::os_rng())?);
     let server = Server::new(machine_config, crate::server_provider(), crate::os_rng());
     let mut realm = Realm::new(server, config.namespaces.clone());
 
@@ -130,5 +147,48 @@ pub fn open(config: &ServeConfig) -> io::Result<(RealmHost, Vec<Listener>)> {
         realm = realm.with_tcp_face(listeners.len(), local);
         listeners.push(tcp);
     }
-    Ok((Host::new(realm, RealmHooks::new(store)), listeners))
+    let (listen, dialer) = peer_face(config)?;
+    for listener in listen {
+        realm = realm.with_peer_face(listeners.len());
+        listeners.push(listener);
+    }
+    let hooks = RealmHooks::new(store).with_dialer(dialer);
+    Ok((Host::new(realm, hooks), listeners))
+}
+
+/// The peer face's listeners (TLS or plain TCP, then QUIC, as configured) and the dialer for
+/// outgoing links.
+fn peer_face(config: &ServeConfig) -> io::Result<(Vec<Listener>, Dialer)> {
+    let files = config.tls.clone().unwrap_or_default();
+    let server = match (&files.cert, &files.key) {
+        (Some(cert), Some(key)) => Some(TlsServer::from_files(cert, key)?),
+        (None, None) => None,
+        _ => {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "[tls]: cert and key go together",
+            ));
+        }
+    };
+    let mut listeners = Vec::new();
+    if let Some(addr) = config.peer.listen {
+        listeners.push(match &server {
+            Some(server) => Listener::tls(addr, server.clone())?,
+            None => Listener::bind(&Endpoint::Tcp(addr))?,
+        });
+    }
+    if let Some(addr) = config.peer.quic {
+        let Some(server) = &server else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "--peer-quic needs a certificate and key ([tls] cert, key)",
+            ));
+        };
+        listeners.push(Listener::quic(addr, server.clone())?);
+    }
+    let trust = match &files.trust {
+        Some(path) => TlsClient::from_file(path)?,
+        None => TlsClient::webpki_roots(),
+    };
+    Ok((listeners, Dialer::new(config.peer.statics.clone(), trust)))
 }
