@@ -358,6 +358,9 @@ trusted_unsigned = ["lab.example.net"]
 accept_offers = false
 auto_accept = ["alice/desk"]
 policy_default_allow = false
+peer_listen = "0.0.0.0:2472"
+peer_quic = "0.0.0.0:2472"
+signing_key = "/etc/weft/realm.key"
 
 [namespaces]
 1000 = ["alice", "ops"]
@@ -374,10 +377,6 @@ note = "ours may write anywhere"
 
 [[policy]]
 links = true
-
-peer_listen = "0.0.0.0:2472"
-peer_quic = "0.0.0.0:2472"
-signing_key = "/etc/weft/realm.key"
 
 [tls]
 cert = "/etc/weft/cert.pem"

@@ -81,6 +81,16 @@ impl ServeConfig {
     }
 }
 
+impl ServeConfig {
+    /// Where the realm's signing key is: the configured file, else [`realm_key::KEY_FILE`] in
+    /// the data directory.
+    pub fn signing_key_path(&self) -> PathBuf {
+        self.signing_key
+            .clone()
+            .unwrap_or_else(|| self.data_dir.join(realm_key::KEY_FILE))
+    }
+}
+
 /// Runs the server until `stop` yields (or forever, if it never does). `ready` is called once
 /// the socket is listening.
 pub fn serve(config: ServeConfig, stop: Receiver<()>, ready: impl FnOnce()) -> io::Result<()> {

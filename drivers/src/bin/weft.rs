@@ -354,7 +354,19 @@ fn serve_realm(args: ServeArgs) -> std::io::Result<bool> {
     let socket = config.client_socket.clone();
     let (_keep, stop) = smol::channel::bounded::<()>(1);
     let tcp = config.client_tcp;
+    let (realm, key_path) = (config.realm.clone(), config.signing_key_path());
     serve(config, stop, || {
+        // By now the server has read (or made) its key: this only reads it back.
+        if let Ok(seed) =
+            weft_drivers::airc::realm_key::load_or_create(&key_path, &mut weft_drivers::os_rng())
+        {
+            let txt =
+                weft_drivers::airc::realm_key::txt_record(weft_drivers::server_provider(), &seed);
+            eprintln!(
+                "weft airc serve: publish _airc.{} TXT \"{txt}\"",
+                realm.host()
+            );
+        }
         eprintln!("weft airc serve: listening on {}", socket.display());
         if let Some(tcp) = tcp {
             eprintln!("weft airc serve: listening on tcp {tcp}");
