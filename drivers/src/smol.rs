@@ -67,7 +67,7 @@ enum Stream {
 /// A connection accepted whose handshake is still to run.
 enum Handshake {
     Tls(TcpStream, TlsAcceptor),
-    Quic(quinn::Incoming),
+    Quic(Box<quinn::Incoming>),
 }
 
 /// What the adapter's tasks tell its loop.
@@ -183,7 +183,7 @@ impl SmolIo<'_, '_> {
                     Handshake::Tls(tcp, acceptor) => bounded(acceptor.accept(tcp.clone()))
                         .await
                         .map(|tls| Stream::Tls(Box::new(TlsStream::Server(tls)), tcp)),
-                    Handshake::Quic(incoming) => quic::accept(incoming)
+                    Handshake::Quic(incoming) => quic::accept(*incoming)
                         .await
                         .map(|link| Stream::Quic(Box::new(link))),
                 };
@@ -386,7 +386,7 @@ async fn accept_quic(index: usize, endpoint: quinn::Endpoint, net: Sender<Net>) 
             remote: Remote::Quic(incoming.remote_address()),
         };
         if net
-            .send(Net::Handshake(peer, Handshake::Quic(incoming)))
+            .send(Net::Handshake(peer, Handshake::Quic(Box::new(incoming))))
             .await
             .is_err()
         {
