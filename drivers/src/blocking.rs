@@ -122,6 +122,7 @@ impl Io for BlockingIo {
         let sock = match to {
             Endpoint::Tcp(addr) => TcpStream::connect_timeout(&addr, DIAL_TIMEOUT).map(Sock::Tcp),
             Endpoint::Unix(path) => UnixStream::connect(path).map(Sock::Unix),
+            Endpoint::Tls(_) | Endpoint::Quic(_) => Err(secure_unsupported()),
         };
         let sock = sock.and_then(|s| {
             match &s {
@@ -218,13 +219,23 @@ fn accept(listener: &Listener) -> io::Result<(Sock, Remote)> {
             let remote = Remote::unix(&s);
             (Sock::Unix(s), remote)
         }
+        Listener::Tls(..) | Listener::Quic(..) => return Err(secure_unsupported()),
     })
+}
+
+/// This loop moves plain bytes only: TLS and QUIC run on the smol adapter.
+fn secure_unsupported() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::Unsupported,
+        "the blocking adapter has no TLS or QUIC: use the smol adapter",
+    )
 }
 
 fn listener_fd(listener: &Listener) -> BorrowedFd<'_> {
     match listener {
-        Listener::Tcp(l) => l.as_fd(),
+        Listener::Tcp(l) | Listener::Tls(l, _) => l.as_fd(),
         Listener::Unix(l) => l.as_fd(),
+        Listener::Quic(u, _) => u.as_fd(),
     }
 }
 
@@ -239,6 +250,7 @@ pub fn run<M: HostMachine, H: Hooks<M>>(
         match l {
             Listener::Tcp(l) => l.set_nonblocking(true)?,
             Listener::Unix(l) => l.set_nonblocking(true)?,
+            Listener::Tls(..) | Listener::Quic(..) => return Err(secure_unsupported()),
         }
     }
     let mut io = BlockingIo::default();

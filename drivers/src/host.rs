@@ -27,6 +27,8 @@ use std::time::Duration;
 
 use weft_proto::core::{ConnId, Machine, Timestamp, Wakeup};
 
+pub use crate::tls::{SecureDial, TlsServer};
+
 /// The most transport events one loop pass feeds the machine before it checks the machine's
 /// deadline again, so a peer that floods a connection cannot starve timers (heartbeats, ack
 /// timeouts) or the other connections' turn at the loop.
@@ -63,6 +65,10 @@ pub enum Endpoint {
     Tcp(SocketAddr),
     /// A Unix stream socket path.
     Unix(PathBuf),
+    /// TLS over TCP; the dial succeeds only once the certificate is verified ([`crate::tls`]).
+    Tls(SecureDial),
+    /// QUIC, one bidirectional stream per connection; verified as [`Endpoint::Tls`] is.
+    Quic(SecureDial),
 }
 
 /// A bound, listening socket, in its std form; each adapter converts it to its own runtime's
@@ -73,28 +79,67 @@ pub enum Listener {
     Tcp(std::net::TcpListener),
     /// A Unix stream listener.
     Unix(std::os::unix::net::UnixListener),
+    /// A TCP listener whose connections open with a TLS handshake presenting this certificate.
+    Tls(std::net::TcpListener, TlsServer),
+    /// A UDP socket serving QUIC with this certificate; each connection's first bidirectional
+    /// stream is the connection the machine sees.
+    Quic(std::net::UdpSocket, TlsServer),
 }
 
 impl Listener {
     /// Binds `endpoint`. A Unix path that exists is an error: whether a stale socket may be
-    /// removed is the caller's policy.
+    /// removed is the caller's policy. TLS and QUIC listeners need a certificate: see
+    /// [`Listener::tls`] and [`Listener::quic`].
     pub fn bind(endpoint: &Endpoint) -> io::Result<Self> {
         Ok(match endpoint {
             Endpoint::Tcp(addr) => Self::Tcp(std::net::TcpListener::bind(addr)?),
             Endpoint::Unix(path) => Self::Unix(std::os::unix::net::UnixListener::bind(path)?),
+            Endpoint::Tls(_) | Endpoint::Quic(_) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "a TLS or QUIC listener is bound with Listener::tls or Listener::quic",
+                ));
+            }
         })
     }
 
-    /// Where it listens (the real port when bound to port 0).
+    /// Binds a TLS listener on `addr` presenting `server`.
+    pub fn tls(addr: SocketAddr, server: TlsServer) -> io::Result<Self> {
+        Ok(Self::Tls(std::net::TcpListener::bind(addr)?, server))
+    }
+
+    /// Binds a QUIC listener on UDP `addr` presenting `server`.
+    pub fn quic(addr: SocketAddr, server: TlsServer) -> io::Result<Self> {
+        Ok(Self::Quic(std::net::UdpSocket::bind(addr)?, server))
+    }
+
+    /// Where it listens (the real port when bound to port 0). A TLS listener answers with its
+    /// TCP address; a QUIC listener has no plain endpoint and answers an error: see
+    /// [`Listener::local_addr`].
     pub fn endpoint(&self) -> io::Result<Endpoint> {
         Ok(match self {
-            Self::Tcp(l) => Endpoint::Tcp(l.local_addr()?),
+            Self::Tcp(l) | Self::Tls(l, _) => Endpoint::Tcp(l.local_addr()?),
             Self::Unix(l) => Endpoint::Unix(
                 l.local_addr()?
                     .as_pathname()
                     .map(PathBuf::from)
                     .unwrap_or_default(),
             ),
+            Self::Quic(..) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::Unsupported,
+                    "a QUIC listener has no plain endpoint",
+                ));
+            }
+        })
+    }
+
+    /// The socket address of a TCP, TLS or QUIC listener (`None` for a Unix one).
+    pub fn local_addr(&self) -> io::Result<Option<SocketAddr>> {
+        Ok(match self {
+            Self::Tcp(l) | Self::Tls(l, _) => Some(l.local_addr()?),
+            Self::Quic(u, _) => Some(u.local_addr()?),
+            Self::Unix(_) => None,
         })
     }
 }
@@ -103,8 +148,10 @@ impl Listener {
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Remote {
-    /// A TCP peer at this address (which proves nothing about who it is).
+    /// A TCP peer at this address (which proves nothing about who it is), over TLS or not.
     Tcp(SocketAddr),
+    /// A QUIC peer at this UDP address (which proves nothing about who it is either).
+    Quic(SocketAddr),
     /// A local process on a Unix socket; `uid` is its user from `SO_PEERCRED`, when the kernel
     /// gave one.
     Unix {

@@ -9,6 +9,8 @@
 //!   three runtime adapters over it, each driving any [`host::HostMachine`] over TCP and Unix
 //!   sockets: [`smol`], `tokio` (feature `tokio`, on by default) and [`blocking`] (std only,
 //!   `poll(2)`, one thread).
+//! - [`tls`] and [`quic`]: TLS (rustls) and QUIC (quinn) transports for the smol adapter,
+//!   which finishes their handshakes before a machine hears of a connection.
 //! - [`peer_uid`]: the uid owning the other end of a loopback TCP connection, from `/proc`.
 //! - [`airc`]: the AIRC realm server and client commands on real sockets.
 //! - [`minca`]: `weft relay`, the Minca relay server on real sockets.
@@ -29,7 +31,9 @@ pub mod fast_crypto;
 pub mod host;
 pub mod minca;
 pub mod peer_uid;
+pub mod quic;
 pub mod smol;
+pub mod tls;
 #[cfg(feature = "tokio")]
 pub mod tokio;
 

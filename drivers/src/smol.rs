@@ -1,9 +1,16 @@
-//! The smol adapter: any [`HostMachine`] over TCP and Unix stream sockets, under smol 2.
+//! The smol adapter: any [`HostMachine`] over TCP and Unix stream sockets, TLS over TCP and
+//! QUIC, under smol 2.
 //!
 //! One future owns the [`Host`] core; every connection has a reader task feeding it bytes and a
 //! writer task draining what the machine sends, so a slow peer never blocks the others. All
 //! tasks live on an executor local to [`run`]: dropping the future (a stop signal winning a
-//! race) ends every connection and listener with it.
+//! race) ends every connection and listener with it (quinn's own endpoint drivers run on smol's
+//! global executor and end once their endpoint is dropped).
+//!
+//! TLS and QUIC ([`crate::tls`], [`crate::quic`]) are finished here, before the machine hears of
+//! a connection: an accepted one opens after its handshake (at most
+//! [`MAX_PENDING_HANDSHAKES`] at once, each within [`HANDSHAKE_TIMEOUT`]), and a dial is
+//! reported open only once the accepting side's certificate verified for the dial's name.
 //!
 //! ```no_run
 //! use weft_drivers::host::{Endpoint, Host, Listener};
@@ -27,33 +34,69 @@
 //! # Ok::<(), std::io::Error>(())
 //! ```
 
+use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::io;
+use std::net::SocketAddr;
+use std::rc::Rc;
 
 use ::smol::channel::{self, Receiver, Sender};
 use ::smol::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use ::smol::net::unix::UnixStream;
 use ::smol::net::{TcpListener, TcpStream, unix::UnixListener};
 use ::smol::{LocalExecutor, Timer};
+use futures_rustls::{TlsAcceptor, TlsConnector, TlsStream};
 use weft_proto::core::ConnId;
 
 use crate::host::{
     ACCEPT_RETRY, Endpoint, Event, Hooks, Host, HostMachine, Io, Listener, MAX_EVENTS_PER_PASS,
-    Peer, READ_CHUNK, Remote, Report, shut_down,
+    Peer, READ_CHUNK, Remote, Report, SecureDial, shut_down,
 };
+use crate::quic;
+use crate::tls::{HANDSHAKE_TIMEOUT, MAX_PENDING_HANDSHAKES};
 
-/// A connected socket of either kind.
+/// A connected socket of any kind.
 enum Stream {
     Tcp(TcpStream),
     Unix(UnixStream),
+    /// The TLS stream and its socket, which the writer shuts down at the end.
+    Tls(Box<TlsStream<TcpStream>>, TcpStream),
+    Quic(Box<quic::Link>),
 }
 
-type Net = Report<Stream>;
+/// A connection accepted whose handshake is still to run.
+enum Handshake {
+    Tls(TcpStream, TlsAcceptor),
+    Quic(Box<quinn::Incoming>),
+}
+
+/// What the adapter's tasks tell its loop.
+enum Net {
+    Report(Report<Stream>),
+    Handshake(Peer, Handshake),
+}
+
+/// `fut`, or a timeout error once [`HANDSHAKE_TIMEOUT`] has passed.
+pub(crate) async fn bounded<T>(fut: impl Future<Output = io::Result<T>>) -> io::Result<T> {
+    ::smol::future::or(fut, async {
+        Timer::after(HANDSHAKE_TIMEOUT).await;
+        Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            "the handshake took too long",
+        ))
+    })
+    .await
+}
 
 struct SmolIo<'a, 'ex> {
     ex: &'a LocalExecutor<'ex>,
     net: Sender<Net>,
     writers: BTreeMap<ConnId, Sender<Vec<u8>>>,
+    /// Handshakes of accepted connections under way (see [`MAX_PENDING_HANDSHAKES`]).
+    handshakes: Rc<Cell<usize>>,
+    /// QUIC client endpoints, made on the first QUIC dial of each address family (keyed by
+    /// "is IPv6").
+    quic_clients: BTreeMap<bool, quinn::Endpoint>,
 }
 
 impl Io for SmolIo<'_, '_> {
@@ -71,36 +114,144 @@ impl Io for SmolIo<'_, '_> {
 
     fn dial(&mut self, conn: ConnId, to: Endpoint) {
         let net = self.net.clone();
+        let quic_client = match &to {
+            Endpoint::Quic(d) => Some(self.quic_client(d.addr)),
+            _ => None,
+        };
         self.ex
             .spawn(async move {
-                let stream = match to {
-                    Endpoint::Tcp(addr) => TcpStream::connect(addr).await.map(Stream::Tcp),
-                    Endpoint::Unix(path) => UnixStream::connect(path).await.map(Stream::Unix),
+                let stream = match (to, quic_client) {
+                    (Endpoint::Tcp(addr), _) => TcpStream::connect(addr).await.map(Stream::Tcp),
+                    (Endpoint::Unix(path), _) => UnixStream::connect(path).await.map(Stream::Unix),
+                    (Endpoint::Tls(d), _) => dial_tls(d).await,
+                    (Endpoint::Quic(d), Some(Ok(endpoint))) => quic::dial(&endpoint, &d)
+                        .await
+                        .map(|link| Stream::Quic(Box::new(link))),
+                    (Endpoint::Quic(_), Some(Err(e))) => Err(e),
+                    (Endpoint::Quic(_), None) => unreachable!("a QUIC dial has its endpoint"),
                 };
-                let _ = net.send(Net::Connected { conn, stream }).await;
+                let _ = net
+                    .send(Net::Report(Report::Connected { conn, stream }))
+                    .await;
             })
             .detach();
     }
 }
 
+/// Connects TCP, then runs the TLS handshake verifying the certificate for `d.name`.
+async fn dial_tls(d: SecureDial) -> io::Result<Stream> {
+    let tcp = TcpStream::connect(d.addr).await?;
+    let connector = TlsConnector::from(d.client.config());
+    let tls = bounded(connector.connect(d.name, tcp.clone())).await?;
+    Ok(Stream::Tls(Box::new(TlsStream::Client(tls)), tcp))
+}
+
 impl SmolIo<'_, '_> {
+    /// The QUIC client endpoint for `to`'s address family, made on first use.
+    fn quic_client(&mut self, to: SocketAddr) -> io::Result<quinn::Endpoint> {
+        if let Some(e) = self.quic_clients.get(&to.is_ipv6()) {
+            return Ok(e.clone());
+        }
+        let endpoint = quic::client_for(to)?;
+        self.quic_clients.insert(to.is_ipv6(), endpoint.clone());
+        Ok(endpoint)
+    }
+
     /// Turns a task's report into an event for the core, starting a connection's tasks.
-    fn event<M: HostMachine, H: Hooks<M>>(&mut self, net: Net, host: &mut Host<M, H>) -> Event {
-        net.into_event(host, &mut self.writers, |conn, stream| match stream {
-            Stream::Tcp(s) => spawn(self.ex, &self.net, conn, s),
-            Stream::Unix(s) => spawn(self.ex, &self.net, conn, s),
+    fn event<M: HostMachine, H: Hooks<M>>(
+        &mut self,
+        net: Report<Stream>,
+        host: &mut Host<M, H>,
+    ) -> Event {
+        net.into_event(host, &mut self.writers, |conn, stream| {
+            spawn(self.ex, &self.net, conn, stream)
         })
+    }
+
+    /// Runs an accepted connection's handshake in its own task; it is reported open when the
+    /// handshake succeeds. Beyond [`MAX_PENDING_HANDSHAKES`] the connection is dropped.
+    fn handshake(&mut self, peer: Peer, handshake: Handshake) {
+        if self.handshakes.get() >= MAX_PENDING_HANDSHAKES {
+            return;
+        }
+        self.handshakes.set(self.handshakes.get() + 1);
+        let pending = self.handshakes.clone();
+        let net = self.net.clone();
+        self.ex
+            .spawn(async move {
+                let stream = match handshake {
+                    Handshake::Tls(tcp, acceptor) => bounded(acceptor.accept(tcp.clone()))
+                        .await
+                        .map(|tls| Stream::Tls(Box::new(TlsStream::Server(tls)), tcp)),
+                    Handshake::Quic(incoming) => quic::accept(*incoming)
+                        .await
+                        .map(|link| Stream::Quic(Box::new(link))),
+                };
+                pending.set(pending.get() - 1);
+                // A failed handshake is nothing to the machine: no connection ever opened.
+                if let Ok(stream) = stream {
+                    let _ = net
+                        .send(Net::Report(Report::Accepted { peer, stream }))
+                        .await;
+                }
+            })
+            .detach();
     }
 }
 
 /// Starts a connection's reader and writer tasks; returns the sender to its writer.
-fn spawn<S>(ex: &LocalExecutor<'_>, net: &Sender<Net>, conn: ConnId, stream: S) -> Sender<Vec<u8>>
-where
-    S: AsyncRead + AsyncWrite + std::os::fd::AsFd + Clone + Unpin + 'static,
-{
+fn spawn(
+    ex: &LocalExecutor<'_>,
+    net: &Sender<Net>,
+    conn: ConnId,
+    stream: Stream,
+) -> Sender<Vec<u8>> {
     let (writer, outbox) = channel::unbounded();
-    ex.spawn(write(stream.clone(), outbox)).detach();
-    ex.spawn(read(conn, stream, net.clone())).detach();
+    let net = net.clone();
+    match stream {
+        Stream::Tcp(s) => {
+            let mut w = s.clone();
+            ex.spawn(async move {
+                write(&mut w, outbox).await;
+                shut_down(&w);
+            })
+            .detach();
+            ex.spawn(read(conn, s, net)).detach();
+        }
+        Stream::Unix(s) => {
+            let mut w = s.clone();
+            ex.spawn(async move {
+                write(&mut w, outbox).await;
+                shut_down(&w);
+            })
+            .detach();
+            ex.spawn(read(conn, s, net)).detach();
+        }
+        Stream::Tls(tls, tcp) => {
+            let (r, mut w) = ::smol::io::split(*tls);
+            ex.spawn(async move {
+                write(&mut w, outbox).await;
+                // close_notify, so the peer can tell an end from a cut; then the socket.
+                let _ = bounded(w.close()).await;
+                shut_down(&tcp);
+            })
+            .detach();
+            ex.spawn(read(conn, r, net)).detach();
+        }
+        Stream::Quic(link) => {
+            let quic::Link {
+                connection,
+                mut send,
+                recv,
+            } = *link;
+            ex.spawn(async move {
+                write(&mut send, outbox).await;
+                quic::finish(send, connection).await;
+            })
+            .detach();
+            ex.spawn(read(conn, recv, net)).detach();
+        }
+    }
     writer
 }
 
@@ -123,8 +274,19 @@ async fn drive<M: HostMachine, H: Hooks<M>>(
     let (net, inbox) = channel::unbounded();
     for (index, listener) in listeners.into_iter().enumerate() {
         match listener {
-            Listener::Tcp(l) => ex.spawn(accept_tcp(index, l.try_into()?, net.clone())),
+            Listener::Tcp(l) => ex.spawn(accept_tcp(index, l.try_into()?, None, net.clone())),
             Listener::Unix(l) => ex.spawn(accept_unix(index, l.try_into()?, net.clone())),
+            Listener::Tls(l, server) => ex.spawn(accept_tcp(
+                index,
+                l.try_into()?,
+                Some(TlsAcceptor::from(server.config())),
+                net.clone(),
+            )),
+            Listener::Quic(socket, server) => ex.spawn(accept_quic(
+                index,
+                quic::endpoint(socket, Some(&server))?,
+                net.clone(),
+            )),
         }
         .detach();
     }
@@ -132,6 +294,8 @@ async fn drive<M: HostMachine, H: Hooks<M>>(
         ex,
         net,
         writers: BTreeMap::new(),
+        handshakes: Rc::new(Cell::new(0)),
+        quic_clients: BTreeMap::new(),
     };
     host.start(crate::now(), &mut io)?;
     loop {
@@ -151,27 +315,41 @@ async fn drive<M: HostMachine, H: Hooks<M>>(
             .chain(std::iter::from_fn(|| inbox.try_recv().ok()))
             .take(MAX_EVENTS_PER_PASS)
         {
-            events.push(io.event(n, host));
+            match n {
+                Net::Report(r) => events.push(io.event(r, host)),
+                Net::Handshake(peer, h) => io.handshake(peer, h),
+            }
         }
         host.pass(crate::now(), events, &mut io)?;
     }
 }
 
-async fn accept_tcp(index: usize, listener: TcpListener, net: Sender<Net>) {
+/// Accepts TCP connections; with `tls`, each runs its handshake before it opens.
+async fn accept_tcp(
+    index: usize,
+    listener: TcpListener,
+    tls: Option<TlsAcceptor>,
+    net: Sender<Net>,
+) {
     loop {
-        let net_msg = match listener.accept().await {
-            Ok((stream, addr)) => Net::Accepted {
-                peer: Peer {
-                    listener: index,
-                    remote: Remote::Tcp(addr),
-                },
-                stream: Stream::Tcp(stream),
-            },
+        let (stream, addr) = match listener.accept().await {
+            Ok(accepted) => accepted,
             Err(_) => {
                 // Out of descriptors or an aborted handshake: try again shortly, without spinning.
                 Timer::after(ACCEPT_RETRY).await;
                 continue;
             }
+        };
+        let peer = Peer {
+            listener: index,
+            remote: Remote::Tcp(addr),
+        };
+        let net_msg = match &tls {
+            None => Net::Report(Report::Accepted {
+                peer,
+                stream: Stream::Tcp(stream),
+            }),
+            Some(acceptor) => Net::Handshake(peer, Handshake::Tls(stream, acceptor.clone())),
         };
         if net.send(net_msg).await.is_err() {
             return;
@@ -182,19 +360,36 @@ async fn accept_tcp(index: usize, listener: TcpListener, net: Sender<Net>) {
 async fn accept_unix(index: usize, listener: UnixListener, net: Sender<Net>) {
     loop {
         let net_msg = match listener.accept().await {
-            Ok((stream, _)) => Net::Accepted {
+            Ok((stream, _)) => Net::Report(Report::Accepted {
                 peer: Peer {
                     listener: index,
                     remote: Remote::unix(&stream),
                 },
                 stream: Stream::Unix(stream),
-            },
+            }),
             Err(_) => {
                 Timer::after(ACCEPT_RETRY).await;
                 continue;
             }
         };
         if net.send(net_msg).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Accepts QUIC connections until the endpoint closes; each runs its handshake before it opens.
+async fn accept_quic(index: usize, endpoint: quinn::Endpoint, net: Sender<Net>) {
+    while let Some(incoming) = endpoint.accept().await {
+        let peer = Peer {
+            listener: index,
+            remote: Remote::Quic(incoming.remote_address()),
+        };
+        if net
+            .send(Net::Handshake(peer, Handshake::Quic(Box::new(incoming))))
+            .await
+            .is_err()
+        {
             return;
         }
     }
@@ -208,7 +403,7 @@ async fn read<S: AsyncRead + Unpin>(conn: ConnId, mut stream: S, net: Sender<Net
             Ok(n) => {
                 let bytes = buf[..n].to_vec();
                 if net
-                    .send(Net::Event(Event::Received { conn, bytes }))
+                    .send(Net::Report(Report::Event(Event::Received { conn, bytes })))
                     .await
                     .is_err()
                 {
@@ -217,19 +412,18 @@ async fn read<S: AsyncRead + Unpin>(conn: ConnId, mut stream: S, net: Sender<Net
             }
         }
     }
-    let _ = net.send(Net::Event(Event::Closed { conn })).await;
+    let _ = net
+        .send(Net::Report(Report::Event(Event::Closed { conn })))
+        .await;
 }
 
-async fn write<S: AsyncWrite + std::os::fd::AsFd + Unpin>(
-    mut stream: S,
-    outbox: Receiver<Vec<u8>>,
-) {
+/// Writes what the core queues until it drops the sender (close) or the peer goes away; the
+/// caller then ends the connection, which also ends the reader and so reports the close.
+async fn write<W: AsyncWrite + Unpin>(stream: &mut W, outbox: Receiver<Vec<u8>>) {
     while let Ok(bytes) = outbox.recv().await {
-        if stream.write_all(&bytes).await.is_err() {
+        // A TLS stream may hold written bytes until flushed; a plain socket's flush is free.
+        if stream.write_all(&bytes).await.is_err() || stream.flush().await.is_err() {
             break;
         }
     }
-    // The core dropped the sender (close) or the peer went away: end both directions, which
-    // also ends the reader and so reports the close.
-    shut_down(&stream);
 }

@@ -68,6 +68,7 @@ impl Io for TokioIo {
             let stream = match to {
                 Endpoint::Tcp(addr) => TcpStream::connect(addr).await.map(Stream::Tcp),
                 Endpoint::Unix(path) => UnixStream::connect(path).await.map(Stream::Unix),
+                Endpoint::Tls(_) | Endpoint::Quic(_) => Err(secure_unsupported()),
             };
             let _ = net.send(Net::Connected { conn, stream });
         });
@@ -123,6 +124,7 @@ pub async fn run<M: HostMachine, H: Hooks<M>>(
                 let l = UnixListener::from_std(l)?;
                 io.tasks.spawn(accept_unix(index, l, net.clone()));
             }
+            Listener::Tls(..) | Listener::Quic(..) => return Err(secure_unsupported()),
         }
     }
     drop(net);
@@ -231,4 +233,12 @@ async fn write<W: WriteHalf>(mut stream: W, mut outbox: UnboundedReceiver<Vec<u8
     // also ends the reader and so reports the close. Dropping the half alone would only end
     // writing.
     stream.shut();
+}
+
+/// This adapter moves plain bytes only: TLS and QUIC run on the smol adapter.
+fn secure_unsupported() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::Unsupported,
+        "the tokio adapter has no TLS or QUIC: use the smol adapter",
+    )
 }

@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::thread;
@@ -12,7 +13,13 @@ use std::thread;
 use hickory_proto::op::{Message, OpCode, ResponseCode};
 use hickory_proto::rr::rdata::{A, SRV, TXT};
 use hickory_proto::rr::{Name, RData, Record, RecordType};
+#[path = "common/tls_ca.rs"]
+mod tls_ca;
+use tls_ca::Ca;
+
 use weft_drivers::airc::client::{Client, message_id, new_message};
+use weft_drivers::airc::config::TlsFiles;
+use weft_drivers::airc::realm_key;
 use weft_drivers::airc::serve::{ServeConfig, serve};
 use weft_proto::airc::address::Authority;
 use weft_proto::airc::frame::AckStatus;
@@ -91,11 +98,26 @@ fn temp_dir(name: &str) -> PathBuf {
     dir
 }
 
-fn realm(dir: &Path, name: &str, key: u8, dns: SocketAddr) -> ServeConfig {
+/// A realm in `dir` signing with the key `[key; 32]`, asking `dns`, and trusting `ca` for the
+/// peers it dials.
+fn realm(dir: &Path, name: &str, key: u8, dns: SocketAddr, ca: &Ca) -> ServeConfig {
     let mut c = ServeConfig::local(dir, "me").unwrap();
     c.realm = Authority::parse(name).unwrap();
-    c.signing_key = Some(Ed25519Seed::from_bytes([key; 32]));
+    let key_file = dir.join("realm.key");
+    std::fs::write(
+        &key_file,
+        realm_key::to_pem(&Ed25519Seed::from_bytes([key; 32])),
+    )
+    .unwrap();
+    std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    c.signing_key = Some(key_file);
     c.nameserver = Some(dns);
+    let trust = dir.join("ca.pem");
+    std::fs::write(&trust, &ca.pem).unwrap();
+    c.tls = Some(TlsFiles {
+        trust: Some(trust),
+        ..TlsFiles::default()
+    });
     c
 }
 
@@ -141,12 +163,15 @@ fn a_realm_found_only_through_srv_and_txt_receives_a_signed_message() {
     ]);
     let dns = dns_server(zone);
 
+    // b.test's peer face serves TLS for the host its SRV record names (§8.3).
+    let ca = Ca::new();
     let dir_b = temp_dir("dns-b");
-    let mut b = realm(&dir_b, "b.test", 2, dns);
-    b.peer_tcp = Some(SocketAddr::from((Ipv4Addr::LOCALHOST, peer_port)));
+    let mut b = realm(&dir_b, "b.test", 2, dns, &ca);
+    b.peer.listen = Some(SocketAddr::from((Ipv4Addr::LOCALHOST, peer_port)));
+    b.tls = Some(ca.files(&dir_b, "peer.b.test"));
     let b = Running::start(b);
     let dir_a = temp_dir("dns-a");
-    let a = Running::start(realm(&dir_a, "a.test", 1, dns));
+    let a = Running::start(realm(&dir_a, "a.test", 1, dns, &ca));
 
     let mut listener = Client::connect(&b.socket).unwrap();
     listener.bind(vec!["me/inbox".into()]).unwrap();

@@ -3,8 +3,8 @@
 //! It carries what the realm server supports today: the uid → namespaces table and the
 //! administrators' uids (AIRC §5),
 //! `known_keys` (§8.2), realms trusted unsigned (§6.2, §8.4), policy rules (§10.1),
-//! `accept_offers` and `auto_accept` (§11.4, §11.5), and the TLS certificate and key paths,
-//! reserved for the peer face. A key the file does not know is refused with its name, so a typo
+//! `accept_offers` and `auto_accept` (§11.4, §11.5), and the peer face (§8.1 static entries,
+//! §8.3 TLS certificate, key and trust store, the signing key of §9.1). A key the file does not know is refused with its name, so a typo
 //! never silently leaves a realm open. Flags given on the command line override the file; that
 //! precedence is the caller's, which applies its flags after [`FileConfig::apply`].
 //!
@@ -39,6 +39,7 @@ use weft_proto::airc::pattern::Pattern;
 use weft_proto::airc::policy::Policy;
 use weft_proto::codec::base64;
 
+use super::peer::StaticPeer;
 use super::serve::ServeConfig;
 
 /// The largest configuration file read: far above any real realm's, small enough that a wrong
@@ -80,8 +81,18 @@ pub struct FileConfig {
     /// `auto_accept`: local endpoint patterns whose offers are accepted on arrival.
     #[serde(default)]
     pub auto_accept: Vec<String>,
-    /// `[tls]`: the peer face's certificate and key, reserved: no peer face serves TLS yet.
+    /// `[tls]`: the peer face's certificate and key, and the dialler's trust store.
     pub tls: Option<TlsFiles>,
+    /// `peer_listen`: the peer face's TCP address (TLS when `[tls]` has a certificate).
+    pub peer_listen: Option<SocketAddr>,
+    /// `peer_quic`: the peer face's QUIC (UDP) address.
+    pub peer_quic: Option<SocketAddr>,
+    /// `[peers."realm"]`: static authority entries (§8.1 step 2).
+    #[serde(default)]
+    pub peers: BTreeMap<String, StaticPeer>,
+    /// `signing_key`: the realm's Ed25519 key, a PKCS#8 PEM file (default: made on first start
+    /// in the data directory).
+    pub signing_key: Option<PathBuf>,
     /// `[dns]`: how discovery reaches DNS (§8.1–§8.2).
     pub dns: Option<DnsSection>,
 }
@@ -95,13 +106,16 @@ pub struct DnsSection {
 }
 
 /// `[tls]`: PEM files for the peer face.
-#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct TlsFiles {
-    /// `cert`: the certificate chain.
-    pub cert: PathBuf,
+    /// `cert`: the certificate chain the peer face presents (with `key`).
+    pub cert: Option<PathBuf>,
     /// `key`: its private key.
-    pub key: PathBuf,
+    pub key: Option<PathBuf>,
+    /// `trust`: the CA certificates a dialled realm's certificate must chain to, replacing the
+    /// default (the Mozilla roots of `webpki-roots`).
+    pub trust: Option<PathBuf>,
 }
 
 fn invalid(what: impl std::fmt::Display) -> io::Error {
@@ -195,6 +209,21 @@ impl FileConfig {
         if let Some(ns) = self.dns.as_ref().and_then(|d| d.nameserver) {
             config.nameserver = Some(ns);
         }
+        if self.peer_listen.is_some() {
+            config.peer.listen = self.peer_listen;
+        }
+        if self.peer_quic.is_some() {
+            config.peer.quic = self.peer_quic;
+        }
+        for (realm, entry) in &self.peers {
+            config
+                .peer
+                .statics
+                .insert(authority("peers", realm)?, entry.clone());
+        }
+        if self.signing_key.is_some() {
+            config.signing_key.clone_from(&self.signing_key);
+        }
         Ok(())
     }
 }
@@ -214,6 +243,14 @@ pub struct Flags {
     pub namespaces: Vec<String>,
     /// `--dns IP:PORT`: the nameserver discovery asks (`[dns] nameserver`).
     pub nameserver: Option<SocketAddr>,
+    /// `--peer-listen`.
+    pub peer_listen: Option<SocketAddr>,
+    /// `--peer-quic`.
+    pub peer_quic: Option<SocketAddr>,
+    /// `--tls-cert`, `--tls-key`, `--tls-trust`: each replaces the file's `[tls]` entry.
+    pub tls: TlsFiles,
+    /// `--signing-key`.
+    pub signing_key: Option<PathBuf>,
 }
 
 /// Where durable state lives when neither the flags nor the file say.
@@ -253,6 +290,23 @@ pub fn serve_config(
             let (uid, ns) = namespace_entry(entry)?;
             config.namespaces.entry(uid).or_default().extend(ns);
         }
+    }
+    config.peer.listen = flags.peer_listen.or(config.peer.listen);
+    config.peer.quic = flags.peer_quic.or(config.peer.quic);
+    if flags.tls != TlsFiles::default() {
+        let tls = config.tls.get_or_insert_default();
+        for (flag, file) in [
+            (&flags.tls.cert, &mut tls.cert),
+            (&flags.tls.key, &mut tls.key),
+            (&flags.tls.trust, &mut tls.trust),
+        ] {
+            if flag.is_some() {
+                file.clone_from(flag);
+            }
+        }
+    }
+    if flags.signing_key.is_some() {
+        config.signing_key.clone_from(&flags.signing_key);
     }
     Ok(config)
 }
@@ -331,6 +385,9 @@ administrators = [1001, 1002]
 accept_offers = false
 auto_accept = ["alice/desk"]
 policy_default_allow = false
+peer_listen = "0.0.0.0:2472"
+peer_quic = "0.0.0.0:2472"
+signing_key = "/etc/weft/realm.key"
 
 [namespaces]
 1000 = ["alice", "ops"]
@@ -351,6 +408,12 @@ links = true
 [tls]
 cert = "/etc/weft/cert.pem"
 key = "/etc/weft/key.pem"
+trust = "/etc/weft/ca.pem"
+
+[peers."example.org"]
+address = "192.0.2.7:2472"
+transport = "quic"
+name = "airc.example.org"
 
 [dns]
 nameserver = "127.0.0.1:5353"
@@ -403,9 +466,27 @@ nameserver = "127.0.0.1:5353"
         assert_eq!(
             config.tls,
             Some(TlsFiles {
-                cert: "/etc/weft/cert.pem".into(),
-                key: "/etc/weft/key.pem".into()
+                cert: Some("/etc/weft/cert.pem".into()),
+                key: Some("/etc/weft/key.pem".into()),
+                trust: Some("/etc/weft/ca.pem".into()),
             })
+        );
+        assert_eq!(config.peer.listen, Some("0.0.0.0:2472".parse().unwrap()));
+        assert_eq!(config.peer.quic, Some("0.0.0.0:2472".parse().unwrap()));
+        assert_eq!(
+            config.signing_key.as_deref(),
+            Some(Path::new("/etc/weft/realm.key"))
+        );
+        assert_eq!(
+            config.peer.statics,
+            BTreeMap::from([(
+                Authority::parse("example.org").unwrap(),
+                StaticPeer {
+                    address: "192.0.2.7:2472".parse().unwrap(),
+                    transport: super::super::peer::Transport::Quic,
+                    name: Some("airc.example.org".into()),
+                }
+            )])
         );
     }
 
@@ -415,6 +496,10 @@ nameserver = "127.0.0.1:5353"
             ("realmm = \"x\"", "realmm"),
             ("admins = [0]", "admins"),
             ("[tls]\ncert = \"a\"\nkey = \"b\"\nchain = \"c\"", "chain"),
+            (
+                "[peers.\"b.example\"]\naddress = \"127.0.0.1:1\"\nport = 1",
+                "port",
+            ),
         ] {
             let err = FileConfig::parse(text).unwrap_err();
             assert!(err.to_string().contains(key), "{text}: {err}");
@@ -440,6 +525,11 @@ nameserver = "127.0.0.1:5353"
             ("accept_offers = \"yes\"", "accept_offers"),
             ("administrators = [\"root\"]", "administrators"),
             ("administrators = [-1]", "administrators"),
+            ("[peers.\"b example\"]\naddress = \"127.0.0.1:1\"", "peers"),
+            (
+                "[peers.\"b.example\"]\naddress = \"127.0.0.1:1\"\ntransport = \"udp\"",
+                "transport",
+            ),
         ] {
             let err = applied(text).unwrap_err();
             assert!(err.to_string().contains(needle), "{text}: {err}");
@@ -472,6 +562,12 @@ client_tcp = "127.0.0.1:1"
             client_tcp: Some("127.0.0.1:2".parse().unwrap()),
             namespaces: vec!["6=six".into()],
             nameserver: Some("127.0.0.1:53".parse().unwrap()),
+            peer_listen: Some("127.0.0.1:3".parse().unwrap()),
+            tls: TlsFiles {
+                trust: Some("/flag/ca.pem".into()),
+                ..TlsFiles::default()
+            },
+            ..Flags::default()
         };
         let over = serve_config(&file, &flags, "me").unwrap();
         assert_eq!(over.realm, Authority::parse("flag.example").unwrap());

@@ -12,7 +12,9 @@
 //! answered by the resolver thread; the realm polls for answers every [`DNS_POLL`] while any is
 //! outstanding. Without one every question is answered "no records" at once. A dial goes to the
 //! endpoint discovery chose: an IP literal as is, a host name through the same resolver
-//! ([`RealmHooks::with_dns`]). Peer-face listeners are registered with [`Realm::with_peer_face`].
+//! ([`RealmHooks::with_dns`]), then over the transport a [`Dialer`] picks for it (TLS, or what
+//! a static entry names). Connections on a listener registered with [`Realm::with_peer_face`]
+//! are the peer face (§8.4): other realms' servers, with no namespaces.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
@@ -25,8 +27,9 @@ use weft_proto::core::rand_core::CryptoRng;
 use weft_proto::core::{ConnId, Machine, Timestamp, Wakeup};
 
 use super::dns::{Answers, Dns};
+use super::peer::Dialer;
 use super::store::Store;
-use crate::host::{Effect, Hooks, HostMachine, Peer, Remote};
+use crate::host::{self, Effect, Hooks, HostMachine, Peer, Remote};
 
 /// A realm [`Server`] with the operator's uid → namespaces table (§5), ready for a host.
 pub struct Realm<R> {
@@ -41,8 +44,9 @@ pub struct Realm<R> {
     /// The connection [`HostMachine::opened`] just found an administrator's: the host hands its
     /// `Opened` to [`Machine::handle`] next, which follows it with [`Input::Administrator`].
     admin_opened: Option<ConnId>,
-    /// Listener indexes of the peer face (§3.1); every other listener is the client face.
-    peer_faces: Vec<usize>,
+    /// Listener indexes of the peer face (§3.1); every other listener is the client face. One
+    /// per listener, so bounded likewise.
+    peer_faces: BTreeSet<usize>,
     /// The resolver and its answers, when DNS is on.
     dns: Option<(Dns, Answers)>,
     /// DNS questions out and not answered yet.
@@ -63,7 +67,7 @@ impl<R> Realm<R> {
             tcp_faces: BTreeMap::new(),
             administrators: BTreeSet::new(),
             admin_opened: None,
-            peer_faces: Vec::new(),
+            peer_faces: BTreeSet::new(),
             dns: None,
             asked: 0,
             now: Timestamp::ZERO,
@@ -85,9 +89,10 @@ impl<R> Realm<R> {
         self
     }
 
-    /// Listener number `listener` is the peer face: its connections say a peer hello.
+    /// Makes listener number `listener` a peer face (§8.4): what arrives there is another
+    /// realm's server, which the transport proves no namespaces for.
     pub fn with_peer_face(mut self, listener: usize) -> Self {
-        self.peer_faces.push(listener);
+        self.peer_faces.insert(listener);
         self
     }
 
@@ -106,6 +111,7 @@ impl<R> Realm<R> {
                 .tcp_faces
                 .get(&peer.listener)
                 .and_then(|local| crate::peer_uid::loopback_tcp_owner(remote, *local)),
+            Remote::Quic(_) => None,
         }
     }
 }
@@ -252,17 +258,29 @@ impl<R: CryptoRng> HostMachine for Realm<R> {
 pub struct RealmHooks {
     store: Store,
     dns: Option<Dns>,
+    dialer: Option<Dialer>,
 }
 
 impl RealmHooks {
     /// Hooks over `store`.
     pub fn new(store: Store) -> Self {
-        Self { store, dns: None }
+        Self {
+            store,
+            dns: None,
+            dialer: None,
+        }
     }
 
     /// Resolves the host names of dials with `dns`.
     pub fn with_dns(mut self, dns: Dns) -> Self {
         self.dns = Some(dns);
+        self
+    }
+
+    /// Dials peers over the transport `dialer` picks for them (TLS unless a static entry says
+    /// otherwise), verifying certificates against its trust store.
+    pub fn with_dialer(mut self, dialer: Dialer) -> Self {
+        self.dialer = Some(dialer);
         self
     }
 }
@@ -279,17 +297,19 @@ impl<R: CryptoRng> Hooks<Realm<R>> for RealmHooks {
     fn store(&mut self, batch: &[Output]) -> io::Result<()> {
         self.store.apply(batch)
     }
-    /// The endpoint discovery chose (§8.1): an IP literal as is, a host name through DNS.
-    fn resolve(&mut self, dial: &Dial) -> Option<crate::host::Endpoint> {
+    /// The endpoint discovery chose (§8.1): an IP literal as is, a host name through DNS; then
+    /// the dialer's transport for it. Without a dialer (in-process tests), plain TCP.
+    fn resolve(&mut self, dial: &Dial) -> Option<host::Endpoint> {
         let host = &dial.endpoint.host;
         let ip = match host.parse::<std::net::IpAddr>() {
             Ok(ip) => ip,
             Err(_) => self.dns.as_ref()?.ip(host)?,
         };
-        Some(crate::host::Endpoint::Tcp(SocketAddr::new(
-            ip,
-            dial.endpoint.port,
-        )))
+        let addr = SocketAddr::new(ip, dial.endpoint.port);
+        match &self.dialer {
+            Some(dialer) => dialer.endpoint(&dial.authority, addr, host),
+            None => Some(host::Endpoint::Tcp(addr)),
+        }
     }
 }
 

@@ -3,7 +3,9 @@
 //! The client face listens on a Unix socket and, if asked, on loopback TCP; [`Realm`] maps
 //! connections to the machine (their namespaces from `SO_PEERCRED`, or from the owner of a
 //! loopback TCP peer's socket, AIRC §5) and [`RealmHooks`] commits persists to the store
-//! before the next output runs. Everything else is [`crate::smol`]'s.
+//! before the next output runs. The peer face (§8.3, §8.4) listens on TLS over TCP and on QUIC
+//! when configured ([`super::peer`]), and the realm signs with the key of [`super::realm_key`].
+//! Everything else is [`crate::smol`]'s.
 
 use std::collections::BTreeMap;
 use std::io;
@@ -19,8 +21,11 @@ use weft_proto::airc::server::{Server, ServerConfig};
 
 use super::config::TlsFiles;
 use super::host::{Realm, RealmHooks};
+use super::peer::{Dialer, PeerConfig};
+use super::realm_key;
 use super::store::Store;
 use crate::host::{Endpoint, Host, Listener};
+use crate::tls::{TlsClient, TlsServer};
 
 /// How a realm server runs.
 #[derive(Clone, Debug)]
@@ -46,15 +51,15 @@ pub struct ServeConfig {
     pub policy: Policy,
     /// `accept_offers` and `auto_accept` (§11.4, §11.5).
     pub links: LinkConfig,
-    /// The peer face's TLS certificate and key: reserved, no peer face serves TLS yet.
+    /// The peer face's TLS certificate and key, and the trust store its dials verify against.
     pub tls: Option<TlsFiles>,
     /// The nameserver discovery asks (§8.1–§8.2); `None` is the system's.
     pub nameserver: Option<SocketAddr>,
-    /// A plain TCP listener for the peer face (§3.1), for loopback tests and links behind a
-    /// TLS-terminating proxy (§8.3).
-    pub peer_tcp: Option<SocketAddr>,
-    /// The realm's Ed25519 signing key (§9.1), when it has one.
-    pub signing_key: Option<weft_proto::crypto::Ed25519Seed>,
+    /// The peer face: its listeners and static authority entries.
+    pub peer: PeerConfig,
+    /// The realm's Ed25519 signing key (§9.1), a PKCS#8 PEM file; `None` is
+    /// [`realm_key::KEY_FILE`] in the data directory, made on first start.
+    pub signing_key: Option<PathBuf>,
 }
 
 impl ServeConfig {
@@ -76,9 +81,19 @@ impl ServeConfig {
             links: LinkConfig::default(),
             tls: None,
             nameserver: None,
-            peer_tcp: None,
+            peer: PeerConfig::default(),
             signing_key: None,
         })
+    }
+}
+
+impl ServeConfig {
+    /// Where the realm's signing key is: the configured file, else [`realm_key::KEY_FILE`] in
+    /// the data directory.
+    pub fn signing_key_path(&self) -> PathBuf {
+        self.signing_key
+            .clone()
+            .unwrap_or_else(|| self.data_dir.join(realm_key::KEY_FILE))
     }
 }
 
@@ -123,7 +138,25 @@ pub fn open(config: &ServeConfig) -> io::Result<(RealmHost, Vec<Listener>)> {
         .clone_from(&config.trusted_unsigned);
     machine_config.policy = config.policy.clone();
     machine_config.links = config.links.clone();
-    machine_config.signing_key.clone_from(&config.signing_key);
+    let key_path = config
+        .signing_key
+        .clone()
+        .unwrap_or_else(|| config.data_dir.join(realm_key::KEY_FILE));
+    machine_config.signing_key = Some(realm_key::load_or_create(&key_path, &mut crate::os_rng())?);
+    // Static entries are §8.1 step 2: the machine dials them before any DNS; the dialer keeps
+    // each one's transport and certificate name.
+    machine_config.static_entries = config
+        .peer
+        .statics
+        .iter()
+        .map(|(realm, entry)| {
+            let endpoint = weft_proto::airc::discovery::Endpoint::new(
+                entry.address.ip().to_string(),
+                entry.address.port(),
+            );
+            (realm.clone(), vec![endpoint])
+        })
+        .collect();
     let server = Server::new(machine_config, crate::server_provider(), crate::os_rng());
     let mut realm = Realm::new(server, config.namespaces.clone())
         .with_administrators(config.administrators.iter().copied());
@@ -155,9 +188,48 @@ pub fn open(config: &ServeConfig) -> io::Result<(RealmHost, Vec<Listener>)> {
         realm = realm.with_tcp_face(listeners.len(), local);
         listeners.push(tcp);
     }
-    if let Some(addr) = config.peer_tcp {
+    let (listen, dialer) = peer_face(config)?;
+    for listener in listen {
         realm = realm.with_peer_face(listeners.len());
-        listeners.push(Listener::bind(&Endpoint::Tcp(addr))?);
+        listeners.push(listener);
     }
+    hooks = hooks.with_dialer(dialer);
     Ok((Host::new(realm, hooks), listeners))
+}
+
+/// The peer face's listeners (TLS or plain TCP, then QUIC, as configured) and the dialer for
+/// outgoing links.
+fn peer_face(config: &ServeConfig) -> io::Result<(Vec<Listener>, Dialer)> {
+    let files = config.tls.clone().unwrap_or_default();
+    let server = match (&files.cert, &files.key) {
+        (Some(cert), Some(key)) => Some(TlsServer::from_files(cert, key)?),
+        (None, None) => None,
+        _ => {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "[tls]: cert and key go together",
+            ));
+        }
+    };
+    let mut listeners = Vec::new();
+    if let Some(addr) = config.peer.listen {
+        listeners.push(match &server {
+            Some(server) => Listener::tls(addr, server.clone())?,
+            None => Listener::bind(&Endpoint::Tcp(addr))?,
+        });
+    }
+    if let Some(addr) = config.peer.quic {
+        let Some(server) = &server else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "--peer-quic needs a certificate and key ([tls] cert, key)",
+            ));
+        };
+        listeners.push(Listener::quic(addr, server.clone())?);
+    }
+    let trust = match &files.trust {
+        Some(path) => TlsClient::from_file(path)?,
+        None => TlsClient::webpki_roots(),
+    };
+    Ok((listeners, Dialer::new(config.peer.statics.clone(), trust)))
 }

@@ -21,6 +21,8 @@ struct Cli {
     command: Command,
 }
 
+// Parsed once per run: the size of the largest variant (`airc serve`'s flags) costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Run a Minca relay server (Minca 04 Network §1.4).
@@ -327,8 +329,9 @@ impl ConnectArgs {
 struct ServeArgs {
     /// A TOML file for everything else (see docs/airc-server.md): realm, data_dir,
     /// client_socket, client_tcp, namespaces, known_keys, trusted_unsigned, policy,
-    /// policy_default_allow, accept_offers, auto_accept, tls (cert, key; reserved). An
-    /// unknown key is refused. Flags given here override the file.
+    /// policy_default_allow, accept_offers, auto_accept, tls (cert, key, trust), peer_listen,
+    /// peer_quic, peers (static entries), signing_key. An unknown key is refused. Flags given
+    /// here override the file.
     #[arg(long)]
     config: Option<PathBuf>,
     /// The realm this server routes for (default: localhost).
@@ -352,6 +355,27 @@ struct ServeArgs {
     /// namespaces table. Default: your uid → your user name.
     #[arg(long = "namespaces")]
     namespaces: Vec<String>,
+    /// The peer face: other realms dial this TCP address. TLS with --tls-cert and --tls-key;
+    /// without them plain TCP, for tests only (AIRC §8.3 requires TLS in production).
+    #[arg(long)]
+    peer_listen: Option<std::net::SocketAddr>,
+    /// The peer face over QUIC, on this UDP address (needs --tls-cert and --tls-key).
+    #[arg(long)]
+    peer_quic: Option<std::net::SocketAddr>,
+    /// The peer face's certificate chain (PEM).
+    #[arg(long)]
+    tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM).
+    #[arg(long)]
+    tls_key: Option<PathBuf>,
+    /// CA certificates (PEM) that other realms' certificates must chain to when this server
+    /// dials them; default: the Mozilla roots built in.
+    #[arg(long)]
+    tls_trust: Option<PathBuf>,
+    /// The realm's Ed25519 signing key (PKCS#8 PEM, owner-only); default: realm.key in
+    /// --data-dir, made on first start.
+    #[arg(long)]
+    signing_key: Option<PathBuf>,
 }
 
 fn main() -> ExitCode {
@@ -661,15 +685,46 @@ fn serve_realm(args: ServeArgs) -> std::io::Result<()> {
         client_tcp: args.client_tcp,
         namespaces: args.namespaces,
         nameserver: args.nameserver,
+        peer_listen: args.peer_listen,
+        peer_quic: args.peer_quic,
+        tls: weft_drivers::airc::config::TlsFiles {
+            cert: args.tls_cert,
+            key: args.tls_key,
+            trust: args.tls_trust,
+        },
+        signing_key: args.signing_key,
     };
     let config = serve_config(&file, &flags, &sanitize(&login_name()))?;
-    if config.tls.is_some() {
-        eprintln!("weft airc serve: [tls] is reserved: no peer face serves TLS yet");
+    let has_cert = config.tls.as_ref().is_some_and(|t| t.cert.is_some());
+    if let Some(addr) = config.peer.listen {
+        if has_cert {
+            eprintln!("weft airc serve: peer face on tls {addr}");
+        } else {
+            eprintln!(
+                "weft airc serve: peer face on PLAIN tcp {addr}: no [tls] certificate; \
+                 for tests only"
+            );
+        }
+    }
+    if let Some(addr) = config.peer.quic {
+        eprintln!("weft airc serve: peer face on quic {addr}");
     }
     let socket = config.client_socket.clone();
     let (_keep, stop) = smol::channel::bounded::<()>(1);
     let tcp = config.client_tcp;
+    let (realm, key_path) = (config.realm.clone(), config.signing_key_path());
     serve(config, stop, || {
+        // By now the server has read (or made) its key: this only reads it back.
+        if let Ok(seed) =
+            weft_drivers::airc::realm_key::load_or_create(&key_path, &mut weft_drivers::os_rng())
+        {
+            let txt =
+                weft_drivers::airc::realm_key::txt_record(weft_drivers::server_provider(), &seed);
+            eprintln!(
+                "weft airc serve: publish _airc.{} TXT \"{txt}\"",
+                realm.host()
+            );
+        }
         eprintln!("weft airc serve: listening on {}", socket.display());
         if let Some(tcp) = tcp {
             eprintln!("weft airc serve: listening on tcp {tcp}");

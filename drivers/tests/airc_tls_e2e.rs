@@ -1,0 +1,267 @@
+//! The AIRC peer face on real sockets (§8.3, §8.4, §9): two realm servers on loopback, each
+//! driven by the smol adapter, linked over TLS or QUIC with certificates made here, signing with
+//! keys made on first start; clients on Unix sockets.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::thread;
+use std::time::Duration;
+
+#[path = "common/tls_ca.rs"]
+mod tls_ca;
+use tls_ca::Ca;
+
+use weft_drivers::airc::client::{Client, message_id, new_message};
+use weft_drivers::airc::peer::{StaticPeer, Transport};
+use weft_drivers::airc::realm_key::{self, KEY_FILE};
+use weft_drivers::airc::serve::{ServeConfig, open};
+use weft_drivers::host::Listener;
+use weft_proto::airc::address::Authority;
+use weft_proto::airc::frame::{AckStatus, Msg};
+use weft_proto::crypto::{CryptoProvider, default_provider, sigstring};
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("weft-airc-tls-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn realm(name: &str) -> Authority {
+    Authority::parse(name).unwrap()
+}
+
+/// A realm's public key, from the key file its server uses (made here if absent, as the server
+/// would on first start).
+fn public_key(dir: &Path) -> [u8; 32] {
+    let seed = realm_key::load_or_create(&dir.join(KEY_FILE), &mut weft_drivers::os_rng()).unwrap();
+    default_provider().ed25519_public_key(&seed)
+}
+
+/// A realm `name` in `dir` with a TLS certificate for `name` from `ca`.
+fn config(dir: &Path, name: &str, ca: &Ca) -> ServeConfig {
+    let mut c = ServeConfig::local(dir, "me").unwrap();
+    c.realm = realm(name);
+    c.tls = Some(ca.files(dir, name));
+    c
+}
+
+struct Running {
+    stop: smol::channel::Sender<()>,
+    thread: Option<thread::JoinHandle<std::io::Result<()>>>,
+    socket: PathBuf,
+    /// The peer face's address (TLS or QUIC), when it has one.
+    peer: Option<SocketAddr>,
+}
+
+impl Running {
+    fn start(config: ServeConfig) -> Self {
+        let socket = config.client_socket.clone();
+        let (stop, stopped) = smol::channel::bounded::<()>(1);
+        let (ready_tx, ready_rx) = mpsc::channel();
+        let thread = thread::spawn(move || {
+            let (mut host, listeners) = open(&config)?;
+            let peer = listeners.iter().find_map(|l| match l {
+                Listener::Tls(..) | Listener::Quic(..) | Listener::Tcp(_) => {
+                    l.local_addr().ok().flatten()
+                }
+                _ => None,
+            });
+            ready_tx.send(peer).unwrap();
+            smol::block_on(smol::future::or(
+                weft_drivers::smol::run(&mut host, listeners),
+                async {
+                    let _ = stopped.recv().await;
+                    Ok(())
+                },
+            ))
+        });
+        let peer = ready_rx.recv().expect("the server starts");
+        Self {
+            stop,
+            thread: Some(thread),
+            socket,
+            peer,
+        }
+    }
+
+    fn stop(mut self) {
+        self.stop.send_blocking(()).unwrap();
+        self.thread.take().unwrap().join().unwrap().unwrap();
+    }
+}
+
+/// Binds `me/inbox` on `server` and hands every message it receives to the returned channel.
+fn listen(server: &Running) -> mpsc::Receiver<Msg> {
+    let mut listener = Client::connect(&server.socket).unwrap();
+    listener.bind(vec!["me/inbox".into()]).unwrap();
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        loop {
+            let mut got = None;
+            if listener.receive(|m| got = Some(m.clone())).is_err() {
+                return;
+            }
+            if tx.send(got.unwrap()).is_err() {
+                return;
+            }
+        }
+    });
+    rx
+}
+
+fn send(server: &Running, to: &str, body: &str) -> weft_proto::airc::frame::Ack {
+    let mut sender = Client::connect(&server.socket).unwrap();
+    let id = message_id(&mut weft_drivers::os_rng());
+    sender
+        .message(new_message(id, "cli", to, body, None))
+        .unwrap()
+}
+
+/// Two realms: `b.test` listening on its peer face (over `transport`), and `a.test` with a
+/// static entry for it, each knowing the other's key.
+struct Pair {
+    a: Running,
+    b: Running,
+    /// How `a.test` was started, to start it again.
+    a_config: ServeConfig,
+    /// `a.test`'s public key.
+    key_a: [u8; 32],
+    /// The CA both certificates come from.
+    ca: Ca,
+}
+
+/// Starts a [`Pair`]; `a.test` trusts `a_trust` when given, else the CA of `b.test`'s
+/// certificate.
+fn pair(name: &str, transport: Transport, a_trust: Option<&Ca>) -> Pair {
+    let ca = Ca::new();
+    let (dir_a, dir_b) = (
+        temp_dir(&format!("{name}-a")),
+        temp_dir(&format!("{name}-b")),
+    );
+    let (key_a, key_b) = (public_key(&dir_a), public_key(&dir_b));
+
+    let mut b = config(&dir_b, "b.test", &ca);
+    let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
+    match transport {
+        Transport::Quic => b.peer.quic = Some(any),
+        _ => b.peer.listen = Some(any),
+    }
+    b.known_keys = BTreeMap::from([(realm("a.test"), vec![key_a])]);
+    let b = Running::start(b);
+
+    let mut a = config(&dir_a, "a.test", &ca);
+    if let Some(other) = a_trust {
+        std::fs::write(dir_a.join("ca.pem"), &other.pem).unwrap();
+    }
+    a.peer.statics = BTreeMap::from([(
+        realm("b.test"),
+        StaticPeer {
+            address: b.peer.expect("b.test has a peer face"),
+            transport,
+            name: None,
+        },
+    )]);
+    a.known_keys = BTreeMap::from([(realm("b.test"), vec![key_b])]);
+    Pair {
+        a: Running::start(a.clone()),
+        b,
+        a_config: a,
+        key_a,
+        ca,
+    }
+}
+
+fn assert_signed_by(m: &Msg, key: &[u8; 32]) {
+    let sig = m
+        .hdr
+        .as_ref()
+        .and_then(|h| h.get("sig"))
+        .and_then(|s| s.as_str())
+        .unwrap_or_else(|| panic!("no signature on {m:?}"));
+    let kid = sigstring::kid(default_provider(), key);
+    assert!(sig.starts_with(&format!("ed25519:{kid}:")), "{sig}");
+}
+
+#[test]
+fn two_realms_over_tls_deliver_a_signed_message_and_its_ack() {
+    let p = pair("tls", Transport::Tls, None);
+    let inbox = listen(&p.b);
+    let ack = send(&p.a, "//b.test/me/inbox", "across tls");
+    assert_eq!(ack.status, AckStatus::Delivered, "{ack:?}");
+    let m = inbox.recv_timeout(Duration::from_secs(30)).unwrap();
+    assert_eq!(
+        (m.from.as_str(), m.body.as_str()),
+        ("airc://a.test/me/cli", "across tls")
+    );
+    // b.test acked it, so it verified this signature with a.test's key (§9.3).
+    assert_signed_by(&m, &p.key_a);
+    p.a.stop();
+    p.b.stop();
+}
+
+#[test]
+fn two_realms_over_quic_deliver_a_signed_message_and_its_ack() {
+    let p = pair("quic", Transport::Quic, None);
+    let inbox = listen(&p.b);
+    let ack = send(&p.a, "//b.test/me/inbox", "across quic");
+    assert_eq!(ack.status, AckStatus::Delivered, "{ack:?}");
+    let m = inbox.recv_timeout(Duration::from_secs(30)).unwrap();
+    assert_eq!(
+        (m.from.as_str(), m.body.as_str()),
+        ("airc://a.test/me/cli", "across quic")
+    );
+    assert_signed_by(&m, &p.key_a);
+    p.a.stop();
+    p.b.stop();
+}
+
+#[test]
+fn a_dialler_that_does_not_trust_the_certificate_fails_the_link_and_keeps_the_message() {
+    let stranger = Ca::new();
+    let p = pair("untrusted", Transport::Tls, Some(&stranger));
+    let inbox = listen(&p.b);
+    let ack = send(&p.a, "//b.test/me/inbox", "kept");
+    assert_eq!(
+        (ack.status, ack.code.as_deref()),
+        (AckStatus::Queued, Some("authority_unreachable")),
+        "{ack:?}"
+    );
+    assert!(
+        inbox.recv_timeout(Duration::from_millis(500)).is_err(),
+        "nothing crosses a link whose certificate did not verify"
+    );
+
+    // The same realm, restarted trusting b.test's CA: the next message opens a link, and the
+    // spooled one crosses it too.
+    p.a.stop();
+    let trust = p.a_config.tls.as_ref().unwrap().trust.clone().unwrap();
+    std::fs::write(trust, &p.ca.pem).unwrap();
+    let a = Running::start(p.a_config.clone());
+    let ack = send(&a, "//b.test/me/inbox", "next");
+    assert_eq!(ack.status, AckStatus::Delivered, "{ack:?}");
+    let mut bodies: Vec<String> = (0..2)
+        .map(|_| inbox.recv_timeout(Duration::from_secs(30)).unwrap().body)
+        .collect();
+    bodies.sort();
+    assert_eq!(bodies, ["kept", "next"]);
+    a.stop();
+    p.b.stop();
+}
+
+#[test]
+fn the_realm_key_is_made_on_first_start_owner_only_and_kept_across_restarts() {
+    let dir = temp_dir("key");
+    let server = Running::start(ServeConfig::local(&dir, "me").unwrap());
+    server.stop();
+    let path = dir.join(KEY_FILE);
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    let first = std::fs::read(&path).unwrap();
+    let server = Running::start(ServeConfig::local(&dir, "me").unwrap());
+    server.stop();
+    assert_eq!(std::fs::read(&path).unwrap(), first);
+}
