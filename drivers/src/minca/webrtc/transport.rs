@@ -48,9 +48,11 @@ pub const DATA_CHANNEL_LABEL: &str = "data";
 pub const GATHERING_CAP: Duration = Duration::from_secs(2);
 
 /// How long ICE may stay disconnected before the connection counts as failed (§5.1: "gone when
-/// ... the connection state becomes failed"). str0m has no `failed` state: its `Disconnected` is
-/// the browsers' recoverable `disconnected`, and a browser turns that into `failed` after its
-/// consent checks time out (about 5 s with libwebrtc's defaults), so the same wait is used here.
+/// ... the connection state becomes failed"). str0m has no `failed` state: it reports
+/// `Disconnected` once no candidate pair is left working (its checks went unanswered), and can
+/// still come back if the peer answers again. Browsers call a connection failed when consent
+/// lapses (RFC 7675, 30 s); a mesh node does better to let the peer go sooner and meet it again
+/// (the next hello starts a new attempt, §7.3) than to keep a dead peer admitted for 30 s.
 pub const DISCONNECTED_GRACE: Duration = Duration::from_secs(5);
 
 /// The most connections served at once: the mesh's own bound ([`MAX_CONNECTIONS`]), so a
