@@ -4,7 +4,7 @@
 //! What §5.1 asks, and where it is kept:
 //!
 //! - The offerer creates one data channel labelled `data`, ordered and reliable
-//!   ([`data_channel`]); the answerer uses the first channel it receives.
+//!   ([`DATA_CHANNEL_LABEL`]); the answerer uses the first channel it receives.
 //! - Messages are binary; a text message is ignored and counted ([`Counters::text_ignored`]).
 //! - No trickle: the host candidates are added before the description is made, so they go inside
 //!   the offer or answer, and the description is handed back at once: gathering host candidates
