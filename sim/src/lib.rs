@@ -131,3 +131,4 @@ impl<M: Machine> Runner<M> {
 }
 
 pub mod airc;
+pub mod crypto;
