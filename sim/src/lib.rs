@@ -10,7 +10,8 @@
 //! step, instead of a hang. Links, partitions, clock skew and the scenarios build on it.
 //!
 //! Scenarios: [`airc`] (`weft sim airc-realms`), AIRC realm servers and clients on a faulty
-//! network, with the delivery invariants checked on every event.
+//! network, with the delivery invariants checked on every event. [`crypto`] is the provider the
+//! scenarios hand their machines: RustCrypto's answers, with expanded Ed25519 keys kept.
 
 use core::fmt;
 
