@@ -12,7 +12,8 @@
 //! Scenarios: [`airc`] (`weft sim airc-realms`), AIRC realm servers and clients on a faulty
 //! network, with the delivery invariants checked on every event; [`minca`] (`weft sim
 //! minca-meetup`), Minca nodes meeting through relays into a full mesh while relays restart and
-//! nodes sleep.
+//! nodes sleep. [`crypto`] is the provider the scenarios hand their machines: RustCrypto's
+//! answers, with expanded Ed25519 keys kept.
 
 use core::fmt;
 
@@ -135,6 +136,7 @@ impl<M: Machine> Runner<M> {
 }
 
 pub mod airc;
+pub mod crypto;
 pub mod minca;
 
 /// A seed for one stream of randomness: the scenario's seed mixed with the stream's tag

@@ -272,9 +272,9 @@ struct AircRealmsArgs {
     /// Realm servers.
     #[arg(long, default_value_t = 3)]
     realms: usize,
-    /// Clients, spread over the realms.
-    #[arg(long, default_value_t = 12)]
-    clients: usize,
+    /// Clients, spread over the realms (default: 4 a realm, at least 12).
+    #[arg(long)]
+    clients: Option<usize>,
     /// Messages sent in all.
     #[arg(long, default_value_t = 200)]
     messages: usize,
@@ -596,19 +596,37 @@ fn relay(args: RelayArgs) -> ExitCode {
     }
 }
 
+/// Clients a realm gets when `--clients` is not given.
+const CLIENTS_PER_REALM: usize = 4;
+
+/// The event budget per message of a run, past the scenario's default: a run that takes more is
+/// livelocked. 100 000 messages take about 7.5 events each.
+const EVENTS_PER_MESSAGE: u64 = 50;
+
 fn sim_airc_realms(args: &AircRealmsArgs) -> ExitCode {
     use weft_sim::airc::{Scenario, run};
-    if args.realms == 0 || args.clients < 2 {
+    let clients = args
+        .clients
+        .unwrap_or(args.realms.saturating_mul(CLIENTS_PER_REALM).max(12));
+    if args.realms == 0 || clients < 2 {
         eprintln!("weft sim airc-realms: want at least one realm and two clients");
         return ExitCode::from(2);
     }
     sim_seeds("airc-realms", &args.seeds, |seed, trace| {
+        let base = Scenario::new(seed);
         let scenario = Scenario {
             realms: args.realms,
-            clients: args.clients,
+            clients,
             messages: args.messages,
             duration: std::time::Duration::from_secs(args.duration),
-            ..Scenario::new(seed)
+            // A bound for a livelock, not for a large honest run: each message takes a few
+            // dozen events (frames each way, acks, persists, retries).
+            max_events: base.max_events.max(
+                u64::try_from(args.messages)
+                    .unwrap_or(u64::MAX)
+                    .saturating_mul(EVENTS_PER_MESSAGE),
+            ),
+            ..base
         };
         // The trace lives longer than this run's scenario: reborrow it for the run alone.
         let trace = trace.map(|t| -> &mut dyn std::io::Write { t });

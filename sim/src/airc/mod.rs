@@ -46,7 +46,7 @@ use weft_proto::airc::frame::{AckStatus, Frame};
 use weft_proto::airc::framing;
 use weft_proto::airc::server::{Face, Input, Output, Record, RecordKey, Server, ServerConfig};
 use weft_proto::core::{ConnId, Machine, Timestamp};
-use weft_proto::crypto::{self, CryptoProvider, Ed25519Seed};
+use weft_proto::crypto::Ed25519Seed;
 
 pub use client::{ClientInput, ClientOutput, SimClient};
 
@@ -410,6 +410,14 @@ struct Net<'a> {
     home: Vec<usize>,
     client_wire: Vec<Option<u64>>,
     wires: BTreeMap<u64, Wire>,
+    /// Each server end of a wire in `wires`: (server, conn, life) to (wire, side). A server
+    /// writes far more often than wires open, so its writes find their wire here, not by a scan.
+    server_ends: BTreeMap<(usize, ConnId, u32), (u64, usize)>,
+    /// Every machine's next wakeup, kept in step with the machines (see [`Net::rearm`]), so the
+    /// next timer is found without asking every machine on every event.
+    timers: BTreeSet<(Timestamp, Who)>,
+    /// Where each machine stands in `timers`: servers, then clients.
+    armed: Vec<Option<Timestamp>>,
     next_wire: u64,
     next_conn: u64,
     // The oracle.
@@ -432,7 +440,7 @@ impl<'a> Net<'a> {
         let realms: Vec<Authority> = (0..sc.realms)
             .map(|r| Authority::parse(&format!("r{r}.example")).expect("a valid realm name"))
             .collect();
-        let provider = crypto::default_provider();
+        let provider = crate::crypto::provider();
         let seeds: Vec<Ed25519Seed> = (0..sc.realms)
             .map(|r| {
                 let mut b = [0u8; 32];
@@ -499,6 +507,9 @@ impl<'a> Net<'a> {
             home,
             client_wire: vec![None; sc.clients],
             wires: BTreeMap::new(),
+            server_ends: BTreeMap::new(),
+            timers: BTreeSet::new(),
+            armed: vec![None; sc.realms + sc.clients],
             next_wire: 0,
             next_conn: 1,
             unacked: BTreeMap::new(),
@@ -513,6 +524,12 @@ impl<'a> Net<'a> {
             trace,
         };
         net.schedule_traffic();
+        for s in 0..sc.realms {
+            net.rearm(Who::Server(s));
+        }
+        for c in 0..sc.clients {
+            net.rearm(Who::Client(c));
+        }
         net
     }
 
@@ -630,16 +647,36 @@ impl<'a> Net<'a> {
 
     /// The earliest machine wakeup: servers first, then clients, by index on a tie.
     fn next_timer(&self) -> Option<(Timestamp, Who)> {
-        let servers = self.servers.iter().enumerate().filter_map(|(s, srv)| {
-            let w = srv.as_ref()?.poll_timeout()?;
-            Some((w.at, Who::Server(s)))
-        });
-        let clients = self
-            .clients
-            .iter()
-            .enumerate()
-            .filter_map(|(c, cl)| Some((cl.poll_timeout()?.at, Who::Client(c))));
-        servers.chain(clients).min()
+        self.timers.first().copied()
+    }
+
+    /// Files `who`'s current wakeup in `timers`. Called after every change to a machine (each
+    /// drain, a crash, a restart): a machine's wakeup moves only when it is handed an input, a
+    /// timeout, or polled, so the index always agrees with asking every machine afresh.
+    fn rearm(&mut self, who: Who) {
+        let (slot, at) = match who {
+            Who::Server(s) => (
+                s,
+                self.servers[s]
+                    .as_ref()
+                    .and_then(|x| x.poll_timeout())
+                    .map(|w| w.at),
+            ),
+            Who::Client(c) => (
+                self.sc.realms + c,
+                self.clients[c].poll_timeout().map(|w| w.at),
+            ),
+        };
+        if self.armed[slot] == at {
+            return;
+        }
+        if let Some(old) = self.armed[slot] {
+            self.timers.remove(&(old, who));
+        }
+        if let Some(at) = at {
+            self.timers.insert((at, who));
+        }
+        self.armed[slot] = at;
     }
 
     fn timeout(&mut self, who: Who) -> Check {
@@ -736,6 +773,7 @@ impl<'a> Net<'a> {
                 }
                 for c in 0..self.sc.clients {
                     self.clients[c].handle(self.now, ClientInput::Stall(0));
+                    self.rearm(Who::Client(c));
                 }
                 Ok(())
             }
@@ -747,6 +785,11 @@ impl<'a> Net<'a> {
     fn open_wire(&mut self, a: End, b: End) -> u64 {
         let id = self.next_wire;
         self.next_wire += 1;
+        for (side, end) in [a, b].into_iter().enumerate() {
+            if let End::Server { s, conn, life } = end {
+                self.server_ends.insert((s, conn, life), (id, side));
+            }
+        }
         self.wires.insert(
             id,
             Wire {
@@ -833,7 +876,13 @@ impl<'a> Net<'a> {
         w.reading[to] = false;
         let end = w.ends[to];
         if w.told.iter().all(|t| *t) {
+            let ends = w.ends;
             self.wires.remove(&wire);
+            for end in ends {
+                if let End::Server { s, conn, life } = end {
+                    self.server_ends.remove(&(s, conn, life));
+                }
+            }
         }
         match end {
             End::Server { s, conn, life } => {
@@ -855,13 +904,7 @@ impl<'a> Net<'a> {
     }
 
     fn wire_of_server(&self, s: usize, conn: ConnId) -> Option<(u64, usize)> {
-        let life = self.lives[s];
-        self.wires.iter().find_map(|(id, w)| {
-            w.ends
-                .iter()
-                .position(|e| *e == End::Server { s, conn, life })
-                .map(|side| (*id, side))
-        })
+        self.server_ends.get(&(s, conn, self.lives[s])).copied()
     }
 
     // ---- servers ----------------------------------------------------------------------------
@@ -916,6 +959,12 @@ impl<'a> Net<'a> {
     }
 
     fn drain_server(&mut self, s: usize) -> Check {
+        let result = self.drain_server_outputs(s);
+        self.rearm(Who::Server(s));
+        result
+    }
+
+    fn drain_server_outputs(&mut self, s: usize) -> Check {
         loop {
             let Some(o) = self.servers[s].as_mut().and_then(|x| x.poll()) else {
                 return Ok(());
@@ -1077,6 +1126,7 @@ impl<'a> Net<'a> {
         self.report.crashes += 1;
         self.trace(json!({"ev":"crash","s":s}));
         self.servers[s] = None;
+        self.rearm(Who::Server(s));
         let life = self.lives[s];
         self.lives[s] += 1;
         self.unacked.retain(|(x, _), _| *x != s);
@@ -1107,7 +1157,7 @@ impl<'a> Net<'a> {
             self.sc.seed,
             TAG_SERVER + (s as u64) * 1_000 + u64::from(life),
         );
-        let mut srv = Server::new(self.configs[s].clone(), crypto::default_provider(), rng);
+        let mut srv = Server::new(self.configs[s].clone(), crate::crypto::provider(), rng);
         let records = self.stores[s].records();
         self.trace(json!({"ev":"restart","s":s,"records":records.len()}));
         for r in records {
@@ -1143,6 +1193,12 @@ impl<'a> Net<'a> {
     }
 
     fn drain_client(&mut self, c: usize) -> Check {
+        let result = self.drain_client_outputs(c);
+        self.rearm(Who::Client(c));
+        result
+    }
+
+    fn drain_client_outputs(&mut self, c: usize) -> Check {
         while let Some(o) = self.clients[c].poll() {
             match o {
                 ClientOutput::Connect => {
