@@ -32,6 +32,7 @@ pub mod peer_uid;
 pub mod smol;
 #[cfg(feature = "tokio")]
 pub mod tokio;
+pub mod ws;
 
 /// A CSPRNG for machines, seeded from the operating system.
 ///
