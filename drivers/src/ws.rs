@@ -1029,3 +1029,412 @@ impl<M: WsMachine> HostMachine for Ws<M> {
         output
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::host::Remote;
+
+    /// What the scripted machine heard, in order.
+    #[derive(Debug, PartialEq)]
+    enum Heard {
+        Opened(ConnId),
+        Frame(ConnId, Frame),
+        Closed(ConnId),
+        Dialled(ConnId, String),
+        DialFailed(String),
+    }
+
+    /// A machine that records what it hears and does what its commands say.
+    #[derive(Default)]
+    struct Script {
+        heard: Vec<Heard>,
+        out: VecDeque<WsEffect<String, String>>,
+        refuse: bool,
+    }
+
+    enum In {
+        Heard(Heard),
+        Do(WsEffect<String, String>),
+    }
+
+    impl Machine for Script {
+        type Input = In;
+        type Output = WsEffect<String, String>;
+        fn handle(&mut self, _now: Timestamp, input: In) {
+            match input {
+                In::Heard(h) => self.heard.push(h),
+                In::Do(e) => self.out.push_back(e),
+            }
+        }
+        fn poll(&mut self) -> Option<Self::Output> {
+            self.out.pop_front()
+        }
+        fn poll_timeout(&self) -> Option<Wakeup> {
+            None
+        }
+        fn handle_timeout(&mut self, _now: Timestamp) {}
+    }
+
+    impl WsMachine for Script {
+        type Target = String;
+        type App = String;
+        fn upgrade(
+            &mut self,
+            _now: Timestamp,
+            conn: ConnId,
+            _peer: &Peer,
+            _request: &Request,
+        ) -> Result<In, Refusal> {
+            if self.refuse {
+                return Err(Refusal {
+                    status: 429,
+                    reason: "too many".into(),
+                });
+            }
+            Ok(In::Heard(Heard::Opened(conn)))
+        }
+        fn message(&mut self, conn: ConnId, frame: Frame) -> Option<In> {
+            Some(In::Heard(Heard::Frame(conn, frame)))
+        }
+        fn closed(&mut self, conn: ConnId) -> Option<In> {
+            Some(In::Heard(Heard::Closed(conn)))
+        }
+        fn dialled(&mut self, conn: ConnId, target: String) -> Option<In> {
+            Some(In::Heard(Heard::Dialled(conn, target)))
+        }
+        fn dial_failed(&mut self, target: String) -> Option<In> {
+            Some(In::Heard(Heard::DialFailed(target)))
+        }
+        fn effect(&mut self, output: Self::Output) -> Option<WsEffect<String, String>> {
+            Some(output)
+        }
+    }
+
+    const C: ConnId = ConnId(7);
+    const UPGRADE: &str = "GET /any HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n";
+
+    fn at(ms: u64) -> Timestamp {
+        Timestamp::from_millis(ms)
+    }
+
+    fn layer(max: usize) -> Ws<Script> {
+        Ws::new(Script::default(), WsConfig::new(max))
+    }
+
+    fn accept(ws: &mut Ws<Script>) {
+        let peer = Peer {
+            listener: 0,
+            remote: Remote::Tcp("127.0.0.1:5000".parse().unwrap()),
+        };
+        ws.handle(at(0), WsInput::Accepted { conn: C, peer });
+    }
+
+    fn bytes(ws: &mut Ws<Script>, now: u64, bytes: &[u8]) {
+        ws.handle(
+            at(now),
+            WsInput::Bytes {
+                conn: C,
+                bytes: bytes.to_vec(),
+            },
+        );
+    }
+
+    fn outputs(ws: &mut Ws<Script>) -> Vec<Effect<String, Infallible, String>> {
+        std::iter::from_fn(|| ws.poll()).collect()
+    }
+
+    /// The bytes of every send, concatenated, and whether a transport close followed them.
+    fn sent(effects: &[Effect<String, Infallible, String>]) -> (Vec<u8>, bool) {
+        let mut all = Vec::new();
+        let mut closed = false;
+        for e in effects {
+            match e {
+                Effect::Send { bytes, .. } => all.extend_from_slice(bytes),
+                Effect::Close { .. } => closed = true,
+                _ => {}
+            }
+        }
+        (all, closed)
+    }
+
+    /// A client end speaking frames over a pipe, as a peer of the layer's server side.
+    fn client() -> WebSocket<Pipe> {
+        WebSocket::from_raw_socket(Pipe::default(), Role::Client, None)
+    }
+
+    fn frame_bytes(peer: &mut WebSocket<Pipe>, message: Message) -> Vec<u8> {
+        peer.send(message).unwrap();
+        std::mem::take(&mut peer.get_mut().outbound)
+    }
+
+    /// Opens a server-side socket: the upgrade, its 101, and the machine told.
+    fn open() -> Ws<Script> {
+        let mut ws = layer(1024);
+        accept(&mut ws);
+        bytes(&mut ws, 0, UPGRADE.as_bytes());
+        let (out, closed) = sent(&outputs(&mut ws));
+        assert!(
+            out.starts_with(b"HTTP/1.1 101 "),
+            "{:?}",
+            String::from_utf8_lossy(&out)
+        );
+        assert!(!closed);
+        ws
+    }
+
+    #[test]
+    fn a_request_head_in_pieces_upgrades_once_whole_and_text_frames_reach_the_machine() {
+        let mut ws = layer(1024);
+        accept(&mut ws);
+        let (head, tail) = UPGRADE.as_bytes().split_at(40);
+        bytes(&mut ws, 0, head);
+        assert!(
+            outputs(&mut ws).is_empty(),
+            "nothing before the head is whole"
+        );
+        bytes(&mut ws, 1, tail);
+        let (out, _) = sent(&outputs(&mut ws));
+        let text = String::from_utf8(out).unwrap();
+        // RFC 6455 §1.3's worked example of the accept key.
+        assert!(text.contains("sec-websocket-accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n"));
+        let mut peer = client();
+        let frame = frame_bytes(&mut peer, Message::text("hi"));
+        bytes(&mut ws, 2, &frame);
+        assert_eq!(
+            ws.machine().heard,
+            [Heard::Opened(C), Heard::Frame(C, Frame::Text("hi".into()))]
+        );
+    }
+
+    #[test]
+    fn health_answers_ok_json_and_any_other_plain_request_answers_426_then_closes() {
+        for (request, status, body) in [
+            (
+                "GET /health?x=1 HTTP/1.1\r\nHost: x\r\n\r\n",
+                "200",
+                HEALTH_BODY,
+            ),
+            (
+                "GET / HTTP/1.1\r\nHost: x\r\n\r\n",
+                "426",
+                "open a WebSocket",
+            ),
+        ] {
+            let mut ws = layer(1024);
+            accept(&mut ws);
+            bytes(&mut ws, 0, request.as_bytes());
+            let (out, closed) = sent(&outputs(&mut ws));
+            let text = String::from_utf8(out).unwrap();
+            assert!(text.starts_with(&format!("HTTP/1.1 {status} ")), "{text}");
+            assert!(text.contains("connection: close\r\n") && text.contains(body));
+            assert!(closed);
+            assert!(ws.machine().heard.is_empty());
+        }
+    }
+
+    #[test]
+    fn a_refused_upgrade_is_answered_with_its_status_and_connection_close_and_never_opened() {
+        let mut ws = Ws::new(
+            Script {
+                refuse: true,
+                ..Script::default()
+            },
+            WsConfig::new(1024),
+        );
+        accept(&mut ws);
+        bytes(&mut ws, 0, UPGRADE.as_bytes());
+        let (out, closed) = sent(&outputs(&mut ws));
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.starts_with("HTTP/1.1 429 ") && text.contains("connection: close\r\n"));
+        assert!(text.ends_with("too many"));
+        assert!(closed);
+        assert!(ws.machine().heard.is_empty());
+        assert_eq!(ws.stats().refused, 1);
+    }
+
+    #[test]
+    fn a_request_head_not_whole_within_the_handshake_timeout_is_dropped() {
+        let mut ws = layer(1024);
+        accept(&mut ws);
+        bytes(&mut ws, 0, b"GET / HTTP/1.1\r\n");
+        let due = ws.poll_timeout().unwrap().at;
+        assert_eq!(due, at(0).saturating_add(HANDSHAKE_TIMEOUT));
+        ws.handle_timeout(due);
+        assert!(matches!(outputs(&mut ws)[..], [Effect::Close { conn: C }]));
+        assert_eq!(ws.stats().bad_heads, 1);
+        // A head past the limit is dropped at once.
+        let mut ws = layer(1024);
+        accept(&mut ws);
+        bytes(&mut ws, 0, &vec![b'a'; MAX_HEAD_BYTES + 1]);
+        assert!(matches!(outputs(&mut ws)[..], [Effect::Close { conn: C }]));
+    }
+
+    #[test]
+    fn a_message_past_the_limit_closes_the_socket_1009_and_the_machine_hears_the_close() {
+        let mut ws = Ws::new(Script::default(), WsConfig::new(16));
+        accept(&mut ws);
+        bytes(&mut ws, 0, UPGRADE.as_bytes());
+        outputs(&mut ws);
+        let mut peer = client();
+        let frame = frame_bytes(&mut peer, Message::text("x".repeat(100)));
+        bytes(&mut ws, 1, &frame);
+        let (out, closed) = sent(&outputs(&mut ws));
+        assert!(closed);
+        peer.get_mut().inbound.extend(out);
+        match peer.read().unwrap() {
+            Message::Close(Some(f)) => assert_eq!(f.code, CloseCode::Size),
+            other => panic!("expected a close frame, got {other:?}"),
+        }
+        assert_eq!(ws.machine().heard.last(), Some(&Heard::Closed(C)));
+        assert_eq!(ws.stats().protocol_errors, 1);
+    }
+
+    #[test]
+    fn pings_are_answered_by_the_layer_and_reported_to_the_machine() {
+        let mut ws = open();
+        let mut peer = client();
+        let frame = frame_bytes(&mut peer, Message::Ping(b"p".to_vec().into()));
+        bytes(&mut ws, 1, &frame);
+        let (out, _) = sent(&outputs(&mut ws));
+        peer.get_mut().inbound.extend(out);
+        assert_eq!(peer.read().unwrap(), Message::Pong(b"p".to_vec().into()));
+        assert_eq!(
+            ws.machine().heard.last(),
+            Some(&Heard::Frame(C, Frame::Ping))
+        );
+    }
+
+    #[test]
+    fn a_socket_the_machine_closes_is_shut_after_the_grace_and_never_reported_closed_to_it() {
+        let mut ws = open();
+        ws.handle(
+            at(10),
+            WsInput::App(In::Do(WsEffect::Close {
+                conn: C,
+                code: 1008,
+                reason: "rate".into(),
+            })),
+        );
+        let (out, closed) = sent(&outputs(&mut ws));
+        assert!(
+            !closed,
+            "the close frame first, then the grace for its answer"
+        );
+        let mut peer = client();
+        peer.get_mut().inbound.extend(out);
+        match peer.read().unwrap() {
+            Message::Close(Some(f)) => assert_eq!(u16::from(f.code), 1008),
+            other => panic!("expected a close frame, got {other:?}"),
+        }
+        // Frames after the close go nowhere.
+        let late = frame_bytes(&mut client(), Message::text("late"));
+        bytes(&mut ws, 11, &late);
+        let due = ws.poll_timeout().unwrap().at;
+        assert_eq!(due, at(10).saturating_add(CLOSE_GRACE));
+        ws.handle_timeout(due);
+        assert!(matches!(outputs(&mut ws)[..], [Effect::Close { conn: C }]));
+        ws.handle(due, WsInput::Closed { conn: C });
+        assert_eq!(ws.machine().heard, [Heard::Opened(C)]);
+    }
+
+    #[test]
+    fn a_close_frame_from_the_other_side_is_answered_and_reported_once() {
+        let mut ws = open();
+        let mut peer = client();
+        peer.close(None).unwrap();
+        let frame = std::mem::take(&mut peer.get_mut().outbound);
+        bytes(&mut ws, 1, &frame);
+        let (out, closed) = sent(&outputs(&mut ws));
+        assert!(closed && !out.is_empty(), "the answering close goes out");
+        ws.handle(at(2), WsInput::Closed { conn: C });
+        assert_eq!(ws.machine().heard, [Heard::Opened(C), Heard::Closed(C)]);
+    }
+
+    const URL: &str = "ws://127.0.0.1:9/room";
+
+    /// Starts a dial and returns the request the layer sent.
+    fn dial(ws: &mut Ws<Script>) -> String {
+        ws.handle(
+            at(0),
+            WsInput::Dialled {
+                conn: C,
+                target: URL.into(),
+            },
+        );
+        let (out, closed) = sent(&outputs(ws));
+        assert!(!closed);
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn a_dial_answered_101_opens_and_the_machine_hears_it_with_the_frames_that_came_along() {
+        let mut ws = layer(1024);
+        let request = dial(&mut ws);
+        assert!(request.starts_with("GET /room HTTP/1.1\r\n"), "{request}");
+        assert!(
+            ws.machine().heard.is_empty(),
+            "not open before the handshake"
+        );
+        let key = request
+            .split("\r\n")
+            .find_map(|l| l.strip_prefix("Sec-WebSocket-Key: "))
+            .unwrap();
+        let mut response = format!(
+            "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: {}\r\n\r\n",
+            derive_accept_key(key.as_bytes())
+        )
+        .into_bytes();
+        let mut server = WebSocket::from_raw_socket(Pipe::default(), Role::Server, None);
+        response.extend(frame_bytes(&mut server, Message::text("welcome")));
+        bytes(&mut ws, 1, &response);
+        assert_eq!(
+            ws.machine().heard,
+            [
+                Heard::Dialled(C, URL.into()),
+                Heard::Frame(C, Frame::Text("welcome".into()))
+            ]
+        );
+    }
+
+    #[test]
+    fn a_dial_whose_answer_never_comes_fails_after_the_handshake_timeout() {
+        let mut ws = layer(1024);
+        dial(&mut ws);
+        let due = ws.poll_timeout().unwrap().at;
+        assert_eq!(due, at(0).saturating_add(HANDSHAKE_TIMEOUT));
+        ws.handle_timeout(due);
+        assert!(matches!(outputs(&mut ws)[..], [Effect::Close { conn: C }]));
+        assert_eq!(ws.machine().heard, [Heard::DialFailed(URL.into())]);
+        // The transport's close that follows is not a second failure.
+        ws.handle(due, WsInput::Closed { conn: C });
+        assert_eq!(ws.machine().heard.len(), 1);
+    }
+
+    #[test]
+    fn a_dial_answered_with_anything_but_101_fails() {
+        let mut ws = layer(1024);
+        dial(&mut ws);
+        bytes(
+            &mut ws,
+            1,
+            b"HTTP/1.1 426 Upgrade Required\r\ncontent-length: 0\r\n\r\n",
+        );
+        assert!(matches!(outputs(&mut ws)[..], [Effect::Close { conn: C }]));
+        assert_eq!(ws.machine().heard, [Heard::DialFailed(URL.into())]);
+        assert_eq!(ws.stats().handshakes_failed, 1);
+    }
+
+    #[test]
+    fn a_url_names_its_endpoint_with_the_scheme_default_port() {
+        assert_eq!(
+            endpoint("wss://127.0.0.1/x"),
+            Some(Endpoint::Tcp("127.0.0.1:443".parse().unwrap()))
+        );
+        assert_eq!(
+            endpoint("ws://[::1]:8787"),
+            Some(Endpoint::Tcp("[::1]:8787".parse().unwrap()))
+        );
+        assert_eq!(endpoint("http://127.0.0.1/"), None);
+    }
+}

@@ -207,3 +207,88 @@ fn close(conn: ConnId) -> WsEffect<Dial, Output> {
         reason: String::new(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand_core::SeedableRng;
+    use weft_proto::minca::relay_client::ClientConfig;
+    use weft_proto::minca::relay_url::RelayUrl;
+
+    fn node() -> RelayNode<chacha20::ChaCha20Rng> {
+        let client = RelayClient::new(
+            ClientConfig::default(),
+            weft_proto::crypto::default_provider(),
+            chacha20::ChaCha20Rng::seed_from_u64(1),
+        );
+        RelayNode::new(client)
+    }
+
+    fn dial(node: &mut RelayNode<chacha20::ChaCha20Rng>, conn: ConnId) -> Dial {
+        let relay = RelayUrl::parse("ws://127.0.0.1:8787/").unwrap();
+        let url = "ws://127.0.0.1:8787/".to_string();
+        match node.effect(NodeOutput::Client(Output::Dial { conn, relay, url })) {
+            Some(WsEffect::Dial(d)) => d,
+            other => panic!("expected a dial, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_dial_the_client_gave_up_on_is_closed_when_it_opens_and_never_reported() {
+        let mut node = node();
+        let target = dial(&mut node, ConnId(1));
+        assert_eq!(
+            node.effect(NodeOutput::Client(Output::Close { conn: ConnId(1) })),
+            None
+        );
+        assert_eq!(node.dialled(ConnId(50), target), None);
+        assert_eq!(node.poll(), Some(NodeOutput::Abandon(ConnId(50))));
+        assert!(matches!(
+            node.effect(NodeOutput::Abandon(ConnId(50))),
+            Some(WsEffect::Close {
+                conn: ConnId(50),
+                ..
+            })
+        ));
+        // Its frames and close are nobody's.
+        assert_eq!(node.message(ConnId(50), Frame::Text("{}".into())), None);
+        assert_eq!(node.closed(ConnId(50)), None);
+    }
+
+    #[test]
+    fn the_client_and_the_host_name_one_socket_each_their_own_way() {
+        let mut node = node();
+        let target = dial(&mut node, ConnId(3));
+        assert_eq!(
+            node.dialled(ConnId(90), target),
+            Some(Input::Opened { conn: ConnId(3) })
+        );
+        assert_eq!(
+            node.message(ConnId(90), Frame::Text("t".into())),
+            Some(Input::Text {
+                conn: ConnId(3),
+                text: "t".into()
+            })
+        );
+        assert_eq!(
+            node.effect(NodeOutput::Client(Output::Send {
+                conn: ConnId(3),
+                text: "u".into()
+            })),
+            Some(WsEffect::Text {
+                conn: ConnId(90),
+                text: "u".into()
+            })
+        );
+        assert_eq!(
+            node.closed(ConnId(90)),
+            Some(Input::Closed { conn: ConnId(3) })
+        );
+        // A failed dial is reported in the client's name.
+        let target = dial(&mut node, ConnId(4));
+        assert_eq!(
+            node.dial_failed(target),
+            Some(Input::DialFailed { conn: ConnId(4) })
+        );
+    }
+}
