@@ -56,10 +56,12 @@ impl<R: CryptoRng> Relay<R> {
     }
 }
 
-/// The relay for `options` over the WebSocket layer, ready for any adapter's host.
-pub fn relay_host(
-    options: &RelayOptions,
-) -> Host<Ws<Relay<chacha20::ChaCha20Rng>>, WsHooks<fn(std::convert::Infallible)>> {
+/// `weft relay`'s host: the relay over the WebSocket layer, with hooks that dial nothing and
+/// store nothing.
+pub type RelayHost = Host<Ws<Relay<chacha20::ChaCha20Rng>>, WsHooks<fn(std::convert::Infallible)>>;
+
+/// The relay for `options` over the WebSocket layer, ready for any adapter.
+pub fn relay_host(options: &RelayOptions) -> RelayHost {
     let server = RelayServer::new(
         RelayConfig {
             turn: options.turn.clone(),
