@@ -283,22 +283,15 @@ pub struct Commander<I> {
     wake: std::os::unix::net::UnixStream,
 }
 
-impl<I> Clone for Commander<I> {
-    fn clone(&self) -> Self {
-        Self {
-            tx: self.tx.clone(),
-            // A clone that cannot get its own descriptor shares nothing and wakes nobody; the
-            // input still reaches the queue and is taken at the loop's next wakeup.
-            wake: self.wake.try_clone().unwrap_or_else(|_| {
-                std::os::unix::net::UnixStream::pair()
-                    .map(|(a, _)| a)
-                    .expect("a socket pair for a command channel's clone")
-            }),
-        }
-    }
-}
-
 impl<I> Commander<I> {
+    /// Another commander for the same host (for another thread), with its own wake descriptor.
+    pub fn try_clone(&self) -> io::Result<Self> {
+        Ok(Self {
+            tx: self.tx.clone(),
+            wake: self.wake.try_clone()?,
+        })
+    }
+
     /// Queues `input` for the machine and wakes the loop. `Err` gives it back when the host's
     /// loop is gone.
     pub fn send(&self, input: I) -> Result<(), I> {
@@ -787,6 +780,23 @@ mod tests {
         .unwrap();
         assert_eq!(host.machine().inputs.len(), MAX_EVENTS_PER_PASS);
         assert_eq!(queue.len(), 3);
+    }
+
+    #[test]
+    fn commands_are_fed_in_the_order_sent_each_drained_before_the_next() {
+        let (commander, commands) = commands::<u32>().unwrap();
+        commander.send(2).unwrap();
+        commander.try_clone().unwrap().send(1).unwrap();
+        let mut host = Host::new(Script::default(), Journal::default());
+        let mut io = Sent::default();
+        host.command(Timestamp::from_millis(0), commands.ready(), &mut io)
+            .unwrap();
+        assert_eq!(host.machine().inputs, [2, 1]);
+        // Input 2 makes outputs 100 (send) and 101 (store), input 1 makes 100.
+        assert_eq!(io.0, [100, 100]);
+        assert!(commands.ready().is_empty());
+        drop(commands);
+        assert_eq!(commander.send(3), Err(3), "the loop is gone");
     }
 
     #[test]
