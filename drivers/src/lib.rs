@@ -11,7 +11,9 @@
 //!   `poll(2)`, one thread).
 //! - [`peer_uid`]: the uid owning the other end of a loopback TCP connection, from `/proc`.
 //! - [`airc`]: the AIRC realm server and client commands on real sockets.
-//! - [`minca`]: `weft relay`, the Minca relay server on real sockets.
+//! - [`ws`]: WebSocket (and TLS for `wss://`) once, as a sans-IO layer between any adapter's bytes
+//!   and a machine that speaks messages ([`ws::WsMachine`]).
+//! - [`minca`]: `weft relay` and the Minca relay client over that layer, on any adapter.
 //! - [`demo`]: `weft demo`.
 //! - [`os_rng`], [`now`]: the two things a driver hands every machine, from the OS.
 
