@@ -52,6 +52,11 @@ use crate::host::{Effect, Endpoint, Hooks, HostMachine, Peer};
 /// The longest HTTP request or response head the layer reads; a peer that sends more is dropped.
 pub const MAX_HEAD_BYTES: usize = 16 * 1024;
 
+/// Accepted connections still sending their request head at once; one accepted past it is shut at
+/// once (counted in [`WsStats::bad_heads`]), so connections that never finish a head cannot grow
+/// the layer's table without bound before the machine's own socket caps apply.
+pub const MAX_PENDING_HEADS: usize = 1024;
+
 /// How long a connection may take from opening to a finished WebSocket handshake (a server's
 /// slow-loris guard, a client's bound on an answer that never comes).
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -457,6 +462,8 @@ pub struct Ws<M: WsMachine> {
     machine: M,
     config: WsConfig,
     conns: BTreeMap<ConnId, Conn<M::Target>>,
+    /// Connections in [`State::Head`], at most [`MAX_PENDING_HEADS`].
+    heads: BTreeSet<ConnId>,
     deadlines: BTreeSet<(Timestamp, ConnId)>,
     out: VecDeque<Effect<M::Target, Infallible, M::App>>,
     stats: WsStats,
@@ -497,6 +504,7 @@ impl<M: WsMachine> Ws<M> {
             machine,
             config,
             conns: BTreeMap::new(),
+            heads: BTreeSet::new(),
             deadlines: BTreeSet::new(),
             out: VecDeque::new(),
             stats: WsStats::default(),
@@ -608,6 +616,7 @@ impl<M: WsMachine> Ws<M> {
 
     /// Ends the transport; the connection waits for its close event.
     fn shut(&mut self, conn: ConnId) {
+        self.heads.remove(&conn);
         if let Some(c) = self.conns.get_mut(&conn) {
             c.state = State::Done;
         }
@@ -616,6 +625,10 @@ impl<M: WsMachine> Ws<M> {
     }
 
     fn accepted(&mut self, now: Timestamp, conn: ConnId, peer: Peer) {
+        if self.conns.contains_key(&conn) {
+            // A host bug: ids are never reused while held. The first connection stays.
+            return;
+        }
         let state = State::Head {
             head: Vec::new(),
             peer,
@@ -627,6 +640,11 @@ impl<M: WsMachine> Ws<M> {
                 deadline: None,
             },
         );
+        if self.heads.len() >= MAX_PENDING_HEADS {
+            self.stats.bad_heads += 1;
+            return self.shut(conn);
+        }
+        self.heads.insert(conn);
         self.set_deadline(conn, Some(now.saturating_add(HANDSHAKE_TIMEOUT)));
     }
 
@@ -759,6 +777,7 @@ impl<M: WsMachine> Ws<M> {
         let State::Head { head, peer } = std::mem::replace(&mut c.state, State::Done) else {
             unreachable!("matched above")
         };
+        self.heads.remove(&conn);
         self.set_deadline(conn, None);
         let rest = head[end + 4..].to_vec();
         let Some(request) = Request::parse(&head[..end]).filter(|_| end <= MAX_HEAD_BYTES) else {
@@ -920,6 +939,7 @@ impl<M: WsMachine> Ws<M> {
     }
 
     fn closed(&mut self, now: Timestamp, conn: ConnId) {
+        self.heads.remove(&conn);
         let Some(c) = self.conns.remove(&conn) else {
             return;
         };
@@ -1268,6 +1288,33 @@ mod tests {
         accept(&mut ws);
         bytes(&mut ws, 0, &vec![b'a'; MAX_HEAD_BYTES + 1]);
         assert!(matches!(outputs(&mut ws)[..], [Effect::Close { conn: C }]));
+    }
+
+    #[test]
+    fn connections_past_the_pending_head_cap_are_shut_at_once() {
+        let mut ws = layer(1024);
+        let peer = Peer {
+            listener: 0,
+            remote: Remote::Tcp("127.0.0.1:5000".parse().unwrap()),
+        };
+        for n in 0..MAX_PENDING_HEADS as u64 {
+            ws.handle(
+                at(0),
+                WsInput::Accepted {
+                    conn: ConnId(100 + n),
+                    peer: peer.clone(),
+                },
+            );
+        }
+        assert!(outputs(&mut ws).is_empty());
+        accept(&mut ws);
+        assert!(matches!(outputs(&mut ws)[..], [Effect::Close { conn: C }]));
+        // One that finishes its head makes room.
+        ws.handle(at(1), WsInput::Closed { conn: C });
+        ws.handle(at(1), WsInput::Closed { conn: ConnId(100) });
+        accept(&mut ws);
+        bytes(&mut ws, 2, UPGRADE.as_bytes());
+        assert_eq!(ws.machine().heard, [Heard::Opened(C)]);
     }
 
     #[test]

@@ -270,7 +270,7 @@ fn a_blob_published_in_a_room_reaches_the_other_client<A: Adapter>() {
     let relay = relay.stop();
     let stats = relay.machine().machine().server.stats();
     assert!(stats.delivered >= 1, "{stats:?}");
-    assert_eq!(relay.machine().stats().accepted, 2);
+    assert!(relay.machine().stats().accepted >= 2);
 }
 
 #[test]
