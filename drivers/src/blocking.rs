@@ -35,8 +35,8 @@ use rustix::event::{PollFd, PollFlags, Timespec, poll};
 use weft_proto::core::ConnId;
 
 use crate::host::{
-    ACCEPT_RETRY, Endpoint, Event, Hooks, Host, HostMachine, Io, Listener, MAX_EVENTS_PER_PASS,
-    Peer, READ_CHUNK, Remote, shut_down,
+    ACCEPT_RETRY, Commands, Endpoint, Event, Hooks, Host, HostMachine, Io, Listener,
+    MAX_EVENTS_PER_PASS, Peer, READ_CHUNK, Remote, shut_down,
 };
 
 /// The longest a dial may hold the loop: dials connect in place, not through `poll`, so this
@@ -246,6 +246,28 @@ pub fn run<M: HostMachine, H: Hooks<M>>(
     listeners: Vec<Listener>,
     stop: &StopSignal,
 ) -> io::Result<()> {
+    drive(host, listeners, None, stop)
+}
+
+/// [`run`], also feeding the machine what the application sends through the [`Commander`]
+/// paired with `commands` ([`crate::host::commands`]).
+///
+/// [`Commander`]: crate::host::Commander
+pub fn run_commanded<M: HostMachine, H: Hooks<M>>(
+    host: &mut Host<M, H>,
+    listeners: Vec<Listener>,
+    commands: &Commands<M::Input>,
+    stop: &StopSignal,
+) -> io::Result<()> {
+    drive(host, listeners, Some(commands), stop)
+}
+
+fn drive<M: HostMachine, H: Hooks<M>>(
+    host: &mut Host<M, H>,
+    listeners: Vec<Listener>,
+    commands: Option<&Commands<M::Input>>,
+    stop: &StopSignal,
+) -> io::Result<()> {
     for l in &listeners {
         match l {
             Listener::Tcp(l) => l.set_nonblocking(true)?,
@@ -275,9 +297,14 @@ pub fn run<M: HostMachine, H: Hooks<M>>(
         // A wait too long for a timespec is as good as none.
         let timeout = wait.and_then(|d| Timespec::try_from(d).ok());
 
-        let (stopped, ready_listeners, ready_conns) = {
-            let mut fds = Vec::with_capacity(1 + listeners.len() + io.conns.len());
+        let (stopped, commanded, ready_listeners, ready_conns) = {
+            let mut fds = Vec::with_capacity(2 + listeners.len() + io.conns.len());
             fds.push(PollFd::new(&stop.0, PollFlags::IN));
+            // Without commands the slot stays (indices line up) and asks for nothing.
+            match commands {
+                Some(c) => fds.push(PollFd::from_borrowed_fd(c.fd(), PollFlags::IN)),
+                None => fds.push(PollFd::new(&stop.0, PollFlags::empty())),
+            }
             for (l, p) in listeners.iter().zip(&paused) {
                 // A paused listener stays in the list (indices line up) but asks for nothing.
                 let flags = if p.is_some() {
@@ -301,23 +328,27 @@ pub fn run<M: HostMachine, H: Hooks<M>>(
             }
             let ready = |f: &PollFd<'_>| !f.revents().is_empty();
             let stopped = ready(&fds[0]);
+            let commanded = ready(&fds[1]);
             let ls: Vec<usize> = (0..listeners.len())
-                .filter(|&i| paused[i].is_none() && ready(&fds[1 + i]))
+                .filter(|&i| paused[i].is_none() && ready(&fds[2 + i]))
                 .collect();
             let cs: Vec<ConnId> = io
                 .conns
                 .keys()
-                .zip(&fds[1 + listeners.len()..])
+                .zip(&fds[2 + listeners.len()..])
                 .filter(|(_, f)| {
                     f.revents()
                         .intersects(PollFlags::IN | PollFlags::HUP | PollFlags::ERR)
                 })
                 .map(|(&id, _)| id)
                 .collect();
-            (stopped, ls, cs)
+            (stopped, commanded, ls, cs)
         };
         if stopped {
             return Ok(());
+        }
+        if let Some(c) = commands.filter(|_| commanded) {
+            host.command(crate::now(), c.ready(), &mut io)?;
         }
 
         for index in ready_listeners {

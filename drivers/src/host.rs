@@ -322,6 +322,88 @@ pub trait Io {
     fn dial(&mut self, conn: ConnId, to: Endpoint);
 }
 
+/// The sending end of a running host's command channel: inputs for its machine from the
+/// application (another thread or task), fed in the order sent. See [`commands`].
+#[derive(Debug)]
+pub struct Commander<I> {
+    tx: ::smol::channel::Sender<I>,
+    wake: std::os::unix::net::UnixStream,
+}
+
+impl<I> Commander<I> {
+    /// Another commander for the same host (for another thread), with its own wake descriptor.
+    pub fn try_clone(&self) -> io::Result<Self> {
+        Ok(Self {
+            tx: self.tx.clone(),
+            wake: self.wake.try_clone()?,
+        })
+    }
+
+    /// Queues `input` for the machine and wakes the loop. `Err` gives it back when the host's
+    /// loop is gone.
+    pub fn send(&self, input: I) -> Result<(), I> {
+        self.tx.try_send(input).map_err(|e| e.into_inner())?;
+        // A full wake buffer already holds a wakeup; a gone reader means the loop is gone and the
+        // next send says so.
+        let _ = rustix::net::send(
+            &self.wake,
+            &[1],
+            rustix::net::SendFlags::DONTWAIT | rustix::net::SendFlags::NOSIGNAL,
+        );
+        Ok(())
+    }
+}
+
+/// The receiving end of a command channel, handed to an adapter's `run_commanded`.
+#[derive(Debug)]
+pub struct Commands<I> {
+    rx: ::smol::channel::Receiver<I>,
+    wake: std::os::unix::net::UnixStream,
+}
+
+impl<I> Commands<I> {
+    /// Waits for the next command (async adapters); `None` once every [`Commander`] is gone.
+    pub(crate) async fn recv(&self) -> Option<I> {
+        let input = self.rx.recv().await.ok();
+        self.clear_wake();
+        input
+    }
+
+    /// The commands waiting now, at most [`MAX_EVENTS_PER_PASS`] of them.
+    pub(crate) fn ready(&self) -> Vec<I> {
+        self.clear_wake();
+        std::iter::from_fn(|| self.rx.try_recv().ok())
+            .take(MAX_EVENTS_PER_PASS)
+            .collect()
+    }
+
+    /// What `poll(2)` watches for commands (the blocking adapter).
+    pub(crate) fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.wake.as_fd()
+    }
+
+    /// Empties the wake socket, whose bytes only say "look at the queue".
+    fn clear_wake(&self) {
+        let mut buf = [0u8; 64];
+        while let Ok(n) = rustix::net::recv(&self.wake, &mut buf, rustix::net::RecvFlags::DONTWAIT)
+        {
+            if n.0 == 0 {
+                break;
+            }
+        }
+    }
+}
+
+/// A command channel for a host's machine: the application keeps the [`Commander`], the adapter
+/// takes the [`Commands`]. Unbounded: the application paces what it asks.
+pub fn commands<I>() -> io::Result<(Commander<I>, Commands<I>)> {
+    let (a, b) = std::os::unix::net::UnixStream::pair()?;
+    a.set_nonblocking(true)?;
+    b.set_nonblocking(true)?;
+    let (tx, rx) = ::smol::channel::unbounded();
+    Ok((Commander { tx, wake: a }, Commands { rx, wake: b }))
+}
+
 /// Counters for what the core did, for logs and tests.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
@@ -424,6 +506,20 @@ impl<M: HostMachine, H: Hooks<M>> Host<M, H> {
         }
         while let Some(target) = self.refused.pop_front() {
             let input = self.machine.dial_failed(target);
+            self.feed(now, input, io)?;
+        }
+        self.tick(now, io)
+    }
+
+    /// Feeds commands from the application, draining after each, then runs the machine's
+    /// timeout if due. An error is the store's: the loop must stop.
+    pub fn command(
+        &mut self,
+        now: Timestamp,
+        inputs: impl IntoIterator<Item = M::Input>,
+        io: &mut impl Io,
+    ) -> io::Result<()> {
+        for input in inputs.into_iter().take(MAX_EVENTS_PER_PASS) {
             self.feed(now, input, io)?;
         }
         self.tick(now, io)
@@ -731,6 +827,23 @@ mod tests {
         .unwrap();
         assert_eq!(host.machine().inputs.len(), MAX_EVENTS_PER_PASS);
         assert_eq!(queue.len(), 3);
+    }
+
+    #[test]
+    fn commands_are_fed_in_the_order_sent_each_drained_before_the_next() {
+        let (commander, commands) = commands::<u32>().unwrap();
+        commander.send(2).unwrap();
+        commander.try_clone().unwrap().send(1).unwrap();
+        let mut host = Host::new(Script::default(), Journal::default());
+        let mut io = Sent::default();
+        host.command(Timestamp::from_millis(0), commands.ready(), &mut io)
+            .unwrap();
+        assert_eq!(host.machine().inputs, [2, 1]);
+        // Input 2 makes outputs 100 (send) and 101 (store), input 1 makes 100.
+        assert_eq!(io.0, [100, 100]);
+        assert!(commands.ready().is_empty());
+        drop(commands);
+        assert_eq!(commander.send(3), Err(3), "the loop is gone");
     }
 
     #[test]

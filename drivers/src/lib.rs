@@ -13,7 +13,9 @@
 //!   which finishes their handshakes before a machine hears of a connection.
 //! - [`peer_uid`]: the uid owning the other end of a loopback TCP connection, from `/proc`.
 //! - [`airc`]: the AIRC realm server and client commands on real sockets.
-//! - [`minca`]: `weft relay`, the Minca relay server on real sockets.
+//! - [`ws`]: WebSocket (and TLS for `wss://`) once, as a sans-IO layer between any adapter's bytes
+//!   and a machine that speaks messages ([`ws::WsMachine`]).
+//! - [`minca`]: `weft relay` and the Minca relay client over that layer, on any adapter.
 //! - [`demo`]: `weft demo`.
 //! - [`os_rng`], [`now`]: the two things a driver hands every machine, from the OS.
 
@@ -36,6 +38,7 @@ pub mod smol;
 pub mod tls;
 #[cfg(feature = "tokio")]
 pub mod tokio;
+pub mod ws;
 
 /// A CSPRNG for machines, seeded from the operating system.
 ///

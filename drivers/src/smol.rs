@@ -49,8 +49,8 @@ use futures_rustls::{TlsAcceptor, TlsConnector, TlsStream};
 use weft_proto::core::ConnId;
 
 use crate::host::{
-    ACCEPT_RETRY, Endpoint, Event, Hooks, Host, HostMachine, Io, Listener, MAX_EVENTS_PER_PASS,
-    Peer, READ_CHUNK, Remote, Report, SecureDial, shut_down,
+    ACCEPT_RETRY, Commands, Endpoint, Event, Hooks, Host, HostMachine, Io, Listener,
+    MAX_EVENTS_PER_PASS, Peer, READ_CHUNK, Remote, Report, SecureDial, shut_down,
 };
 use crate::quic;
 use crate::tls::{HANDSHAKE_TIMEOUT, MAX_PENDING_HANDSHAKES};
@@ -263,13 +263,33 @@ pub async fn run<M: HostMachine, H: Hooks<M>>(
     listeners: Vec<Listener>,
 ) -> io::Result<()> {
     let ex = LocalExecutor::new();
-    ex.run(drive(&ex, host, listeners)).await
+    ex.run(drive(&ex, host, listeners, None)).await
+}
+
+/// [`run`], also feeding the machine what the application sends through the [`Commander`]
+/// paired with `commands` ([`crate::host::commands`]).
+///
+/// [`Commander`]: crate::host::Commander
+pub async fn run_commanded<M: HostMachine, H: Hooks<M>>(
+    host: &mut Host<M, H>,
+    listeners: Vec<Listener>,
+    commands: &Commands<M::Input>,
+) -> io::Result<()> {
+    let ex = LocalExecutor::new();
+    ex.run(drive(&ex, host, listeners, Some(commands))).await
+}
+
+/// What woke the loop.
+enum Woke<I> {
+    Net(Option<Net>),
+    Command(Option<I>),
 }
 
 async fn drive<M: HostMachine, H: Hooks<M>>(
     ex: &LocalExecutor<'_>,
     host: &mut Host<M, H>,
     listeners: Vec<Listener>,
+    mut commands: Option<&Commands<M::Input>>,
 ) -> io::Result<()> {
     let (net, inbox) = channel::unbounded();
     for (index, listener) in listeners.into_iter().enumerate() {
@@ -299,15 +319,34 @@ async fn drive<M: HostMachine, H: Hooks<M>>(
     };
     host.start(crate::now(), &mut io)?;
     loop {
-        let first = match host.wait(crate::now()) {
+        let woke = async {
+            let net = async { Woke::Net(inbox.recv().await.ok()) };
+            match commands {
+                Some(c) => ::smol::future::or(net, async { Woke::Command(c.recv().await) }).await,
+                None => net.await,
+            }
+        };
+        let woke = match host.wait(crate::now()) {
             Some(d) => {
-                ::smol::future::or(async { inbox.recv().await.ok() }, async {
+                ::smol::future::or(woke, async {
                     Timer::after(d).await;
-                    None
+                    Woke::Net(None)
                 })
                 .await
             }
-            None => inbox.recv().await.ok(),
+            None => woke.await,
+        };
+        let first = match woke {
+            Woke::Net(n) => n,
+            Woke::Command(c) => {
+                if c.is_none() {
+                    // Every commander is gone: stop listening for them.
+                    commands = None;
+                }
+                let more = commands.map(Commands::ready).unwrap_or_default();
+                host.command(crate::now(), c.into_iter().chain(more), &mut io)?;
+                continue;
+            }
         };
         let mut events = Vec::new();
         for n in first

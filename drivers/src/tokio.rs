@@ -31,8 +31,8 @@ use ::tokio::time::sleep;
 use weft_proto::core::ConnId;
 
 use crate::host::{
-    ACCEPT_RETRY, Endpoint, Event, Hooks, Host, HostMachine, Io, Listener, MAX_EVENTS_PER_PASS,
-    Peer, READ_CHUNK, Remote, Report, shut_down,
+    ACCEPT_RETRY, Commands, Endpoint, Event, Hooks, Host, HostMachine, Io, Listener,
+    MAX_EVENTS_PER_PASS, Peer, READ_CHUNK, Remote, Report, shut_down,
 };
 
 /// A connected socket of either kind.
@@ -106,6 +106,32 @@ pub async fn run<M: HostMachine, H: Hooks<M>>(
     host: &mut Host<M, H>,
     listeners: Vec<Listener>,
 ) -> io::Result<()> {
+    drive(host, listeners, None).await
+}
+
+/// [`run`], also feeding the machine what the application sends through the [`Commander`]
+/// paired with `commands` ([`crate::host::commands`]).
+///
+/// [`Commander`]: crate::host::Commander
+pub async fn run_commanded<M: HostMachine, H: Hooks<M>>(
+    host: &mut Host<M, H>,
+    listeners: Vec<Listener>,
+    commands: &Commands<M::Input>,
+) -> io::Result<()> {
+    drive(host, listeners, Some(commands)).await
+}
+
+/// What woke the loop.
+enum Woke<I> {
+    Net(Option<Net>),
+    Command(Option<I>),
+}
+
+async fn drive<M: HostMachine, H: Hooks<M>>(
+    host: &mut Host<M, H>,
+    listeners: Vec<Listener>,
+    mut commands: Option<&Commands<M::Input>>,
+) -> io::Result<()> {
     let (net, mut inbox) = mpsc::unbounded_channel();
     let mut io = TokioIo {
         tasks: JoinSet::new(),
@@ -130,9 +156,32 @@ pub async fn run<M: HostMachine, H: Hooks<M>>(
     drop(net);
     host.start(crate::now(), &mut io)?;
     loop {
-        let first = match host.wait(crate::now()) {
-            Some(d) => ::tokio::time::timeout(d, inbox.recv()).await.ok().flatten(),
-            None => inbox.recv().await,
+        let woke = async {
+            let net = async { Woke::Net(inbox.recv().await) };
+            match commands {
+                // The race uses smol's runtime-neutral combinator: tokio's `select!` needs its
+                // macros feature for this one place.
+                Some(c) => ::smol::future::or(net, async { Woke::Command(c.recv().await) }).await,
+                None => net.await,
+            }
+        };
+        let woke = match host.wait(crate::now()) {
+            Some(d) => ::tokio::time::timeout(d, woke)
+                .await
+                .unwrap_or(Woke::Net(None)),
+            None => woke.await,
+        };
+        let first = match woke {
+            Woke::Net(n) => n,
+            Woke::Command(c) => {
+                if c.is_none() {
+                    // Every commander is gone: stop listening for them.
+                    commands = None;
+                }
+                let more = commands.map(Commands::ready).unwrap_or_default();
+                host.command(crate::now(), c.into_iter().chain(more), &mut io)?;
+                continue;
+            }
         };
         let mut events = Vec::new();
         for n in first

@@ -1,7 +1,10 @@
-//! Minca on real sockets (Minca 04 Network).
+//! Minca on real sockets (Minca 04 Network), over the WebSocket layer ([`crate::ws`]) on any
+//! runtime adapter.
 //!
-//! - [`relay`]: `weft relay`, the Minca relay server (§1.4).
+//! - [`relay`]: `weft relay`, the Minca relay server (§1.4);
+//! - [`relay_client`]: the relay client (§2.1, §3), dialling `ws://`, `wss://` and Nostr relays;
 //! - [`webrtc`]: WebRTC data channels through str0m for the mesh (§5.1).
 
 pub mod relay;
+pub mod relay_client;
 pub mod webrtc;

@@ -1,0 +1,1487 @@
+//! WebSocket, once, for every runtime adapter: a sans-IO layer between the byte transport and a
+//! machine that speaks in messages (RFC 6455 through `tungstenite`, `wss://` through `rustls`).
+//!
+//! A protocol that runs over WebSockets implements [`WsMachine`] (messages in, messages out);
+//! [`Ws`] wraps it into a [`HostMachine`] over bytes, so [`crate::smol`], `crate::tokio` and
+//! [`crate::blocking`] drive it unchanged. The layer owns every byte-level rule:
+//!
+//! - **Server side** (connections a listener accepted): it reads the HTTP request head (at most
+//!   [`MAX_HEAD_BYTES`], within [`HANDSHAKE_TIMEOUT`]); `GET /health` answers 200
+//!   `{"ok":true}` as `application/json`; any other request that is not an upgrade answers 426
+//!   with a text body; an upgrade (on any path) is put to [`WsMachine::upgrade`] first, whose
+//!   [`Refusal`] goes back as a plain HTTP response with `connection: close`, and otherwise
+//!   answered `101` before the machine hears of the socket.
+//! - **Client side** (dials): the machine names a target with a `ws://` or `wss://` URL
+//!   (the target's string); the hooks resolve it ([`endpoint`], as [`WsHooks`] do); once the transport is open the
+//!   layer runs TLS (for `wss://`, rustls with the ring provider and [`WsConfig::tls`]'s roots)
+//!   and the opening handshake, and only then reports the dial open. A handshake that fails or
+//!   takes longer than [`HANDSHAKE_TIMEOUT`] is a failed dial.
+//! - **Frames**: text frames become [`Frame::Text`]; binary frames, pings and pongs are reported
+//!   too (a relay counts them) and pings are answered by the layer; a close frame is answered and
+//!   reported as the socket's close. A frame past [`WsConfig::max_message_bytes`] or a protocol
+//!   error closes the socket (1009 or 1002).
+//! - **Closing**: a close the machine asks for sends the close frame, then waits at most
+//!   [`CLOSE_GRACE`] for the other side's answer before the transport is shut, so the frame is
+//!   read rather than lost to a reset. A socket the machine closed is never reported closed to
+//!   it.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::convert::Infallible;
+use std::fmt;
+use std::io::{self, Read, Write};
+use std::net::{IpAddr, ToSocketAddrs};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_tungstenite::tungstenite;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName};
+use tungstenite::client::IntoClientRequest;
+use tungstenite::handshake::client::ClientHandshake;
+use tungstenite::handshake::derive_accept_key;
+use tungstenite::handshake::{HandshakeError, MidHandshake};
+use tungstenite::protocol::frame::CloseFrame;
+use tungstenite::protocol::frame::coding::CloseCode;
+use tungstenite::protocol::{Role, WebSocketConfig};
+use tungstenite::{Message, WebSocket};
+use weft_proto::core::{ConnId, Machine, Timestamp, Wakeup};
+
+use crate::host::{Effect, Endpoint, Hooks, HostMachine, Peer};
+
+/// The longest HTTP request or response head the layer reads; a peer that sends more is dropped.
+pub const MAX_HEAD_BYTES: usize = 16 * 1024;
+
+/// Accepted connections still sending their request head at once; one accepted past it is shut at
+/// once (counted in [`WsStats::bad_heads`]), so connections that never finish a head cannot grow
+/// the layer's table without bound before the machine's own socket caps apply.
+pub const MAX_PENDING_HEADS: usize = 1024;
+
+/// How long a connection may take from opening to a finished WebSocket handshake (a server's
+/// slow-loris guard, a client's bound on an answer that never comes).
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a socket the machine closed may take to answer the close frame before the transport
+/// is shut under it.
+pub const CLOSE_GRACE: Duration = Duration::from_secs(5);
+
+/// The body of `GET /health`: it says the service is up and nothing else.
+pub const HEALTH_BODY: &str = "{\"ok\":true}";
+
+/// A WebSocket message, as the machine hears it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Frame {
+    /// A text message.
+    Text(String),
+    /// A binary message.
+    Binary(Vec<u8>),
+    /// A ping (the layer has answered it).
+    Ping,
+    /// A pong.
+    Pong,
+}
+
+/// An HTTP request head that asks for an upgrade.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Request {
+    /// The method (`GET`).
+    pub method: String,
+    /// The request target, query included.
+    pub path: String,
+    /// The headers, names in lower case, in the order sent.
+    pub headers: Vec<(String, String)>,
+}
+
+impl Request {
+    /// The first value of header `name` (lower case).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    fn is_upgrade(&self) -> bool {
+        self.header("upgrade")
+            .is_some_and(|v| v.eq_ignore_ascii_case("websocket"))
+    }
+
+    /// Parses a head (without its final blank line).
+    fn parse(head: &[u8]) -> Option<Self> {
+        let text = std::str::from_utf8(head).ok()?;
+        let mut lines = text.split("\r\n");
+        let mut request = lines.next()?.split(' ');
+        let method = request.next()?.to_string();
+        let path = request.next()?.to_string();
+        let headers = lines
+            .filter_map(|l| l.split_once(':'))
+            .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_string()))
+            .collect();
+        Some(Self {
+            method,
+            path,
+            headers,
+        })
+    }
+}
+
+/// An upgrade the machine refuses, answered as plain HTTP with `connection: close`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Refusal {
+    /// The HTTP status.
+    pub status: u16,
+    /// The text body.
+    pub reason: String,
+}
+
+/// What a message-speaking machine's output asks the layer to do.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum WsEffect<T, A> {
+    /// Send a text message.
+    Text {
+        /// The socket.
+        conn: ConnId,
+        /// The message.
+        text: String,
+    },
+    /// Send a ping.
+    Ping {
+        /// The socket.
+        conn: ConnId,
+    },
+    /// Close the socket with a close code and reason; the machine hears no close for it after.
+    Close {
+        /// The socket.
+        conn: ConnId,
+        /// The close code.
+        code: u16,
+        /// The reason (at most 123 bytes go out).
+        reason: String,
+    },
+    /// Open a WebSocket to a target named by its URL (its `as_ref()`).
+    Dial(T),
+    /// Hand something to the application.
+    Deliver(A),
+    /// An output this layer has no effect for; counted by the host.
+    Unhandled,
+}
+
+/// A machine that speaks WebSocket messages: the one place a protocol maps its inputs and outputs
+/// to the layer's vocabulary. Each mapping may answer `None` ("nothing for the machine"); the
+/// layer drains the machine after every call either way.
+pub trait WsMachine: Machine {
+    /// A dial target in the protocol's terms; its string is the `ws://` or `wss://` URL.
+    type Target: Clone + fmt::Debug + AsRef<str>;
+    /// What the machine hands the application.
+    type App;
+
+    /// An upgrade request on an accepted connection: the input for the socket once open, or the
+    /// refusal to answer instead.
+    fn upgrade(
+        &mut self,
+        now: Timestamp,
+        conn: ConnId,
+        peer: &Peer,
+        request: &Request,
+    ) -> Result<Self::Input, Refusal>;
+    /// A message arrived.
+    fn message(&mut self, conn: ConnId, frame: Frame) -> Option<Self::Input>;
+    /// The socket closed (the other side, or the transport), and the machine had not closed it.
+    fn closed(&mut self, conn: ConnId) -> Option<Self::Input>;
+    /// A dial to `target` finished its handshake as `conn`.
+    fn dialled(&mut self, conn: ConnId, target: Self::Target) -> Option<Self::Input>;
+    /// A dial to `target` failed (transport or handshake).
+    fn dial_failed(&mut self, target: Self::Target) -> Option<Self::Input>;
+    /// What an output asks the layer to do; `None` is nothing.
+    fn effect(&mut self, output: Self::Output) -> Option<WsEffect<Self::Target, Self::App>>;
+}
+
+/// The dial target of a machine that never dials (a server).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NoDial {}
+
+impl AsRef<str> for NoDial {
+    fn as_ref(&self) -> &str {
+        match *self {}
+    }
+}
+
+/// Hooks for a [`Ws`] host: dials resolve their URL with [`endpoint`], deliveries go to
+/// `deliver`, nothing is stored (a WebSocket machine has no durable state of the host's).
+pub struct WsHooks<D>(pub D);
+
+impl<D> fmt::Debug for WsHooks<D> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("WsHooks")
+    }
+}
+
+impl<M: WsMachine, D: FnMut(M::App)> Hooks<Ws<M>> for WsHooks<D> {
+    fn store(&mut self, batch: &[Infallible]) -> io::Result<()> {
+        match batch.first() {
+            Some(never) => match *never {},
+            None => Ok(()),
+        }
+    }
+    fn deliver(&mut self, app: M::App) {
+        (self.0)(app);
+    }
+    fn resolve(&mut self, target: &M::Target) -> Option<Endpoint> {
+        endpoint(target.as_ref())
+    }
+}
+
+/// How the layer frames and dials.
+#[derive(Clone, Debug)]
+pub struct WsConfig {
+    /// The largest message (and frame) accepted; a larger one closes the socket with 1009.
+    pub max_message_bytes: usize,
+    /// The TLS client configuration for `wss://` dials.
+    pub tls: Arc<rustls::ClientConfig>,
+}
+
+impl WsConfig {
+    /// Messages up to `max_message_bytes`, `wss://` trusting the Mozilla roots (webpki-roots).
+    pub fn new(max_message_bytes: usize) -> Self {
+        let mut roots = rustls::RootCertStore::empty();
+        roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+        Self {
+            max_message_bytes,
+            tls: tls_config(roots),
+        }
+    }
+
+    /// Trusts only the PEM certificates in `ca_file` for `wss://` (a private CA, tests).
+    pub fn with_ca_file(mut self, ca_file: &Path) -> io::Result<Self> {
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in CertificateDer::pem_file_iter(ca_file).map_err(io::Error::other)? {
+            roots
+                .add(cert.map_err(io::Error::other)?)
+                .map_err(io::Error::other)?;
+        }
+        self.tls = tls_config(roots);
+        Ok(self)
+    }
+
+    fn ws(&self) -> WebSocketConfig {
+        WebSocketConfig::default()
+            .max_message_size(Some(self.max_message_bytes))
+            .max_frame_size(Some(self.max_message_bytes))
+    }
+}
+
+/// A TLS client configuration on rustls's ring provider trusting `roots`.
+fn tls_config(roots: rustls::RootCertStore) -> Arc<rustls::ClientConfig> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("the ring provider supports the default protocol versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Arc::new(config)
+}
+
+/// Where a `ws://` or `wss://` URL's host lives (the first address it resolves to; the port
+/// defaults to 80 or 443). Resolving a name blocks; hooks that dial names call it.
+pub fn endpoint(url: &str) -> Option<Endpoint> {
+    let uri: tungstenite::http::Uri = url.parse().ok()?;
+    let port = uri.port_u16().or(match uri.scheme_str()? {
+        "ws" => Some(80),
+        "wss" => Some(443),
+        _ => None,
+    })?;
+    let host = uri.host()?;
+    let host = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    if let Ok(ip) = host.parse::<IpAddr>() {
+        return Some(Endpoint::Tcp((ip, port).into()));
+    }
+    (host, port)
+        .to_socket_addrs()
+        .ok()?
+        .next()
+        .map(Endpoint::Tcp)
+}
+
+/// In-memory bytes between the transport and tungstenite: what arrived, what is to go out.
+#[derive(Debug, Default)]
+struct Pipe {
+    inbound: VecDeque<u8>,
+    outbound: Vec<u8>,
+}
+
+impl Read for Pipe {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.inbound.is_empty() {
+            // Not the end: the transport reports its close as an event of its own.
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        self.inbound.read(buf)
+    }
+}
+
+impl Write for Pipe {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.outbound.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A socket's byte stream as tungstenite sees it: the pipe, or TLS over it.
+enum Stream {
+    Plain(Pipe),
+    Tls(Box<rustls::StreamOwned<rustls::ClientConnection, Pipe>>),
+}
+
+impl Stream {
+    fn pipe(&mut self) -> &mut Pipe {
+        match self {
+            Self::Plain(p) => p,
+            Self::Tls(t) => &mut t.sock,
+        }
+    }
+}
+
+impl Read for Stream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Self::Plain(p) => p.read(buf),
+            Self::Tls(t) => t.read(buf),
+        }
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Self::Plain(p) => p.write(buf),
+            Self::Tls(t) => t.write(buf),
+        }
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Self::Plain(p) => p.flush(),
+            Self::Tls(t) => t.flush(),
+        }
+    }
+}
+
+type Handshake = MidHandshake<ClientHandshake<Stream>>;
+
+enum State<T> {
+    /// Accepted; reading the request head.
+    Head { head: Vec<u8>, peer: Peer },
+    /// Dialled; TLS and the opening handshake under way.
+    Dialling {
+        handshake: Option<Handshake>,
+        target: T,
+    },
+    /// Open both ways.
+    Open(Box<WebSocket<Stream>>),
+    /// The machine closed it; waiting for the other side's close.
+    Closing(Box<WebSocket<Stream>>),
+    /// Answered, refused or failed: waiting for the transport to report the close.
+    Done,
+}
+
+struct Conn<T> {
+    state: State<T>,
+    /// The deadline in [`Ws::deadlines`], if any.
+    deadline: Option<Timestamp>,
+}
+
+/// What the layer counted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct WsStats {
+    /// Upgrades opened (server side).
+    pub accepted: u64,
+    /// Upgrades the machine refused.
+    pub refused: u64,
+    /// Plain HTTP requests answered (health and 426).
+    pub plain: u64,
+    /// Connections dropped for a bad, oversized or late request head.
+    pub bad_heads: u64,
+    /// Dials whose TLS or WebSocket handshake failed or timed out.
+    pub handshakes_failed: u64,
+    /// Sockets closed for a protocol error or an oversized message.
+    pub protocol_errors: u64,
+    /// Sends for a socket that is not open, dropped.
+    pub unsent: u64,
+}
+
+/// What the host tells the layer: transport events, and inputs for the machine from the
+/// application.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum WsInput<T, I> {
+    /// A listener accepted a connection.
+    Accepted {
+        /// The connection.
+        conn: ConnId,
+        /// Who is on the other end.
+        peer: Peer,
+    },
+    /// Bytes arrived.
+    Bytes {
+        /// The connection.
+        conn: ConnId,
+        /// The bytes.
+        bytes: Vec<u8>,
+    },
+    /// The transport closed.
+    Closed {
+        /// The connection.
+        conn: ConnId,
+    },
+    /// A dial's transport opened.
+    Dialled {
+        /// The connection.
+        conn: ConnId,
+        /// The target.
+        target: T,
+    },
+    /// A dial's transport failed.
+    DialFailed {
+        /// The target.
+        target: T,
+    },
+    /// An input for the machine itself (an application command).
+    App(I),
+}
+
+/// A [`WsMachine`] as a [`HostMachine`] over bytes; see the [module docs](self).
+pub struct Ws<M: WsMachine> {
+    machine: M,
+    config: WsConfig,
+    conns: BTreeMap<ConnId, Conn<M::Target>>,
+    /// Connections in [`State::Head`], at most [`MAX_PENDING_HEADS`].
+    heads: BTreeSet<ConnId>,
+    deadlines: BTreeSet<(Timestamp, ConnId)>,
+    out: VecDeque<Effect<M::Target, Infallible, M::App>>,
+    stats: WsStats,
+}
+
+impl<M: WsMachine> fmt::Debug for Ws<M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Ws")
+            .field("conns", &self.conns.len())
+            .field("stats", &self.stats)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A response head with a body, `connection: close`.
+fn plain_response(status: u16, content_type: &str, body: &str) -> Vec<u8> {
+    let phrase = match status {
+        200 => "OK",
+        400 => "Bad Request",
+        426 => "Upgrade Required",
+        429 => "Too Many Requests",
+        503 => "Service Unavailable",
+        _ => "Refused",
+    };
+    format!(
+        "HTTP/1.1 {status} {phrase}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
+const TEXT: &str = "text/plain; charset=utf-8";
+
+impl<M: WsMachine> Ws<M> {
+    /// The layer over `machine`.
+    pub fn new(machine: M, config: WsConfig) -> Self {
+        Self {
+            machine,
+            config,
+            conns: BTreeMap::new(),
+            heads: BTreeSet::new(),
+            deadlines: BTreeSet::new(),
+            out: VecDeque::new(),
+            stats: WsStats::default(),
+        }
+    }
+
+    /// The machine, to inspect.
+    pub fn machine(&self) -> &M {
+        &self.machine
+    }
+
+    /// What the layer counted.
+    pub fn stats(&self) -> WsStats {
+        self.stats
+    }
+
+    fn set_deadline(&mut self, conn: ConnId, at: Option<Timestamp>) {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        if let Some(old) = c.deadline.take() {
+            self.deadlines.remove(&(old, conn));
+        }
+        if let Some(at) = at {
+            c.deadline = Some(at);
+            self.deadlines.insert((at, conn));
+        }
+    }
+
+    /// Feeds the machine `input` (if any) and turns everything it asks into effects, in order.
+    fn feed(&mut self, now: Timestamp, input: Option<M::Input>) {
+        if let Some(input) = input {
+            self.machine.handle(now, input);
+        }
+        self.drain(now);
+    }
+
+    fn drain(&mut self, now: Timestamp) {
+        while let Some(output) = self.machine.poll() {
+            match self.machine.effect(output) {
+                None => {}
+                Some(WsEffect::Text { conn, text }) => self.send(conn, Message::text(text)),
+                Some(WsEffect::Ping { conn }) => self.send(conn, Message::Ping(Default::default())),
+                Some(WsEffect::Close { conn, code, reason }) => {
+                    self.close(now, conn, code, &reason)
+                }
+                Some(WsEffect::Dial(target)) => self.out.push_back(Effect::Dial(target)),
+                Some(WsEffect::Deliver(app)) => self.out.push_back(Effect::Deliver(app)),
+                Some(WsEffect::Unhandled) => self.out.push_back(Effect::Unhandled),
+            }
+        }
+    }
+
+    /// Moves what the socket's stream wrote to the transport.
+    fn flush_out(&mut self, conn: ConnId) {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        let pipe = match &mut c.state {
+            State::Open(ws) | State::Closing(ws) => ws.get_mut().pipe(),
+            State::Dialling {
+                handshake: Some(h), ..
+            } => h.get_mut().get_mut().pipe(),
+            _ => return,
+        };
+        if !pipe.outbound.is_empty() {
+            let bytes = std::mem::take(&mut pipe.outbound);
+            self.out.push_back(Effect::Send { conn, bytes });
+        }
+    }
+
+    fn send(&mut self, conn: ConnId, message: Message) {
+        match self.conns.get_mut(&conn).map(|c| &mut c.state) {
+            Some(State::Open(ws)) => {
+                // An error here means the socket is failing; its close comes from the transport.
+                let _ = ws.send(message);
+                self.flush_out(conn);
+            }
+            _ => self.stats.unsent += 1,
+        }
+    }
+
+    /// The machine closes `conn`: a close frame, then the grace for its answer.
+    fn close(&mut self, now: Timestamp, conn: ConnId, code: u16, reason: &str) {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        match std::mem::replace(&mut c.state, State::Done) {
+            State::Open(mut ws) => {
+                let mut reason = reason.to_string();
+                // A close frame's payload is at most 125 bytes, two of them the code.
+                while reason.len() > 123 {
+                    reason.pop();
+                }
+                let frame = CloseFrame {
+                    code: CloseCode::from(code),
+                    reason: reason.into(),
+                };
+                let _ = ws.close(Some(frame));
+                let _ = ws.flush();
+                c.state = State::Closing(ws);
+                self.flush_out(conn);
+                self.set_deadline(conn, Some(now.saturating_add(CLOSE_GRACE)));
+            }
+            // A dial the machine gave up on, or a socket already going: just end it.
+            _ => self.shut(conn),
+        }
+    }
+
+    /// Ends the transport; the connection waits for its close event.
+    fn shut(&mut self, conn: ConnId) {
+        self.heads.remove(&conn);
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.state = State::Done;
+        }
+        self.set_deadline(conn, None);
+        self.out.push_back(Effect::Close { conn });
+    }
+
+    fn accepted(&mut self, now: Timestamp, conn: ConnId, peer: Peer) {
+        if self.conns.contains_key(&conn) {
+            // A host bug: ids are never reused while held. The first connection stays.
+            return;
+        }
+        let state = State::Head {
+            head: Vec::new(),
+            peer,
+        };
+        self.conns.insert(
+            conn,
+            Conn {
+                state,
+                deadline: None,
+            },
+        );
+        if self.heads.len() >= MAX_PENDING_HEADS {
+            self.stats.bad_heads += 1;
+            return self.shut(conn);
+        }
+        self.heads.insert(conn);
+        self.set_deadline(conn, Some(now.saturating_add(HANDSHAKE_TIMEOUT)));
+    }
+
+    fn dialled(&mut self, now: Timestamp, conn: ConnId, target: M::Target) {
+        let url = target.as_ref().to_string();
+        let stream = match self.stream_for(&url) {
+            Some(s) => s,
+            None => return self.dial_failed_on(now, conn, target),
+        };
+        let request = match url.as_str().into_client_request() {
+            Ok(r) => r,
+            Err(_) => return self.dial_failed_on(now, conn, target),
+        };
+        let state = match ClientHandshake::start(stream, request, Some(self.config.ws())) {
+            Ok(mid) => State::Dialling {
+                handshake: Some(mid),
+                target,
+            },
+            Err(_) => return self.dial_failed_on(now, conn, target),
+        };
+        self.conns.insert(
+            conn,
+            Conn {
+                state,
+                deadline: None,
+            },
+        );
+        self.set_deadline(conn, Some(now.saturating_add(HANDSHAKE_TIMEOUT)));
+        self.handshake(now, conn);
+    }
+
+    /// The plain pipe for `ws://`, TLS over it for `wss://` (the server name from the URL).
+    fn stream_for(&self, url: &str) -> Option<Stream> {
+        let uri: tungstenite::http::Uri = url.parse().ok()?;
+        match uri.scheme_str()? {
+            "ws" => Some(Stream::Plain(Pipe::default())),
+            "wss" => {
+                let host = uri.host()?;
+                let host = host
+                    .strip_prefix('[')
+                    .and_then(|h| h.strip_suffix(']'))
+                    .unwrap_or(host);
+                let name = ServerName::try_from(host.to_string()).ok()?;
+                let tls = rustls::ClientConnection::new(self.config.tls.clone(), name).ok()?;
+                Some(Stream::Tls(Box::new(rustls::StreamOwned::new(
+                    tls,
+                    Pipe::default(),
+                ))))
+            }
+            _ => None,
+        }
+    }
+
+    /// A dial whose transport opened but whose handshake cannot go on.
+    fn dial_failed_on(&mut self, now: Timestamp, conn: ConnId, target: M::Target) {
+        self.stats.handshakes_failed += 1;
+        self.conns.insert(
+            conn,
+            Conn {
+                state: State::Done,
+                deadline: None,
+            },
+        );
+        self.shut(conn);
+        let input = self.machine.dial_failed(target);
+        self.feed(now, input);
+    }
+
+    /// Advances a client handshake with what has arrived.
+    fn handshake(&mut self, now: Timestamp, conn: ConnId) {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        let State::Dialling { handshake, .. } = &mut c.state else {
+            return;
+        };
+        let Some(mid) = handshake.take() else {
+            return;
+        };
+        match mid.handshake() {
+            Ok((mut ws, _response)) => {
+                let State::Dialling { target, .. } = std::mem::replace(&mut c.state, State::Done)
+                else {
+                    unreachable!("matched above")
+                };
+                let bytes = std::mem::take(&mut ws.get_mut().pipe().outbound);
+                c.state = State::Open(Box::new(ws));
+                if !bytes.is_empty() {
+                    self.out.push_back(Effect::Send { conn, bytes });
+                }
+                self.set_deadline(conn, None);
+                let input = self.machine.dialled(conn, target);
+                self.feed(now, input);
+                // Frames that came with the response.
+                self.read_frames(now, conn);
+            }
+            Err(HandshakeError::Interrupted(mut mid)) => {
+                let bytes = std::mem::take(&mut mid.get_mut().get_mut().pipe().outbound);
+                *handshake = Some(mid);
+                if !bytes.is_empty() {
+                    self.out.push_back(Effect::Send { conn, bytes });
+                }
+            }
+            Err(HandshakeError::Failure(_)) => {
+                let State::Dialling { target, .. } = std::mem::replace(&mut c.state, State::Done)
+                else {
+                    unreachable!("matched above")
+                };
+                self.dial_failed_on(now, conn, target);
+            }
+        }
+    }
+
+    /// Server side: bytes of the request head.
+    fn head(&mut self, now: Timestamp, conn: ConnId, bytes: &[u8]) {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        let State::Head { head, .. } = &mut c.state else {
+            return;
+        };
+        head.extend_from_slice(bytes);
+        let Some(end) = head.windows(4).position(|w| w == b"\r\n\r\n") else {
+            if head.len() > MAX_HEAD_BYTES {
+                self.stats.bad_heads += 1;
+                self.shut(conn);
+            }
+            return;
+        };
+        let State::Head { head, peer } = std::mem::replace(&mut c.state, State::Done) else {
+            unreachable!("matched above")
+        };
+        self.heads.remove(&conn);
+        self.set_deadline(conn, None);
+        let rest = head[end + 4..].to_vec();
+        let Some(request) = Request::parse(&head[..end]).filter(|_| end <= MAX_HEAD_BYTES) else {
+            self.stats.bad_heads += 1;
+            return self.shut(conn);
+        };
+        if !request.is_upgrade() {
+            self.stats.plain += 1;
+            let path = request.path.split('?').next().unwrap_or("");
+            let response = if request.method == "GET" && path == "/health" {
+                plain_response(200, "application/json", HEALTH_BODY)
+            } else {
+                plain_response(
+                    426,
+                    TEXT,
+                    "This is a WebSocket service: open a WebSocket.\n",
+                )
+            };
+            return self.answer(conn, response);
+        }
+        let Some(key) = request.header("sec-websocket-key") else {
+            self.stats.bad_heads += 1;
+            return self.answer(conn, plain_response(400, TEXT, "No Sec-WebSocket-Key.\n"));
+        };
+        let accept = derive_accept_key(key.as_bytes());
+        match self.machine.upgrade(now, conn, &peer, &request) {
+            Err(refusal) => {
+                self.stats.refused += 1;
+                self.answer(conn, plain_response(refusal.status, TEXT, &refusal.reason));
+                self.drain(now);
+            }
+            Ok(input) => {
+                self.stats.accepted += 1;
+                let switching = format!(
+                    "HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\nconnection: Upgrade\r\nsec-websocket-accept: {accept}\r\n\r\n"
+                );
+                self.out.push_back(Effect::Send {
+                    conn,
+                    bytes: switching.into_bytes(),
+                });
+                let ws = WebSocket::from_partially_read(
+                    Stream::Plain(Pipe::default()),
+                    rest,
+                    Role::Server,
+                    Some(self.config.ws()),
+                );
+                if let Some(c) = self.conns.get_mut(&conn) {
+                    c.state = State::Open(Box::new(ws));
+                }
+                self.feed(now, Some(input));
+                self.read_frames(now, conn);
+            }
+        }
+    }
+
+    /// A plain HTTP answer, then the end of the connection.
+    fn answer(&mut self, conn: ConnId, response: Vec<u8>) {
+        self.out.push_back(Effect::Send {
+            conn,
+            bytes: response,
+        });
+        self.shut(conn);
+    }
+
+    fn bytes(&mut self, now: Timestamp, conn: ConnId, bytes: Vec<u8>) {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        match &mut c.state {
+            State::Head { .. } => self.head(now, conn, &bytes),
+            State::Dialling {
+                handshake: Some(h), ..
+            } => {
+                h.get_mut().get_mut().pipe().inbound.extend(bytes);
+                self.handshake(now, conn);
+            }
+            State::Open(ws) | State::Closing(ws) => {
+                ws.get_mut().pipe().inbound.extend(bytes);
+                self.read_frames(now, conn);
+            }
+            State::Dialling { .. } | State::Done => {}
+        }
+    }
+
+    /// Reads every whole message that arrived, one at a time, feeding the machine after each
+    /// (it may close this socket or send on others in between).
+    fn read_frames(&mut self, now: Timestamp, conn: ConnId) {
+        loop {
+            let Some(c) = self.conns.get_mut(&conn) else {
+                return;
+            };
+            let (ws, open) = match &mut c.state {
+                State::Open(ws) => (ws, true),
+                State::Closing(ws) => (ws, false),
+                _ => return,
+            };
+            let read = ws.read();
+            match read {
+                Ok(Message::Close(_)) => {
+                    // tungstenite queued the answering close: send it, then end the transport.
+                    let _ = ws.flush();
+                    self.flush_out(conn);
+                    self.shut(conn);
+                    if open {
+                        let input = self.machine.closed(conn);
+                        self.feed(now, input);
+                    }
+                    return;
+                }
+                Ok(message) => {
+                    let frame = match message {
+                        Message::Text(t) => Frame::Text(t.as_str().to_string()),
+                        Message::Binary(b) => Frame::Binary(b.to_vec()),
+                        Message::Ping(_) => Frame::Ping,
+                        Message::Pong(_) => Frame::Pong,
+                        Message::Close(_) | Message::Frame(_) => continue,
+                    };
+                    if open {
+                        let input = self.machine.message(conn, frame);
+                        self.feed(now, input);
+                    }
+                }
+                Err(tungstenite::Error::Io(e)) if e.kind() == io::ErrorKind::WouldBlock => {
+                    // Everything that arrived is read; pongs the reads queued go out.
+                    self.flush_out(conn);
+                    return;
+                }
+                Err(tungstenite::Error::ConnectionClosed | tungstenite::Error::AlreadyClosed) => {
+                    self.flush_out(conn);
+                    self.shut(conn);
+                    if open {
+                        let input = self.machine.closed(conn);
+                        self.feed(now, input);
+                    }
+                    return;
+                }
+                Err(e) => {
+                    self.stats.protocol_errors += 1;
+                    let code = match e {
+                        tungstenite::Error::Capacity(_) => CloseCode::Size,
+                        tungstenite::Error::Utf8(_) => CloseCode::Invalid,
+                        _ => CloseCode::Protocol,
+                    };
+                    let _ = ws.close(Some(CloseFrame {
+                        code,
+                        reason: "".into(),
+                    }));
+                    let _ = ws.flush();
+                    self.flush_out(conn);
+                    self.shut(conn);
+                    if open {
+                        let input = self.machine.closed(conn);
+                        self.feed(now, input);
+                    }
+                    return;
+                }
+            }
+        }
+    }
+
+    fn closed(&mut self, now: Timestamp, conn: ConnId) {
+        self.heads.remove(&conn);
+        let Some(c) = self.conns.remove(&conn) else {
+            return;
+        };
+        if let Some(at) = c.deadline {
+            self.deadlines.remove(&(at, conn));
+        }
+        let input = match c.state {
+            State::Open(_) => self.machine.closed(conn),
+            State::Dialling { target, .. } => {
+                self.stats.handshakes_failed += 1;
+                self.machine.dial_failed(target)
+            }
+            State::Head { .. } | State::Closing(_) | State::Done => return,
+        };
+        self.feed(now, input);
+    }
+
+    /// Runs the layer's own deadlines that are due.
+    fn expire(&mut self, now: Timestamp) {
+        while let Some(&(at, conn)) = self.deadlines.first() {
+            if at > now {
+                break;
+            }
+            self.deadlines.pop_first();
+            let Some(c) = self.conns.get_mut(&conn) else {
+                continue;
+            };
+            c.deadline = None;
+            match std::mem::replace(&mut c.state, State::Done) {
+                State::Dialling { target, .. } => self.dial_failed_on(now, conn, target),
+                State::Head { .. } => {
+                    self.stats.bad_heads += 1;
+                    self.shut(conn);
+                }
+                _ => self.shut(conn),
+            }
+        }
+    }
+}
+
+impl<M: WsMachine> Machine for Ws<M> {
+    type Input = WsInput<M::Target, M::Input>;
+    type Output = Effect<M::Target, Infallible, M::App>;
+
+    fn handle(&mut self, now: Timestamp, input: Self::Input) {
+        match input {
+            WsInput::Accepted { conn, peer } => self.accepted(now, conn, peer),
+            WsInput::Bytes { conn, bytes } => self.bytes(now, conn, bytes),
+            WsInput::Closed { conn } => self.closed(now, conn),
+            WsInput::Dialled { conn, target } => self.dialled(now, conn, target),
+            WsInput::DialFailed { target } => {
+                let input = self.machine.dial_failed(target);
+                self.feed(now, input);
+            }
+            WsInput::App(input) => self.feed(now, Some(input)),
+        }
+    }
+
+    fn poll(&mut self) -> Option<Self::Output> {
+        self.out.pop_front()
+    }
+
+    fn poll_timeout(&self) -> Option<Wakeup> {
+        let own = self
+            .deadlines
+            .first()
+            .map(|&(at, _)| Wakeup::new(at, "websocket handshake or close grace"));
+        match (own, self.machine.poll_timeout()) {
+            (Some(a), Some(b)) => Some(if a.at <= b.at { a } else { b }),
+            (a, b) => a.or(b),
+        }
+    }
+
+    fn handle_timeout(&mut self, now: Timestamp) {
+        self.expire(now);
+        if self.machine.poll_timeout().is_some_and(|w| w.at <= now) {
+            self.machine.handle_timeout(now);
+        }
+        self.drain(now);
+    }
+}
+
+impl<M: WsMachine> HostMachine for Ws<M> {
+    type Target = M::Target;
+    type Durable = Infallible;
+    type App = M::App;
+
+    fn opened(&mut self, conn: ConnId, peer: &Peer) -> Self::Input {
+        WsInput::Accepted {
+            conn,
+            peer: peer.clone(),
+        }
+    }
+    fn received(&mut self, conn: ConnId, bytes: Vec<u8>) -> Self::Input {
+        WsInput::Bytes { conn, bytes }
+    }
+    fn closed(&mut self, conn: ConnId) -> Self::Input {
+        WsInput::Closed { conn }
+    }
+    fn dialled(&mut self, conn: ConnId, target: M::Target) -> Self::Input {
+        WsInput::Dialled { conn, target }
+    }
+    fn dial_failed(&mut self, target: M::Target) -> Self::Input {
+        WsInput::DialFailed { target }
+    }
+    fn effect(&mut self, output: Self::Output) -> Self::Output {
+        output
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::host::Remote;
+
+    /// What the scripted machine heard, in order.
+    #[derive(Debug, PartialEq)]
+    enum Heard {
+        Opened(ConnId),
+        Frame(ConnId, Frame),
+        Closed(ConnId),
+        Dialled(ConnId, String),
+        DialFailed(String),
+    }
+
+    /// A machine that records what it hears and does what its commands say.
+    #[derive(Default)]
+    struct Script {
+        heard: Vec<Heard>,
+        out: VecDeque<WsEffect<String, String>>,
+        refuse: bool,
+    }
+
+    enum In {
+        Heard(Heard),
+        Do(WsEffect<String, String>),
+    }
+
+    impl Machine for Script {
+        type Input = In;
+        type Output = WsEffect<String, String>;
+        fn handle(&mut self, _now: Timestamp, input: In) {
+            match input {
+                In::Heard(h) => self.heard.push(h),
+                In::Do(e) => self.out.push_back(e),
+            }
+        }
+        fn poll(&mut self) -> Option<Self::Output> {
+            self.out.pop_front()
+        }
+        fn poll_timeout(&self) -> Option<Wakeup> {
+            None
+        }
+        fn handle_timeout(&mut self, _now: Timestamp) {}
+    }
+
+    impl WsMachine for Script {
+        type Target = String;
+        type App = String;
+        fn upgrade(
+            &mut self,
+            _now: Timestamp,
+            conn: ConnId,
+            _peer: &Peer,
+            _request: &Request,
+        ) -> Result<In, Refusal> {
+            if self.refuse {
+                return Err(Refusal {
+                    status: 429,
+                    reason: "too many".into(),
+                });
+            }
+            Ok(In::Heard(Heard::Opened(conn)))
+        }
+        fn message(&mut self, conn: ConnId, frame: Frame) -> Option<In> {
+            Some(In::Heard(Heard::Frame(conn, frame)))
+        }
+        fn closed(&mut self, conn: ConnId) -> Option<In> {
+            Some(In::Heard(Heard::Closed(conn)))
+        }
+        fn dialled(&mut self, conn: ConnId, target: String) -> Option<In> {
+            Some(In::Heard(Heard::Dialled(conn, target)))
+        }
+        fn dial_failed(&mut self, target: String) -> Option<In> {
+            Some(In::Heard(Heard::DialFailed(target)))
+        }
+        fn effect(&mut self, output: Self::Output) -> Option<WsEffect<String, String>> {
+            Some(output)
+        }
+    }
+
+    const C: ConnId = ConnId(7);
+    const UPGRADE: &str = "GET /any HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n";
+
+    fn at(ms: u64) -> Timestamp {
+        Timestamp::from_millis(ms)
+    }
+
+    fn layer(max: usize) -> Ws<Script> {
+        Ws::new(Script::default(), WsConfig::new(max))
+    }
+
+    fn accept(ws: &mut Ws<Script>) {
+        let peer = Peer {
+            listener: 0,
+            remote: Remote::Tcp("127.0.0.1:5000".parse().unwrap()),
+        };
+        ws.handle(at(0), WsInput::Accepted { conn: C, peer });
+    }
+
+    fn bytes(ws: &mut Ws<Script>, now: u64, bytes: &[u8]) {
+        ws.handle(
+            at(now),
+            WsInput::Bytes {
+                conn: C,
+                bytes: bytes.to_vec(),
+            },
+        );
+    }
+
+    fn outputs(ws: &mut Ws<Script>) -> Vec<Effect<String, Infallible, String>> {
+        std::iter::from_fn(|| ws.poll()).collect()
+    }
+
+    /// The bytes of every send, concatenated, and whether a transport close followed them.
+    fn sent(effects: &[Effect<String, Infallible, String>]) -> (Vec<u8>, bool) {
+        let mut all = Vec::new();
+        let mut closed = false;
+        for e in effects {
+            match e {
+                Effect::Send { bytes, .. } => all.extend_from_slice(bytes),
+                Effect::Close { .. } => closed = true,
+                _ => {}
+            }
+        }
+        (all, closed)
+    }
+
+    /// A client end speaking frames over a pipe, as a peer of the layer's server side.
+    fn client() -> WebSocket<Pipe> {
+        WebSocket::from_raw_socket(Pipe::default(), Role::Client, None)
+    }
+
+    fn frame_bytes(peer: &mut WebSocket<Pipe>, message: Message) -> Vec<u8> {
+        peer.send(message).unwrap();
+        std::mem::take(&mut peer.get_mut().outbound)
+    }
+
+    /// Opens a server-side socket: the upgrade, its 101, and the machine told.
+    fn open() -> Ws<Script> {
+        let mut ws = layer(1024);
+        accept(&mut ws);
+        bytes(&mut ws, 0, UPGRADE.as_bytes());
+        let (out, closed) = sent(&outputs(&mut ws));
+        assert!(
+            out.starts_with(b"HTTP/1.1 101 "),
+            "{:?}",
+            String::from_utf8_lossy(&out)
+        );
+        assert!(!closed);
+        ws
+    }
+
+    #[test]
+    fn a_request_head_in_pieces_upgrades_once_whole_and_text_frames_reach_the_machine() {
+        let mut ws = layer(1024);
+        accept(&mut ws);
+        let (head, tail) = UPGRADE.as_bytes().split_at(40);
+        bytes(&mut ws, 0, head);
+        assert!(
+            outputs(&mut ws).is_empty(),
+            "nothing before the head is whole"
+        );
+        bytes(&mut ws, 1, tail);
+        let (out, _) = sent(&outputs(&mut ws));
+        let text = String::from_utf8(out).unwrap();
+        // RFC 6455 §1.3's worked example of the accept key.
+        assert!(text.contains("sec-websocket-accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n"));
+        let mut peer = client();
+        let frame = frame_bytes(&mut peer, Message::text("hi"));
+        bytes(&mut ws, 2, &frame);
+        assert_eq!(
+            ws.machine().heard,
+            [Heard::Opened(C), Heard::Frame(C, Frame::Text("hi".into()))]
+        );
+    }
+
+    #[test]
+    fn health_answers_ok_json_and_any_other_plain_request_answers_426_then_closes() {
+        for (request, status, body) in [
+            (
+                "GET /health?x=1 HTTP/1.1\r\nHost: x\r\n\r\n",
+                "200",
+                HEALTH_BODY,
+            ),
+            (
+                "GET / HTTP/1.1\r\nHost: x\r\n\r\n",
+                "426",
+                "open a WebSocket",
+            ),
+        ] {
+            let mut ws = layer(1024);
+            accept(&mut ws);
+            bytes(&mut ws, 0, request.as_bytes());
+            let (out, closed) = sent(&outputs(&mut ws));
+            let text = String::from_utf8(out).unwrap();
+            assert!(text.starts_with(&format!("HTTP/1.1 {status} ")), "{text}");
+            assert!(text.contains("connection: close\r\n") && text.contains(body));
+            assert!(closed);
+            assert!(ws.machine().heard.is_empty());
+        }
+    }
+
+    #[test]
+    fn a_refused_upgrade_is_answered_with_its_status_and_connection_close_and_never_opened() {
+        let mut ws = Ws::new(
+            Script {
+                refuse: true,
+                ..Script::default()
+            },
+            WsConfig::new(1024),
+        );
+        accept(&mut ws);
+        bytes(&mut ws, 0, UPGRADE.as_bytes());
+        let (out, closed) = sent(&outputs(&mut ws));
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.starts_with("HTTP/1.1 429 ") && text.contains("connection: close\r\n"));
+        assert!(text.ends_with("too many"));
+        assert!(closed);
+        assert!(ws.machine().heard.is_empty());
+        assert_eq!(ws.stats().refused, 1);
+    }
+
+    #[test]
+    fn a_request_head_not_whole_within_the_handshake_timeout_is_dropped() {
+        let mut ws = layer(1024);
+        accept(&mut ws);
+        bytes(&mut ws, 0, b"GET / HTTP/1.1\r\n");
+        let due = ws.poll_timeout().unwrap().at;
+        assert_eq!(due, at(0).saturating_add(HANDSHAKE_TIMEOUT));
+        ws.handle_timeout(due);
+        assert!(matches!(outputs(&mut ws)[..], [Effect::Close { conn: C }]));
+        assert_eq!(ws.stats().bad_heads, 1);
+        // A head past the limit is dropped at once.
+        let mut ws = layer(1024);
+        accept(&mut ws);
+        bytes(&mut ws, 0, &vec![b'a'; MAX_HEAD_BYTES + 1]);
+        assert!(matches!(outputs(&mut ws)[..], [Effect::Close { conn: C }]));
+    }
+
+    #[test]
+    fn connections_past_the_pending_head_cap_are_shut_at_once() {
+        let mut ws = layer(1024);
+        let peer = Peer {
+            listener: 0,
+            remote: Remote::Tcp("127.0.0.1:5000".parse().unwrap()),
+        };
+        for n in 0..MAX_PENDING_HEADS as u64 {
+            ws.handle(
+                at(0),
+                WsInput::Accepted {
+                    conn: ConnId(100 + n),
+                    peer: peer.clone(),
+                },
+            );
+        }
+        assert!(outputs(&mut ws).is_empty());
+        accept(&mut ws);
+        assert!(matches!(outputs(&mut ws)[..], [Effect::Close { conn: C }]));
+        // One that finishes its head makes room.
+        ws.handle(at(1), WsInput::Closed { conn: C });
+        ws.handle(at(1), WsInput::Closed { conn: ConnId(100) });
+        accept(&mut ws);
+        bytes(&mut ws, 2, UPGRADE.as_bytes());
+        assert_eq!(ws.machine().heard, [Heard::Opened(C)]);
+    }
+
+    #[test]
+    fn a_message_past_the_limit_closes_the_socket_1009_and_the_machine_hears_the_close() {
+        let mut ws = Ws::new(Script::default(), WsConfig::new(16));
+        accept(&mut ws);
+        bytes(&mut ws, 0, UPGRADE.as_bytes());
+        outputs(&mut ws);
+        let mut peer = client();
+        let frame = frame_bytes(&mut peer, Message::text("x".repeat(100)));
+        bytes(&mut ws, 1, &frame);
+        let (out, closed) = sent(&outputs(&mut ws));
+        assert!(closed);
+        peer.get_mut().inbound.extend(out);
+        match peer.read().unwrap() {
+            Message::Close(Some(f)) => assert_eq!(f.code, CloseCode::Size),
+            other => panic!("expected a close frame, got {other:?}"),
+        }
+        assert_eq!(ws.machine().heard.last(), Some(&Heard::Closed(C)));
+        assert_eq!(ws.stats().protocol_errors, 1);
+    }
+
+    #[test]
+    fn pings_are_answered_by_the_layer_and_reported_to_the_machine() {
+        let mut ws = open();
+        let mut peer = client();
+        let frame = frame_bytes(&mut peer, Message::Ping(b"p".to_vec().into()));
+        bytes(&mut ws, 1, &frame);
+        let (out, _) = sent(&outputs(&mut ws));
+        peer.get_mut().inbound.extend(out);
+        assert_eq!(peer.read().unwrap(), Message::Pong(b"p".to_vec().into()));
+        assert_eq!(
+            ws.machine().heard.last(),
+            Some(&Heard::Frame(C, Frame::Ping))
+        );
+    }
+
+    #[test]
+    fn a_socket_the_machine_closes_is_shut_after_the_grace_and_never_reported_closed_to_it() {
+        let mut ws = open();
+        ws.handle(
+            at(10),
+            WsInput::App(In::Do(WsEffect::Close {
+                conn: C,
+                code: 1008,
+                reason: "rate".into(),
+            })),
+        );
+        let (out, closed) = sent(&outputs(&mut ws));
+        assert!(
+            !closed,
+            "the close frame first, then the grace for its answer"
+        );
+        let mut peer = client();
+        peer.get_mut().inbound.extend(out);
+        match peer.read().unwrap() {
+            Message::Close(Some(f)) => assert_eq!(u16::from(f.code), 1008),
+            other => panic!("expected a close frame, got {other:?}"),
+        }
+        // Frames after the close go nowhere.
+        let late = frame_bytes(&mut client(), Message::text("late"));
+        bytes(&mut ws, 11, &late);
+        let due = ws.poll_timeout().unwrap().at;
+        assert_eq!(due, at(10).saturating_add(CLOSE_GRACE));
+        ws.handle_timeout(due);
+        assert!(matches!(outputs(&mut ws)[..], [Effect::Close { conn: C }]));
+        ws.handle(due, WsInput::Closed { conn: C });
+        assert_eq!(ws.machine().heard, [Heard::Opened(C)]);
+    }
+
+    #[test]
+    fn a_close_frame_from_the_other_side_is_answered_and_reported_once() {
+        let mut ws = open();
+        let mut peer = client();
+        peer.close(None).unwrap();
+        let frame = std::mem::take(&mut peer.get_mut().outbound);
+        bytes(&mut ws, 1, &frame);
+        let (out, closed) = sent(&outputs(&mut ws));
+        assert!(closed && !out.is_empty(), "the answering close goes out");
+        ws.handle(at(2), WsInput::Closed { conn: C });
+        assert_eq!(ws.machine().heard, [Heard::Opened(C), Heard::Closed(C)]);
+    }
+
+    const URL: &str = "ws://127.0.0.1:9/room";
+
+    /// Starts a dial and returns the request the layer sent.
+    fn dial(ws: &mut Ws<Script>) -> String {
+        ws.handle(
+            at(0),
+            WsInput::Dialled {
+                conn: C,
+                target: URL.into(),
+            },
+        );
+        let (out, closed) = sent(&outputs(ws));
+        assert!(!closed);
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn a_dial_answered_101_opens_and_the_machine_hears_it_with_the_frames_that_came_along() {
+        let mut ws = layer(1024);
+        let request = dial(&mut ws);
+        assert!(request.starts_with("GET /room HTTP/1.1\r\n"), "{request}");
+        assert!(
+            ws.machine().heard.is_empty(),
+            "not open before the handshake"
+        );
+        let key = request
+            .split("\r\n")
+            .find_map(|l| l.strip_prefix("Sec-WebSocket-Key: "))
+            .unwrap();
+        let mut response = format!(
+            "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: {}\r\n\r\n",
+            derive_accept_key(key.as_bytes())
+        )
+        .into_bytes();
+        let mut server = WebSocket::from_raw_socket(Pipe::default(), Role::Server, None);
+        response.extend(frame_bytes(&mut server, Message::text("welcome")));
+        bytes(&mut ws, 1, &response);
+        assert_eq!(
+            ws.machine().heard,
+            [
+                Heard::Dialled(C, URL.into()),
+                Heard::Frame(C, Frame::Text("welcome".into()))
+            ]
+        );
+    }
+
+    #[test]
+    fn a_dial_whose_answer_never_comes_fails_after_the_handshake_timeout() {
+        let mut ws = layer(1024);
+        dial(&mut ws);
+        let due = ws.poll_timeout().unwrap().at;
+        assert_eq!(due, at(0).saturating_add(HANDSHAKE_TIMEOUT));
+        ws.handle_timeout(due);
+        assert!(matches!(outputs(&mut ws)[..], [Effect::Close { conn: C }]));
+        assert_eq!(ws.machine().heard, [Heard::DialFailed(URL.into())]);
+        // The transport's close that follows is not a second failure.
+        ws.handle(due, WsInput::Closed { conn: C });
+        assert_eq!(ws.machine().heard.len(), 1);
+    }
+
+    #[test]
+    fn a_dial_answered_with_anything_but_101_fails() {
+        let mut ws = layer(1024);
+        dial(&mut ws);
+        bytes(
+            &mut ws,
+            1,
+            b"HTTP/1.1 426 Upgrade Required\r\ncontent-length: 0\r\n\r\n",
+        );
+        assert!(matches!(outputs(&mut ws)[..], [Effect::Close { conn: C }]));
+        assert_eq!(ws.machine().heard, [Heard::DialFailed(URL.into())]);
+        assert_eq!(ws.stats().handshakes_failed, 1);
+    }
+
+    #[test]
+    fn a_url_names_its_endpoint_with_the_scheme_default_port() {
+        assert_eq!(
+            endpoint("wss://127.0.0.1/x"),
+            Some(Endpoint::Tcp("127.0.0.1:443".parse().unwrap()))
+        );
+        assert_eq!(
+            endpoint("ws://[::1]:8787"),
+            Some(Endpoint::Tcp("[::1]:8787".parse().unwrap()))
+        );
+        assert_eq!(endpoint("http://127.0.0.1/"), None);
+    }
+}

@@ -1,0 +1,487 @@
+//! The same Minca run over each runtime adapter (smol, tokio, blocking): `weft relay`'s machine
+//! on real loopback sockets through the WebSocket layer, and two relay clients on the same
+//! adapter, each a host of its own, that join one room; one publishes, the other hears the blob
+//! (Minca 04 Network §1.1, §1.4, §2.1). Then `wss://`: a client dialling through a TLS front
+//! trusted by a private authority hears a client on `ws://`, and one that trusts only the default
+//! roots fails its dial.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::{Arc, mpsc};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use chacha20::ChaCha20Rng;
+use rand_core::SeedableRng;
+use weft_drivers::host::{Commander, Commands, Endpoint, Hooks, Host, HostMachine, Listener};
+use weft_drivers::minca::relay::{RelayOptions, relay_host};
+use weft_drivers::minca::relay_client::{client_config, node_host};
+use weft_drivers::ws::{WsConfig, WsInput, WsStats};
+use weft_proto::crypto::default_provider;
+use weft_proto::minca::relay_client::{ClientConfig, Input, Output, RelayClient, RelayState};
+use weft_proto::minca::relay_url::RelayUrl;
+use weft_proto::minca::relay_wire::{Blob, Topic};
+
+const TOPIC: &str = "wXBid3pUqrPtazKRrLpWmkZp2Yo78jdDlSUx_3PweR0";
+
+/// A host running on some adapter's thread; stopping it hands the host back.
+struct Running<T> {
+    stop: Box<dyn FnOnce()>,
+    thread: thread::JoinHandle<std::io::Result<T>>,
+}
+
+impl<T> Running<T> {
+    fn stop(self) -> T {
+        (self.stop)();
+        self.thread.join().unwrap().unwrap()
+    }
+}
+
+/// How an adapter runs a host (built on its own thread by `make`) over `listeners`, fed the
+/// application's `commands` when given.
+trait Adapter {
+    fn spawn<M, H>(
+        make: impl FnOnce() -> Host<M, H> + Send + 'static,
+        listeners: Vec<Listener>,
+        commands: Option<Commands<M::Input>>,
+    ) -> Running<Host<M, H>>
+    where
+        M: HostMachine + 'static,
+        M::Input: Send,
+        H: Hooks<M> + 'static,
+        Host<M, H>: Send;
+}
+
+struct Smol;
+impl Adapter for Smol {
+    fn spawn<M, H>(
+        make: impl FnOnce() -> Host<M, H> + Send + 'static,
+        listeners: Vec<Listener>,
+        commands: Option<Commands<M::Input>>,
+    ) -> Running<Host<M, H>>
+    where
+        M: HostMachine + 'static,
+        M::Input: Send,
+        H: Hooks<M> + 'static,
+        Host<M, H>: Send,
+    {
+        let (stop, stopped) = smol::channel::bounded::<()>(1);
+        let thread = thread::spawn(move || {
+            let mut host = make();
+            let run = async {
+                match &commands {
+                    Some(c) => weft_drivers::smol::run_commanded(&mut host, listeners, c).await,
+                    None => weft_drivers::smol::run(&mut host, listeners).await,
+                }
+            };
+            smol::block_on(smol::future::or(run, async move {
+                let _ = stopped.recv().await;
+                Ok(())
+            }))?;
+            Ok(host)
+        });
+        Running {
+            stop: Box::new(move || stop.send_blocking(()).unwrap()),
+            thread,
+        }
+    }
+}
+
+#[cfg(feature = "tokio")]
+struct Tokio;
+#[cfg(feature = "tokio")]
+impl Adapter for Tokio {
+    fn spawn<M, H>(
+        make: impl FnOnce() -> Host<M, H> + Send + 'static,
+        listeners: Vec<Listener>,
+        commands: Option<Commands<M::Input>>,
+    ) -> Running<Host<M, H>>
+    where
+        M: HostMachine + 'static,
+        M::Input: Send,
+        H: Hooks<M> + 'static,
+        Host<M, H>: Send,
+    {
+        let (stop, stopped) = smol::channel::bounded::<()>(1);
+        let thread = thread::spawn(move || {
+            let mut host = make();
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            let run = async {
+                match &commands {
+                    Some(c) => weft_drivers::tokio::run_commanded(&mut host, listeners, c).await,
+                    None => weft_drivers::tokio::run(&mut host, listeners).await,
+                }
+            };
+            runtime.block_on(smol::future::or(run, async move {
+                let _ = stopped.recv().await;
+                Ok(())
+            }))?;
+            Ok(host)
+        });
+        Running {
+            stop: Box::new(move || stop.send_blocking(()).unwrap()),
+            thread,
+        }
+    }
+}
+
+struct Blocking;
+impl Adapter for Blocking {
+    fn spawn<M, H>(
+        make: impl FnOnce() -> Host<M, H> + Send + 'static,
+        listeners: Vec<Listener>,
+        commands: Option<Commands<M::Input>>,
+    ) -> Running<Host<M, H>>
+    where
+        M: HostMachine + 'static,
+        M::Input: Send,
+        H: Hooks<M> + 'static,
+        Host<M, H>: Send,
+    {
+        let (stopper, stopped) = weft_drivers::blocking::stop_signal().unwrap();
+        let thread = thread::spawn(move || {
+            let mut host = make();
+            match &commands {
+                Some(c) => {
+                    weft_drivers::blocking::run_commanded(&mut host, listeners, c, &stopped)?
+                }
+                None => weft_drivers::blocking::run(&mut host, listeners, &stopped)?,
+            }
+            Ok(host)
+        });
+        Running {
+            stop: Box::new(move || stopper.stop()),
+            thread,
+        }
+    }
+}
+
+type ClientInput = WsInput<weft_drivers::minca::relay_client::Dial, Input>;
+
+/// A relay client on adapter `A`: its commander, and what it delivers.
+struct Client {
+    commands: Commander<ClientInput>,
+    heard: mpsc::Receiver<Output>,
+    /// Stops the client's host and hands back what its WebSocket layer counted.
+    running: Box<dyn FnOnce() -> WsStats>,
+}
+
+impl Client {
+    fn start<A: Adapter>(relay: &RelayUrl, seed: u64) -> Self {
+        Self::start_with::<A>(relay, seed, client_config())
+    }
+
+    fn start_with<A: Adapter>(relay: &RelayUrl, seed: u64, ws: WsConfig) -> Self {
+        let (commander, commands) = weft_drivers::host::commands().unwrap();
+        let (heard_tx, heard) = mpsc::channel();
+        let config = ClientConfig {
+            relays: vec![relay.clone()],
+        };
+        let running = A::spawn(
+            move || {
+                let client =
+                    RelayClient::new(config, default_provider(), ChaCha20Rng::seed_from_u64(seed));
+                node_host(client, ws, move |o| {
+                    let _ = heard_tx.send(o);
+                })
+            },
+            Vec::new(),
+            Some(commands),
+        );
+        Self {
+            commands: commander,
+            heard,
+            running: Box::new(move || running.stop().machine().stats()),
+        }
+    }
+
+    fn send(&self, input: Input) {
+        self.commands.send(WsInput::App(input)).unwrap();
+    }
+
+    /// Waits up to `within` for a delivery `pick` accepts.
+    fn hear<T>(&self, within: Duration, mut pick: impl FnMut(Output) -> Option<T>) -> Option<T> {
+        let end = Instant::now() + within;
+        while let Some(left) = end.checked_duration_since(Instant::now()) {
+            match self.heard.recv_timeout(left) {
+                Ok(o) => {
+                    if let Some(t) = pick(o) {
+                        return Some(t);
+                    }
+                }
+                Err(_) => return None,
+            }
+        }
+        None
+    }
+}
+
+/// The scenario every adapter must pass.
+fn a_blob_published_in_a_room_reaches_the_other_client<A: Adapter>() {
+    let listener = Listener::bind(&Endpoint::Tcp("127.0.0.1:0".parse().unwrap())).unwrap();
+    let Endpoint::Tcp(addr) = listener.endpoint().unwrap() else {
+        unreachable!("a TCP listener has a TCP address")
+    };
+    let options = RelayOptions {
+        listen: addr,
+        trust_proxy: false,
+        turn: None,
+    };
+    let relay = A::spawn(move || relay_host(&options), vec![listener], None);
+    let url = RelayUrl::parse(&format!("ws://{addr}/")).unwrap();
+    let topic = Topic::parse(TOPIC).unwrap();
+
+    let watcher = Client::start::<A>(&url, 1);
+    let publisher = Client::start::<A>(&url, 2);
+    for client in [&watcher, &publisher] {
+        client.send(Input::Join {
+            topic: topic.clone(),
+            relays: Vec::new(),
+        });
+        let reachable = client.hear(Duration::from_secs(10), |o| {
+            matches!(o, Output::Reachable(true)).then_some(())
+        });
+        assert!(reachable.is_some(), "the relay answers within 10 s");
+    }
+
+    // A publish with ttl 0 reaches watchers only; the watcher's watch went out on open, so the
+    // publisher repeats until it is heard (a watch may still be in flight on a slow machine).
+    let blob = Blob::parse("AZ3k").unwrap();
+    let mut got = None;
+    for _ in 0..50 {
+        publisher.send(Input::Publish {
+            topic: topic.clone(),
+            blob: blob.clone(),
+        });
+        got = watcher.hear(Duration::from_millis(200), |o| match o {
+            Output::Blob { topic, blob, .. } => Some((topic, blob)),
+            _ => None,
+        });
+        if got.is_some() {
+            break;
+        }
+    }
+    assert_eq!(got, Some((topic.clone(), blob)));
+
+    (publisher.running)();
+    (watcher.running)();
+    let relay = relay.stop();
+    let stats = relay.machine().machine().server.stats();
+    assert!(stats.delivered >= 1, "{stats:?}");
+    assert!(relay.machine().stats().accepted >= 2);
+}
+
+#[test]
+fn a_blob_published_in_a_room_reaches_the_other_client_over_the_smol_adapter() {
+    a_blob_published_in_a_room_reaches_the_other_client::<Smol>();
+}
+
+#[cfg(feature = "tokio")]
+#[test]
+fn a_blob_published_in_a_room_reaches_the_other_client_over_the_tokio_adapter() {
+    a_blob_published_in_a_room_reaches_the_other_client::<Tokio>();
+}
+
+#[test]
+fn a_blob_published_in_a_room_reaches_the_other_client_over_the_blocking_adapter() {
+    a_blob_published_in_a_room_reaches_the_other_client::<Blocking>();
+}
+
+/// A test certificate authority and a certificate it issued for 127.0.0.1, with its key.
+struct Pki {
+    ca_pem: String,
+    chain: Vec<rustls::pki_types::CertificateDer<'static>>,
+    key: rustls::pki_types::PrivateKeyDer<'static>,
+}
+
+fn pki() -> Pki {
+    use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
+    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = CertifiedIssuer::self_signed(ca, KeyPair::generate().unwrap()).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let leaf = CertificateParams::new(vec!["127.0.0.1".to_string()])
+        .unwrap()
+        .signed_by(&key, &ca)
+        .unwrap();
+    Pki {
+        ca_pem: ca.pem(),
+        chain: vec![leaf.der().clone()],
+        key: rustls::pki_types::PrivatePkcs8KeyDer::from(key.serialize_der()).into(),
+    }
+}
+
+/// A TLS front for `relay` on an ephemeral loopback port, the way a relay is deployed behind a
+/// terminating proxy: each connection's TLS is ended here and its bytes go on to the relay.
+fn tls_front(relay: SocketAddr, pki: &Pki) -> SocketAddr {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(pki.chain.clone(), pki.key.clone_key())
+        .unwrap();
+    let config = Arc::new(config);
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    thread::spawn(move || {
+        for client in listener.incoming().flatten() {
+            let config = config.clone();
+            thread::spawn(move || splice(client, relay, config));
+        }
+    });
+    addr
+}
+
+/// Moves bytes between a TLS client and the relay until either side ends.
+fn splice(mut client: TcpStream, relay: SocketAddr, config: Arc<rustls::ServerConfig>) {
+    let Ok(mut back) = TcpStream::connect(relay) else {
+        return;
+    };
+    let Ok(mut tls) = rustls::ServerConnection::new(config) else {
+        return;
+    };
+    let tick = Some(Duration::from_millis(2));
+    if client.set_read_timeout(tick).is_err() || back.set_read_timeout(tick).is_err() {
+        return;
+    }
+    let quiet = |e: &std::io::Error| {
+        matches!(
+            e.kind(),
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+        )
+    };
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        match tls.read_tls(&mut client) {
+            Ok(0) => return,
+            Ok(_) => {
+                if tls.process_new_packets().is_err() {
+                    let _ = tls.write_tls(&mut client);
+                    return;
+                }
+            }
+            Err(e) if quiet(&e) => {}
+            Err(_) => return,
+        }
+        loop {
+            match tls.reader().read(&mut buf) {
+                Ok(0) => return,
+                Ok(n) => {
+                    if back.write_all(&buf[..n]).is_err() {
+                        return;
+                    }
+                }
+                Err(_) => break,
+            }
+        }
+        match back.read(&mut buf) {
+            Ok(0) => return,
+            Ok(n) => {
+                if tls.writer().write_all(&buf[..n]).is_err() {
+                    return;
+                }
+            }
+            Err(e) if quiet(&e) => {}
+            Err(_) => return,
+        }
+        while tls.wants_write() {
+            if tls.write_tls(&mut client).is_err() {
+                return;
+            }
+        }
+    }
+}
+
+#[test]
+fn a_client_dialling_wss_through_a_tls_front_hears_a_blob_from_a_client_on_ws() {
+    let listener = Listener::bind(&Endpoint::Tcp("127.0.0.1:0".parse().unwrap())).unwrap();
+    let Endpoint::Tcp(addr) = listener.endpoint().unwrap() else {
+        unreachable!("a TCP listener has a TCP address")
+    };
+    let options = RelayOptions {
+        listen: addr,
+        trust_proxy: false,
+        turn: None,
+    };
+    let relay = Blocking::spawn(move || relay_host(&options), vec![listener], None);
+    let pki = pki();
+    let front = tls_front(addr, &pki);
+    let ca_file = std::env::temp_dir().join(format!("weft-ws-ca-{}.pem", std::process::id()));
+    std::fs::write(&ca_file, &pki.ca_pem).unwrap();
+    let trusting = client_config().with_ca_file(&ca_file).unwrap();
+
+    let topic = Topic::parse(TOPIC).unwrap();
+    let secure = RelayUrl::parse(&format!("wss://{front}/")).unwrap();
+    let plain = RelayUrl::parse(&format!("ws://{addr}/")).unwrap();
+    let watcher = Client::start_with::<Blocking>(&secure, 3, trusting);
+    let publisher = Client::start::<Blocking>(&plain, 4);
+    for client in [&watcher, &publisher] {
+        client.send(Input::Join {
+            topic: topic.clone(),
+            relays: Vec::new(),
+        });
+        let reachable = client.hear(Duration::from_secs(10), |o| {
+            matches!(o, Output::Reachable(true)).then_some(())
+        });
+        assert!(reachable.is_some(), "the relay answers within 10 s");
+    }
+    let blob = Blob::parse("AQID").unwrap();
+    let mut got = None;
+    for _ in 0..50 {
+        publisher.send(Input::Publish {
+            topic: topic.clone(),
+            blob: blob.clone(),
+        });
+        got = watcher.hear(Duration::from_millis(200), |o| match o {
+            Output::Blob { blob, .. } => Some(blob),
+            _ => None,
+        });
+        if got.is_some() {
+            break;
+        }
+    }
+    assert_eq!(got, Some(blob));
+    (publisher.running)();
+    let stats = (watcher.running)();
+    assert_eq!(stats.handshakes_failed, 0, "{stats:?}");
+    let _ = std::fs::remove_file(&ca_file);
+    relay.stop();
+}
+
+#[test]
+fn a_wss_dial_to_a_certificate_no_trusted_root_vouches_for_fails_and_is_never_reachable() {
+    let listener = Listener::bind(&Endpoint::Tcp("127.0.0.1:0".parse().unwrap())).unwrap();
+    let Endpoint::Tcp(addr) = listener.endpoint().unwrap() else {
+        unreachable!("a TCP listener has a TCP address")
+    };
+    let options = RelayOptions {
+        listen: addr,
+        trust_proxy: false,
+        turn: None,
+    };
+    let relay = Blocking::spawn(move || relay_host(&options), vec![listener], None);
+    let front = tls_front(addr, &pki());
+    let secure = RelayUrl::parse(&format!("wss://{front}/")).unwrap();
+    // The default roots (Mozilla's) do not include the test authority.
+    let client = Client::start::<Blocking>(&secure, 5);
+    client.send(Input::Join {
+        topic: Topic::parse(TOPIC).unwrap(),
+        relays: Vec::new(),
+    });
+    let failed = client.hear(Duration::from_secs(10), |o| match o {
+        Output::Reachable(true) => panic!("reachable through an untrusted certificate"),
+        Output::RelayState {
+            state: RelayState::Waiting { failures, .. },
+            ..
+        } if failures >= 1 => Some(()),
+        _ => None,
+    });
+    assert!(failed.is_some(), "the dial fails within 10 s");
+    let stats = (client.running)();
+    assert!(stats.handshakes_failed >= 1, "{stats:?}");
+    let relay = relay.stop();
+    assert_eq!(relay.machine().stats().accepted, 0);
+}
