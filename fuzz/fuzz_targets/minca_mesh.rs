@@ -100,7 +100,7 @@ fn note(i: u8) -> String {
         exp: T0 / 1000 + 3600,
         nbf: None,
     };
-    Es256Notes::new(default_provider()).issue(root, &claims).unwrap()
+    Es256Notes::new(memo_crypto::provider()).issue(root, &claims).unwrap()
 }
 
 fn read_key(i: u8) -> HeldReadKey {
