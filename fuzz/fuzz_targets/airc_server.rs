@@ -27,7 +27,14 @@ enum Op {
     Admin { conn: u8 },
 }
 
-const NAMES: [&str; 6] = ["alice/x", "bob/y", "//r.example/bob/y", "//p.example/z/w", "bob/", "_resolver"];
+const NAMES: [&str; 6] = [
+    "alice/x",
+    "bob/y",
+    "//r.example/bob/y",
+    "//p.example/z/w",
+    "bob/",
+    "_resolver",
+];
 
 fn pick(choices: &[&'static str], i: u8) -> &'static str {
     choices[i as usize % choices.len()]
@@ -47,16 +54,22 @@ fn frame(kind: u8, a: u8, b: u8) -> serde_json::Value {
             json!({"t":"ack","id":format!("m{}", a % 8),"status":status,"reason":reason})
         }
         4 => json!({"t":"ping","n":a}),
-        6 => json!({"t":"subscribe","kinds": [pick(&["msg","link.offer","passport","peer.up","x"], a)]}),
+        6 => {
+            json!({"t":"subscribe","kinds": [pick(&["msg","link.offer","passport","peer.up","x"], a)]})
+        }
         7 => json!({"t":"passport","op":"new","as":name(a),"uses": u64::from(b),"to": name(b)}),
         8 => json!({"t":"passport","op":pick(&["redeem","list","revoke","bogus"], a),"as":name(b),
                     "passport": pick(&["airc-passport:1;i=r.example;t=AAAA", "P0000000a", "{}", "x#airc-passport:2;"], b),
                     "and_links": a % 2 == 0}),
-        9 => json!({"t":"msg","id":format!("m{}", a % 8),"from":name(b),"to":"//r.example/_passport",
+        9 => {
+            json!({"t":"msg","id":format!("m{}", a % 8),"from":name(b),"to":"//r.example/_passport",
                     "type":"application/airc-passport+json","ts":1_790_380_000.5,
-                    "body": if a % 2 == 0 { r#"{"action":"redeem","token":"AAAA"}"# } else { "{" }}),
-        10 => json!({"t":"link","op":pick(&["offer","accept","decline","revoke","list"], a),"as":name(a),
-                     "peer":name(b),"id":format!("L0000000{}", b % 8)}),
+                    "body": if a % 2 == 0 { r#"{"action":"redeem","token":"AAAA"}"# } else { "{" }})
+        }
+        10 => {
+            json!({"t":"link","op":pick(&["offer","accept","decline","revoke","list"], a),"as":name(a),
+                     "peer":name(b),"id":format!("L0000000{}", b % 8)})
+        }
         _ => json!({"t":"welcome","realm":"p.example","proto":"airc/0.1"}),
     }
 }
@@ -64,34 +77,59 @@ fn frame(kind: u8, a: u8, b: u8) -> serde_json::Value {
 fuzz_target!(|ops: Vec<Op>| {
     let mut config = ServerConfig::new(Authority::parse("r.example").unwrap());
     config.known_namespaces = vec![Namespace::parse("bob").unwrap()];
-    let mut server = Server::new(config, weft_proto::crypto::default_provider(), ChaCha20Rng::seed_from_u64(0));
+    let mut server = Server::new(
+        config,
+        weft_proto::crypto::default_provider(),
+        ChaCha20Rng::seed_from_u64(0),
+    );
     let mut now = Timestamp::from_secs(1_790_380_000);
     for op in ops.into_iter().take(256) {
         let input = match op {
             Op::Open { conn, peer } => {
                 let face = if peer { Face::Peer } else { Face::Client };
                 let namespaces = vec![Namespace::parse("alice").unwrap()];
-                Some(Input::Opened { conn: ConnId(conn.into()), face, namespaces })
+                Some(Input::Opened {
+                    conn: ConnId(conn.into()),
+                    face,
+                    namespaces,
+                })
             }
-            Op::Bytes { conn, data } => Some(Input::Received { conn: ConnId(conn.into()), bytes: data }),
+            Op::Bytes { conn, data } => Some(Input::Received {
+                conn: ConnId(conn.into()),
+                bytes: data,
+            }),
             Op::Frame { conn, kind, a, b } => {
                 let mut bytes = serde_json::to_vec(&frame(kind, a, b)).unwrap();
                 bytes.push(b'\n');
-                Some(Input::Received { conn: ConnId(conn.into()), bytes })
+                Some(Input::Received {
+                    conn: ConnId(conn.into()),
+                    bytes,
+                })
             }
-            Op::Close { conn } => Some(Input::Closed { conn: ConnId(conn.into()) }),
-            Op::Dialled { conn } => {
-                Some(Input::Dialled { conn: ConnId(conn.into()), authority: Authority::parse("p.example").unwrap() })
-            }
-            Op::DialFailed => Some(Input::DialFailed { authority: Authority::parse("p.example").unwrap() }),
-            Op::Admin { conn } => Some(Input::Administrator { conn: ConnId(conn.into()) }),
+            Op::Close { conn } => Some(Input::Closed {
+                conn: ConnId(conn.into()),
+            }),
+            Op::Dialled { conn } => Some(Input::Dialled {
+                conn: ConnId(conn.into()),
+                authority: Authority::parse("p.example").unwrap(),
+            }),
+            Op::DialFailed => Some(Input::DialFailed {
+                authority: Authority::parse("p.example").unwrap(),
+            }),
+            Op::Admin { conn } => Some(Input::Administrator {
+                conn: ConnId(conn.into()),
+            }),
             Op::Advance { ms } => {
                 now = now + std::time::Duration::from_millis(ms.into());
                 while server.poll_timeout().is_some_and(|w| w.at <= now) {
                     server.handle_timeout(now);
                     while server.poll().is_some() {}
                     if let Some(after) = server.poll_timeout() {
-                        assert!(after.at > now, "deadline does not advance: {}", after.reason);
+                        assert!(
+                            after.at > now,
+                            "deadline does not advance: {}",
+                            after.reason
+                        );
                     }
                 }
                 None

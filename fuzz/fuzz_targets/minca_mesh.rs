@@ -35,22 +35,68 @@ use weft_proto::minca::space_access::{HeldReadKey, MemorySpace};
 
 #[derive(Arbitrary, Debug)]
 enum Op {
-    Join { room: u8, kind: u8 },
-    Leave { room: u8 },
-    PeerInRoom { room: u8, peer: u8 },
-    RelaySignal { room: u8, peer: u8, offer: bool },
-    LocalDescription { conn: u8 },
-    Opened { conn: u8, bound: bool },
-    Closed { conn: u8 },
-    Bytes { conn: u8, data: Vec<u8> },
-    Frame { conn: u8, room: u8, kind: u8, a: u8, b: u8 },
-    LetGo { room: u8, peer: u8 },
-    FormerMember { room: u8, peer: u8 },
-    AccessChanged { room: u8 },
+    Join {
+        room: u8,
+        kind: u8,
+    },
+    Leave {
+        room: u8,
+    },
+    PeerInRoom {
+        room: u8,
+        peer: u8,
+    },
+    RelaySignal {
+        room: u8,
+        peer: u8,
+        offer: bool,
+    },
+    LocalDescription {
+        conn: u8,
+    },
+    Opened {
+        conn: u8,
+        bound: bool,
+    },
+    Closed {
+        conn: u8,
+    },
+    Bytes {
+        conn: u8,
+        data: Vec<u8>,
+    },
+    Frame {
+        conn: u8,
+        room: u8,
+        kind: u8,
+        a: u8,
+        b: u8,
+    },
+    LetGo {
+        room: u8,
+        peer: u8,
+    },
+    FormerMember {
+        room: u8,
+        peer: u8,
+    },
+    AccessChanged {
+        room: u8,
+    },
     /// Changes the history of the private space every real read access shares.
-    History { key: bool, remove: u8 },
-    Send { room: u8, peer: Option<u8>, kind: u8, big: bool },
-    Advance { ms: u32 },
+    History {
+        key: bool,
+        remove: u8,
+    },
+    Send {
+        room: u8,
+        peer: Option<u8>,
+        kind: u8,
+        big: bool,
+    },
+    Advance {
+        ms: u32,
+    },
 }
 
 const ROOMS: [&str; 3] = ["r0", "r1", "r2"];
@@ -100,12 +146,18 @@ fn note(i: u8) -> String {
         exp: T0 / 1000 + 3600,
         nbf: None,
     };
-    Es256Notes::new(memo_crypto::provider()).issue(root, &claims).unwrap()
+    Es256Notes::new(memo_crypto::provider())
+        .issue(root, &claims)
+        .unwrap()
 }
 
 fn read_key(i: u8) -> HeldReadKey {
     let (secret, did) = peers()[usize::from(i) % peers().len()].clone();
-    HeldReadKey { did, secret: Some(secret), seal_key: Some([i; 32]) }
+    HeldReadKey {
+        did,
+        secret: Some(secret),
+        seal_key: Some([i; 32]),
+    }
 }
 
 /// The private space the real read accesses share, behind a lock the target changes.
@@ -114,13 +166,27 @@ type Shared = std::sync::Arc<std::sync::Mutex<MemorySpace>>;
 struct SharedSpace(Shared);
 
 impl weft_proto::minca::space_access::SpaceAccess for SharedSpace {
-    fn space_id(&self) -> String { self.0.lock().unwrap().space_id() }
-    fn is_private(&self) -> bool { self.0.lock().unwrap().is_private() }
-    fn current_read_key(&self) -> Option<String> { self.0.lock().unwrap().current_read_key() }
-    fn held_read_keys(&self) -> Vec<HeldReadKey> { self.0.lock().unwrap().held_read_keys() }
-    fn new_key_due(&self) -> bool { self.0.lock().unwrap().new_key_due() }
-    fn is_reader(&self, a: &str) -> bool { self.0.lock().unwrap().is_reader(a) }
-    fn is_former_member(&self, a: &str) -> bool { self.0.lock().unwrap().is_former_member(a) }
+    fn space_id(&self) -> String {
+        self.0.lock().unwrap().space_id()
+    }
+    fn is_private(&self) -> bool {
+        self.0.lock().unwrap().is_private()
+    }
+    fn current_read_key(&self) -> Option<String> {
+        self.0.lock().unwrap().current_read_key()
+    }
+    fn held_read_keys(&self) -> Vec<HeldReadKey> {
+        self.0.lock().unwrap().held_read_keys()
+    }
+    fn new_key_due(&self) -> bool {
+        self.0.lock().unwrap().new_key_due()
+    }
+    fn is_reader(&self, a: &str) -> bool {
+        self.0.lock().unwrap().is_reader(a)
+    }
+    fn is_former_member(&self, a: &str) -> bool {
+        self.0.lock().unwrap().is_former_member(a)
+    }
 }
 
 fn frame(room: &str, kind: u8, a: u8, b: u8, now: u64) -> Frame {
@@ -128,13 +194,29 @@ fn frame(room: &str, kind: u8, a: u8, b: u8, now: u64) -> Frame {
     let peer = |i: u8| &p[i as usize % p.len()];
     let (kind, payload) = match kind % 9 {
         0 => ("__auth-hello", json!({"nonce": format!("n{a}")})),
-        1 => ("__auth-proof", json!({"sig": "A".repeat(usize::from(a) % 90), "read": b.to_string()})),
+        1 => (
+            "__auth-proof",
+            json!({"sig": "A".repeat(usize::from(a) % 90), "read": b.to_string()}),
+        ),
         2 => ("__peers", json!([peer(a).1, peer(b).1, "nonsense", 7])),
         3 => {
             let (k, origin) = peer(a);
-            let kind = if b % 2 == 0 { SignalKind::Offer } else { SignalKind::Answer };
+            let kind = if b % 2 == 0 {
+                SignalKind::Offer
+            } else {
+                SignalKind::Answer
+            };
             let at = now.saturating_sub(u64::from(b) * 1000);
-            let s = Signal::new(memo_crypto::provider(), k, room, origin, &peer(b).1, kind, "v=0", at);
+            let s = Signal::new(
+                memo_crypto::provider(),
+                k,
+                room,
+                origin,
+                &peer(b).1,
+                kind,
+                "v=0",
+                at,
+            );
             ("__signal", s.map(|s| s.to_payload()).unwrap_or(Value::Null))
         }
         4 => ("__leave", json!({"room": room})),
@@ -187,27 +269,64 @@ fuzz_target!(|ops: Vec<Op>| {
                 note: (kind % 2 == 0).then(|| "note".into()),
             }),
             Op::Leave { room: r } => Input::Leave { room: room(r) },
-            Op::PeerInRoom { room: r, peer: i } => Input::PeerInRoom { room: room(r), peer: peer(i) },
-            Op::RelaySignal { room: r, peer: i, offer } => Input::RelaySignal {
+            Op::PeerInRoom { room: r, peer: i } => Input::PeerInRoom {
+                room: room(r),
+                peer: peer(i),
+            },
+            Op::RelaySignal {
+                room: r,
+                peer: i,
+                offer,
+            } => Input::RelaySignal {
                 room: room(r),
                 from: peer(i),
-                kind: if offer { SignalKind::Offer } else { SignalKind::Answer },
+                kind: if offer {
+                    SignalKind::Offer
+                } else {
+                    SignalKind::Answer
+                },
                 sdp: "v=0".into(),
             },
-            Op::LocalDescription { conn: c } => Input::LocalDescription { conn: conn(c), sdp: "v=0".into() },
+            Op::LocalDescription { conn: c } => Input::LocalDescription {
+                conn: conn(c),
+                sdp: "v=0".into(),
+            },
             Op::Opened { conn: c, bound } => Input::Opened {
                 conn: conn(c),
-                local_fingerprint: if bound { "sha-256 AA".into() } else { String::new() },
-                remote_fingerprint: if bound { "sha-256 BB".into() } else { String::new() },
+                local_fingerprint: if bound {
+                    "sha-256 AA".into()
+                } else {
+                    String::new()
+                },
+                remote_fingerprint: if bound {
+                    "sha-256 BB".into()
+                } else {
+                    String::new()
+                },
             },
             Op::Closed { conn: c } => Input::Closed { conn: conn(c) },
-            Op::Bytes { conn: c, data } => Input::Frame { conn: conn(c), bytes: data },
-            Op::Frame { conn: c, room: r, kind, a, b } => Input::Frame {
+            Op::Bytes { conn: c, data } => Input::Frame {
+                conn: conn(c),
+                bytes: data,
+            },
+            Op::Frame {
+                conn: c,
+                room: r,
+                kind,
+                a,
+                b,
+            } => Input::Frame {
                 conn: conn(c),
                 bytes: frame(&room(r), kind, a, b, now).to_bytes(&peer(a)),
             },
-            Op::LetGo { room: r, peer: i } => Input::LetGo { room: room(r), peer: peer(i) },
-            Op::FormerMember { room: r, peer: i } => Input::FormerMember { room: room(r), peer: peer(i) },
+            Op::LetGo { room: r, peer: i } => Input::LetGo {
+                room: room(r),
+                peer: peer(i),
+            },
+            Op::FormerMember { room: r, peer: i } => Input::FormerMember {
+                room: room(r),
+                peer: peer(i),
+            },
             Op::AccessChanged { room: r } => Input::AccessChanged { room: room(r) },
             Op::History { key, remove } => {
                 {
@@ -224,11 +343,20 @@ fuzz_target!(|ops: Vec<Op>| {
                 while mesh.poll().is_some() {}
                 continue;
             }
-            Op::Send { room: r, peer: i, kind, big } => Input::Send {
+            Op::Send {
+                room: r,
+                peer: i,
+                kind,
+                big,
+            } => Input::Send {
                 room: room(r),
                 to: i.map(peer),
                 kind: ["live", "chat", "__leave", "who"][kind as usize % 4].into(),
-                payload: if big { json!("x".repeat(70_000)) } else { json!(kind) },
+                payload: if big {
+                    json!("x".repeat(70_000))
+                } else {
+                    json!(kind)
+                },
             },
             Op::Advance { ms } => {
                 now += u64::from(ms);

@@ -21,7 +21,14 @@ fuzz_target!(|input: (u32, &[u8])| {
     assert_eq!(Frame::parse(&frame.to_bytes(me)).as_ref(), Ok(&frame));
     let mut intro = Introductions::new();
     if frame.kind == SIGNAL {
-        let _ = intro.receive(now, default_provider(), &frame.room, me, true, &frame.payload);
+        let _ = intro.receive(
+            now,
+            default_provider(),
+            &frame.room,
+            me,
+            true,
+            &frame.payload,
+        );
         if let Ok(s) = Signal::parse(&frame.payload) {
             assert_eq!(Signal::parse(&s.to_payload()), Ok(s));
         }

@@ -17,19 +17,46 @@ use weft_proto::nostr::message::{ClientMessage, RelayMessage};
 
 #[derive(Arbitrary, Debug)]
 enum Op {
-    Watch { topic: u8 },
-    Fetch { topic: u8 },
-    Publish { topic: u8 },
-    Drop { topic: u8, ttl: Option<u32> },
+    Watch {
+        topic: u8,
+    },
+    Fetch {
+        topic: u8,
+    },
+    Publish {
+        topic: u8,
+    },
+    Drop {
+        topic: u8,
+        ttl: Option<u32>,
+    },
     Raw(String),
-    Ok { back: u8, accepted: bool, reason: u8 },
+    Ok {
+        back: u8,
+        accepted: bool,
+        reason: u8,
+    },
     Challenge(String),
-    Eose { topic: u8, fetch: bool },
-    Closed { topic: u8, fetch: bool, reason: u8 },
-    Advance { secs: u16 },
+    Eose {
+        topic: u8,
+        fetch: bool,
+    },
+    Closed {
+        topic: u8,
+        fetch: bool,
+        reason: u8,
+    },
+    Advance {
+        secs: u16,
+    },
 }
 
-const REASONS: [&str; 4] = ["", "duplicate: have it", "auth-required: who", "blocked: no"];
+const REASONS: [&str; 4] = [
+    "",
+    "duplicate: have it",
+    "auth-required: who",
+    "blocked: no",
+];
 
 fn topic(n: u8) -> Topic {
     Topic::from_bytes(&[n % 4; 32])
@@ -78,7 +105,11 @@ fuzz_target!(|ops: Vec<Op>| {
                 continue;
             }
             Op::Raw(text) => text,
-            Op::Ok { back, accepted, reason } => {
+            Op::Ok {
+                back,
+                accepted,
+                reason,
+            } => {
                 let Some(id) = sent.iter().rev().nth(usize::from(back) % 8).copied() else {
                     continue;
                 };
@@ -91,7 +122,11 @@ fuzz_target!(|ops: Vec<Op>| {
             }
             Op::Challenge(c) => RelayMessage::Auth(c.chars().take(64).collect()).to_text(),
             Op::Eose { topic: t, fetch } => RelayMessage::Eose(sub(t, fetch)).to_text(),
-            Op::Closed { topic: t, fetch, reason } => RelayMessage::Closed {
+            Op::Closed {
+                topic: t,
+                fetch,
+                reason,
+            } => RelayMessage::Closed {
                 subscription: sub(t, fetch),
                 message: REASONS[usize::from(reason) % 4].into(),
             }

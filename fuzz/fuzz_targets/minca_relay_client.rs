@@ -12,11 +12,10 @@ use libfuzzer_sys::fuzz_target;
 use rand_core::SeedableRng;
 use serde_json::json;
 use weft_proto::core::{ConnId, Machine, Timestamp};
-use weft_proto::minca::relay_client::{
-    ClientConfig, Input, MAX_QUEUED_FRAMES, MAX_RELAYS, MAX_ROOMS, Output,
-    RelayClient,
-};
 use weft_proto::minca::nostr_kind::NostrLink;
+use weft_proto::minca::relay_client::{
+    ClientConfig, Input, MAX_QUEUED_FRAMES, MAX_RELAYS, MAX_ROOMS, Output, RelayClient,
+};
 use weft_proto::minca::relay_url::RelayUrl;
 use weft_proto::minca::relay_wire::{Blob, Topic, Ttl};
 
@@ -31,20 +30,55 @@ const URLS: [&str; 6] = [
 
 #[derive(Arbitrary, Debug)]
 enum Op {
-    Join { topic: u8, relays: Vec<u8> },
-    Leave { topic: u8 },
-    Publish { topic: u8, blob: u8 },
-    PublishVia { relay: u8, topic: u8, blob: u8 },
-    Drop { topic: u8, blob: u8, ttl: u32 },
-    Fetch { topic: u8 },
+    Join {
+        topic: u8,
+        relays: Vec<u8>,
+    },
+    Leave {
+        topic: u8,
+    },
+    Publish {
+        topic: u8,
+        blob: u8,
+    },
+    PublishVia {
+        relay: u8,
+        topic: u8,
+        blob: u8,
+    },
+    Drop {
+        topic: u8,
+        blob: u8,
+        ttl: u32,
+    },
+    Fetch {
+        topic: u8,
+    },
     RequestIce,
-    Opened { conn: u8 },
-    Closed { conn: u8 },
-    DialFailed { conn: u8 },
-    Raw { conn: u8, text: String },
-    Frame { conn: u8, kind: u8, topic: u8, a: u8, more: bool },
+    Opened {
+        conn: u8,
+    },
+    Closed {
+        conn: u8,
+    },
+    DialFailed {
+        conn: u8,
+    },
+    Raw {
+        conn: u8,
+        text: String,
+    },
+    Frame {
+        conn: u8,
+        kind: u8,
+        topic: u8,
+        a: u8,
+        more: bool,
+    },
     Online,
-    Advance { ms: u32 },
+    Advance {
+        ms: u32,
+    },
 }
 
 fn topic(n: u8) -> Topic {
@@ -56,13 +90,33 @@ fn topic(n: u8) -> Topic {
 fn frame(kind: u8, t: u8, a: u8, more: bool, sent: &[String], event: &serde_json::Value) -> String {
     let topic = topic(t);
     let sub = format!("{}{}", if more { "f" } else { "w" }, topic.as_str());
-    let id = sent.get(usize::from(a) % sent.len().max(1)).cloned().unwrap_or_else(|| "00".repeat(32));
+    let id = sent
+        .get(usize::from(a) % sent.len().max(1))
+        .cloned()
+        .unwrap_or_else(|| "00".repeat(32));
     let v = match kind % 12 {
         4 => json!(["EVENT", sub, event]),
-        5 => json!(["OK", id, a % 2 == 0, if a % 4 < 2 { "auth-required: sign in" } else { "duplicate: have it" }]),
+        5 => json!([
+            "OK",
+            id,
+            a % 2 == 0,
+            if a % 4 < 2 {
+                "auth-required: sign in"
+            } else {
+                "duplicate: have it"
+            }
+        ]),
         6 => json!(["OK", id, false, "blocked: no"]),
         7 => json!(["EOSE", sub]),
-        8 => json!(["CLOSED", sub, if a % 2 == 0 { "auth-required: sign in" } else { "error: gone" }]),
+        8 => json!([
+            "CLOSED",
+            sub,
+            if a % 2 == 0 {
+                "auth-required: sign in"
+            } else {
+                "error: gone"
+            }
+        ]),
         9 => json!(["AUTH", format!("challenge-{a}")]),
         10 => json!(["NOTICE", "hello"]),
         11 => json!(["EVENT", sub, {"id": id}]),
@@ -74,13 +128,19 @@ fn frame(kind: u8, t: u8, a: u8, more: bool, sent: &[String], event: &serde_json
 fn minca_frame(kind: u8, topic: &Topic, a: u8, more: bool) -> String {
     let v = match kind % 4 {
         0 => {
-            let items: Vec<_> = (0..a % 6).map(|i| json!({"blob": "AAAA", "seq": u64::from(i) + u64::from(a)})).collect();
+            let items: Vec<_> = (0..a % 6)
+                .map(|i| json!({"blob": "AAAA", "seq": u64::from(i) + u64::from(a)}))
+                .collect();
             json!({"type": "mail", "topic": topic.as_str(), "items": items, "more": more})
         }
-        1 => json!({"type": "ice", "payload": {"servers": [{"urls": ["turn:t.example"], "username": "u", "credential": "c"}],
-                    "expiresAt": 1_790_000_000_000u64 + u64::from(a) * 10_000}}),
+        1 => {
+            json!({"type": "ice", "payload": {"servers": [{"urls": ["turn:t.example"], "username": "u", "credential": "c"}],
+                    "expiresAt": 1_790_000_000_000u64 + u64::from(a) * 10_000}})
+        }
         2 => json!({"type": "pong"}),
-        _ => json!({"type": "mail", "topic": topic.as_str(), "items": [{"blob": "AQID"}], "more": false}),
+        _ => {
+            json!({"type": "mail", "topic": topic.as_str(), "items": [{"blob": "AQID"}], "more": false})
+        }
     };
     v.to_string()
 }
@@ -90,7 +150,12 @@ fn peer_event() -> serde_json::Value {
     let url = RelayUrl::parse(URLS[3]).unwrap();
     let mut peer = NostrLink::new(weft_proto::crypto::default_provider(), &url);
     let blob = Blob::from_bytes(&[7; 9]).unwrap();
-    let frame = peer.publish(Timestamp::from_millis(1_790_000_000_000), &mut ChaCha20Rng::seed_from_u64(1), &topic(0), &blob);
+    let frame = peer.publish(
+        Timestamp::from_millis(1_790_000_000_000),
+        &mut ChaCha20Rng::seed_from_u64(1),
+        &topic(0),
+        &blob,
+    );
     let value: serde_json::Value = serde_json::from_str(&frame).unwrap();
     value[1].clone()
 }
@@ -112,38 +177,83 @@ fn note_sent(o: &Output, sent: &mut Vec<String>) {
 fuzz_target!(|ops: Vec<Op>| {
     let event = peer_event();
     let mut sent: Vec<String> = Vec::new();
-    let config = ClientConfig { relays: vec![RelayUrl::parse(URLS[0]).unwrap(), RelayUrl::parse(URLS[3]).unwrap()] };
-    let mut client = RelayClient::new(config, weft_proto::crypto::default_provider(), ChaCha20Rng::seed_from_u64(0));
+    let config = ClientConfig {
+        relays: vec![
+            RelayUrl::parse(URLS[0]).unwrap(),
+            RelayUrl::parse(URLS[3]).unwrap(),
+        ],
+    };
+    let mut client = RelayClient::new(
+        config,
+        weft_proto::crypto::default_provider(),
+        ChaCha20Rng::seed_from_u64(0),
+    );
     let mut now = Timestamp::from_millis(1_790_000_000_000);
     let mut dialled: Vec<ConnId> = Vec::new();
-    let conn = |dialled: &Vec<ConnId>, n: u8| dialled.get(usize::from(n)).copied().unwrap_or(ConnId(u64::from(n) + 1000));
+    let conn = |dialled: &Vec<ConnId>, n: u8| {
+        dialled
+            .get(usize::from(n))
+            .copied()
+            .unwrap_or(ConnId(u64::from(n) + 1000))
+    };
     for op in ops.into_iter().take(512) {
         let input = match op {
             Op::Join { topic: t, relays } => Some(Input::Join {
                 topic: topic(t),
-                relays: relays.iter().take(10).map(|i| RelayUrl::parse(URLS[usize::from(*i) % URLS.len()]).unwrap()).collect(),
+                relays: relays
+                    .iter()
+                    .take(10)
+                    .map(|i| RelayUrl::parse(URLS[usize::from(*i) % URLS.len()]).unwrap())
+                    .collect(),
             }),
             Op::Leave { topic: t } => Some(Input::Leave { topic: topic(t) }),
-            Op::Publish { topic: t, blob } => Some(Input::Publish { topic: topic(t), blob: Blob::from_bytes(&[blob; 9]).unwrap() }),
-            Op::PublishVia { relay, topic: t, blob } => Some(Input::PublishVia {
+            Op::Publish { topic: t, blob } => Some(Input::Publish {
+                topic: topic(t),
+                blob: Blob::from_bytes(&[blob; 9]).unwrap(),
+            }),
+            Op::PublishVia {
+                relay,
+                topic: t,
+                blob,
+            } => Some(Input::PublishVia {
                 relay: RelayUrl::parse(URLS[usize::from(relay) % URLS.len()]).unwrap(),
                 topic: topic(t),
                 blob: Blob::from_bytes(&[blob; 9]).unwrap(),
             }),
-            Op::Drop { topic: t, blob, ttl } => Some(Input::Drop {
+            Op::Drop {
+                topic: t,
+                blob,
+                ttl,
+            } => Some(Input::Drop {
                 topic: topic(t),
                 blob: Blob::from_bytes(&[blob; 9]).unwrap(),
                 ttl: Ttl::from_millis(ttl.into()).unwrap(),
             }),
             Op::Fetch { topic: t } => Some(Input::Fetch { topic: topic(t) }),
             Op::RequestIce => Some(Input::RequestIce),
-            Op::Opened { conn: c } => Some(Input::Opened { conn: conn(&dialled, c) }),
-            Op::Closed { conn: c } => Some(Input::Closed { conn: conn(&dialled, c) }),
-            Op::DialFailed { conn: c } => Some(Input::DialFailed { conn: conn(&dialled, c) }),
-            Op::Raw { conn: c, text } => Some(Input::Text { conn: conn(&dialled, c), text }),
-            Op::Frame { conn: c, kind, topic: t, a, more } => {
-                Some(Input::Text { conn: conn(&dialled, c), text: frame(kind, t, a, more, &sent, &event) })
-            }
+            Op::Opened { conn: c } => Some(Input::Opened {
+                conn: conn(&dialled, c),
+            }),
+            Op::Closed { conn: c } => Some(Input::Closed {
+                conn: conn(&dialled, c),
+            }),
+            Op::DialFailed { conn: c } => Some(Input::DialFailed {
+                conn: conn(&dialled, c),
+            }),
+            Op::Raw { conn: c, text } => Some(Input::Text {
+                conn: conn(&dialled, c),
+                text,
+            }),
+            Op::Frame {
+                conn: c,
+                kind,
+                topic: t,
+                a,
+                more,
+            } => Some(Input::Text {
+                conn: conn(&dialled, c),
+                text: frame(kind, t, a, more, &sent, &event),
+            }),
             Op::Online => Some(Input::Online),
             Op::Advance { ms } => {
                 now = now + std::time::Duration::from_millis(ms.into());
@@ -156,7 +266,11 @@ fuzz_target!(|ops: Vec<Op>| {
                         }
                     }
                     if let Some(after) = client.poll_timeout() {
-                        assert!(after.at > now, "deadline does not advance: {}", after.reason);
+                        assert!(
+                            after.at > now,
+                            "deadline does not advance: {}",
+                            after.reason
+                        );
                     }
                 }
                 None

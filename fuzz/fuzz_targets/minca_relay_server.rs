@@ -21,13 +21,34 @@ use weft_proto::minca::turn::TurnConfig;
 
 #[derive(Arbitrary, Debug)]
 enum Op {
-    Open { conn: u8, addr: u8, admit: bool },
-    Text { conn: u8, text: String },
-    Message { conn: u8, kind: u8, topic: u8, blob: u8, n: u16 },
-    Binary { conn: u8 },
-    Control { conn: u8 },
-    Close { conn: u8 },
-    Advance { ms: u32 },
+    Open {
+        conn: u8,
+        addr: u8,
+        admit: bool,
+    },
+    Text {
+        conn: u8,
+        text: String,
+    },
+    Message {
+        conn: u8,
+        kind: u8,
+        topic: u8,
+        blob: u8,
+        n: u16,
+    },
+    Binary {
+        conn: u8,
+    },
+    Control {
+        conn: u8,
+    },
+    Close {
+        conn: u8,
+    },
+    Advance {
+        ms: u32,
+    },
 }
 
 const TOPICS: [&str; 4] = [
@@ -42,8 +63,14 @@ fn message(kind: u8, topic: u8, blob: u8, n: u16) -> String {
     let topic = TOPICS[topic as usize % TOPICS.len()];
     let blob = BLOBS[blob as usize % BLOBS.len()];
     match kind % 5 {
-        0 => format!(r#"{{"type":"fetch","topic":"{topic}","after":{n},"watch":{}}}"#, n % 2 == 0),
-        1 => format!(r#"{{"type":"drop","topic":"{topic}","blob":"{blob}","ttl":{}}}"#, u64::from(n) * 100),
+        0 => format!(
+            r#"{{"type":"fetch","topic":"{topic}","after":{n},"watch":{}}}"#,
+            n % 2 == 0
+        ),
+        1 => format!(
+            r#"{{"type":"drop","topic":"{topic}","blob":"{blob}","ttl":{}}}"#,
+            u64::from(n) * 100
+        ),
         2 => r#"{"type":"ice"}"#.into(),
         3 => r#"{"type":"ping"}"#.into(),
         _ => format!(r#"{{"type":"drop","topic":"{topic}","blob":"{blob}","ttl":0}}"#),
@@ -67,23 +94,46 @@ fuzz_target!(|ops: Vec<Op>| {
                     None
                 } else {
                     told.insert(ConnId(conn.into()));
-                    Some(Input::Opened { conn: ConnId(conn.into()), addr })
+                    Some(Input::Opened {
+                        conn: ConnId(conn.into()),
+                        addr,
+                    })
                 }
             }
-            Op::Text { conn, text } => Some(Input::Text { conn: ConnId(conn.into()), text }),
-            Op::Message { conn, kind, topic, blob, n } => {
-                Some(Input::Text { conn: ConnId(conn.into()), text: message(kind, topic, blob, n) })
-            }
-            Op::Binary { conn } => Some(Input::Binary { conn: ConnId(conn.into()) }),
-            Op::Control { conn } => Some(Input::Control { conn: ConnId(conn.into()) }),
-            Op::Close { conn } => Some(Input::Closed { conn: ConnId(conn.into()) }),
+            Op::Text { conn, text } => Some(Input::Text {
+                conn: ConnId(conn.into()),
+                text,
+            }),
+            Op::Message {
+                conn,
+                kind,
+                topic,
+                blob,
+                n,
+            } => Some(Input::Text {
+                conn: ConnId(conn.into()),
+                text: message(kind, topic, blob, n),
+            }),
+            Op::Binary { conn } => Some(Input::Binary {
+                conn: ConnId(conn.into()),
+            }),
+            Op::Control { conn } => Some(Input::Control {
+                conn: ConnId(conn.into()),
+            }),
+            Op::Close { conn } => Some(Input::Closed {
+                conn: ConnId(conn.into()),
+            }),
             Op::Advance { ms } => {
                 now = now + std::time::Duration::from_millis(ms.into());
                 while relay.poll_timeout().is_some_and(|w| w.at <= now) {
                     relay.handle_timeout(now);
                     while relay.poll().is_some() {}
                     if let Some(after) = relay.poll_timeout() {
-                        assert!(after.at > now, "deadline does not advance: {}", after.reason);
+                        assert!(
+                            after.at > now,
+                            "deadline does not advance: {}",
+                            after.reason
+                        );
                     }
                 }
                 None
@@ -94,7 +144,9 @@ fuzz_target!(|ops: Vec<Op>| {
         }
         while let Some(out) = relay.poll() {
             let conn = match out {
-                Output::Send { conn, .. } | Output::Ping { conn } | Output::Close { conn, .. } => conn,
+                Output::Send { conn, .. } | Output::Ping { conn } | Output::Close { conn, .. } => {
+                    conn
+                }
                 _ => continue,
             };
             assert!(told.contains(&conn), "output for a socket never opened");

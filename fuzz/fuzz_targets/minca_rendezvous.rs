@@ -72,7 +72,17 @@ const START: Timestamp = Timestamp::from_millis(1_790_000_000_000);
 /// Where a crafted message's `at` falls from now, in ms: inside, on and just past each edge of
 /// the 120 s window (`AT_WINDOW`), and far out.
 const AT_OFFSETS: [i64; 12] = [
-    0, 1, -1, 119_999, -119_999, 120_000, -120_000, 120_001, -120_001, 3_600_000, -86_400_000,
+    0,
+    1,
+    -1,
+    119_999,
+    -119_999,
+    120_000,
+    -120_000,
+    120_001,
+    -120_001,
+    3_600_000,
+    -86_400_000,
     i64::MIN / 2,
 ];
 

@@ -16,7 +16,13 @@ fuzz_target!(|text: &str| {
         assert_eq!(ClientMessage::parse(&out).as_ref(), Ok(&m));
         assert_eq!(ClientMessage::parse(&out).map(|m| m.to_text()), Ok(out));
         if let ClientMessage::Auth(e) | ClientMessage::Event(e) = &m {
-            let _ = auth::check(default_provider(), e, Timestamp::from_secs(e.created_at), "wss://r.example/", "c");
+            let _ = auth::check(
+                default_provider(),
+                e,
+                Timestamp::from_secs(e.created_at),
+                "wss://r.example/",
+                "c",
+            );
         }
     }
     if let Ok(m) = RelayMessage::parse(text) {
