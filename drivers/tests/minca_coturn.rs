@@ -228,16 +228,29 @@ fn allocate_with(turn: SocketAddr, username: &str, password: &str, seed: u8) -> 
     assert_eq!(challenge.kind, ALLOCATE_ERROR);
     assert_eq!(challenge.error_code(), Some(401), "a challenge first");
     let realm = challenge.get(REALM).expect("a realm").to_vec();
-    let nonce = challenge.get(NONCE).expect("a nonce").to_vec();
-    let second = [seed.wrapping_add(1); 12];
-    let auth = Credentials {
-        username,
-        password,
-        realm: &realm,
-        nonce: &nonce,
-    };
-    exchange(&socket, &allocate(second, Some(&auth)), second)
+    let mut nonce = challenge.get(NONCE).expect("a nonce").to_vec();
+    // RFC 8489 §9.2.5: a 438 (Stale Nonce) carries a fresh nonce to try once more with.
+    for attempt in 1..=2u8 {
+        let transaction = [seed.wrapping_add(attempt); 12];
+        let auth = Credentials {
+            username,
+            password,
+            realm: &realm,
+            nonce: &nonce,
+        };
+        let response = exchange(&socket, &allocate(transaction, Some(&auth)), transaction);
+        match response.get(NONCE) {
+            Some(fresh) if response.error_code() == Some(STALE_NONCE) && attempt == 1 => {
+                nonce = fresh.to_vec();
+            }
+            _ => return response,
+        }
+    }
+    unreachable!("the loop returns on its second attempt")
 }
+
+/// STUN error 438 (RFC 8489 §14.8).
+const STALE_NONCE: u16 = 438;
 
 #[test]
 fn coturn_with_use_auth_secret_accepts_weft_relay_turn_passwords_and_refuses_a_tampered_one() {
