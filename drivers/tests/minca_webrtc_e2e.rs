@@ -227,7 +227,14 @@ fn two_meshes_are_admitted_over_a_real_str0m_data_channel_and_exchange_live_mess
         // Attributed to the connection's peer (§7.1).
         assert_eq!(got[0].0, dids[1 - i]);
         assert_eq!(got[0].1, json!({ "text": format!("hello from {}", 1 - i) }));
-        assert!(!node.delivered("who").is_empty());
+        // `who` came first (§9.1): the mesh checked it and said whose it is.
+        let peer = &dids[1 - i];
+        assert!(
+            node.app
+                .iter()
+                .any(|o| matches!(o, Output::Account { peer: p, .. } if p == peer)),
+            "no account output for {peer}"
+        );
     }
     assert_eq!(nodes[0].udp.transport.counters().text_ignored, 0);
 }
