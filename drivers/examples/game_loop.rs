@@ -16,7 +16,8 @@
 //! 4. **Write**: what the machines queued goes out as far as the sockets take it; the rest waits
 //!    for the next frame.
 //!
-//! Then the frame sleeps until the next tick (a game would draw here). Connecting never blocks
+//! Then the frame sleeps until the next tick (a game would draw here). One-time costs are paid
+//! before the first frame, as a game loads its assets ([`warm_up`]). Connecting never blocks
 //! either: TCP and Unix sockets are opened non-blocking and checked once a frame, and the
 //! WebSocket handshake (`tungstenite`, driven by hand) resumes wherever it stopped. The relay URL
 //! must be an IP literal: a game resolves names off the frame (on a thread) and hands the address
@@ -35,10 +36,15 @@
 //!   bind `lobby`, send a message to `lobby`, receive it and ack it `delivered`, and get the
 //!   server's `delivered` ack for it (AIRC §4).
 //!
+//! Both nodes join at frame 0, as two players starting together. They meet within a second or
+//! two, or after about 11 s when one must wait for the other's hello back (§2; see
+//! [`SELF_TEST_FRAMES`]).
+//!
 //! `cargo run -p weft-drivers --example game_loop` runs until killed. With `--self-test` (run in
-//! CI) it exits 0 only when both exchanges complete within [`SELF_TEST_FRAMES`] frames, and
-//! prints the worst frame time (how long the loop's work took in one frame, sleep excluded):
-//! printed to watch, never asserted, since a shared CI machine's timing proves nothing.
+//! CI, which checks the lines it prints) it exits 0 only when both exchanges complete within
+//! [`SELF_TEST_FRAMES`] frames, and prints the worst frame time (how long the loop's work took in
+//! one frame, sleep excluded) and how many frames overran 1/60 s: printed to watch, never
+//! asserted, since a shared CI machine's timing proves nothing.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::io::{self, Read, Write};
@@ -72,12 +78,14 @@ use weft_proto::minca::room::Room;
 /// One tick at 60 Hz.
 const FRAME: Duration = Duration::from_nanos(1_000_000_000 / 60);
 
-/// The self-test's budget: both exchanges must be done by this frame (15 s at 60 Hz). Two nodes
-/// that join at once usually meet within a second; when the greater DID's hello reached the
-/// relay before the lesser one was listening, the lesser hears of it only from the greater's
-/// hello back, which §2 allows once every 10 s in a room (counted from its join hello), so the
-/// meeting takes about 11 s. The budget covers that case with room to spare.
-const SELF_TEST_FRAMES: u64 = 900;
+/// The self-test's budget: both exchanges must be done by this frame (20 s at 60 Hz). Two nodes
+/// that join at once meet within a second or two when each hears the other's hello. When the
+/// greater DID's hello reached the relay before the lesser one was listening (hellos are kept by
+/// no relay), the lesser hears of it only from the greater's hello back, which §2 allows once
+/// every 10 s in a room, counted from the join hello (docs/decisions.md): the meeting then takes
+/// about 11 s, which happens in about half the runs. The budget covers that case with room for a
+/// loaded machine.
+const SELF_TEST_FRAMES: u64 = 1200;
 
 /// A node sends its position every this many frames (10 a second at 60 Hz), well inside a
 /// receiver's live-message allowance of 20 a second (§9.2).
@@ -116,17 +124,17 @@ fn run(self_test: bool) -> io::Result<bool> {
     let relay = Background::relay()?;
     println!(
         "game_loop: relay listening on ws://{} (a relay somewhere: a background thread)",
-        relay.addr
+        relay.at
     );
     let dir = std::env::temp_dir().join(format!("weft-game-loop-{}", std::process::id()));
     let realm = Background::realm(&dir)?;
     println!(
         "game_loop: realm localhost listening on {} (a realm somewhere: a background thread)",
-        realm.socket.display()
+        realm.at.display()
     );
 
     warm_up();
-    let relay_url = RelayUrl::parse(&format!("ws://{}", relay.addr)).map_err(io::Error::other)?;
+    let relay_url = RelayUrl::parse(&format!("ws://{}", relay.at)).map_err(io::Error::other)?;
     let mut game = Game {
         frame: 0,
         nodes: [
@@ -134,7 +142,7 @@ fn run(self_test: bool) -> io::Result<bool> {
             GameNode::new("b", &relay_url, Position { x: 100, y: 100 })?,
         ],
         dids: BTreeMap::new(),
-        airc: AircClient::new(realm.socket.clone()),
+        airc: AircClient::new(realm.at.clone()),
     };
     for node in &game.nodes {
         game.dids.insert(node.node.did().to_owned(), node.name);
@@ -158,7 +166,7 @@ fn run(self_test: bool) -> io::Result<bool> {
             passed = true;
             println!(
                 "game_loop: both exchanges done in {} frames ({:.1} s); worst frame {:.2} ms \
-                 (frame {worst_at}), {over_budget} frames over {:.1} ms",
+                 (frame {worst_at}); frames over {:.1} ms: {over_budget}",
                 game.frame,
                 started.elapsed().as_secs_f64(),
                 worst.as_secs_f64() * 1e3,
@@ -222,15 +230,14 @@ fn warm_up() {
     transport.handle_mesh_output(now, offer);
 }
 
-/// A server on a thread of its own, stopped when the loop ends.
-struct Background {
+/// A server on a thread of its own, stopped when the loop ends, and where it listens.
+struct Background<A> {
     stop: smol::channel::Sender<()>,
     thread: std::thread::JoinHandle<io::Result<()>>,
-    addr: SocketAddr,
-    socket: PathBuf,
+    at: A,
 }
 
-impl Background {
+impl Background<SocketAddr> {
     /// `weft relay` on a loopback port the OS picks.
     fn relay() -> io::Result<Self> {
         let (stop, stopped) = smol::channel::bounded(1);
@@ -252,11 +259,12 @@ impl Background {
         Ok(Self {
             stop,
             thread,
-            addr,
-            socket: PathBuf::new(),
+            at: addr,
         })
     }
+}
 
+impl Background<PathBuf> {
     /// An AIRC realm on embedded defaults under `dir`: realm `localhost`, this user's uid owning
     /// the namespace [`NAMESPACE`] (AIRC §5).
     fn realm(dir: &Path) -> io::Result<Self> {
@@ -277,11 +285,12 @@ impl Background {
         Ok(Self {
             stop,
             thread,
-            addr: SocketAddr::from(([0, 0, 0, 0], 0)),
-            socket,
+            at: socket,
         })
     }
+}
 
+impl<A> Background<A> {
     fn stop(self) {
         let _ = self.stop.send_blocking(());
         match self.thread.join() {
@@ -309,13 +318,13 @@ impl Game {
         for node in &mut self.nodes {
             node.read(now)?;
             node.timers(now);
-            if frame % POSITION_EVERY == 0 {
+            if frame.is_multiple_of(POSITION_EVERY) {
                 node.step_player(now, frame);
             }
             node.write()?;
             lines.append(&mut node.lines);
         }
-        self.airc.pass(now);
+        self.airc.pass();
         lines.append(&mut self.airc.lines);
         for line in lines {
             // Node DIDs are long; the milestones name the nodes instead.
@@ -472,11 +481,12 @@ impl GameNode {
                 transport.handle_mesh_output(now, mesh::Output::Close { conn });
             }
             // What the node tells the game.
-            O::RelayState { relay, state } => {
-                if state == RelayState::Open {
-                    self.lines
-                        .push(format!("minca: node {} relay {relay} open", self.name));
-                }
+            O::RelayState {
+                relay,
+                state: RelayState::Open,
+            } => {
+                self.lines
+                    .push(format!("minca: node {} relay {relay} open", self.name));
             }
             O::Admitted { peer, .. } => {
                 self.admitted += 1;
@@ -853,7 +863,7 @@ impl AircClient {
     }
 
     /// One frame's pass: connect if not yet, read, act on each frame, write.
-    fn pass(&mut self, _now: Timestamp) {
+    fn pass(&mut self) {
         if matches!(self.state, AircState::Done | AircState::Failed(_)) {
             return;
         }
