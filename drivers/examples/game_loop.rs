@@ -18,10 +18,11 @@
 //!
 //! Then the frame sleeps until the next tick (a game would draw here). One-time costs are paid
 //! before the first frame, as a game loads its assets ([`warm_up`]). Connecting never blocks
-//! either: TCP and Unix sockets are opened non-blocking and checked once a frame, and the
-//! WebSocket handshake (`tungstenite`, driven by hand) resumes wherever it stopped. The relay URL
-//! must be an IP literal: a game resolves names off the frame (on a thread) and hands the address
-//! in, since a DNS lookup inside a frame could block it for seconds.
+//! either: the sockets come from `weft_drivers::frame_loop`, whose connects are non-blocking and
+//! checked once a frame and whose WebSocket client (`tungstenite`, driven by hand) resumes its
+//! upgrade wherever it stopped. The relay URL must be an IP literal: a game resolves names off
+//! the frame (on a thread) and hands the address in, since a DNS lookup inside a frame could
+//! block it for seconds.
 //!
 //! What runs, in one process:
 //!
@@ -48,7 +49,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::io::{self, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -57,11 +58,8 @@ use std::time::{Duration, Instant};
 
 use chacha20::ChaCha20Rng;
 use serde_json::{Value, json};
-use tungstenite::handshake::HandshakeError;
-use tungstenite::handshake::MidHandshake;
-use tungstenite::handshake::client::ClientHandshake;
-use tungstenite::{Message, WebSocket};
 use weft_drivers::airc::client::{message_id, new_message};
+use weft_drivers::frame_loop::{WsClient, WsEvent, connect_unix};
 use weft_drivers::minca::relay::RelayOptions;
 use weft_drivers::minca::webrtc::UdpDriver;
 use weft_proto::airc::frame::{Ack, AckStatus, Bind, Frame, Hello, PROTO, Role};
@@ -94,8 +92,9 @@ const POSITION_EVERY: u64 = 6;
 /// Live positions each node must receive from the other for the self-test to pass.
 const POSITIONS_WANTED: usize = 5;
 
-/// The most messages read from one socket in one frame, so a flood on one cannot eat the frame.
-const MAX_READS_PER_FRAME: usize = 64;
+/// The most reads from the AIRC socket in one frame, so a flood cannot eat the frame (the relay
+/// sockets have `frame_loop`'s own bound).
+const MAX_READS_PER_FRAME: usize = weft_drivers::frame_loop::MAX_READS_PER_PASS;
 
 /// The Minca space both nodes join.
 const SPACE: &str = "weft-game-loop";
@@ -538,6 +537,7 @@ impl GameNode {
                         self.relays.remove(&conn);
                         node::Input::RelayDialFailed { conn }
                     }
+                    _ => continue,
                 };
                 self.handle(now, input);
             }
@@ -610,200 +610,6 @@ fn from_transport(event: mesh::Input) -> Option<node::Input> {
         mesh::Input::Frame { conn, bytes } => node::Input::PeerFrame { conn, bytes },
         _ => return None,
     })
-}
-
-// --- Non-blocking glue: connect, WebSocket, byte stream. No protocol meaning lives here. ---
-
-/// Starts a TCP connect without waiting for it: the socket is non-blocking from birth, so
-/// `connect` returns at once (`EINPROGRESS`) and [`connected`] says later how it went.
-fn connect_tcp(addr: SocketAddr) -> io::Result<TcpStream> {
-    use rustix::net::{AddressFamily, SocketFlags, SocketType, socket_with};
-    let family = if addr.is_ipv4() {
-        AddressFamily::INET
-    } else {
-        AddressFamily::INET6
-    };
-    let fd = socket_with(
-        family,
-        SocketType::STREAM,
-        SocketFlags::NONBLOCK | SocketFlags::CLOEXEC,
-        None,
-    )?;
-    match rustix::net::connect(&fd, &addr) {
-        Ok(()) | Err(rustix::io::Errno::INPROGRESS) => Ok(TcpStream::from(fd)),
-        Err(e) => Err(e.into()),
-    }
-}
-
-/// Whether a connect started by [`connect_tcp`] finished: `Some(Ok)` connected, `Some(Err)`
-/// refused or failed, `None` still under way. Asks the kernel, never waits.
-fn connected(stream: &TcpStream) -> Option<io::Result<()>> {
-    match stream.take_error() {
-        Ok(Some(e)) | Err(e) => return Some(Err(e)),
-        Ok(None) => {}
-    }
-    match stream.peer_addr() {
-        Ok(_) => Some(Ok(())),
-        Err(e) if e.kind() == io::ErrorKind::NotConnected => None,
-        Err(e) => Some(Err(e)),
-    }
-}
-
-/// Connects a Unix stream socket without waiting: `Ok(None)` when the server's backlog is full
-/// (try again next frame).
-fn connect_unix(path: &Path) -> io::Result<Option<UnixStream>> {
-    use rustix::net::{AddressFamily, SocketAddrUnix, SocketFlags, SocketType, socket_with};
-    let fd = socket_with(
-        AddressFamily::UNIX,
-        SocketType::STREAM,
-        SocketFlags::NONBLOCK | SocketFlags::CLOEXEC,
-        None,
-    )?;
-    match rustix::net::connect(&fd, &SocketAddrUnix::new(path)?) {
-        Ok(()) => Ok(Some(UnixStream::from(fd))),
-        Err(rustix::io::Errno::AGAIN) => Ok(None),
-        Err(e) => Err(e.into()),
-    }
-}
-
-/// What a [`WsClient`] reports from one pass.
-#[derive(Debug)]
-enum WsEvent {
-    Opened,
-    Text(String),
-    Closed,
-    DialFailed,
-}
-
-enum WsState {
-    /// The TCP connect is under way.
-    Connecting {
-        tcp: TcpStream,
-        url: String,
-    },
-    /// The HTTP upgrade is under way, resumed each frame where it stopped.
-    Upgrading(MidHandshake<ClientHandshake<TcpStream>>),
-    Open(Box<WebSocket<TcpStream>>),
-    Gone,
-}
-
-/// A WebSocket client that never blocks: each step (connect, upgrade, read, write) goes as far as
-/// the socket allows and resumes on the next [`WsClient::pump`] or [`WsClient::flush`].
-struct WsClient {
-    state: WsState,
-}
-
-impl WsClient {
-    /// Starts dialling `url` (`ws://<ip>:<port>/…`): only an IP literal, so no DNS inside a frame.
-    fn dial(url: &str) -> io::Result<Self> {
-        let authority = url
-            .strip_prefix("ws://")
-            .and_then(|rest| rest.split(['/', '?']).next())
-            .ok_or_else(|| io::Error::other("only ws:// URLs are dialled here"))?;
-        let addr: SocketAddr = authority.parse().map_err(|_| {
-            io::Error::other("not an IP address and port: resolve names off the frame")
-        })?;
-        Ok(Self {
-            state: WsState::Connecting {
-                tcp: connect_tcp(addr)?,
-                url: url.to_owned(),
-            },
-        })
-    }
-
-    /// Moves the socket along and reads what arrived, at most [`MAX_READS_PER_FRAME`] messages.
-    fn pump(&mut self, events: &mut Vec<WsEvent>) {
-        let state = std::mem::replace(&mut self.state, WsState::Gone);
-        self.state = match state {
-            WsState::Connecting { tcp, url } => match connected(&tcp) {
-                None => WsState::Connecting { tcp, url },
-                Some(Err(_)) => {
-                    events.push(WsEvent::DialFailed);
-                    WsState::Gone
-                }
-                Some(Ok(())) => Self::upgraded(tungstenite::client(url.as_str(), tcp), events),
-            },
-            WsState::Upgrading(mid) => Self::upgraded(mid.handshake(), events),
-            other => other,
-        };
-        let WsState::Open(ws) = &mut self.state else {
-            return;
-        };
-        for _ in 0..MAX_READS_PER_FRAME {
-            match ws.read() {
-                Ok(Message::Text(text)) => events.push(WsEvent::Text(text.as_str().to_owned())),
-                // Pings are answered by tungstenite (the pong goes out with the next flush);
-                // binary frames mean nothing to a relay client.
-                Ok(_) => {}
-                Err(tungstenite::Error::Io(e)) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(_) => {
-                    events.push(WsEvent::Closed);
-                    self.state = WsState::Gone;
-                    return;
-                }
-            }
-        }
-        self.flush();
-    }
-
-    fn upgraded(
-        result: Result<
-            (
-                WebSocket<TcpStream>,
-                tungstenite::handshake::client::Response,
-            ),
-            HandshakeError<ClientHandshake<TcpStream>>,
-        >,
-        events: &mut Vec<WsEvent>,
-    ) -> WsState {
-        match result {
-            Ok((ws, _)) => {
-                events.push(WsEvent::Opened);
-                WsState::Open(Box::new(ws))
-            }
-            Err(HandshakeError::Interrupted(mid)) => WsState::Upgrading(mid),
-            Err(HandshakeError::Failure(_)) => {
-                events.push(WsEvent::DialFailed);
-                WsState::Gone
-            }
-        }
-    }
-
-    /// Queues a text message; `false` when the socket is gone.
-    fn send(&mut self, text: String) -> bool {
-        let WsState::Open(ws) = &mut self.state else {
-            return false;
-        };
-        match ws.send(Message::text(text)) {
-            Ok(()) => true,
-            // Queued inside tungstenite; the rest goes out with a later flush.
-            Err(tungstenite::Error::Io(e)) if e.kind() == io::ErrorKind::WouldBlock => true,
-            Err(_) => {
-                self.state = WsState::Gone;
-                false
-            }
-        }
-    }
-
-    /// Writes what is queued, as far as the socket takes it.
-    fn flush(&mut self) {
-        if let WsState::Open(ws) = &mut self.state {
-            match ws.flush() {
-                Ok(()) => {}
-                Err(tungstenite::Error::Io(e)) if e.kind() == io::ErrorKind::WouldBlock => {}
-                Err(_) => self.state = WsState::Gone,
-            }
-        }
-    }
-
-    /// Starts the closing handshake; what is left of it is not waited for.
-    fn close(&mut self) {
-        if let WsState::Open(ws) = &mut self.state {
-            let _ = ws.close(None);
-            let _ = ws.flush();
-        }
-        self.state = WsState::Gone;
-    }
 }
 
 // --- The AIRC client: the §4 frames in order, over a non-blocking Unix socket. ---

@@ -16,6 +16,8 @@
 //! - [`ws`]: WebSocket (and TLS for `wss://`) once, as a sans-IO layer between any adapter's bytes
 //!   and a machine that speaks messages ([`ws::WsMachine`]).
 //! - [`minca`]: `weft relay` and the Minca relay client over that layer, on any adapter.
+//! - [`frame_loop`]: non-blocking connects and a step-at-a-time WebSocket client, for loops that
+//!   own their tick and may never wait (a game's frame).
 //! - [`demo`]: `weft demo`.
 //! - [`os_rng`], [`now`]: the two things a driver hands every machine, from the OS.
 
@@ -30,6 +32,7 @@ pub mod blocking;
 pub mod demo;
 #[cfg(feature = "fast-crypto")]
 pub mod fast_crypto;
+pub mod frame_loop;
 pub mod host;
 pub mod minca;
 pub mod peer_uid;
