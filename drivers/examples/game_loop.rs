@@ -9,8 +9,9 @@
 //!    `handle(now, input)`, draining the machine after each input (the drain rule of
 //!    `docs/embedding.md`).
 //! 2. **Timers**: a machine whose `poll_timeout()` is at or before `now` gets
-//!    `handle_timeout(now)`, then is drained. At 60 Hz a deadline is served at most one frame
-//!    late, which every weft timer tolerates (the shortest are tens of milliseconds).
+//!    `handle_timeout(now)`, then is drained. A deadline is served at most one frame (17 ms)
+//!    late: the protocols' timers run in seconds, and str0m's retransmissions take the delay. A
+//!    deadline that does not advance costs one call a frame, never a spinning loop.
 //! 3. **Game**: every [`POSITION_EVERY`] frames each node sends its player's position to the room
 //!    as a Minca `live` message (§9.2).
 //! 4. **Write**: what the machines queued goes out as far as the sockets take it; the rest waits
@@ -34,8 +35,8 @@
 //!   meet through the relay, open a data channel, prove themselves over it (§6) and then trade
 //!   live position updates;
 //! - in the loop, an AIRC client connection (frames made and read by `weft_proto::airc`): hello,
-//!   bind `lobby`, send a message to `lobby`, receive it and ack it `delivered`, and get the
-//!   server's `delivered` ack for it (AIRC §4).
+//!   bind `game/lobby` (the namespace the realm gives this user, §5), send a message to `lobby`,
+//!   receive it and ack it `delivered`, and get the server's `delivered` ack for it (AIRC §4).
 //!
 //! Both nodes join at frame 0, as two players starting together. They meet within a second or
 //! two, or after about 11 s when one must wait for the other's hello back (§2; see
