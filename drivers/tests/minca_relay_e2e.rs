@@ -16,8 +16,8 @@ use tls_ca::Ca;
 
 use chacha20::ChaCha20Rng;
 use rand_core::SeedableRng;
-use weft_drivers::host::{Commander, TlsServer};
-use weft_drivers::minca::relay::RelayOptions;
+use weft_drivers::host::{Commander, Endpoint, Listener, TlsServer};
+use weft_drivers::minca::relay::{RelayHost, RelayOptions, relay_host};
 use weft_drivers::minca::relay_client::{Dial, client_config, node_host};
 use weft_drivers::ws::{WsConfig, WsInput};
 use weft_proto::crypto::default_provider;
@@ -226,50 +226,127 @@ fn turn_passwords_come_on_the_first_watch_and_a_socket_past_its_budget_is_closed
     });
 }
 
+/// The runtime adapters `weft relay`'s host runs on.
+#[derive(Clone, Copy, Debug)]
+enum Adapter {
+    Smol,
+    Tokio,
+    Blocking,
+}
+
+/// `weft relay` on `adapter`'s loop on its own thread, plain `ws://` on a loopback port; calling
+/// the closure stops it and hands back its host.
+fn relay_on(adapter: Adapter) -> (SocketAddr, Box<dyn FnOnce() -> RelayHost>) {
+    let listener = Listener::bind(&Endpoint::Tcp("127.0.0.1:0".parse().unwrap())).unwrap();
+    let Endpoint::Tcp(addr) = listener.endpoint().unwrap() else {
+        unreachable!("a TCP listener has a TCP address")
+    };
+    let options = RelayOptions {
+        listen: addr,
+        trust_proxy: false,
+        turn: None,
+        tls: None,
+    };
+    if let Adapter::Blocking = adapter {
+        let (stopper, stopped) = weft_drivers::blocking::stop_signal().unwrap();
+        let thread = std::thread::spawn(move || {
+            let mut host = relay_host(&options);
+            weft_drivers::blocking::run(&mut host, vec![listener], &stopped).map(|()| host)
+        });
+        return (
+            addr,
+            Box::new(move || {
+                stopper.stop();
+                thread.join().unwrap().unwrap()
+            }),
+        );
+    }
+    let (stop, stopped) = smol::channel::bounded::<()>(1);
+    let thread = std::thread::spawn(move || -> std::io::Result<RelayHost> {
+        let mut host = relay_host(&options);
+        let until_stopped = async move {
+            let _ = stopped.recv().await;
+            Ok(())
+        };
+        if let Adapter::Tokio = adapter {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            runtime.block_on(smol::future::or(
+                weft_drivers::tokio::run(&mut host, vec![listener]),
+                until_stopped,
+            ))?;
+        } else {
+            smol::block_on(smol::future::or(
+                weft_drivers::smol::run(&mut host, vec![listener]),
+                until_stopped,
+            ))?;
+        }
+        Ok(host)
+    });
+    (
+        addr,
+        Box::new(move || {
+            stop.send_blocking(()).unwrap();
+            thread.join().unwrap().unwrap()
+        }),
+    )
+}
+
 #[test]
 fn a_socket_that_never_reads_is_cut_off_and_the_others_are_served() {
-    let relay = Running::start(None);
-    smol::block_on(async {
-        // A topic holding one full page of the largest blobs, so each fetch answer is big.
-        let mut publisher = dial(relay.addr, "/").await;
-        for i in 0..PAGE_BLOBS {
-            let blob = format!("{i:04}{}", "A".repeat(MAX_BLOB_CHARS - 4));
-            send(&mut publisher, drop_msg(&blob, 600_000)).await;
-        }
-        send(&mut publisher, r#"{"type":"ping"}"#.into()).await;
-        assert_eq!(next(&mut publisher).await, RelayMessage::Pong);
-
-        // Asks for that page again and again, within its rate budget, and reads nothing: the
-        // relay's queue for it passes the host's bound within the first burst.
-        let mut slow = dial(relay.addr, "/").await;
-        let started = std::time::Instant::now();
-        let mut sent = 0u64;
-        let cut = loop {
-            if slow.send(Message::text(fetch(false))).await.is_err() {
-                break true;
-            }
-            sent += 1;
-            if started.elapsed() > Duration::from_secs(20) {
-                break false;
-            }
-            if sent >= RATE_BUDGET.burst as u64 {
-                // Under the refill rate, so the budget never closes it.
-                smol::Timer::after(Duration::from_millis(60)).await;
-            }
-        };
-        assert!(
-            cut,
-            "the socket was still open after {sent} fetches ({} bytes each way behind)",
-            MAX_QUEUED_BYTES
+    for adapter in [Adapter::Smol, Adapter::Tokio, Adapter::Blocking] {
+        let (addr, stop) = relay_on(adapter);
+        smol::block_on(never_read(addr, adapter));
+        let host = stop();
+        assert_eq!(
+            host.stats().slow_readers,
+            1,
+            "{adapter:?}: cut once, counted"
         );
+    }
+}
 
-        // The relay goes on serving everyone else.
-        send(&mut publisher, r#"{"type":"ping"}"#.into()).await;
-        assert_eq!(next(&mut publisher).await, RelayMessage::Pong);
-        let mut reader = dial(relay.addr, "/").await;
-        send(&mut reader, fetch(false)).await;
-        assert_eq!(next_mail(&mut reader).await.items.len(), PAGE_BLOBS);
-    });
+/// One client fills a topic, one asks for it again and again and never reads, a third reads it.
+async fn never_read(addr: SocketAddr, adapter: Adapter) {
+    // A topic holding one full page of the largest blobs, so each fetch answer is big.
+    let mut publisher = dial(addr, "/").await;
+    for i in 0..PAGE_BLOBS {
+        let blob = format!("{i:04}{}", "A".repeat(MAX_BLOB_CHARS - 4));
+        send(&mut publisher, drop_msg(&blob, 600_000)).await;
+    }
+    send(&mut publisher, r#"{"type":"ping"}"#.into()).await;
+    assert_eq!(next(&mut publisher).await, RelayMessage::Pong);
+
+    // Within its rate budget, and reading nothing: the relay's queue for it passes the host's
+    // bound within the first burst.
+    let mut slow = dial(addr, "/").await;
+    let started = std::time::Instant::now();
+    let mut sent = 0u64;
+    let cut = loop {
+        if slow.send(Message::text(fetch(false))).await.is_err() {
+            break true;
+        }
+        sent += 1;
+        if started.elapsed() > Duration::from_secs(20) {
+            break false;
+        }
+        if sent >= u64::from(RATE_BUDGET.burst) {
+            // Under the refill rate, so the budget never closes it.
+            smol::Timer::after(Duration::from_millis(60)).await;
+        }
+    };
+    assert!(
+        cut,
+        "{adapter:?}: the socket was still open after {sent} fetches, {MAX_QUEUED_BYTES} bytes allowed behind"
+    );
+
+    // The relay goes on serving everyone else.
+    send(&mut publisher, r#"{"type":"ping"}"#.into()).await;
+    assert_eq!(next(&mut publisher).await, RelayMessage::Pong);
+    let mut reader = dial(addr, "/").await;
+    send(&mut reader, fetch(false)).await;
+    assert_eq!(next_mail(&mut reader).await.items.len(), PAGE_BLOBS);
 }
 
 /// A relay client host on the smol adapter, on its own thread: what it delivers comes out of
