@@ -378,9 +378,12 @@ impl Outbox {
     /// Queues bytes; a writer already gone drops them (its close event follows).
     pub(crate) fn send(&self, bytes: Vec<u8>) {
         let n = bytes.len();
-        if self.tx.try_send(bytes).is_ok() {
+        // Counted before the writer can see them, so its `written` never runs ahead of this.
+        self.queued
+            .fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+        if self.tx.try_send(bytes).is_err() {
             self.queued
-                .fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+                .fetch_sub(n, std::sync::atomic::Ordering::Relaxed);
         }
     }
 
@@ -925,6 +928,35 @@ mod tests {
             conn: ConnId(conn),
             bytes: vec![0; n],
         }
+    }
+
+    #[test]
+    fn an_outbox_counts_bytes_until_written_and_a_cut_stops_its_writer_mid_write() {
+        let (core, writer) = outbox();
+        core.send(vec![0; 10]);
+        core.send(vec![0; 5]);
+        assert_eq!(core.queued(), 15);
+        ::smol::block_on(async {
+            let first = writer.until_cut(writer.recv()).await;
+            assert_eq!(first, Some(Some(vec![0; 10])));
+            writer.written(10);
+            assert_eq!(core.queued(), 5);
+            // A write that never finishes (a peer that never reads) ends on the cut.
+            core.cut();
+            let stuck = writer.until_cut(std::future::pending::<()>()).await;
+            assert_eq!(stuck, None);
+        });
+        // A close (the core's side dropped) is no cut: what was queued is still written.
+        let (core, writer) = outbox();
+        core.send(vec![1; 3]);
+        drop(core);
+        ::smol::block_on(async {
+            assert_eq!(
+                writer.until_cut(writer.recv()).await,
+                Some(Some(vec![1; 3]))
+            );
+            assert_eq!(writer.until_cut(writer.recv()).await, Some(None));
+        });
     }
 
     #[test]
