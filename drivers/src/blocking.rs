@@ -118,6 +118,17 @@ impl Io for BlockingIo {
         }
     }
 
+    fn queued(&self, conn: ConnId) -> usize {
+        self.conns
+            .get(&conn)
+            .filter(|c| !c.closing)
+            .map_or(0, |c| c.out.len())
+    }
+
+    fn cut(&mut self, conn: ConnId) {
+        self.drop_conn(conn);
+    }
+
     fn dial(&mut self, conn: ConnId, to: Endpoint) {
         let sock = match to {
             Endpoint::Tcp(addr) => TcpStream::connect_timeout(&addr, DIAL_TIMEOUT).map(Sock::Tcp),

@@ -44,6 +44,16 @@ pub const STALL_STEP: Duration = Duration::from_millis(10);
 /// schedule).
 pub const MAX_PENDING_DIALS: usize = 256;
 
+/// The most bytes one connection may hold queued for writing and not yet taken by its socket. A
+/// send that would pass it cuts the connection at once (what is queued is dropped, no close
+/// frame goes out, since a peer this far behind would not read one) and counts it in
+/// [`Stats::slow_readers`]; the machine hears [`Event::Closed`] as for any other end. This is
+/// the one bound on a reader that does not keep up, for every adapter and every protocol: a
+/// Minca relay fans a publish out to 63 watchers (04 Network §1.4), an AIRC realm streams to
+/// subscribers, and neither may hold memory for a socket that does not read. 4 MiB is over 300
+/// of the relay's largest frames (a 12 000-character blob) and thousands of typical ones.
+pub const MAX_QUEUED_BYTES: usize = 4 * 1024 * 1024;
+
 /// Bytes read from a connection per read call by the adapters.
 pub const READ_CHUNK: usize = 64 * 1024;
 
@@ -320,6 +330,98 @@ pub trait Io {
     /// Opens a connection to `to` under the id `conn`, reporting [`Event::Dialled`] or
     /// [`Event::DialFailed`].
     fn dial(&mut self, conn: ConnId, to: Endpoint);
+    /// Bytes queued on `conn` that its socket has not taken yet (0 for an unknown or closing
+    /// connection); the core holds it under [`MAX_QUEUED_BYTES`].
+    fn queued(&self, conn: ConnId) -> usize;
+    /// Ends `conn` now, dropping what is queued, then reports [`Event::Closed`].
+    fn cut(&mut self, conn: ConnId);
+}
+
+/// One connection's write queue in an async adapter: the core's side. Counts the bytes queued
+/// until the writer task has written them ([`Io::queued`]), and can cut the writer off
+/// mid-write ([`Io::cut`]).
+#[derive(Debug)]
+pub(crate) struct Outbox {
+    tx: ::smol::channel::Sender<Vec<u8>>,
+    queued: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    cut: ::smol::channel::Sender<()>,
+}
+
+/// The writer task's side of an [`Outbox`].
+#[derive(Debug)]
+pub(crate) struct OutboxReader {
+    rx: ::smol::channel::Receiver<Vec<u8>>,
+    queued: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    cut: ::smol::channel::Receiver<()>,
+}
+
+/// A connection's write queue, in two halves.
+pub(crate) fn outbox() -> (Outbox, OutboxReader) {
+    let (tx, rx) = ::smol::channel::unbounded();
+    let (cut_tx, cut_rx) = ::smol::channel::bounded(1);
+    let queued = std::sync::Arc::default();
+    (
+        Outbox {
+            tx,
+            queued: std::sync::Arc::clone(&queued),
+            cut: cut_tx,
+        },
+        OutboxReader {
+            rx,
+            queued,
+            cut: cut_rx,
+        },
+    )
+}
+
+impl Outbox {
+    /// Queues bytes; a writer already gone drops them (its close event follows).
+    pub(crate) fn send(&self, bytes: Vec<u8>) {
+        let n = bytes.len();
+        // Counted before the writer can see them, so its `written` never runs ahead of this.
+        self.queued
+            .fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+        if self.tx.try_send(bytes).is_err() {
+            self.queued
+                .fetch_sub(n, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// Bytes queued and not yet written.
+    pub(crate) fn queued(&self) -> usize {
+        self.queued.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Stops the writer now, whatever it is in the middle of.
+    pub(crate) fn cut(&self) {
+        let _ = self.cut.try_send(());
+    }
+}
+
+impl OutboxReader {
+    /// The next bytes to write; `None` once the core closed the connection and everything is
+    /// out. Wrap it in [`OutboxReader::until_cut`].
+    pub(crate) async fn recv(&self) -> Option<Vec<u8>> {
+        self.rx.recv().await.ok()
+    }
+
+    /// Runs `write` unless the connection is cut first (`None`).
+    pub(crate) async fn until_cut<T>(&self, write: impl Future<Output = T>) -> Option<T> {
+        ::smol::future::or(async { Some(write.await) }, async {
+            // A dropped core side is no cut: the writer drains what was queued.
+            match self.cut.recv().await {
+                Ok(()) => None,
+                Err(_) => std::future::pending().await,
+            }
+        })
+        .await
+    }
+
+    /// `n` queued bytes were written.
+    pub(crate) fn written(&self, n: usize) {
+        self.queued
+            .fetch_sub(n, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 /// The sending end of a running host's command channel: inputs for its machine from the
@@ -419,6 +521,8 @@ pub struct Stats {
     pub unhandled: u64,
     /// Dials failed before reaching the transport (no address, too many pending).
     pub dials_refused: u64,
+    /// Connections cut off because their queued writes would pass [`MAX_QUEUED_BYTES`].
+    pub slow_readers: u64,
 }
 
 /// The loop core: a machine, its hooks, and the contract's rules. Adapters own one and call
@@ -609,7 +713,18 @@ impl<M: HostMachine, H: Hooks<M>> Host<M, H> {
 
     fn execute(&mut self, effect: Effect<M::Target, M::Durable, M::App>, io: &mut impl Io) {
         match effect {
-            Effect::Send { conn, bytes } => io.send(conn, bytes),
+            Effect::Send { conn, bytes } => {
+                if io.queued(conn).saturating_add(bytes.len()) > MAX_QUEUED_BYTES {
+                    // Once cut the connection is unknown to the adapter, so this counts it once.
+                    self.stats.slow_readers += 1;
+                    io.cut(conn);
+                    self.hooks.log(format_args!(
+                        "connection {conn:?} cut off: its reader is over {MAX_QUEUED_BYTES} bytes behind"
+                    ));
+                } else {
+                    io.send(conn, bytes);
+                }
+            }
             Effect::Close { conn } => io.close(conn),
             Effect::Dial(target) => match self.hooks.resolve(&target) {
                 Some(to) if self.dials.len() < MAX_PENDING_DIALS => {
@@ -778,6 +893,92 @@ mod tests {
         }
         fn close(&mut self, _conn: ConnId) {}
         fn dial(&mut self, _conn: ConnId, _to: Endpoint) {}
+        fn queued(&self, _conn: ConnId) -> usize {
+            0
+        }
+        fn cut(&mut self, _conn: ConnId) {}
+    }
+
+    /// A transport whose sockets never take a byte: everything sent stays queued.
+    #[derive(Default)]
+    struct NeverRead {
+        queued: BTreeMap<ConnId, usize>,
+        cuts: Vec<ConnId>,
+    }
+
+    impl Io for NeverRead {
+        fn send(&mut self, conn: ConnId, bytes: Vec<u8>) {
+            if !self.cuts.contains(&conn) {
+                *self.queued.entry(conn).or_default() += bytes.len();
+            }
+        }
+        fn close(&mut self, _conn: ConnId) {}
+        fn dial(&mut self, _conn: ConnId, _to: Endpoint) {}
+        fn queued(&self, conn: ConnId) -> usize {
+            self.queued.get(&conn).copied().unwrap_or(0)
+        }
+        fn cut(&mut self, conn: ConnId) {
+            self.queued.remove(&conn);
+            self.cuts.push(conn);
+        }
+    }
+
+    fn send(conn: u64, n: usize) -> Effect<u32, u32, u32> {
+        Effect::Send {
+            conn: ConnId(conn),
+            bytes: vec![0; n],
+        }
+    }
+
+    #[test]
+    fn an_outbox_counts_bytes_until_written_and_a_cut_stops_its_writer_mid_write() {
+        let (core, writer) = outbox();
+        core.send(vec![0; 10]);
+        core.send(vec![0; 5]);
+        assert_eq!(core.queued(), 15);
+        ::smol::block_on(async {
+            let first = writer.until_cut(writer.recv()).await;
+            assert_eq!(first, Some(Some(vec![0; 10])));
+            writer.written(10);
+            assert_eq!(core.queued(), 5);
+            // A write that never finishes (a peer that never reads) ends on the cut.
+            core.cut();
+            let stuck = writer.until_cut(std::future::pending::<()>()).await;
+            assert_eq!(stuck, None);
+        });
+        // A close (the core's side dropped) is no cut: what was queued is still written.
+        let (core, writer) = outbox();
+        core.send(vec![1; 3]);
+        drop(core);
+        ::smol::block_on(async {
+            assert_eq!(
+                writer.until_cut(writer.recv()).await,
+                Some(Some(vec![1; 3]))
+            );
+            assert_eq!(writer.until_cut(writer.recv()).await, Some(None));
+        });
+    }
+
+    #[test]
+    fn a_reader_more_than_the_queued_bytes_bound_behind_is_cut_off_once_and_counted() {
+        let mut host = Host::new(Script::default(), Journal::default());
+        let mut io = NeverRead::default();
+        // Up to the bound exactly, everything is queued.
+        host.execute(send(1, MAX_QUEUED_BYTES - 1), &mut io);
+        host.execute(send(1, 1), &mut io);
+        host.execute(send(2, 10), &mut io);
+        assert_eq!(io.queued(ConnId(1)), MAX_QUEUED_BYTES);
+        assert!(io.cuts.is_empty());
+        assert_eq!(host.stats().slow_readers, 0);
+        // One byte more: that connection is cut, the other one is untouched.
+        host.execute(send(1, 1), &mut io);
+        assert_eq!(io.cuts, [ConnId(1)]);
+        assert_eq!(host.stats().slow_readers, 1);
+        assert_eq!(io.queued(ConnId(2)), 10);
+        // Sends to it until its close event comes are dropped by the adapter, not counted again.
+        host.execute(send(1, 1), &mut io);
+        assert_eq!(host.stats().slow_readers, 1);
+        assert_eq!(host.hooks.lines, 1, "the cut is logged");
     }
 
     fn received(n: usize) -> Event {
@@ -896,6 +1097,10 @@ mod tests {
         fn dial(&mut self, conn: ConnId, _to: Endpoint) {
             self.0.push(conn);
         }
+        fn queued(&self, _conn: ConnId) -> usize {
+            0
+        }
+        fn cut(&mut self, _conn: ConnId) {}
     }
 
     #[test]

@@ -40,7 +40,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::rc::Rc;
 
-use ::smol::channel::{self, Receiver, Sender};
+use ::smol::channel::{self, Sender};
 use ::smol::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use ::smol::net::unix::UnixStream;
 use ::smol::net::{TcpListener, TcpStream, unix::UnixListener};
@@ -49,8 +49,9 @@ use futures_rustls::{TlsAcceptor, TlsConnector, TlsStream};
 use weft_proto::core::ConnId;
 
 use crate::host::{
-    ACCEPT_RETRY, Commands, Endpoint, Event, Hooks, Host, HostMachine, Io, Listener,
-    MAX_EVENTS_PER_PASS, Peer, READ_CHUNK, Remote, Report, SecureDial, shut_down,
+    self, ACCEPT_RETRY, Commands, Endpoint, Event, Hooks, Host, HostMachine, Io, Listener,
+    MAX_EVENTS_PER_PASS, Outbox, OutboxReader, Peer, READ_CHUNK, Remote, Report, SecureDial,
+    shut_down,
 };
 use crate::quic;
 use crate::tls::{HANDSHAKE_TIMEOUT, MAX_PENDING_HANDSHAKES};
@@ -91,7 +92,7 @@ pub(crate) async fn bounded<T>(fut: impl Future<Output = io::Result<T>>) -> io::
 struct SmolIo<'a, 'ex> {
     ex: &'a LocalExecutor<'ex>,
     net: Sender<Net>,
-    writers: BTreeMap<ConnId, Sender<Vec<u8>>>,
+    writers: BTreeMap<ConnId, Outbox>,
     /// Handshakes of accepted connections under way (see [`MAX_PENDING_HANDSHAKES`]).
     handshakes: Rc<Cell<usize>>,
     /// QUIC client endpoints, made on the first QUIC dial of each address family (keyed by
@@ -103,13 +104,24 @@ impl Io for SmolIo<'_, '_> {
     fn send(&mut self, conn: ConnId, bytes: Vec<u8>) {
         if let Some(w) = self.writers.get(&conn) {
             // A closed writer means the connection is going and its close event follows.
-            let _ = w.try_send(bytes);
+            w.send(bytes);
         }
     }
 
     fn close(&mut self, conn: ConnId) {
         // The writer task drains what is queued, then shuts the socket, which ends the reader.
         self.writers.remove(&conn);
+    }
+
+    fn queued(&self, conn: ConnId) -> usize {
+        self.writers.get(&conn).map_or(0, Outbox::queued)
+    }
+
+    fn cut(&mut self, conn: ConnId) {
+        // The writer task stops mid-write and shuts the socket, which ends the reader.
+        if let Some(w) = self.writers.remove(&conn) {
+            w.cut();
+        }
     }
 
     fn dial(&mut self, conn: ConnId, to: Endpoint) {
@@ -200,13 +212,8 @@ impl SmolIo<'_, '_> {
 }
 
 /// Starts a connection's reader and writer tasks; returns the sender to its writer.
-fn spawn(
-    ex: &LocalExecutor<'_>,
-    net: &Sender<Net>,
-    conn: ConnId,
-    stream: Stream,
-) -> Sender<Vec<u8>> {
-    let (writer, outbox) = channel::unbounded();
+fn spawn(ex: &LocalExecutor<'_>, net: &Sender<Net>, conn: ConnId, stream: Stream) -> Outbox {
+    let (writer, outbox) = host::outbox();
     let net = net.clone();
     match stream {
         Stream::Tcp(s) => {
@@ -230,9 +237,10 @@ fn spawn(
         Stream::Tls(tls, tcp) => {
             let (r, mut w) = ::smol::io::split(*tls);
             ex.spawn(async move {
-                write(&mut w, outbox).await;
-                // close_notify, so the peer can tell an end from a cut; then the socket.
-                let _ = bounded(w.close()).await;
+                if write(&mut w, outbox).await {
+                    // close_notify, so the peer can tell an end from a cut; then the socket.
+                    let _ = bounded(w.close()).await;
+                }
                 shut_down(&tcp);
             })
             .detach();
@@ -456,13 +464,28 @@ async fn read<S: AsyncRead + Unpin>(conn: ConnId, mut stream: S, net: Sender<Net
         .await;
 }
 
-/// Writes what the core queues until it drops the sender (close) or the peer goes away; the
-/// caller then ends the connection, which also ends the reader and so reports the close.
-async fn write<W: AsyncWrite + Unpin>(stream: &mut W, outbox: Receiver<Vec<u8>>) {
-    while let Ok(bytes) = outbox.recv().await {
+/// Writes what the core queues until it drops the sender (close), cuts the connection, or the
+/// peer goes away; the caller then ends the connection, which also ends the reader and so
+/// reports the close. `false` when it was cut.
+async fn write<W: AsyncWrite + Unpin>(stream: &mut W, outbox: OutboxReader) -> bool {
+    loop {
+        let Some(next) = outbox.until_cut(outbox.recv()).await else {
+            return false;
+        };
+        let Some(bytes) = next else {
+            return true;
+        };
         // A TLS stream may hold written bytes until flushed; a plain socket's flush is free.
-        if stream.write_all(&bytes).await.is_err() || stream.flush().await.is_err() {
-            break;
+        let sent = outbox
+            .until_cut(async {
+                stream.write_all(&bytes).await?;
+                stream.flush().await
+            })
+            .await;
+        match sent {
+            None => return false,
+            Some(Err(_)) => return true,
+            Some(Ok(())) => outbox.written(bytes.len()),
         }
     }
 }

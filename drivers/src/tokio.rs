@@ -31,8 +31,8 @@ use ::tokio::time::sleep;
 use weft_proto::core::ConnId;
 
 use crate::host::{
-    ACCEPT_RETRY, Commands, Endpoint, Event, Hooks, Host, HostMachine, Io, Listener,
-    MAX_EVENTS_PER_PASS, Peer, READ_CHUNK, Remote, Report, shut_down,
+    self, ACCEPT_RETRY, Commands, Endpoint, Event, Hooks, Host, HostMachine, Io, Listener,
+    MAX_EVENTS_PER_PASS, Outbox, OutboxReader, Peer, READ_CHUNK, Remote, Report, shut_down,
 };
 
 /// A connected socket of either kind.
@@ -46,20 +46,31 @@ type Net = Report<Stream>;
 struct TokioIo {
     tasks: JoinSet<()>,
     net: UnboundedSender<Net>,
-    writers: BTreeMap<ConnId, UnboundedSender<Vec<u8>>>,
+    writers: BTreeMap<ConnId, Outbox>,
 }
 
 impl Io for TokioIo {
     fn send(&mut self, conn: ConnId, bytes: Vec<u8>) {
         if let Some(w) = self.writers.get(&conn) {
             // A closed writer means the connection is going and its close event follows.
-            let _ = w.send(bytes);
+            w.send(bytes);
         }
     }
 
     fn close(&mut self, conn: ConnId) {
         // The writer task drains what is queued, then shuts the socket, which ends the reader.
         self.writers.remove(&conn);
+    }
+
+    fn queued(&self, conn: ConnId) -> usize {
+        self.writers.get(&conn).map_or(0, Outbox::queued)
+    }
+
+    fn cut(&mut self, conn: ConnId) {
+        // The writer task stops mid-write and shuts the socket, which ends the reader.
+        if let Some(w) = self.writers.remove(&conn) {
+            w.cut();
+        }
     }
 
     fn dial(&mut self, conn: ConnId, to: Endpoint) {
@@ -79,7 +90,7 @@ impl TokioIo {
     /// Turns a task's report into an event for the core, starting a connection's tasks.
     fn event<M: HostMachine, H: Hooks<M>>(&mut self, net: Net, host: &mut Host<M, H>) -> Event {
         net.into_event(host, &mut self.writers, |conn, stream| {
-            let (writer, outbox) = mpsc::unbounded_channel();
+            let (writer, outbox) = host::outbox();
             let net = self.net.clone();
             match stream {
                 Stream::Tcp(s) => {
@@ -272,10 +283,12 @@ impl WriteHalf for ::tokio::net::unix::OwnedWriteHalf {
     }
 }
 
-async fn write<W: WriteHalf>(mut stream: W, mut outbox: UnboundedReceiver<Vec<u8>>) {
-    while let Some(bytes) = outbox.recv().await {
-        if stream.write_all(&bytes).await.is_err() {
-            break;
+async fn write<W: WriteHalf>(mut stream: W, outbox: OutboxReader) {
+    // Until the core closes (`Some(None)`), cuts (`None`) or the peer goes away.
+    while let Some(Some(bytes)) = outbox.until_cut(outbox.recv()).await {
+        match outbox.until_cut(stream.write_all(&bytes)).await {
+            Some(Ok(())) => outbox.written(bytes.len()),
+            _ => break,
         }
     }
     // The core dropped the sender (close) or the peer went away: end both directions, which

@@ -228,6 +228,7 @@ fn a_blob_published_in_a_room_reaches_the_other_client<A: Adapter>() {
         listen: addr,
         trust_proxy: false,
         turn: None,
+        tls: None,
     };
     let relay = A::spawn(move || relay_host(&options), vec![listener], None);
     let url = RelayUrl::parse(&format!("ws://{addr}/")).unwrap();
@@ -405,6 +406,7 @@ fn a_client_dialling_wss_through_a_tls_front_hears_a_blob_from_a_client_on_ws() 
         listen: addr,
         trust_proxy: false,
         turn: None,
+        tls: None,
     };
     let relay = Blocking::spawn(move || relay_host(&options), vec![listener], None);
     let pki = pki();
@@ -461,6 +463,7 @@ fn a_wss_dial_to_a_certificate_no_trusted_root_vouches_for_fails_and_is_never_re
         listen: addr,
         trust_proxy: false,
         turn: None,
+        tls: None,
     };
     let relay = Blocking::spawn(move || relay_host(&options), vec![listener], None);
     let front = tls_front(addr, &pki());

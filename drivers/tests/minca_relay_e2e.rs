@@ -1,5 +1,7 @@
 //! `weft relay` end to end over real sockets: the relay on an ephemeral loopback port, real
-//! WebSocket clients (async-tungstenite), and plain HTTP (Minca 04 Network §1.1, §1.4).
+//! WebSocket clients (async-tungstenite), and plain HTTP (Minca 04 Network §1.1, §1.4), and a
+//! client that never reads (the host layer's write-queue bound, `weft_drivers::host`); then
+//! `weft relay` serving TLS, two relay clients meeting on it over `wss://`.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -8,14 +10,32 @@ use std::time::Duration;
 mod relay;
 use relay::Running;
 
+#[path = "common/tls_ca.rs"]
+mod tls_ca;
+use tls_ca::Ca;
+
+use chacha20::ChaCha20Rng;
+use rand_core::SeedableRng;
+use weft_drivers::host::{Commander, Endpoint, Listener, TlsServer};
+use weft_drivers::minca::relay::{RelayHost, RelayOptions, relay_host};
+use weft_drivers::minca::relay_client::{Dial, client_config, node_host};
+use weft_drivers::ws::{WsConfig, WsInput};
+use weft_proto::crypto::default_provider;
+use weft_proto::minca::relay_client::{ClientConfig, Input, Output, RelayClient, RelayState};
+use weft_proto::minca::relay_url::RelayUrl;
+use weft_proto::minca::relay_wire::{Blob, Topic};
+
 use async_tungstenite::WebSocketStream;
 use async_tungstenite::tungstenite::Message;
 use async_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use smol::io::{AsyncReadExt, AsyncWriteExt};
 use smol::net::TcpStream;
 use smol::stream::StreamExt;
-use weft_proto::minca::relay_server::{CLOSE_RATE, MAX_SOCKETS_PER_ADDRESS, RATE_BUDGET};
-use weft_proto::minca::relay_wire::{Mail, RelayMessage};
+use weft_drivers::host::MAX_QUEUED_BYTES;
+use weft_proto::minca::relay_server::{
+    CLOSE_RATE, MAX_SOCKETS_PER_ADDRESS, PAGE_BLOBS, RATE_BUDGET,
+};
+use weft_proto::minca::relay_wire::{MAX_BLOB_CHARS, Mail, RelayMessage};
 use weft_proto::minca::turn::TurnConfig;
 
 const TOPIC: &str = "wXBid3pUqrPtazKRrLpWmkZp2Yo78jdDlSUx_3PweR0";
@@ -204,4 +224,275 @@ fn turn_passwords_come_on_the_first_watch_and_a_socket_past_its_budget_is_closed
         .await;
         assert_eq!(close.unwrap().code, CloseCode::from(CLOSE_RATE));
     });
+}
+
+/// The runtime adapters `weft relay`'s host runs on.
+#[derive(Clone, Copy, Debug)]
+enum Adapter {
+    Smol,
+    Tokio,
+    Blocking,
+}
+
+/// `weft relay` on `adapter`'s loop on its own thread, plain `ws://` on a loopback port; calling
+/// the closure stops it and hands back its host.
+fn relay_on(adapter: Adapter) -> (SocketAddr, Box<dyn FnOnce() -> RelayHost>) {
+    let listener = Listener::bind(&Endpoint::Tcp("127.0.0.1:0".parse().unwrap())).unwrap();
+    let Endpoint::Tcp(addr) = listener.endpoint().unwrap() else {
+        unreachable!("a TCP listener has a TCP address")
+    };
+    let options = RelayOptions {
+        listen: addr,
+        trust_proxy: false,
+        turn: None,
+        tls: None,
+    };
+    if let Adapter::Blocking = adapter {
+        let (stopper, stopped) = weft_drivers::blocking::stop_signal().unwrap();
+        let thread = std::thread::spawn(move || {
+            let mut host = relay_host(&options);
+            weft_drivers::blocking::run(&mut host, vec![listener], &stopped).map(|()| host)
+        });
+        return (
+            addr,
+            Box::new(move || {
+                stopper.stop();
+                thread.join().unwrap().unwrap()
+            }),
+        );
+    }
+    let (stop, stopped) = smol::channel::bounded::<()>(1);
+    let thread = std::thread::spawn(move || -> std::io::Result<RelayHost> {
+        let mut host = relay_host(&options);
+        let until_stopped = async move {
+            let _ = stopped.recv().await;
+            Ok(())
+        };
+        if let Adapter::Tokio = adapter {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            runtime.block_on(smol::future::or(
+                weft_drivers::tokio::run(&mut host, vec![listener]),
+                until_stopped,
+            ))?;
+        } else {
+            smol::block_on(smol::future::or(
+                weft_drivers::smol::run(&mut host, vec![listener]),
+                until_stopped,
+            ))?;
+        }
+        Ok(host)
+    });
+    (
+        addr,
+        Box::new(move || {
+            stop.send_blocking(()).unwrap();
+            thread.join().unwrap().unwrap()
+        }),
+    )
+}
+
+#[test]
+fn a_socket_that_never_reads_is_cut_off_and_the_others_are_served() {
+    for adapter in [Adapter::Smol, Adapter::Tokio, Adapter::Blocking] {
+        let (addr, stop) = relay_on(adapter);
+        smol::block_on(never_read(addr, adapter));
+        let host = stop();
+        assert_eq!(
+            host.stats().slow_readers,
+            1,
+            "{adapter:?}: cut once, counted"
+        );
+    }
+}
+
+/// One client fills a topic, one asks for it again and again and never reads, a third reads it.
+async fn never_read(addr: SocketAddr, adapter: Adapter) {
+    // A topic holding one full page of the largest blobs, so each fetch answer is big.
+    let mut publisher = dial(addr, "/").await;
+    for i in 0..PAGE_BLOBS {
+        let blob = format!("{i:04}{}", "A".repeat(MAX_BLOB_CHARS - 4));
+        send(&mut publisher, drop_msg(&blob, 600_000)).await;
+    }
+    send(&mut publisher, r#"{"type":"ping"}"#.into()).await;
+    assert_eq!(next(&mut publisher).await, RelayMessage::Pong);
+
+    // Within its rate budget, and reading nothing: the relay's queue for it passes the host's
+    // bound within the first burst.
+    let mut slow = dial(addr, "/").await;
+    let started = std::time::Instant::now();
+    let mut sent = 0u64;
+    let cut = loop {
+        if slow.send(Message::text(fetch(false))).await.is_err() {
+            break true;
+        }
+        sent += 1;
+        if started.elapsed() > Duration::from_secs(20) {
+            break false;
+        }
+        if sent >= u64::from(RATE_BUDGET.burst) {
+            // Under the refill rate, so the budget never closes it.
+            smol::Timer::after(Duration::from_millis(60)).await;
+        }
+    };
+    assert!(
+        cut,
+        "{adapter:?}: the socket was still open after {sent} fetches, {MAX_QUEUED_BYTES} bytes allowed behind"
+    );
+
+    // The relay goes on serving everyone else.
+    send(&mut publisher, r#"{"type":"ping"}"#.into()).await;
+    assert_eq!(next(&mut publisher).await, RelayMessage::Pong);
+    let mut reader = dial(addr, "/").await;
+    send(&mut reader, fetch(false)).await;
+    assert_eq!(next_mail(&mut reader).await.items.len(), PAGE_BLOBS);
+}
+
+/// A relay client host on the smol adapter, on its own thread: what it delivers comes out of
+/// `heard`; dropping `stop` ends it.
+struct WssClient {
+    commands: Commander<WsInput<Dial, Input>>,
+    heard: std::sync::mpsc::Receiver<Output>,
+    stop: smol::channel::Sender<()>,
+    thread: Option<std::thread::JoinHandle<std::io::Result<()>>>,
+}
+
+impl WssClient {
+    fn start(relay: &RelayUrl, seed: u64, ws: WsConfig) -> Self {
+        let (commands, inbox) = weft_drivers::host::commands().unwrap();
+        let (heard_tx, heard) = std::sync::mpsc::channel();
+        let (stop, stopped) = smol::channel::bounded::<()>(1);
+        let relays = vec![relay.clone()];
+        let thread = std::thread::spawn(move || {
+            let client = RelayClient::new(
+                ClientConfig { relays },
+                default_provider(),
+                ChaCha20Rng::seed_from_u64(seed),
+            );
+            let mut host = node_host(client, ws, move |o| {
+                let _ = heard_tx.send(o);
+            });
+            smol::block_on(smol::future::or(
+                weft_drivers::smol::run_commanded(&mut host, Vec::new(), &inbox),
+                async move {
+                    let _ = stopped.recv().await;
+                    Ok(())
+                },
+            ))
+        });
+        Self {
+            commands,
+            heard,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    fn send(&self, input: Input) {
+        self.commands.send(WsInput::App(input)).unwrap();
+    }
+
+    /// The first delivery `pick` accepts within `within`.
+    fn hear<T>(&self, within: Duration, mut pick: impl FnMut(Output) -> Option<T>) -> Option<T> {
+        let end = std::time::Instant::now() + within;
+        while let Some(left) = end.checked_duration_since(std::time::Instant::now()) {
+            match self.heard.recv_timeout(left) {
+                Ok(o) => {
+                    if let Some(t) = pick(o) {
+                        return Some(t);
+                    }
+                }
+                Err(_) => return None,
+            }
+        }
+        None
+    }
+}
+
+impl Drop for WssClient {
+    fn drop(&mut self) {
+        let _ = self.stop.send_blocking(());
+        if let Some(t) = self.thread.take() {
+            t.join().unwrap().unwrap();
+        }
+    }
+}
+
+#[test]
+fn two_relay_clients_meet_over_wss_on_a_relay_serving_tls() {
+    let dir = std::env::temp_dir().join(format!("weft-relay-wss-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let files = Ca::new().files(&dir, "127.0.0.1");
+    let (cert, key, ca) = (
+        files.cert.unwrap(),
+        files.key.unwrap(),
+        files.trust.unwrap(),
+    );
+    let relay = Running::with(RelayOptions {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        trust_proxy: false,
+        turn: None,
+        tls: Some(TlsServer::from_files(&cert, &key).unwrap()),
+    });
+    let url = RelayUrl::parse(&format!("wss://{}/", relay.addr)).unwrap();
+    let trusting = client_config().with_ca_file(&ca).unwrap();
+    let topic = Topic::parse(TOPIC).unwrap();
+    let clients = [
+        WssClient::start(&url, 11, trusting.clone()),
+        WssClient::start(&url, 12, trusting),
+    ];
+    for client in &clients {
+        client.send(Input::Join {
+            topic: topic.clone(),
+            relays: Vec::new(),
+        });
+        let reachable = client.hear(Duration::from_secs(10), |o| {
+            matches!(o, Output::Reachable(true)).then_some(())
+        });
+        assert!(
+            reachable.is_some(),
+            "the relay answers over wss within 10 s"
+        );
+    }
+    // Each hears the other's blob: the watch was taken before the publish on either side.
+    for (from, to) in [(0, 1), (1, 0)] {
+        let blob = Blob::parse(["AQID", "BAUG"][from]).unwrap();
+        let mut got = None;
+        for _ in 0..50 {
+            clients[from].send(Input::Publish {
+                topic: topic.clone(),
+                blob: blob.clone(),
+            });
+            got = clients[to].hear(Duration::from_millis(200), |o| match o {
+                Output::Blob { blob, .. } => Some(blob),
+                _ => None,
+            });
+            if got.is_some() {
+                break;
+            }
+        }
+        assert_eq!(got, Some(blob), "client {to} hears client {from} over wss");
+    }
+
+    // Plain ws:// to the TLS port is no WebSocket: the handshake fails, the relay opens nothing.
+    let plain = RelayUrl::parse(&format!("ws://{}/", relay.addr)).unwrap();
+    let lost = WssClient::start(&plain, 13, client_config());
+    lost.send(Input::Join {
+        topic,
+        relays: Vec::new(),
+    });
+    let failed = lost.hear(Duration::from_secs(15), |o| match o {
+        Output::Reachable(true) => panic!("a plain WebSocket reached the TLS listener"),
+        Output::RelayState {
+            state: RelayState::Waiting { failures, .. },
+            ..
+        } if failures >= 1 => Some(()),
+        _ => None,
+    });
+    assert!(failed.is_some(), "the plain dial fails");
+    drop(clients);
+    drop(lost);
+    drop(relay);
+    let _ = std::fs::remove_dir_all(&dir);
 }

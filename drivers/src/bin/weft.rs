@@ -303,6 +303,12 @@ struct RelayArgs {
     /// How long TURN passwords last, in seconds.
     #[arg(long, env = "WEFT_TURN_TTL", default_value_t = weft_proto::minca::turn::DEFAULT_TURN_TTL_S)]
     turn_ttl: u64,
+    /// Serve wss:// with this certificate chain (PEM, leaf first); needs --tls-key.
+    #[arg(long, requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The private key for --tls-cert (PEM).
+    #[arg(long, requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -579,14 +585,26 @@ fn relay(args: RelayArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => match weft_drivers::host::TlsServer::from_files(cert, key) {
+            Ok(server) => Some(server),
+            Err(e) => {
+                eprintln!("weft relay: {e}");
+                return ExitCode::from(2);
+            }
+        },
+        _ => None,
+    };
+    let scheme = if tls.is_some() { "wss" } else { "ws" };
     let options = RelayOptions {
         listen: args.listen,
         trust_proxy: args.trust_proxy,
         turn,
+        tls,
     };
     let (_keep, stop) = smol::channel::bounded::<()>(1);
     match serve(options, stop, |addr| {
-        eprintln!("weft relay: listening on {addr}")
+        eprintln!("weft relay: listening on {scheme}://{addr}")
     }) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -5,6 +5,7 @@
 //! request 426; an upgrade (on any path) is put to [`Relay::upgrade`], which asks the machine's
 //! [`RelayServer::admit`]: a refusal goes back as a plain HTTP response with `Connection: close`.
 //! The client address is the TCP peer, or with `trust_proxy` the last hop of `X-Forwarded-For`.
+//! With [`RelayOptions::tls`] the listener runs TLS first, so clients dial `wss://` to it.
 //!
 //! Nothing here holds protocol meaning: every frame, close and tick goes to the machine, and its
 //! outputs become frames, pings and closes in order.
@@ -20,7 +21,7 @@ use weft_proto::minca::relay_server::{
 };
 use weft_proto::minca::turn::TurnConfig;
 
-use crate::host::{Endpoint, Host, Listener, Peer, Remote};
+use crate::host::{Endpoint, Host, Listener, Peer, Remote, TlsServer};
 use crate::ws::{Frame, NoDial, Refusal, Request, Ws, WsConfig, WsEffect, WsHooks, WsMachine};
 
 /// The address `weft relay` listens on when told none.
@@ -36,6 +37,9 @@ pub struct RelayOptions {
     pub trust_proxy: bool,
     /// TURN passwords to hand out, if any.
     pub turn: Option<TurnConfig>,
+    /// Serve `wss://`: every connection opens with a TLS handshake presenting this certificate
+    /// (the host layer's one TLS setup, [`crate::tls`]); `None` serves plain `ws://`.
+    pub tls: Option<TlsServer>,
 }
 
 /// The relay machine with how its host determines client addresses.
@@ -83,7 +87,10 @@ pub fn serve(
     stop: Receiver<()>,
     ready: impl FnOnce(SocketAddr),
 ) -> io::Result<()> {
-    let listener = Listener::bind(&Endpoint::Tcp(options.listen))?;
+    let listener = match &options.tls {
+        Some(server) => Listener::tls(options.listen, server.clone())?,
+        None => Listener::bind(&Endpoint::Tcp(options.listen))?,
+    };
     if let Endpoint::Tcp(addr) = listener.endpoint()? {
         ready(addr);
     }

@@ -18,11 +18,16 @@ pub(crate) struct Running {
 impl Running {
     /// Starts a relay on `127.0.0.1:0`, handing out TURN passwords when `turn` is given.
     pub(crate) fn start(turn: Option<TurnConfig>) -> Self {
-        let options = RelayOptions {
+        Self::with(RelayOptions {
             listen: "127.0.0.1:0".parse().unwrap(),
             trust_proxy: false,
             turn,
-        };
+            tls: None,
+        })
+    }
+
+    /// Starts a relay with `options` (its `listen` should name port 0).
+    pub(crate) fn with(options: RelayOptions) -> Self {
         let (stop, stopped) = smol::channel::bounded(1);
         let (ready_tx, ready_rx) = mpsc::channel();
         let thread = thread::spawn(move || {

@@ -406,6 +406,32 @@ pub fn space_relays_record(body: &Value) -> Result<Vec<RelayUrl>, RelayListError
     space_relays(&list)
 }
 
+/// The collection holding a space's relay list (§4).
+pub const RELAYS_COLLECTION: &str = "sys.relays";
+
+/// The key of the single record in [`RELAYS_COLLECTION`] whose body is the list (§4).
+pub const SPACE_RELAYS_KEY: &str = "relays:space";
+
+/// The relays a node joins a space's room on besides its configured ones (§4): the space's own
+/// list once it names some; until then the relays named by the invite that brought the node.
+/// `record` is the body of the space's `relays:space` record in `sys.relays`, if it has one
+/// (chosen as 03 — Spaces says, which is not this library's). An invalid record is an error
+/// and is not applied: the caller keeps the list it had.
+pub fn room_relays(
+    record: Option<&Value>,
+    invite: &[RelayUrl],
+) -> Result<Vec<RelayUrl>, RelayListError> {
+    let named = match record {
+        Some(body) => space_relays_record(body)?,
+        None => Vec::new(),
+    };
+    Ok(if named.is_empty() {
+        invite.to_vec()
+    } else {
+        named
+    })
+}
+
 fn parse_all(list: &[&str]) -> Result<Vec<RelayUrl>, RelayListError> {
     list.iter()
         .enumerate()
@@ -674,5 +700,30 @@ mod tests {
         ] {
             assert_eq!(space_relays_record(&bad), Err(RelayListError::NotAList));
         }
+    }
+
+    #[test]
+    fn until_the_space_names_relays_the_invites_are_used() {
+        let invite = [RelayUrl::parse("wss://invite.example").unwrap()];
+        // No record, or a record naming none: the invite's relays.
+        assert_eq!(room_relays(None, &invite).unwrap(), invite);
+        let empty = serde_json::json!({ "relays": [] });
+        assert_eq!(room_relays(Some(&empty), &invite).unwrap(), invite);
+        // Once the space names some, those alone.
+        let named = serde_json::json!({ "relays": ["wss://space.example", "x+wss://new.example"] });
+        let relays = room_relays(Some(&named), &invite).unwrap();
+        assert_eq!(
+            relays.iter().map(RelayUrl::as_str).collect::<Vec<_>>(),
+            ["wss://space.example", "x+wss://new.example"]
+        );
+        // An invalid list is not applied, not replaced by the invite's.
+        let nine: Vec<String> = (0..9)
+            .map(|i| alloc::format!("wss://r{i}.example"))
+            .collect();
+        let bad = serde_json::json!({ "relays": nine });
+        assert_eq!(
+            room_relays(Some(&bad), &invite),
+            Err(RelayListError::TooMany { count: 9 })
+        );
     }
 }

@@ -823,6 +823,64 @@ fn an_updated_list_watches_on_new_relays_and_stops_on_relays_no_longer_named() {
 }
 
 #[test]
+fn leaving_a_room_leaves_it_on_every_relay_and_releases_relays_only_it_used() {
+    let mut net = Net::new(&[A]);
+    net.join(room(1), &[B]);
+    net.join(room(2), &[]);
+    let b = net.conn_of(B).unwrap();
+    net.take();
+    net.input(Input::Leave { topic: room(1) });
+    let log = net.take();
+    // B served room 1 alone: closed and released. A still serves room 2: kept open.
+    assert!(log.contains(&Output::Close { conn: b }));
+    assert!(log.contains(&Output::RelayState {
+        relay: url(B),
+        state: RelayState::Released
+    }));
+    assert!(net.conn_of(A).is_some());
+    assert_eq!(net.client.relays().collect::<Vec<_>>(), vec![&url(A)]);
+    // A Minca relay has no unwatch: what it still sends for room 1 is not delivered.
+    let mail = |t: Topic| {
+        RelayMessage::Mail(Mail {
+            topic: t,
+            items: vec![MailItem {
+                blob: blob(9),
+                seq: None,
+            }],
+            more: false,
+        })
+        .to_text()
+    };
+    net.relay_says(A, &mail(room(1)));
+    assert!(!net.take().iter().any(|o| matches!(o, Output::Blob { .. })));
+    assert_eq!(net.client.stats().unwatched_blobs, 1);
+    net.relay_says(A, &mail(room(2)));
+    assert!(net.take().iter().any(|o| matches!(o, Output::Blob { .. })));
+    // Nothing more is said in room 1, and a redial of A watches room 2 alone.
+    let sent = net.fakes[A].received.len();
+    net.input(Input::Publish {
+        topic: room(1),
+        blob: blob(4),
+    });
+    assert_eq!(net.fakes[A].received.len(), sent);
+    assert_eq!(net.client.stats().unrouted, 1);
+    let a = net.conn_of(A).unwrap();
+    net.input(Input::Closed { conn: a });
+    net.advance(at(60_000));
+    assert!(net.conn_of(A).is_some(), "redialled");
+    let rewatched: Vec<Topic> = net.fakes[A].received[sent..]
+        .iter()
+        .filter_map(|m| match m {
+            ClientMessage::Fetch {
+                topic, watch: true, ..
+            } => Some(topic.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(rewatched, vec![room(2)]);
+}
+
+#[test]
 fn a_list_of_more_than_8_relays_is_not_applied() {
     let mut net = Net::new(&[]);
     net.join(room(1), &[A]);

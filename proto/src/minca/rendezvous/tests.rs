@@ -291,6 +291,35 @@ fn a_relay_that_reopens_hears_a_hello_on_it_alone() {
 }
 
 #[test]
+fn there_is_no_goodbye_a_node_leaving_says_nothing_and_its_peers_keep_it_until_they_stop_hearing_it()
+ {
+    let (mut a, _) = joined(node(1), t(0), &room());
+    let (mut b, hello_b) = joined(node(2), t(0), &room());
+    assert_eq!(heard(&deliver(&mut a, t(1), &room(), &hello_b)).len(), 1);
+    // Leaving publishes nothing on the relays, now or later.
+    b.handle(t(2), Input::Leave(room()));
+    assert!(published(&drain(&mut b)).is_empty());
+    b.handle_timeout(t(secs(600)));
+    assert!(published(&drain(&mut b)).is_empty());
+    // So the peer that stays still has it in the room: it is gone when its connection is (§5),
+    // or when the room forgets it after five minutes of silence.
+    assert_eq!(a.peers(&room()).len(), 1);
+    a.handle_timeout(t(secs(60)));
+    drain(&mut a);
+    assert_eq!(a.peers(&room()).len(), 1);
+    // No message kind says goodbye: a blob claiming to is ignored, and the peer stays.
+    let mut bye = hello_from(&b, 3);
+    let c = default_provider();
+    bye.sig = auth::sign(c, &session(2), &bye.signed_text(&topic(&room()))).unwrap();
+    let mut said = bye.to_json();
+    said["kind"] = json!("goodbye");
+    let mut rng = ChaCha20Rng::seed_from_u64(78);
+    let blob = message::seal_blob(c, &mut rng, &room().key(c), &topic(&room()), &said);
+    assert!(deliver(&mut a, t(4), &room(), &blob).is_empty());
+    assert_eq!(a.peers(&room()).len(), 1);
+}
+
+#[test]
 fn hello_is_said_again_every_two_minutes() {
     let (mut a, _) = joined(node(1), t(0), &room());
     let w = a.poll_timeout().unwrap();
