@@ -63,7 +63,7 @@ impl Running {
         let (stop, stopped) = smol::channel::bounded::<()>(1);
         let (ready_tx, ready_rx) = mpsc::channel();
         let thread = thread::spawn(move || {
-            let (mut host, listeners) = open(&config)?;
+            let (mut host, listeners, commands) = open(&config)?;
             let peer = listeners.iter().find_map(|l| match l {
                 Listener::Tls(..) | Listener::Quic(..) | Listener::Tcp(_) => {
                     l.local_addr().ok().flatten()
@@ -72,7 +72,7 @@ impl Running {
             });
             ready_tx.send(peer).unwrap();
             smol::block_on(smol::future::or(
-                weft_drivers::smol::run(&mut host, listeners),
+                weft_drivers::smol::run_commanded(&mut host, listeners, &commands),
                 async {
                     let _ = stopped.recv().await;
                     Ok(())
