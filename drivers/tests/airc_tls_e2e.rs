@@ -16,6 +16,7 @@ mod tls_ca;
 use tls_ca::Ca;
 
 use weft_drivers::airc::client::{Client, message_id, new_message};
+use weft_drivers::airc::config::TlsFiles;
 use weft_drivers::airc::peer::{StaticPeer, Transport};
 use weft_drivers::airc::realm_key::{self, KEY_FILE};
 use weft_drivers::airc::serve::{ServeConfig, open};
@@ -343,4 +344,92 @@ fn the_realm_key_is_made_on_first_start_owner_only_and_kept_across_restarts() {
     let server = Running::start(ServeConfig::local(&dir, "me").unwrap());
     server.stop();
     assert_eq!(std::fs::read(&path).unwrap(), first);
+}
+
+/// A TLS-terminating proxy on loopback presenting `files`' certificate, forwarding each
+/// connection's plaintext to `upstream`: the proxy §8.3 lets stand in front of a server.
+fn tls_terminating_proxy(files: &TlsFiles, upstream: SocketAddr) -> SocketAddr {
+    use std::io::{ErrorKind, Read, Write};
+    let config = weft_drivers::tls::TlsServer::from_files(
+        files.cert.as_ref().unwrap(),
+        files.key.as_ref().unwrap(),
+    )
+    .unwrap()
+    .config();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    thread::spawn(move || {
+        for tcp in listener.incoming().map_while(Result::ok) {
+            let config = config.clone();
+            thread::spawn(move || {
+                let mut plain = std::net::TcpStream::connect(upstream).unwrap();
+                // One thread turns both ways: each read waits a moment, then the other side's.
+                let step = Some(Duration::from_millis(5));
+                tcp.set_read_timeout(step).unwrap();
+                plain.set_read_timeout(step).unwrap();
+                let session = rustls::ServerConnection::new(config).unwrap();
+                let mut tls = rustls::StreamOwned::new(session, tcp);
+                let idle = |e: &std::io::Error| {
+                    matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut)
+                };
+                let mut buf = vec![0u8; 16 * 1024];
+                loop {
+                    match tls.read(&mut buf) {
+                        Ok(0) => break,
+                        Ok(n) => plain.write_all(&buf[..n]).unwrap(),
+                        Err(e) if idle(&e) => {}
+                        Err(_) => break,
+                    }
+                    match plain.read(&mut buf) {
+                        Ok(0) => break,
+                        Ok(n) => {
+                            if tls.write_all(&buf[..n]).and_then(|()| tls.flush()).is_err() {
+                                break;
+                            }
+                        }
+                        Err(e) if idle(&e) => {}
+                        Err(_) => break,
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+#[test]
+fn a_peer_face_on_plain_tcp_behind_a_tls_terminating_proxy_receives_a_verified_link() {
+    let ca = Ca::new();
+    let (dir_a, dir_b) = (temp_dir("proxy-a"), temp_dir("proxy-b"));
+    let (key_a, key_b) = (public_key(&dir_a), public_key(&dir_b));
+
+    // b.test serves its peer face on plain TCP: its certificate is the proxy's.
+    let mut b = ServeConfig::local(&dir_b, "me").unwrap();
+    b.realm = realm("b.test");
+    b.peer.listen = Some("127.0.0.1:0".parse().unwrap());
+    b.known_keys = BTreeMap::from([(realm("a.test"), vec![key_a])]);
+    let b = Running::start(b);
+    let proxy = tls_terminating_proxy(&ca.files(&dir_b, "b.test"), b.peer.unwrap());
+
+    // a.test dials the proxy over TLS and verifies the certificate for b.test.
+    let mut a = config(&dir_a, "a.test", &ca);
+    a.peer.statics = BTreeMap::from([(
+        realm("b.test"),
+        StaticPeer {
+            address: proxy,
+            transport: Transport::Tls,
+            name: None,
+        },
+    )]);
+    a.known_keys = BTreeMap::from([(realm("b.test"), vec![key_b])]);
+    let a = Running::start(a);
+
+    let inbox = listen(&b);
+    let ack = send(&a, "//b.test/me/inbox", "through the proxy");
+    assert_eq!(ack.status, AckStatus::Delivered, "{ack:?}");
+    let m = inbox.recv_timeout(Duration::from_secs(30)).unwrap();
+    assert_eq!(m.body, "through the proxy");
+    assert_signed_by(&m, &key_a);
+    a.stop();
+    b.stop();
 }
