@@ -1,7 +1,7 @@
 //! The blocking adapter: any [`HostMachine`] over TCP and Unix stream sockets with std alone, on
-//! one thread, with no async runtime; TLS and QUIC through [`crate::bridge`], whose thread runs
-//! the handshakes and hands each secure connection's plaintext over on a Unix socket that this
-//! loop polls like any other.
+//! one thread, with no async runtime; TLS and QUIC through the bridge (`drivers::bridge`), whose
+//! thread runs the handshakes and hands each secure connection's plaintext over on a Unix socket
+//! that this loop polls like any other.
 //!
 //! Every socket is non-blocking; the thread sleeps in `poll(2)` (through `rustix::event::poll`)
 //! until a socket is ready, the machine's next deadline ([`Host::wait`]) comes, or the

@@ -1,9 +1,10 @@
 //! The tokio adapter (feature `tokio`): any [`HostMachine`] over TCP and Unix stream sockets,
 //! TLS over TCP and QUIC, under a tokio runtime.
 //!
-//! TLS and QUIC are [`crate::bridge`]'s: its thread runs the handshakes as the smol adapter does
-//! and hands this adapter each secure connection's plaintext on a Unix socket, so a listener's
-//! connection opens after its handshake and a dial opens once the certificate verified.
+//! TLS and QUIC are the bridge's (`drivers::bridge`): its thread runs the handshakes as the smol
+//! adapter does and hands this adapter each secure connection's plaintext on a Unix socket, so a
+//! listener's connection opens after its handshake and a dial opens once the certificate
+//! verified.
 //!
 //! One future owns the [`Host`] core and stays on the task that awaits [`run`], so the machine
 //! need not be `Send`. Each connection has a reader task and a writer task, spawned into a
