@@ -246,6 +246,7 @@ impl Background<SocketAddr> {
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             trust_proxy: false,
             turn: None,
+            tls: None,
         };
         let thread = std::thread::spawn(move || {
             weft_drivers::minca::relay::serve(options, stopped, move |addr| {

@@ -1,11 +1,14 @@
 //! The blocking adapter: any [`HostMachine`] over TCP and Unix stream sockets with std alone, on
-//! one thread, with no async runtime.
+//! one thread, with no async runtime; TLS and QUIC through the bridge (`drivers::bridge`), whose
+//! thread runs the handshakes and hands each secure connection's plaintext over on a Unix socket
+//! that this loop polls like any other.
 //!
 //! Every socket is non-blocking; the thread sleeps in `poll(2)` (through `rustix::event::poll`)
 //! until a socket is ready, the machine's next deadline ([`Host::wait`]) comes, or the
 //! [`StopSignal`] fires. Bytes the machine sends are buffered per connection and written as the
-//! socket takes them, so a slow peer never blocks the others. A dial is the exception: it
-//! connects in place, for at most [`DIAL_TIMEOUT`].
+//! socket takes them, so a slow peer never blocks the others. A plain TCP or Unix dial is the
+//! exception: it connects in place, for at most [`DIAL_TIMEOUT`] (a TLS or QUIC dial runs on the
+//! bridge).
 //!
 //! ```no_run
 //! use weft_drivers::host::{Endpoint, Host, Listener};
@@ -34,6 +37,7 @@ use std::time::{Duration, Instant};
 use rustix::event::{PollFd, PollFlags, Timespec, poll};
 use weft_proto::core::ConnId;
 
+use crate::bridge::{Bridge, Bridged};
 use crate::host::{
     ACCEPT_RETRY, Commands, Endpoint, Event, Hooks, Host, HostMachine, Io, Listener,
     MAX_EVENTS_PER_PASS, Peer, READ_CHUNK, Remote, shut_down,
@@ -42,6 +46,9 @@ use crate::host::{
 /// The longest a dial may hold the loop: dials connect in place, not through `poll`, so this
 /// bounds how long the other connections wait behind one unreachable target.
 pub const DIAL_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// The poll slots before the listeners': the stop signal, commands, the bridge.
+const FIXED_FDS: usize = 3;
 
 /// Tells a running [`run`] to return. Cloning is not needed: stop from any thread by reference.
 #[derive(Debug)]
@@ -103,6 +110,8 @@ struct Conn {
 struct BlockingIo {
     conns: BTreeMap<ConnId, Conn>,
     pending: VecDeque<Event>,
+    /// TLS and QUIC, started with the first secure listener or dial, and what it hands back.
+    bridge: Option<(Bridge, Commands<Bridged>)>,
 }
 
 impl Io for BlockingIo {
@@ -133,7 +142,10 @@ impl Io for BlockingIo {
         let sock = match to {
             Endpoint::Tcp(addr) => TcpStream::connect_timeout(&addr, DIAL_TIMEOUT).map(Sock::Tcp),
             Endpoint::Unix(path) => UnixStream::connect(path).map(Sock::Unix),
-            Endpoint::Tls(_) | Endpoint::Quic(_) => Err(secure_unsupported()),
+            Endpoint::Tls(_) | Endpoint::Quic(_) => match self.bridge(Vec::new()) {
+                Ok(bridge) => return bridge.dial(conn, to),
+                Err(e) => Err(e),
+            },
         };
         let sock = sock.and_then(|s| {
             match &s {
@@ -153,6 +165,43 @@ impl Io for BlockingIo {
 }
 
 impl BlockingIo {
+    /// The bridge, started now with `listeners` if it is not running yet.
+    fn bridge(&mut self, listeners: Vec<(usize, Listener)>) -> io::Result<&Bridge> {
+        if self.bridge.is_none() {
+            self.bridge = Some(Bridge::start(listeners)?);
+        }
+        Ok(&self.bridge.as_ref().expect("started above").0)
+    }
+
+    /// Takes what the bridge handed back: secure connections opened, dials answered.
+    fn bridged(&mut self, host_conn: &mut impl FnMut() -> ConnId) {
+        let Some((_, ready)) = &self.bridge else {
+            return;
+        };
+        for b in ready.ready() {
+            match b {
+                Bridged::Accepted { peer, stream } => {
+                    let conn = host_conn();
+                    self.add(conn, Sock::Unix(stream));
+                    self.pending.push_back(Event::Opened { conn, peer });
+                }
+                Bridged::Dialled {
+                    conn,
+                    stream: Ok(stream),
+                } => {
+                    self.add(conn, Sock::Unix(stream));
+                    self.pending.push_back(Event::Dialled { conn });
+                }
+                Bridged::Dialled {
+                    conn,
+                    stream: Err(_),
+                } => {
+                    self.pending.push_back(Event::DialFailed { conn });
+                }
+            }
+        }
+    }
+
     fn add(&mut self, conn: ConnId, sock: Sock) {
         let c = Conn {
             sock,
@@ -230,16 +279,10 @@ fn accept(listener: &Listener) -> io::Result<(Sock, Remote)> {
             let remote = Remote::unix(&s);
             (Sock::Unix(s), remote)
         }
-        Listener::Tls(..) | Listener::Quic(..) => return Err(secure_unsupported()),
+        Listener::Tls(..) | Listener::Quic(..) => {
+            unreachable!("secure listeners are the bridge's")
+        }
     })
-}
-
-/// This loop moves plain bytes only: TLS and QUIC run on the smol adapter.
-fn secure_unsupported() -> io::Error {
-    io::Error::new(
-        io::ErrorKind::Unsupported,
-        "the blocking adapter has no TLS or QUIC: use the smol adapter",
-    )
 }
 
 fn listener_fd(listener: &Listener) -> BorrowedFd<'_> {
@@ -279,14 +322,26 @@ fn drive<M: HostMachine, H: Hooks<M>>(
     commands: Option<&Commands<M::Input>>,
     stop: &StopSignal,
 ) -> io::Result<()> {
-    for l in &listeners {
-        match l {
-            Listener::Tcp(l) => l.set_nonblocking(true)?,
-            Listener::Unix(l) => l.set_nonblocking(true)?,
-            Listener::Tls(..) | Listener::Quic(..) => return Err(secure_unsupported()),
-        }
-    }
     let mut io = BlockingIo::default();
+    // Secure listeners go to the bridge; their slots stay (indices line up) and ask for nothing.
+    let mut secure = Vec::new();
+    let mut plain: Vec<Option<Listener>> = Vec::with_capacity(listeners.len());
+    for (index, l) in listeners.into_iter().enumerate() {
+        match &l {
+            Listener::Tcp(t) => t.set_nonblocking(true)?,
+            Listener::Unix(u) => u.set_nonblocking(true)?,
+            Listener::Tls(..) | Listener::Quic(..) => {
+                secure.push((index, l));
+                plain.push(None);
+                continue;
+            }
+        }
+        plain.push(Some(l));
+    }
+    if !secure.is_empty() {
+        io.bridge(secure)?;
+    }
+    let listeners = plain;
     let mut paused: Vec<Option<Instant>> = vec![None; listeners.len()];
     let mut buf = vec![0u8; READ_CHUNK];
     host.start(crate::now(), &mut io)?;
@@ -308,22 +363,27 @@ fn drive<M: HostMachine, H: Hooks<M>>(
         // A wait too long for a timespec is as good as none.
         let timeout = wait.and_then(|d| Timespec::try_from(d).ok());
 
-        let (stopped, commanded, ready_listeners, ready_conns) = {
-            let mut fds = Vec::with_capacity(2 + listeners.len() + io.conns.len());
+        let (stopped, commanded, bridged, ready_listeners, ready_conns) = {
+            let mut fds = Vec::with_capacity(FIXED_FDS + listeners.len() + io.conns.len());
             fds.push(PollFd::new(&stop.0, PollFlags::IN));
-            // Without commands the slot stays (indices line up) and asks for nothing.
+            // Without commands or a bridge the slot stays (indices line up) and asks for nothing.
             match commands {
                 Some(c) => fds.push(PollFd::from_borrowed_fd(c.fd(), PollFlags::IN)),
                 None => fds.push(PollFd::new(&stop.0, PollFlags::empty())),
             }
+            match &io.bridge {
+                Some((_, ready)) => fds.push(PollFd::from_borrowed_fd(ready.fd(), PollFlags::IN)),
+                None => fds.push(PollFd::new(&stop.0, PollFlags::empty())),
+            }
             for (l, p) in listeners.iter().zip(&paused) {
-                // A paused listener stays in the list (indices line up) but asks for nothing.
-                let flags = if p.is_some() {
-                    PollFlags::empty()
-                } else {
-                    PollFlags::IN
-                };
-                fds.push(PollFd::from_borrowed_fd(listener_fd(l), flags));
+                // A paused or bridged listener stays in the list (indices line up) but asks for
+                // nothing.
+                match l {
+                    Some(l) if p.is_none() => {
+                        fds.push(PollFd::from_borrowed_fd(listener_fd(l), PollFlags::IN));
+                    }
+                    _ => fds.push(PollFd::new(&stop.0, PollFlags::empty())),
+                }
             }
             for c in io.conns.values() {
                 let mut flags = PollFlags::IN;
@@ -340,20 +400,21 @@ fn drive<M: HostMachine, H: Hooks<M>>(
             let ready = |f: &PollFd<'_>| !f.revents().is_empty();
             let stopped = ready(&fds[0]);
             let commanded = ready(&fds[1]);
+            let bridged = ready(&fds[2]);
             let ls: Vec<usize> = (0..listeners.len())
-                .filter(|&i| paused[i].is_none() && ready(&fds[2 + i]))
+                .filter(|&i| paused[i].is_none() && ready(&fds[FIXED_FDS + i]))
                 .collect();
             let cs: Vec<ConnId> = io
                 .conns
                 .keys()
-                .zip(&fds[2 + listeners.len()..])
+                .zip(&fds[FIXED_FDS + listeners.len()..])
                 .filter(|(_, f)| {
                     f.revents()
                         .intersects(PollFlags::IN | PollFlags::HUP | PollFlags::ERR)
                 })
                 .map(|(&id, _)| id)
                 .collect();
-            (stopped, commanded, ls, cs)
+            (stopped, commanded, bridged, ls, cs)
         };
         if stopped {
             return Ok(());
@@ -362,9 +423,15 @@ fn drive<M: HostMachine, H: Hooks<M>>(
             host.command(crate::now(), c.ready(), &mut io)?;
         }
 
+        if bridged {
+            io.bridged(&mut || host.conn_id());
+        }
         for index in ready_listeners {
+            let Some(listener) = &listeners[index] else {
+                continue;
+            };
             for _ in 0..MAX_EVENTS_PER_PASS {
-                let (sock, remote) = match accept(&listeners[index]) {
+                let (sock, remote) = match accept(listener) {
                     Ok(accepted) => accepted,
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                     Err(_) => {

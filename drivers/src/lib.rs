@@ -29,6 +29,7 @@ use weft_proto::crypto::CryptoProvider;
 
 pub mod airc;
 pub mod blocking;
+mod bridge;
 pub mod demo;
 #[cfg(feature = "fast-crypto")]
 pub mod fast_crypto;

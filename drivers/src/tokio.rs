@@ -1,5 +1,10 @@
 //! The tokio adapter (feature `tokio`): any [`HostMachine`] over TCP and Unix stream sockets,
-//! under a tokio runtime.
+//! TLS over TCP and QUIC, under a tokio runtime.
+//!
+//! TLS and QUIC are the bridge's (`drivers::bridge`): its thread runs the handshakes as the smol
+//! adapter does and hands this adapter each secure connection's plaintext on a Unix socket, so a
+//! listener's connection opens after its handshake and a dial opens once the certificate
+//! verified.
 //!
 //! One future owns the [`Host`] core and stays on the task that awaits [`run`], so the machine
 //! need not be `Send`. Each connection has a reader task and a writer task, spawned into a
@@ -30,6 +35,7 @@ use ::tokio::task::JoinSet;
 use ::tokio::time::sleep;
 use weft_proto::core::ConnId;
 
+use crate::bridge::{Bridge, Bridged};
 use crate::host::{
     self, ACCEPT_RETRY, Commands, Endpoint, Event, Hooks, Host, HostMachine, Io, Listener,
     MAX_EVENTS_PER_PASS, Outbox, OutboxReader, Peer, READ_CHUNK, Remote, Report, shut_down,
@@ -47,6 +53,8 @@ struct TokioIo {
     tasks: JoinSet<()>,
     net: UnboundedSender<Net>,
     writers: BTreeMap<ConnId, Outbox>,
+    /// TLS and QUIC, started with the first secure listener or dial.
+    bridge: Option<Bridge>,
 }
 
 impl Io for TokioIo {
@@ -75,11 +83,23 @@ impl Io for TokioIo {
 
     fn dial(&mut self, conn: ConnId, to: Endpoint) {
         let net = self.net.clone();
+        if let Endpoint::Tls(_) | Endpoint::Quic(_) = to {
+            match self.bridge(Vec::new()) {
+                Ok(bridge) => bridge.dial(conn, to),
+                Err(e) => {
+                    let _ = net.send(Net::Connected {
+                        conn,
+                        stream: Err(e),
+                    });
+                }
+            }
+            return;
+        }
         self.tasks.spawn(async move {
             let stream = match to {
                 Endpoint::Tcp(addr) => TcpStream::connect(addr).await.map(Stream::Tcp),
                 Endpoint::Unix(path) => UnixStream::connect(path).await.map(Stream::Unix),
-                Endpoint::Tls(_) | Endpoint::Quic(_) => Err(secure_unsupported()),
+                Endpoint::Tls(_) | Endpoint::Quic(_) => unreachable!("dialled by the bridge"),
             };
             let _ = net.send(Net::Connected { conn, stream });
         });
@@ -87,6 +107,17 @@ impl Io for TokioIo {
 }
 
 impl TokioIo {
+    /// The bridge, started now with `listeners` if it is not running yet (a bridge serves the
+    /// listeners it started with: they all come first, at the start of [`run`]).
+    fn bridge(&mut self, listeners: Vec<(usize, Listener)>) -> io::Result<&Bridge> {
+        if self.bridge.is_none() {
+            let (bridge, ready) = Bridge::start(listeners)?;
+            self.tasks.spawn(forward(ready, self.net.clone()));
+            self.bridge = Some(bridge);
+        }
+        Ok(self.bridge.as_ref().expect("started above"))
+    }
+
     /// Turns a task's report into an event for the core, starting a connection's tasks.
     fn event<M: HostMachine, H: Hooks<M>>(&mut self, net: Net, host: &mut Host<M, H>) -> Event {
         net.into_event(host, &mut self.writers, |conn, stream| {
@@ -148,7 +179,9 @@ async fn drive<M: HostMachine, H: Hooks<M>>(
         tasks: JoinSet::new(),
         net: net.clone(),
         writers: BTreeMap::new(),
+        bridge: None,
     };
+    let mut secure = Vec::new();
     for (index, listener) in listeners.into_iter().enumerate() {
         match listener {
             Listener::Tcp(l) => {
@@ -161,8 +194,11 @@ async fn drive<M: HostMachine, H: Hooks<M>>(
                 let l = UnixListener::from_std(l)?;
                 io.tasks.spawn(accept_unix(index, l, net.clone()));
             }
-            Listener::Tls(..) | Listener::Quic(..) => return Err(secure_unsupported()),
+            Listener::Tls(..) | Listener::Quic(..) => secure.push((index, listener)),
         }
+    }
+    if !secure.is_empty() {
+        io.bridge(secure)?;
     }
     drop(net);
     host.start(crate::now(), &mut io)?;
@@ -297,10 +333,25 @@ async fn write<W: WriteHalf>(mut stream: W, outbox: OutboxReader) {
     stream.shut();
 }
 
-/// This adapter moves plain bytes only: TLS and QUIC run on the smol adapter.
-fn secure_unsupported() -> io::Error {
-    io::Error::new(
-        io::ErrorKind::Unsupported,
-        "the tokio adapter has no TLS or QUIC: use the smol adapter",
-    )
+/// Hands what the bridge sends to the loop as the reports of this adapter's own sockets.
+async fn forward(ready: Commands<Bridged>, net: UnboundedSender<Net>) {
+    while let Some(bridged) = ready.recv().await {
+        let report = match bridged {
+            Bridged::Accepted { peer, stream } => match UnixStream::from_std(stream) {
+                Ok(s) => Net::Accepted {
+                    peer,
+                    stream: Stream::Unix(s),
+                },
+                // Not registered with the runtime: as if its handshake failed.
+                Err(_) => continue,
+            },
+            Bridged::Dialled { conn, stream } => Net::Connected {
+                conn,
+                stream: stream.and_then(UnixStream::from_std).map(Stream::Unix),
+            },
+        };
+        if net.send(report).is_err() {
+            return;
+        }
+    }
 }

@@ -13,9 +13,9 @@ use std::sync::mpsc;
 use std::thread;
 
 use weft_drivers::airc::client::{Client, message_id, new_message};
-use weft_drivers::airc::host::{Realm, RealmHooks};
+use weft_drivers::airc::host::{Realm, RealmHooks, RealmInput};
 use weft_drivers::airc::serve::{ServeConfig, open};
-use weft_drivers::host::{Endpoint, Host, Listener};
+use weft_drivers::host::{Commands, Endpoint, Host, Listener};
 use weft_proto::airc::frame::AckStatus;
 use weft_proto::airc::framing::FrameDecoder;
 
@@ -44,20 +44,22 @@ type RealmHost = Host<Realm<chacha20::ChaCha20Rng>, RealmHooks>;
 fn spawn(
     dir: &Path,
     stop: Box<dyn FnOnce()>,
-    run: impl FnOnce(&mut RealmHost, Vec<Listener>) -> std::io::Result<()> + Send + 'static,
+    run: impl FnOnce(&mut RealmHost, Vec<Listener>, &Commands<RealmInput>) -> std::io::Result<()>
+    + Send
+    + 'static,
 ) -> Running {
     let config = ServeConfig::local(dir, "me").unwrap();
     let socket = config.client_socket.clone();
     let (ready, bound) = mpsc::channel();
     let thread = thread::spawn(move || {
-        let (mut host, mut listeners) = open(&config)?;
+        let (mut host, mut listeners, commands) = open(&config)?;
         let tcp = Listener::bind(&Endpoint::Tcp("127.0.0.1:0".parse().unwrap()))?;
         let Endpoint::Tcp(addr) = tcp.endpoint()? else {
             unreachable!("a TCP listener has a TCP address")
         };
         ready.send(addr).unwrap();
         listeners.push(tcp);
-        run(&mut host, listeners)
+        run(&mut host, listeners, &commands)
     });
     let tcp = bound.recv().expect("the server starts");
     Running {
@@ -73,9 +75,9 @@ fn start_smol(dir: &Path) -> Running {
     spawn(
         dir,
         Box::new(move || stop.send_blocking(()).unwrap()),
-        move |host, listeners| {
+        move |host, listeners, commands| {
             smol::block_on(smol::future::or(
-                weft_drivers::smol::run(host, listeners),
+                weft_drivers::smol::run_commanded(host, listeners, commands),
                 async move {
                     let _ = stopped.recv().await;
                     Ok(())
@@ -91,13 +93,13 @@ fn start_tokio(dir: &Path) -> Running {
     spawn(
         dir,
         Box::new(move || stop.send_blocking(()).unwrap()),
-        move |host, listeners| {
+        move |host, listeners, commands| {
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()?;
             // The stop race uses smol's runtime-neutral combinator; the adapter runs on tokio.
             runtime.block_on(smol::future::or(
-                weft_drivers::tokio::run(host, listeners),
+                weft_drivers::tokio::run_commanded(host, listeners, commands),
                 async move {
                     let _ = stopped.recv().await;
                     Ok(())
@@ -112,7 +114,9 @@ fn start_blocking(dir: &Path) -> Running {
     spawn(
         dir,
         Box::new(move || stopper.stop()),
-        move |host, listeners| weft_drivers::blocking::run(host, listeners, &stopped),
+        move |host, listeners, commands| {
+            weft_drivers::blocking::run_commanded(host, listeners, commands, &stopped)
+        },
     )
 }
 

@@ -2,94 +2,20 @@
 //! real `weft` binary as its clients, over the Unix socket and loopback TCP. What a shell user
 //! sees is what is checked: the JSON lines on stdout, the exit status, the code on stderr.
 
-use std::io::{BufRead, BufReader};
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::mpsc;
-use std::thread;
-use std::time::Duration;
+use std::process::{Command, Stdio};
 
-use serde_json::Value;
-
-const WEFT: &str = env!("CARGO_BIN_EXE_weft");
-
-/// How long a test waits for a process to say it is ready.
-const READY: Duration = Duration::from_secs(60);
+#[path = "common/cli.rs"]
+mod cli;
+use cli::{Ran, Running, WEFT, free_port, json, temp_dir};
 
 /// `nobody`: a uid that is neither root nor the server's, for the administrator tests.
 const NOBODY: u32 = 65534;
 
 fn my_uid() -> u32 {
     rustix::process::getuid().as_raw()
-}
-
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("weft-cli-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-/// A loopback port nobody listens on right now.
-fn free_port() -> SocketAddr {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-}
-
-/// A child process whose stderr lines arrive on a channel as it writes them.
-struct Running {
-    child: Child,
-    stderr: mpsc::Receiver<String>,
-}
-
-impl Running {
-    fn spawn(mut cmd: Command) -> Self {
-        let mut child = cmd
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("weft starts");
-        let (tx, stderr) = mpsc::channel();
-        let pipe = child.stderr.take().unwrap();
-        thread::spawn(move || {
-            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        Self { child, stderr }
-    }
-
-    /// Waits for a stderr line containing `needle`, and returns it.
-    fn wait_for(&self, needle: &str) -> String {
-        loop {
-            match self.stderr.recv_timeout(READY) {
-                Ok(line) if line.contains(needle) => return line,
-                Ok(_) => {}
-                Err(e) => panic!("no {needle:?} on stderr: {e}"),
-            }
-        }
-    }
-
-    /// Waits for the process to exit; its stdout lines and exit code.
-    fn finish(mut self) -> (Vec<String>, Option<i32>) {
-        let out = self.child.stdout.take().unwrap();
-        let lines = BufReader::new(out).lines().map_while(Result::ok).collect();
-        let status = self.child.wait().unwrap();
-        (lines, status.code())
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// `weft airc serve` in `dir`, the test's uid owning `alice` and `bob`, the client face also on
@@ -138,40 +64,6 @@ impl Realm {
     fn run(&self, args: &[&str]) -> Ran {
         Ran::from(self.command(args).output().unwrap())
     }
-}
-
-/// A finished client command, as a shell sees it.
-#[derive(Debug)]
-struct Ran {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
-impl From<Output> for Ran {
-    fn from(o: Output) -> Self {
-        Self {
-            code: o.status.code(),
-            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
-        }
-    }
-}
-
-impl Ran {
-    /// The one JSON line it printed, after checking it succeeded.
-    fn ok(&self) -> Value {
-        assert_eq!(self.code, Some(0), "{self:?}");
-        self.json()
-    }
-
-    fn json(&self) -> Value {
-        serde_json::from_str(self.stdout.trim()).unwrap_or_else(|e| panic!("{e}: {self:?}"))
-    }
-}
-
-fn json(line: &str) -> Value {
-    serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"))
 }
 
 #[test]

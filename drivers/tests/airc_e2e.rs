@@ -121,3 +121,56 @@ fn a_queued_message_survives_a_restart_and_is_delivered_once() {
     assert_eq!(got.unwrap().id, id);
     server.stop();
 }
+
+#[test]
+fn frames_from_concurrent_senders_reach_one_listener_whole_and_in_each_senders_order() {
+    const SENDERS: usize = 8;
+    const EACH: usize = 20;
+    let dir = temp_dir("serialized");
+    let server = Running::start(&dir);
+    let mut listener = Client::connect(&server.socket).unwrap();
+    listener.bind(vec!["me/inbox".into()]).unwrap();
+    // Bodies larger than a socket write usually takes at once, so an unserialized writer would
+    // interleave pieces of frames.
+    let filler = "x".repeat(16 * 1024);
+    let senders: Vec<_> = (0..SENDERS)
+        .map(|s| {
+            let (socket, filler) = (server.socket.clone(), filler.clone());
+            thread::spawn(move || {
+                let mut c = Client::connect(&socket).unwrap();
+                for i in 0..EACH {
+                    let id = message_id(&mut weft_drivers::os_rng());
+                    let body = format!("{s} {i} {filler}");
+                    let ack = c
+                        .message(new_message(id, &format!("s{s}"), "inbox", &body, None))
+                        .unwrap();
+                    assert_eq!(ack.status, AckStatus::Delivered, "{ack:?}");
+                }
+            })
+        })
+        .collect();
+    let mut seen = vec![Vec::new(); SENDERS];
+    for _ in 0..SENDERS * EACH {
+        // A frame cut into by another would not decode: `receive` would fail.
+        listener
+            .receive(|m| {
+                let mut parts = m.body.splitn(3, ' ');
+                let s: usize = parts.next().unwrap().parse().unwrap();
+                let i: usize = parts.next().unwrap().parse().unwrap();
+                assert_eq!(
+                    parts.next(),
+                    Some(filler.as_str()),
+                    "the body arrived whole"
+                );
+                seen[s].push(i);
+            })
+            .unwrap();
+    }
+    for sender in senders {
+        sender.join().unwrap();
+    }
+    for (s, got) in seen.iter().enumerate() {
+        assert_eq!(*got, (0..EACH).collect::<Vec<_>>(), "sender {s}");
+    }
+    server.stop();
+}

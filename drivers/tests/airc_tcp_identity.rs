@@ -35,13 +35,13 @@ fn start(dir: &Path, tcp: &str, table: BTreeMap<u32, Vec<Namespace>>) -> Running
     let (stop, stopped) = smol::channel::bounded::<()>(1);
     let (ready, bound) = mpsc::channel();
     let thread = thread::spawn(move || {
-        let (mut host, listeners) = open(&config)?;
+        let (mut host, listeners, commands) = open(&config)?;
         let Ok(Endpoint::Tcp(addr)) = listeners[1].endpoint() else {
             panic!("the second listener is the TCP face")
         };
         ready.send(addr).unwrap();
         smol::block_on(smol::future::or(
-            weft_drivers::smol::run(&mut host, listeners),
+            weft_drivers::smol::run_commanded(&mut host, listeners, &commands),
             async move {
                 let _ = stopped.recv().await;
                 Ok(())

@@ -1,6 +1,7 @@
 //! The AIRC peer face on real sockets (§8.3, §8.4, §9): two realm servers on loopback, each
-//! driven by the smol adapter, linked over TLS or QUIC with certificates made here, signing with
-//! keys made on first start; clients on Unix sockets.
+//! driven by the smol adapter (and, for the link itself, by the tokio and the blocking adapter
+//! too), linked over TLS or QUIC with certificates made here, signing with keys made on first
+//! start; clients on Unix sockets.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -15,6 +16,7 @@ mod tls_ca;
 use tls_ca::Ca;
 
 use weft_drivers::airc::client::{Client, message_id, new_message};
+use weft_drivers::airc::config::TlsFiles;
 use weft_drivers::airc::peer::{StaticPeer, Transport};
 use weft_drivers::airc::realm_key::{self, KEY_FILE};
 use weft_drivers::airc::serve::{ServeConfig, open};
@@ -49,8 +51,16 @@ fn config(dir: &Path, name: &str, ca: &Ca) -> ServeConfig {
     c
 }
 
+/// The runtime adapter a server runs on.
+#[derive(Clone, Copy, Debug)]
+enum Adapter {
+    Smol,
+    Tokio,
+    Blocking,
+}
+
 struct Running {
-    stop: smol::channel::Sender<()>,
+    stop: Option<Box<dyn FnOnce() + Send>>,
     thread: Option<thread::JoinHandle<std::io::Result<()>>>,
     socket: PathBuf,
     /// The peer face's address (TLS or QUIC), when it has one.
@@ -59,11 +69,16 @@ struct Running {
 
 impl Running {
     fn start(config: ServeConfig) -> Self {
+        Self::start_on(config, Adapter::Smol)
+    }
+
+    fn start_on(config: ServeConfig, adapter: Adapter) -> Self {
         let socket = config.client_socket.clone();
         let (stop, stopped) = smol::channel::bounded::<()>(1);
+        let (stopper, stop_signal) = weft_drivers::blocking::stop_signal().unwrap();
         let (ready_tx, ready_rx) = mpsc::channel();
         let thread = thread::spawn(move || {
-            let (mut host, listeners) = open(&config)?;
+            let (mut host, listeners, commands) = open(&config)?;
             let peer = listeners.iter().find_map(|l| match l {
                 Listener::Tls(..) | Listener::Quic(..) | Listener::Tcp(_) => {
                     l.local_addr().ok().flatten()
@@ -71,17 +86,37 @@ impl Running {
                 _ => None,
             });
             ready_tx.send(peer).unwrap();
-            smol::block_on(smol::future::or(
-                weft_drivers::smol::run(&mut host, listeners),
-                async {
-                    let _ = stopped.recv().await;
-                    Ok(())
-                },
-            ))
+            let stopped = async {
+                let _ = stopped.recv().await;
+                Ok(())
+            };
+            match adapter {
+                Adapter::Smol => smol::block_on(smol::future::or(
+                    weft_drivers::smol::run_commanded(&mut host, listeners, &commands),
+                    stopped,
+                )),
+                Adapter::Tokio => tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()?
+                    .block_on(smol::future::or(
+                        weft_drivers::tokio::run_commanded(&mut host, listeners, &commands),
+                        stopped,
+                    )),
+                Adapter::Blocking => weft_drivers::blocking::run_commanded(
+                    &mut host,
+                    listeners,
+                    &commands,
+                    &stop_signal,
+                ),
+            }
         });
         let peer = ready_rx.recv().expect("the server starts");
+        let stop: Box<dyn FnOnce() + Send> = match adapter {
+            Adapter::Blocking => Box::new(move || stopper.stop()),
+            _ => Box::new(move || stop.send_blocking(()).unwrap()),
+        };
         Self {
-            stop,
+            stop: Some(stop),
             thread: Some(thread),
             socket,
             peer,
@@ -89,7 +124,7 @@ impl Running {
     }
 
     fn stop(mut self) {
-        self.stop.send_blocking(()).unwrap();
+        (self.stop.take().unwrap())();
         self.thread.take().unwrap().join().unwrap().unwrap();
     }
 }
@@ -137,6 +172,11 @@ struct Pair {
 /// Starts a [`Pair`]; `a.test` trusts `a_trust` when given, else the CA of `b.test`'s
 /// certificate.
 fn pair(name: &str, transport: Transport, a_trust: Option<&Ca>) -> Pair {
+    pair_on(name, transport, a_trust, Adapter::Smol)
+}
+
+/// [`pair`], both servers on `adapter`.
+fn pair_on(name: &str, transport: Transport, a_trust: Option<&Ca>, adapter: Adapter) -> Pair {
     let ca = Ca::new();
     let (dir_a, dir_b) = (
         temp_dir(&format!("{name}-a")),
@@ -151,7 +191,7 @@ fn pair(name: &str, transport: Transport, a_trust: Option<&Ca>) -> Pair {
         _ => b.peer.listen = Some(any),
     }
     b.known_keys = BTreeMap::from([(realm("a.test"), vec![key_a])]);
-    let b = Running::start(b);
+    let b = Running::start_on(b, adapter);
 
     let mut a = config(&dir_a, "a.test", &ca);
     if let Some(other) = a_trust {
@@ -167,7 +207,7 @@ fn pair(name: &str, transport: Transport, a_trust: Option<&Ca>) -> Pair {
     )]);
     a.known_keys = BTreeMap::from([(realm("b.test"), vec![key_b])]);
     Pair {
-        a: Running::start(a.clone()),
+        a: Running::start_on(a.clone(), adapter),
         b,
         a_config: a,
         key_a,
@@ -184,6 +224,46 @@ fn assert_signed_by(m: &Msg, key: &[u8; 32]) {
         .unwrap_or_else(|| panic!("no signature on {m:?}"));
     let kid = sigstring::kid(default_provider(), key);
     assert!(sig.starts_with(&format!("ed25519:{kid}:")), "{sig}");
+}
+
+/// Two realms on `adapter` over `transport`: a message from `a.test` is acked delivered by
+/// `b.test`, which verified its signature.
+fn a_signed_message_crosses(name: &str, transport: Transport, adapter: Adapter) {
+    let p = pair_on(name, transport, None, adapter);
+    let inbox = listen(&p.b);
+    let body = format!("across {name}");
+    let ack = send(&p.a, "//b.test/me/inbox", &body);
+    assert_eq!(ack.status, AckStatus::Delivered, "{ack:?}");
+    let m = inbox.recv_timeout(Duration::from_secs(30)).unwrap();
+    assert_eq!(
+        (m.from.as_str(), m.body.as_str()),
+        ("airc://a.test/me/cli", body.as_str())
+    );
+    assert_signed_by(&m, &p.key_a);
+    p.a.stop();
+    p.b.stop();
+}
+
+#[cfg(feature = "tokio")]
+#[test]
+fn two_realms_on_the_tokio_adapter_link_over_tls_and_deliver_a_signed_message() {
+    a_signed_message_crosses("tokio-tls", Transport::Tls, Adapter::Tokio);
+}
+
+#[cfg(feature = "tokio")]
+#[test]
+fn two_realms_on_the_tokio_adapter_link_over_quic_and_deliver_a_signed_message() {
+    a_signed_message_crosses("tokio-quic", Transport::Quic, Adapter::Tokio);
+}
+
+#[test]
+fn two_realms_on_the_blocking_adapter_link_over_tls_and_deliver_a_signed_message() {
+    a_signed_message_crosses("blocking-tls", Transport::Tls, Adapter::Blocking);
+}
+
+#[test]
+fn two_realms_on_the_blocking_adapter_link_over_quic_and_deliver_a_signed_message() {
+    a_signed_message_crosses("blocking-quic", Transport::Quic, Adapter::Blocking);
 }
 
 #[test]
@@ -264,4 +344,92 @@ fn the_realm_key_is_made_on_first_start_owner_only_and_kept_across_restarts() {
     let server = Running::start(ServeConfig::local(&dir, "me").unwrap());
     server.stop();
     assert_eq!(std::fs::read(&path).unwrap(), first);
+}
+
+/// A TLS-terminating proxy on loopback presenting `files`' certificate, forwarding each
+/// connection's plaintext to `upstream`: the proxy §8.3 lets stand in front of a server.
+fn tls_terminating_proxy(files: &TlsFiles, upstream: SocketAddr) -> SocketAddr {
+    use std::io::{ErrorKind, Read, Write};
+    let config = weft_drivers::tls::TlsServer::from_files(
+        files.cert.as_ref().unwrap(),
+        files.key.as_ref().unwrap(),
+    )
+    .unwrap()
+    .config();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    thread::spawn(move || {
+        for tcp in listener.incoming().map_while(Result::ok) {
+            let config = config.clone();
+            thread::spawn(move || {
+                let mut plain = std::net::TcpStream::connect(upstream).unwrap();
+                // One thread turns both ways: each read waits a moment, then the other side's.
+                let step = Some(Duration::from_millis(5));
+                tcp.set_read_timeout(step).unwrap();
+                plain.set_read_timeout(step).unwrap();
+                let session = rustls::ServerConnection::new(config).unwrap();
+                let mut tls = rustls::StreamOwned::new(session, tcp);
+                let idle = |e: &std::io::Error| {
+                    matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut)
+                };
+                let mut buf = vec![0u8; 16 * 1024];
+                loop {
+                    match tls.read(&mut buf) {
+                        Ok(0) => break,
+                        Ok(n) => plain.write_all(&buf[..n]).unwrap(),
+                        Err(e) if idle(&e) => {}
+                        Err(_) => break,
+                    }
+                    match plain.read(&mut buf) {
+                        Ok(0) => break,
+                        Ok(n) => {
+                            if tls.write_all(&buf[..n]).and_then(|()| tls.flush()).is_err() {
+                                break;
+                            }
+                        }
+                        Err(e) if idle(&e) => {}
+                        Err(_) => break,
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+#[test]
+fn a_peer_face_on_plain_tcp_behind_a_tls_terminating_proxy_receives_a_verified_link() {
+    let ca = Ca::new();
+    let (dir_a, dir_b) = (temp_dir("proxy-a"), temp_dir("proxy-b"));
+    let (key_a, key_b) = (public_key(&dir_a), public_key(&dir_b));
+
+    // b.test serves its peer face on plain TCP: its certificate is the proxy's.
+    let mut b = ServeConfig::local(&dir_b, "me").unwrap();
+    b.realm = realm("b.test");
+    b.peer.listen = Some("127.0.0.1:0".parse().unwrap());
+    b.known_keys = BTreeMap::from([(realm("a.test"), vec![key_a])]);
+    let b = Running::start(b);
+    let proxy = tls_terminating_proxy(&ca.files(&dir_b, "b.test"), b.peer.unwrap());
+
+    // a.test dials the proxy over TLS and verifies the certificate for b.test.
+    let mut a = config(&dir_a, "a.test", &ca);
+    a.peer.statics = BTreeMap::from([(
+        realm("b.test"),
+        StaticPeer {
+            address: proxy,
+            transport: Transport::Tls,
+            name: None,
+        },
+    )]);
+    a.known_keys = BTreeMap::from([(realm("b.test"), vec![key_b])]);
+    let a = Running::start(a);
+
+    let inbox = listen(&b);
+    let ack = send(&a, "//b.test/me/inbox", "through the proxy");
+    assert_eq!(ack.status, AckStatus::Delivered, "{ack:?}");
+    let m = inbox.recv_timeout(Duration::from_secs(30)).unwrap();
+    assert_eq!(m.body, "through the proxy");
+    assert_signed_by(&m, &key_a);
+    a.stop();
+    b.stop();
 }

@@ -4,35 +4,29 @@
 //! Which questions to ask, in which order, and how long answers live are the machine's
 //! (`weft_proto::airc::discovery`); this module only asks them. Lookups run on one thread with its
 //! own current-thread tokio runtime, so the realm's loop never waits on DNS: a question goes in
-//! with [`Dns::ask`] and its answer comes back on the [`Answers`] channel, which [`super::host`]
-//! feeds to the machine as `Input::Resolved`. The nameserver is the system's (`/etc/resolv.conf`)
+//! with [`Dns::ask`] (or, for a host name to dial, [`Dns::locate`]) and its answer comes back
+//! through the host's command channel ([`crate::host::Commander`]) as an input for
+//! [`super::host::Realm`], which wakes the loop. The nameserver is the system's (`/etc/resolv.conf`)
 //! unless the operator names one (`[dns] nameserver`, `--dns`), which is how tests point it at a
 //! DNS server of their own on loopback.
 
 use std::io;
-use std::net::{IpAddr, SocketAddr};
-use std::sync::mpsc;
-use std::time::Duration;
+use std::net::SocketAddr;
+use std::rc::Rc;
 
 use hickory_resolver::TokioResolver;
 use hickory_resolver::config::{NameServerConfig, ResolverConfig};
 use hickory_resolver::net::runtime::TokioRuntimeProvider;
 use hickory_resolver::proto::rr::{RData, RecordType as Rr};
 use weft_proto::airc::discovery::{Answer, RecordType, SrvRecord};
+use weft_proto::airc::server::Input;
 
-/// How long a host-name lookup for a dial may hold the loop (the only lookup that blocks: the
-/// host's `resolve` hook is synchronous). Loopback and cached answers take microseconds.
-pub const DIAL_LOOKUP_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// One DNS answer for the machine: the question as it was asked, and what DNS said.
-pub type Answered = (String, RecordType, Answer);
-
-/// The receiving end of answers to [`Dns::ask`].
-pub type Answers = mpsc::Receiver<Answered>;
+use super::host::RealmInput;
+use crate::host::Commander;
 
 enum Job {
     Ask(String, RecordType),
-    Ip(String, mpsc::Sender<Option<IpAddr>>),
+    Locate(u64, String),
 }
 
 /// A handle to the resolver thread; clones share it. The thread ends when every handle is gone.
@@ -49,8 +43,8 @@ impl std::fmt::Debug for Dns {
 
 impl Dns {
     /// Starts the resolver thread, asking `nameserver` (UDP and TCP) or, when `None`, the
-    /// system's nameservers.
-    pub fn start(nameserver: Option<SocketAddr>) -> io::Result<(Self, Answers)> {
+    /// system's nameservers, and sending every answer to `to`.
+    pub fn start(nameserver: Option<SocketAddr>, to: Commander<RealmInput>) -> io::Result<Self> {
         let provider = TokioRuntimeProvider::default();
         let builder = match nameserver {
             Some(at) => {
@@ -66,7 +60,6 @@ impl Dns {
             None => TokioResolver::builder(provider).map_err(io::Error::other)?,
         };
         let (jobs, mut inbox) = ::tokio::sync::mpsc::unbounded_channel::<Job>();
-        let (answers, out) = mpsc::channel();
         let runtime = ::tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
@@ -84,43 +77,44 @@ impl Dns {
                     let local = ::tokio::task::LocalSet::new();
                     local
                         .run_until(async move {
+                            let to = Rc::new(to);
                             while let Some(job) = inbox.recv().await {
                                 let resolver = resolver.clone();
-                                let answers = answers.clone();
+                                let to = to.clone();
                                 ::tokio::task::spawn_local(async move {
-                                    match job {
+                                    // A send that fails means the loop is gone: nobody waits.
+                                    let _ = to.send(match job {
                                         Job::Ask(name, kind) => {
-                                            let a = lookup(&resolver, &name, kind).await;
-                                            let _ = answers.send((name, kind, a));
+                                            let answer = lookup(&resolver, &name, kind).await;
+                                            Input::Resolved { name, kind, answer }.into()
                                         }
-                                        Job::Ip(host, reply) => {
+                                        Job::Locate(token, host) => {
                                             let ip = resolver
                                                 .lookup_ip(absolute(&host))
                                                 .await
                                                 .ok()
                                                 .and_then(|l| l.iter().next());
-                                            let _ = reply.send(ip);
+                                            RealmInput::Located { token, ip }
                                         }
-                                    }
+                                    });
                                 });
                             }
                         })
                         .await;
                 })
             })?;
-        Ok((Self { jobs }, out))
+        Ok(Self { jobs })
     }
 
-    /// Asks one question; its answer arrives on the [`Answers`] channel.
+    /// Asks one question; its answer arrives as an `Input::Resolved`.
     pub fn ask(&self, name: String, kind: RecordType) {
         let _ = self.jobs.send(Job::Ask(name, kind));
     }
 
-    /// An address of `host`, waiting at most [`DIAL_LOOKUP_TIMEOUT`]; `None` when it has none.
-    pub fn ip(&self, host: &str) -> Option<IpAddr> {
-        let (reply, answer) = mpsc::channel();
-        self.jobs.send(Job::Ip(host.to_string(), reply)).ok()?;
-        answer.recv_timeout(DIAL_LOOKUP_TIMEOUT).ok().flatten()
+    /// Looks up an address of `host` for a dial; the answer arrives as
+    /// [`RealmInput::Located`] with `token`.
+    pub fn locate(&self, token: u64, host: String) {
+        let _ = self.jobs.send(Job::Locate(token, host));
     }
 }
 

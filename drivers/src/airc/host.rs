@@ -8,17 +8,18 @@
 //! A connection from an administrator's uid (§5: root, the account the server runs as, and the
 //! configured ones, [`Realm::with_administrators`]) is also marked [`Input::Administrator`].
 //!
-//! Discovery (§8.1–§8.2): with a [`Dns`] ([`Realm::with_dns`]) the machine's DNS questions are
-//! answered by the resolver thread; the realm polls for answers every [`DNS_POLL`] while any is
-//! outstanding. Without one every question is answered "no records" at once. A dial goes to the
-//! endpoint discovery chose: an IP literal as is, a host name through the same resolver
-//! ([`RealmHooks::with_dns`]), then over the transport a [`Dialer`] picks for it (TLS, or what
-//! a static entry names). Connections on a listener registered with [`Realm::with_peer_face`]
+//! Discovery (§8.1–§8.2): with a [`Dns`] ([`Realm::with_dns`]) the machine's DNS questions go to
+//! the resolver thread, whose answers come back as [`RealmInput`]s through the host's command
+//! channel ([`crate::host::commands`]), which wakes the loop: nothing polls, and nothing waits on
+//! DNS inside the loop. Without one every question is answered "no records" at once. A dial goes
+//! to the endpoint discovery chose: an IP literal as is; a host name is looked up by the same
+//! thread first ([`RealmInput::Located`], at most [`MAX_LOCATING`] at once), then dialled over the
+//! transport a [`Dialer`] picks for it (TLS, or what a static entry names). Connections on a listener registered with [`Realm::with_peer_face`]
 //! are the peer face (§8.4): other realms' servers, with no namespaces.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::io;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 
 use weft_proto::airc::address::{Authority, Namespace};
 use weft_proto::airc::discovery::Endpoint;
@@ -26,7 +27,7 @@ use weft_proto::airc::server::{Face, Input, Output, Server};
 use weft_proto::core::rand_core::CryptoRng;
 use weft_proto::core::{ConnId, Machine, Timestamp, Wakeup};
 
-use super::dns::{Answers, Dns};
+use super::dns::Dns;
 use super::peer::Dialer;
 use super::store::Store;
 use crate::host::{self, Effect, Hooks, HostMachine, Peer, Remote};
@@ -47,16 +48,48 @@ pub struct Realm<R> {
     /// Listener indexes of the peer face (§3.1); every other listener is the client face. One
     /// per listener, so bounded likewise.
     peer_faces: BTreeSet<usize>,
-    /// The resolver and its answers, when DNS is on.
-    dns: Option<(Dns, Answers)>,
-    /// DNS questions out and not answered yet.
-    asked: usize,
-    /// The latest time the machine was handed, for answers fed from `poll`.
+    /// The resolver, when DNS is on.
+    dns: Option<Dns>,
+    /// Dials whose host name is being looked up, by lookup token; at most [`MAX_LOCATING`].
+    locating: BTreeMap<u64, (Authority, Endpoint)>,
+    /// The next lookup token.
+    next_token: u64,
+    /// Dials whose host name was found, waiting to be polled out; each came out of `locating`,
+    /// so it is bounded likewise.
+    located: VecDeque<(Authority, Endpoint, IpAddr)>,
+    /// The address of the `Connect` [`Machine::poll`] just returned, taken by
+    /// [`HostMachine::effect`], which the host calls next.
+    polled_addr: Option<IpAddr>,
+    /// The latest time the machine was handed, for inputs fed from `poll`.
     now: Timestamp,
 }
 
-/// How often a realm checks for DNS answers while a question is out.
-pub const DNS_POLL: std::time::Duration = std::time::Duration::from_millis(10);
+/// The most dials whose host name is looked up at once (§8.1 steps 3–5 end in a name to dial);
+/// a dial beyond it fails at once, and the machine retries on its own schedule, as after any
+/// failed dial. Far above the realms a server links to at the same moment.
+pub const MAX_LOCATING: usize = 256;
+
+/// What a realm's machine takes: the server's inputs, and the answers of lookups it started
+/// itself.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum RealmInput {
+    /// An input for the server machine (from the transport, the store, or a DNS answer).
+    Server(Input),
+    /// A dial's host name looked up off the loop: an address, or `None` when it has none.
+    Located {
+        /// The token the realm gave the lookup.
+        token: u64,
+        /// The address found.
+        ip: Option<IpAddr>,
+    },
+}
+
+impl From<Input> for RealmInput {
+    fn from(input: Input) -> Self {
+        Self::Server(input)
+    }
+}
 
 impl<R> Realm<R> {
     /// `server`, granting each Unix peer uid in `namespaces` those namespaces.
@@ -69,7 +102,10 @@ impl<R> Realm<R> {
             admin_opened: None,
             peer_faces: BTreeSet::new(),
             dns: None,
-            asked: 0,
+            locating: BTreeMap::new(),
+            next_token: 0,
+            located: VecDeque::new(),
+            polled_addr: None,
             now: Timestamp::ZERO,
         }
     }
@@ -83,9 +119,11 @@ impl<R> Realm<R> {
         self
     }
 
-    /// Answers the machine's DNS questions with `dns` (§8.1–§8.2).
-    pub fn with_dns(mut self, dns: Dns, answers: Answers) -> Self {
-        self.dns = Some((dns, answers));
+    /// Answers the machine's DNS questions, and looks up the host names it dials, with `dns`
+    /// (§8.1–§8.2), whose answers come back as [`RealmInput`]s through the host's command
+    /// channel.
+    pub fn with_dns(mut self, dns: Dns) -> Self {
+        self.dns = Some(dns);
         self
     }
 
@@ -117,33 +155,46 @@ impl<R> Realm<R> {
 }
 
 impl<R: CryptoRng> Realm<R> {
-    /// Feeds the machine every DNS answer that has arrived.
-    fn answers(&mut self, now: Timestamp) {
-        let mut got = Vec::new();
-        if let Some((_, answers)) = &self.dns {
-            while let Ok(a) = answers.try_recv() {
-                got.push(a);
+    /// Looks up the host name of a dial off the loop, or fails the dial when it cannot.
+    fn locate(&mut self, authority: Authority, endpoint: Endpoint) {
+        match &self.dns {
+            Some(dns) if self.locating.len() < MAX_LOCATING => {
+                let token = self.next_token;
+                self.next_token += 1;
+                dns.locate(token, endpoint.host.clone());
+                self.locating.insert(token, (authority, endpoint));
             }
-        }
-        for (name, kind, answer) in got {
-            self.asked = self.asked.saturating_sub(1);
-            self.server
-                .handle(now, Input::Resolved { name, kind, answer });
+            _ => self
+                .server
+                .handle(self.now, Input::DialFailed { authority }),
         }
     }
 }
 
 impl<R: CryptoRng> Machine for Realm<R> {
-    type Input = Input;
+    type Input = RealmInput;
     type Output = Output;
-    fn handle(&mut self, now: Timestamp, input: Input) {
+    fn handle(&mut self, now: Timestamp, input: RealmInput) {
+        self.now = now;
+        let input = match input {
+            RealmInput::Server(input) => input,
+            RealmInput::Located { token, ip } => {
+                let Some((authority, endpoint)) = self.locating.remove(&token) else {
+                    return;
+                };
+                match ip {
+                    Some(ip) => self.located.push_back((authority, endpoint, ip)),
+                    None => self.server.handle(now, Input::DialFailed { authority }),
+                }
+                return;
+            }
+        };
         let admin = match &input {
             Input::Opened { conn, .. } if self.admin_opened == Some(*conn) => {
                 self.admin_opened.take()
             }
             _ => None,
         };
-        self.now = now;
         self.server.handle(now, input);
         if let Some(conn) = admin {
             self.server.handle(now, Input::Administrator { conn });
@@ -151,47 +202,58 @@ impl<R: CryptoRng> Machine for Realm<R> {
     }
     fn poll(&mut self) -> Option<Output> {
         loop {
+            if let Some((authority, endpoint, ip)) = self.located.pop_front() {
+                self.polled_addr = Some(ip);
+                return Some(Output::Connect {
+                    authority,
+                    endpoint,
+                });
+            }
             match self.server.poll()? {
                 Output::Resolve { name, kind } => match &self.dns {
-                    Some((dns, _)) => {
-                        self.asked += 1;
-                        dns.ask(name, kind);
-                    }
+                    Some(dns) => dns.ask(name, kind),
                     None => {
                         let answer = weft_proto::airc::discovery::Answer::Nothing;
                         let input = Input::Resolved { name, kind, answer };
                         self.server.handle(self.now, input);
                     }
                 },
+                Output::Connect {
+                    authority,
+                    endpoint,
+                } => match endpoint.host.parse::<IpAddr>() {
+                    Ok(ip) => {
+                        self.polled_addr = Some(ip);
+                        return Some(Output::Connect {
+                            authority,
+                            endpoint,
+                        });
+                    }
+                    Err(_) => self.locate(authority, endpoint),
+                },
                 other => return Some(other),
             }
         }
     }
     fn poll_timeout(&self) -> Option<Wakeup> {
-        let server = self.server.poll_timeout();
-        if self.asked == 0 {
-            return server;
-        }
-        let check = Wakeup::new(self.now.saturating_add(DNS_POLL), "DNS answers");
-        Some(match server {
-            Some(w) if w.at <= check.at => w,
-            _ => check,
-        })
+        self.server.poll_timeout()
     }
     fn handle_timeout(&mut self, now: Timestamp) {
         self.now = now;
-        self.answers(now);
         self.server.handle_timeout(now);
     }
 }
 
-/// A peer link to dial: the realm, and the endpoint discovery chose for it (AIRC §8.1).
+/// A peer link to dial: the realm, the endpoint discovery chose for it (AIRC §8.1), and the
+/// address its host has.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Dial {
     /// The realm the link is for.
     pub authority: Authority,
-    /// Where to connect.
+    /// Where to connect, by the name the certificate is verified for (§8.3).
     pub endpoint: Endpoint,
+    /// The address of `endpoint.host`: the IP literal itself, or what the lookup found.
+    pub ip: Option<IpAddr>,
 }
 
 impl<R: CryptoRng> HostMachine for Realm<R> {
@@ -200,7 +262,7 @@ impl<R: CryptoRng> HostMachine for Realm<R> {
     type Durable = Output;
     type App = core::convert::Infallible;
 
-    fn opened(&mut self, conn: ConnId, peer: &Peer) -> Input {
+    fn opened(&mut self, conn: ConnId, peer: &Peer) -> RealmInput {
         let uid = self.uid_of(peer);
         self.admin_opened = uid
             .filter(|uid| self.administrators.contains(uid))
@@ -218,23 +280,26 @@ impl<R: CryptoRng> HostMachine for Realm<R> {
             face,
             namespaces,
         }
+        .into()
     }
-    fn received(&mut self, conn: ConnId, bytes: Vec<u8>) -> Input {
-        Input::Received { conn, bytes }
+    fn received(&mut self, conn: ConnId, bytes: Vec<u8>) -> RealmInput {
+        Input::Received { conn, bytes }.into()
     }
-    fn closed(&mut self, conn: ConnId) -> Input {
-        Input::Closed { conn }
+    fn closed(&mut self, conn: ConnId) -> RealmInput {
+        Input::Closed { conn }.into()
     }
-    fn dialled(&mut self, conn: ConnId, dial: Dial) -> Input {
+    fn dialled(&mut self, conn: ConnId, dial: Dial) -> RealmInput {
         Input::Dialled {
             conn,
             authority: dial.authority,
         }
+        .into()
     }
-    fn dial_failed(&mut self, dial: Dial) -> Input {
+    fn dial_failed(&mut self, dial: Dial) -> RealmInput {
         Input::DialFailed {
             authority: dial.authority,
         }
+        .into()
     }
     fn effect(&mut self, output: Output) -> Effect<Dial, Output, Self::App> {
         match output {
@@ -246,6 +311,7 @@ impl<R: CryptoRng> HostMachine for Realm<R> {
             } => Effect::Dial(Dial {
                 authority,
                 endpoint,
+                ip: self.polled_addr.take(),
             }),
             o @ (Output::Persist(_) | Output::Forget(_)) => Effect::Store(o),
             _ => Effect::Unhandled,
@@ -257,7 +323,6 @@ impl<R: CryptoRng> HostMachine for Realm<R> {
 /// committed before the next output.
 pub struct RealmHooks {
     store: Store,
-    dns: Option<Dns>,
     dialer: Option<Dialer>,
 }
 
@@ -266,15 +331,8 @@ impl RealmHooks {
     pub fn new(store: Store) -> Self {
         Self {
             store,
-            dns: None,
             dialer: None,
         }
-    }
-
-    /// Resolves the host names of dials with `dns`.
-    pub fn with_dns(mut self, dns: Dns) -> Self {
-        self.dns = Some(dns);
-        self
     }
 
     /// Dials peers over the transport `dialer` picks for them (TLS unless a static entry says
@@ -286,26 +344,22 @@ impl RealmHooks {
 }
 
 impl<R: CryptoRng> Hooks<Realm<R>> for RealmHooks {
-    fn restore(&mut self, now: Timestamp) -> io::Result<Vec<Input>> {
+    fn restore(&mut self, now: Timestamp) -> io::Result<Vec<RealmInput>> {
         Ok(self
             .store
             .load(now)?
             .into_iter()
-            .map(Input::Restore)
+            .map(|r| Input::Restore(r).into())
             .collect())
     }
     fn store(&mut self, batch: &[Output]) -> io::Result<()> {
         self.store.apply(batch)
     }
-    /// The endpoint discovery chose (§8.1): an IP literal as is, a host name through DNS; then
+    /// The endpoint discovery chose (§8.1), at the address the realm found for its host; then
     /// the dialer's transport for it. Without a dialer (in-process tests), plain TCP.
     fn resolve(&mut self, dial: &Dial) -> Option<host::Endpoint> {
         let host = &dial.endpoint.host;
-        let ip = match host.parse::<std::net::IpAddr>() {
-            Ok(ip) => ip,
-            Err(_) => self.dns.as_ref()?.ip(host)?,
-        };
-        let addr = SocketAddr::new(ip, dial.endpoint.port);
+        let addr = SocketAddr::new(dial.ip?, dial.endpoint.port);
         match &self.dialer {
             Some(dialer) => dialer.endpoint(&dial.authority, addr, host),
             None => Some(host::Endpoint::Tcp(addr)),
@@ -394,5 +448,146 @@ mod tests {
                 "{frames:?}"
             );
         }
+    }
+
+    /// A realm whose static entry for `b.example` names a host, `peer.b.example`, that has to be
+    /// looked up before it can be dialled, with a resolver nothing will answer in this test.
+    fn realm_with_a_named_peer() -> (
+        Realm<chacha20::ChaCha20Rng>,
+        crate::host::Commands<RealmInput>,
+    ) {
+        let mut config = ServerConfig::new(Authority::parse("example.com").unwrap());
+        config.known_namespaces = vec![Namespace::parse("me").unwrap()];
+        config.static_entries = BTreeMap::from([(
+            Authority::parse("b.example").unwrap(),
+            vec![Endpoint::new("peer.b.example", 7000)],
+        )]);
+        let rng = chacha20::ChaCha20Rng::seed_from_u64(7);
+        let server = Server::new(config, weft_proto::crypto::default_provider(), rng);
+        let (commander, commands) = crate::host::commands().unwrap();
+        // A nameserver on a port nobody serves: its answers, if any came, would go to `commands`,
+        // which this test never reads; it feeds the lookups' results itself.
+        let dns = Dns::start(Some("127.0.0.1:9".parse().unwrap()), commander).unwrap();
+        let me = rustix::process::getuid().as_raw();
+        let table = BTreeMap::from([(me, vec![Namespace::parse("me").unwrap()])]);
+        (Realm::new(server, table).with_dns(dns), commands)
+    }
+
+    const NOW: Timestamp = Timestamp::from_secs(1_790_380_000);
+
+    /// Sends a message for `b.example` from a client and returns every effect that followed.
+    fn send_to_b(
+        r: &mut Realm<chacha20::ChaCha20Rng>,
+    ) -> Vec<Effect<Dial, Output, core::convert::Infallible>> {
+        let conn = ConnId(1);
+        let peer = Peer {
+            listener: 0,
+            remote: Remote::Unix {
+                uid: Some(rustix::process::getuid().as_raw()),
+            },
+        };
+        let opened = r.opened(conn, &peer);
+        r.handle(NOW, opened);
+        let hello = Hello {
+            proto: PROTO.into(),
+            role: Role::Client,
+            agent: None,
+            realm: None,
+            ts: None,
+            nonce: None,
+            sig: None,
+        };
+        let msg = weft_proto::airc::frame::Msg {
+            id: "0123456789abcdef0123456789abcdef".into(),
+            from: "me/x".into(),
+            to: "//b.example/you/y".into(),
+            ts: NOW.as_millis() as f64 / 1000.0,
+            body: "hi".into(),
+            kind: None,
+            re: None,
+            ttl: None,
+            via: None,
+            hdr: None,
+        };
+        let mut bytes = framing::encode(&Frame::Hello(hello));
+        bytes.extend(framing::encode(&Frame::Msg(msg)));
+        let input = r.received(conn, bytes);
+        r.handle(NOW, input);
+        drain(r)
+    }
+
+    fn drain(
+        r: &mut Realm<chacha20::ChaCha20Rng>,
+    ) -> Vec<Effect<Dial, Output, core::convert::Infallible>> {
+        core::iter::from_fn(|| r.poll().map(|o| r.effect(o))).collect()
+    }
+
+    fn dials(effects: &[Effect<Dial, Output, core::convert::Infallible>]) -> Vec<Dial> {
+        effects
+            .iter()
+            .filter_map(|e| match e {
+                Effect::Dial(d) => Some(d.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_dial_to_a_host_name_waits_for_its_lookup_off_the_loop_and_goes_to_the_address_found() {
+        let (mut r, _commands) = realm_with_a_named_peer();
+        let first = send_to_b(&mut r);
+        assert!(
+            dials(&first).is_empty(),
+            "nothing dialled before the lookup: {first:?}"
+        );
+        assert_eq!(r.locating.len(), 1, "one lookup out");
+        let ip: IpAddr = "192.0.2.7".parse().unwrap();
+        r.handle(
+            NOW,
+            RealmInput::Located {
+                token: 0,
+                ip: Some(ip),
+            },
+        );
+        let [dial] = &dials(&drain(&mut r))[..] else {
+            panic!("one dial once the address is known")
+        };
+        assert_eq!(dial.authority.host(), "b.example");
+        assert_eq!(
+            dial.endpoint,
+            Endpoint::new("peer.b.example", 7000),
+            "verified for its name"
+        );
+        assert_eq!(dial.ip, Some(ip));
+        // A second answer for the same lookup is nothing to the realm.
+        r.handle(
+            NOW,
+            RealmInput::Located {
+                token: 0,
+                ip: Some(ip),
+            },
+        );
+        assert!(drain(&mut r).is_empty());
+    }
+
+    #[test]
+    fn a_host_name_with_no_address_fails_the_dial_and_the_message_stays_spooled() {
+        let (mut r, _commands) = realm_with_a_named_peer();
+        let first = send_to_b(&mut r);
+        let acked = |effects: &[Effect<Dial, Output, core::convert::Infallible>]| {
+            effects.iter().any(|e| {
+                matches!(e, Effect::Send { bytes, .. }
+                    if String::from_utf8_lossy(bytes).contains("authority_unreachable"))
+            })
+        };
+        assert!(
+            !acked(&first),
+            "no answer while the lookup is out: {first:?}"
+        );
+        r.handle(NOW, RealmInput::Located { token: 0, ip: None });
+        let after = drain(&mut r);
+        assert!(dials(&after).is_empty());
+        assert!(r.locating.is_empty());
+        assert!(acked(&after), "queued authority_unreachable: {after:?}");
     }
 }

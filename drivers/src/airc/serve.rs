@@ -20,11 +20,11 @@ use weft_proto::airc::policy::Policy;
 use weft_proto::airc::server::{Server, ServerConfig};
 
 use super::config::TlsFiles;
-use super::host::{Realm, RealmHooks};
+use super::host::{Realm, RealmHooks, RealmInput};
 use super::peer::{Dialer, PeerConfig};
 use super::realm_key;
 use super::store::Store;
-use crate::host::{Endpoint, Host, Listener};
+use crate::host::{Commands, Endpoint, Host, Listener};
 use crate::tls::{TlsClient, TlsServer};
 
 /// How a realm server runs.
@@ -100,10 +100,10 @@ impl ServeConfig {
 /// Runs the server until `stop` yields (or forever, if it never does). `ready` is called once
 /// the socket is listening.
 pub fn serve(config: ServeConfig, stop: Receiver<()>, ready: impl FnOnce()) -> io::Result<()> {
-    let (mut host, listeners) = open(&config)?;
+    let (mut host, listeners, commands) = open(&config)?;
     ready();
     smol::block_on(smol::future::or(
-        crate::smol::run(&mut host, listeners),
+        crate::smol::run_commanded(&mut host, listeners, &commands),
         async {
             let _ = stop.recv().await;
             Ok(())
@@ -114,9 +114,10 @@ pub fn serve(config: ServeConfig, stop: Receiver<()>, ready: impl FnOnce()) -> i
 /// The host core of a realm served by `weft airc serve`.
 pub type RealmHost = Host<Realm<chacha20::ChaCha20Rng>, RealmHooks>;
 
-/// A realm's host core over its store, and its bound client-face listeners (the Unix socket
-/// first, then loopback TCP if configured): what every adapter needs to serve `config`.
-pub fn open(config: &ServeConfig) -> io::Result<(RealmHost, Vec<Listener>)> {
+/// A realm's host core over its store, its bound listeners (the Unix socket first, then
+/// loopback TCP if configured, then the peer face), and the command channel its DNS answers
+/// come back on: what every adapter's `run_commanded` needs to serve `config`.
+pub fn open(config: &ServeConfig) -> io::Result<(RealmHost, Vec<Listener>, Commands<RealmInput>)> {
     if let Some(addr) = config.client_tcp
         && !crate::peer_uid::is_loopback(addr)
     {
@@ -161,11 +162,9 @@ pub fn open(config: &ServeConfig) -> io::Result<(RealmHost, Vec<Listener>)> {
     let mut realm = Realm::new(server, config.namespaces.clone())
         .with_administrators(config.administrators.iter().copied());
     let mut hooks = RealmHooks::new(store);
-    match super::dns::Dns::start(config.nameserver) {
-        Ok((dns, answers)) => {
-            hooks = hooks.with_dns(dns.clone());
-            realm = realm.with_dns(dns, answers);
-        }
+    let (commander, commands) = crate::host::commands()?;
+    match super::dns::Dns::start(config.nameserver, commander) {
+        Ok(dns) => realm = realm.with_dns(dns),
         // No resolver (no /etc/resolv.conf): every DNS question is "no records", so only
         // explicit ports, IP literals and static entries are reached.
         Err(e) => eprintln!("weft airc serve: no DNS resolver ({e}); discovery uses no DNS"),
@@ -194,7 +193,7 @@ pub fn open(config: &ServeConfig) -> io::Result<(RealmHost, Vec<Listener>)> {
         listeners.push(listener);
     }
     hooks = hooks.with_dialer(dialer);
-    Ok((Host::new(realm, hooks), listeners))
+    Ok((Host::new(realm, hooks), listeners, commands))
 }
 
 /// The peer face's listeners (TLS or plain TCP, then QUIC, as configured) and the dialer for

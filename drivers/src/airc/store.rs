@@ -123,6 +123,19 @@ impl Store {
         Ok(out)
     }
 
+    /// The audit log (AIRC §13) in the order it was written, each event as its JSON form: for an
+    /// operator's tools and tests. The server never reads it back.
+    pub fn audit_log(&self) -> io::Result<Vec<serde_json::Value>> {
+        let read = self.db.begin_read().map_err(err)?;
+        let table = read.open_table(AUDIT).map_err(err)?;
+        let mut out = Vec::new();
+        for row in table.iter().map_err(err)? {
+            let (_, v) = row.map_err(err)?;
+            out.push(serde_json::from_slice(v.value()).map_err(err)?);
+        }
+        Ok(out)
+    }
+
     /// Writes a run of the machine's persists and forgets in one durable transaction, in the
     /// order the machine gave them (a forget then a persist of the same id must end stored).
     /// Outputs that are neither are skipped.
