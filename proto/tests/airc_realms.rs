@@ -1668,3 +1668,37 @@ fn several_simultaneous_links_from_one_realm_are_each_accepted_and_authenticated
     }
     assert!(sent && !dialled);
 }
+
+#[test]
+fn a_dialled_link_idle_for_600_s_is_closed_and_later_mail_dials_again() {
+    let mut net = Net::new(|_, _| {});
+    net.client(B, DESK, "support", &["support/desk"]);
+    net.client(A, ALICE, "alice", &[]);
+    net.frame(A, ALICE, to_desk("m1"));
+    net.frame(B, DESK, json!({"t":"ack","id":"m1","status":"delivered"}));
+    assert_eq!(net.dials.len(), 1);
+    let link = |net: &Net| net.wires.keys().find(|(s, _)| *s == A).copied();
+    let first = link(&net).expect("the dialled link is up");
+
+    // Traffic keeps it open: a message 599 s later, then 599 s more of quiet.
+    net.advance(Duration::from_secs(599));
+    net.frame(A, ALICE, to_desk("m2"));
+    net.frame(B, DESK, json!({"t":"ack","id":"m2","status":"delivered"}));
+    net.advance(Duration::from_secs(599));
+    assert_eq!(link(&net), Some(first), "traffic 599 s ago keeps the link");
+    assert_eq!(net.servers[A].stats().idle_links, 0);
+
+    // One more second of silence makes 600 s: the dialler closes it.
+    net.advance(Duration::from_secs(1));
+    assert_eq!(link(&net), None, "the idle link is closed");
+    assert_eq!(net.servers[A].stats().idle_links, 1);
+    assert_eq!(net.dials.len(), 1);
+
+    // Mail spooled afterwards dials again and goes out over the new link.
+    net.read(B, DESK);
+    net.frame(A, ALICE, to_desk("m3"));
+    assert_eq!(net.dials.len(), 2, "a new link is dialled");
+    let got = net.read(B, DESK);
+    assert_eq!(got[0]["id"], "m3");
+    assert_ne!(link(&net), Some(first));
+}

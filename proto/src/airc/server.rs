@@ -105,6 +105,10 @@ pub const HELLO_WINDOW: Duration = Duration::from_secs(300);
 /// Random bytes in the nonce of a hello this server sends (§8.4), written as hex.
 pub const NONCE_BYTES: usize = 16;
 
+/// How long a link this server dialled may carry no frame either way before it closes it
+/// (§8.4: "MAY close a dialled link idle for 600 s"). Mail spooled afterwards dials again.
+pub const LINK_IDLE: Duration = Duration::from_secs(600);
+
 /// Which listener a connection came in on (§3.1): a server exposes a face for its own clients
 /// and a face for other realms' servers, each on its own listener.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -350,6 +354,8 @@ pub struct Stats {
     pub events: u64,
     /// Subscribers closed for being handed more than [`audit::SUBSCRIBER_RATE`].
     pub slow_subscribers: u64,
+    /// Dialled links closed after [`LINK_IDLE`] without traffic (§8.4).
+    pub idle_links: u64,
 }
 
 /// Where a message is when its audit event is written (§13's `hop`).
@@ -479,6 +485,8 @@ struct Conn {
     /// A frame waiting for this realm's published keys (§8.2); what follows it waits in the
     /// decoder, so the connection's frames keep their order.
     parked: Option<(Authority, Frame)>,
+    /// When a frame last went either way on it, for [`LINK_IDLE`].
+    last_traffic: Timestamp,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -489,6 +497,8 @@ enum Timer {
     Dial(Authority),
     /// A DNS question the host has not answered yet ([`locate::DNS_TIMEOUT`]).
     Resolve(RecordType, String),
+    /// A dialled link may have been idle for [`LINK_IDLE`]; checked, and moved on if it was not.
+    Idle(ConnId),
 }
 
 /// The realm server; see the [module docs](self).
@@ -527,6 +537,8 @@ pub struct Server<R> {
     timers: TimerQueue<Timer>,
     out: VecDeque<Output>,
     stats: Stats,
+    /// The `now` of the input being handled, so that a frame sent is noted as traffic.
+    clock: Timestamp,
 }
 
 impl<R> core::fmt::Debug for Server<R> {
@@ -568,6 +580,7 @@ impl<R: CryptoRng> Server<R> {
             timers: TimerQueue::new(),
             out: VecDeque::new(),
             stats: Stats::default(),
+            clock: Timestamp::ZERO,
         }
     }
 
@@ -582,6 +595,9 @@ impl<R: CryptoRng> Server<R> {
     }
 
     fn send(&mut self, conn: ConnId, frame: &Frame) {
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.last_traffic = self.clock;
+        }
         self.out.push_back(Output::Send {
             conn,
             bytes: framing::encode(frame),
@@ -741,6 +757,7 @@ impl<R: CryptoRng> Server<R> {
                 admin: false,
                 up: false,
                 parked: None,
+                last_traffic: self.clock,
             },
         );
     }
@@ -750,6 +767,7 @@ impl<R: CryptoRng> Server<R> {
             return;
         };
         self.audit.unsubscribe(conn);
+        self.timers.cancel(&Timer::Idle(conn));
         if let Some(realm) = c.peer.as_ref().filter(|_| c.up) {
             let mut e = audit::event(now, audit::Kind::PeerDown);
             e.realm = Some(realm.to_string());
@@ -830,6 +848,7 @@ impl<R: CryptoRng> Server<R> {
             return;
         }
         c.decoder.push(bytes);
+        c.last_traffic = now;
         loop {
             let Some(c) = self.conns.get_mut(&conn) else {
                 return;
@@ -1090,6 +1109,7 @@ impl<R: CryptoRng> Server<R> {
         c.state = State::AwaitWelcome;
         c.peer = Some(target);
         c.nonce = Some(nonce.clone());
+        self.timers.schedule(now + LINK_IDLE, Timer::Idle(conn));
         let hello = Hello {
             proto: PROTO.to_string(),
             role: Role::Peer,
@@ -2329,6 +2349,27 @@ impl<R: CryptoRng> Server<R> {
 
     // ---- timers -----------------------------------------------------------------------------
 
+    /// §8.4: a dialled link with no frame either way for [`LINK_IDLE`] is closed, unless a
+    /// message on it still waits for its ack; otherwise the check moves to the new deadline.
+    fn idle_check(&mut self, now: Timestamp, conn: ConnId) {
+        let waiting = self.pending.keys().any(|(hop, _)| *hop == conn);
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        let due = c.last_traffic + LINK_IDLE;
+        if c.state == State::Closing {
+            return;
+        }
+        if due > now || waiting {
+            let at = if waiting { now + LINK_IDLE } else { due };
+            self.timers.schedule(at, Timer::Idle(conn));
+            return;
+        }
+        c.state = State::Closing;
+        self.stats.idle_links += 1;
+        self.out.push_back(Output::Close { conn });
+    }
+
     fn ack_timeout(&mut self, now: Timestamp, hop: ConnId, id: String) {
         let Some(p) = self.pending.remove(&(hop, id.clone())) else {
             return;
@@ -2500,6 +2541,7 @@ impl<R: CryptoRng> Machine for Server<R> {
     type Output = Output;
 
     fn handle(&mut self, now: Timestamp, input: Input) {
+        self.clock = now;
         match input {
             Input::Opened {
                 conn,
@@ -2529,12 +2571,16 @@ impl<R: CryptoRng> Machine for Server<R> {
     }
 
     fn poll_timeout(&self) -> Option<Wakeup> {
-        self.timers
-            .next_deadline()
-            .map(|at| Wakeup::new(at, "ack timeout, spool flush, dial or DNS timeout"))
+        self.timers.next_deadline().map(|at| {
+            Wakeup::new(
+                at,
+                "ack timeout, spool flush, dial, DNS timeout or idle link",
+            )
+        })
     }
 
     fn handle_timeout(&mut self, now: Timestamp) {
+        self.clock = now;
         while let Some((_, timer)) = self.timers.pop_due(now) {
             match timer {
                 Timer::Ack(hop, id) => self.ack_timeout(now, hop, id),
@@ -2543,6 +2589,7 @@ impl<R: CryptoRng> Machine for Server<R> {
                 Timer::Resolve(kind, name) => {
                     self.resolved(now, &name, kind, discovery::Answer::Nothing)
                 }
+                Timer::Idle(conn) => self.idle_check(now, conn),
             }
         }
         self.seen.prune(now);
