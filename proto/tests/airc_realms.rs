@@ -1702,3 +1702,62 @@ fn a_dialled_link_idle_for_600_s_is_closed_and_later_mail_dials_again() {
     assert_eq!(got[0]["id"], "m3");
     assert_ne!(link(&net), Some(first));
 }
+
+#[test]
+fn a_grant_across_realms_is_recorded_at_both_and_enforced_by_each() {
+    let mut net = Net::new(closed_policy);
+    net.client(A, ALICE, "alice", &["alice/x"]);
+    net.client(B, DESK, "support", &["support/desk"]);
+    net.read(A, ALICE);
+    net.read(B, DESK);
+    net.frame(
+        A,
+        ALICE,
+        json!({"t":"link","op":"grant","as":"alice/x","peer":"//partner.example/support/desk"}),
+    );
+    let l = linked(&net.read(A, ALICE));
+    assert_eq!(l["delivery"], "delivered", "partner.example stored it: {l}");
+    assert_eq!(l["link"]["state"], "active");
+    let id = l["link"]["id"].as_str().unwrap().to_string();
+    let told = msgs(&net.read(B, DESK));
+    assert_eq!(told[0]["hdr"]["airc-link-action"], "grant");
+    assert_eq!(told[0]["hdr"]["airc-link"], id.as_str());
+    net.frame(
+        B,
+        DESK,
+        json!({"t":"ack","id":told[0]["id"],"status":"delivered"}),
+    );
+
+    // Both servers hold the record.
+    for s in [A, B] {
+        net.input(
+            s,
+            Input::Opened {
+                conn: ADMIN,
+                face: Face::Client,
+                namespaces: vec![],
+            },
+        );
+        net.input(s, Input::Administrator { conn: ADMIN });
+        net.frame(
+            s,
+            ADMIN,
+            json!({"t":"hello","proto":"airc/0.1","role":"client"}),
+        );
+        net.frame(s, ADMIN, json!({"t":"link","op":"list"}));
+        let listed = linked(&net.read(s, ADMIN));
+        assert_eq!(listed["links"][0]["id"], id.as_str(), "server {s}");
+        assert_eq!(listed["links"][0]["direction"], "b-initiates");
+    }
+
+    // example.com enforces it on egress: alice may not start.
+    net.frame(A, ALICE, json!({"t":"msg","id":"a1","from":"x","to":"//partner.example/support/desk","ts":1_790_380_000,"body":"hi"}));
+    assert_eq!(net.acks(A, ALICE)[0]["code"], "refused");
+    // desk may, through both realms' closed policies; then alice replies.
+    net.frame(B, DESK, json!({"t":"msg","id":"d1","from":"desk","to":"//example.com/alice/x","ts":1_790_380_000,"body":"hi"}));
+    assert_eq!(msgs(&net.read(A, ALICE))[0]["id"], "d1");
+    net.frame(A, ALICE, json!({"t":"ack","id":"d1","status":"delivered"}));
+    assert_eq!(net.acks(B, DESK)[0]["status"], "delivered");
+    net.frame(A, ALICE, json!({"t":"msg","id":"a2","from":"x","to":"//partner.example/support/desk","ts":1_790_380_000,"body":"re"}));
+    assert_eq!(msgs(&net.read(B, DESK))[0]["id"], "a2");
+}

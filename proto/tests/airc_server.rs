@@ -1429,3 +1429,133 @@ fn offers_from_one_namespace_are_rate_limited() {
     r.now = r.now + Duration::from_secs(2);
     assert_eq!(offer(&mut r, 101), json!(true), "the bucket refills");
 }
+
+/// A realm whose policy refuses everything, so only links decide (§10.2).
+fn closed_realm() -> Realm {
+    let mut config = ServerConfig::new(Authority::parse("example.com").unwrap());
+    config.known_namespaces = vec![
+        Namespace::parse("alice").unwrap(),
+        Namespace::parse("bob").unwrap(),
+    ];
+    config.policy =
+        weft_proto::airc::policy::Policy::from_json(r#"[{"from":"*","to":"*","allow":false}]"#)
+            .unwrap();
+    Realm::with(config)
+}
+
+#[test]
+fn a_client_grant_is_active_at_once_and_opens_only_the_granters_side() {
+    let mut r = closed_realm();
+    r.bound(ALICE, "alice", &["alice/x"]);
+    r.bound(BOB, "bob", &["bob/y"]);
+
+    // Who may grant: an endpoint inside the connection's namespaces, b-initiates only.
+    let out = r.send(
+        ALICE,
+        json!({"t":"link","op":"grant","as":"bob/z","peer":"alice/x"}),
+    );
+    assert_eq!(
+        frames(&out, ALICE)[0]["ok"],
+        false,
+        "outside its namespaces"
+    );
+    let out = r.send(
+        ALICE,
+        json!({"t":"link","op":"grant","as":"alice/x","peer":"bob/y","direction":"both"}),
+    );
+    let f = &frames(&out, ALICE)[0];
+    assert_eq!((&f["ok"], &f["code"]), (&json!(false), &json!("refused")));
+    assert!(frames(&out, BOB).is_empty(), "nothing stored, nobody told");
+    let out = r.send(ALICE, json!({"t":"link","op":"grant","as":"alice/x"}));
+    assert_eq!(
+        frames(&out, ALICE)[0]["ok"],
+        false,
+        "a grant names its peer"
+    );
+
+    let out = r.send(
+        ALICE,
+        json!({"t":"link","op":"grant","as":"alice/x","peer":"bob/y","label":"desk"}),
+    );
+    let stored = position(&out, |o| matches!(o, Output::Persist(Record::Link { .. })));
+    let told = position(
+        &out,
+        |o| matches!(o, Output::Send { conn, .. } if *conn == BOB),
+    );
+    assert!(stored < told, "stored before the peer is told");
+    let notice = frames(&out, BOB).remove(0);
+    assert_eq!(notice["hdr"]["airc-link-action"], "grant");
+    assert_eq!(notice["from"], "airc://example.com/alice/x");
+    let id = notice["hdr"]["airc-link"].as_str().unwrap().to_string();
+    let out = r.send(
+        BOB,
+        json!({"t":"ack","id":notice["id"],"status":"delivered"}),
+    );
+    let linked = &frames(&out, ALICE)[0];
+    assert_eq!(linked["ok"], true);
+    assert_eq!(linked["delivery"], "delivered");
+    assert_eq!(linked["link"]["id"], id.as_str());
+    assert_eq!(linked["link"]["state"], "active");
+    assert_eq!(linked["link"]["direction"], "b-initiates");
+    assert_eq!(linked["link"]["a"], "airc://example.com/alice/x");
+
+    // The granter may not start a conversation; the peer may, and then the granter replies.
+    let out = r.send(ALICE, msg("m1", "x", "//example.com/bob/y"));
+    assert_eq!(acks(&out, ALICE)[0]["code"], "refused");
+    let out = r.send(BOB, msg("m2", "y", "//example.com/alice/x"));
+    assert_eq!(frames(&out, ALICE)[0]["id"], "m2", "the peer starts");
+    r.send(ALICE, json!({"t":"ack","id":"m2","status":"delivered"}));
+    let out = r.send(ALICE, msg("m3", "x", "//example.com/bob/y"));
+    assert_eq!(frames(&out, BOB)[0]["id"], "m3", "a reply in the window");
+}
+
+#[test]
+fn an_administrator_without_namespaces_lists_every_link() {
+    let mut r = Realm::new();
+    r.bound(ALICE, "alice", &["alice/x"]);
+    r.bound(BOB, "bob", &["bob/y"]);
+    for (conn, acting, peer) in [(ALICE, "alice/x", "bob/y"), (BOB, "bob/y", "alice/w")] {
+        let out = r.send(
+            conn,
+            json!({"t":"link","op":"offer","as":acting,"peer":peer}),
+        );
+        assert!(
+            out.iter()
+                .any(|o| matches!(o, Output::Persist(Record::Link { .. })))
+        );
+    }
+    r.admin(ADMIN);
+    let out = r.send(ADMIN, json!({"t":"link","op":"list"}));
+    let listed = &frames(&out, ADMIN)[0];
+    assert_eq!(listed["ok"], true);
+    let mut offerers: Vec<_> = listed["links"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["offered_by"].as_str().unwrap().to_string())
+        .collect();
+    offerers.sort();
+    assert_eq!(
+        offerers,
+        ["airc://example.com/alice/x", "airc://example.com/bob/y"]
+    );
+    // ...and one endpoint's, named with `as`, though it acts for none.
+    let out = r.send(ADMIN, json!({"t":"link","op":"list","as":"bob/y"}));
+    assert_eq!(frames(&out, ADMIN)[0]["links"].as_array().unwrap().len(), 2);
+    let out = r.send(
+        ADMIN,
+        json!({"t":"link","op":"revoke","as":"bob/y","id":listed["links"][0]["id"]}),
+    );
+    assert_eq!(frames(&out, ADMIN)[0]["ok"], false, "listing is not acting");
+
+    // A connection without namespaces that is not an administrator's lists nothing.
+    r.open(CAROL, Face::Client, &[]);
+    r.send(
+        CAROL,
+        json!({"t":"hello","proto":"airc/0.1","role":"client"}),
+    );
+    let out = r.send(CAROL, json!({"t":"link","op":"list"}));
+    assert_eq!(frames(&out, CAROL)[0]["links"], json!([]));
+    let out = r.send(CAROL, json!({"t":"link","op":"list","as":"bob/y"}));
+    assert_eq!(frames(&out, CAROL)[0]["ok"], false);
+}

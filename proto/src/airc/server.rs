@@ -102,6 +102,11 @@ pub const MAX_PENDING: usize = 65_536;
 /// How far a peer hello's `ts` may be from now and still authenticate its link (§8.4, §9.4).
 pub const HELLO_WINDOW: Duration = Duration::from_secs(300);
 
+/// The one direction a client's `link op=grant` may create (§4.6, §11.2's lost table): the
+/// peer may start, the granter only reply. A grant is active without the peer's word, so it
+/// may open only the granter's own side; a link that lets the granter start is an offer.
+pub const GRANT_DIRECTION: Direction = Direction::BInitiates;
+
 /// Random bytes in the nonce of a hello this server sends (§8.4), written as hex.
 pub const NONCE_BYTES: usize = 16;
 
@@ -1220,10 +1225,10 @@ impl<R: CryptoRng> Server<R> {
     /// A client's `link` frame (§4.6): the operation is done here first, stored, and then the
     /// other side is told (§11.2); `linked` answers once that message has its ack.
     fn link_request(&mut self, now: Timestamp, conn: ConnId, req: LinkRequest) {
-        let namespaces = self
+        let (namespaces, admin) = self
             .conns
             .get(&conn)
-            .map(|c| c.namespaces.clone())
+            .map(|c| (c.namespaces.clone(), c.admin))
             .unwrap_or_default();
         // Names in link frames are relative to the realm, as bind names are (§4.3): Appendix A.2
         // offers `"as":"alice/x","peer":"bob/y"` from a client of namespace alice.
@@ -1236,10 +1241,12 @@ impl<R: CryptoRng> Server<R> {
             Some(Ok(a)) => a,
             Some(Err(e)) => return self.linked_refusal(conn, format!("as: {e}")),
             None if req.op == "list" => {
-                // Without `as`: every link of an endpoint in the connection's namespaces.
+                // Without `as`: every link of an endpoint in the connection's namespaces, or
+                // every link at all for an administrator (§5).
                 let realm = &self.config.realm;
-                let mine =
-                    |p: &Address| p.realm() == realm && namespaces.iter().any(|ns| p.is_inside(ns));
+                let mine = |p: &Address| {
+                    admin || (p.realm() == realm && namespaces.iter().any(|ns| p.is_inside(ns)))
+                };
                 let links = self
                     .links
                     .list_all()
@@ -1252,11 +1259,22 @@ impl<R: CryptoRng> Server<R> {
             None => return self.linked_refusal(conn, "as is required".into()),
         };
         // §5: `as` lies inside one of the connection's namespaces.
-        let inside = namespaces.iter().any(|ns| acting.is_inside(ns));
+        // An administrator may also list any endpoint's links (§5); it acts for none.
+        let inside =
+            namespaces.iter().any(|ns| acting.is_inside(ns)) || (admin && req.op == "list");
         if acting.realm() != &self.config.realm || !inside {
             return self.linked_refusal(conn, format!("{acting} is outside your namespaces"));
         }
         let id = req.id.as_deref().unwrap_or_default();
+        let peer = req
+            .peer
+            .as_deref()
+            .and_then(|p| Address::resolve(p, face).ok());
+        let direction = match req.direction.as_deref().map(Direction::parse) {
+            None => None,
+            Some(Some(d)) => Some(d),
+            Some(None) => return self.linked_refusal(conn, "unknown direction".into()),
+        };
         let done = match req.op.as_str() {
             "list" => {
                 let links = self
@@ -1268,27 +1286,42 @@ impl<R: CryptoRng> Server<R> {
                 return self.linked_list(conn, links);
             }
             "offer" => {
-                let Some(peer) = req
-                    .peer
-                    .as_deref()
-                    .and_then(|p| Address::resolve(p, face).ok())
-                else {
+                let Some(peer) = peer else {
                     return self.linked_refusal(conn, "peer is missing or not an address".into());
                 };
-                let direction = match req.direction.as_deref().map(Direction::parse) {
-                    None => Direction::Both,
-                    Some(Some(d)) => d,
-                    Some(None) => return self.linked_refusal(conn, "unknown direction".into()),
-                };
-                let label = req.label.clone();
                 let offer = Offer {
                     acting,
                     peer,
-                    direction,
-                    label,
+                    direction: direction.unwrap_or(Direction::Both),
+                    label: req.label.clone(),
                     expires: None,
                 };
                 self.links.offer(now, &mut self.rng, offer)
+            }
+            "grant" => {
+                let Some(peer) = peer else {
+                    return self.linked_refusal(conn, "peer is missing or not an address".into());
+                };
+                // A grant is active at once, with no word from `peer`: it may only open the
+                // granter's own side (`peer` starts, `as` replies), never let `as` start a
+                // conversation `peer` did not agree to. Anything more is an offer.
+                let direction = direction.unwrap_or(GRANT_DIRECTION);
+                if direction != GRANT_DIRECTION {
+                    let why = format!(
+                        "a grant is {}: the peer starts and you reply; offer for more",
+                        GRANT_DIRECTION.as_str()
+                    );
+                    return self.linked_refusal(conn, why);
+                }
+                let grant = Grant {
+                    a: acting,
+                    b: peer,
+                    direction,
+                    label: req.label.clone(),
+                    expires: None,
+                    origin: None,
+                };
+                self.links.grant(now, &mut self.rng, grant)
             }
             "accept" => self.links.accept(now, &acting, id),
             "decline" => self.links.decline(now, &acting, id),
