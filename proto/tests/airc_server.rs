@@ -1559,3 +1559,196 @@ fn an_administrator_without_namespaces_lists_every_link() {
     let out = r.send(CAROL, json!({"t":"link","op":"list","as":"bob/y"}));
     assert_eq!(frames(&out, CAROL)[0]["ok"], false);
 }
+
+// ---- routing details (§2.4, §6.2, §6.4, §7.2, §10.3) --------------------------------------------
+
+#[test]
+fn bind_and_the_other_client_frames_on_the_peer_face_are_unexpected_frame() {
+    let mut r = Realm::new();
+    let hello = json!({"t":"hello","proto":"airc/0.1","role":"peer","realm":"partner.example",
+                       "ts":1_790_380_000u64,"nonce":"00"});
+    for (i, frame) in [
+        json!({"t":"bind","names":["alice/x"]}),
+        json!({"t":"stat"}),
+        json!({"t":"link","op":"list"}),
+        json!({"t":"passport","op":"list"}),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let peer = ConnId(20 + i as u64);
+        r.open(peer, Face::Peer, &[]);
+        let out = r.send(peer, hello.clone());
+        assert_eq!(frames(&out, peer)[0]["t"], "welcome");
+        let out = r.send(peer, frame.clone());
+        let f = frames(&out, peer);
+        assert_eq!(
+            (f[0]["t"].as_str(), f[0]["code"].as_str()),
+            (Some("error"), Some("unexpected_frame")),
+            "{frame}"
+        );
+        assert!(closed(&out, peer), "{frame}");
+    }
+    // On the client face the same `bind` and `stat` are answered.
+    r.client(ALICE, "alice");
+    let out = r.send(ALICE, json!({"t":"bind","names":["alice/x"]}));
+    assert_eq!(frames(&out, ALICE)[0]["t"], "bound");
+    let out = r.send(ALICE, json!({"t":"stat"}));
+    assert_eq!(frames(&out, ALICE)[0]["t"], "stats");
+}
+
+#[test]
+fn a_fragment_is_routed_by_the_key_and_passed_through_unchanged() {
+    let mut r = Realm::new();
+    r.bound(BOB, "bob", &["bob/y"]);
+    r.client(ALICE, "alice");
+    let out = r.send(ALICE, msg("m1", "x#thread-7", "//Example.COM/bob/y#inbox"));
+    let got = frames(&out, BOB);
+    assert_eq!(
+        got.len(),
+        1,
+        "routed to bob/y whatever the fragment: {out:?}"
+    );
+    assert_eq!(got[0]["from"], "airc://example.com/alice/x#thread-7");
+    assert_eq!(got[0]["to"], "airc://example.com/bob/y#inbox");
+    let out = r.send(BOB, json!({"t":"ack","id":"m1","status":"delivered"}));
+    assert_eq!(acks(&out, ALICE)[0]["status"], "delivered");
+
+    // Offline, it is spooled under the same key as without a fragment and flushed unchanged.
+    r.input(Input::Closed { conn: BOB });
+    let out = r.send(ALICE, msg("m2", "x", "//example.com/bob/y#other"));
+    assert_eq!(acks(&out, ALICE)[0]["code"], "endpoint_offline");
+    let key = out.iter().find_map(|o| match o {
+        Output::Persist(Record::Spooled { key, .. }) => Some(key.clone()),
+        _ => None,
+    });
+    assert_eq!(key.as_deref(), Some("bob"));
+    let out = r.bound(BOB, "bob", &["bob/y"]);
+    let flushed: Vec<_> = frames(&out, BOB)
+        .into_iter()
+        .filter(|f| f["t"] == "msg")
+        .collect();
+    assert_eq!(flushed[0]["to"], "airc://example.com/bob/y#other");
+}
+
+#[test]
+fn a_via_sent_by_a_client_is_cleared_before_the_hop_limit_is_checked() {
+    let mut config = ServerConfig::new(Authority::parse("example.com").unwrap());
+    config.signing_key = Some(Ed25519Seed::from_bytes([7; 32]));
+    let mut r = Realm::with(config);
+    r.client(ALICE, "alice");
+    // Eight hops, this realm among them: from a peer this would be a routing loop.
+    let mut m = msg("m1", "x", "//partner.example/support/desk");
+    m["via"] = json!([
+        "example.com",
+        "a.example",
+        "b.example",
+        "c.example",
+        "d.example",
+        "e.example",
+        "f.example",
+        "g.example"
+    ]);
+    let out = r.send(ALICE, m);
+    assert!(acks(&out, ALICE).is_empty(), "not refused: {out:?}");
+    let partner = Authority::parse("partner.example").unwrap();
+    let out = r.input(Input::DialFailed { authority: partner });
+    assert_eq!(acks(&out, ALICE)[0]["status"], "queued");
+    let held = out
+        .iter()
+        .find_map(|o| match o {
+            Output::Persist(Record::Spooled { msg, .. }) => Some(msg.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(held.via, Some(vec!["example.com".to_string()]));
+}
+
+#[test]
+fn a_message_without_ttl_expires_after_86_400_s_in_the_spool() {
+    let mut r = Realm::new();
+    r.client(ALICE, "alice");
+    // ts is T0 + 0.123 s and there is no ttl: it lives until ts + 86 400 s.
+    let out = r.send(ALICE, msg("m1", "x", "//example.com/bob/y"));
+    assert_eq!(acks(&out, ALICE)[0]["code"], "endpoint_offline");
+    r.advance(Duration::from_secs(86_400));
+    assert_eq!(r.server.spooled(), 1, "kept for 86 400 s");
+    let out = r.advance(Duration::from_secs(30));
+    assert_eq!(r.server.spooled(), 0, "gone at the next flush after");
+    assert!(out.contains(&Output::Forget(RecordKey::Spooled { id: "m1".into() })));
+    assert_eq!(r.server.stats().expired, 1);
+    let out = r.bound(BOB, "bob", &["bob/y"]);
+    assert!(frames(&out, BOB).iter().all(|f| f["t"] != "msg"));
+}
+
+#[test]
+fn this_realm_with_an_explicit_port_is_remote_delivery() {
+    let mut r = Realm::new();
+    r.bound(BOB, "bob", &["bob/y"]);
+    r.client(ALICE, "alice");
+    let out = r.send(ALICE, msg("m1", "x", "//example.com:2473/bob/y"));
+    assert!(frames(&out, BOB).is_empty(), "not delivered locally");
+    assert!(out.contains(&Output::Connect {
+        authority: Authority::parse("example.com:2473").unwrap(),
+        endpoint: Endpoint::new("example.com", 2473),
+    }));
+    // The default port is no explicit port: local.
+    let out = r.send(ALICE, msg("m2", "x", "//example.com:2472/bob/y"));
+    assert_eq!(frames(&out, BOB)[0]["id"], "m2");
+}
+
+#[test]
+fn a_pair_acked_queued_opens_the_reply_window() {
+    let mut config = ServerConfig::new(Authority::parse("example.com").unwrap());
+    config.known_namespaces = vec![
+        Namespace::parse("alice").unwrap(),
+        Namespace::parse("bob").unwrap(),
+    ];
+    config.policy = weft_proto::airc::policy::Policy::from_json(
+        r#"[{"from":"//example.com/bob/**","to":"//example.com/alice/**","allow":true,"mode":"reply","window":3600},
+            {"from":"//example.com/bob/**","to":"*","allow":false}]"#,
+    )
+    .unwrap();
+    let mut r = Realm::with(config);
+    r.bound(ALICE, "alice", &["alice/x"]);
+    r.client(BOB, "bob");
+    let out = r.send(BOB, msg("b1", "y", "//example.com/alice/x"));
+    assert_eq!(acks(&out, BOB)[0]["code"], "refused", "bob may not start");
+    r.input(Input::Closed { conn: BOB });
+    // alice writes to bob while he is away: acked queued, and the pair is noted.
+    let out = r.send(ALICE, msg("a1", "x", "//example.com/bob/y"));
+    assert_eq!(acks(&out, ALICE)[0]["status"], "queued");
+    r.now = r.now + Duration::from_secs(60);
+    r.bound(BOB, "bob", &["bob/y"]);
+    r.send(BOB, json!({"t":"ack","id":"a1","status":"delivered"}));
+    let out = r.send(BOB, msg("b2", "y", "//example.com/alice/x"));
+    assert_eq!(
+        frames(&out, ALICE)[0]["id"],
+        "b2",
+        "a reply inside the window"
+    );
+}
+
+#[test]
+fn an_address_proves_its_namespace_and_nothing_finer() {
+    // §16.2: on a shared host the transport proves a namespace; any client of it may speak for
+    // any endpoint beneath it, and for nothing outside it.
+    let mut r = Realm::new();
+    r.bound(BOB, "bob", &["bob/y"]);
+    r.client(ALICE, "alice");
+    r.open(CAROL, Face::Client, &["alice"]);
+    r.send(
+        CAROL,
+        json!({"t":"hello","proto":"airc/0.1","role":"client"}),
+    );
+    for (conn, id, from) in [(ALICE, "m1", "x"), (CAROL, "m2", "x"), (CAROL, "m3", "w/v")] {
+        let out = r.send(conn, msg(id, from, "//example.com/bob/y"));
+        assert_eq!(frames(&out, BOB)[0]["id"], id);
+        r.send(BOB, json!({"t":"ack","id":id,"status":"delivered"}));
+    }
+    let out = r.send(
+        CAROL,
+        msg("m4", "//example.com/bob/z", "//example.com/bob/y"),
+    );
+    assert_eq!(acks(&out, CAROL)[0]["code"], "refused");
+}
