@@ -2184,3 +2184,103 @@ fn operator_tuned_timings_need_nothing_from_the_peer() {
         .count();
     assert_eq!(copies, 1);
 }
+
+#[test]
+fn a_peer_message_without_an_allowed_valid_signature_is_refused() {
+    let mut net = Net::new(|_, _| {});
+    let peer = unauthenticated_inbound(&mut net);
+    // Each variant carries the bytes of a valid ed25519 signature over its own message.
+    let variants: [(&str, fn(&str, &str) -> Value); 5] = [
+        // No signature from a realm that signs.
+        ("n1", |_, _| Value::Null),
+        // `none` is never valid, even well formed and alone.
+        ("n2", |kid, b64| json!(format!("none:{kid}:{b64}"))),
+        ("n3", |_, _| json!("none")),
+        // Only algorithms this verifier does not allow.
+        ("n4", |kid, b64| json!(format!("ed448:{kid}:{b64}"))),
+        ("n5", |kid, b64| json!([format!("rsa:{kid}:{b64}"), "none"])),
+    ];
+    let msg = |id: &str| {
+        signed_msg(
+            json!({"t":"msg","id":id,"from":"airc://example.com/alice/x","to":"airc://partner.example/support/desk","ts":1_790_380_000.5,"body":"b"}),
+            1,
+        )
+    };
+    for (id, variant) in variants {
+        let mut m = msg(id);
+        let valid = m["hdr"]["sig"].as_str().unwrap().to_string();
+        let parts: Vec<&str> = valid.splitn(3, ':').collect();
+        let sig = variant(parts[1], parts[2]);
+        m["hdr"] = if sig.is_null() {
+            json!({})
+        } else {
+            json!({ "sig": sig })
+        };
+        net.frame(B, peer, m);
+        let acks = net.acks(B, peer);
+        assert_eq!(
+            (&acks[0]["status"], &acks[0]["code"]),
+            (&json!("failed"), &json!("refused")),
+            "{id}"
+        );
+    }
+    assert!(msgs(&net.read(B, DESK)).is_empty());
+    // A list holding the valid signature next to a `none` is taken by the valid one.
+    let mut both = msg("n6");
+    let valid = both["hdr"]["sig"].clone();
+    both["hdr"]["sig"] = json!(["none", valid]);
+    net.frame(B, peer, both);
+    assert_eq!(msgs(&net.read(B, DESK))[0]["id"], "n6");
+}
+
+#[test]
+fn the_origin_refuses_by_its_own_policy_before_anything_leaves() {
+    let mut net = Net::new(|i, c| {
+        if i == A {
+            let rules =
+                r#"[{"from":"*","to":"//partner.example/**","allow":false,"note":"no vendors"}]"#;
+            c.policy = weft_proto::airc::policy::Policy::from_json(rules).unwrap();
+        }
+    });
+    net.client(B, DESK, "support", &["support/desk"]);
+    net.client(A, ALICE, "alice", &[]);
+    net.read(A, ALICE);
+    net.frame(A, ALICE, to_desk("m1"));
+    let ack = net.acks(A, ALICE).remove(0);
+    assert_eq!(
+        (&ack["status"], &ack["code"]),
+        (&json!("failed"), &json!("refused"))
+    );
+    assert!(net.dials.is_empty(), "no link even asked for");
+    assert!(net.wire_log.is_empty());
+    // partner.example, whose policy allows, still reaches alice: each decides for itself.
+    net.client(A, ConnId(7), "alice", &["alice/x"]);
+    net.frame(B, DESK, json!({"t":"msg","id":"d1","from":"desk","to":"//example.com/alice/x","ts":1_790_380_000,"body":"hi"}));
+    assert_eq!(msgs(&net.read(A, ConnId(7)))[0]["id"], "d1");
+}
+
+#[test]
+fn a_link_control_message_that_cannot_be_delivered_is_queued_not_dropped() {
+    let mut net = Net::new(|_, _| {});
+    net.reachable = false;
+    net.client(A, ALICE, "alice", &["alice/x"]);
+    net.client(B, DESK, "support", &["support/desk"]);
+    net.read(A, ALICE);
+    net.read(B, DESK);
+    let (id, l) = offer(&mut net, "//partner.example/support/desk");
+    assert_eq!(
+        (&l["ok"], &l["delivery"], &l["code"]),
+        (
+            &json!(true),
+            &json!("queued"),
+            &json!("authority_unreachable")
+        )
+    );
+    assert_eq!(net.servers[A].spooled(), 1);
+    // The link comes back: the offer goes out and desk is told.
+    net.reachable = true;
+    net.advance(Duration::from_secs(30));
+    let told = msgs(&net.read(B, DESK));
+    assert_eq!(told[0]["hdr"]["airc-link"], id.as_str());
+    assert_eq!(net.servers[A].spooled(), 0);
+}

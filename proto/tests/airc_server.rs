@@ -1752,3 +1752,125 @@ fn an_address_proves_its_namespace_and_nothing_finer() {
     );
     assert_eq!(acks(&out, CAROL)[0]["code"], "refused");
 }
+
+#[test]
+fn an_endpoint_bind_receives_beneath_it_with_the_rest_of_the_path_intact() {
+    let mut r = Realm::new();
+    r.bound(BOB, "bob", &["bob/y"]);
+    r.client(ALICE, "alice");
+    let out = r.send(ALICE, msg("m1", "x", "//example.com/bob/y/tickets/42"));
+    let got = frames(&out, BOB);
+    assert_eq!(got[0]["to"], "airc://example.com/bob/y/tickets/42");
+    // Only beneath it: a sibling is not its.
+    let out = r.send(ALICE, msg("m2", "x", "//example.com/bob/yz"));
+    assert!(frames(&out, BOB).is_empty());
+    assert_eq!(acks(&out, ALICE)[0]["code"], "endpoint_offline");
+}
+
+#[test]
+fn local_forms_resolve_under_the_first_namespace_or_the_realm_root() {
+    let mut r = Realm::new();
+    r.bound(BOB, "bob", &["bob/"]);
+    r.bound(ALICE, "alice", &["alice/"]);
+    // Several namespaces: the first is the context.
+    r.open(CAROL, Face::Client, &["bob", "alice"]);
+    r.send(
+        CAROL,
+        json!({"t":"hello","proto":"airc/0.1","role":"client"}),
+    );
+    let out = r.send(CAROL, msg("m1", "x", "y"));
+    let got = frames(&out, BOB);
+    assert_eq!(
+        (&got[0]["from"], &got[0]["to"]),
+        (
+            &json!("airc://example.com/bob/x"),
+            &json!("airc://example.com/bob/y")
+        )
+    );
+    r.send(BOB, json!({"t":"ack","id":"m1","status":"delivered"}));
+    // A local form is relative to the first namespace; the second is still its own, by its
+    // authority form.
+    let out = r.send(CAROL, msg("m2", "//example.com/alice/x", "y"));
+    assert_eq!(frames(&out, BOB)[0]["from"], "airc://example.com/alice/x");
+    // None: the context is the realm's root, where this connection may speak for nobody.
+    let dave = ConnId(4);
+    r.open(dave, Face::Client, &[]);
+    r.send(
+        dave,
+        json!({"t":"hello","proto":"airc/0.1","role":"client"}),
+    );
+    let out = r.send(dave, msg("m3", "x", "bob/y"));
+    assert_eq!(acks(&out, dave)[0]["code"], "refused");
+    assert!(frames(&out, BOB).is_empty());
+}
+
+#[test]
+fn a_failed_message_is_not_held() {
+    let mut r = Realm::new();
+    r.client(ALICE, "alice");
+    for (id, to) in [
+        ("m1", "//example.com/nobody/here"),
+        ("m2", "//example.com/bob/"),
+        ("m3", "no such//address"),
+    ] {
+        let out = r.send(ALICE, msg(id, "x", to));
+        assert_eq!(acks(&out, ALICE)[0]["status"], "failed", "{to}");
+        assert!(
+            !out.iter()
+                .any(|o| matches!(o, Output::Persist(Record::Spooled { .. }))),
+            "{to}"
+        );
+    }
+    assert_eq!(r.server.spooled(), 0);
+    // A later bind for the path receives nothing.
+    let out = r.bound(BOB, "bob", &["bob/"]);
+    assert!(frames(&out, BOB).iter().all(|f| f["t"] != "msg"));
+}
+
+#[test]
+fn a_flush_that_cannot_deliver_keeps_the_backlog_in_order() {
+    let mut r = Realm::new();
+    r.client(ALICE, "alice");
+    r.send(ALICE, msg("m1", "x", "//example.com/bob/y"));
+    r.send(ALICE, msg("m2", "x", "//example.com/bob/z"));
+    // Three periodic flushes with bob away: everything is put back, nothing forgotten.
+    let out = r.advance(Duration::from_secs(90));
+    assert!(!out.iter().any(|o| matches!(o, Output::Forget(_))));
+    assert_eq!(r.server.spooled(), 2);
+    let out = r.bound(BOB, "bob", &["bob/"]);
+    let ids: Vec<_> = frames(&out, BOB)
+        .into_iter()
+        .filter(|f| f["t"] == "msg")
+        .map(|f| f["id"].clone())
+        .collect();
+    assert_eq!(ids, [json!("m1"), json!("m2")]);
+}
+
+#[test]
+fn a_link_holds_for_any_spelling_of_its_endpoints() {
+    let mut r = closed_realm();
+    r.bound(ALICE, "alice", &["alice/x"]);
+    r.bound(BOB, "bob", &["bob/y"]);
+    let out = r.send(
+        ALICE,
+        json!({"t":"link","op":"grant","as":"alice/x#desk","peer":"//EXAMPLE.com:2472/bob/y"}),
+    );
+    let notice = frames(&out, BOB).remove(0);
+    r.send(
+        BOB,
+        json!({"t":"ack","id":notice["id"],"status":"delivered"}),
+    );
+    // Another spelling of bob/y, with a fragment, writing to alice/x by its full form.
+    let out = r.send(BOB, msg("b1", "y#t", "airc://example.com./alice/x#inbox"));
+    assert_eq!(frames(&out, ALICE)[0]["id"], "b1", "{out:?}");
+    r.send(ALICE, json!({"t":"ack","id":"b1","status":"delivered"}));
+    // A seen id is the id: the same message sent again under another spelling is a duplicate.
+    let out = r.send(BOB, msg("b1", "y", "alice/x"));
+    let out_again = r.send(
+        BOB,
+        msg("b1", "//example.com/bob/y", "//example.com/alice/x"),
+    );
+    for o in [out, out_again] {
+        assert_eq!(acks(&o, BOB)[0]["code"], "duplicate");
+    }
+}

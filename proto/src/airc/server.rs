@@ -2198,11 +2198,9 @@ impl<R: CryptoRng> Server<R> {
     ) {
         let realm = self.config.realm.to_string();
         let via = item.msg.via.get_or_insert_with(Vec::new);
-        if via.contains(&realm) || via.len() >= MAX_VIA {
-            let refusal = (AckStatus::Failed, AckCode::RoutingLoop);
-            return self.answer_code(now, &up, &item.msg, refusal, Hop::Local);
+        if let Err(code) = stamp_via(via, &realm) {
+            return self.answer_code(now, &up, &item.msg, (AckStatus::Failed, code), Hop::Local);
         }
-        via.push(realm);
         if let Some(key) = self
             .config
             .signing_key
@@ -2534,6 +2532,21 @@ fn pattern_inside(p: &Pattern, ns: &Namespace) -> bool {
     prefix && (segs.len() > n.len() || p.is_namespace())
 }
 
+/// §6.5's hop check, then the stamp: `routing_loop` when `realm` is already in `via` or `via`
+/// holds [`MAX_VIA`] hops; otherwise `realm` is appended.
+///
+/// With no transit (§6.2: a peer's message must be for this realm, so it is never delivered
+/// remotely) and a client's `via` cleared, every message reaching it has an empty `via`: the
+/// check guards the rule for a `via` that arrives some other way, and is proved by the unit
+/// test below rather than by traffic.
+fn stamp_via(via: &mut Vec<String>, realm: &str) -> Result<(), AckCode> {
+    if via.iter().any(|r| r == realm) || via.len() >= MAX_VIA {
+        return Err(AckCode::RoutingLoop);
+    }
+    via.push(realm.to_string());
+    Ok(())
+}
+
 /// The spool key of a remote destination (§7.1): its authority, written `//authority` so that it
 /// can never collide with a local key, which is a bare path segment.
 fn remote_key(authority: &Authority) -> String {
@@ -2628,5 +2641,35 @@ impl<R: CryptoRng> Machine for Server<R> {
         self.seen.prune(now);
         self.cache.prune(now);
         self.replies.prune(now, self.config.policy.max_window());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stamp_via_refuses_this_realm_or_eight_hops_and_appends_otherwise() {
+        let hops = |n: usize| -> Vec<String> { (0..n).map(|i| format!("r{i}.example")).collect() };
+        let mut via = Vec::new();
+        assert_eq!(stamp_via(&mut via, "example.com"), Ok(()));
+        assert_eq!(via, ["example.com"]);
+        // Seven hops before this one: the eighth is allowed.
+        let mut via = hops(7);
+        assert_eq!(stamp_via(&mut via, "example.com"), Ok(()));
+        assert_eq!(via.len(), MAX_VIA);
+        // Eight already: the hop limit.
+        let mut via = hops(8);
+        assert_eq!(
+            stamp_via(&mut via, "example.com"),
+            Err(AckCode::RoutingLoop)
+        );
+        assert_eq!(via, hops(8), "unchanged when refused");
+        // This realm seen before: a loop, however short.
+        let mut via = alloc::vec!["a.example".to_string(), "example.com".to_string()];
+        assert_eq!(
+            stamp_via(&mut via, "example.com"),
+            Err(AckCode::RoutingLoop)
+        );
     }
 }
