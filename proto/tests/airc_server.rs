@@ -1874,3 +1874,68 @@ fn a_link_holds_for_any_spelling_of_its_endpoints() {
         assert_eq!(acks(&o, BOB)[0]["code"], "duplicate");
     }
 }
+
+#[test]
+fn the_pipeline_runs_in_the_order_of_6_1() {
+    let mut r = closed_realm();
+    r.bound(BOB, "bob", &["bob/y"]);
+    r.client(ALICE, "alice");
+    let seen_until = r.now + Duration::from_secs(3600);
+    r.input(Input::Restore(Record::Seen {
+        id: "s1".into(),
+        until: seen_until,
+    }));
+    let ack = |r: &mut Realm, m: Value| {
+        let out = r.send(ALICE, m);
+        assert!(frames(&out, BOB).is_empty(), "nothing reaches bob");
+        acks(&out, ALICE).remove(0)
+    };
+    let stale = |mut m: Value| {
+        m["ts"] = json!(1_790_000_000);
+        m["ttl"] = json!(60);
+        m
+    };
+    // validate before authenticate: an address that does not parse, from outside too.
+    let a = ack(
+        &mut r,
+        stale(msg("v1", "//example.com/bob/x", "no such//address")),
+    );
+    assert_eq!(a["code"], "bad_address");
+    // authenticate before expiry: outside the namespaces and expired.
+    let a = ack(
+        &mut r,
+        stale(msg("v2", "//example.com/bob/x", "//example.com/bob/y")),
+    );
+    assert_eq!(
+        (&a["code"], &a["reason"]),
+        (&json!("refused"), &Value::Null)
+    );
+    // expiry before dedupe: a seen id, expired.
+    let a = ack(&mut r, stale(msg("s1", "x", "//example.com/bob/y")));
+    assert_eq!(a["code"], "expired");
+    // dedupe before policy: the seen id again, fresh, under a policy that refuses all.
+    let a = ack(&mut r, msg("s1", "x", "//example.com/bob/y"));
+    assert_eq!(
+        (&a["status"], &a["code"]),
+        (&json!("delivered"), &json!("duplicate"))
+    );
+    // control before policy: a passport redemption and a link control message are answered by
+    // their own rules, not by the policy that refuses everything else.
+    let mut redeem = msg("c1", "x", "//example.com/_passport");
+    redeem["type"] = json!("application/airc-passport+json");
+    redeem["body"] = json!("{\"passport\":\"airc-passport:1;i=example.com;t=nothing\"}");
+    let a = ack(&mut r, redeem);
+    assert_eq!(a["reason"], "not a redemption request", "§12.5's answer");
+    let mut control = msg("c2", "x", "//example.com/bob/y");
+    control["type"] = json!("application/airc-link+json");
+    control["body"] = json!("{\"action\":\"revoke\"}");
+    let a = ack(&mut r, control);
+    let why = a["reason"].as_str().unwrap();
+    assert!(
+        why.starts_with("invalid link record"),
+        "§11.4's answer: {why}"
+    );
+    // policy last of the refusals: a fresh, unseen, well-formed message.
+    let a = ack(&mut r, msg("p1", "x", "//example.com/bob/y"));
+    assert_eq!(a["reason"], "policy rule [0]");
+}
