@@ -2190,7 +2190,8 @@ fn a_peer_message_without_an_allowed_valid_signature_is_refused() {
     let mut net = Net::new(|_, _| {});
     let peer = unauthenticated_inbound(&mut net);
     // Each variant carries the bytes of a valid ed25519 signature over its own message.
-    let variants: [(&str, fn(&str, &str) -> Value); 5] = [
+    type Variant = fn(&str, &str) -> Value;
+    let variants: [(&str, Variant); 5] = [
         // No signature from a realm that signs.
         ("n1", |_, _| Value::Null),
         // `none` is never valid, even well formed and alone.
