@@ -93,7 +93,7 @@ impl World {
         self.settle();
     }
 
-    fn to_client(&mut self, input: client::Input) {
+    fn tell_client(&mut self, input: client::Input) {
         self.client.handle(self.now, input);
         self.settle();
     }
@@ -237,8 +237,8 @@ fn a_client_says_hello_first_binds_after_welcome_and_gets_one_ack_per_id() {
     assert!(w.client.is_open());
 
     // Two messages without ids get fresh, distinct ids and a ts, and one ack each.
-    w.to_client(client::Input::Send(Box::new(to_alice(""))));
-    w.to_client(client::Input::Send(Box::new(to_alice(""))));
+    w.tell_client(client::Input::Send(Box::new(to_alice(""))));
+    w.tell_client(client::Input::Send(Box::new(to_alice(""))));
     let sent: Vec<Value> = w.wire.iter().filter(|f| f["t"] == "msg").cloned().collect();
     assert_eq!(sent.len(), 2);
     assert_ne!(sent[0]["id"], sent[1]["id"]);
@@ -264,7 +264,7 @@ fn a_client_says_hello_first_binds_after_welcome_and_gets_one_ack_per_id() {
     w.alice_says(from_alice("a1"));
     let got = w.messages();
     assert_eq!(got[0].id, "a1");
-    w.to_client(client::Input::Ack(Ack::new("a1", AckStatus::Delivered)));
+    w.tell_client(client::Input::Ack(Ack::new("a1", AckStatus::Delivered)));
     assert!(w.alice.iter().any(|f| f["t"] == "ack" && f["id"] == "a1"));
 }
 
@@ -315,7 +315,7 @@ fn a_message_unacked_when_the_connection_drops_is_sent_again_under_its_id_and_ac
     // Sent while the connection is down: held until the next welcome.
     w.up = false;
     w.drop_connection();
-    w.to_client(client::Input::Send(Box::new(to_alice("b1"))));
+    w.tell_client(client::Input::Send(Box::new(to_alice("b1"))));
     assert_eq!(w.client.outstanding(), 1);
     w.up = true;
     w.advance(Duration::from_secs(1));
