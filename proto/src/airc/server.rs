@@ -22,7 +22,8 @@
 //! - §8.4 peer links: the dialler's signed hello and its check of the welcome (`realm_mismatch`,
 //!   `peer_unverified`), the acceptor's check of the hello (signature by a published key within
 //!   300 s, or a trusted-unsigned realm) and its signed welcome; only authenticated links are sent
-//!   on, and a link coming up flushes its authority's backlog;
+//!   on, a link coming up flushes its authority's backlog, and a dialled link idle for
+//!   [`LINK_IDLE`] is closed;
 //! - §6.6 the ack timeout: spool, ack upstream `queued no_ack`, keep the id in flight, settle on
 //!   the late ack;
 //! - §7 the spool: per destination key, order kept, expiry, flush on bind and every 30 s, and
@@ -39,7 +40,9 @@
 //! - §6.4 and §10 policy on every message, egress and ingress, with the reply window noted for
 //!   every message acked `delivered` or `queued`.
 //!
-//! - §4.6 and §11 links: the `link` frame's operations stored first, then the other side told
+//! - §4.6 and §11 links: the `link` frame's operations (offer, accept, decline, revoke, a
+//!   [`GRANT_DIRECTION`] grant, and list, every link for an administrator) stored first, then
+//!   the other side told
 //!   (a notice in this realm, a control message to another), `linked` answering with the
 //!   delivery; §6.3 control traffic taken before policy; §11.3's decision inside policy.
 //!
