@@ -67,7 +67,7 @@ fn frame(kind: u8, a: u8, b: u8) -> serde_json::Value {
                     "body": if a % 2 == 0 { r#"{"action":"redeem","token":"AAAA"}"# } else { "{" }})
         }
         10 => {
-            json!({"t":"link","op":pick(&["offer","accept","decline","revoke","list"], a),"as":name(a),
+            json!({"t":"link","op":pick(&["offer","accept","decline","revoke","grant","list"], a),"as":name(a),
                      "peer":name(b),"id":format!("L0000000{}", b % 8)})
         }
         _ => json!({"t":"welcome","realm":"p.example","proto":"airc/0.1"}),

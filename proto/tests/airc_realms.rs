@@ -1668,3 +1668,620 @@ fn several_simultaneous_links_from_one_realm_are_each_accepted_and_authenticated
     }
     assert!(sent && !dialled);
 }
+
+#[test]
+fn a_dialled_link_idle_for_600_s_is_closed_and_later_mail_dials_again() {
+    let mut net = Net::new(|_, _| {});
+    net.client(B, DESK, "support", &["support/desk"]);
+    net.client(A, ALICE, "alice", &[]);
+    net.frame(A, ALICE, to_desk("m1"));
+    net.frame(B, DESK, json!({"t":"ack","id":"m1","status":"delivered"}));
+    assert_eq!(net.dials.len(), 1);
+    let link = |net: &Net| net.wires.keys().find(|(s, _)| *s == A).copied();
+    let first = link(&net).expect("the dialled link is up");
+
+    // Traffic keeps it open: a message 599 s later, then 599 s more of quiet.
+    net.advance(Duration::from_secs(599));
+    net.frame(A, ALICE, to_desk("m2"));
+    net.frame(B, DESK, json!({"t":"ack","id":"m2","status":"delivered"}));
+    net.advance(Duration::from_secs(599));
+    assert_eq!(link(&net), Some(first), "traffic 599 s ago keeps the link");
+    assert_eq!(net.servers[A].stats().idle_links, 0);
+
+    // One more second of silence makes 600 s: the dialler closes it.
+    net.advance(Duration::from_secs(1));
+    assert_eq!(link(&net), None, "the idle link is closed");
+    assert_eq!(net.servers[A].stats().idle_links, 1);
+    assert_eq!(net.dials.len(), 1);
+
+    // Mail spooled afterwards dials again and goes out over the new link.
+    net.read(B, DESK);
+    net.frame(A, ALICE, to_desk("m3"));
+    assert_eq!(net.dials.len(), 2, "a new link is dialled");
+    let got = net.read(B, DESK);
+    assert_eq!(got[0]["id"], "m3");
+    assert_ne!(link(&net), Some(first));
+}
+
+#[test]
+fn a_grant_across_realms_is_recorded_at_both_and_enforced_by_each() {
+    let mut net = Net::new(closed_policy);
+    net.client(A, ALICE, "alice", &["alice/x"]);
+    net.client(B, DESK, "support", &["support/desk"]);
+    net.read(A, ALICE);
+    net.read(B, DESK);
+    net.frame(
+        A,
+        ALICE,
+        json!({"t":"link","op":"grant","as":"alice/x","peer":"//partner.example/support/desk"}),
+    );
+    let l = linked(&net.read(A, ALICE));
+    assert_eq!(l["delivery"], "delivered", "partner.example stored it: {l}");
+    assert_eq!(l["link"]["state"], "active");
+    let id = l["link"]["id"].as_str().unwrap().to_string();
+    let told = msgs(&net.read(B, DESK));
+    assert_eq!(told[0]["hdr"]["airc-link-action"], "grant");
+    assert_eq!(told[0]["hdr"]["airc-link"], id.as_str());
+    net.frame(
+        B,
+        DESK,
+        json!({"t":"ack","id":told[0]["id"],"status":"delivered"}),
+    );
+
+    // Both servers hold the record.
+    for s in [A, B] {
+        net.input(
+            s,
+            Input::Opened {
+                conn: ADMIN,
+                face: Face::Client,
+                namespaces: vec![],
+            },
+        );
+        net.input(s, Input::Administrator { conn: ADMIN });
+        net.frame(
+            s,
+            ADMIN,
+            json!({"t":"hello","proto":"airc/0.1","role":"client"}),
+        );
+        net.frame(s, ADMIN, json!({"t":"link","op":"list"}));
+        let listed = linked(&net.read(s, ADMIN));
+        assert_eq!(listed["links"][0]["id"], id.as_str(), "server {s}");
+        assert_eq!(listed["links"][0]["direction"], "b-initiates");
+    }
+
+    // example.com enforces it on egress: alice may not start.
+    net.frame(A, ALICE, json!({"t":"msg","id":"a1","from":"x","to":"//partner.example/support/desk","ts":1_790_380_000,"body":"hi"}));
+    assert_eq!(net.acks(A, ALICE)[0]["code"], "refused");
+    // desk may, through both realms' closed policies; then alice replies.
+    net.frame(B, DESK, json!({"t":"msg","id":"d1","from":"desk","to":"//example.com/alice/x","ts":1_790_380_000,"body":"hi"}));
+    assert_eq!(msgs(&net.read(A, ALICE))[0]["id"], "d1");
+    net.frame(A, ALICE, json!({"t":"ack","id":"d1","status":"delivered"}));
+    assert_eq!(net.acks(B, DESK)[0]["status"], "delivered");
+    net.frame(A, ALICE, json!({"t":"msg","id":"a2","from":"x","to":"//partner.example/support/desk","ts":1_790_380_000,"body":"re"}));
+    assert_eq!(msgs(&net.read(B, DESK))[0]["id"], "a2");
+}
+
+// ---- the peer face in detail (§8.4, §9.3, §9.4) -------------------------------------------------
+
+/// `m` signed by key `n` as §9.3 says; ttl, via and other hdr entries are left as they are.
+fn signed_msg(mut m: Value, n: u8) -> Value {
+    let ts = weft_proto::airc::signing::ts_ms(m["ts"].as_f64().unwrap()).unwrap();
+    let canonical = weft_proto::airc::signing::Signed {
+        id: m["id"].as_str().unwrap(),
+        from: m["from"].as_str().unwrap(),
+        to: m["to"].as_str().unwrap(),
+        ts_ms: ts,
+        kind: m["type"].as_str(),
+        re: m["re"].as_str(),
+        body: m["body"].as_str().unwrap(),
+    }
+    .canonical();
+    let p = crypto::default_provider();
+    let sig = weft_proto::crypto::sigstring::sign(p, &seed(n), canonical.as_bytes()).to_string();
+    m["hdr"]["sig"] = json!(sig);
+    m
+}
+
+#[test]
+fn the_dialler_signs_a_hello_over_a_fresh_nonce_and_the_welcome_names_server_and_kid() {
+    use weft_proto::airc::signing::{hello_canonical, welcome_canonical};
+    use weft_proto::crypto::sigstring::{self, SigString};
+    let mut net = Net::new(|_, _| {});
+    net.client(B, DESK, "support", &["support/desk"]);
+    net.client(A, ALICE, "alice", &[]);
+    net.frame(A, ALICE, to_desk("m1"));
+    drop_links(&mut net);
+    net.frame(A, ALICE, to_desk("m2"));
+    let p = crypto::default_provider();
+    let sent = |s: usize, t: &str| -> Vec<Value> {
+        net.wire_log
+            .iter()
+            .filter(|(from, f)| *from == s && f["t"] == t)
+            .map(|(_, f)| f.clone())
+            .collect()
+    };
+    let (hellos, welcomes) = (sent(A, "hello"), sent(B, "welcome"));
+    assert_eq!((hellos.len(), welcomes.len()), (2, 2));
+    for (h, w) in hellos.iter().zip(&welcomes) {
+        assert_eq!(
+            (&h["proto"], &h["role"], &h["realm"], &h["ts"]),
+            (
+                &json!("airc/0.1"),
+                &json!("peer"),
+                &json!("example.com"),
+                &json!(T0.as_secs())
+            )
+        );
+        assert!(h["agent"].as_str().unwrap().starts_with("weft/"));
+        let nonce = h["nonce"].as_str().unwrap();
+        assert_eq!(nonce.len(), 32, "16 random bytes in hex");
+        assert!(nonce.bytes().all(|b| b.is_ascii_hexdigit()));
+        let text = hello_canonical("example.com", "partner.example", T0.as_secs(), nonce);
+        let sig = SigString::parse(h["sig"].as_str().unwrap()).unwrap();
+        assert!(sigstring::verify(p, &public(1), text.as_bytes(), &sig));
+
+        assert_eq!(
+            (&w["realm"], &w["proto"]),
+            (&json!("partner.example"), &json!("airc/0.1"))
+        );
+        assert!(w["server"].as_str().unwrap().starts_with("weft/"));
+        assert_eq!(w["kid"], sigstring::kid(p, &public(2)).as_str());
+        let text = welcome_canonical("partner.example", "example.com", nonce);
+        let sig = SigString::parse(w["sig"].as_str().unwrap()).unwrap();
+        assert!(sigstring::verify(p, &public(2), text.as_bytes(), &sig));
+    }
+    assert_ne!(
+        hellos[0]["nonce"], hellos[1]["nonce"],
+        "a fresh nonce per link"
+    );
+}
+
+#[test]
+fn a_hello_signed_for_another_realm_welcomes_but_does_not_authenticate() {
+    let mut net = Net::new(|_, _| {});
+    let ts = T0.as_secs();
+    // A hello example.com signed for third.example, replayed to partner.example.
+    let text = format!("airc-hello\nexample.com\nthird.example\n{ts}\nabcd");
+    let p = crypto::default_provider();
+    let sig = weft_proto::crypto::sigstring::sign(p, &seed(1), text.as_bytes()).to_string();
+    let hello = json!({"t":"hello","proto":"airc/0.1","role":"peer","realm":"example.com","ts":ts,"nonce":"abcd","sig":sig});
+    let (peer, b) = (ConnId(50), &mut net.servers[B]);
+    let (frames, closed) = inbound_peer(b, peer, &hello);
+    assert_eq!((frames[0]["t"].as_str(), closed), (Some("welcome"), false));
+    desk_writes_to_alice(b);
+    let (mut dialled, mut sent_on_replayed) = (false, false);
+    while let Some(o) = b.poll() {
+        match o {
+            Output::Connect { authority, .. } => dialled |= authority.to_string() == "example.com",
+            Output::Send { conn, .. } => sent_on_replayed |= conn == peer,
+            _ => {}
+        }
+    }
+    assert!(dialled && !sent_on_replayed);
+    // The same hello signed for partner.example authenticates: only the target differs.
+    let mut net = Net::new(|_, _| {});
+    let (peer, b) = (ConnId(51), &mut net.servers[B]);
+    inbound_peer(b, peer, &signed_hello(ts));
+    desk_writes_to_alice(b);
+    let (frames, _) = sent_on(b, peer);
+    assert!(frames.iter().any(|f| f["t"] == "msg"));
+}
+
+/// An inbound link from example.com that did not authenticate (its hello is 301 s old), and
+/// desk bound at partner.example.
+fn unauthenticated_inbound(net: &mut Net) -> ConnId {
+    let peer = ConnId(50);
+    net.client(B, DESK, "support", &["support/desk"]);
+    net.read(B, DESK);
+    net.input(
+        B,
+        Input::Opened {
+            conn: peer,
+            face: Face::Peer,
+            namespaces: vec![],
+        },
+    );
+    net.frame(B, peer, signed_hello(T0.as_secs() - 301));
+    assert_eq!(net.read(B, peer)[0]["t"], "welcome");
+    peer
+}
+
+#[test]
+fn an_unauthenticated_inbound_link_carries_individually_signed_messages() {
+    let mut net = Net::new(|_, _| {});
+    let peer = unauthenticated_inbound(&mut net);
+    let m = json!({"t":"msg","id":"s1","from":"airc://example.com/alice/x","to":"airc://partner.example/support/desk","ts":1_790_380_000.5,"body":"signed"});
+    net.frame(B, peer, signed_msg(m.clone(), 1));
+    assert_eq!(msgs(&net.read(B, DESK))[0]["id"], "s1");
+    net.frame(B, DESK, json!({"t":"ack","id":"s1","status":"delivered"}));
+    assert_eq!(
+        net.acks(B, peer)[0]["status"],
+        "delivered",
+        "the ack goes back on it"
+    );
+    // Unsigned, the same message is refused there.
+    let mut unsigned = m;
+    unsigned["id"] = json!("s2");
+    net.frame(B, peer, unsigned);
+    assert_eq!(net.acks(B, peer)[0]["code"], "refused");
+    assert!(net.read(B, DESK).is_empty());
+}
+
+#[test]
+fn a_hop_may_change_ttl_and_via_and_the_signature_still_verifies() {
+    let mut net = Net::new(|_, _| {});
+    let peer = unauthenticated_inbound(&mut net);
+    let m = json!({"t":"msg","id":"h1","from":"airc://example.com/alice/x","to":"airc://partner.example/support/desk","ts":1_790_380_000.5,"ttl":60,"body":"b"});
+    let mut moved = signed_msg(m, 1);
+    moved["ttl"] = json!(7200);
+    moved["via"] = json!(["example.com", "relay.example"]);
+    moved["hdr"]["x-hop"] = json!("added on the way");
+    net.frame(B, peer, moved.clone());
+    let got = msgs(&net.read(B, DESK));
+    assert_eq!(got[0]["id"], "h1");
+    assert_eq!(got[0]["ttl"], 7200);
+    net.frame(B, DESK, json!({"t":"ack","id":"h1","status":"delivered"}));
+    assert_eq!(net.acks(B, peer)[0]["status"], "delivered");
+    // A change to a covered field (the body) does not verify.
+    let mut tampered = signed_msg(
+        json!({"t":"msg","id":"h2","from":"airc://example.com/alice/x","to":"airc://partner.example/support/desk","ts":1_790_380_000.5,"body":"b"}),
+        1,
+    );
+    tampered["body"] = json!("c");
+    net.frame(B, peer, tampered);
+    assert_eq!(net.acks(B, peer)[0]["code"], "refused");
+    assert!(net.read(B, DESK).is_empty());
+}
+
+// ---- link control at the server (§11.4) ---------------------------------------------------------
+
+#[test]
+fn a_control_message_is_acked_once_stored_whatever_becomes_of_its_notice() {
+    let mut net = Net::new(|_, _| {});
+    net.client(A, ALICE, "alice", &["alice/x"]);
+    net.client(B, DESK, "support", &["support/desk"]);
+    net.read(A, ALICE);
+    net.read(B, DESK);
+    let (id, l) = offer(&mut net, "//partner.example/support/desk");
+    assert_eq!(l["delivery"], "delivered");
+    // desk's client fails the notice: alice's answer stands and nothing more reaches her.
+    let notice = msgs(&net.read(B, DESK)).remove(0);
+    net.frame(
+        B,
+        DESK,
+        json!({"t":"ack","id":notice["id"],"status":"failed","code":"refused"}),
+    );
+    assert!(net.read(A, ALICE).is_empty());
+    // An offer to an endpoint nobody is bound for: its notice is queued, the control delivered.
+    let (_, l) = offer(&mut net, "//partner.example/support/away");
+    assert_eq!(l["delivery"], "delivered", "{l}");
+    assert_eq!(net.servers[B].spooled(), 1, "the notice waits");
+    assert_eq!(l["link"]["state"], "pending");
+    assert_ne!(l["link"]["id"], id.as_str());
+}
+
+#[test]
+fn auto_accept_opens_an_offered_link_at_once_and_tells_both_ends() {
+    let mut net = Net::new(|i, c| {
+        closed_policy(i, c);
+        if i == B {
+            let p =
+                weft_proto::airc::pattern::Pattern::parse("//partner.example/support/**").unwrap();
+            c.links.auto_accept = vec![p];
+        }
+    });
+    net.client(A, ALICE, "alice", &["alice/x"]);
+    net.client(B, DESK, "support", &["support/desk"]);
+    net.read(A, ALICE);
+    net.read(B, DESK);
+    net.frame(
+        A,
+        ALICE,
+        json!({"t":"link","op":"offer","as":"alice/x","peer":"//partner.example/support/desk"}),
+    );
+    let got = net.read(A, ALICE);
+    let l = linked(&got);
+    assert_eq!(l["delivery"], "delivered");
+    let id = l["link"]["id"].as_str().unwrap().to_string();
+    // The accept came back as a control message and alice was told.
+    let told = msgs(&got);
+    assert_eq!(told[0]["hdr"]["airc-link-action"], "accept", "{got:?}");
+    assert_eq!(told[0]["from"], "airc://partner.example/support/desk");
+    // desk is told the link opened by itself, with the command to close it.
+    let n = msgs(&net.read(B, DESK)).remove(0);
+    assert_eq!(n["hdr"]["airc-link"], id.as_str());
+    let body = n["body"].as_str().unwrap();
+    assert!(body.contains("accepted automatically"), "{body}");
+    assert!(body.contains(&format!("airc link revoke {id}")), "{body}");
+    // Active at both: a message crosses both closed policies.
+    net.frame(A, ALICE, json!({"t":"msg","id":"a1","from":"x","to":"//partner.example/support/desk","ts":1_790_380_000,"body":"hi"}));
+    assert_eq!(msgs(&net.read(B, DESK))[0]["id"], "a1");
+}
+
+/// The offer control message example.com sent, as it crossed the link.
+fn offer_on_the_wire(net: &Net) -> Value {
+    net.wire_log
+        .iter()
+        .rev()
+        .find(|(s, f)| *s == A && f["type"] == "application/airc-link+json")
+        .map(|(_, f)| f.clone())
+        .expect("an offer crossed")
+}
+
+/// Writes `m`, re-signed by example.com's key under a new id, onto A's end of the link, and
+/// returns partner.example's ack.
+fn forge(net: &mut Net, mut m: Value, id: &str) -> Value {
+    m["id"] = json!(id);
+    let m = signed_msg(m, 1);
+    let (&(_, dial), _) = net.wires.iter().find(|((s, _), _)| *s == A).unwrap();
+    let (t, tc) = net.wires[&(A, dial)];
+    let mut bytes = serde_json::to_vec(&m).unwrap();
+    bytes.push(b'\n');
+    net.servers[t].handle(net.now, Input::Received { conn: tc, bytes });
+    let mut ack = None;
+    while let Some(o) = net.servers[t].poll() {
+        match o {
+            Output::Send { conn, bytes } if conn == tc => {
+                let f: Value = serde_json::from_slice(bytes.trim_ascii_end()).unwrap();
+                if f["t"] == "ack" && f["id"] == id {
+                    ack = Some(f);
+                }
+            }
+            o => net.carry(t, o),
+        }
+    }
+    net.settle();
+    ack.expect("an ack")
+}
+
+/// partner.example's record of link `id`, as its administrator lists it.
+fn record_at_b(net: &mut Net, id: &str) -> Value {
+    if !net.inbox.contains_key(&(B, ADMIN)) {
+        admin_subscribed(net, B, &["link.offer"]);
+    }
+    net.frame(B, ADMIN, json!({"t":"link","op":"list"}));
+    let l = linked(&net.read(B, ADMIN));
+    l["links"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == id)
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+#[test]
+fn the_receiving_server_validates_checks_the_actor_and_merges_forward_only() {
+    let mut net = Net::new(|_, _| {});
+    net.client(A, ALICE, "alice", &["alice/x"]);
+    net.client(B, DESK, "support", &["support/desk"]);
+    net.read(A, ALICE);
+    let (id, _) = offer(&mut net, "//partner.example/support/desk");
+    let offer = offer_on_the_wire(&net);
+    let body: Value = serde_json::from_str(offer["body"].as_str().unwrap()).unwrap();
+    net.read(B, DESK);
+
+    // Step 1: a record whose sides are not from and to is refused.
+    let mut bad = offer.clone();
+    let mut b = body.clone();
+    b["link"]["b"] = json!("airc://partner.example/support/other");
+    b["link"]["id"] = json!("L00c0ffee");
+    bad["body"] = json!(b.to_string());
+    bad["hdr"]["airc-link"] = json!("L00c0ffee");
+    let ack = forge(&mut net, bad, "f1");
+    assert_eq!(
+        (&ack["status"], &ack["code"]),
+        (&json!("failed"), &json!("refused"))
+    );
+    assert_eq!(ack["reason"], "link L00c0ffee is between other endpoints");
+    assert_eq!(
+        record_at_b(&mut net, "L00c0ffee"),
+        Value::Null,
+        "not stored"
+    );
+    // An invalid record (no such state) likewise.
+    let mut bad = offer.clone();
+    let mut b = body.clone();
+    b["link"]["state"] = json!("maybe");
+    bad["body"] = json!(b.to_string());
+    assert_eq!(forge(&mut net, bad, "f2")["status"], "failed");
+
+    // Step 2: an accept from the offerer is not the offeree's.
+    let mut bad = offer.clone();
+    let mut b = body.clone();
+    b["action"] = json!("accept");
+    b["link"]["state"] = json!("active");
+    bad["body"] = json!(b.to_string());
+    bad["hdr"]["airc-link-action"] = json!("accept");
+    let ack = forge(&mut net, bad, "f3");
+    assert_eq!(
+        (&ack["status"], &ack["code"]),
+        (&json!("failed"), &json!("refused"))
+    );
+    let why = format!("link {id}: only the offeree may do that");
+    assert_eq!(ack["reason"], why.as_str());
+    assert_eq!(record_at_b(&mut net, &id)["state"], "pending");
+    assert!(
+        msgs(&net.read(B, DESK)).is_empty(),
+        "desk is told of nothing refused"
+    );
+
+    // Step 3: a retried offer changes nothing and tells no one again.
+    let ack = forge(&mut net, offer.clone(), "f4");
+    assert_eq!(ack["status"], "delivered");
+    assert!(msgs(&net.read(B, DESK)).is_empty());
+    // Once desk accepted, the stale offer cannot move the record back.
+    net.frame(
+        B,
+        DESK,
+        json!({"t":"link","op":"accept","as":"support/desk","id":id}),
+    );
+    assert_eq!(record_at_b(&mut net, &id)["state"], "active");
+    forge(&mut net, offer, "f5");
+    assert_eq!(record_at_b(&mut net, &id)["state"], "active");
+}
+
+// ---- audit and tuning (§13, §15) ----------------------------------------------------------------
+
+#[test]
+fn a_message_to_another_realm_is_logged_with_hop_peer_and_its_type() {
+    let mut net = Net::new(|_, _| {});
+    net.client(B, DESK, "support", &["support/desk"]);
+    net.client(A, ALICE, "alice", &[]);
+    admin_subscribed(&mut net, A, &["msg.delivered"]);
+    let mut m = to_desk("t1");
+    m["type"] = json!("application/json");
+    m["body"] = json!("{\"n\":1}");
+    net.frame(A, ALICE, m);
+    net.frame(B, DESK, json!({"t":"ack","id":"t1","status":"delivered"}));
+    let e = events(&mut net, A).remove(0);
+    assert_eq!(
+        (&e["kind"], &e["hop"], &e["type"], &e["bytes"]),
+        (
+            &json!("msg.delivered"),
+            &json!("peer"),
+            &json!("application/json"),
+            &json!(7)
+        )
+    );
+    assert!(e.get("body").is_none());
+    // text/plain is the default and is not written.
+    net.frame(A, ALICE, to_desk("t2"));
+    net.frame(B, DESK, json!({"t":"ack","id":"t2","status":"delivered"}));
+    let e = events(&mut net, A).remove(0);
+    assert!(e.get("type").is_none(), "{e}");
+}
+
+#[test]
+fn operator_tuned_timings_need_nothing_from_the_peer() {
+    // example.com waits 3 s for an ack and flushes every 7 s; partner.example keeps the defaults.
+    let mut net = Net::new(|i, c| {
+        if i == A {
+            c.ack_timeout = Duration::from_secs(3);
+            c.flush_interval = Duration::from_secs(7);
+        }
+    });
+    net.client(B, DESK, "support", &["support/desk"]);
+    net.client(A, ALICE, "alice", &[]);
+    net.read(A, ALICE);
+    net.frame(A, ALICE, to_desk("m1"));
+    net.advance(Duration::from_secs(2));
+    assert!(net.acks(A, ALICE).is_empty());
+    net.advance(Duration::from_secs(1));
+    assert_eq!(
+        net.acks(A, ALICE),
+        [json!({"t":"ack","id":"m1","status":"queued","code":"no_ack"})]
+    );
+    // desk's late ack still settles it, and the tuned flush never sends it twice.
+    net.frame(B, DESK, json!({"t":"ack","id":"m1","status":"delivered"}));
+    net.advance(Duration::from_secs(21));
+    assert_eq!(net.servers[A].stats().settled, 1);
+    assert_eq!(net.servers[A].spooled(), 0);
+    let copies = msgs(&net.read(B, DESK))
+        .iter()
+        .filter(|m| m["id"] == "m1")
+        .count();
+    assert_eq!(copies, 1);
+}
+
+#[test]
+fn a_peer_message_without_an_allowed_valid_signature_is_refused() {
+    let mut net = Net::new(|_, _| {});
+    let peer = unauthenticated_inbound(&mut net);
+    // Each variant carries the bytes of a valid ed25519 signature over its own message.
+    type Variant = fn(&str, &str) -> Value;
+    let variants: [(&str, Variant); 5] = [
+        // No signature from a realm that signs.
+        ("n1", |_, _| Value::Null),
+        // `none` is never valid, even well formed and alone.
+        ("n2", |kid, b64| json!(format!("none:{kid}:{b64}"))),
+        ("n3", |_, _| json!("none")),
+        // Only algorithms this verifier does not allow.
+        ("n4", |kid, b64| json!(format!("ed448:{kid}:{b64}"))),
+        ("n5", |kid, b64| json!([format!("rsa:{kid}:{b64}"), "none"])),
+    ];
+    let msg = |id: &str| {
+        signed_msg(
+            json!({"t":"msg","id":id,"from":"airc://example.com/alice/x","to":"airc://partner.example/support/desk","ts":1_790_380_000.5,"body":"b"}),
+            1,
+        )
+    };
+    for (id, variant) in variants {
+        let mut m = msg(id);
+        let valid = m["hdr"]["sig"].as_str().unwrap().to_string();
+        let parts: Vec<&str> = valid.splitn(3, ':').collect();
+        let sig = variant(parts[1], parts[2]);
+        m["hdr"] = if sig.is_null() {
+            json!({})
+        } else {
+            json!({ "sig": sig })
+        };
+        net.frame(B, peer, m);
+        let acks = net.acks(B, peer);
+        assert_eq!(
+            (&acks[0]["status"], &acks[0]["code"]),
+            (&json!("failed"), &json!("refused")),
+            "{id}"
+        );
+    }
+    assert!(msgs(&net.read(B, DESK)).is_empty());
+    // A list holding the valid signature next to a `none` is taken by the valid one.
+    let mut both = msg("n6");
+    let valid = both["hdr"]["sig"].clone();
+    both["hdr"]["sig"] = json!(["none", valid]);
+    net.frame(B, peer, both);
+    assert_eq!(msgs(&net.read(B, DESK))[0]["id"], "n6");
+}
+
+#[test]
+fn the_origin_refuses_by_its_own_policy_before_anything_leaves() {
+    let mut net = Net::new(|i, c| {
+        if i == A {
+            let rules =
+                r#"[{"from":"*","to":"//partner.example/**","allow":false,"note":"no vendors"}]"#;
+            c.policy = weft_proto::airc::policy::Policy::from_json(rules).unwrap();
+        }
+    });
+    net.client(B, DESK, "support", &["support/desk"]);
+    net.client(A, ALICE, "alice", &[]);
+    net.read(A, ALICE);
+    net.frame(A, ALICE, to_desk("m1"));
+    let ack = net.acks(A, ALICE).remove(0);
+    assert_eq!(
+        (&ack["status"], &ack["code"]),
+        (&json!("failed"), &json!("refused"))
+    );
+    assert!(net.dials.is_empty(), "no link even asked for");
+    assert!(net.wire_log.is_empty());
+    // partner.example, whose policy allows, still reaches alice: each decides for itself.
+    net.client(A, ConnId(7), "alice", &["alice/x"]);
+    net.frame(B, DESK, json!({"t":"msg","id":"d1","from":"desk","to":"//example.com/alice/x","ts":1_790_380_000,"body":"hi"}));
+    assert_eq!(msgs(&net.read(A, ConnId(7)))[0]["id"], "d1");
+}
+
+#[test]
+fn a_link_control_message_that_cannot_be_delivered_is_queued_not_dropped() {
+    let mut net = Net::new(|_, _| {});
+    net.reachable = false;
+    net.client(A, ALICE, "alice", &["alice/x"]);
+    net.client(B, DESK, "support", &["support/desk"]);
+    net.read(A, ALICE);
+    net.read(B, DESK);
+    let (id, l) = offer(&mut net, "//partner.example/support/desk");
+    assert_eq!(
+        (&l["ok"], &l["delivery"], &l["code"]),
+        (
+            &json!(true),
+            &json!("queued"),
+            &json!("authority_unreachable")
+        )
+    );
+    assert_eq!(net.servers[A].spooled(), 1);
+    // The link comes back: the offer goes out and desk is told.
+    net.reachable = true;
+    net.advance(Duration::from_secs(30));
+    let told = msgs(&net.read(B, DESK));
+    assert_eq!(told[0]["hdr"]["airc-link"], id.as_str());
+    assert_eq!(net.servers[A].spooled(), 0);
+}

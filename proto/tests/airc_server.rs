@@ -1429,3 +1429,513 @@ fn offers_from_one_namespace_are_rate_limited() {
     r.now = r.now + Duration::from_secs(2);
     assert_eq!(offer(&mut r, 101), json!(true), "the bucket refills");
 }
+
+/// A realm whose policy refuses everything, so only links decide (§10.2).
+fn closed_realm() -> Realm {
+    let mut config = ServerConfig::new(Authority::parse("example.com").unwrap());
+    config.known_namespaces = vec![
+        Namespace::parse("alice").unwrap(),
+        Namespace::parse("bob").unwrap(),
+    ];
+    config.policy =
+        weft_proto::airc::policy::Policy::from_json(r#"[{"from":"*","to":"*","allow":false}]"#)
+            .unwrap();
+    Realm::with(config)
+}
+
+#[test]
+fn a_client_grant_is_active_at_once_and_opens_only_the_granters_side() {
+    let mut r = closed_realm();
+    r.bound(ALICE, "alice", &["alice/x"]);
+    r.bound(BOB, "bob", &["bob/y"]);
+
+    // Who may grant: an endpoint inside the connection's namespaces, b-initiates only.
+    let out = r.send(
+        ALICE,
+        json!({"t":"link","op":"grant","as":"bob/z","peer":"alice/x"}),
+    );
+    assert_eq!(
+        frames(&out, ALICE)[0]["ok"],
+        false,
+        "outside its namespaces"
+    );
+    let out = r.send(
+        ALICE,
+        json!({"t":"link","op":"grant","as":"alice/x","peer":"bob/y","direction":"both"}),
+    );
+    let f = &frames(&out, ALICE)[0];
+    assert_eq!((&f["ok"], &f["code"]), (&json!(false), &json!("refused")));
+    assert!(frames(&out, BOB).is_empty(), "nothing stored, nobody told");
+    let out = r.send(ALICE, json!({"t":"link","op":"grant","as":"alice/x"}));
+    assert_eq!(
+        frames(&out, ALICE)[0]["ok"],
+        false,
+        "a grant names its peer"
+    );
+
+    let out = r.send(
+        ALICE,
+        json!({"t":"link","op":"grant","as":"alice/x","peer":"bob/y","label":"desk"}),
+    );
+    let stored = position(&out, |o| matches!(o, Output::Persist(Record::Link { .. })));
+    let told = position(
+        &out,
+        |o| matches!(o, Output::Send { conn, .. } if *conn == BOB),
+    );
+    assert!(stored < told, "stored before the peer is told");
+    let notice = frames(&out, BOB).remove(0);
+    assert_eq!(notice["hdr"]["airc-link-action"], "grant");
+    assert_eq!(notice["from"], "airc://example.com/alice/x");
+    let id = notice["hdr"]["airc-link"].as_str().unwrap().to_string();
+    let out = r.send(
+        BOB,
+        json!({"t":"ack","id":notice["id"],"status":"delivered"}),
+    );
+    let linked = &frames(&out, ALICE)[0];
+    assert_eq!(linked["ok"], true);
+    assert_eq!(linked["delivery"], "delivered");
+    assert_eq!(linked["link"]["id"], id.as_str());
+    assert_eq!(linked["link"]["state"], "active");
+    assert_eq!(linked["link"]["direction"], "b-initiates");
+    assert_eq!(linked["link"]["a"], "airc://example.com/alice/x");
+
+    // The granter may not start a conversation; the peer may, and then the granter replies.
+    let out = r.send(ALICE, msg("m1", "x", "//example.com/bob/y"));
+    assert_eq!(acks(&out, ALICE)[0]["code"], "refused");
+    let out = r.send(BOB, msg("m2", "y", "//example.com/alice/x"));
+    assert_eq!(frames(&out, ALICE)[0]["id"], "m2", "the peer starts");
+    r.send(ALICE, json!({"t":"ack","id":"m2","status":"delivered"}));
+    let out = r.send(ALICE, msg("m3", "x", "//example.com/bob/y"));
+    assert_eq!(frames(&out, BOB)[0]["id"], "m3", "a reply in the window");
+}
+
+#[test]
+fn an_administrator_without_namespaces_lists_every_link() {
+    let mut r = Realm::new();
+    r.bound(ALICE, "alice", &["alice/x"]);
+    r.bound(BOB, "bob", &["bob/y"]);
+    for (conn, acting, peer) in [(ALICE, "alice/x", "bob/y"), (BOB, "bob/y", "alice/w")] {
+        let out = r.send(
+            conn,
+            json!({"t":"link","op":"offer","as":acting,"peer":peer}),
+        );
+        assert!(
+            out.iter()
+                .any(|o| matches!(o, Output::Persist(Record::Link { .. })))
+        );
+    }
+    r.admin(ADMIN);
+    let out = r.send(ADMIN, json!({"t":"link","op":"list"}));
+    let listed = &frames(&out, ADMIN)[0];
+    assert_eq!(listed["ok"], true);
+    let mut offerers: Vec<_> = listed["links"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["offered_by"].as_str().unwrap().to_string())
+        .collect();
+    offerers.sort();
+    assert_eq!(
+        offerers,
+        ["airc://example.com/alice/x", "airc://example.com/bob/y"]
+    );
+    // ...and one endpoint's, named with `as`, though it acts for none.
+    let out = r.send(ADMIN, json!({"t":"link","op":"list","as":"bob/y"}));
+    assert_eq!(frames(&out, ADMIN)[0]["links"].as_array().unwrap().len(), 2);
+    let out = r.send(
+        ADMIN,
+        json!({"t":"link","op":"revoke","as":"bob/y","id":listed["links"][0]["id"]}),
+    );
+    assert_eq!(frames(&out, ADMIN)[0]["ok"], false, "listing is not acting");
+
+    // A connection without namespaces that is not an administrator's lists nothing.
+    r.open(CAROL, Face::Client, &[]);
+    r.send(
+        CAROL,
+        json!({"t":"hello","proto":"airc/0.1","role":"client"}),
+    );
+    let out = r.send(CAROL, json!({"t":"link","op":"list"}));
+    assert_eq!(frames(&out, CAROL)[0]["links"], json!([]));
+    let out = r.send(CAROL, json!({"t":"link","op":"list","as":"bob/y"}));
+    assert_eq!(frames(&out, CAROL)[0]["ok"], false);
+}
+
+// ---- routing details (§2.4, §6.2, §6.4, §7.2, §10.3) --------------------------------------------
+
+#[test]
+fn bind_and_the_other_client_frames_on_the_peer_face_are_unexpected_frame() {
+    let mut r = Realm::new();
+    let hello = json!({"t":"hello","proto":"airc/0.1","role":"peer","realm":"partner.example",
+                       "ts":1_790_380_000u64,"nonce":"00"});
+    for (i, frame) in [
+        json!({"t":"bind","names":["alice/x"]}),
+        json!({"t":"stat"}),
+        json!({"t":"link","op":"list"}),
+        json!({"t":"passport","op":"list"}),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let peer = ConnId(20 + i as u64);
+        r.open(peer, Face::Peer, &[]);
+        let out = r.send(peer, hello.clone());
+        assert_eq!(frames(&out, peer)[0]["t"], "welcome");
+        let out = r.send(peer, frame.clone());
+        let f = frames(&out, peer);
+        assert_eq!(
+            (f[0]["t"].as_str(), f[0]["code"].as_str()),
+            (Some("error"), Some("unexpected_frame")),
+            "{frame}"
+        );
+        assert!(closed(&out, peer), "{frame}");
+    }
+    // On the client face the same `bind` and `stat` are answered.
+    r.client(ALICE, "alice");
+    let out = r.send(ALICE, json!({"t":"bind","names":["alice/x"]}));
+    assert_eq!(frames(&out, ALICE)[0]["t"], "bound");
+    let out = r.send(ALICE, json!({"t":"stat"}));
+    assert_eq!(frames(&out, ALICE)[0]["t"], "stats");
+}
+
+#[test]
+fn a_fragment_is_routed_by_the_key_and_passed_through_unchanged() {
+    let mut r = Realm::new();
+    r.bound(BOB, "bob", &["bob/y"]);
+    r.client(ALICE, "alice");
+    let out = r.send(ALICE, msg("m1", "x#thread-7", "//Example.COM/bob/y#inbox"));
+    let got = frames(&out, BOB);
+    assert_eq!(
+        got.len(),
+        1,
+        "routed to bob/y whatever the fragment: {out:?}"
+    );
+    assert_eq!(got[0]["from"], "airc://example.com/alice/x#thread-7");
+    assert_eq!(got[0]["to"], "airc://example.com/bob/y#inbox");
+    let out = r.send(BOB, json!({"t":"ack","id":"m1","status":"delivered"}));
+    assert_eq!(acks(&out, ALICE)[0]["status"], "delivered");
+
+    // Offline, it is spooled under the same key as without a fragment and flushed unchanged.
+    r.input(Input::Closed { conn: BOB });
+    let out = r.send(ALICE, msg("m2", "x", "//example.com/bob/y#other"));
+    assert_eq!(acks(&out, ALICE)[0]["code"], "endpoint_offline");
+    let key = out.iter().find_map(|o| match o {
+        Output::Persist(Record::Spooled { key, .. }) => Some(key.clone()),
+        _ => None,
+    });
+    assert_eq!(key.as_deref(), Some("bob"));
+    let out = r.bound(BOB, "bob", &["bob/y"]);
+    let flushed: Vec<_> = frames(&out, BOB)
+        .into_iter()
+        .filter(|f| f["t"] == "msg")
+        .collect();
+    assert_eq!(flushed[0]["to"], "airc://example.com/bob/y#other");
+}
+
+#[test]
+fn a_via_sent_by_a_client_is_cleared_before_the_hop_limit_is_checked() {
+    let mut config = ServerConfig::new(Authority::parse("example.com").unwrap());
+    config.signing_key = Some(Ed25519Seed::from_bytes([7; 32]));
+    let mut r = Realm::with(config);
+    r.client(ALICE, "alice");
+    // Eight hops, this realm among them: from a peer this would be a routing loop.
+    let mut m = msg("m1", "x", "//partner.example/support/desk");
+    m["via"] = json!([
+        "example.com",
+        "a.example",
+        "b.example",
+        "c.example",
+        "d.example",
+        "e.example",
+        "f.example",
+        "g.example"
+    ]);
+    let out = r.send(ALICE, m);
+    assert!(acks(&out, ALICE).is_empty(), "not refused: {out:?}");
+    let partner = Authority::parse("partner.example").unwrap();
+    let out = r.input(Input::DialFailed { authority: partner });
+    assert_eq!(acks(&out, ALICE)[0]["status"], "queued");
+    let held = out
+        .iter()
+        .find_map(|o| match o {
+            Output::Persist(Record::Spooled { msg, .. }) => Some(msg.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(held.via, Some(vec!["example.com".to_string()]));
+}
+
+#[test]
+fn a_message_without_ttl_expires_after_86_400_s_in_the_spool() {
+    let mut r = Realm::new();
+    r.client(ALICE, "alice");
+    // ts is T0 + 0.123 s and there is no ttl: it lives until ts + 86 400 s.
+    let out = r.send(ALICE, msg("m1", "x", "//example.com/bob/y"));
+    assert_eq!(acks(&out, ALICE)[0]["code"], "endpoint_offline");
+    r.advance(Duration::from_secs(86_400));
+    assert_eq!(r.server.spooled(), 1, "kept for 86 400 s");
+    let out = r.advance(Duration::from_secs(30));
+    assert_eq!(r.server.spooled(), 0, "gone at the next flush after");
+    assert!(out.contains(&Output::Forget(RecordKey::Spooled { id: "m1".into() })));
+    assert_eq!(r.server.stats().expired, 1);
+    let out = r.bound(BOB, "bob", &["bob/y"]);
+    assert!(frames(&out, BOB).iter().all(|f| f["t"] != "msg"));
+}
+
+#[test]
+fn this_realm_with_an_explicit_port_is_remote_delivery() {
+    let mut r = Realm::new();
+    r.bound(BOB, "bob", &["bob/y"]);
+    r.client(ALICE, "alice");
+    let out = r.send(ALICE, msg("m1", "x", "//example.com:2473/bob/y"));
+    assert!(frames(&out, BOB).is_empty(), "not delivered locally");
+    assert!(out.contains(&Output::Connect {
+        authority: Authority::parse("example.com:2473").unwrap(),
+        endpoint: Endpoint::new("example.com", 2473),
+    }));
+    // The default port is no explicit port: local.
+    let out = r.send(ALICE, msg("m2", "x", "//example.com:2472/bob/y"));
+    assert_eq!(frames(&out, BOB)[0]["id"], "m2");
+}
+
+#[test]
+fn a_pair_acked_queued_opens_the_reply_window() {
+    let mut config = ServerConfig::new(Authority::parse("example.com").unwrap());
+    config.known_namespaces = vec![
+        Namespace::parse("alice").unwrap(),
+        Namespace::parse("bob").unwrap(),
+    ];
+    config.policy = weft_proto::airc::policy::Policy::from_json(
+        r#"[{"from":"//example.com/bob/**","to":"//example.com/alice/**","allow":true,"mode":"reply","window":3600},
+            {"from":"//example.com/bob/**","to":"*","allow":false}]"#,
+    )
+    .unwrap();
+    let mut r = Realm::with(config);
+    r.bound(ALICE, "alice", &["alice/x"]);
+    r.client(BOB, "bob");
+    let out = r.send(BOB, msg("b1", "y", "//example.com/alice/x"));
+    assert_eq!(acks(&out, BOB)[0]["code"], "refused", "bob may not start");
+    r.input(Input::Closed { conn: BOB });
+    // alice writes to bob while he is away: acked queued, and the pair is noted.
+    let out = r.send(ALICE, msg("a1", "x", "//example.com/bob/y"));
+    assert_eq!(acks(&out, ALICE)[0]["status"], "queued");
+    r.now = r.now + Duration::from_secs(60);
+    r.bound(BOB, "bob", &["bob/y"]);
+    r.send(BOB, json!({"t":"ack","id":"a1","status":"delivered"}));
+    let out = r.send(BOB, msg("b2", "y", "//example.com/alice/x"));
+    assert_eq!(
+        frames(&out, ALICE)[0]["id"],
+        "b2",
+        "a reply inside the window"
+    );
+}
+
+#[test]
+fn an_address_proves_its_namespace_and_nothing_finer() {
+    // §16.2: on a shared host the transport proves a namespace; any client of it may speak for
+    // any endpoint beneath it, and for nothing outside it.
+    let mut r = Realm::new();
+    r.bound(BOB, "bob", &["bob/y"]);
+    r.client(ALICE, "alice");
+    r.open(CAROL, Face::Client, &["alice"]);
+    r.send(
+        CAROL,
+        json!({"t":"hello","proto":"airc/0.1","role":"client"}),
+    );
+    for (conn, id, from) in [(ALICE, "m1", "x"), (CAROL, "m2", "x"), (CAROL, "m3", "w/v")] {
+        let out = r.send(conn, msg(id, from, "//example.com/bob/y"));
+        assert_eq!(frames(&out, BOB)[0]["id"], id);
+        r.send(BOB, json!({"t":"ack","id":id,"status":"delivered"}));
+    }
+    let out = r.send(
+        CAROL,
+        msg("m4", "//example.com/bob/z", "//example.com/bob/y"),
+    );
+    assert_eq!(acks(&out, CAROL)[0]["code"], "refused");
+}
+
+#[test]
+fn an_endpoint_bind_receives_beneath_it_with_the_rest_of_the_path_intact() {
+    let mut r = Realm::new();
+    r.bound(BOB, "bob", &["bob/y"]);
+    r.client(ALICE, "alice");
+    let out = r.send(ALICE, msg("m1", "x", "//example.com/bob/y/tickets/42"));
+    let got = frames(&out, BOB);
+    assert_eq!(got[0]["to"], "airc://example.com/bob/y/tickets/42");
+    // Only beneath it: a sibling is not its.
+    let out = r.send(ALICE, msg("m2", "x", "//example.com/bob/yz"));
+    assert!(frames(&out, BOB).is_empty());
+    assert_eq!(acks(&out, ALICE)[0]["code"], "endpoint_offline");
+}
+
+#[test]
+fn local_forms_resolve_under_the_first_namespace_or_the_realm_root() {
+    let mut r = Realm::new();
+    r.bound(BOB, "bob", &["bob/"]);
+    r.bound(ALICE, "alice", &["alice/"]);
+    // Several namespaces: the first is the context.
+    r.open(CAROL, Face::Client, &["bob", "alice"]);
+    r.send(
+        CAROL,
+        json!({"t":"hello","proto":"airc/0.1","role":"client"}),
+    );
+    let out = r.send(CAROL, msg("m1", "x", "y"));
+    let got = frames(&out, BOB);
+    assert_eq!(
+        (&got[0]["from"], &got[0]["to"]),
+        (
+            &json!("airc://example.com/bob/x"),
+            &json!("airc://example.com/bob/y")
+        )
+    );
+    r.send(BOB, json!({"t":"ack","id":"m1","status":"delivered"}));
+    // A local form is relative to the first namespace; the second is still its own, by its
+    // authority form.
+    let out = r.send(CAROL, msg("m2", "//example.com/alice/x", "y"));
+    assert_eq!(frames(&out, BOB)[0]["from"], "airc://example.com/alice/x");
+    // None: the context is the realm's root, where this connection may speak for nobody.
+    let dave = ConnId(4);
+    r.open(dave, Face::Client, &[]);
+    r.send(
+        dave,
+        json!({"t":"hello","proto":"airc/0.1","role":"client"}),
+    );
+    let out = r.send(dave, msg("m3", "x", "bob/y"));
+    assert_eq!(acks(&out, dave)[0]["code"], "refused");
+    assert!(frames(&out, BOB).is_empty());
+}
+
+#[test]
+fn a_failed_message_is_not_held() {
+    let mut r = Realm::new();
+    r.client(ALICE, "alice");
+    for (id, to) in [
+        ("m1", "//example.com/nobody/here"),
+        ("m2", "//example.com/bob/"),
+        ("m3", "no such//address"),
+    ] {
+        let out = r.send(ALICE, msg(id, "x", to));
+        assert_eq!(acks(&out, ALICE)[0]["status"], "failed", "{to}");
+        assert!(
+            !out.iter()
+                .any(|o| matches!(o, Output::Persist(Record::Spooled { .. }))),
+            "{to}"
+        );
+    }
+    assert_eq!(r.server.spooled(), 0);
+    // A later bind for the path receives nothing.
+    let out = r.bound(BOB, "bob", &["bob/"]);
+    assert!(frames(&out, BOB).iter().all(|f| f["t"] != "msg"));
+}
+
+#[test]
+fn a_flush_that_cannot_deliver_keeps_the_backlog_in_order() {
+    let mut r = Realm::new();
+    r.client(ALICE, "alice");
+    r.send(ALICE, msg("m1", "x", "//example.com/bob/y"));
+    r.send(ALICE, msg("m2", "x", "//example.com/bob/z"));
+    // Three periodic flushes with bob away: everything is put back, nothing forgotten.
+    let out = r.advance(Duration::from_secs(90));
+    assert!(!out.iter().any(|o| matches!(o, Output::Forget(_))));
+    assert_eq!(r.server.spooled(), 2);
+    let out = r.bound(BOB, "bob", &["bob/"]);
+    let ids: Vec<_> = frames(&out, BOB)
+        .into_iter()
+        .filter(|f| f["t"] == "msg")
+        .map(|f| f["id"].clone())
+        .collect();
+    assert_eq!(ids, [json!("m1"), json!("m2")]);
+}
+
+#[test]
+fn a_link_holds_for_any_spelling_of_its_endpoints() {
+    let mut r = closed_realm();
+    r.bound(ALICE, "alice", &["alice/x"]);
+    r.bound(BOB, "bob", &["bob/y"]);
+    let out = r.send(
+        ALICE,
+        json!({"t":"link","op":"grant","as":"alice/x#desk","peer":"//EXAMPLE.com:2472/bob/y"}),
+    );
+    let notice = frames(&out, BOB).remove(0);
+    r.send(
+        BOB,
+        json!({"t":"ack","id":notice["id"],"status":"delivered"}),
+    );
+    // Another spelling of bob/y, with a fragment, writing to alice/x by its full form.
+    let out = r.send(BOB, msg("b1", "y#t", "airc://example.com./alice/x#inbox"));
+    assert_eq!(frames(&out, ALICE)[0]["id"], "b1", "{out:?}");
+    r.send(ALICE, json!({"t":"ack","id":"b1","status":"delivered"}));
+    // A seen id is the id: the same message sent again under another spelling is a duplicate.
+    let out = r.send(BOB, msg("b1", "y", "alice/x"));
+    let out_again = r.send(
+        BOB,
+        msg("b1", "//example.com/bob/y", "//example.com/alice/x"),
+    );
+    for o in [out, out_again] {
+        assert_eq!(acks(&o, BOB)[0]["code"], "duplicate");
+    }
+}
+
+#[test]
+fn the_pipeline_runs_in_the_order_of_6_1() {
+    let mut r = closed_realm();
+    r.bound(BOB, "bob", &["bob/y"]);
+    r.client(ALICE, "alice");
+    let seen_until = r.now + Duration::from_secs(3600);
+    r.input(Input::Restore(Record::Seen {
+        id: "s1".into(),
+        until: seen_until,
+    }));
+    let ack = |r: &mut Realm, m: Value| {
+        let out = r.send(ALICE, m);
+        assert!(frames(&out, BOB).is_empty(), "nothing reaches bob");
+        acks(&out, ALICE).remove(0)
+    };
+    let stale = |mut m: Value| {
+        m["ts"] = json!(1_790_000_000);
+        m["ttl"] = json!(60);
+        m
+    };
+    // validate before authenticate: an address that does not parse, from outside too.
+    let a = ack(
+        &mut r,
+        stale(msg("v1", "//example.com/bob/x", "no such//address")),
+    );
+    assert_eq!(a["code"], "bad_address");
+    // authenticate before expiry: outside the namespaces and expired.
+    let a = ack(
+        &mut r,
+        stale(msg("v2", "//example.com/bob/x", "//example.com/bob/y")),
+    );
+    assert_eq!(
+        (&a["code"], &a["reason"]),
+        (&json!("refused"), &Value::Null)
+    );
+    // expiry before dedupe: a seen id, expired.
+    let a = ack(&mut r, stale(msg("s1", "x", "//example.com/bob/y")));
+    assert_eq!(a["code"], "expired");
+    // dedupe before policy: the seen id again, fresh, under a policy that refuses all.
+    let a = ack(&mut r, msg("s1", "x", "//example.com/bob/y"));
+    assert_eq!(
+        (&a["status"], &a["code"]),
+        (&json!("delivered"), &json!("duplicate"))
+    );
+    // control before policy: a passport redemption and a link control message are answered by
+    // their own rules, not by the policy that refuses everything else.
+    let mut redeem = msg("c1", "x", "//example.com/_passport");
+    redeem["type"] = json!("application/airc-passport+json");
+    redeem["body"] = json!("{\"passport\":\"airc-passport:1;i=example.com;t=nothing\"}");
+    let a = ack(&mut r, redeem);
+    assert_eq!(a["reason"], "not a redemption request", "§12.5's answer");
+    let mut control = msg("c2", "x", "//example.com/bob/y");
+    control["type"] = json!("application/airc-link+json");
+    control["body"] = json!("{\"action\":\"revoke\"}");
+    let a = ack(&mut r, control);
+    let why = a["reason"].as_str().unwrap();
+    assert!(
+        why.starts_with("invalid link record"),
+        "§11.4's answer: {why}"
+    );
+    // policy last of the refusals: a fresh, unseen, well-formed message.
+    let a = ack(&mut r, msg("p1", "x", "//example.com/bob/y"));
+    assert_eq!(a["reason"], "policy rule [0]");
+}

@@ -28,11 +28,14 @@
 //!   (§12.1, §12.3, §12.5, §12.6);
 //! - [`server`]: the realm server machine: §3.3 lifecycle, §4.3 binds, §6 routing with one ack
 //!   per message and policy, §6.6 ack timeouts, §7 the spool, §8.4 peer links, §11 links, §12
-//!   passports and §13 the audit stream.
+//!   passports and §13 the audit stream;
+//! - [`client`]: the client machine: §3.3 hello first, ping, reconnect with backoff and re-bind,
+//!   §4.2–§4.4 sending with fresh ids and one ack per id.
 
 pub mod address;
 pub mod audit;
 pub mod bind;
+pub mod client;
 pub mod discovery;
 pub mod frame;
 pub mod framing;

@@ -22,7 +22,8 @@
 //! - §8.4 peer links: the dialler's signed hello and its check of the welcome (`realm_mismatch`,
 //!   `peer_unverified`), the acceptor's check of the hello (signature by a published key within
 //!   300 s, or a trusted-unsigned realm) and its signed welcome; only authenticated links are sent
-//!   on, and a link coming up flushes its authority's backlog;
+//!   on, a link coming up flushes its authority's backlog, and a dialled link idle for
+//!   [`LINK_IDLE`] is closed;
 //! - §6.6 the ack timeout: spool, ack upstream `queued no_ack`, keep the id in flight, settle on
 //!   the late ack;
 //! - §7 the spool: per destination key, order kept, expiry, flush on bind and every 30 s, and
@@ -39,7 +40,9 @@
 //! - §6.4 and §10 policy on every message, egress and ingress, with the reply window noted for
 //!   every message acked `delivered` or `queued`.
 //!
-//! - §4.6 and §11 links: the `link` frame's operations stored first, then the other side told
+//! - §4.6 and §11 links: the `link` frame's operations (offer, accept, decline, revoke, a
+//!   [`GRANT_DIRECTION`] grant, and list, every link for an administrator) stored first, then
+//!   the other side told
 //!   (a notice in this realm, a control message to another), `linked` answering with the
 //!   delivery; §6.3 control traffic taken before policy; §11.3's decision inside policy.
 //!
@@ -102,8 +105,17 @@ pub const MAX_PENDING: usize = 65_536;
 /// How far a peer hello's `ts` may be from now and still authenticate its link (§8.4, §9.4).
 pub const HELLO_WINDOW: Duration = Duration::from_secs(300);
 
+/// The one direction a client's `link op=grant` may create (§4.6, §11.2's lost table): the
+/// peer may start, the granter only reply. A grant is active without the peer's word, so it
+/// may open only the granter's own side; a link that lets the granter start is an offer.
+pub const GRANT_DIRECTION: Direction = Direction::BInitiates;
+
 /// Random bytes in the nonce of a hello this server sends (§8.4), written as hex.
 pub const NONCE_BYTES: usize = 16;
+
+/// How long a link this server dialled may carry no frame either way before it closes it
+/// (§8.4: "MAY close a dialled link idle for 600 s"). Mail spooled afterwards dials again.
+pub const LINK_IDLE: Duration = Duration::from_secs(600);
 
 /// Which listener a connection came in on (§3.1): a server exposes a face for its own clients
 /// and a face for other realms' servers, each on its own listener.
@@ -350,6 +362,8 @@ pub struct Stats {
     pub events: u64,
     /// Subscribers closed for being handed more than [`audit::SUBSCRIBER_RATE`].
     pub slow_subscribers: u64,
+    /// Dialled links closed after [`LINK_IDLE`] without traffic (§8.4).
+    pub idle_links: u64,
 }
 
 /// Where a message is when its audit event is written (§13's `hop`).
@@ -479,6 +493,8 @@ struct Conn {
     /// A frame waiting for this realm's published keys (§8.2); what follows it waits in the
     /// decoder, so the connection's frames keep their order.
     parked: Option<(Authority, Frame)>,
+    /// When a frame last went either way on it, for [`LINK_IDLE`].
+    last_traffic: Timestamp,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -489,6 +505,8 @@ enum Timer {
     Dial(Authority),
     /// A DNS question the host has not answered yet ([`locate::DNS_TIMEOUT`]).
     Resolve(RecordType, String),
+    /// A dialled link may have been idle for [`LINK_IDLE`]; checked, and moved on if it was not.
+    Idle(ConnId),
 }
 
 /// The realm server; see the [module docs](self).
@@ -527,6 +545,8 @@ pub struct Server<R> {
     timers: TimerQueue<Timer>,
     out: VecDeque<Output>,
     stats: Stats,
+    /// The `now` of the input being handled, so that a frame sent is noted as traffic.
+    clock: Timestamp,
 }
 
 impl<R> core::fmt::Debug for Server<R> {
@@ -568,6 +588,7 @@ impl<R: CryptoRng> Server<R> {
             timers: TimerQueue::new(),
             out: VecDeque::new(),
             stats: Stats::default(),
+            clock: Timestamp::ZERO,
         }
     }
 
@@ -582,6 +603,9 @@ impl<R: CryptoRng> Server<R> {
     }
 
     fn send(&mut self, conn: ConnId, frame: &Frame) {
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.last_traffic = self.clock;
+        }
         self.out.push_back(Output::Send {
             conn,
             bytes: framing::encode(frame),
@@ -741,6 +765,7 @@ impl<R: CryptoRng> Server<R> {
                 admin: false,
                 up: false,
                 parked: None,
+                last_traffic: self.clock,
             },
         );
     }
@@ -750,6 +775,7 @@ impl<R: CryptoRng> Server<R> {
             return;
         };
         self.audit.unsubscribe(conn);
+        self.timers.cancel(&Timer::Idle(conn));
         if let Some(realm) = c.peer.as_ref().filter(|_| c.up) {
             let mut e = audit::event(now, audit::Kind::PeerDown);
             e.realm = Some(realm.to_string());
@@ -830,6 +856,7 @@ impl<R: CryptoRng> Server<R> {
             return;
         }
         c.decoder.push(bytes);
+        c.last_traffic = now;
         loop {
             let Some(c) = self.conns.get_mut(&conn) else {
                 return;
@@ -1090,6 +1117,7 @@ impl<R: CryptoRng> Server<R> {
         c.state = State::AwaitWelcome;
         c.peer = Some(target);
         c.nonce = Some(nonce.clone());
+        self.timers.schedule(now + LINK_IDLE, Timer::Idle(conn));
         let hello = Hello {
             proto: PROTO.to_string(),
             role: Role::Peer,
@@ -1200,10 +1228,10 @@ impl<R: CryptoRng> Server<R> {
     /// A client's `link` frame (§4.6): the operation is done here first, stored, and then the
     /// other side is told (§11.2); `linked` answers once that message has its ack.
     fn link_request(&mut self, now: Timestamp, conn: ConnId, req: LinkRequest) {
-        let namespaces = self
+        let (namespaces, admin) = self
             .conns
             .get(&conn)
-            .map(|c| c.namespaces.clone())
+            .map(|c| (c.namespaces.clone(), c.admin))
             .unwrap_or_default();
         // Names in link frames are relative to the realm, as bind names are (§4.3): Appendix A.2
         // offers `"as":"alice/x","peer":"bob/y"` from a client of namespace alice.
@@ -1216,10 +1244,12 @@ impl<R: CryptoRng> Server<R> {
             Some(Ok(a)) => a,
             Some(Err(e)) => return self.linked_refusal(conn, format!("as: {e}")),
             None if req.op == "list" => {
-                // Without `as`: every link of an endpoint in the connection's namespaces.
+                // Without `as`: every link of an endpoint in the connection's namespaces, or
+                // every link at all for an administrator (§5).
                 let realm = &self.config.realm;
-                let mine =
-                    |p: &Address| p.realm() == realm && namespaces.iter().any(|ns| p.is_inside(ns));
+                let mine = |p: &Address| {
+                    admin || (p.realm() == realm && namespaces.iter().any(|ns| p.is_inside(ns)))
+                };
                 let links = self
                     .links
                     .list_all()
@@ -1232,11 +1262,22 @@ impl<R: CryptoRng> Server<R> {
             None => return self.linked_refusal(conn, "as is required".into()),
         };
         // §5: `as` lies inside one of the connection's namespaces.
-        let inside = namespaces.iter().any(|ns| acting.is_inside(ns));
+        // An administrator may also list any endpoint's links (§5); it acts for none.
+        let inside =
+            namespaces.iter().any(|ns| acting.is_inside(ns)) || (admin && req.op == "list");
         if acting.realm() != &self.config.realm || !inside {
             return self.linked_refusal(conn, format!("{acting} is outside your namespaces"));
         }
         let id = req.id.as_deref().unwrap_or_default();
+        let peer = req
+            .peer
+            .as_deref()
+            .and_then(|p| Address::resolve(p, face).ok());
+        let direction = match req.direction.as_deref().map(Direction::parse) {
+            None => None,
+            Some(Some(d)) => Some(d),
+            Some(None) => return self.linked_refusal(conn, "unknown direction".into()),
+        };
         let done = match req.op.as_str() {
             "list" => {
                 let links = self
@@ -1248,27 +1289,42 @@ impl<R: CryptoRng> Server<R> {
                 return self.linked_list(conn, links);
             }
             "offer" => {
-                let Some(peer) = req
-                    .peer
-                    .as_deref()
-                    .and_then(|p| Address::resolve(p, face).ok())
-                else {
+                let Some(peer) = peer else {
                     return self.linked_refusal(conn, "peer is missing or not an address".into());
                 };
-                let direction = match req.direction.as_deref().map(Direction::parse) {
-                    None => Direction::Both,
-                    Some(Some(d)) => d,
-                    Some(None) => return self.linked_refusal(conn, "unknown direction".into()),
-                };
-                let label = req.label.clone();
                 let offer = Offer {
                     acting,
                     peer,
-                    direction,
-                    label,
+                    direction: direction.unwrap_or(Direction::Both),
+                    label: req.label.clone(),
                     expires: None,
                 };
                 self.links.offer(now, &mut self.rng, offer)
+            }
+            "grant" => {
+                let Some(peer) = peer else {
+                    return self.linked_refusal(conn, "peer is missing or not an address".into());
+                };
+                // A grant is active at once, with no word from `peer`: it may only open the
+                // granter's own side (`peer` starts, `as` replies), never let `as` start a
+                // conversation `peer` did not agree to. Anything more is an offer.
+                let direction = direction.unwrap_or(GRANT_DIRECTION);
+                if direction != GRANT_DIRECTION {
+                    let why = format!(
+                        "a grant is {}: the peer starts and you reply; offer for more",
+                        GRANT_DIRECTION.as_str()
+                    );
+                    return self.linked_refusal(conn, why);
+                }
+                let grant = Grant {
+                    a: acting,
+                    b: peer,
+                    direction,
+                    label: req.label.clone(),
+                    expires: None,
+                    origin: None,
+                };
+                self.links.grant(now, &mut self.rng, grant)
             }
             "accept" => self.links.accept(now, &acting, id),
             "decline" => self.links.decline(now, &acting, id),
@@ -2145,11 +2201,9 @@ impl<R: CryptoRng> Server<R> {
     ) {
         let realm = self.config.realm.to_string();
         let via = item.msg.via.get_or_insert_with(Vec::new);
-        if via.contains(&realm) || via.len() >= MAX_VIA {
-            let refusal = (AckStatus::Failed, AckCode::RoutingLoop);
-            return self.answer_code(now, &up, &item.msg, refusal, Hop::Local);
+        if let Err(code) = stamp_via(via, &realm) {
+            return self.answer_code(now, &up, &item.msg, (AckStatus::Failed, code), Hop::Local);
         }
-        via.push(realm);
         if let Some(key) = self
             .config
             .signing_key
@@ -2329,6 +2383,27 @@ impl<R: CryptoRng> Server<R> {
 
     // ---- timers -----------------------------------------------------------------------------
 
+    /// §8.4: a dialled link with no frame either way for [`LINK_IDLE`] is closed, unless a
+    /// message on it still waits for its ack; otherwise the check moves to the new deadline.
+    fn idle_check(&mut self, now: Timestamp, conn: ConnId) {
+        let waiting = self.pending.keys().any(|(hop, _)| *hop == conn);
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        let due = c.last_traffic + LINK_IDLE;
+        if c.state == State::Closing {
+            return;
+        }
+        if due > now || waiting {
+            let at = if waiting { now + LINK_IDLE } else { due };
+            self.timers.schedule(at, Timer::Idle(conn));
+            return;
+        }
+        c.state = State::Closing;
+        self.stats.idle_links += 1;
+        self.out.push_back(Output::Close { conn });
+    }
+
     fn ack_timeout(&mut self, now: Timestamp, hop: ConnId, id: String) {
         let Some(p) = self.pending.remove(&(hop, id.clone())) else {
             return;
@@ -2460,6 +2535,21 @@ fn pattern_inside(p: &Pattern, ns: &Namespace) -> bool {
     prefix && (segs.len() > n.len() || p.is_namespace())
 }
 
+/// §6.5's hop check, then the stamp: `routing_loop` when `realm` is already in `via` or `via`
+/// holds [`MAX_VIA`] hops; otherwise `realm` is appended.
+///
+/// With no transit (§6.2: a peer's message must be for this realm, so it is never delivered
+/// remotely) and a client's `via` cleared, every message reaching it has an empty `via`: the
+/// check guards the rule for a `via` that arrives some other way, and is proved by the unit
+/// test below rather than by traffic.
+fn stamp_via(via: &mut Vec<String>, realm: &str) -> Result<(), AckCode> {
+    if via.iter().any(|r| r == realm) || via.len() >= MAX_VIA {
+        return Err(AckCode::RoutingLoop);
+    }
+    via.push(realm.to_string());
+    Ok(())
+}
+
 /// The spool key of a remote destination (§7.1): its authority, written `//authority` so that it
 /// can never collide with a local key, which is a bare path segment.
 fn remote_key(authority: &Authority) -> String {
@@ -2500,6 +2590,7 @@ impl<R: CryptoRng> Machine for Server<R> {
     type Output = Output;
 
     fn handle(&mut self, now: Timestamp, input: Input) {
+        self.clock = now;
         match input {
             Input::Opened {
                 conn,
@@ -2529,12 +2620,16 @@ impl<R: CryptoRng> Machine for Server<R> {
     }
 
     fn poll_timeout(&self) -> Option<Wakeup> {
-        self.timers
-            .next_deadline()
-            .map(|at| Wakeup::new(at, "ack timeout, spool flush, dial or DNS timeout"))
+        self.timers.next_deadline().map(|at| {
+            Wakeup::new(
+                at,
+                "ack timeout, spool flush, dial, DNS timeout or idle link",
+            )
+        })
     }
 
     fn handle_timeout(&mut self, now: Timestamp) {
+        self.clock = now;
         while let Some((_, timer)) = self.timers.pop_due(now) {
             match timer {
                 Timer::Ack(hop, id) => self.ack_timeout(now, hop, id),
@@ -2543,10 +2638,41 @@ impl<R: CryptoRng> Machine for Server<R> {
                 Timer::Resolve(kind, name) => {
                     self.resolved(now, &name, kind, discovery::Answer::Nothing)
                 }
+                Timer::Idle(conn) => self.idle_check(now, conn),
             }
         }
         self.seen.prune(now);
         self.cache.prune(now);
         self.replies.prune(now, self.config.policy.max_window());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stamp_via_refuses_this_realm_or_eight_hops_and_appends_otherwise() {
+        let hops = |n: usize| -> Vec<String> { (0..n).map(|i| format!("r{i}.example")).collect() };
+        let mut via = Vec::new();
+        assert_eq!(stamp_via(&mut via, "example.com"), Ok(()));
+        assert_eq!(via, ["example.com"]);
+        // Seven hops before this one: the eighth is allowed.
+        let mut via = hops(7);
+        assert_eq!(stamp_via(&mut via, "example.com"), Ok(()));
+        assert_eq!(via.len(), MAX_VIA);
+        // Eight already: the hop limit.
+        let mut via = hops(8);
+        assert_eq!(
+            stamp_via(&mut via, "example.com"),
+            Err(AckCode::RoutingLoop)
+        );
+        assert_eq!(via, hops(8), "unchanged when refused");
+        // This realm seen before: a loop, however short.
+        let mut via = alloc::vec!["a.example".to_string(), "example.com".to_string()];
+        assert_eq!(
+            stamp_via(&mut via, "example.com"),
+            Err(AckCode::RoutingLoop)
+        );
     }
 }

@@ -327,21 +327,21 @@ impl Ping {
 /// rather than closing the connection.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LinkRequest {
-    /// `op` (R): `offer`, `accept`, `decline`, `revoke` or `list`.
+    /// `op` (R): `offer`, `accept`, `decline`, `revoke`, `grant` or `list`.
     pub op: String,
     /// `as`: the acting endpoint; must lie inside the connection's namespaces (§5).
     #[serde(rename = "as", default, skip_serializing_if = "Option::is_none")]
     pub acting: Option<String>,
-    /// `peer`: the other endpoint (offer).
+    /// `peer`: the other endpoint (offer, grant).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peer: Option<String>,
     /// `id`: the link id (accept, decline, revoke).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
-    /// `label` (offer).
+    /// `label` (offer, grant).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub label: Option<String>,
-    /// `direction` (offer): `both`, `a-initiates` or `b-initiates` (§11.1).
+    /// `direction` (offer, grant): `both`, `a-initiates` or `b-initiates` (§11.1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub direction: Option<String>,
 }
