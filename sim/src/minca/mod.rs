@@ -36,7 +36,7 @@ use chacha20::ChaCha20Rng;
 use rand_core::Rng;
 use serde_json::{Value, json};
 use weft_proto::core::{ConnId, Machine, Timestamp};
-use weft_proto::crypto::{CryptoProvider, default_provider, generate_p256};
+use weft_proto::crypto::{CryptoProvider, generate_p256};
 use weft_proto::minca::mesh::RoomKind;
 use weft_proto::minca::mesh::frame::{AUTH_HELLO, AUTH_PROOF, Frame, LEAVE, SIGNAL};
 use weft_proto::minca::node::{self, Join, Node, NodeConfig};
@@ -273,8 +273,10 @@ const TAG_NET: u64 = 11;
 const TAG_NODE: u64 = 4_000_000;
 const TAG_RELAY: u64 = 5_000_000;
 
+/// The simulator's provider: the plain provider's answers, with P-256 verifications of bytes
+/// already checked remembered (§8 floods one signed introduction to every peer of a room).
 fn crypto() -> &'static dyn CryptoProvider {
-    default_provider()
+    crate::crypto::provider()
 }
 
 /// A relay socket: one node's socket to one relay incarnation.
