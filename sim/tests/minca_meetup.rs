@@ -7,7 +7,7 @@ use std::time::Duration;
 use weft_sim::minca::{Scenario, run};
 
 /// Seeds swept by the test suite; `weft sim minca-meetup --seed S` replays any one of them.
-const SEEDS: u64 = 40;
+const SEEDS: u64 = 256;
 
 #[test]
 fn every_invariant_holds_over_many_seeds() {
