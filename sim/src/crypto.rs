@@ -14,10 +14,10 @@
 //! same signed bytes many times over: §8 floods an introduction to every admitted peer of a
 //! room, and each verifies it. So [`SimCrypto`] also keeps each P-256 key expanded (a signing
 //! key otherwise costs a scalar multiplication to build, a public key a square root) and
-//! remembers the answer for each (public key, message digest, signature) it has verified, up to
-//! [`MAX_REMEMBERED_VERIFICATIONS`]. Every signature is still made and checked for real the
-//! first time; RFC 6979 signing is deterministic, so the answers are the plain provider's, which
-//! a test checks too. [`counts`] says how much work was done and how much was remembered.
+//! remembers each verification it has made, under the SHA-256 of its inputs, up to
+//! [`MAX_REMEMBERED_VERIFICATIONS`]. Every signature is still checked for real the first time,
+//! so the answers are the plain provider's, which a test checks too. (Remembering signatures and
+//! ECDH agreements as well was tried: a meetup never repeats one, so they are not.) [`counts`] says how much work was done and how much was remembered.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -37,12 +37,33 @@ pub const MAX_EXPANDED_KEYS: usize = 4_096;
 /// node, so a 10 000-node meetup keeps every one; past this many a key is expanded on every use.
 pub const MAX_EXPANDED_P256_KEYS: usize = 65_536;
 
-/// The most P-256 verification answers remembered (about 160 bytes each). When full, the memory
-/// starts again empty, so it stays bounded whatever a run does and costs only repeated work.
+/// The most P-256 verification answers remembered, each under the SHA-256 of its inputs (about
+/// 100 bytes an entry). When full, that memory starts again
+/// empty, so it stays bounded whatever a run does and costs only repeated work.
 pub const MAX_REMEMBERED_VERIFICATIONS: usize = 1 << 18;
 
-/// A remembered verification: the public key, the signature and the message's SHA-256.
-type VerifyKey = ([u8; 33], [u8; 64], [u8; 32]);
+/// Remembered answers, under the SHA-256 of what was asked.
+type Memory<V> = Mutex<BTreeMap<[u8; 32], V>>;
+
+/// The answer remembered under `key`, or `make`'s, then remembered.
+fn remember<V: Clone>(
+    memory: &Memory<V>,
+    key: [u8; 32],
+    hits: &AtomicU64,
+    make: impl FnOnce() -> V,
+) -> V {
+    if let Some(v) = memory.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+        hits.fetch_add(1, Ordering::Relaxed);
+        return v.clone();
+    }
+    let v = make();
+    let mut map = memory.lock().unwrap_or_else(|e| e.into_inner());
+    if map.len() >= MAX_REMEMBERED_VERIFICATIONS {
+        map.clear();
+    }
+    map.insert(key, v.clone());
+    v
+}
 
 /// What the provider has done since the process started, across every run sharing it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -81,7 +102,7 @@ pub struct SimCrypto {
     verifying: Mutex<BTreeMap<[u8; 32], Option<VerifyingKey>>>,
     p256_signing: Mutex<BTreeMap<[u8; 32], Option<p256::ecdsa::SigningKey>>>,
     p256_verifying: Mutex<BTreeMap<[u8; 33], Option<p256::ecdsa::VerifyingKey>>>,
-    verified: Mutex<BTreeMap<VerifyKey, bool>>,
+    verified: Memory<bool>,
 }
 
 /// The one provider every simulation shares (it holds only derived keys, which are the same for
@@ -191,23 +212,11 @@ impl CryptoProvider for SimCrypto {
 
     fn p256_verify(&self, public: &P256Public, msg: &[u8], sig: &[u8; 64]) -> bool {
         VERIFIES.fetch_add(1, Ordering::Relaxed);
-        let key = (public.0, *sig, self.sha256(&[msg]));
-        if let Some(ok) = self
-            .verified
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&key)
-        {
-            REMEMBERED.fetch_add(1, Ordering::Relaxed);
-            return *ok;
-        }
-        let ok = self.p256_verify_once(public, msg, sig);
-        let mut map = self.verified.lock().unwrap_or_else(|e| e.into_inner());
-        if map.len() >= MAX_REMEMBERED_VERIFICATIONS {
-            map.clear();
-        }
-        map.insert(key, ok);
-        ok
+        // Fixed-length key and signature first, so no two questions share a digest input.
+        let key = self.sha256(&[&public.0, sig, msg]);
+        remember(&self.verified, key, &REMEMBERED, || {
+            self.p256_verify_once(public, msg, sig)
+        })
     }
 
     fn p256_is_point(&self, public: &P256Public) -> bool {
@@ -326,7 +335,15 @@ mod tests {
             let msg = [n, 7, 7];
             let sig = plain.p256_sign(&secret, &msg).unwrap();
             assert_eq!(sim.p256_sign(&secret, &msg).unwrap(), sig);
+            let peer = plain
+                .p256_public_key(&P256Secret::from_bytes([n + 10; 32]))
+                .unwrap();
             for _ in 0..2 {
+                assert_eq!(
+                    sim.p256_ecdh(&secret, &peer).unwrap(),
+                    plain.p256_ecdh(&secret, &peer).unwrap()
+                );
+                assert_eq!(sim.p256_sign(&secret, &msg).unwrap(), sig);
                 assert!(sim.p256_verify(&public, &msg, &sig));
                 let mut bad = sig;
                 bad[usize::from(n)] ^= 1;
@@ -338,6 +355,11 @@ mod tests {
             sim.p256_public_key(&P256Secret::from_bytes([0; 32]))
                 .is_err()
         );
-        assert!(counts().p256_verifies_remembered > 0);
+        assert!(
+            sim.p256_sign(&P256Secret::from_bytes([0; 32]), b"m")
+                .is_err()
+        );
+        let c = counts();
+        assert!(c.p256_verifies_remembered > 0);
     }
 }

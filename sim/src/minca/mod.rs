@@ -151,6 +151,12 @@ impl Scenario {
     }
 }
 
+/// Nodes a space holds in the shape a large meetup is run at (`weft sim minca-meetup --nodes N
+/// --spaces N/12`): a group that meets in one room, as people do, rather than one room of
+/// thousands. A full mesh of n nodes costs n(n-1)/2 admissions and §8 floods every introduction
+/// to every admitted peer, so the work per node grows with its space, not with the network.
+pub const SCALE_SPACE_NODES: usize = 12;
+
 /// What a run did. Everything but `wall` is a function of the [`Scenario`] alone.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
