@@ -9,9 +9,21 @@
 //! A simulation has a handful of realm keys, so [`SimCrypto`] expands each once. The results
 //! are the same bytes the plain provider gives (Ed25519 is deterministic, and both go through
 //! `ed25519-dalek`); a test checks it.
+//!
+//! Minca signs and checks everything with P-256 (Minca §2, §6.2, §8), and a meetup verifies the
+//! same signed bytes many times over: §8 floods an introduction to every admitted peer of a
+//! room, and each verifies it. So [`SimCrypto`] also keeps each P-256 key expanded (a signing
+//! key otherwise costs a scalar multiplication to build, a public key a square root) and
+//! remembers each verification it has made, under the SHA-256 of its inputs, up to
+//! [`MAX_REMEMBERED_VERIFICATIONS`]. Every signature is still checked for real the first time,
+//! so the answers are the plain provider's, which a test checks too. (Remembering signatures and
+//! ECDH agreements as well was tried: a meetup never repeats one, so they are not.) With the
+//! `fast-crypto` feature a verification that is not remembered goes through ring (as the drivers'
+//! fast provider does), which gives the same verdicts about four times faster. [`counts`] says how much work was done and how much was remembered.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use ed25519_dalek::{Signer as _, SigningKey, Verifier as _, VerifyingKey};
 use weft_proto::crypto::{
@@ -23,11 +35,76 @@ use weft_proto::crypto::{
 /// memory stays bounded whatever a scenario does.
 pub const MAX_EXPANDED_KEYS: usize = 4_096;
 
+/// The most P-256 keys of each kind (signing, verifying) kept expanded: one session key per
+/// node, so a 10 000-node meetup keeps every one; past this many a key is expanded on every use.
+pub const MAX_EXPANDED_P256_KEYS: usize = 65_536;
+
+/// The most P-256 verification answers remembered, each under the SHA-256 of its inputs (about
+/// 100 bytes an entry). When full, that memory starts again
+/// empty, so it stays bounded whatever a run does and costs only repeated work.
+pub const MAX_REMEMBERED_VERIFICATIONS: usize = 1 << 18;
+
+/// Remembered answers, under the SHA-256 of what was asked.
+type Memory<V> = Mutex<BTreeMap<[u8; 32], V>>;
+
+/// The answer remembered under `key`, or `make`'s, then remembered.
+fn remember<V: Clone>(
+    memory: &Memory<V>,
+    key: [u8; 32],
+    hits: &AtomicU64,
+    make: impl FnOnce() -> V,
+) -> V {
+    if let Some(v) = memory.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+        hits.fetch_add(1, Ordering::Relaxed);
+        return v.clone();
+    }
+    let v = make();
+    let mut map = memory.lock().unwrap_or_else(|e| e.into_inner());
+    if map.len() >= MAX_REMEMBERED_VERIFICATIONS {
+        map.clear();
+    }
+    map.insert(key, v.clone());
+    v
+}
+
+/// What the provider has done since the process started, across every run sharing it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Counts {
+    /// P-256 signatures made.
+    pub p256_signs: u64,
+    /// P-256 verifications asked for.
+    pub p256_verifies: u64,
+    /// Of those, the ones answered from memory.
+    pub p256_verifies_remembered: u64,
+    /// P-256 ECDH agreements.
+    pub p256_ecdh: u64,
+}
+
+static SIGNS: AtomicU64 = AtomicU64::new(0);
+static VERIFIES: AtomicU64 = AtomicU64::new(0);
+static REMEMBERED: AtomicU64 = AtomicU64::new(0);
+static ECDH: AtomicU64 = AtomicU64::new(0);
+
+/// How much P-256 work the shared provider has done (for profiling: runs in parallel threads
+/// share the counts).
+pub fn counts() -> Counts {
+    Counts {
+        p256_signs: SIGNS.load(Ordering::Relaxed),
+        p256_verifies: VERIFIES.load(Ordering::Relaxed),
+        p256_verifies_remembered: REMEMBERED.load(Ordering::Relaxed),
+        p256_ecdh: ECDH.load(Ordering::Relaxed),
+    }
+}
+
 /// RustCrypto with expanded Ed25519 keys kept; see the [module docs](self).
 #[derive(Debug)]
 pub struct SimCrypto {
     signing: Mutex<BTreeMap<[u8; 32], SigningKey>>,
     verifying: Mutex<BTreeMap<[u8; 32], Option<VerifyingKey>>>,
+    p256_signing: Mutex<BTreeMap<[u8; 32], Option<p256::ecdsa::SigningKey>>>,
+    p256_verifying: Mutex<BTreeMap<[u8; 33], Option<p256::ecdsa::VerifyingKey>>>,
+    verified: Memory<bool>,
 }
 
 /// The one provider every simulation shares (it holds only derived keys, which are the same for
@@ -35,6 +112,9 @@ pub struct SimCrypto {
 pub static SIM_CRYPTO: SimCrypto = SimCrypto {
     signing: Mutex::new(BTreeMap::new()),
     verifying: Mutex::new(BTreeMap::new()),
+    p256_signing: Mutex::new(BTreeMap::new()),
+    p256_verifying: Mutex::new(BTreeMap::new()),
+    verified: Mutex::new(BTreeMap::new()),
 };
 
 /// The provider scenarios hand their machines.
@@ -42,20 +122,22 @@ pub fn provider() -> &'static dyn CryptoProvider {
     &SIM_CRYPTO
 }
 
-/// Finds `key` in `cache`, or makes it and keeps it while there is room.
-fn cached<V: Clone>(
-    cache: &Mutex<BTreeMap<[u8; 32], V>>,
-    key: &[u8; 32],
+/// Finds `key` in `cache`, or makes it and keeps it while there are fewer than `max`.
+fn cached<K: Ord + Copy, V: Clone>(
+    cache: &Mutex<BTreeMap<K, V>>,
+    key: &K,
+    max: usize,
     make: impl FnOnce() -> V,
 ) -> V {
     // A poisoned lock only means another thread panicked mid-insert of a value that is derived
     // from its key alone: the map is still right.
-    let mut map = cache.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(v) = map.get(key) {
+    if let Some(v) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(key) {
         return v.clone();
     }
+    // Made outside the lock, so parallel runs do not wait on each other's curve arithmetic.
     let v = make();
-    if map.len() < MAX_EXPANDED_KEYS {
+    let mut map = cache.lock().unwrap_or_else(|e| e.into_inner());
+    if map.len() < max {
         map.insert(*key, v.clone());
     }
     v
@@ -63,15 +145,55 @@ fn cached<V: Clone>(
 
 impl SimCrypto {
     fn signing_key(&self, seed: &Ed25519Seed) -> SigningKey {
-        cached(&self.signing, seed.expose(), || {
+        cached(&self.signing, seed.expose(), MAX_EXPANDED_KEYS, || {
             SigningKey::from_bytes(seed.expose())
         })
+    }
+
+    fn p256_signing_key(&self, secret: &P256Secret) -> Option<p256::ecdsa::SigningKey> {
+        cached(
+            &self.p256_signing,
+            secret.expose(),
+            MAX_EXPANDED_P256_KEYS,
+            || p256::ecdsa::SigningKey::from_bytes(secret.expose().into()).ok(),
+        )
+    }
+
+    fn p256_verify_once(&self, public: &P256Public, msg: &[u8], sig: &[u8; 64]) -> bool {
+        let key = cached(
+            &self.p256_verifying,
+            &public.0,
+            MAX_EXPANDED_P256_KEYS,
+            || p256::ecdsa::VerifyingKey::from_sec1_bytes(&public.0).ok(),
+        );
+        let Some(key) = key else {
+            return false;
+        };
+        #[cfg(feature = "fast-crypto")]
+        {
+            use p256::elliptic_curve::sec1::ToSec1Point as _;
+            // ring takes only uncompressed points; the key was decompressed once, above.
+            let point = p256::PublicKey::from(&key).to_uncompressed_point();
+            ring::signature::UnparsedPublicKey::new(
+                &ring::signature::ECDSA_P256_SHA256_FIXED,
+                &point[..],
+            )
+            .verify(msg, sig)
+            .is_ok()
+        }
+        #[cfg(not(feature = "fast-crypto"))]
+        {
+            let Ok(sig) = p256::ecdsa::Signature::from_bytes(sig.into()) else {
+                return false;
+            };
+            key.verify(msg, &sig).is_ok()
+        }
     }
 }
 
 impl CryptoProvider for SimCrypto {
     fn name(&self) -> &'static str {
-        "rustcrypto (simulator: expanded ed25519 keys kept)"
+        "rustcrypto (simulator: expanded keys kept, p256 verifications remembered)"
     }
 
     fn sha256(&self, parts: &[&[u8]]) -> [u8; 32] {
@@ -87,15 +209,31 @@ impl CryptoProvider for SimCrypto {
     }
 
     fn p256_public_key(&self, secret: &P256Secret) -> Result<P256Public, CryptoError> {
-        crypto::default_provider().p256_public_key(secret)
+        let key = self
+            .p256_signing_key(secret)
+            .ok_or(CryptoError::InvalidSecretKey)?;
+        Ok(P256Public(
+            p256::CompressedPoint::from(key.verifying_key()).into(),
+        ))
     }
 
     fn p256_sign(&self, secret: &P256Secret, msg: &[u8]) -> Result<[u8; 64], CryptoError> {
-        crypto::default_provider().p256_sign(secret, msg)
+        SIGNS.fetch_add(1, Ordering::Relaxed);
+        let key = self
+            .p256_signing_key(secret)
+            .ok_or(CryptoError::InvalidSecretKey)?;
+        // RFC 6979, as the plain provider signs: the same bytes for the same key and message.
+        let sig: p256::ecdsa::Signature = key.sign(msg);
+        Ok(sig.to_bytes().into())
     }
 
     fn p256_verify(&self, public: &P256Public, msg: &[u8], sig: &[u8; 64]) -> bool {
-        crypto::default_provider().p256_verify(public, msg, sig)
+        VERIFIES.fetch_add(1, Ordering::Relaxed);
+        // Fixed-length key and signature first, so no two questions share a digest input.
+        let key = self.sha256(&[&public.0, sig, msg]);
+        remember(&self.verified, key, &REMEMBERED, || {
+            self.p256_verify_once(public, msg, sig)
+        })
     }
 
     fn p256_is_point(&self, public: &P256Public) -> bool {
@@ -103,6 +241,7 @@ impl CryptoProvider for SimCrypto {
     }
 
     fn p256_ecdh(&self, secret: &P256Secret, peer: &P256Public) -> Result<[u8; 32], CryptoError> {
+        ECDH.fetch_add(1, Ordering::Relaxed);
         crypto::default_provider().p256_ecdh(secret, peer)
     }
 
@@ -115,7 +254,7 @@ impl CryptoProvider for SimCrypto {
     }
 
     fn ed25519_verify(&self, public: &[u8; 32], msg: &[u8], sig: &[u8; 64]) -> bool {
-        let key = cached(&self.verifying, public, || {
+        let key = cached(&self.verifying, public, MAX_EXPANDED_KEYS, || {
             VerifyingKey::from_bytes(public).ok()
         });
         key.is_some_and(|k| {
@@ -191,9 +330,53 @@ mod tests {
             }
         }
         // Not a point: every verification fails, the first and the kept one alike.
+        for _ in 0..2 {
+            assert!(!sim.p256_verify(&P256Public([0xff; 33]), b"m", &[1; 64]));
+        }
         let not_a_point = [0xff; 32];
         for _ in 0..2 {
             assert!(!sim.ed25519_verify(&not_a_point, b"m", &[0; 64]));
         }
+    }
+
+    /// P-256 through the kept keys and the remembered answers gives the plain provider's bytes
+    /// and verdicts: a signature, the same one again, a forged one, another message.
+    #[test]
+    fn remembered_p256_answers_are_the_plain_providers() {
+        let plain = crypto::default_provider();
+        let sim = provider();
+        for n in 1u8..4 {
+            let secret = P256Secret::from_bytes([n; 32]);
+            let public = plain.p256_public_key(&secret).unwrap();
+            assert_eq!(sim.p256_public_key(&secret).unwrap(), public);
+            let msg = [n, 7, 7];
+            let sig = plain.p256_sign(&secret, &msg).unwrap();
+            assert_eq!(sim.p256_sign(&secret, &msg).unwrap(), sig);
+            let peer = plain
+                .p256_public_key(&P256Secret::from_bytes([n + 10; 32]))
+                .unwrap();
+            for _ in 0..2 {
+                assert_eq!(
+                    sim.p256_ecdh(&secret, &peer).unwrap(),
+                    plain.p256_ecdh(&secret, &peer).unwrap()
+                );
+                assert_eq!(sim.p256_sign(&secret, &msg).unwrap(), sig);
+                assert!(sim.p256_verify(&public, &msg, &sig));
+                let mut bad = sig;
+                bad[usize::from(n)] ^= 1;
+                assert!(!sim.p256_verify(&public, &msg, &bad));
+                assert!(!sim.p256_verify(&public, b"other", &sig));
+            }
+        }
+        assert!(
+            sim.p256_public_key(&P256Secret::from_bytes([0; 32]))
+                .is_err()
+        );
+        assert!(
+            sim.p256_sign(&P256Secret::from_bytes([0; 32]), b"m")
+                .is_err()
+        );
+        let c = counts();
+        assert!(c.p256_verifies_remembered > 0);
     }
 }

@@ -12,7 +12,8 @@
 //! Scenarios: [`airc`] (`weft sim airc-realms`), AIRC realm servers and clients on a faulty
 //! network, with the delivery invariants checked on every event; [`minca`] (`weft sim
 //! minca-meetup`), Minca nodes meeting through relays into a full mesh while relays restart and
-//! nodes sleep. [`crypto`] is the provider the scenarios hand their machines: RustCrypto's
+//! nodes sleep. Both run in the one shell [`scenario`] gives them (the clock's origin, the event
+//! queue, the trace, the report's times and the first [`scenario::Violation`]). [`crypto`] is the provider the scenarios hand their machines: RustCrypto's
 //! answers, with expanded Ed25519 keys kept.
 
 use core::fmt;
@@ -138,6 +139,7 @@ impl<M: Machine> Runner<M> {
 pub mod airc;
 pub mod crypto;
 pub mod minca;
+pub mod scenario;
 
 /// A seed for one stream of randomness: the scenario's seed mixed with the stream's tag
 /// (splitmix64), so streams are independent and adding one does not shift the others.

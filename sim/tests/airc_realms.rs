@@ -7,7 +7,10 @@ use std::time::Duration;
 use weft_sim::airc::{Scenario, run};
 
 /// Seeds swept by the test suite; `weft sim airc-realms --seed S` replays any one of them.
-const SEEDS: u64 = 200;
+const SEEDS: u64 = 300;
+
+/// Seeds swept under heavy faults.
+const HEAVY_SEEDS: u64 = 60;
 
 #[test]
 fn every_invariant_holds_over_many_seeds() {
@@ -69,7 +72,7 @@ fn different_seeds_give_different_runs() {
 #[test]
 fn every_invariant_holds_under_heavy_faults() {
     let mut failures = Vec::new();
-    for seed in 0..40 {
+    for seed in 0..HEAVY_SEEDS {
         let mut sc = Scenario::small(seed);
         sc.clients = 8;
         sc.messages = 80;

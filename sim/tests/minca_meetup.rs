@@ -4,10 +4,10 @@
 
 use std::time::Duration;
 
-use weft_sim::minca::{Scenario, run};
+use weft_sim::minca::{SCALE_SPACE_NODES, Scenario, run};
 
 /// Seeds swept by the test suite; `weft sim minca-meetup --seed S` replays any one of them.
-const SEEDS: u64 = 40;
+const SEEDS: u64 = 256;
 
 #[test]
 fn every_invariant_holds_over_many_seeds() {
@@ -56,4 +56,26 @@ fn a_relay_connects_the_first_pair_and_introductions_reach_the_rest() {
     let r = run(&Scenario::new(5), None).unwrap_or_else(|v| panic!("{v}\n{}", v.report));
     assert!(r.full_mesh_at.is_some(), "{r}");
     assert_eq!(r.live_delivered, 8 * 7, "{r}");
+}
+
+/// The shape the scale run uses (spaces of `SCALE_SPACE_NODES` nodes side by side on shared
+/// relays), at small size: every space meets in a full mesh on its own, and nothing crosses
+/// between spaces (each live message reaches exactly the other nodes of its sender's space).
+#[test]
+fn spaces_side_by_side_each_meet_in_a_full_mesh() {
+    let spaces = 2;
+    let nodes = spaces * SCALE_SPACE_NODES;
+    let sc = Scenario {
+        nodes,
+        spaces,
+        ..Scenario::small(11)
+    };
+    let r = run(&sc, None).unwrap_or_else(|v| panic!("{v}\n{}", v.report));
+    assert!(r.full_mesh_at.is_some(), "{r}");
+    assert_eq!(
+        r.live_delivered,
+        (nodes * (SCALE_SPACE_NODES - 1)) as u64,
+        "{r}"
+    );
+    assert!(r.drops > 0, "{r}");
 }

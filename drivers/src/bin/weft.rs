@@ -254,7 +254,8 @@ struct MincaMeetupArgs {
     /// Nodes.
     #[arg(long, default_value_t = 8)]
     nodes: usize,
-    /// Spaces the nodes are spread over (a room holds at most 64 peers).
+    /// Spaces the nodes are spread over (a room holds at most 64 peers; a scale run uses one
+    /// space per 12 nodes, `weft_sim::minca::SCALE_SPACE_NODES`).
     #[arg(long, default_value_t = 1)]
     spaces: usize,
     /// Relays, every node configured with all of them.

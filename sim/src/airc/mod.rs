@@ -35,7 +35,7 @@ mod client;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::io::Write;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use chacha20::ChaCha20Rng;
 use rand_core::Rng;
@@ -50,10 +50,10 @@ use weft_proto::crypto::Ed25519Seed;
 
 pub use client::{ClientInput, ClientOutput, SimClient};
 
+use crate::scenario::{Check, Queue, Timed, Trace, World, fmt_times};
 use crate::stream;
 
-/// When every scenario's clock starts (Unix time), so signed `ts` fields look like real ones.
-pub const START: Timestamp = Timestamp::from_secs(1_790_380_000);
+pub use crate::scenario::START;
 
 /// How a scenario run is shaped. [`Scenario::small`] is the size the test suite runs at.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -197,12 +197,14 @@ impl fmt::Display for Report {
             "crashes {}, link drops {}, peer links {}, events {}",
             self.crashes, self.link_drops, self.peer_links, self.events
         )?;
-        write!(
-            f,
-            "virtual {:.3}s, wall {:.3}s",
-            self.virtual_duration.as_secs_f64(),
-            self.wall.as_secs_f64()
-        )
+        fmt_times(f, self.virtual_duration, self.wall)
+    }
+}
+
+impl Timed for Report {
+    fn set_times(&mut self, virtual_duration: Duration, wall: Duration) {
+        self.virtual_duration = virtual_duration;
+        self.wall = wall;
     }
 }
 
@@ -229,35 +231,8 @@ impl Report {
     }
 }
 
-/// The first invariant a run broke, with what is needed to replay it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Violation {
-    /// The invariant's name, as the [module docs](self) list them.
-    pub invariant: &'static str,
-    /// What happened.
-    pub detail: String,
-    /// The seed that reproduces it.
-    pub seed: u64,
-    /// Virtual time since the start of the run.
-    pub at: Duration,
-    /// The run up to that point.
-    pub report: Report,
-}
-
-impl fmt::Display for Violation {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "seed {}: invariant {} violated at {:.3}s virtual: {}",
-            self.seed,
-            self.invariant,
-            self.at.as_secs_f64(),
-            self.detail
-        )
-    }
-}
-
-impl std::error::Error for Violation {}
+/// The first invariant a run broke, with its seed and the run up to it.
+pub type Violation = crate::scenario::Violation<Report>;
 
 /// Runs `scenario`, writing a JSON-lines trace to `trace` if given. The same scenario gives the
 /// same trace byte for byte and the same report (but for `wall`).
@@ -265,24 +240,24 @@ pub fn run<'a>(
     scenario: &'a Scenario,
     trace: Option<&'a mut dyn Write>,
 ) -> Result<Report, Box<Violation>> {
-    let wall = Instant::now();
-    let mut net = Net::new(scenario, trace);
-    let result = net.run();
-    net.report.wall = wall.elapsed();
-    net.report.virtual_duration = net.now.saturating_duration_since(START);
-    match result {
-        Ok(()) => Ok(net.report),
-        Err((invariant, detail)) => Err(Box::new(Violation {
-            invariant,
-            detail,
-            seed: scenario.seed,
-            at: net.now.saturating_duration_since(START),
-            report: net.report.clone(),
-        })),
-    }
+    crate::scenario::run(scenario.seed, Net::new(scenario, trace))
 }
 
-type Check = Result<(), (&'static str, String)>;
+impl World for Net<'_> {
+    type Report = Report;
+
+    fn run(&mut self) -> Check {
+        Net::run(self)
+    }
+
+    fn now(&self) -> Timestamp {
+        self.now
+    }
+
+    fn report(&mut self) -> &mut Report {
+        &mut self.report
+    }
+}
 
 const TAG_NET: u64 = 1;
 const TAG_KEY: u64 = 1_000;
@@ -398,8 +373,7 @@ struct Net<'a> {
     rng: ChaCha20Rng,
     now: Timestamp,
     end: Timestamp,
-    queue: BTreeMap<(Timestamp, u64), Ev>,
-    seq: u64,
+    queue: Queue<Ev>,
     healing: bool,
     realms: Vec<Authority>,
     configs: Vec<ServerConfig>,
@@ -432,7 +406,7 @@ struct Net<'a> {
     /// Ids their origin saw acked `queued` or `delivered`.
     accepted: BTreeSet<String>,
     report: Report,
-    trace: Option<&'a mut dyn Write>,
+    trace: Trace<'a>,
 }
 
 impl<'a> Net<'a> {
@@ -495,8 +469,7 @@ impl<'a> Net<'a> {
             rng,
             now: START,
             end: START + sc.duration + sc.heal,
-            queue: BTreeMap::new(),
-            seq: 0,
+            queue: Queue::new(),
             healing: false,
             realms,
             configs,
@@ -521,7 +494,7 @@ impl<'a> Net<'a> {
                 seed: sc.seed,
                 ..Report::default()
             },
-            trace,
+            trace: Trace::new(trace),
         };
         net.schedule_traffic();
         for s in 0..sc.realms {
@@ -585,27 +558,11 @@ impl<'a> Net<'a> {
     }
 
     fn push(&mut self, at: Timestamp, ev: Ev) {
-        self.seq += 1;
-        self.queue.insert((at, self.seq), ev);
+        self.queue.push(at, ev);
     }
 
-    fn ms(&self) -> u64 {
-        self.now.as_millis() - START.as_millis()
-    }
-
-    fn trace(&mut self, mut line: Value) {
-        let t = self.ms();
-        let Some(w) = self.trace.as_mut() else {
-            return;
-        };
-        line["t"] = t.into();
-        let mut bytes = serde_json::to_vec(&line).unwrap_or_default();
-        bytes.push(b'\n');
-        // A trace that cannot be written is not worth failing the run over; the caller sees the
-        // short file.
-        if w.write_all(&bytes).is_err() {
-            self.trace = None;
-        }
+    fn trace(&mut self, line: Value) {
+        self.trace.line(self.now, line);
     }
 
     fn end_name(e: End) -> String {
@@ -624,7 +581,7 @@ impl<'a> Net<'a> {
             if self.report.events > self.sc.max_events {
                 return Err(("step-limit", format!("{} events", self.sc.max_events)));
             }
-            let ev_at = self.queue.first_key_value().map(|((at, _), _)| *at);
+            let ev_at = self.queue.next_at();
             let timer = self.next_timer();
             match (timer, ev_at) {
                 (Some((at, who)), e) if e.is_none_or(|e| at <= e) && at <= self.end => {
@@ -632,7 +589,7 @@ impl<'a> Net<'a> {
                     self.timeout(who)?;
                 }
                 (_, Some(at)) if at <= self.end => {
-                    let Some((_, ev)) = self.queue.pop_first() else {
+                    let Some((_, ev)) = self.queue.pop() else {
                         unreachable!("the queue has a first event")
                     };
                     self.now = self.now.max(at);
@@ -1035,7 +992,7 @@ impl<'a> Net<'a> {
     /// only with a copy held.
     fn server_writes(&mut self, s: usize, conn: ConnId, bytes: &[u8]) -> Check {
         for frame in frames(bytes) {
-            if self.trace.is_some() {
+            if self.trace.is_on() {
                 let value = serde_json::to_value(&frame).unwrap_or(Value::Null);
                 self.trace(json!({"ev":"frame","from":format!("s{s}:{}", conn.0),"frame":value}));
             }
@@ -1208,7 +1165,7 @@ impl<'a> Net<'a> {
                 ClientOutput::Send(bytes) => {
                     if let Some(wire) = self.client_wire[c] {
                         for f in frames(&bytes) {
-                            if self.trace.is_some() {
+                            if self.trace.is_on() {
                                 let v = serde_json::to_value(&f).unwrap_or(Value::Null);
                                 self.trace(json!({"ev":"frame","from":format!("c{c}"),"frame":v}));
                             }

@@ -1,0 +1,168 @@
+//! The shell every scenario runs in, written once: the virtual clock's origin, the event queue,
+//! the JSON-lines trace, the first violated invariant and the run that turns a scenario's world
+//! into a report or a [`Violation`]. A scenario ([`crate::airc`], [`crate::minca`]) brings only
+//! its machines, its faults and its invariants.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use weft_proto::core::Timestamp;
+
+/// When every scenario's clock starts (Unix time), so signed time fields look like real ones.
+pub const START: Timestamp = Timestamp::from_secs(1_790_380_000);
+
+/// The first invariant a run broke, with what is needed to replay it. `R` is the scenario's
+/// report.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Violation<R> {
+    /// The invariant's name, as the scenario's module docs list them.
+    pub invariant: &'static str,
+    /// What happened.
+    pub detail: String,
+    /// The seed that reproduces it.
+    pub seed: u64,
+    /// Virtual time since the start of the run.
+    pub at: Duration,
+    /// The run up to that point.
+    pub report: R,
+}
+
+impl<R> fmt::Display for Violation<R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "seed {}: invariant {} violated at {:.3}s virtual: {}",
+            self.seed,
+            self.invariant,
+            self.at.as_secs_f64(),
+            self.detail
+        )
+    }
+}
+
+impl<R: fmt::Debug> std::error::Error for Violation<R> {}
+
+/// What a step of a world returns: nothing, or the invariant it broke and how.
+pub(crate) type Check = Result<(), (&'static str, String)>;
+
+/// The times every report carries, set by [`run`] when the world stops.
+pub(crate) trait Timed {
+    /// Records the virtual time the run covered and the wall-clock time it took.
+    fn set_times(&mut self, virtual_duration: Duration, wall: Duration);
+}
+
+/// Writes the last line of a report's text form: the virtual and the wall-clock time.
+pub(crate) fn fmt_times(
+    f: &mut fmt::Formatter<'_>,
+    virtual_duration: Duration,
+    wall: Duration,
+) -> fmt::Result {
+    write!(
+        f,
+        "virtual {:.3}s, wall {:.3}s",
+        virtual_duration.as_secs_f64(),
+        wall.as_secs_f64()
+    )
+}
+
+/// A scenario's network of machines, as [`run`] drives it.
+pub(crate) trait World {
+    /// What a run reports.
+    type Report: Timed + Clone;
+    /// Runs to the end, stopping at the first broken invariant.
+    fn run(&mut self) -> Check;
+    /// The virtual time reached.
+    fn now(&self) -> Timestamp;
+    /// The report so far.
+    fn report(&mut self) -> &mut Self::Report;
+}
+
+/// Runs `world` to its end and answers its report, or the first invariant it broke with the
+/// `seed` that replays it and the report up to then.
+pub(crate) fn run<W: World>(
+    seed: u64,
+    mut world: W,
+) -> Result<W::Report, Box<Violation<W::Report>>> {
+    let wall = Instant::now();
+    let result = world.run();
+    let at = world.now().saturating_duration_since(START);
+    world.report().set_times(at, wall.elapsed());
+    match result {
+        Ok(()) => Ok(world.report().clone()),
+        Err((invariant, detail)) => Err(Box::new(Violation {
+            invariant,
+            detail,
+            seed,
+            at,
+            report: world.report().clone(),
+        })),
+    }
+}
+
+/// The JSON-lines trace of a run, or nothing when none was asked for.
+pub(crate) struct Trace<'a> {
+    out: Option<&'a mut dyn Write>,
+}
+
+impl<'a> Trace<'a> {
+    /// A trace into `out`, if given.
+    pub(crate) fn new(out: Option<&'a mut dyn Write>) -> Self {
+        Self { out }
+    }
+
+    /// Whether lines are being written, so a caller can skip building an expensive one.
+    pub(crate) fn is_on(&self) -> bool {
+        self.out.is_some()
+    }
+
+    /// Writes `line` (a JSON object) with `"t"`, the virtual milliseconds since [`START`].
+    pub(crate) fn line(&mut self, now: Timestamp, mut line: Value) {
+        let Some(w) = self.out.as_mut() else {
+            return;
+        };
+        line["t"] = now.as_millis().saturating_sub(START.as_millis()).into();
+        let mut bytes = serde_json::to_vec(&line).unwrap_or_default();
+        bytes.push(b'\n');
+        // A trace that cannot be written is not worth failing the run over; the caller sees the
+        // short file.
+        if w.write_all(&bytes).is_err() {
+            self.out = None;
+        }
+    }
+}
+
+/// Events waiting for their time: the earliest first, and in the order they were queued on a
+/// tie, so a run never depends on anything but its seed.
+pub(crate) struct Queue<E> {
+    events: BTreeMap<(Timestamp, u64), E>,
+    seq: u64,
+}
+
+impl<E> Queue<E> {
+    /// An empty queue.
+    pub(crate) fn new() -> Self {
+        Self {
+            events: BTreeMap::new(),
+            seq: 0,
+        }
+    }
+
+    /// Queues `ev` for `at`, after everything already queued for that time.
+    pub(crate) fn push(&mut self, at: Timestamp, ev: E) {
+        self.seq += 1;
+        self.events.insert((at, self.seq), ev);
+    }
+
+    /// When the next event is due.
+    pub(crate) fn next_at(&self) -> Option<Timestamp> {
+        self.events.first_key_value().map(|((at, _), _)| *at)
+    }
+
+    /// Takes the next event.
+    pub(crate) fn pop(&mut self) -> Option<(Timestamp, E)> {
+        self.events.pop_first().map(|((at, _), ev)| (at, ev))
+    }
+}
