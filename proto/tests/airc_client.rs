@@ -719,3 +719,19 @@ fn a_server_that_never_acks_is_given_up_on_and_redialled() {
     assert!(matches!(out[1], Output::Reconnecting { .. }));
     assert_eq!(c.stats().timeouts, 1);
 }
+
+#[test]
+fn a_dial_that_completes_after_a_stop_is_closed_and_a_second_connect_is_ignored() {
+    let mut c = Client::new(ClientConfig::default(), ChaCha20Rng::seed_from_u64(5));
+    c.handle(T0, Input::Start);
+    assert_eq!(drain(&mut c), [Output::Connect]);
+    c.handle(T0, Input::Stop);
+    c.handle(T0, Input::Connected);
+    assert_eq!(drain(&mut c), [Output::Close]);
+    let mut c = connected();
+    feed(&mut c, serde_json::from_str(WELCOME).unwrap());
+    c.handle(T0, Input::Connected);
+    assert!(drain(&mut c).is_empty());
+    assert!(c.is_open());
+    assert_eq!(c.stats().stray_connects, 1);
+}

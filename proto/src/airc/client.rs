@@ -315,6 +315,8 @@ pub struct ClientStats {
     pub timeouts: u64,
     /// Bytes that arrived with no connection open, ignored.
     pub stray_bytes: u64,
+    /// [`Input::Connected`] with a connection already up, ignored.
+    pub stray_connects: u64,
 }
 
 /// Where the connection is.
@@ -576,10 +578,19 @@ impl<R: CryptoRng> Client<R> {
     }
 
     fn connected(&mut self, now: Timestamp) {
-        if self.state != State::Dialing {
-            // A dial that completed after a stop: nobody wants it.
-            self.out.push_back(Output::Close);
-            return;
+        match self.state {
+            State::Dialing => {}
+            State::Idle | State::Waiting(_) => {
+                // A dial that completed after a stop: nobody wants it.
+                self.out.push_back(Output::Close);
+                return;
+            }
+            State::AwaitWelcome(_) | State::Open => {
+                // The host reporting a second connection while one is up: a host bug. Closing
+                // would close the one in use, so the report is ignored and counted.
+                self.stats.stray_connects += 1;
+                return;
+            }
         }
         self.state = State::AwaitWelcome(now);
         self.decoder = FrameDecoder::new();
