@@ -11,6 +11,8 @@
 //!   limit;
 //! - [`frame`]: §4, the frame catalogue, typed, and §14's registry of ack and error codes;
 //! - [`bind`]: §4.3, binds and the resolving-client selection;
+//! - [`client`]: the client machine: §3.3 hello first, welcome checks, reconnect with backoff and
+//!   re-bind; §4 messages with fresh ids and one ack each, requests and their replies;
 //! - [`discovery`]: §8.1 locating an authority (direct, static, SRV then `airc.<host>` then
 //!   `<host>`, RFC 2782 ordering) and §8.2 published keys from `_airc.<realm>` TXT records, with
 //!   the TTL-clamped, bounded cache; the host resolves DNS and feeds the answers in;
