@@ -15,14 +15,18 @@
 //! outputs become frames, pings and closes in order.
 
 use std::collections::BTreeSet;
-use std::io;
+use std::io::{self, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
 use std::sync::Arc;
 
 use smol::channel::Receiver;
+use weft_proto::codec::did_key::DidKey;
+use weft_proto::codec::hex;
 use weft_proto::core::rand_core::{CryptoRng, SeedableRng};
 use weft_proto::core::{ConnId, Machine, Timestamp, Wakeup};
-use weft_proto::crypto::P256Secret;
+use weft_proto::crypto::{P256Secret, generate_p256};
 use weft_proto::minca::node_socket::{MAX_FRAME_BYTES, PEER_PATH};
 use weft_proto::minca::relay_server::{
     Input, MAX_WS_MESSAGE_BYTES, Output, RelayConfig, RelayServer,
@@ -61,12 +65,45 @@ pub struct NodeOptions {
 }
 
 impl NodeOptions {
+    /// The node's session DID.
+    pub fn did(&self) -> Option<String> {
+        let public = crate::server_provider().p256_public_key(&self.key).ok()?;
+        Some(DidKey::P256(public.0).to_did())
+    }
+
     /// The spaces as the node's sockets read them (public: no read proof, §6.3).
     fn spaces(&self) -> Vec<Space> {
         self.spaces
             .iter()
             .map(|id| Arc::new(MemorySpace::public(id)) as Space)
             .collect()
+    }
+}
+
+/// The node key kept in `path`: 64 hex digits (whitespace around them ignored). A file that
+/// does not exist is made with a fresh key, readable by its owner only, so the node keeps its
+/// session DID — and a client's pin on it (§5.2) — across restarts.
+pub fn node_key(path: &Path) -> io::Result<P256Secret> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => hex::decode_array::<32>(text.trim())
+            .map(P256Secret::from_bytes)
+            .map_err(|_| {
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("{}: not 64 hex digits", path.display()),
+                )
+            }),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            let key = generate_p256(crate::server_provider(), &mut crate::os_rng());
+            let mut file = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(path)?;
+            writeln!(file, "{}", hex::encode(key.expose()))?;
+            Ok(key)
+        }
+        Err(e) => Err(e),
     }
 }
 
@@ -368,6 +405,25 @@ mod tests {
                 .into_iter()
                 .collect(),
         }
+    }
+
+    #[test]
+    fn a_node_key_file_is_made_once_for_its_owner_and_read_back_the_same() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("weft-node-key-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("node.key");
+        let _ = std::fs::remove_file(&path);
+        let made = node_key(&path).unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        assert_eq!(node_key(&path).unwrap(), made, "the DID survives a restart");
+        std::fs::write(&path, "not hex\n").unwrap();
+        assert_eq!(
+            node_key(&path).unwrap_err().kind(),
+            io::ErrorKind::InvalidData
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
