@@ -19,14 +19,18 @@ use tungstenite::protocol::frame::coding::CloseCode;
 use weft_drivers::host::{Commander, Endpoint, Hooks, Host, HostMachine, Listener, commands};
 use weft_drivers::minca::node_ws::{
     ClientCommand, ClientCounters, ClientInput, NodeWsClient, NodeWsEvent, PeerInput, Space,
-    client_host, socket_config,
+    client_host, client_input, node_input, socket_config,
 };
 use weft_drivers::minca::relay::{NodeOptions, RelayInput, RelayOptions, node_relay_host};
 use weft_drivers::ws::{NoDial, WsInput};
 use weft_proto::codec::did_key::DidKey;
 use weft_proto::crypto::{CryptoProvider, P256Secret, default_provider, generate_p256};
 use weft_proto::minca::node_socket::{MAX_FRAME_BYTES, PROTOCOL_ERROR, REFUSED, TOO_BIG};
+use weft_proto::core::{Machine, Timestamp};
+use weft_proto::minca::mesh::RoomKind;
+use weft_proto::minca::node::{self, Join, Node, NodeConfig};
 use weft_proto::minca::node_url::NodeUrl;
+use weft_proto::minca::relay_url::RelayUrl;
 use weft_proto::minca::note::{CMD_ALL, Es256Notes, Note};
 use weft_proto::minca::space_access::MemorySpace;
 
@@ -418,4 +422,106 @@ fn a_hello_that_is_not_a_hello_is_closed_with_4002_on_the_wire() {
         }
     }
     node.stop();
+}
+
+/// Feeds `mine` every event the client reports until one of its outputs satisfies `want`; the
+/// node socket outputs among them go back to the client, as a host running both does.
+fn pump_until(
+    client: &ClientRunning,
+    mine: &mut Node<ChaCha20Rng>,
+    what: &str,
+    mut want: impl FnMut(&node::Output) -> bool,
+) -> node::Output {
+    client.hear(what, |event| {
+        let now = Timestamp::from_millis(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_millis() as u64,
+        );
+        mine.handle(now, node_input(default_provider(), event)?);
+        let mut found = None;
+        while let Some(out) = mine.poll() {
+            match client_input(out) {
+                Ok(input) => client.send(WsInput::App(input)),
+                Err(out) if found.is_none() && want(&out) => found = Some(out),
+                Err(_) => {}
+            }
+        }
+        found
+    })
+}
+
+#[test]
+fn a_node_machine_takes_the_node_socket_as_a_peer_of_its_space_and_live_messages_cross_both_ways()
+{
+    let (node_key, client_key) = (key(71), key(72));
+    let (addr, always_on) = node(&node_key, None);
+    let client = client(&client_key, None, 73);
+    let crypto = default_provider();
+    let config = NodeConfig {
+        relays: vec![RelayUrl::parse("ws://127.0.0.1:9").unwrap()],
+    };
+    let mut mine =
+        Node::new(client_key.clone(), config, crypto, ChaCha20Rng::seed_from_u64(74)).unwrap();
+    let join = Join::space(crypto, SPACE, RoomKind::PublicSpace, None);
+    let room = join.room.clone();
+    mine.handle(Timestamp::from_secs(1_800_000_000), node::Input::Join(join));
+    while mine.poll().is_some() {}
+
+    client.send(dial(&format!("ws://{addr}/peer"), SPACE));
+    let admitted = pump_until(&client, &mut mine, "the node admitted", |o| {
+        matches!(o, node::Output::Admitted { .. })
+    });
+    assert_eq!(
+        admitted,
+        node::Output::Admitted {
+            room: room.clone(),
+            peer: did(&node_key)
+        }
+    );
+    always_on.hear("the client opened", opened);
+
+    // The always-on node's live message is the Node's delivery from the node's DID.
+    always_on.send(WsInput::App(RelayInput::Peer(PeerInput::Send {
+        space_id: SPACE.into(),
+        to: Some(did(&client_key)),
+        kind: "live".into(),
+        payload: json!({"text": "from the node"}),
+    })));
+    let delivered = pump_until(&client, &mut mine, "the node's live message", |o| {
+        matches!(o, node::Output::Deliver { .. })
+    });
+    assert_eq!(
+        delivered,
+        node::Output::Deliver {
+            room: room.clone(),
+            peer: did(&node_key),
+            kind: "live".into(),
+            payload: json!({"text": "from the node"}),
+        }
+    );
+
+    // The Node's send in the room reaches the always-on node over the socket.
+    mine.handle(
+        Timestamp::from_secs(1_800_000_001),
+        node::Input::Send {
+            room,
+            to: None,
+            kind: "live".into(),
+            payload: json!({"text": "from the Node"}),
+        },
+    );
+    while let Some(out) = mine.poll() {
+        if let Ok(input) = client_input(out) {
+            client.send(WsInput::App(input));
+        }
+    }
+    let got = always_on.hear("the Node's live message", |e| match e {
+        NodeWsEvent::Message { peer, payload, .. } => Some((peer, payload)),
+        _ => None,
+    });
+    assert_eq!(got, (did(&client_key), json!({"text": "from the Node"})));
+    client.stop();
+    always_on.stop();
 }

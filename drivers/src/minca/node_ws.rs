@@ -34,9 +34,10 @@ use weft_proto::crypto::{CryptoProvider, P256Secret};
 use weft_proto::minca::node_socket::{
     self, ClientSocket, Input, MAX_FRAME_BYTES, NodeSocket, Output, Session,
 };
+use weft_proto::minca::node;
 use weft_proto::minca::node_url::NodeUrl;
 use weft_proto::minca::note::Es256Notes;
-use weft_proto::minca::room::MAX_ROOMS;
+use weft_proto::minca::room::{MAX_ROOMS, Room};
 use weft_proto::minca::space_access::SpaceAccess;
 
 use crate::host::{Host, Peer};
@@ -406,6 +407,21 @@ pub enum ClientInput {
         /// The space.
         space_id: String,
     },
+    /// Send a message of its space on socket `conn` (a [`Node`](node::Node)'s
+    /// [`node::Output::NodeSocketSend`], through [`client_input`]).
+    SendOn {
+        /// The socket.
+        conn: ConnId,
+        /// The message type.
+        kind: String,
+        /// The payload.
+        payload: Value,
+    },
+    /// Close socket `conn` (a [`Node`](node::Node)'s [`node::Output::NodeSocketClose`]).
+    CloseOn {
+        /// The socket.
+        conn: ConnId,
+    },
     /// The layer finished the dial of `target` as `conn`.
     Dialled {
         /// The socket.
@@ -444,6 +460,12 @@ impl fmt::Debug for ClientInput {
             Self::Close { space_id } => {
                 f.debug_struct("Close").field("space_id", space_id).finish()
             }
+            Self::SendOn { conn, kind, .. } => f
+                .debug_struct("SendOn")
+                .field("conn", conn)
+                .field("kind", kind)
+                .finish(),
+            Self::CloseOn { conn } => f.debug_struct("CloseOn").field("conn", conn).finish(),
             Self::Dialled { conn, target } => f
                 .debug_struct("Dialled")
                 .field("conn", conn)
@@ -619,6 +641,17 @@ impl<R: CryptoRng + SeedableRng> Machine for NodeWsClient<R> {
                 }
             }
             ClientInput::Close { space_id } => self.close(&space_id),
+            ClientInput::SendOn {
+                conn,
+                kind,
+                payload,
+            } => self.sockets.feed(now, conn, Input::Send { kind, payload }),
+            ClientInput::CloseOn { conn } => {
+                let space = self.sockets.open.get(&conn).map(|(s, _)| s.clone());
+                if let Some(space_id) = space {
+                    self.close(&space_id);
+                }
+            }
             ClientInput::Dialled { conn, target } => self.dialled(now, conn, target),
             ClientInput::Frame { conn, frame } => {
                 if let Some(input) = frame_input(frame) {
@@ -683,6 +716,58 @@ impl<R: CryptoRng + SeedableRng> WsMachine for NodeWsClient<R> {
     }
     fn effect(&mut self, output: SocketOutput) -> Option<WsEffect<NodeTarget, NodeWsEvent>> {
         Some(output.effect(|t| t))
+    }
+}
+
+/// What a [`Node`](node::Node) hears of a node socket event of either side: the socket's proven peer is a
+/// peer of the room of its space ([`node::Input::NodeSocketOpened`] and the rest), as a data
+/// channel's is once the mesh admits it. `None` for what the node has no input for (a let-go is
+/// followed by the socket's close; a failed dial never opened).
+pub fn node_input(crypto: &dyn CryptoProvider, event: NodeWsEvent) -> Option<node::Input> {
+    Some(match event {
+        NodeWsEvent::Opened {
+            conn,
+            space_id,
+            peer,
+        } => node::Input::NodeSocketOpened {
+            conn,
+            room: Room::of_space(crypto, &space_id),
+            peer,
+        },
+        NodeWsEvent::Account { conn, account, .. } => {
+            node::Input::NodeSocketAccount { conn, account }
+        }
+        NodeWsEvent::Message {
+            conn,
+            kind,
+            payload,
+            ..
+        } => node::Input::NodeSocketMessage {
+            conn,
+            kind,
+            payload,
+        },
+        NodeWsEvent::Closed { conn, .. } => node::Input::NodeSocketClosed { conn },
+        _ => return None,
+    })
+}
+
+/// Carries out a [`Node`](node::Node)'s node socket outputs on a client: `Ok` with the client's input for
+/// `NodeSocketSend` and `NodeSocketClose`, any other output handed back (as the WebRTC
+/// transport's `handle_mesh_output` does for its own).
+pub fn client_input(output: node::Output) -> Result<ClientInput, node::Output> {
+    match output {
+        node::Output::NodeSocketSend {
+            conn,
+            kind,
+            payload,
+        } => Ok(ClientInput::SendOn {
+            conn,
+            kind,
+            payload,
+        }),
+        node::Output::NodeSocketClose { conn } => Ok(ClientInput::CloseOn { conn }),
+        other => Err(other),
     }
 }
 
