@@ -31,10 +31,10 @@ use serde_json::Value;
 use weft_proto::core::rand_core::{CryptoRng, SeedableRng};
 use weft_proto::core::{ConnId, Machine, Timestamp, Wakeup};
 use weft_proto::crypto::{CryptoProvider, P256Secret};
+use weft_proto::minca::node;
 use weft_proto::minca::node_socket::{
     self, ClientSocket, Input, MAX_FRAME_BYTES, NodeSocket, Output, Session,
 };
-use weft_proto::minca::node;
 use weft_proto::minca::node_url::NodeUrl;
 use weft_proto::minca::note::Es256Notes;
 use weft_proto::minca::room::{MAX_ROOMS, Room};
@@ -752,22 +752,21 @@ pub fn node_input(crypto: &dyn CryptoProvider, event: NodeWsEvent) -> Option<nod
     })
 }
 
-/// Carries out a [`Node`](node::Node)'s node socket outputs on a client: `Ok` with the client's input for
-/// `NodeSocketSend` and `NodeSocketClose`, any other output handed back (as the WebRTC
-/// transport's `handle_mesh_output` does for its own).
-pub fn client_input(output: node::Output) -> Result<ClientInput, node::Output> {
+/// The client's input for a [`Node`](node::Node)'s node socket output (`NodeSocketSend`,
+/// `NodeSocketClose`); `None` for any other output, which stays the caller's.
+pub fn client_input(output: &node::Output) -> Option<ClientInput> {
     match output {
         node::Output::NodeSocketSend {
             conn,
             kind,
             payload,
-        } => Ok(ClientInput::SendOn {
-            conn,
-            kind,
-            payload,
+        } => Some(ClientInput::SendOn {
+            conn: *conn,
+            kind: kind.clone(),
+            payload: payload.clone(),
         }),
-        node::Output::NodeSocketClose { conn } => Ok(ClientInput::CloseOn { conn }),
-        other => Err(other),
+        node::Output::NodeSocketClose { conn } => Some(ClientInput::CloseOn { conn: *conn }),
+        _ => None,
     }
 }
 
