@@ -3,7 +3,7 @@
 //! `drivers::minca::node_ws` reaches it, proves itself and exchanges live messages; pins, spaces
 //! the node does not hold and frames over 16 MiB are refused as the spec says.
 
-use std::io;
+use std::io::{self, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
 use std::sync::mpsc;
@@ -357,6 +357,17 @@ fn challenge_of(ws: &mut tungstenite::WebSocket<TcpStream>) -> Value {
     }
 }
 
+/// The code of the close frame the node sends next.
+fn close_code(ws: &mut tungstenite::WebSocket<TcpStream>) -> u16 {
+    loop {
+        match ws.read() {
+            Ok(Message::Close(Some(frame))) => return u16::from(frame.code),
+            Ok(_) => continue,
+            Err(e) => panic!("no close frame: {e}"),
+        }
+    }
+}
+
 #[test]
 fn the_node_serves_peer_on_the_relays_port_and_challenges_at_once() {
     let node_key = key(41);
@@ -386,21 +397,23 @@ fn the_node_serves_peer_on_the_relays_port_and_challenges_at_once() {
 fn a_frame_over_16_mib_on_peer_is_closed_with_1009() {
     let node_key = key(51);
     let (addr, node) = node(&node_key, None);
+    // A frame of exactly 16 MiB is read whole (and, being no hello, refused as a protocol error).
     let mut ws = raw(addr, "/peer?space=x");
     challenge_of(&mut ws);
-    ws.send(Message::binary(vec![b' '; MAX_FRAME_BYTES + 1]))
+    ws.send(Message::binary(vec![b' '; MAX_FRAME_BYTES]))
         .unwrap();
-    loop {
-        match ws.read() {
-            Ok(Message::Close(Some(frame))) => {
-                assert_eq!(u16::from(frame.code), TOO_BIG.code);
-                assert_eq!(frame.code, CloseCode::Size);
-                break;
-            }
-            Ok(_) => continue,
-            Err(e) => panic!("no close frame: {e}"),
-        }
-    }
+    assert_eq!(close_code(&mut ws), PROTOCOL_ERROR.code);
+
+    // Only the head of a binary frame one byte over the bound: the node refuses it on its length
+    // alone (a client still sending 16 MiB would be cut off mid-write, which it must tolerate).
+    let mut ws = raw(addr, "/peer?space=x");
+    challenge_of(&mut ws);
+    let mut head = vec![0x82, 0x80 | 127];
+    head.extend_from_slice(&(MAX_FRAME_BYTES as u64 + 1).to_be_bytes());
+    head.extend_from_slice(&[1, 2, 3, 4]);
+    ws.get_mut().write_all(&head).unwrap();
+    assert_eq!(close_code(&mut ws), TOO_BIG.code);
+    assert_eq!(TOO_BIG.code, u16::from(CloseCode::Size));
     node.stop();
 }
 
@@ -411,16 +424,7 @@ fn a_hello_that_is_not_a_hello_is_closed_with_4002_on_the_wire() {
     let mut ws = raw(addr, &format!("/peer?space={}", "x"));
     challenge_of(&mut ws);
     ws.send(Message::text("{\"type\":\"welcome\"}")).unwrap();
-    loop {
-        match ws.read() {
-            Ok(Message::Close(Some(frame))) => {
-                assert_eq!(u16::from(frame.code), PROTOCOL_ERROR.code);
-                break;
-            }
-            Ok(_) => continue,
-            Err(e) => panic!("no close frame: {e}"),
-        }
-    }
+    assert_eq!(close_code(&mut ws), PROTOCOL_ERROR.code);
     node.stop();
 }
 
