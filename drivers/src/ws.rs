@@ -146,6 +146,13 @@ pub enum WsEffect<T, A> {
         /// The message.
         text: String,
     },
+    /// Send a binary message.
+    Binary {
+        /// The socket.
+        conn: ConnId,
+        /// The message.
+        bytes: Vec<u8>,
+    },
     /// Send a ping.
     Ping {
         /// The socket.
@@ -196,6 +203,15 @@ pub trait WsMachine: Machine {
     fn dial_failed(&mut self, target: Self::Target) -> Option<Self::Input>;
     /// What an output asks the layer to do; `None` is nothing.
     fn effect(&mut self, output: Self::Output) -> Option<WsEffect<Self::Target, Self::App>>;
+
+    /// The largest message an accepted socket for `request` may carry, when it differs from
+    /// [`WsConfig::max_message_bytes`] (one listener serving two protocols with different
+    /// bounds, as `weft relay` serves the relay and `/peer`). Asked once, before the upgrade is
+    /// put to [`upgrade`](Self::upgrade); a larger message closes that socket with 1009.
+    fn message_limit(&self, request: &Request) -> Option<usize> {
+        let _ = request;
+        None
+    }
 }
 
 /// The dial target of a machine that never dials (a server).
@@ -266,9 +282,13 @@ impl WsConfig {
     }
 
     fn ws(&self) -> WebSocketConfig {
+        Self::limited(self.max_message_bytes)
+    }
+
+    fn limited(max_message_bytes: usize) -> WebSocketConfig {
         WebSocketConfig::default()
-            .max_message_size(Some(self.max_message_bytes))
-            .max_frame_size(Some(self.max_message_bytes))
+            .max_message_size(Some(max_message_bytes))
+            .max_frame_size(Some(max_message_bytes))
     }
 }
 
@@ -547,6 +567,7 @@ impl<M: WsMachine> Ws<M> {
             match self.machine.effect(output) {
                 None => {}
                 Some(WsEffect::Text { conn, text }) => self.send(conn, Message::text(text)),
+                Some(WsEffect::Binary { conn, bytes }) => self.send(conn, Message::binary(bytes)),
                 Some(WsEffect::Ping { conn }) => self.send(conn, Message::Ping(Default::default())),
                 Some(WsEffect::Close { conn, code, reason }) => {
                     self.close(now, conn, code, &reason)
@@ -803,6 +824,10 @@ impl<M: WsMachine> Ws<M> {
             return self.answer(conn, plain_response(400, TEXT, "No Sec-WebSocket-Key.\n"));
         };
         let accept = derive_accept_key(key.as_bytes());
+        let limits = match self.machine.message_limit(&request) {
+            Some(max) => WsConfig::limited(max),
+            None => self.config.ws(),
+        };
         match self.machine.upgrade(now, conn, &peer, &request) {
             Err(refusal) => {
                 self.stats.refused += 1;
@@ -822,7 +847,7 @@ impl<M: WsMachine> Ws<M> {
                     Stream::Plain(Pipe::default()),
                     rest,
                     Role::Server,
-                    Some(self.config.ws()),
+                    Some(limits),
                 );
                 if let Some(c) = self.conns.get_mut(&conn) {
                     c.state = State::Open(Box::new(ws));
@@ -1071,6 +1096,7 @@ mod tests {
         heard: Vec<Heard>,
         out: VecDeque<WsEffect<String, String>>,
         refuse: bool,
+        limit: Option<usize>,
     }
 
     enum In {
@@ -1128,6 +1154,9 @@ mod tests {
         }
         fn effect(&mut self, output: Self::Output) -> Option<WsEffect<String, String>> {
             Some(output)
+        }
+        fn message_limit(&self, _request: &Request) -> Option<usize> {
+            self.limit
         }
     }
 
@@ -1315,6 +1344,46 @@ mod tests {
         accept(&mut ws);
         bytes(&mut ws, 2, UPGRADE.as_bytes());
         assert_eq!(ws.machine().heard, [Heard::Opened(C)]);
+    }
+
+    #[test]
+    fn a_socket_is_held_to_the_limit_its_machine_names_and_binary_effects_go_out_as_binary() {
+        let script = Script {
+            limit: Some(200),
+            ..Script::default()
+        };
+        let mut ws = Ws::new(script, WsConfig::new(16));
+        accept(&mut ws);
+        bytes(&mut ws, 0, UPGRADE.as_bytes());
+        outputs(&mut ws);
+        let mut peer = client();
+        // Past the layer's 16 but within the machine's 200: delivered.
+        let frame = frame_bytes(&mut peer, Message::binary(vec![7u8; 100]));
+        bytes(&mut ws, 1, &frame);
+        assert_eq!(
+            ws.machine().heard[1..],
+            [Heard::Frame(C, Frame::Binary(vec![7u8; 100]))]
+        );
+        ws.handle(
+            at(2),
+            WsInput::App(In::Do(WsEffect::Binary {
+                conn: C,
+                bytes: vec![1, 2, 3],
+            })),
+        );
+        let (out, _) = sent(&outputs(&mut ws));
+        peer.get_mut().inbound.extend(out);
+        assert_eq!(peer.read().unwrap(), Message::binary(vec![1u8, 2, 3]));
+        // Past the machine's 200: closed with 1009.
+        let frame = frame_bytes(&mut peer, Message::binary(vec![7u8; 300]));
+        bytes(&mut ws, 3, &frame);
+        let (out, closed) = sent(&outputs(&mut ws));
+        assert!(closed);
+        peer.get_mut().inbound.extend(out);
+        match peer.read().unwrap() {
+            Message::Close(Some(f)) => assert_eq!(f.code, CloseCode::Size),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

@@ -310,6 +310,14 @@ struct RelayArgs {
     /// The private key for --tls-cert (PEM).
     #[arg(long, requires = "tls_cert")]
     tls_key: Option<PathBuf>,
+    /// Also be an always-on node (Minca §5.3): serve `/peer` on the same port with the session
+    /// key in FILE (64 hex digits; made on first start). Events go to stdout as JSON lines.
+    #[arg(long, value_name = "FILE")]
+    node_key: Option<PathBuf>,
+    /// A public space the node holds, repeatable (with --node-key); a client asking for any
+    /// other is refused.
+    #[arg(long = "host-space", value_name = "ID", requires = "node_key")]
+    host_spaces: Vec<String>,
 }
 
 #[derive(Args, Debug)]
@@ -604,15 +612,79 @@ fn relay(args: RelayArgs) -> ExitCode {
         tls,
     };
     let (_keep, stop) = smol::channel::bounded::<()>(1);
-    match serve(options, stop, |addr| {
-        eprintln!("weft relay: listening on {scheme}://{addr}")
-    }) {
+    let served = match &args.node_key {
+        None => serve(options, stop, |addr| {
+            eprintln!("weft relay: listening on {scheme}://{addr}")
+        }),
+        Some(path) => relay_node(options, scheme, path, args.host_spaces.clone(), stop),
+    };
+    match served {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("weft relay: {e}");
             ExitCode::FAILURE
         }
     }
+}
+
+/// `weft relay --node-key`: the relay that is also an always-on node, printing what its `/peer`
+/// sockets report as JSON lines.
+fn relay_node(
+    options: weft_drivers::minca::relay::RelayOptions,
+    scheme: &str,
+    key: &std::path::Path,
+    spaces: Vec<String>,
+    stop: smol::channel::Receiver<()>,
+) -> std::io::Result<()> {
+    use weft_drivers::minca::node_ws::NodeWsEvent;
+    use weft_drivers::minca::relay::{NodeOptions, node_key, serve_node};
+    let node = NodeOptions {
+        key: node_key(key)?,
+        note: None,
+        spaces,
+    };
+    let did = node.did().unwrap_or_default();
+    serve_node(
+        options,
+        node,
+        stop,
+        |addr| {
+            eprintln!(
+                "weft relay: listening on {scheme}://{addr}, node {did} on {scheme}://{addr}/peer"
+            )
+        },
+        |event| {
+            let line = match event {
+                NodeWsEvent::Opened { space_id, peer, .. } => {
+                    serde_json::json!({"event": "opened", "space": space_id, "peer": peer})
+                }
+                NodeWsEvent::Account {
+                    space_id,
+                    peer,
+                    account,
+                    ..
+                } => serde_json::json!(
+                    {"event": "account", "space": space_id, "peer": peer, "account": account}
+                ),
+                NodeWsEvent::Message {
+                    space_id,
+                    peer,
+                    account,
+                    kind,
+                    payload,
+                    ..
+                } => {
+                    serde_json::json!({"event": "message", "space": space_id, "peer": peer,
+                        "account": account, "type": kind, "payload": payload})
+                }
+                NodeWsEvent::Closed { space_id, code, .. } => {
+                    serde_json::json!({"event": "closed", "space": space_id, "code": code})
+                }
+                _ => return,
+            };
+            println!("{line}");
+        },
+    )
 }
 
 /// Clients a realm gets when `--clients` is not given.

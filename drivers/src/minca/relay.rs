@@ -7,20 +7,35 @@
 //! The client address is the TCP peer, or with `trust_proxy` the last hop of `X-Forwarded-For`.
 //! With [`RelayOptions::tls`] the listener runs TLS first, so clients dial `wss://` to it.
 //!
+//! An always-on node (§5.3) serves `/peer` on the same port: with a node key
+//! ([`NodeOptions`]), an upgrade whose path is [`PEER_PATH`] goes to the node's
+//! [`PeerEndpoint`] (the challenge at once, frames up to 16 MiB, 1009 past them), and every
+//! other upgrade to the relay machine as before. Without one, `/peer` is refused with 404.
+//!
 //! Nothing here holds protocol meaning: every frame, close and tick goes to the machine, and its
 //! outputs become frames, pings and closes in order.
 
-use std::io;
+use std::collections::BTreeSet;
+use std::io::{self, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+use std::sync::Arc;
 
 use smol::channel::Receiver;
-use weft_proto::core::rand_core::CryptoRng;
+use weft_proto::codec::did_key::DidKey;
+use weft_proto::codec::hex;
+use weft_proto::core::rand_core::{CryptoRng, SeedableRng};
 use weft_proto::core::{ConnId, Machine, Timestamp, Wakeup};
+use weft_proto::crypto::{P256Secret, generate_p256};
+use weft_proto::minca::node_socket::{MAX_FRAME_BYTES, PEER_PATH};
 use weft_proto::minca::relay_server::{
     Input, MAX_WS_MESSAGE_BYTES, Output, RelayConfig, RelayServer,
 };
+use weft_proto::minca::space_access::MemorySpace;
 use weft_proto::minca::turn::TurnConfig;
 
+use super::node_ws::{NodeWsEvent, PeerEndpoint, PeerInput, SocketOutput, Space};
 use crate::host::{Endpoint, Host, Listener, Peer, Remote, TlsServer};
 use crate::ws::{Frame, NoDial, Refusal, Request, Ws, WsConfig, WsEffect, WsHooks, WsMachine};
 
@@ -42,12 +57,71 @@ pub struct RelayOptions {
     pub tls: Option<TlsServer>,
 }
 
-/// The relay machine with how its host determines client addresses.
+/// An always-on node on the relay's port (§5.3): its session and the spaces it holds.
+#[derive(Clone, Debug)]
+pub struct NodeOptions {
+    /// The node's session key: its did:key is the DID of every challenge and welcome.
+    pub key: P256Secret,
+    /// The node's note (its proof of an account), sent in the welcome and in `who`.
+    pub note: Option<String>,
+    /// The public spaces it holds, by id; a hello for any other is refused like a stranger's.
+    pub spaces: Vec<String>,
+}
+
+impl NodeOptions {
+    /// The node's session DID.
+    pub fn did(&self) -> Option<String> {
+        let public = crate::server_provider().p256_public_key(&self.key).ok()?;
+        Some(DidKey::P256(public.0).to_did())
+    }
+
+    /// The spaces as the node's sockets read them (public: no read proof, §6.3).
+    fn spaces(&self) -> Vec<Space> {
+        self.spaces
+            .iter()
+            .map(|id| Arc::new(MemorySpace::public(id)) as Space)
+            .collect()
+    }
+}
+
+/// The node key kept in `path`: 64 hex digits (whitespace around them ignored). A file that
+/// does not exist is made with a fresh key, readable by its owner only, so the node keeps its
+/// session DID — and a client's pin on it (§5.2) — across restarts.
+pub fn node_key(path: &Path) -> io::Result<P256Secret> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => hex::decode_array::<32>(text.trim())
+            .map(P256Secret::from_bytes)
+            .map_err(|_| {
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("{}: not 64 hex digits", path.display()),
+                )
+            }),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            let key = generate_p256(crate::server_provider(), &mut crate::os_rng());
+            let mut file = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(path)?;
+            writeln!(file, "{}", hex::encode(key.expose()))?;
+            Ok(key)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// The relay machine with how its host determines client addresses, and the `/peer` endpoint
+/// of an always-on node if it is one.
 #[derive(Debug)]
 pub struct Relay<R> {
     /// The machine.
     pub server: RelayServer<R>,
     trust_proxy: bool,
+    /// The node's `/peer` endpoint, if this relay is an always-on node.
+    peer: Option<PeerEndpoint<R>>,
+    /// The sockets that are the node's (upgraded on `/peer`), not the relay's.
+    peer_conns: BTreeSet<ConnId>,
 }
 
 impl<R: CryptoRng> Relay<R> {
@@ -56,16 +130,34 @@ impl<R: CryptoRng> Relay<R> {
         Self {
             server,
             trust_proxy,
+            peer: None,
+            peer_conns: BTreeSet::new(),
         }
+    }
+
+    /// The same relay also serving `/peer` as the node `peer` (§5.3).
+    pub fn with_node(mut self, peer: PeerEndpoint<R>) -> Self {
+        self.peer = Some(peer);
+        self
+    }
+
+    /// The node's `/peer` endpoint, if any.
+    pub fn node(&self) -> Option<&PeerEndpoint<R>> {
+        self.peer.as_ref()
     }
 }
 
 /// `weft relay`'s host: the relay over the WebSocket layer, with hooks that dial nothing and
-/// store nothing.
-pub type RelayHost = Host<Ws<Relay<chacha20::ChaCha20Rng>>, WsHooks<fn(std::convert::Infallible)>>;
+/// store nothing; an always-on node's events go to `D`.
+pub type RelayHost<D = fn(NodeWsEvent)> = Host<Ws<Relay<chacha20::ChaCha20Rng>>, WsHooks<D>>;
 
 /// The relay for `options` over the WebSocket layer, ready for any adapter.
 pub fn relay_host(options: &RelayOptions) -> RelayHost {
+    let machine = Ws::new(relay_machine(options), WsConfig::new(MAX_WS_MESSAGE_BYTES));
+    Host::new(machine, WsHooks(|_| {}))
+}
+
+fn relay_machine(options: &RelayOptions) -> Relay<chacha20::ChaCha20Rng> {
     let server = RelayServer::new(
         RelayConfig {
             turn: options.turn.clone(),
@@ -73,11 +165,30 @@ pub fn relay_host(options: &RelayOptions) -> RelayHost {
         crate::server_provider(),
         crate::os_rng(),
     );
+    Relay::new(server, options.trust_proxy)
+}
+
+/// The relay for `options` that is also the always-on node `node` (§5.3), its node's events
+/// going to `deliver`; the application sends through [`PeerInput::Send`] (as
+/// [`RelayInput::Peer`]). Fails only when the node key is not a P-256 secret.
+pub fn node_relay_host<D: FnMut(NodeWsEvent)>(
+    options: &RelayOptions,
+    node: &NodeOptions,
+    deliver: D,
+) -> io::Result<RelayHost<D>> {
+    let peer = PeerEndpoint::new(
+        crate::server_provider(),
+        node.key.clone(),
+        node.note.clone(),
+        node.spaces(),
+        crate::os_rng(),
+    )
+    .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "the node key is not P-256"))?;
     let machine = Ws::new(
-        Relay::new(server, options.trust_proxy),
+        relay_machine(options).with_node(peer),
         WsConfig::new(MAX_WS_MESSAGE_BYTES),
     );
-    Host::new(machine, WsHooks(|never| match never {}))
+    Ok(Host::new(machine, WsHooks(deliver)))
 }
 
 /// Runs the relay on the smol adapter until `stop` yields (or forever). `ready` gets the bound
@@ -104,26 +215,86 @@ pub fn serve(
     ))
 }
 
-impl<R: CryptoRng> Machine for Relay<R> {
-    type Input = Input;
-    type Output = Output;
-    fn handle(&mut self, now: Timestamp, input: Input) {
-        self.server.handle(now, input);
+/// [`serve`] as the always-on node `node` too (§5.3), its node's events going to `deliver`.
+pub fn serve_node(
+    options: RelayOptions,
+    node: NodeOptions,
+    stop: Receiver<()>,
+    ready: impl FnOnce(SocketAddr),
+    deliver: impl FnMut(NodeWsEvent),
+) -> io::Result<()> {
+    let listener = Listener::bind(&Endpoint::Tcp(options.listen))?;
+    if let Endpoint::Tcp(addr) = listener.endpoint()? {
+        ready(addr);
     }
-    fn poll(&mut self) -> Option<Output> {
-        self.server.poll()
+    let mut host = node_relay_host(&options, &node, deliver)?;
+    smol::block_on(smol::future::or(
+        crate::smol::run(&mut host, vec![listener]),
+        async {
+            let _ = stop.recv().await;
+            Ok(())
+        },
+    ))
+}
+
+/// What a relay that may be a node is told: the relay machine's inputs, or the node's.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum RelayInput {
+    /// For the relay machine.
+    Relay(Input),
+    /// For the node's `/peer` endpoint.
+    Peer(PeerInput),
+}
+
+/// What a relay that may be a node asks for.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum RelayOutput {
+    /// The relay machine's.
+    Relay(Output),
+    /// The node's `/peer` sockets'.
+    Peer(SocketOutput),
+}
+
+impl<R: CryptoRng + SeedableRng> Machine for Relay<R> {
+    type Input = RelayInput;
+    type Output = RelayOutput;
+    fn handle(&mut self, now: Timestamp, input: RelayInput) {
+        match input {
+            RelayInput::Relay(input) => self.server.handle(now, input),
+            RelayInput::Peer(input) => {
+                if let Some(peer) = &mut self.peer {
+                    peer.handle(now, input);
+                }
+            }
+        }
+    }
+    fn poll(&mut self) -> Option<RelayOutput> {
+        if let Some(output) = self.server.poll() {
+            return Some(RelayOutput::Relay(output));
+        }
+        self.peer.as_mut()?.poll().map(RelayOutput::Peer)
     }
     fn poll_timeout(&self) -> Option<Wakeup> {
-        self.server.poll_timeout()
+        let node = self.peer.as_ref().and_then(PeerEndpoint::poll_timeout);
+        Wakeup::earliest(self.server.poll_timeout(), node)
     }
     fn handle_timeout(&mut self, now: Timestamp) {
-        self.server.handle_timeout(now);
+        if self.server.poll_timeout().is_some_and(|w| w.at <= now) {
+            self.server.handle_timeout(now);
+        }
+        if let Some(peer) = &mut self.peer
+            && peer.poll_timeout().is_some_and(|w| w.at <= now)
+        {
+            peer.handle_timeout(now);
+        }
     }
 }
 
-impl<R: CryptoRng> WsMachine for Relay<R> {
+impl<R: CryptoRng + SeedableRng> WsMachine for Relay<R> {
     type Target = NoDial;
-    type App = std::convert::Infallible;
+    type App = NodeWsEvent;
 
     fn upgrade(
         &mut self,
@@ -131,34 +302,71 @@ impl<R: CryptoRng> WsMachine for Relay<R> {
         conn: ConnId,
         peer: &Peer,
         request: &Request,
-    ) -> Result<Input, Refusal> {
+    ) -> Result<RelayInput, Refusal> {
+        if let Some(space_id) = PeerEndpoint::<R>::route(request) {
+            return match &self.peer {
+                None => Err(Refusal {
+                    status: 404,
+                    reason: "this relay is not a node\n".into(),
+                }),
+                Some(node) if !node.has_room() => Err(PeerEndpoint::<R>::full()),
+                Some(_) => {
+                    self.peer_conns.insert(conn);
+                    Ok(RelayInput::Peer(PeerInput::Opened { conn, space_id }))
+                }
+            };
+        }
         let addr = client_addr(request, peer, self.trust_proxy);
         match self.server.admit(now, addr) {
-            Ok(()) => Ok(Input::Opened { conn, addr }),
+            Ok(()) => Ok(RelayInput::Relay(Input::Opened { conn, addr })),
             Err(refusal) => Err(Refusal {
                 status: refusal.http_status(),
                 reason: refusal.reason().into(),
             }),
         }
     }
-    fn message(&mut self, conn: ConnId, frame: Frame) -> Option<Input> {
-        Some(match frame {
+    fn message_limit(&self, request: &Request) -> Option<usize> {
+        // §5.3: "the reference node closes the socket (1009) on a frame over 16 MiB".
+        let path = request.path.split('?').next().unwrap_or("");
+        (self.peer.is_some() && path == PEER_PATH).then_some(MAX_FRAME_BYTES)
+    }
+    fn message(&mut self, conn: ConnId, frame: Frame) -> Option<RelayInput> {
+        if self.peer_conns.contains(&conn) {
+            return Some(RelayInput::Peer(PeerInput::Frame { conn, frame }));
+        }
+        Some(RelayInput::Relay(match frame {
             Frame::Text(text) => Input::Text { conn, text },
             Frame::Binary(_) => Input::Binary { conn },
             // Pings and pongs are proof of life and count against the budget (§1.4).
             _ => Input::Control { conn },
-        })
+        }))
     }
-    fn closed(&mut self, conn: ConnId) -> Option<Input> {
-        Some(Input::Closed { conn })
+    fn closed(&mut self, conn: ConnId) -> Option<RelayInput> {
+        if self.peer_conns.remove(&conn) {
+            return Some(RelayInput::Peer(PeerInput::Closed { conn }));
+        }
+        Some(RelayInput::Relay(Input::Closed { conn }))
     }
-    fn dialled(&mut self, _conn: ConnId, target: NoDial) -> Option<Input> {
+    fn dialled(&mut self, _conn: ConnId, target: NoDial) -> Option<RelayInput> {
         match target {}
     }
-    fn dial_failed(&mut self, target: NoDial) -> Option<Input> {
+    fn dial_failed(&mut self, target: NoDial) -> Option<RelayInput> {
         match target {}
     }
-    fn effect(&mut self, output: Output) -> Option<WsEffect<NoDial, Self::App>> {
+    fn effect(&mut self, output: RelayOutput) -> Option<WsEffect<NoDial, Self::App>> {
+        let output = match output {
+            RelayOutput::Peer(output) => {
+                if let SocketOutput::Event(NodeWsEvent::Closed { conn, .. }) = &output {
+                    self.peer_conns.remove(conn);
+                }
+                // The node side dials nothing.
+                return match output {
+                    SocketOutput::Dial(_) => Some(WsEffect::Unhandled),
+                    other => Some(other.effect(|_| unreachable!("matched above"))),
+                };
+            }
+            RelayOutput::Relay(output) => output,
+        };
         Some(match output {
             Output::Send { conn, text } => WsEffect::Text { conn, text },
             Output::Ping { conn } => WsEffect::Ping { conn },
@@ -204,6 +412,25 @@ mod tests {
                 .into_iter()
                 .collect(),
         }
+    }
+
+    #[test]
+    fn a_node_key_file_is_made_once_for_its_owner_and_read_back_the_same() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("weft-node-key-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("node.key");
+        let _ = std::fs::remove_file(&path);
+        let made = node_key(&path).unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        assert_eq!(node_key(&path).unwrap(), made, "the DID survives a restart");
+        std::fs::write(&path, "not hex\n").unwrap();
+        assert_eq!(
+            node_key(&path).unwrap_err().kind(),
+            io::ErrorKind::InvalidData
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

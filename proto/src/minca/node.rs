@@ -17,6 +17,15 @@
 //! outputs) and peer connections with a data channel (§5.1; the `Peer*` ones and the descriptions).
 //! The two use separate [`ConnId`] spaces.
 //!
+//! A host may also hold node sockets (§5.2, the `NodeSocket*` ones, a third [`ConnId`] space): a
+//! WebSocket to an always-on node, authenticated by its own handshake (`minca-peer/v3`, §6.1, run
+//! by [`node_socket`](super::node_socket)) for one space. Nothing offered it, and no
+//! `minca-mesh/v1` runs on it: H and W already bind the space, both session DIDs and both nonces,
+//! and a WebSocket has no certificate fingerprints to bind (§5.1). So the node takes the socket's
+//! proven peer as admitted in that space's room from the welcome on, reports it as it reports a
+//! mesh peer (`Admitted`, `Account`, `Deliver`, `Departed`), applies §9.2's live limits to it,
+//! and sends the room's messages to it as well.
+//!
 //! The rule of every machine holds: after each [`handle`](Machine::handle) or
 //! [`handle_timeout`](Machine::handle_timeout), [`poll`](Machine::poll) until `None`, then sleep
 //! until [`poll_timeout`](Machine::poll_timeout).
@@ -55,8 +64,12 @@ use serde_json::{Value, json};
 
 use crate::core::{ConnId, Machine, Timestamp, Wakeup};
 use crate::crypto::{CryptoError, CryptoProvider, P256Secret};
+use crate::minca::mesh::frame::RESERVED_TYPES;
 use crate::minca::mesh::introduction::SignalKind;
+use crate::minca::mesh::live::{LIVE, LiveAllowance};
+use crate::minca::mesh::machine::MAX_CONNECTIONS;
 use crate::minca::mesh::{self, Mesh, RoomConfig, RoomKind};
+use crate::minca::node_socket::WHO;
 use crate::minca::relay_client::{self, ClientConfig, RelayClient, RelayState};
 use crate::minca::relay_url::RelayUrl;
 use crate::minca::relay_wire::{Blob, IceServers, Topic};
@@ -188,6 +201,38 @@ pub enum Input {
         /// The message.
         bytes: Vec<u8>,
     },
+    /// Node socket `conn` (§5.2) finished its `minca-peer/v3` handshake for the space of `room`:
+    /// `peer` is the session DID it proved (on a client, the node's, its pin satisfied). It
+    /// carries no channel-binding fingerprints: a WebSocket has none (§5.1), and H and W bind it.
+    NodeSocketOpened {
+        /// The node socket (node socket ids).
+        conn: ConnId,
+        /// The room of the socket's space.
+        room: Room,
+        /// The proven session DID of the other end.
+        peer: String,
+    },
+    /// The `who` of node socket `conn`'s peer arrived (§6.4), as the socket checked it.
+    NodeSocketAccount {
+        /// The node socket.
+        conn: ConnId,
+        /// The account, the note's issuer, if any.
+        account: Option<String>,
+    },
+    /// A message of the space arrived on node socket `conn`, attributed to its peer.
+    NodeSocketMessage {
+        /// The node socket.
+        conn: ConnId,
+        /// The message type.
+        kind: String,
+        /// The payload.
+        payload: Value,
+    },
+    /// Node socket `conn` closed.
+    NodeSocketClosed {
+        /// The node socket.
+        conn: ConnId,
+    },
 }
 
 /// Everything the node asks of its host or tells it, in order.
@@ -254,6 +299,20 @@ pub enum Output {
     /// Close peer connection `conn`.
     PeerClose {
         /// The peer connection.
+        conn: ConnId,
+    },
+    /// Send a message of the space on node socket `conn` (its socket machine frames it).
+    NodeSocketSend {
+        /// The node socket.
+        conn: ConnId,
+        /// The message type.
+        kind: String,
+        /// The payload.
+        payload: Value,
+    },
+    /// Close node socket `conn`: its room was left, or the node holds too many.
+    NodeSocketClose {
+        /// The node socket.
         conn: ConnId,
     },
     /// A peer was admitted in a room (§7.2).
@@ -326,6 +385,23 @@ pub struct Counters {
     pub bad_descriptions: u64,
     /// Offers or answers the rendezvous could not send (no box for the peer, not in the room).
     pub signals_not_sent: u64,
+    /// Node socket messages dropped: not `live`, beyond the peer's rate or too long (§9.2), or
+    /// on a socket the node does not know.
+    pub socket_messages_dropped: u64,
+    /// Node sockets refused: for a room the node is not in, or past [`MAX_NODE_SOCKETS`].
+    pub sockets_refused: u64,
+}
+
+/// The most node sockets (§5.2) the node takes as peers at once: as many as its peer
+/// connections ([`MAX_CONNECTIONS`]); one past it is closed.
+pub const MAX_NODE_SOCKETS: usize = MAX_CONNECTIONS;
+
+/// A node socket's peer, admitted in the room of its space.
+#[derive(Debug)]
+struct SocketPeer {
+    room: Room,
+    peer: String,
+    live: LiveAllowance,
 }
 
 /// A room the node is in.
@@ -347,6 +423,8 @@ pub struct Node<R: CryptoRng> {
     rooms: BTreeMap<Room, Joined>,
     /// The relay client's current TURN servers (§3, §10).
     ice: Option<IceServers>,
+    /// Node sockets by their id, at most [`MAX_NODE_SOCKETS`].
+    sockets: BTreeMap<ConnId, SocketPeer>,
     now: Timestamp,
     out: VecDeque<Output>,
     counters: Counters,
@@ -378,6 +456,7 @@ impl<R: CryptoRng + SeedableRng> Node<R> {
             next_relay_id: 0,
             rooms: BTreeMap::new(),
             ice: None,
+            sockets: BTreeMap::new(),
             now: Timestamp::ZERO,
             out: VecDeque::new(),
             counters: Counters::default(),
@@ -484,6 +563,16 @@ impl<R: CryptoRng> Node<R> {
         let Some(joined) = self.rooms.remove(&room) else {
             return;
         };
+        let gone: Vec<ConnId> = self
+            .sockets
+            .iter()
+            .filter(|(_, s)| s.room == room)
+            .map(|(c, _)| *c)
+            .collect();
+        for conn in gone {
+            self.out.push_back(Output::NodeSocketClose { conn });
+            self.socket_closed(conn);
+        }
         self.mesh.handle(
             self.now,
             mesh::Input::Leave {
@@ -498,6 +587,67 @@ impl<R: CryptoRng> Node<R> {
                 topic: joined.topic,
             },
         );
+    }
+
+    fn socket_opened(&mut self, conn: ConnId, room: Room, peer: String) {
+        if !self.rooms.contains_key(&room)
+            || (self.sockets.len() >= MAX_NODE_SOCKETS && !self.sockets.contains_key(&conn))
+        {
+            self.counters.sockets_refused += 1;
+            self.out.push_back(Output::NodeSocketClose { conn });
+            return;
+        }
+        self.out.push_back(Output::Admitted {
+            room: room.clone(),
+            peer: peer.clone(),
+        });
+        let live = LiveAllowance::new(self.now);
+        self.sockets.insert(conn, SocketPeer { room, peer, live });
+    }
+
+    fn socket_closed(&mut self, conn: ConnId) {
+        if let Some(s) = self.sockets.remove(&conn) {
+            self.out.push_back(Output::Departed {
+                room: s.room,
+                peer: s.peer,
+            });
+        }
+    }
+
+    /// §9.2 on a node socket as on the mesh: only `live`, within the peer's rate and size.
+    fn socket_message(&mut self, conn: ConnId, kind: String, payload: Value) {
+        let now = self.now;
+        let Some(s) = self.sockets.get_mut(&conn) else {
+            self.counters.socket_messages_dropped += 1;
+            return;
+        };
+        if kind != LIVE || s.live.take(now, &payload).is_err() {
+            self.counters.socket_messages_dropped += 1;
+            return;
+        }
+        self.out.push_back(Output::Deliver {
+            room: s.room.clone(),
+            peer: s.peer.clone(),
+            kind,
+            payload,
+        });
+    }
+
+    /// The room's messages go to its node socket peers too; `who` is the socket's own, and the
+    /// mesh's reserved types are never a socket's.
+    fn send_to_sockets(&mut self, room: &Room, to: Option<&str>, kind: &str, payload: &Value) {
+        if kind == WHO || RESERVED_TYPES.contains(&kind) {
+            return;
+        }
+        for (conn, s) in &self.sockets {
+            if s.room == *room && to.is_none_or(|to| to == s.peer) {
+                self.out.push_back(Output::NodeSocketSend {
+                    conn: *conn,
+                    kind: kind.into(),
+                    payload: payload.clone(),
+                });
+            }
+        }
     }
 
     fn relay_id(&mut self, relay: &RelayUrl) -> RelayId {
@@ -764,15 +914,18 @@ impl<R: CryptoRng> Machine for Node<R> {
                 to,
                 kind,
                 payload,
-            } => self.mesh.handle(
-                now,
-                mesh::Input::Send {
-                    room: room.as_str().into(),
-                    to,
-                    kind,
-                    payload,
-                },
-            ),
+            } => {
+                self.send_to_sockets(&room, to.as_deref(), &kind, &payload);
+                self.mesh.handle(
+                    now,
+                    mesh::Input::Send {
+                        room: room.as_str().into(),
+                        to,
+                        kind,
+                        payload,
+                    },
+                );
+            }
             Input::LetGo { room, peer } => self.mesh.handle(
                 now,
                 mesh::Input::LetGo {
@@ -823,6 +976,22 @@ impl<R: CryptoRng> Machine for Node<R> {
             Input::PeerFrame { conn, bytes } => {
                 self.mesh.handle(now, mesh::Input::Frame { conn, bytes });
             }
+            Input::NodeSocketOpened { conn, room, peer } => self.socket_opened(conn, room, peer),
+            Input::NodeSocketAccount { conn, account } => {
+                if let Some(s) = self.sockets.get(&conn) {
+                    self.out.push_back(Output::Account {
+                        room: s.room.clone(),
+                        peer: s.peer.clone(),
+                        account,
+                    });
+                }
+            }
+            Input::NodeSocketMessage {
+                conn,
+                kind,
+                payload,
+            } => self.socket_message(conn, kind, payload),
+            Input::NodeSocketClosed { conn } => self.socket_closed(conn),
         }
         self.drain();
     }
@@ -869,7 +1038,187 @@ impl<R: CryptoRng> core::fmt::Debug for Node<R> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::crypto::{default_provider, generate_p256};
     use alloc::string::ToString;
+    use chacha20::ChaCha20Rng;
+
+    const NODE: &str = "did:key:zDnaeTheAlwaysOnNode";
+    const NOW: Timestamp = Timestamp::from_secs(1_800_000_000);
+
+    fn joined(space: &str) -> (Node<ChaCha20Rng>, Room) {
+        let crypto = default_provider();
+        let mut rng = ChaCha20Rng::seed_from_u64(9);
+        let session = generate_p256(crypto, &mut rng);
+        let config = NodeConfig {
+            relays: alloc::vec![RelayUrl::parse("ws://127.0.0.1:8787").unwrap()],
+        };
+        let mut node = Node::new(session, config, crypto, rng).unwrap();
+        let join = Join::space(crypto, space, RoomKind::PublicSpace, None);
+        let room = join.room.clone();
+        node.handle(NOW, Input::Join(join));
+        while node.poll().is_some() {}
+        (node, room)
+    }
+
+    fn outputs(node: &mut Node<ChaCha20Rng>) -> Vec<Output> {
+        core::iter::from_fn(|| node.poll()).collect()
+    }
+
+    fn live(n: u64) -> Input {
+        Input::NodeSocketMessage {
+            conn: ConnId(1),
+            kind: LIVE.into(),
+            payload: json!({ "n": n }),
+        }
+    }
+
+    #[test]
+    fn a_node_socket_peer_is_a_peer_of_its_space_without_an_offer_and_carries_live_both_ways() {
+        let (mut node, room) = joined("s");
+        node.handle(
+            NOW,
+            Input::NodeSocketOpened {
+                conn: ConnId(1),
+                room: room.clone(),
+                peer: NODE.into(),
+            },
+        );
+        let admitted = Output::Admitted {
+            room: room.clone(),
+            peer: NODE.into(),
+        };
+        assert_eq!(outputs(&mut node), [admitted]);
+        node.handle(
+            NOW,
+            Input::NodeSocketAccount {
+                conn: ConnId(1),
+                account: Some("did:key:zAccount".into()),
+            },
+        );
+        let account = Output::Account {
+            room: room.clone(),
+            peer: NODE.into(),
+            account: Some("did:key:zAccount".into()),
+        };
+        assert_eq!(outputs(&mut node), [account]);
+        // In: live is delivered as the socket's peer's.
+        node.handle(NOW, live(0));
+        let delivered = Output::Deliver {
+            room: room.clone(),
+            peer: NODE.into(),
+            kind: LIVE.into(),
+            payload: json!({ "n": 0 }),
+        };
+        assert_eq!(outputs(&mut node), [delivered]);
+        // Out: the room's messages go to the socket too.
+        node.handle(
+            NOW,
+            Input::Send {
+                room: room.clone(),
+                to: None,
+                kind: LIVE.into(),
+                payload: json!("hi"),
+            },
+        );
+        let sent = Output::NodeSocketSend {
+            conn: ConnId(1),
+            kind: LIVE.into(),
+            payload: json!("hi"),
+        };
+        assert!(outputs(&mut node).contains(&sent));
+        // To another peer only: not to the socket.
+        node.handle(
+            NOW,
+            Input::Send {
+                room: room.clone(),
+                to: Some("did:key:zSomeoneElse".into()),
+                kind: LIVE.into(),
+                payload: json!("hi"),
+            },
+        );
+        assert!(!outputs(&mut node).contains(&sent));
+        // The socket closing is the peer departing.
+        node.handle(NOW, Input::NodeSocketClosed { conn: ConnId(1) });
+        let departed = Output::Departed {
+            room,
+            peer: NODE.into(),
+        };
+        assert_eq!(outputs(&mut node), [departed]);
+        node.handle(NOW, live(1));
+        assert_eq!(outputs(&mut node), []);
+        assert_eq!(node.counters().socket_messages_dropped, 1);
+    }
+
+    #[test]
+    fn a_node_socket_peer_is_held_to_the_live_limits_and_only_live_is_delivered() {
+        let (mut node, room) = joined("s");
+        node.handle(
+            NOW,
+            Input::NodeSocketOpened {
+                conn: ConnId(1),
+                room,
+                peer: NODE.into(),
+            },
+        );
+        outputs(&mut node);
+        node.handle(
+            NOW,
+            Input::NodeSocketMessage {
+                conn: ConnId(1),
+                kind: "sync".into(),
+                payload: json!(1),
+            },
+        );
+        assert_eq!(outputs(&mut node), []);
+        // Burst 60 (§9.2): the 61st at the same instant is dropped.
+        for n in 0..60 {
+            node.handle(NOW, live(n));
+            assert_eq!(outputs(&mut node).len(), 1, "message {n}");
+        }
+        node.handle(NOW, live(60));
+        assert_eq!(outputs(&mut node), []);
+        assert_eq!(node.counters().socket_messages_dropped, 2);
+    }
+
+    #[test]
+    fn a_node_socket_for_a_room_not_joined_is_closed_and_leaving_the_room_closes_its_sockets() {
+        let (mut node, room) = joined("s");
+        let other = Room::of_space(default_provider(), "not joined");
+        node.handle(
+            NOW,
+            Input::NodeSocketOpened {
+                conn: ConnId(2),
+                room: other,
+                peer: NODE.into(),
+            },
+        );
+        assert_eq!(
+            outputs(&mut node),
+            [Output::NodeSocketClose { conn: ConnId(2) }]
+        );
+        assert_eq!(node.counters().sockets_refused, 1);
+        node.handle(
+            NOW,
+            Input::NodeSocketOpened {
+                conn: ConnId(1),
+                room: room.clone(),
+                peer: NODE.into(),
+            },
+        );
+        outputs(&mut node);
+        node.handle(NOW, Input::Leave(room.clone()));
+        let out = outputs(&mut node);
+        assert_eq!(
+            out[..2],
+            [
+                Output::NodeSocketClose { conn: ConnId(1) },
+                Output::Departed {
+                    room,
+                    peer: NODE.into()
+                }
+            ]
+        );
+    }
 
     #[test]
     fn a_description_of_the_other_kind_gives_no_sdp() {

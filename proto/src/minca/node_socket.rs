@@ -89,6 +89,27 @@ pub const TOO_BIG: CloseCode = CloseCode {
 /// The message type of §9.1.
 pub const WHO: &str = "who";
 
+/// The path an always-on node serves its sockets on (§5.3), on the same port as its relay.
+pub const PEER_PATH: &str = "/peer";
+
+/// The space a `/peer` upgrade asks for: `Some(space id)` when `target` (the request target,
+/// query included) names [`PEER_PATH`], `None` for any other path (the relay's). The id is the
+/// `space` query parameter as `decodeURIComponent` reads it (the client wrote it with
+/// `encodeURIComponent`, §5.2). A target without one, or with one that does not decode, asks for
+/// the empty id: the node still challenges at once (§5.3 step 1) and, holding no such space,
+/// refuses the hello exactly as a stranger's.
+pub fn peer_space(target: &str) -> Option<String> {
+    let (path, query) = target.split_once('?').unwrap_or((target, ""));
+    if path != PEER_PATH {
+        return None;
+    }
+    let raw = query
+        .split('&')
+        .find_map(|pair| pair.strip_prefix("space="))
+        .unwrap_or("");
+    Some(super::node_url::percent_decode(raw).unwrap_or_default())
+}
+
 /// What a socket machine is told.
 #[derive(Clone, Debug)]
 #[non_exhaustive]
@@ -1492,6 +1513,24 @@ mod tests {
         let mut rotated = space;
         rotated.add_key(read_key(101));
         assert!(!rotated.turned_away(&carol.did));
+    }
+
+    #[test]
+    fn a_peer_upgrade_names_its_space_in_the_query_as_encode_uri_component_wrote_it() {
+        use crate::minca::node_url::NodeUrl;
+        let url = NodeUrl::parse("ws://127.0.0.1:8787/peer").unwrap();
+        let space = "my space/é?&=";
+        let dialled = url.dial_url(space);
+        let target = &dialled[dialled.find("/peer").unwrap()..];
+        assert_eq!(peer_space(target).as_deref(), Some(space));
+        assert_eq!(peer_space("/peer?x=1&space=abc").as_deref(), Some("abc"));
+        // No space, or one that does not decode: the empty id, which no node holds.
+        assert_eq!(peer_space("/peer").as_deref(), Some(""));
+        assert_eq!(peer_space("/peer?space=%zz").as_deref(), Some(""));
+        // Any other path is the relay's.
+        for other in ["/", "/peers?space=a", "/relay", "/peer/x?space=a"] {
+            assert_eq!(peer_space(other), None, "{other}");
+        }
     }
 
     #[test]

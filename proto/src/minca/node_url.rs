@@ -115,7 +115,7 @@ pub fn encode_uri_component(text: &str) -> String {
 
 /// JavaScript's `decodeURIComponent`: `None` where it would throw (a `%` not followed by two hex
 /// digits, or bytes that are not UTF-8).
-fn percent_decode(text: &str) -> Option<String> {
+pub(crate) fn percent_decode(text: &str) -> Option<String> {
     let bytes = text.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;

@@ -1,0 +1,536 @@
+//! The WebSocket to an always-on node over real sockets on loopback (Minca 04 Network §5.2,
+//! §5.3): `weft relay` with a node key serves `/peer` on its own port, and the client side of
+//! `drivers::minca::node_ws` reaches it, proves itself and exchanges live messages; pins, spaces
+//! the node does not hold and frames over 16 MiB are refused as the spec says.
+
+use std::io::{self, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::Arc;
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use async_tungstenite::tungstenite;
+use chacha20::ChaCha20Rng;
+use rand_core::SeedableRng;
+use serde_json::{Value, json};
+use tungstenite::Message;
+use tungstenite::protocol::frame::coding::CloseCode;
+use weft_drivers::host::{Commander, Endpoint, Hooks, Host, HostMachine, Listener, commands};
+use weft_drivers::minca::node_ws::{
+    ClientCommand, ClientCounters, ClientInput, NodeWsClient, NodeWsEvent, PeerInput, Space,
+    client_host, client_input, node_input, socket_config,
+};
+use weft_drivers::minca::relay::{NodeOptions, RelayInput, RelayOptions, node_relay_host};
+use weft_drivers::ws::{NoDial, WsInput};
+use weft_proto::codec::did_key::DidKey;
+use weft_proto::core::{Machine, Timestamp};
+use weft_proto::crypto::{CryptoProvider, P256Secret, default_provider, generate_p256};
+use weft_proto::minca::mesh::RoomKind;
+use weft_proto::minca::node::{self, Join, Node, NodeConfig};
+use weft_proto::minca::node_socket::{MAX_FRAME_BYTES, PROTOCOL_ERROR, REFUSED, TOO_BIG};
+use weft_proto::minca::node_url::NodeUrl;
+use weft_proto::minca::note::{CMD_ALL, Es256Notes, Note};
+use weft_proto::minca::relay_url::RelayUrl;
+use weft_proto::minca::space_access::MemorySpace;
+
+const SPACE: &str = "a space/with é";
+const WAIT: Duration = Duration::from_secs(10);
+
+fn key(seed: u64) -> P256Secret {
+    generate_p256(default_provider(), &mut ChaCha20Rng::seed_from_u64(seed))
+}
+
+fn did(key: &P256Secret) -> String {
+    DidKey::P256(default_provider().p256_public_key(key).unwrap().0).to_did()
+}
+
+/// A note from `root` granting everything about it to `session` (weft's note format).
+fn note(root: &P256Secret, session: &P256Secret) -> String {
+    let account = did(root);
+    let claims = Note {
+        iss: account.clone(),
+        aud: did(session),
+        sub: account,
+        cmd: CMD_ALL.into(),
+        pol: Vec::new(),
+        exp: 4_000_000_000,
+        nbf: None,
+    };
+    Es256Notes::new(default_provider())
+        .issue(root, &claims)
+        .unwrap()
+}
+
+/// A host running on its own thread with a command channel; what it delivers comes out of
+/// `heard`. Stopped (and its host handed back) by [`Running::stop`].
+struct Running<I, E, T> {
+    commands: Commander<I>,
+    heard: mpsc::Receiver<E>,
+    stop: smol::channel::Sender<()>,
+    thread: thread::JoinHandle<io::Result<T>>,
+}
+
+impl<I: Send + 'static, E: Send + 'static, T: Send + 'static> Running<I, E, T> {
+    /// Runs the host `make` builds; once stopped, `finish` takes what the test reads of it.
+    fn spawn<M: HostMachine<Input = I>, H: Hooks<M>>(
+        make: impl FnOnce(mpsc::Sender<E>) -> Host<M, H> + Send + 'static,
+        finish: impl FnOnce(Host<M, H>) -> T + Send + 'static,
+        listeners: Vec<Listener>,
+    ) -> Self {
+        let (commander, commands) = commands().unwrap();
+        let (heard_tx, heard) = mpsc::channel();
+        let (stop, stopped) = smol::channel::bounded(1);
+        let thread = thread::spawn(move || {
+            let mut host = make(heard_tx);
+            smol::block_on(smol::future::or(
+                weft_drivers::smol::run_commanded(&mut host, listeners, &commands),
+                async {
+                    let _ = stopped.recv().await;
+                    Ok(())
+                },
+            ))?;
+            Ok(finish(host))
+        });
+        Self {
+            commands: commander,
+            heard,
+            stop,
+            thread,
+        }
+    }
+
+    fn send(&self, input: I) {
+        assert!(self.commands.send(input).is_ok(), "the host runs");
+    }
+
+    /// Waits up to [`WAIT`] for an event `pick` accepts; the others are passed over.
+    fn hear<X>(&self, what: &str, mut pick: impl FnMut(E) -> Option<X>) -> X {
+        let end = Instant::now() + WAIT;
+        while let Some(left) = end.checked_duration_since(Instant::now()) {
+            match self.heard.recv_timeout(left) {
+                Ok(e) => {
+                    if let Some(t) = pick(e) {
+                        return t;
+                    }
+                }
+                Err(_) => break,
+            }
+        }
+        panic!("not heard within {WAIT:?}: {what}");
+    }
+
+    fn stop(self) -> T {
+        let _ = self.stop.try_send(());
+        self.thread.join().unwrap().unwrap()
+    }
+}
+
+type Events = mpsc::Sender<NodeWsEvent>;
+
+type Deliver = Box<dyn FnMut(NodeWsEvent) + Send>;
+type NodeInput = WsInput<NoDial, RelayInput>;
+type NodeRunning = Running<NodeInput, NodeWsEvent, ()>;
+type ClientRunning = Running<ClientCommand, NodeWsEvent, ClientCounters>;
+
+fn deliver(tx: Events) -> Deliver {
+    Box::new(move |e| {
+        let _ = tx.send(e);
+    })
+}
+
+/// `weft relay` on loopback as the always-on node of `key`, holding `SPACE`.
+fn node(key: &P256Secret, node_note: Option<String>) -> (SocketAddr, NodeRunning) {
+    let listener = Listener::bind(&Endpoint::Tcp("127.0.0.1:0".parse().unwrap())).unwrap();
+    let Endpoint::Tcp(addr) = listener.endpoint().unwrap() else {
+        unreachable!("a TCP listener has a TCP address")
+    };
+    let options = RelayOptions {
+        listen: addr,
+        trust_proxy: false,
+        turn: None,
+        tls: None,
+    };
+    let node = NodeOptions {
+        key: key.clone(),
+        note: node_note,
+        spaces: vec![SPACE.into()],
+    };
+    let running = Running::spawn(
+        move |tx: Events| node_relay_host(&options, &node, deliver(tx)).unwrap(),
+        |_| (),
+        vec![listener],
+    );
+    (addr, running)
+}
+
+/// A node WebSocket client of session `key` (with `client_note`), seeded `seed`.
+fn client(key: &P256Secret, client_note: Option<String>, seed: u64) -> ClientRunning {
+    let key = key.clone();
+    Running::spawn(
+        move |tx: Events| {
+            let client = NodeWsClient::new(
+                default_provider(),
+                key,
+                client_note,
+                ChaCha20Rng::seed_from_u64(seed),
+            )
+            .unwrap();
+            client_host(client, socket_config(), deliver(tx))
+        },
+        |host| host.machine().machine().counters(),
+        Vec::new(),
+    )
+}
+
+fn public(space: &str) -> Space {
+    Arc::new(MemorySpace::public(space))
+}
+
+fn dial(url: &str, space: &str) -> ClientCommand {
+    WsInput::App(ClientInput::Dial {
+        node: NodeUrl::parse(url).unwrap(),
+        space: public(space),
+    })
+}
+
+fn opened(e: NodeWsEvent) -> Option<String> {
+    match e {
+        NodeWsEvent::Opened { peer, .. } => Some(peer),
+        _ => None,
+    }
+}
+
+fn closed(e: NodeWsEvent) -> Option<Option<u16>> {
+    match e {
+        NodeWsEvent::Closed { code, .. } => Some(code),
+        _ => None,
+    }
+}
+
+#[test]
+fn a_client_reaches_a_node_over_the_node_websocket_proves_itself_and_exchanges_live_messages() {
+    let (node_key, client_key, account) = (key(1), key(2), key(3));
+    let (addr, node) = node(&node_key, None);
+    let client = client(&client_key, Some(note(&account, &client_key)), 4);
+    let url = format!("ws://{addr}/peer");
+    client.send(dial(&url, SPACE));
+    // One socket per space: a second dial for the same space keeps the first.
+    client.send(dial(&url, SPACE));
+
+    // Each side knows the other by the session DID it proved.
+    assert_eq!(client.hear("the welcome", opened), did(&node_key));
+    assert_eq!(node.hear("the hello", opened), did(&client_key));
+    let shown = node.hear("the client's who", |e| match e {
+        NodeWsEvent::Account { peer, account, .. } => Some((peer, account)),
+        _ => None,
+    });
+    assert_eq!(shown, (did(&client_key), Some(did(&account))));
+
+    // Client → node.
+    client.send(WsInput::App(ClientInput::Send {
+        space_id: SPACE.into(),
+        kind: "live".into(),
+        payload: json!({"text": "hello, node"}),
+    }));
+    let got = node.hear("the client's live message", |e| match e {
+        NodeWsEvent::Message {
+            peer,
+            account,
+            kind,
+            payload,
+            space_id,
+            ..
+        } => Some((peer, account, kind, payload, space_id)),
+        _ => None,
+    });
+    assert_eq!(
+        got,
+        (
+            did(&client_key),
+            Some(did(&account)),
+            "live".to_string(),
+            json!({"text": "hello, node"}),
+            SPACE.to_string()
+        )
+    );
+
+    // Node → client.
+    node.send(WsInput::App(RelayInput::Peer(PeerInput::Send {
+        space_id: SPACE.into(),
+        to: None,
+        kind: "live".into(),
+        payload: json!({"text": "hello, client"}),
+    })));
+    let got = client.hear("the node's live message", |e| match e {
+        NodeWsEvent::Message {
+            peer,
+            kind,
+            payload,
+            ..
+        } => Some((peer, kind, payload)),
+        _ => None,
+    });
+    assert_eq!(
+        got,
+        (
+            did(&node_key),
+            "live".to_string(),
+            json!({"text": "hello, client"})
+        )
+    );
+
+    let counters = client.stop();
+    assert_eq!(
+        counters.dials_refused, 1,
+        "the second dial kept the first socket"
+    );
+    node.stop();
+}
+
+#[test]
+fn pinning_the_node_over_the_wire_lets_the_pinned_node_in_and_refuses_another_with_4002() {
+    let (node_key, client_key, stranger) = (key(11), key(12), key(13));
+    let (addr, node) = node(&node_key, None);
+
+    let right = client(&client_key, None, 14);
+    right.send(dial(&format!("ws://{addr}/peer#{}", did(&node_key)), SPACE));
+    assert_eq!(
+        right.hear("the pinned node's welcome", opened),
+        did(&node_key)
+    );
+    assert_eq!(node.hear("the hello", opened), did(&client_key));
+    right.stop();
+
+    let wrong = client(&client_key, None, 15);
+    wrong.send(dial(&format!("ws://{addr}/peer#{}", did(&stranger)), SPACE));
+    assert_eq!(
+        wrong.hear("the refusal of the welcome", closed),
+        Some(PROTOCOL_ERROR.code)
+    );
+    wrong.stop();
+    node.stop();
+}
+
+#[test]
+fn a_node_pinned_by_its_account_is_let_in_by_a_note_for_everything() {
+    let (node_key, client_key, account) = (key(21), key(22), key(23));
+    let (addr, node) = node(&node_key, Some(note(&account, &node_key)));
+    let client = client(&client_key, None, 24);
+    client.send(dial(&format!("ws://{addr}/peer#{}", did(&account)), SPACE));
+    assert_eq!(client.hear("the welcome", opened), did(&node_key));
+    client.stop();
+    node.stop();
+}
+
+#[test]
+fn a_space_the_node_does_not_hold_is_refused_after_the_challenge_like_a_stranger() {
+    let (node_key, client_key) = (key(31), key(32));
+    let (addr, node) = node(&node_key, None);
+    let client = client(&client_key, None, 33);
+    client.send(dial(&format!("ws://{addr}/peer"), "another space"));
+    // The node closed the socket with its refusal; the client hears the close, and never a peer.
+    assert_eq!(node.hear("the node's refusal", closed), Some(REFUSED.code));
+    assert_eq!(
+        client.hear("the close", |e| match e {
+            NodeWsEvent::Opened { .. } => panic!("a refused client opened"),
+            other => closed(other),
+        }),
+        None
+    );
+    client.stop();
+    node.stop();
+}
+
+/// A raw WebSocket client on loopback, for what the client machine would never send.
+fn raw(addr: SocketAddr, path: &str) -> tungstenite::WebSocket<TcpStream> {
+    let stream = TcpStream::connect(addr).unwrap();
+    stream.set_read_timeout(Some(WAIT)).unwrap();
+    let (ws, response) = tungstenite::client::client(format!("ws://{addr}{path}"), stream).unwrap();
+    assert_eq!(response.status(), 101);
+    ws
+}
+
+fn challenge_of(ws: &mut tungstenite::WebSocket<TcpStream>) -> Value {
+    match ws.read().unwrap() {
+        Message::Text(t) => serde_json::from_str(t.as_str()).unwrap(),
+        other => panic!("not a challenge: {other:?}"),
+    }
+}
+
+/// The code of the close frame the node sends next.
+fn close_code(ws: &mut tungstenite::WebSocket<TcpStream>) -> u16 {
+    loop {
+        match ws.read() {
+            Ok(Message::Close(Some(frame))) => return u16::from(frame.code),
+            Ok(_) => continue,
+            Err(e) => panic!("no close frame: {e}"),
+        }
+    }
+}
+
+#[test]
+fn the_node_serves_peer_on_the_relays_port_and_challenges_at_once() {
+    let node_key = key(41);
+    let (addr, node) = node(&node_key, None);
+    // `/peer` is the node's: the challenge comes first, unasked, even for a space it lacks.
+    for path in [
+        "/peer?space=a%20space%2Fwith%20%C3%A9",
+        "/peer?space=nothing-here",
+    ] {
+        let mut ws = raw(addr, path);
+        let challenge = challenge_of(&mut ws);
+        assert_eq!(challenge["type"], "challenge");
+        assert_eq!(challenge["did"], did(&node_key));
+        assert_eq!(challenge["nonce"].as_str().unwrap().len(), 22);
+    }
+    // Any other path is the relay's, on the same port: it upgrades and sends no challenge.
+    let mut relay = raw(addr, "/");
+    relay
+        .get_mut()
+        .set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    assert!(matches!(relay.read(), Err(tungstenite::Error::Io(_))));
+    node.stop();
+}
+
+#[test]
+fn a_frame_over_16_mib_on_peer_is_closed_with_1009() {
+    let node_key = key(51);
+    let (addr, node) = node(&node_key, None);
+    // A frame of exactly 16 MiB is read whole (and, being no hello, refused as a protocol error).
+    let mut ws = raw(addr, "/peer?space=x");
+    challenge_of(&mut ws);
+    ws.send(Message::binary(vec![b' '; MAX_FRAME_BYTES]))
+        .unwrap();
+    assert_eq!(close_code(&mut ws), PROTOCOL_ERROR.code);
+
+    // Only the head of a binary frame one byte over the bound: the node refuses it on its length
+    // alone (a client still sending 16 MiB would be cut off mid-write, which it must tolerate).
+    let mut ws = raw(addr, "/peer?space=x");
+    challenge_of(&mut ws);
+    let mut head = vec![0x82, 0x80 | 127];
+    head.extend_from_slice(&(MAX_FRAME_BYTES as u64 + 1).to_be_bytes());
+    head.extend_from_slice(&[1, 2, 3, 4]);
+    ws.get_mut().write_all(&head).unwrap();
+    assert_eq!(close_code(&mut ws), TOO_BIG.code);
+    assert_eq!(TOO_BIG.code, u16::from(CloseCode::Size));
+    node.stop();
+}
+
+#[test]
+fn a_hello_that_is_not_a_hello_is_closed_with_4002_on_the_wire() {
+    let node_key = key(61);
+    let (addr, node) = node(&node_key, None);
+    let mut ws = raw(addr, &format!("/peer?space={}", "x"));
+    challenge_of(&mut ws);
+    ws.send(Message::text("{\"type\":\"welcome\"}")).unwrap();
+    assert_eq!(close_code(&mut ws), PROTOCOL_ERROR.code);
+    node.stop();
+}
+
+/// Feeds `mine` every event the client reports until one of its outputs satisfies `want`; the
+/// node socket outputs among them go back to the client, as a host running both does.
+fn pump_until(
+    client: &ClientRunning,
+    mine: &mut Node<ChaCha20Rng>,
+    what: &str,
+    mut want: impl FnMut(&node::Output) -> bool,
+) -> node::Output {
+    client.hear(what, |event| {
+        let now = Timestamp::from_millis(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_millis() as u64,
+        );
+        mine.handle(now, node_input(default_provider(), event)?);
+        let mut found = None;
+        while let Some(out) = mine.poll() {
+            match client_input(&out) {
+                Some(input) => client.send(WsInput::App(input)),
+                None if found.is_none() && want(&out) => found = Some(out),
+                None => {}
+            }
+        }
+        found
+    })
+}
+
+#[test]
+fn a_node_machine_takes_the_node_socket_as_a_peer_of_its_space_and_live_messages_cross_both_ways() {
+    let (node_key, client_key) = (key(71), key(72));
+    let (addr, always_on) = node(&node_key, None);
+    let client = client(&client_key, None, 73);
+    let crypto = default_provider();
+    let config = NodeConfig {
+        relays: vec![RelayUrl::parse("ws://127.0.0.1:9").unwrap()],
+    };
+    let mut mine = Node::new(
+        client_key.clone(),
+        config,
+        crypto,
+        ChaCha20Rng::seed_from_u64(74),
+    )
+    .unwrap();
+    let join = Join::space(crypto, SPACE, RoomKind::PublicSpace, None);
+    let room = join.room.clone();
+    mine.handle(Timestamp::from_secs(1_800_000_000), node::Input::Join(join));
+    while mine.poll().is_some() {}
+
+    client.send(dial(&format!("ws://{addr}/peer"), SPACE));
+    let admitted = pump_until(&client, &mut mine, "the node admitted", |o| {
+        matches!(o, node::Output::Admitted { .. })
+    });
+    assert_eq!(
+        admitted,
+        node::Output::Admitted {
+            room: room.clone(),
+            peer: did(&node_key)
+        }
+    );
+    always_on.hear("the client opened", opened);
+
+    // The always-on node's live message is the Node's delivery from the node's DID.
+    always_on.send(WsInput::App(RelayInput::Peer(PeerInput::Send {
+        space_id: SPACE.into(),
+        to: Some(did(&client_key)),
+        kind: "live".into(),
+        payload: json!({"text": "from the node"}),
+    })));
+    let delivered = pump_until(&client, &mut mine, "the node's live message", |o| {
+        matches!(o, node::Output::Deliver { .. })
+    });
+    assert_eq!(
+        delivered,
+        node::Output::Deliver {
+            room: room.clone(),
+            peer: did(&node_key),
+            kind: "live".into(),
+            payload: json!({"text": "from the node"}),
+        }
+    );
+
+    // The Node's send in the room reaches the always-on node over the socket.
+    mine.handle(
+        Timestamp::from_secs(1_800_000_001),
+        node::Input::Send {
+            room,
+            to: None,
+            kind: "live".into(),
+            payload: json!({"text": "from the Node"}),
+        },
+    );
+    while let Some(out) = mine.poll() {
+        if let Some(input) = client_input(&out) {
+            client.send(WsInput::App(input));
+        }
+    }
+    let got = always_on.hear("the Node's live message", |e| match e {
+        NodeWsEvent::Message { peer, payload, .. } => Some((peer, payload)),
+        _ => None,
+    });
+    assert_eq!(got, (did(&client_key), json!({"text": "from the Node"})));
+    client.stop();
+    always_on.stop();
+}
