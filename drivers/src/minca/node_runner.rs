@@ -617,6 +617,35 @@ pub struct NodeOptions {
     pub session: Option<P256Secret>,
 }
 
+/// What a node counted, as it stood when its loop ended.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct NodeReport {
+    /// Rendezvous messages ignored, for any reason (§2).
+    pub rendezvous_ignored: u64,
+    /// Of those, the node's own messages coming back (a Nostr relay echoes them).
+    pub rendezvous_own_ignored: u64,
+    /// The relay client's counters (§1.2, §3).
+    pub relay: weft_proto::minca::relay_client::Stats,
+    /// The mesh's counters (§7–§9).
+    pub mesh: mesh::machine::Counters,
+    /// The composition's own drops.
+    pub node: node::Counters,
+}
+
+impl NodeReport {
+    fn of(node: &Node<ChaCha20Rng>) -> Self {
+        use weft_proto::minca::rendezvous::Ignored;
+        Self {
+            rendezvous_ignored: node.rendezvous().ignored_total(),
+            rendezvous_own_ignored: node.rendezvous().ignored(Ignored::OwnMessage),
+            relay: node.relay_client().stats(),
+            mesh: node.mesh().counters().clone(),
+            node: node.counters(),
+        }
+    }
+}
+
 /// The sending end of a running node's commands.
 pub type NodeCommander = Commander<WsInput<Dial, RunnerInput>>;
 
@@ -629,7 +658,7 @@ pub struct RunningNode {
     pub udp: SocketAddr,
     commander: NodeCommander,
     stop: smol::channel::Sender<()>,
-    thread: Option<JoinHandle<io::Result<()>>>,
+    thread: Option<JoinHandle<io::Result<NodeReport>>>,
 }
 
 impl RunningNode {
@@ -685,36 +714,32 @@ impl RunningNode {
         send_live(&self.commander, payload)
     }
 
-    /// Stops the node and waits for its thread; the loop's error, if it ended with one.
-    pub fn stop(mut self) -> io::Result<()> {
-        self.halt()
+    /// Stops the node and waits for its thread: what it counted, or the loop's error.
+    pub fn stop(mut self) -> io::Result<NodeReport> {
+        let _ = self.stop.try_send(());
+        self.join()
     }
 
     /// Waits until the node's loop ends on its own (an I/O error; it runs until stopped
     /// otherwise).
-    pub fn wait(mut self) -> io::Result<()> {
-        match self.thread.take() {
-            Some(t) => t
-                .join()
-                .map_err(|_| io::Error::other("the node thread panicked"))?,
-            None => Ok(()),
-        }
+    pub fn wait(mut self) -> io::Result<NodeReport> {
+        self.join()
     }
 
-    fn halt(&mut self) -> io::Result<()> {
-        let _ = self.stop.try_send(());
+    fn join(&mut self) -> io::Result<NodeReport> {
         match self.thread.take() {
             Some(t) => t
                 .join()
                 .map_err(|_| io::Error::other("the node thread panicked"))?,
-            None => Ok(()),
+            None => Ok(NodeReport::default()),
         }
     }
 }
 
 impl Drop for RunningNode {
     fn drop(&mut self) {
-        let _ = self.halt();
+        let _ = self.stop.try_send(());
+        let _ = self.join();
     }
 }
 
@@ -736,7 +761,7 @@ fn run(
     reader: NodeCommander,
     stopped: smol::channel::Receiver<()>,
     mut on_event: impl FnMut(NodeEvent),
-) -> io::Result<()> {
+) -> io::Result<NodeReport> {
     use weft_proto::core::rand_core::SeedableRng;
     let crypto = crate::server_provider();
     let now = crate::now();
@@ -806,7 +831,8 @@ fn run(
             Ok(())
         };
         smol::future::or(stopping, smol::future::or(running, reading)).await
-    })
+    })?;
+    Ok(NodeReport::of(host.machine().machine().node()))
 }
 
 /// A line of input as a live message's payload: the JSON value it is, or else the line as a
@@ -843,5 +869,5 @@ pub fn chat(options: NodeOptions) -> io::Result<()> {
             break;
         }
     }
-    node.wait()
+    node.wait().map(drop)
 }
