@@ -252,13 +252,7 @@ impl NodeMachine {
             let mut moved = false;
             while let Some(out) = self.node.poll() {
                 moved = true;
-                match peer_output(out) {
-                    Ok(m) => {
-                        // Every peer output is the transport's: nothing comes back.
-                        let _ = self.transport.handle_mesh_output(now, m);
-                    }
-                    Err(out) => self.out.push_back(RunnerOutput::Node(out)),
-                }
+                self.route(now, out);
             }
             while let Some(event) = self.transport.poll_event() {
                 moved = true;
@@ -321,26 +315,35 @@ impl NodeMachine {
             other => NodeEvent::Other(format!("{other:?}")),
         })
     }
-}
 
-/// The transport's share of the node's outputs, as the mesh outputs the transport takes; any other
-/// output is handed back.
-fn peer_output(out: node::Output) -> Result<mesh::Output, node::Output> {
-    Ok(match out {
-        // The transport gathers host candidates only; TURN servers (§10) are not used by it yet.
-        node::Output::CreateOffer { conn, peer, .. } => mesh::Output::CreateOffer { conn, peer },
-        node::Output::CreateAnswer {
-            conn, peer, offer, ..
-        } => mesh::Output::CreateAnswer { conn, peer, offer },
-        node::Output::ApplyAnswer { conn, answer } => mesh::Output::ApplyAnswer { conn, answer },
-        node::Output::PeerSend { conn, bytes } => mesh::Output::Send {
-            conn,
-            peer: String::new(),
-            bytes,
-        },
-        node::Output::PeerClose { conn } => mesh::Output::Close { conn },
-        other => return Err(other),
-    })
+    /// The transport's share of the node's outputs goes to the transport, as the mesh outputs it
+    /// takes; any other output is queued for the host.
+    fn route(&mut self, now: Timestamp, out: node::Output) {
+        let peer = match out {
+            // The transport gathers host candidates only; TURN servers (§10) are not used by it.
+            node::Output::CreateOffer { conn, peer, .. } => {
+                mesh::Output::CreateOffer { conn, peer }
+            }
+            node::Output::CreateAnswer {
+                conn, peer, offer, ..
+            } => mesh::Output::CreateAnswer { conn, peer, offer },
+            node::Output::ApplyAnswer { conn, answer } => {
+                mesh::Output::ApplyAnswer { conn, answer }
+            }
+            node::Output::PeerSend { conn, bytes } => mesh::Output::Send {
+                conn,
+                peer: String::new(),
+                bytes,
+            },
+            node::Output::PeerClose { conn } => mesh::Output::Close { conn },
+            other => {
+                self.out.push_back(RunnerOutput::Node(other));
+                return;
+            }
+        };
+        // Every one of these is the transport's: nothing comes back.
+        let _ = self.transport.handle_mesh_output(now, peer);
+    }
 }
 
 /// A transport event as the node's input.
