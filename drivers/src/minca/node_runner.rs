@@ -874,3 +874,37 @@ pub fn chat(options: NodeOptions) -> io::Result<()> {
     }
     node.wait().map(drop)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_line_that_is_json_is_sent_as_that_value_and_any_other_as_a_string() {
+        assert_eq!(line_payload(r#"{"n":1}"#), json!({"n": 1}));
+        assert_eq!(line_payload("42"), json!(42));
+        assert_eq!(line_payload("hello there"), json!("hello there"));
+        assert_eq!(line_payload("{not json"), json!("{not json"));
+    }
+
+    #[test]
+    fn a_live_message_prints_with_the_senders_session_and_account() {
+        let e = NodeEvent::Message {
+            space: "s".into(),
+            from: "did:key:zA".into(),
+            account: Some("did:key:zB".into()),
+            kind: LIVE.into(),
+            payload: json!("hi"),
+        };
+        assert_eq!(
+            e.to_json(),
+            json!({"event": "live", "space": "s", "from": "did:key:zA",
+                   "account": "did:key:zB", "payload": "hi"})
+        );
+        let gone = NodeEvent::Departed {
+            space: "s".into(),
+            peer: "did:key:zA".into(),
+        };
+        assert_eq!(gone.to_json()["event"], "departed");
+    }
+}
