@@ -242,12 +242,7 @@ impl Background<SocketAddr> {
     fn relay() -> io::Result<Self> {
         let (stop, stopped) = smol::channel::bounded(1);
         let (ready, bound) = mpsc::channel();
-        let options = RelayOptions {
-            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
-            trust_proxy: false,
-            turn: None,
-            tls: None,
-        };
+        let options = RelayOptions::plain(SocketAddr::from(([127, 0, 0, 1], 0)));
         let thread = std::thread::spawn(move || {
             weft_drivers::minca::relay::serve(options, stopped, move |addr| {
                 let _ = ready.send(addr);

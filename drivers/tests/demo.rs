@@ -14,4 +14,20 @@ fn the_demo_passes_every_check() {
         text.contains("listener read \"hello, realm\""),
         "the AIRC exchange ran: {text}"
     );
+    for line in [
+        "[ok] A and B met through the relay, opened a WebRTC data channel and proved their session keys",
+        "[ok] each one's `who` note named its account to the other",
+        "read live \"hello from A\" from session did:key:",
+        "read live \"hello from B\" from session did:key:",
+        "[ok] the Minca meeting worked end to end",
+    ] {
+        assert!(
+            text.contains(line),
+            "the Minca meeting ran ({line}): {text}"
+        );
+    }
+    assert!(
+        !text.contains("Not yet here: the Minca"),
+        "the Minca part is here: {text}"
+    );
 }

@@ -224,12 +224,7 @@ fn a_blob_published_in_a_room_reaches_the_other_client<A: Adapter>() {
     let Endpoint::Tcp(addr) = listener.endpoint().unwrap() else {
         unreachable!("a TCP listener has a TCP address")
     };
-    let options = RelayOptions {
-        listen: addr,
-        trust_proxy: false,
-        turn: None,
-        tls: None,
-    };
+    let options = RelayOptions::plain(addr);
     let relay = A::spawn(move || relay_host(&options), vec![listener], None);
     let url = RelayUrl::parse(&format!("ws://{addr}/")).unwrap();
     let topic = Topic::parse(TOPIC).unwrap();
@@ -402,12 +397,7 @@ fn a_client_dialling_wss_through_a_tls_front_hears_a_blob_from_a_client_on_ws() 
     let Endpoint::Tcp(addr) = listener.endpoint().unwrap() else {
         unreachable!("a TCP listener has a TCP address")
     };
-    let options = RelayOptions {
-        listen: addr,
-        trust_proxy: false,
-        turn: None,
-        tls: None,
-    };
+    let options = RelayOptions::plain(addr);
     let relay = Blocking::spawn(move || relay_host(&options), vec![listener], None);
     let pki = pki();
     let front = tls_front(addr, &pki);
@@ -459,12 +449,7 @@ fn a_wss_dial_to_a_certificate_no_trusted_root_vouches_for_fails_and_is_never_re
     let Endpoint::Tcp(addr) = listener.endpoint().unwrap() else {
         unreachable!("a TCP listener has a TCP address")
     };
-    let options = RelayOptions {
-        listen: addr,
-        trust_proxy: false,
-        turn: None,
-        tls: None,
-    };
+    let options = RelayOptions::plain(addr);
     let relay = Blocking::spawn(move || relay_host(&options), vec![listener], None);
     let front = tls_front(addr, &pki());
     let secure = RelayUrl::parse(&format!("wss://{front}/")).unwrap();

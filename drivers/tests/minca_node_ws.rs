@@ -145,12 +145,7 @@ fn node(key: &P256Secret, node_note: Option<String>) -> (SocketAddr, NodeRunning
     let Endpoint::Tcp(addr) = listener.endpoint().unwrap() else {
         unreachable!("a TCP listener has a TCP address")
     };
-    let options = RelayOptions {
-        listen: addr,
-        trust_proxy: false,
-        turn: None,
-        tls: None,
-    };
+    let options = RelayOptions::plain(addr);
     let node = NodeOptions {
         key: key.clone(),
         note: node_note,

@@ -241,12 +241,7 @@ fn relay_on(adapter: Adapter) -> (SocketAddr, Box<dyn FnOnce() -> RelayHost>) {
     let Endpoint::Tcp(addr) = listener.endpoint().unwrap() else {
         unreachable!("a TCP listener has a TCP address")
     };
-    let options = RelayOptions {
-        listen: addr,
-        trust_proxy: false,
-        turn: None,
-        tls: None,
-    };
+    let options = RelayOptions::plain(addr);
     if let Adapter::Blocking = adapter {
         let (stopper, stopped) = weft_drivers::blocking::stop_signal().unwrap();
         let thread = std::thread::spawn(move || {

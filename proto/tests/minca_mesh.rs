@@ -22,7 +22,7 @@ use weft_proto::minca::mesh::introduction::{Signal, SignalKind};
 use weft_proto::minca::mesh::live::LIVE;
 use weft_proto::minca::mesh::machine::{
     ATTEMPT_TIMEOUT, HANDSHAKE_TIMEOUT, MAX_CONNECTIONS, MAX_HALF_OPEN_INTRODUCED, MAX_ROOM_PEERS,
-    PEER_BYTE_RATE, UNCLAIMED_TIMEOUT, WHO,
+    PEER_BYTE_RATE, PROOF_FAILURE_BACKOFF, UNCLAIMED_TIMEOUT, WHO,
 };
 use weft_proto::minca::mesh::{Input, Mesh, Output, RoomConfig, RoomKind};
 use weft_proto::minca::note::{CMD_ALL, Es256Notes, MAX_NOTE_CHARS, Note};
@@ -664,6 +664,53 @@ fn failing_to_prove_it_in_one_room_costs_nothing_in_another() {
     net.send(0, R1, LIVE, json!({"type": "typing"}));
     net.settle();
     assert_eq!(net.delivered(1, R1, LIVE).len(), 1);
+}
+
+#[test]
+fn a_peer_that_failed_its_proof_in_a_room_is_not_greeted_there_again_until_its_backoff_ends() {
+    let (k0, k1) = (read_key(200), read_key(201));
+    let mut net = Net::new(2);
+    let readers = [net.account(0), net.account(1)];
+    let readers: Vec<&str> = readers.iter().map(String::as_str).collect();
+    let (n0, n1) = (net.nodes[0].note.clone(), net.nodes[1].note.clone());
+    // R1 keeps the connection open; in R2 neither can prove the other's read key.
+    for i in 0..2 {
+        net.join(i, R1, RoomKind::PublicSpace);
+    }
+    net.join_private(0, R2, &Space::private(R2, &[&k1], &readers), Some(n0));
+    net.join_private(1, R2, &Space::private(R2, &[&k0], &readers), Some(n1));
+    net.meet_by_relay(0, 1, R1);
+    net.meet_by_relay(0, 1, R2);
+    net.run_until(1_000);
+    assert!(net.admitted(0, R1, 1) && !net.admitted(0, R2, 1));
+    assert_eq!(net.nodes[0].mesh.counters().proof_failed, 1);
+    let hellos = |net: &Net| {
+        net.frames(0, 1, R2)
+            .iter()
+            .filter(|f| f.kind == AUTH_HELLO)
+            .count()
+    };
+    assert_eq!(hellos(&net), 1);
+    // The peer's next hellos in R2 (a relay hello each way, and its own `__auth-hello`) start
+    // nothing while the backoff runs: no new handshake, no new failure.
+    for t in [2_000, 10_000, 20_000] {
+        net.meet_by_relay(0, 1, R2);
+        let hello = Frame::new(R2, AUTH_HELLO, json!({ "nonce": "AAAAAAAAAAAAAAAAAAAAAA" }));
+        net.inject(1, 0, hello.to_bytes(&net.did(1)));
+        net.run_until(t);
+    }
+    assert_eq!(hellos(&net), 1);
+    assert_eq!(net.nodes[0].mesh.counters().proof_failed, 1);
+    assert!(net.nodes[0].mesh.counters().proof_backoff >= 3);
+    // R1 is untouched: the connection still carries it.
+    net.send(0, R1, LIVE, json!({"n": 1}));
+    net.settle();
+    assert_eq!(net.delivered(1, R1, LIVE).len(), 1);
+    // Once the backoff has run out, the next hello starts a handshake again.
+    net.run_until(1_000 + PROOF_FAILURE_BACKOFF.as_millis() as u64 + 1);
+    net.meet_by_relay(0, 1, R2);
+    net.settle();
+    assert_eq!(hellos(&net), 2);
 }
 
 #[test]

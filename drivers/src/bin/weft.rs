@@ -30,13 +30,36 @@ enum Command {
     /// Run an AIRC realm server, or act as an AIRC client (AIRC draft 0.2).
     #[command(subcommand)]
     Airc(Airc),
-    /// Run an always-on Minca node serving `/peer` (Minca 04 Network §5.3).
-    Node,
+    /// Run a Minca node: join spaces through relays, meet and prove peers over WebRTC, and chat
+    /// (Minca 04 Network §2–§9). Prints one JSON line per event on stdout: first `ready` (with
+    /// this node's session `did` and `account`), then `admitted` / `departed` / `account` per peer
+    /// and space, and `live` for each live message (with the sender's session DID in `from`, its
+    /// `account`, and the `payload`). Each line typed on stdin is sent as a live message to every
+    /// admitted peer of every space: as the JSON value it is, or else as a string.
+    Node(NodeArgs),
     /// Run a simulator scenario in virtual time.
     #[command(subcommand)]
     Sim(Sim),
     /// Start everything locally on embedded defaults and show it working.
     Demo,
+}
+
+#[derive(Args, Debug)]
+struct NodeArgs {
+    /// A space to join (its id); repeat for several.
+    #[arg(long = "space", required = true, value_name = "ID")]
+    spaces: Vec<String>,
+    /// A relay to meet peers through (`ws://`, `wss://`, `nostr+ws(s)://`); repeat for several.
+    #[arg(long = "relay", required = true, value_name = "URL")]
+    relays: Vec<String>,
+    /// The account root key: a file holding one P-256 secret as 64 hex digits, made (owner-only)
+    /// if it does not exist. Default: a fresh account for this run.
+    #[arg(long, value_name = "FILE")]
+    key: Option<PathBuf>,
+    /// Where the WebRTC UDP socket binds: an interface address, never a wildcard (it is the
+    /// address peers are told to reach). Use this machine's LAN address to meet peers elsewhere.
+    #[arg(long, value_name = "ADDR", default_value = weft_drivers::minca::node_runner::DEFAULT_BIND)]
+    bind: std::net::SocketAddr,
 }
 
 #[derive(Subcommand, Debug)]
@@ -399,7 +422,7 @@ fn main() -> ExitCode {
         Command::Demo => weft_drivers::demo::run(&mut std::io::stdout().lock()),
         Command::Relay(args) => relay(args),
         Command::Airc(cmd) => airc(cmd),
-        Command::Node => not_yet("node", "the always-on Minca node and its /peer endpoint"),
+        Command::Node(args) => node(args),
         Command::Sim(Sim::AircRealms(args)) => sim_airc_realms(&args),
         Command::Sim(Sim::MincaMeetup(args)) => sim_minca_meetup(&args),
     }
@@ -687,6 +710,49 @@ fn relay_node(
     )
 }
 
+/// `weft node`: one Minca node on relay sockets and WebRTC, chatting over stdin and stdout.
+fn node(args: NodeArgs) -> ExitCode {
+    use weft_drivers::minca::node_runner::{NodeOptions, chat, load_or_make_key};
+    use weft_proto::minca::relay_url::RelayUrl;
+    let mut relays = Vec::new();
+    for url in &args.relays {
+        match RelayUrl::parse(url) {
+            Ok(r) => relays.push(r),
+            Err(e) => {
+                eprintln!("weft node: --relay {url}: {e:?}");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    let account = match &args.key {
+        Some(path) => {
+            let crypto = weft_drivers::server_provider();
+            match load_or_make_key(path, crypto, &mut weft_drivers::os_rng()) {
+                Ok(k) => Some(k),
+                Err(e) => {
+                    eprintln!("weft node: --key: {e}");
+                    return ExitCode::from(2);
+                }
+            }
+        }
+        None => None,
+    };
+    let options = NodeOptions {
+        spaces: args.spaces,
+        relays,
+        bind: args.bind,
+        account,
+        session: None,
+    };
+    match chat(options) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("weft node: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 /// Clients a realm gets when `--clients` is not given.
 const CLIENTS_PER_REALM: usize = 4;
 
@@ -879,12 +945,4 @@ fn sanitize(user: &str) -> String {
     } else {
         s.chars().take(63).collect()
     }
-}
-
-/// Says plainly that a subcommand is not built yet, and fails so no script mistakes it for success.
-fn not_yet(name: &str, what: &str) -> ExitCode {
-    eprintln!(
-        "weft {name}: {what} is not built yet; see the open issues and docs/architecture.md."
-    );
-    ExitCode::from(2)
 }

@@ -57,6 +57,19 @@ pub struct RelayOptions {
     pub tls: Option<TlsServer>,
 }
 
+impl RelayOptions {
+    /// A plain `ws://` relay on `listen`, with no proxy trusted, no TURN and no TLS: what tests,
+    /// the demo and embedded hosts start from, setting the rest by field.
+    pub fn plain(listen: SocketAddr) -> Self {
+        Self {
+            listen,
+            trust_proxy: false,
+            turn: None,
+            tls: None,
+        }
+    }
+}
+
 /// An always-on node on the relay's port (§5.3): its session and the spaces it holds.
 #[derive(Clone, Debug)]
 pub struct NodeOptions {

@@ -34,7 +34,9 @@ use rand_core::CryptoRng;
 use serde_json::{Map, Value, json};
 
 use crate::codec::did_key::DidKey;
-use crate::core::{BucketConfig, ConnId, Machine, TimerQueue, Timestamp, TokenBucket, Wakeup};
+use crate::core::{
+    BucketConfig, ConnId, ExpiringSet, Machine, TimerQueue, Timestamp, TokenBucket, Wakeup,
+};
 use crate::crypto::{CryptoProvider, P256Secret};
 use crate::minca::auth;
 use crate::minca::mesh::admission::{Admitted, Handshake, PeerWho, Stage};
@@ -91,6 +93,20 @@ pub const PEER_BYTE_RATE: BucketConfig = BucketConfig::new(16 * 1024 * 1024, 4 *
 /// ([`MAX_ROOM_PEERS`]), so a newcomer can still meet a full room at once, while a flood of
 /// `__peers` or `__signal` cannot hold more half-open connections than that.
 pub const MAX_HALF_OPEN_INTRODUCED: usize = MAX_ROOM_PEERS;
+
+/// How long a peer whose proof failed in a room is left alone there (§7.2 says only "a failed
+/// check ends the handshake"). Without a pause the next hello, `__peers` or offer about the same
+/// peer starts the same handshake again at once and fails it again, a loop that costs both sides a
+/// signature check and (through introductions) a new connection each turn. 30 s is three
+/// handshake timeouts, short enough that a peer that fixes its key (a new read key arrives) is met
+/// again soon, and well under the 2 minutes a relay hello is repeated in (§2). Other rooms the two
+/// share are not affected ("failing to prove it in one room costs nothing in another").
+pub const PROOF_FAILURE_BACKOFF: Duration = Duration::from_secs(30);
+
+/// The most (room, peer) pairs remembered as cooling off after a failed proof: one per connection
+/// the mesh can hold in every room it can join would be far more than any honest mesh fails;
+/// [`MAX_CONNECTIONS`] bounds it, and a full table forgets the pair whose pause ends soonest.
+pub const MAX_PROOF_FAILURES: usize = MAX_CONNECTIONS;
 
 /// What a room asks of a peer before admitting it (§6.2, §6.3, §8).
 pub enum RoomKind {
@@ -450,6 +466,9 @@ pub struct Counters {
     /// Offers and answers not made because [`MAX_HALF_OPEN_INTRODUCED`] introduced connections
     /// were already half-open (§7.4).
     pub half_open_refused: u64,
+    /// Handshakes, offers and answers not started with a peer that failed its proof in that room
+    /// less than [`PROOF_FAILURE_BACKOFF`] ago.
+    pub proof_backoff: u64,
 }
 
 /// Where a connection is.
@@ -566,6 +585,8 @@ pub struct Mesh<R: CryptoRng> {
     unclaimed: TimerQueue<ConnId>,
     introductions: Introductions,
     signal_clock: SignalClock,
+    /// (room, peer) pairs whose proof failed, until their [`PROOF_FAILURE_BACKOFF`] ends.
+    failed_proofs: ExpiringSet<(String, String)>,
     out: VecDeque<Output>,
     counters: Counters,
     notes: Box<dyn NoteChecker + Send>,
@@ -591,6 +612,7 @@ impl<R: CryptoRng> Mesh<R> {
             unclaimed: TimerQueue::new(),
             introductions: Introductions::new(),
             signal_clock: SignalClock::default(),
+            failed_proofs: ExpiringSet::new(MAX_PROOF_FAILURES),
             out: VecDeque::new(),
             counters: Counters::default(),
             notes: Box::new(Es256Notes::new(crypto)),
@@ -792,11 +814,28 @@ impl<R: CryptoRng> Mesh<R> {
             Some(c) if c.is_open() => self.greet(now, room, peer),
             Some(_) => {}
             None => {
-                if we_offer(&self.did, peer) {
+                if we_offer(&self.did, peer) && !self.cooling(now, room, peer) {
                     self.offer_to(now, peer, route);
                 }
             }
         }
+    }
+
+    /// Whether `peer` failed its proof in `room` less than [`PROOF_FAILURE_BACKOFF`] ago; counted
+    /// when it did, as what it stops is then not started.
+    fn cooling(&mut self, now: Timestamp, room: &str, peer: &str) -> bool {
+        // A history that moved since the failure may let the peer prove now; the review that
+        // follows this input ends the backoff for good.
+        let moved = self
+            .rooms
+            .get(room)
+            .is_some_and(|r| r.access().is_some_and(|a| a.view() != r.view));
+        let cooling = !moved
+            && self
+                .failed_proofs
+                .contains(now, &(room.into(), peer.into()));
+        self.counters.proof_backoff += u64::from(cooling);
+        cooling
     }
 
     /// §7.3: a signal from `from`, taken through `route`.
@@ -817,6 +856,9 @@ impl<R: CryptoRng> Mesh<R> {
         };
         match kind {
             SignalKind::Offer => {
+                if self.cooling(now, &room, from) {
+                    return;
+                }
                 // The offer says the peer is in this room: greet there once the channel opens.
                 self.know(&room, from);
                 if self.conns.contains_key(from) {
@@ -947,29 +989,29 @@ impl<R: CryptoRng> Mesh<R> {
         if !self.know(room, peer) {
             return false;
         }
-        let Some(r) = self.rooms.get_mut(room) else {
-            return false;
-        };
-        let Some(stage) = r.peers.get_mut(peer) else {
-            return false;
-        };
-        match stage {
-            Stage::Admitted(_) => false,
-            Stage::Handshake(_) => true,
-            Stage::Known => {
-                *stage = Stage::Handshake(Handshake::new(auth::nonce(&mut self.rng), now));
-                self.handshakes.schedule(
-                    now.saturating_add(HANDSHAKE_TIMEOUT),
-                    (room.into(), peer.into()),
-                );
-                if let Some(c) = self.conns.get_mut(peer) {
-                    c.claimed = true;
-                    let id = c.id;
-                    self.unclaimed.cancel(&id);
-                }
-                true
-            }
+        match self.rooms.get(room).and_then(|r| r.peers.get(peer)) {
+            Some(Stage::Known) => {}
+            Some(Stage::Handshake(_)) => return true,
+            Some(Stage::Admitted(_)) | None => return false,
         }
+        if self.cooling(now, room, peer) {
+            return false;
+        }
+        let nonce = auth::nonce(&mut self.rng);
+        let Some(stage) = self.rooms.get_mut(room).and_then(|r| r.peers.get_mut(peer)) else {
+            return false;
+        };
+        *stage = Stage::Handshake(Handshake::new(nonce, now));
+        self.handshakes.schedule(
+            now.saturating_add(HANDSHAKE_TIMEOUT),
+            (room.into(), peer.into()),
+        );
+        if let Some(c) = self.conns.get_mut(peer) {
+            c.claimed = true;
+            let id = c.id;
+            self.unclaimed.cancel(&id);
+        }
+        true
     }
 
     fn handshake_mut(&mut self, room: &str, peer: &str) -> Option<&mut Handshake> {
@@ -1099,6 +1141,9 @@ impl<R: CryptoRng> Mesh<R> {
         };
         let Some(admission) = admission else {
             self.counters.proof_failed += 1;
+            let until = now.saturating_add(PROOF_FAILURE_BACKOFF);
+            self.failed_proofs
+                .insert(now, (room.into(), peer.into()), until);
             self.end_handshake(room, peer);
             return;
         };
@@ -1280,6 +1325,11 @@ impl<R: CryptoRng> Mesh<R> {
             })
             .collect();
         r.view = view;
+        // What a peer could not prove may hold now (a new read key, a reader added): its
+        // backoff in this room ends with the history that made it fail.
+        for peer in r.peers.keys() {
+            self.failed_proofs.remove(&(room.into(), peer.clone()));
+        }
         for (peer, account) in going {
             // While a new key is due, a former member let go is turned away when it reconnects
             // (§6.3, SHOULD).
@@ -1632,6 +1682,7 @@ impl<R: CryptoRng> Machine for Mesh<R> {
             self.who_missing(now, &room, &peer);
         }
         self.introductions.prune(now);
+        self.failed_proofs.prune(now);
         self.watch_access(now);
     }
 }

@@ -1,0 +1,910 @@
+//! `weft node`'s engine: one [`Node`] machine (relay client, rendezvous and mesh, Minca 04 Network
+//! §2–§9) on real sockets, in one loop (the transports of §5.1 and §1.4).
+//!
+//! The runner decides nothing. [`NodeMachine`] puts the two transports a [`Node`] asks for
+//! around it:
+//!
+//! - relay sockets: the node's `Dial`, `RelaySend` and `RelayClose` become the WebSocket layer's
+//!   dials, text frames and closes ([`crate::ws`]), and what the sockets do comes back as
+//!   `RelayOpened`, `RelayText`, `RelayClosed` and `RelayDialFailed`, in the node's socket names;
+//! - peer connections: `CreateOffer`, `CreateAnswer`, `ApplyAnswer`, `PeerSend` and `PeerClose` go
+//!   to the str0m [`Transport`] (§5.1), whose `LocalDescription`, `Opened`, `Closed` and `Frame`
+//!   go back to the node; its datagrams go out on one UDP socket.
+//!
+//! Everything else the node says is handed to the application as a [`NodeEvent`]. The loop is the
+//! smol adapter's ([`crate::smol::run_commanded`]): it feeds at most
+//! [`MAX_EVENTS_PER_PASS`](crate::host::MAX_EVENTS_PER_PASS) events a pass and pushes a deadline
+//! that does not advance forward by [`STALL_STEP`](crate::host::STALL_STEP); the transport serves
+//! at most [`MAX_TIMEOUTS_PER_PASS`](super::webrtc::transport::MAX_TIMEOUTS_PER_PASS) connections'
+//! timers a call, and the UDP reader hands over at most [`MAX_DATAGRAMS_PER_PASS`] datagrams before
+//! it lets the loop run. Datagrams and the application's commands reach the machine through the
+//! host's command channel, so all of it runs on one thread.
+//!
+//! Identity: a fresh session key every run, and a note made out to it by the account's root key
+//! (weft's note format, [`weft_proto::minca::note`]), valid for [`NOTE_LIFETIME`]; the account
+//! key is fresh too unless [`load_or_make_key`] reads one from a file.
+//!
+//! `--node URL` (dialling an always-on node over the node WebSocket, §5.2) is not wired here yet:
+//! the node WebSocket transport is built elsewhere, and joins this machine as a third transport.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::io;
+use std::net::{SocketAddr, UdpSocket};
+use std::path::Path;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use chacha20::ChaCha20Rng;
+use serde_json::{Value, json};
+use weft_proto::codec::did_key::DidKey;
+use weft_proto::codec::hex;
+use weft_proto::core::{ConnId, Machine, Timestamp, Wakeup};
+use weft_proto::crypto::{CryptoProvider, P256Secret, generate_p256};
+use weft_proto::minca::mesh::live::LIVE;
+use weft_proto::minca::mesh::{self, RoomKind};
+use weft_proto::minca::node::{self, Join, Node, NodeConfig};
+use weft_proto::minca::note::{CMD_ALL, Es256Notes, Note};
+use weft_proto::minca::relay_client::RelayState;
+use weft_proto::minca::relay_url::RelayUrl;
+use weft_proto::minca::room::{MAX_ROOMS, Room};
+
+use super::relay_client::{Dial, client_config};
+use super::webrtc::transport::{Datagram, Transport};
+use super::webrtc::udp::{MAX_DATAGRAM_BYTES, MAX_DATAGRAMS_PER_PASS};
+use crate::host::{Commander, Host, Peer, commands};
+use crate::ws::{Frame, Refusal, Request, Ws, WsEffect, WsHooks, WsInput, WsMachine};
+
+/// How long the note a node makes for its session key is valid. A session lives as long as the
+/// process; a day covers any demo or chat session and keeps a leaked note short-lived. (01
+/// Identity, which would set it, was not handed over.)
+pub const NOTE_LIFETIME: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// Where `weft node` binds its WebRTC UDP socket when told nothing: loopback, so that nodes on
+/// this machine meet out of the box. A host candidate must be a real address (not a wildcard),
+/// so meeting peers on other machines takes `--bind <this machine's address>:0`.
+pub const DEFAULT_BIND: &str = "127.0.0.1:0";
+
+/// What the application tells a running node.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum RunnerInput {
+    /// Join a public space (§6.2), showing `note` in `who` (§9.1).
+    JoinSpace {
+        /// The space id.
+        space: String,
+        /// This session's note.
+        note: Option<String>,
+    },
+    /// An input for the node machine itself.
+    Node(node::Input),
+    /// A live message (§9.2) to every admitted peer of every space joined.
+    Live(Value),
+    /// A datagram arrived on the WebRTC socket.
+    Datagram {
+        /// Who sent it.
+        from: SocketAddr,
+        /// Its bytes.
+        bytes: Vec<u8>,
+    },
+}
+
+/// What a running node tells the application, in the order the node said it.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum NodeEvent {
+    /// A peer was admitted in a space's room (§7.2).
+    Admitted {
+        /// The space.
+        space: String,
+        /// The peer's session DID.
+        peer: String,
+    },
+    /// A peer is no longer a peer in a space's room.
+    Departed {
+        /// The space.
+        space: String,
+        /// The peer's session DID.
+        peer: String,
+    },
+    /// The account behind a peer, from its `who` (§6.4, §9.1); `None` is nobody.
+    Account {
+        /// The space.
+        space: String,
+        /// The peer's session DID.
+        peer: String,
+        /// The account DID.
+        account: Option<String>,
+    },
+    /// A message of an admitted peer (§9), with the account its `who` showed.
+    Message {
+        /// The space.
+        space: String,
+        /// The sender's session DID (the connection's peer, §7.1).
+        from: String,
+        /// The sender's account, if its `who` showed one.
+        account: Option<String>,
+        /// The message type (`live`, or another the space speaks).
+        kind: String,
+        /// The payload.
+        payload: Value,
+    },
+    /// A relay socket changed state.
+    Relay {
+        /// The relay.
+        relay: String,
+        /// Whether it is open now.
+        open: bool,
+    },
+    /// Anything else the node reported, for logs.
+    Other(String),
+}
+
+impl NodeEvent {
+    /// The event as one JSON object, the shape `weft node` prints a line of.
+    pub fn to_json(&self) -> Value {
+        match self {
+            Self::Admitted { space, peer } => {
+                json!({"event": "admitted", "space": space, "peer": peer})
+            }
+            Self::Departed { space, peer } => {
+                json!({"event": "departed", "space": space, "peer": peer})
+            }
+            Self::Account {
+                space,
+                peer,
+                account,
+            } => json!({"event": "account", "space": space, "peer": peer, "account": account}),
+            Self::Message {
+                space,
+                from,
+                account,
+                kind,
+                payload,
+            } => json!({
+                "event": kind, "space": space, "from": from, "account": account,
+                "payload": payload,
+            }),
+            Self::Relay { relay, open } => json!({"event": "relay", "relay": relay, "open": open}),
+            Self::Other(what) => json!({"event": "other", "what": what}),
+        }
+    }
+}
+
+/// What the machine asks of its host.
+#[derive(Debug)]
+pub enum RunnerOutput {
+    /// An output of the node for the relay sockets or the application.
+    Node(node::Output),
+    /// A datagram for the WebRTC socket.
+    Transmit(Datagram),
+    /// End a relay socket whose dial opened after the node gave up on it.
+    Abandon(ConnId),
+}
+
+/// What the machine hands the application hook: events, and datagrams to send.
+#[derive(Debug)]
+pub enum RunnerApp {
+    /// An event for the application.
+    Event(NodeEvent),
+    /// A datagram for the WebRTC socket.
+    Transmit(Datagram),
+}
+
+/// The node's relay sockets under two names: the node's own and the host's.
+#[derive(Debug, Default)]
+struct SocketNames {
+    to_host: BTreeMap<ConnId, ConnId>,
+    to_node: BTreeMap<ConnId, ConnId>,
+    dialling: BTreeSet<ConnId>,
+    abandoned: BTreeSet<ConnId>,
+}
+
+/// A [`Node`] with its WebRTC transport, as a [`WsMachine`]; see the [module docs](self).
+pub struct NodeMachine {
+    node: Node<ChaCha20Rng>,
+    transport: Transport,
+    crypto: &'static dyn CryptoProvider,
+    spaces: BTreeMap<Room, String>,
+    names: SocketNames,
+    out: VecDeque<RunnerOutput>,
+}
+
+impl std::fmt::Debug for NodeMachine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NodeMachine")
+            .field("node", &self.node)
+            .field("spaces", &self.spaces.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl NodeMachine {
+    /// The machine over `node` and `transport`, with no space joined yet.
+    pub fn new(
+        node: Node<ChaCha20Rng>,
+        transport: Transport,
+        crypto: &'static dyn CryptoProvider,
+    ) -> Self {
+        Self {
+            node,
+            transport,
+            crypto,
+            spaces: BTreeMap::new(),
+            names: SocketNames::default(),
+            out: VecDeque::new(),
+        }
+    }
+
+    /// The node, for status and counters.
+    pub fn node(&self) -> &Node<ChaCha20Rng> {
+        &self.node
+    }
+
+    /// The WebRTC transport, for status and counters.
+    pub fn transport(&self) -> &Transport {
+        &self.transport
+    }
+
+    /// Moves outputs between the node and the transport until neither has any; what is for the
+    /// relay sockets or the application is queued for the host in order.
+    fn pump(&mut self, now: Timestamp) {
+        loop {
+            let mut moved = false;
+            while let Some(out) = self.node.poll() {
+                moved = true;
+                self.route(now, out);
+            }
+            while let Some(event) = self.transport.poll_event() {
+                moved = true;
+                if let Some(input) = node_input(event) {
+                    self.node.handle(now, input);
+                }
+            }
+            while let Some(d) = self.transport.poll_transmit() {
+                self.out.push_back(RunnerOutput::Transmit(d));
+            }
+            if !moved {
+                return;
+            }
+        }
+    }
+
+    fn event(&self, out: node::Output) -> Option<NodeEvent> {
+        let space = |room: &Room| self.spaces.get(room).cloned().unwrap_or_default();
+        Some(match out {
+            node::Output::Admitted { room, peer } => NodeEvent::Admitted {
+                space: space(&room),
+                peer,
+            },
+            node::Output::Departed { room, peer } | node::Output::LetGo { room, peer, .. } => {
+                NodeEvent::Departed {
+                    space: space(&room),
+                    peer,
+                }
+            }
+            node::Output::Account {
+                room,
+                peer,
+                account,
+            } => NodeEvent::Account {
+                space: space(&room),
+                peer,
+                account,
+            },
+            node::Output::Deliver {
+                room,
+                peer,
+                kind,
+                payload,
+            } => NodeEvent::Message {
+                account: self
+                    .node
+                    .mesh()
+                    .account(room.as_str(), &peer)
+                    .map(String::from),
+                space: space(&room),
+                from: peer,
+                kind,
+                payload,
+            },
+            node::Output::RelayState { relay, state } => NodeEvent::Relay {
+                relay: relay.as_str().into(),
+                open: state == RelayState::Open,
+            },
+            node::Output::Reachable(_) => return None,
+            other => NodeEvent::Other(format!("{other:?}")),
+        })
+    }
+
+    /// The transport's share of the node's outputs goes to the transport, as the mesh outputs it
+    /// takes; any other output is queued for the host.
+    fn route(&mut self, now: Timestamp, out: node::Output) {
+        let peer = match out {
+            // The transport gathers host candidates only; TURN servers (§10) are not used by it.
+            node::Output::CreateOffer { conn, peer, .. } => {
+                mesh::Output::CreateOffer { conn, peer }
+            }
+            node::Output::CreateAnswer {
+                conn, peer, offer, ..
+            } => mesh::Output::CreateAnswer { conn, peer, offer },
+            node::Output::ApplyAnswer { conn, answer } => {
+                mesh::Output::ApplyAnswer { conn, answer }
+            }
+            node::Output::PeerSend { conn, bytes } => mesh::Output::Send {
+                conn,
+                peer: String::new(),
+                bytes,
+            },
+            node::Output::PeerClose { conn } => mesh::Output::Close { conn },
+            other => {
+                self.out.push_back(RunnerOutput::Node(other));
+                return;
+            }
+        };
+        // Every one of these is the transport's: nothing comes back.
+        let _ = self.transport.handle_mesh_output(now, peer);
+    }
+}
+
+/// A transport event as the node's input.
+fn node_input(event: mesh::Input) -> Option<node::Input> {
+    Some(match event {
+        mesh::Input::LocalDescription { conn, sdp } => node::Input::LocalDescription { conn, sdp },
+        mesh::Input::Opened {
+            conn,
+            local_fingerprint,
+            remote_fingerprint,
+        } => node::Input::PeerOpened {
+            conn,
+            local_fingerprint,
+            remote_fingerprint,
+        },
+        mesh::Input::Closed { conn } => node::Input::PeerClosed { conn },
+        mesh::Input::Frame { conn, bytes } => node::Input::PeerFrame { conn, bytes },
+        _ => return None,
+    })
+}
+
+impl Machine for NodeMachine {
+    type Input = RunnerInput;
+    type Output = RunnerOutput;
+
+    fn handle(&mut self, now: Timestamp, input: RunnerInput) {
+        match input {
+            RunnerInput::JoinSpace { space, note } => {
+                let join = Join::space(self.crypto, &space, RoomKind::PublicSpace, note);
+                // The node refuses a join past its own bound, so the names stay within it too.
+                if self.spaces.len() < MAX_ROOMS || self.spaces.contains_key(&join.room) {
+                    self.spaces.insert(join.room.clone(), space);
+                }
+                self.node.handle(now, node::Input::Join(join));
+            }
+            RunnerInput::Node(input) => self.node.handle(now, input),
+            RunnerInput::Live(payload) => {
+                let rooms: Vec<Room> = self.spaces.keys().cloned().collect();
+                for room in rooms {
+                    let send = node::Input::Send {
+                        room,
+                        to: None,
+                        kind: LIVE.into(),
+                        payload: payload.clone(),
+                    };
+                    self.node.handle(now, send);
+                }
+            }
+            RunnerInput::Datagram { from, bytes } => {
+                self.transport.handle_datagram(now, from, &bytes)
+            }
+        }
+        self.pump(now);
+    }
+
+    fn poll(&mut self) -> Option<RunnerOutput> {
+        self.out.pop_front()
+    }
+
+    fn poll_timeout(&self) -> Option<Wakeup> {
+        Wakeup::earliest(self.node.poll_timeout(), self.transport.poll_timeout())
+    }
+
+    fn handle_timeout(&mut self, now: Timestamp) {
+        if self.node.poll_timeout().is_some_and(|w| w.at <= now) {
+            self.node.handle_timeout(now);
+        }
+        if self.transport.poll_timeout().is_some_and(|w| w.at <= now) {
+            self.transport.handle_timeout(now);
+        }
+        self.pump(now);
+    }
+}
+
+impl WsMachine for NodeMachine {
+    type Target = Dial;
+    type App = RunnerApp;
+
+    fn upgrade(
+        &mut self,
+        _now: Timestamp,
+        _conn: ConnId,
+        _peer: &Peer,
+        _request: &Request,
+    ) -> Result<RunnerInput, Refusal> {
+        Err(Refusal {
+            status: 404,
+            reason: "a Minca node runner accepts no sockets".into(),
+        })
+    }
+
+    fn message(&mut self, conn: ConnId, frame: Frame) -> Option<RunnerInput> {
+        let conn = *self.names.to_node.get(&conn)?;
+        match frame {
+            Frame::Text(text) => Some(RunnerInput::Node(node::Input::RelayText { conn, text })),
+            // A relay speaks text; liveness is the relay client's own `ping`.
+            _ => None,
+        }
+    }
+
+    fn closed(&mut self, conn: ConnId) -> Option<RunnerInput> {
+        let conn = self.names.to_node.remove(&conn)?;
+        self.names.to_host.remove(&conn);
+        Some(RunnerInput::Node(node::Input::RelayClosed { conn }))
+    }
+
+    fn dialled(&mut self, host: ConnId, target: Dial) -> Option<RunnerInput> {
+        self.names.dialling.remove(&target.conn);
+        if self.names.abandoned.remove(&target.conn) {
+            self.out.push_back(RunnerOutput::Abandon(host));
+            return None;
+        }
+        self.names.to_host.insert(target.conn, host);
+        self.names.to_node.insert(host, target.conn);
+        Some(RunnerInput::Node(node::Input::RelayOpened {
+            conn: target.conn,
+        }))
+    }
+
+    fn dial_failed(&mut self, target: Dial) -> Option<RunnerInput> {
+        self.names.dialling.remove(&target.conn);
+        if self.names.abandoned.remove(&target.conn) {
+            return None;
+        }
+        Some(RunnerInput::Node(node::Input::RelayDialFailed {
+            conn: target.conn,
+        }))
+    }
+
+    fn effect(&mut self, output: RunnerOutput) -> Option<WsEffect<Dial, RunnerApp>> {
+        let out = match output {
+            RunnerOutput::Abandon(conn) => return Some(close(conn)),
+            RunnerOutput::Transmit(d) => return Some(WsEffect::Deliver(RunnerApp::Transmit(d))),
+            RunnerOutput::Node(out) => out,
+        };
+        Some(match out {
+            node::Output::Dial { conn, url, .. } => {
+                self.names.dialling.insert(conn);
+                WsEffect::Dial(Dial { conn, url })
+            }
+            node::Output::RelaySend { conn, text } => WsEffect::Text {
+                conn: *self.names.to_host.get(&conn)?,
+                text,
+            },
+            node::Output::RelayClose { conn } => {
+                if self.names.dialling.contains(&conn) {
+                    self.names.abandoned.insert(conn);
+                    return None;
+                }
+                let host = self.names.to_host.remove(&conn)?;
+                self.names.to_node.remove(&host);
+                close(host)
+            }
+            other => WsEffect::Deliver(RunnerApp::Event(self.event(other)?)),
+        })
+    }
+}
+
+/// A normal close of a relay socket.
+fn close(conn: ConnId) -> WsEffect<Dial, RunnerApp> {
+    WsEffect::Close {
+        conn,
+        code: 1000,
+        reason: String::new(),
+    }
+}
+
+/// Who a node is: its session key, the account behind it and the note joining the two.
+#[derive(Clone, Debug)]
+pub struct Identity {
+    /// The session key (fresh each run).
+    pub session: P256Secret,
+    /// The session DID.
+    pub did: String,
+    /// The account DID (the root key's).
+    pub account: String,
+    /// The note from the account to the session (`cmd` `/`, `pol` `[]`, `sub` the account).
+    pub note: String,
+}
+
+impl Identity {
+    /// The session key `session` (a fresh one when `None`), with a note made out to it by `root`
+    /// valid from `now` for [`NOTE_LIFETIME`].
+    pub fn new(
+        crypto: &'static dyn CryptoProvider,
+        root: &P256Secret,
+        session: Option<P256Secret>,
+        now: Timestamp,
+        rng: &mut ChaCha20Rng,
+    ) -> io::Result<Self> {
+        let did_of = |k: &P256Secret| {
+            crypto
+                .p256_public_key(k)
+                .map(|p| DidKey::P256(p.0).to_did())
+                .map_err(|e| io::Error::other(format!("{e:?}")))
+        };
+        let session = session.unwrap_or_else(|| generate_p256(crypto, rng));
+        let did = did_of(&session)?;
+        let account = did_of(root)?;
+        let secs = now.as_millis() / 1000;
+        let claims = Note {
+            iss: account.clone(),
+            aud: did.clone(),
+            sub: account.clone(),
+            cmd: CMD_ALL.into(),
+            pol: Vec::new(),
+            exp: secs + NOTE_LIFETIME.as_secs(),
+            nbf: None,
+        };
+        let note = Es256Notes::new(crypto)
+            .issue(root, &claims)
+            .ok_or_else(|| io::Error::other("the account key is not a P-256 key"))?;
+        Ok(Self {
+            session,
+            did,
+            account,
+            note,
+        })
+    }
+}
+
+/// The account root key in `path` (64 hex digits, one P-256 secret), made and written owner-only
+/// when the file does not exist.
+pub fn load_or_make_key(
+    path: &Path,
+    crypto: &'static dyn CryptoProvider,
+    rng: &mut ChaCha20Rng,
+) -> io::Result<P256Secret> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => {
+            let bytes = hex::decode_array::<32>(text.trim()).map_err(|_| {
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("{}: not 64 hex digits", path.display()),
+                )
+            })?;
+            let key = P256Secret::from_bytes(bytes);
+            crypto.p256_public_key(&key).map_err(|_| {
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("{}: not a P-256 secret key", path.display()),
+                )
+            })?;
+            Ok(key)
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            use std::io::Write;
+            use std::os::unix::fs::OpenOptionsExt;
+            let key = generate_p256(crypto, rng);
+            let mut file = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(path)?;
+            writeln!(file, "{}", hex::encode(key.expose()))?;
+            Ok(key)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// How to run a node.
+#[derive(Clone, Debug)]
+pub struct NodeOptions {
+    /// The spaces to join (public spaces, §6.2).
+    pub spaces: Vec<String>,
+    /// The relays to meet through (§3).
+    pub relays: Vec<RelayUrl>,
+    /// Where the WebRTC UDP socket binds (not a wildcard: it is the host candidate).
+    pub bind: SocketAddr,
+    /// The account root key; a fresh one when `None`.
+    pub account: Option<P256Secret>,
+    /// The session key; a fresh one when `None` (the usual: a session is one run).
+    pub session: Option<P256Secret>,
+}
+
+/// What a node counted, as it stood when its loop ended.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct NodeReport {
+    /// Rendezvous messages ignored, for any reason (§2).
+    pub rendezvous_ignored: u64,
+    /// Of those, the node's own messages coming back (a Nostr relay echoes them).
+    pub rendezvous_own_ignored: u64,
+    /// The relay client's counters (§1.2, §3).
+    pub relay: weft_proto::minca::relay_client::Stats,
+    /// The mesh's counters (§7–§9).
+    pub mesh: mesh::machine::Counters,
+    /// The composition's own drops.
+    pub node: node::Counters,
+}
+
+impl NodeReport {
+    fn of(node: &Node<ChaCha20Rng>) -> Self {
+        use weft_proto::minca::rendezvous::Ignored;
+        Self {
+            rendezvous_ignored: node.rendezvous().ignored_total(),
+            rendezvous_own_ignored: node.rendezvous().ignored(Ignored::OwnMessage),
+            relay: node.relay_client().stats(),
+            mesh: node.mesh().counters().clone(),
+            node: node.counters(),
+        }
+    }
+}
+
+/// The sending end of a running node's commands.
+pub type NodeCommander = Commander<WsInput<Dial, RunnerInput>>;
+
+/// A node running on its own thread; see [`RunningNode::start`].
+#[derive(Debug)]
+pub struct RunningNode {
+    /// Who the node is.
+    pub identity: Identity,
+    /// The WebRTC socket's address.
+    pub udp: SocketAddr,
+    commander: NodeCommander,
+    stop: smol::channel::Sender<()>,
+    thread: Option<JoinHandle<io::Result<NodeReport>>>,
+}
+
+impl RunningNode {
+    /// Starts a node for `options` on a new thread; `on_event` gets every [`NodeEvent`] in order,
+    /// on that thread.
+    pub fn start(
+        options: NodeOptions,
+        on_event: impl FnMut(NodeEvent) + Send + 'static,
+    ) -> io::Result<Self> {
+        let crypto = crate::server_provider();
+        let mut rng = crate::os_rng();
+        let root = match options.account.clone() {
+            Some(k) => k,
+            None => generate_p256(crypto, &mut rng),
+        };
+        let session = options.session.clone();
+        let identity = Identity::new(crypto, &root, session, crate::now(), &mut rng)?;
+        let socket = UdpSocket::bind(options.bind)?;
+        let udp = socket.local_addr()?;
+        if udp.ip().is_unspecified() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "a wildcard address is no host candidate; bind an interface address",
+            ));
+        }
+        let (commander, commands) = commands()?;
+        let reader = commander.try_clone()?;
+        let (stop, stopped) = smol::channel::bounded(1);
+        let id = identity.clone();
+        let thread = std::thread::Builder::new()
+            .name("weft-node".into())
+            .spawn(move || {
+                run(
+                    options, id, socket, rng, commands, reader, stopped, on_event,
+                )
+            })?;
+        Ok(Self {
+            identity,
+            udp,
+            commander,
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// Another sender of commands, for another thread.
+    pub fn commander(&self) -> io::Result<NodeCommander> {
+        self.commander.try_clone()
+    }
+
+    /// Sends `payload` as a live message in every space; `false` once the node has stopped.
+    pub fn send_live(&self, payload: Value) -> bool {
+        send_live(&self.commander, payload)
+    }
+
+    /// Stops the node and waits for its thread: what it counted, or the loop's error.
+    pub fn stop(mut self) -> io::Result<NodeReport> {
+        let _ = self.stop.try_send(());
+        self.join()
+    }
+
+    /// Waits until the node's loop ends on its own (an I/O error; it runs until stopped
+    /// otherwise).
+    pub fn wait(mut self) -> io::Result<NodeReport> {
+        self.join()
+    }
+
+    fn join(&mut self) -> io::Result<NodeReport> {
+        match self.thread.take() {
+            Some(t) => t
+                .join()
+                .map_err(|_| io::Error::other("the node thread panicked"))?,
+            None => Ok(NodeReport::default()),
+        }
+    }
+}
+
+impl Drop for RunningNode {
+    fn drop(&mut self) {
+        let _ = self.stop.try_send(());
+        let _ = self.join();
+    }
+}
+
+/// Sends `payload` as a live message in every space through `commander`; `false` once the node
+/// has stopped.
+pub fn send_live(commander: &NodeCommander, payload: Value) -> bool {
+    commander
+        .send(WsInput::App(RunnerInput::Live(payload)))
+        .is_ok()
+}
+
+#[allow(clippy::too_many_arguments)] // One thread's whole state, moved in once.
+fn run(
+    options: NodeOptions,
+    identity: Identity,
+    socket: UdpSocket,
+    mut rng: ChaCha20Rng,
+    commands: crate::host::Commands<WsInput<Dial, RunnerInput>>,
+    reader: NodeCommander,
+    stopped: smol::channel::Receiver<()>,
+    mut on_event: impl FnMut(NodeEvent),
+) -> io::Result<NodeReport> {
+    use weft_proto::core::rand_core::SeedableRng;
+    let crypto = crate::server_provider();
+    let now = crate::now();
+    let local = socket.local_addr()?;
+    let config = NodeConfig {
+        relays: options.relays,
+    };
+    let node = Node::new(
+        identity.session.clone(),
+        config,
+        crypto,
+        ChaCha20Rng::from_rng(&mut rng),
+    )
+    .map_err(|e| io::Error::other(format!("{e:?}")))?;
+    let transport = Transport::new(now, local, vec![local]);
+    let machine = NodeMachine::new(node, transport, crypto);
+    // The joins are the loop's first commands, so what they ask is carried out at once.
+    for space in options.spaces {
+        let join = RunnerInput::JoinSpace {
+            space,
+            note: Some(identity.note.clone()),
+        };
+        reader
+            .send(WsInput::App(join))
+            .map_err(|_| io::Error::other("the command channel is closed"))?;
+    }
+    let udp = smol::Async::new(socket)?;
+    let sender = udp.get_ref().try_clone()?;
+    let deliver = move |app: RunnerApp| match app {
+        // A datagram the kernel will not take now is lost, as UDP may lose it; str0m resends
+        // what matters.
+        RunnerApp::Transmit(d) => {
+            let _ = sender.send_to(&d.bytes, d.to);
+        }
+        RunnerApp::Event(e) => on_event(e),
+    };
+    let mut host = Host::new(Ws::new(machine, client_config()), WsHooks(deliver));
+    smol::block_on(async {
+        let reading = async {
+            let mut buf = vec![0u8; MAX_DATAGRAM_BYTES];
+            let mut taken = 0usize;
+            loop {
+                match udp.recv_from(&mut buf).await {
+                    Ok((len, from)) => {
+                        let input = RunnerInput::Datagram {
+                            from,
+                            bytes: buf[..len].to_vec(),
+                        };
+                        if reader.send(WsInput::App(input)).is_err() {
+                            return Ok(());
+                        }
+                    }
+                    // An ICMP error from an earlier send is that peer's problem, not the
+                    // socket's; str0m's timers notice the silence.
+                    Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {}
+                    Err(e) => return Err(e),
+                }
+                taken += 1;
+                if taken.is_multiple_of(MAX_DATAGRAMS_PER_PASS) {
+                    smol::future::yield_now().await;
+                }
+            }
+        };
+        let running = crate::smol::run_commanded(&mut host, Vec::new(), &commands);
+        let stopping = async {
+            let _ = stopped.recv().await;
+            Ok(())
+        };
+        smol::future::or(stopping, smol::future::or(running, reading)).await
+    })?;
+    Ok(NodeReport::of(host.machine().machine().node()))
+}
+
+/// A line of input as a live message's payload: the JSON value it is, or else the line as a
+/// string.
+pub fn line_payload(line: &str) -> Value {
+    serde_json::from_str(line).unwrap_or_else(|_| Value::String(line.into()))
+}
+
+/// `weft node`: runs a node for `options`, prints a `ready` line and then each event as one JSON
+/// line on stdout, and sends each line of stdin as a live message to every space. Runs until the
+/// loop fails or the process is ended; the end of stdin only ends the sending.
+pub fn chat(options: NodeOptions) -> io::Result<()> {
+    use std::io::{BufRead, Write};
+    let print = |v: Value| {
+        let mut out = std::io::stdout().lock();
+        // A closed stdout leaves nobody to tell; the node keeps serving its peers.
+        let _ = writeln!(out, "{v}");
+        let _ = out.flush();
+    };
+    let node = RunningNode::start(options.clone(), move |e| print(e.to_json()))?;
+    print(json!({
+        "event": "ready",
+        "did": node.identity.did,
+        "account": node.identity.account,
+        "spaces": options.spaces,
+        "udp": node.udp.to_string(),
+    }));
+    for line in std::io::stdin().lock().lines() {
+        let line = line?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        if !node.send_live(line_payload(&line)) {
+            break;
+        }
+    }
+    node.wait().map(drop)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_line_that_is_json_is_sent_as_that_value_and_any_other_as_a_string() {
+        assert_eq!(line_payload(r#"{"n":1}"#), json!({"n": 1}));
+        assert_eq!(line_payload("42"), json!(42));
+        assert_eq!(line_payload("hello there"), json!("hello there"));
+        assert_eq!(line_payload("{not json"), json!("{not json"));
+    }
+
+    #[test]
+    fn a_live_message_prints_with_the_senders_session_and_account() {
+        let e = NodeEvent::Message {
+            space: "s".into(),
+            from: "did:key:zA".into(),
+            account: Some("did:key:zB".into()),
+            kind: LIVE.into(),
+            payload: json!("hi"),
+        };
+        assert_eq!(
+            e.to_json(),
+            json!({"event": "live", "space": "s", "from": "did:key:zA",
+                   "account": "did:key:zB", "payload": "hi"})
+        );
+        let gone = NodeEvent::Departed {
+            space: "s".into(),
+            peer: "did:key:zA".into(),
+        };
+        assert_eq!(gone.to_json()["event"], "departed");
+    }
+}

@@ -1,0 +1,211 @@
+//! Three `weft node` processes meet in one space over real sockets (Minca 04 Network §2, §5.1,
+//! §7.2, §7.3, §8, §9): relay WebSockets to `weft relay` processes, str0m WebRTC data channels
+//! between every pair, and live messages typed on stdin reaching the others' stdout.
+//!
+//! With one relay, the third node's hello would reach both others and it would meet both through
+//! the relay, so nothing would show an introduction. So there are two relays: the first node uses
+//! relay 1, the second both, the third relay 2. The first and second meet through relay 1 and the
+//! third meets the second through relay 2; the first and third share no relay, so the only way
+//! they can end up connected is the second's introduction (§8: `__peers`, then offer and answer as
+//! `__signal`s over its data channels).
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{Receiver, channel};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+const WEFT: &str = env!("CARGO_BIN_EXE_weft");
+
+/// How long each phase may take. A hello back may wait 10 s (§2, `HELLO_BACK_INTERVAL`), so
+/// meeting through a relay can take that long.
+const PHASE: Duration = Duration::from_secs(40);
+
+const SPACE: &str = "space-node-e2e";
+
+/// A child process killed on drop.
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A `weft relay` on an ephemeral port; its address read from the line it logs.
+fn relay() -> (Proc, String) {
+    let mut child = Command::new(WEFT)
+        .args(["relay", "--listen", "127.0.0.1:0"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("weft relay starts");
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    err.read_line(&mut line).expect("weft relay logs");
+    let addr = line
+        .trim()
+        .rsplit(' ')
+        .next()
+        .expect("an address")
+        .to_owned();
+    std::thread::spawn(move || for _ in err.lines() {});
+    (Proc(child), format!("ws://{addr}"))
+}
+
+/// A `weft node` process: its stdin, and its stdout's JSON lines.
+struct Node {
+    name: &'static str,
+    _proc: Proc,
+    stdin: ChildStdin,
+    lines: Receiver<Value>,
+    seen: Vec<Value>,
+    did: String,
+    account: String,
+}
+
+impl Node {
+    fn start(name: &'static str, relays: &[&str]) -> Self {
+        let mut cmd = Command::new(WEFT);
+        cmd.args(["node", "--space", SPACE]);
+        for r in relays {
+            cmd.args(["--relay", r]);
+        }
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("weft node starts");
+        let stdin = child.stdin.take().unwrap();
+        let out = BufReader::new(child.stdout.take().unwrap());
+        let (tx, lines) = channel();
+        std::thread::spawn(move || {
+            for line in out.lines().map_while(Result::ok) {
+                let v: Value = serde_json::from_str(&line).unwrap_or_else(|e| {
+                    panic!("weft node printed a line that is not JSON ({e}): {line}")
+                });
+                if tx.send(v).is_err() {
+                    return;
+                }
+            }
+        });
+        let mut node = Self {
+            name,
+            _proc: Proc(child),
+            stdin,
+            lines,
+            seen: Vec::new(),
+            did: String::new(),
+            account: String::new(),
+        };
+        let ready = node.wait_for("print its ready line", |v| v["event"] == "ready");
+        node.did = ready["did"].as_str().unwrap().to_owned();
+        node.account = ready["account"].as_str().unwrap().to_owned();
+        node.wait_for("open its relay sockets", |v| {
+            v["event"] == "relay" && v["open"] == true
+        });
+        node
+    }
+
+    /// Reads lines until one matches (also looking at those already read), failing the test after
+    /// [`PHASE`].
+    fn wait_for(&mut self, what: &str, matches: impl Fn(&Value) -> bool) -> Value {
+        if let Some(v) = self.seen.iter().find(|v| matches(v)) {
+            return v.clone();
+        }
+        let deadline = Instant::now() + PHASE;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(v) => {
+                    self.seen.push(v.clone());
+                    if matches(&v) {
+                        return v;
+                    }
+                }
+                Err(_) => panic!(
+                    "node {} did not {what} within {PHASE:?}; it printed:\n{}",
+                    self.name,
+                    self.seen
+                        .iter()
+                        .map(Value::to_string)
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                ),
+            }
+        }
+    }
+
+    fn wait_admitted(&mut self, other: &Node) {
+        let (did, name) = (other.did.clone(), other.name);
+        self.wait_for(&format!("admit {name}"), |v| {
+            v["event"] == "admitted" && v["peer"] == did.as_str() && v["space"] == SPACE
+        });
+    }
+
+    fn type_line(&mut self, line: &str) {
+        writeln!(self.stdin, "{line}").expect("the node reads stdin");
+        self.stdin.flush().unwrap();
+    }
+}
+
+#[test]
+fn a_relay_connects_the_first_pair_and_a_peer_introduces_the_rest_over_real_webrtc() {
+    let (_relay1, r1) = relay();
+    let (_relay2, r2) = relay();
+    let mut a = Node::start("A", &[&r1]);
+    let mut b = Node::start("B", &[&r1, &r2]);
+    // The first pair meets through relay 1.
+    a.wait_admitted(&b);
+    b.wait_admitted(&a);
+    // The third meets B through relay 2, and B introduces it to A.
+    let mut c = Node::start("C", &[&r2]);
+    c.wait_admitted(&b);
+    b.wait_admitted(&c);
+    a.wait_admitted(&c);
+    c.wait_admitted(&a);
+
+    // Each one's `who` named its account to the others (§9.1).
+    for (x, y) in [(0, 1), (0, 2), (1, 0), (1, 2), (2, 0), (2, 1)] {
+        let nodes = [&mut a, &mut b, &mut c];
+        let (did, account) = (nodes[y].did.clone(), nodes[y].account.clone());
+        nodes[x].wait_for("hear an account", |v| {
+            v["event"] == "account" && v["peer"] == did.as_str() && v["account"] == account.as_str()
+        });
+    }
+
+    // A live message typed into each reaches the other two, from its session DID and account.
+    let mut nodes = [a, b, c];
+    for i in 0..3 {
+        let text = format!("hello from {}", nodes[i].name);
+        nodes[i].type_line(&text);
+        let (from, account) = (nodes[i].did.clone(), nodes[i].account.clone());
+        for (j, node) in nodes.iter_mut().enumerate() {
+            if j == i {
+                continue;
+            }
+            let got = node.wait_for(&format!("hear {text:?}"), |v| {
+                v["event"] == "live" && v["payload"] == json!(text.as_str())
+            });
+            assert_eq!(
+                got["from"],
+                json!(from),
+                "attributed to the sender's session"
+            );
+            assert_eq!(got["account"], json!(account), "with the sender's account");
+            assert_eq!(got["space"], json!(SPACE));
+        }
+    }
+    // Every pair stayed on its one connection: nobody departed.
+    for node in &nodes {
+        assert!(
+            !node.seen.iter().any(|v| v["event"] == "departed"),
+            "node {} saw a departure: {:?}",
+            node.name,
+            node.seen
+        );
+    }
+}
