@@ -56,7 +56,7 @@ fn start_weft_relay(turn_url: &str) -> (Running, SocketAddr) {
         .expect("weft relay says where it listens")
         .unwrap();
     let addr = line
-        .strip_prefix("weft relay: listening on ")
+        .strip_prefix("weft relay: listening on ws://")
         .unwrap_or_else(|| panic!("unexpected first line from weft relay: {line}"))
         .parse()
         .expect("a socket address");

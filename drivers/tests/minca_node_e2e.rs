@@ -45,14 +45,15 @@ fn relay() -> (Proc, String) {
     let mut err = BufReader::new(child.stderr.take().unwrap());
     let mut line = String::new();
     err.read_line(&mut line).expect("weft relay logs");
-    let addr = line
+    // "weft relay: listening on ws://127.0.0.1:PORT"
+    let url = line
         .trim()
         .rsplit(' ')
         .next()
-        .expect("an address")
+        .expect("a URL")
         .to_owned();
     std::thread::spawn(move || for _ in err.lines() {});
-    (Proc(child), format!("ws://{addr}"))
+    (Proc(child), url)
 }
 
 /// A `weft node` process: its stdin, and its stdout's JSON lines.
