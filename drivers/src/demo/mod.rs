@@ -166,7 +166,18 @@ fn steps(out: &mut impl Write) -> io::Result<bool> {
         Err(e) => check(out, &format!("the Minca meeting failed: {e}"), false)?,
     }
 
-    writeln!(out, "\nNot yet here: AIRC peer links on real sockets.")?;
+    writeln!(
+        out,
+        "\nAIRC across realms: a passport opens a link over a signed peer link (loopback TCP here; TLS or QUIC between machines)"
+    )?;
+    match airc::two_realms(out) {
+        Ok(pass) => check(
+            out,
+            "the passport was redeemed, and the signed message crossed and was delivered",
+            pass,
+        )?,
+        Err(e) => check(out, &format!("the two-realm exchange failed: {e}"), false)?,
+    }
     writeln!(
         out,
         "{}",
