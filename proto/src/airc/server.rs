@@ -271,6 +271,16 @@ pub enum Record {
         /// When it may be forgotten.
         until: Timestamp,
     },
+    /// A pair `(from, to)` of the reply window (§10.3) and when it last passed; a later record
+    /// for the same pair replaces it. Worth nothing once [`policy::MAX_REPLY_WINDOW`] has gone by.
+    ReplyPair {
+        /// The sender's address key.
+        from: String,
+        /// The recipient's address key.
+        to: String,
+        /// When the pair last passed.
+        at: Timestamp,
+    },
 }
 
 /// Names a stored record to forget.
@@ -281,6 +291,13 @@ pub enum RecordKey {
     Spooled {
         /// The message id.
         id: String,
+    },
+    /// The reply-window pair `(from, to)`, evicted from the full table.
+    ReplyPair {
+        /// The sender's address key.
+        from: String,
+        /// The recipient's address key.
+        to: String,
     },
 }
 
@@ -720,7 +737,18 @@ impl<R: CryptoRng> Server<R> {
             until,
         }));
         if let (Ok(from), Ok(to)) = (Address::parse(&m.from), Address::parse(&m.to)) {
-            self.replies.note(now, &from, &to);
+            // Durable like the seen id: a restart must not close a window the ack opened.
+            self.out.push_back(Output::Persist(Record::ReplyPair {
+                from: from.key().to_string(),
+                to: to.key().to_string(),
+                at: now,
+            }));
+            if let Some((f, t)) = self.replies.note(now, &from, &to) {
+                self.out.push_back(Output::Forget(RecordKey::ReplyPair {
+                    from: f.to_string(),
+                    to: t.to_string(),
+                }));
+            }
         }
     }
 
@@ -2516,6 +2544,16 @@ impl<R: CryptoRng> Server<R> {
                 if until > now {
                     self.seen
                         .record(until.saturating_sub(spool::DUPLICATE_WINDOW), &id);
+                }
+            }
+            Record::ReplyPair { from, to, at } => {
+                // A key is an address's canonical form, so it parses back to the same key; one
+                // that does not was not written by this machine and decides nothing.
+                if let (Ok(f), Ok(t)) = (Address::parse(&from), Address::parse(&to))
+                    && now.saturating_duration_since(at) <= policy::MAX_REPLY_WINDOW
+                {
+                    // Full (more pairs stored than the table holds): the oldest goes, as live.
+                    let _ = self.replies.note(at, &f, &t);
                 }
             }
         }
