@@ -30,7 +30,9 @@
 //!   duplicate suppression for 172 800 s.
 //!
 //! Durability: a persist ([`Output::Persist`]) always comes out before the ack that claims it,
-//! and the host executes outputs in order, so `queued` always means a copy is held.
+//! and the host executes outputs in order, so `queued` always means a copy is held. The seen id
+//! and the reply-window pair ([`Record::ReplyPair`]) an ack depends on are persisted before it
+//! too; an id in flight is not (a restart closes its hop, which releases it, as any close does).
 //!
 //! The host does the I/O the machine cannot: it answers DNS questions ([`Output::Resolve`] →
 //! [`Input::Resolved`]), dials the endpoints discovery chose ([`Output::Connect`] →
