@@ -1,8 +1,8 @@
 //! Durable state across `kill -9` (issue #4): a `weft airc serve` process is killed with SIGKILL
 //! after it acked, stored or logged something, and a new process on the same data directory
 //! still has every table the server persists: the spool (a message acked `queued` is delivered,
-//! exactly once), the seen ids (a retry is answered `duplicate`), links, passports, and the
-//! append-only audit log.
+//! exactly once), the seen ids (a retry is answered `duplicate`), the reply-window pairs, links,
+//! passports, and the append-only audit log.
 
 use std::path::Path;
 use std::process::Command;
@@ -13,6 +13,7 @@ use cli::{Ran, Running, WEFT, json, temp_dir};
 use weft_drivers::airc::client::{Client, message_id, new_message};
 use weft_drivers::airc::store::Store;
 use weft_proto::airc::frame::AckStatus;
+use weft_proto::airc::server::Record;
 
 fn my_uid() -> u32 {
     rustix::process::getuid().as_raw()
@@ -124,10 +125,17 @@ fn after_kill_9_every_durable_table_is_back_and_a_queued_message_is_delivered_ex
     assert_eq!(listen(&dir, 1), ["after"], "delivered exactly once");
     kill_9(server);
 
-    let log = Store::open(&dir.join("airc.redb"))
+    let store = Store::open(&dir.join("airc.redb")).unwrap();
+    // The pair each acked message noted for the reply window (§10.3), on disk for the restart
+    // to restore (the machine honouring it after a restore is `proto/tests/airc_server.rs`).
+    let pairs = store
+        .load(weft_drivers::now())
         .unwrap()
-        .audit_log()
-        .unwrap();
+        .into_iter()
+        .filter(|r| matches!(r, Record::ReplyPair { to, .. } if to.ends_with("/alice/later")))
+        .count();
+    assert_eq!(pairs, 1, "one pair, replaced by the later message");
+    let log = store.audit_log().unwrap();
     let kinds: Vec<&str> = log.iter().filter_map(|e| e["kind"].as_str()).collect();
     for kind in ["passport.issue", "link.offer", "link.accept"] {
         assert!(

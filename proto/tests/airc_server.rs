@@ -610,9 +610,11 @@ fn a_restart_restores_the_spool_and_the_seen_ids() {
             _ => None,
         })
         .collect();
-    // The message, its seen id and its audit event (§13), which restores nothing.
-    assert_eq!(records.len(), 3, "{records:?}");
-    assert!(matches!(records[2], Record::Audit { .. }));
+    // The message, its seen id, its reply-window pair (§10.3) and its audit event (§13), which
+    // restores nothing.
+    assert_eq!(records.len(), 4, "{records:?}");
+    assert!(matches!(records[2], Record::ReplyPair { .. }));
+    assert!(matches!(records[3], Record::Audit { .. }));
 
     let mut again = Realm::new();
     again.now = r.now + Duration::from_secs(5);
@@ -1938,4 +1940,149 @@ fn the_pipeline_runs_in_the_order_of_6_1() {
     // policy last of the refusals: a fresh, unseen, well-formed message.
     let a = ack(&mut r, msg("p1", "x", "//example.com/bob/y"));
     assert_eq!(a["reason"], "policy rule [0]");
+}
+
+/// What a host's store holds after applying outputs in order (a later record for the same
+/// spooled id or reply pair replaces the earlier; a forget deletes it).
+#[derive(Default)]
+struct Disk(Vec<Record>);
+
+impl Disk {
+    fn apply(&mut self, out: &[Output]) {
+        for o in out {
+            match o {
+                Output::Persist(rec) => {
+                    self.0.retain(|old| !same(old, rec));
+                    self.0.push(rec.clone());
+                }
+                Output::Forget(RecordKey::Spooled { id }) => self
+                    .0
+                    .retain(|r| !matches!(r, Record::Spooled { msg, .. } if msg.id == *id)),
+                Output::Forget(RecordKey::ReplyPair { from, to }) => self.0.retain(
+                    |r| !matches!(r, Record::ReplyPair { from: f, to: t, .. } if f == from && t == to),
+                ),
+                _ => {}
+            }
+        }
+    }
+
+    /// A server restarted at `now` from what is stored.
+    fn restart(
+        &self,
+        config: ServerConfig,
+        now: Timestamp,
+        keep: impl Fn(&Record) -> bool,
+    ) -> Realm {
+        let mut r = Realm::with(config);
+        r.now = now;
+        for rec in self.0.iter().filter(|r| keep(r)) {
+            r.input(Input::Restore(rec.clone()));
+        }
+        r
+    }
+}
+
+fn same(a: &Record, b: &Record) -> bool {
+    match (a, b) {
+        (Record::Spooled { msg: x, .. }, Record::Spooled { msg: y, .. }) => x.id == y.id,
+        (Record::Seen { id: x, .. }, Record::Seen { id: y, .. }) => x == y,
+        (
+            Record::ReplyPair {
+                from: f1, to: t1, ..
+            },
+            Record::ReplyPair {
+                from: f2, to: t2, ..
+            },
+        ) => f1 == f2 && t1 == t2,
+        _ => false,
+    }
+}
+
+/// Bob may only answer alice, inside an hour of her writing to him (§10.1 `mode: "reply"`).
+fn reply_only_config() -> ServerConfig {
+    let mut config = ServerConfig::new(Authority::parse("example.com").unwrap());
+    config.known_namespaces = vec![
+        Namespace::parse("alice").unwrap(),
+        Namespace::parse("bob").unwrap(),
+    ];
+    config.policy = weft_proto::airc::policy::Policy::from_json(
+        r#"[{"from":"//example.com/bob/**","to":"//example.com/alice/**","allow":true,"mode":"reply","window":3600},
+            {"from":"//example.com/bob/**","to":"*","allow":false}]"#,
+    )
+    .unwrap();
+    config
+}
+
+#[test]
+fn a_server_rebuilt_from_its_records_still_honours_a_reply_window() {
+    let mut disk = Disk::default();
+    let mut r = Realm::with(reply_only_config());
+    r.bound(BOB, "bob", &["bob/y"]);
+    r.client(ALICE, "alice");
+    disk.apply(&r.send(ALICE, msg("a1", "x", "//example.com/bob/y")));
+    let out = r.send(BOB, json!({"t":"ack","id":"a1","status":"delivered"}));
+    // The pair is stored before the ack that opened the window goes out.
+    let pair = position(&out, |o| {
+        matches!(o, Output::Persist(Record::ReplyPair { .. }))
+    });
+    let ack = position(
+        &out,
+        |o| matches!(o, Output::Send { conn, .. } if *conn == ALICE),
+    );
+    assert!(pair < ack);
+    disk.apply(&out);
+    // kill -9: nothing but the disk survives. Half an hour later bob answers.
+    let later = r.now + Duration::from_secs(1800);
+    for (keep_pairs, answer) in [(true, "delivered"), (false, "failed")] {
+        let mut again = disk.restart(reply_only_config(), later, |rec| {
+            keep_pairs || !matches!(rec, Record::ReplyPair { .. })
+        });
+        again.bound(ALICE, "alice", &["alice/x"]);
+        again.client(BOB, "bob");
+        let out = again.send(BOB, msg("b1", "y", "//example.com/alice/x"));
+        if keep_pairs {
+            assert_eq!(
+                frames(&out, ALICE)[0]["id"],
+                "b1",
+                "a reply inside the window"
+            );
+        } else {
+            assert_eq!(
+                acks(&out, BOB)[0]["status"],
+                answer,
+                "without the pair: refused"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_settled_id_is_not_sent_again_after_a_restart() {
+    let mut disk = Disk::default();
+    let mut r = Realm::new();
+    disk.apply(&r.bound(BOB, "bob", &["bob/"]));
+    r.client(ALICE, "alice");
+    disk.apply(&r.send(ALICE, msg("m1", "x", "//example.com/bob/y")));
+    // No ack in 15 s: in flight, durably spooled.
+    disk.apply(&r.advance(Duration::from_secs(15)));
+    let restart = |disk: &Disk, now| {
+        let mut again = disk.restart(
+            ServerConfig::new(Authority::parse("example.com").unwrap()),
+            now,
+            |_| true,
+        );
+        let out = again.bound(BOB, "bob", &["bob/"]);
+        frames(&out, BOB).iter().any(|f| f["id"] == "m1")
+    };
+    // A crash now: its hop is gone with the process, so, as when the hop closes, it is sent again.
+    assert!(
+        restart(&disk, r.now + Duration::from_secs(1)),
+        "in flight: sent again"
+    );
+    // The late ack settles it; a crash after that must not send it again.
+    disk.apply(&r.send(BOB, json!({"t":"ack","id":"m1","status":"delivered"})));
+    assert!(
+        !restart(&disk, r.now + Duration::from_secs(1)),
+        "settled: never again"
+    );
 }

@@ -10,6 +10,7 @@ use std::path::Path;
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use serde_json::json;
 use weft_proto::airc::frame::Msg;
+use weft_proto::airc::policy::MAX_REPLY_WINDOW;
 use weft_proto::airc::server::{Output, Record, RecordKey};
 use weft_proto::core::Timestamp;
 
@@ -24,6 +25,11 @@ const LINKS: TableDefinition<&str, &[u8]> = TableDefinition::new("links");
 
 /// Passport id → its latest record (JSON, with the token hash; never the token).
 const PASSPORTS: TableDefinition<&str, &[u8]> = TableDefinition::new("passports");
+/// Reply-window pair (AIRC §10.3) → when it last passed (Unix ms), keyed by
+/// `from key` + [`PAIR_SEPARATOR`] + `to key`.
+const REPLY_PAIRS: TableDefinition<&str, u64> = TableDefinition::new("reply_pairs");
+/// Joins a pair's two address keys into one table key: a newline never occurs in an address.
+const PAIR_SEPARATOR: char = '\n';
 /// The audit log (AIRC §13), append-only: write sequence → event (JSON). Never loaded back.
 const AUDIT: TableDefinition<u64, &[u8]> = TableDefinition::new("audit");
 
@@ -49,6 +55,7 @@ impl Store {
             txn.open_table(LINKS).map_err(err)?;
             txn.open_table(AUDIT).map_err(err)?;
             txn.open_table(PASSPORTS).map_err(err)?;
+            txn.open_table(REPLY_PAIRS).map_err(err)?;
         }
         txn.commit().map_err(err)?;
         let next_seq = {
@@ -60,10 +67,12 @@ impl Store {
     }
 
     /// Every record still live at `now`: spooled messages in the order they were written, then
-    /// links, passports, then seen ids. Expired seen ids are deleted on the way.
+    /// links, passports, seen ids, then reply-window pairs. Expired seen ids, and pairs older
+    /// than [`MAX_REPLY_WINDOW`] (they open no window any more), are deleted on the way.
     pub fn load(&self, now: Timestamp) -> io::Result<Vec<Record>> {
         let mut out = Vec::new();
         let mut expired = Vec::new();
+        let mut stale_pairs = Vec::new();
         {
             let read = self.db.begin_read().map_err(err)?;
             for row in read.open_table(SPOOL).map_err(err)?.iter().map_err(err)? {
@@ -109,13 +118,37 @@ impl Store {
                     expired.push(k.value().to_string());
                 }
             }
+            for row in read
+                .open_table(REPLY_PAIRS)
+                .map_err(err)?
+                .iter()
+                .map_err(err)?
+            {
+                let (k, v) = row.map_err(err)?;
+                let at = Timestamp::from_millis(v.value());
+                let pair = k.value().split_once(PAIR_SEPARATOR);
+                match pair {
+                    Some((from, to)) if now.saturating_duration_since(at) <= MAX_REPLY_WINDOW => {
+                        out.push(Record::ReplyPair {
+                            from: from.to_string(),
+                            to: to.to_string(),
+                            at,
+                        });
+                    }
+                    _ => stale_pairs.push(k.value().to_string()),
+                }
+            }
         }
-        if !expired.is_empty() {
+        if !expired.is_empty() || !stale_pairs.is_empty() {
             let txn = self.db.begin_write().map_err(err)?;
             {
                 let mut seen = txn.open_table(SEEN).map_err(err)?;
                 for id in &expired {
                     seen.remove(id.as_str()).map_err(err)?;
+                }
+                let mut pairs = txn.open_table(REPLY_PAIRS).map_err(err)?;
+                for key in &stale_pairs {
+                    pairs.remove(key.as_str()).map_err(err)?;
                 }
             }
             txn.commit().map_err(err)?;
@@ -148,6 +181,7 @@ impl Store {
             let mut links = txn.open_table(LINKS).map_err(err)?;
             let mut audit = txn.open_table(AUDIT).map_err(err)?;
             let mut passports = txn.open_table(PASSPORTS).map_err(err)?;
+            let mut pairs = txn.open_table(REPLY_PAIRS).map_err(err)?;
             for change in batch {
                 let r = match change {
                     Output::Persist(r) => r,
@@ -155,6 +189,10 @@ impl Store {
                         if let Some(seq) = ids.remove(id.as_str()).map_err(err)? {
                             spool.remove(seq.value()).map_err(err)?;
                         }
+                        continue;
+                    }
+                    Output::Forget(RecordKey::ReplyPair { from, to }) => {
+                        pairs.remove(pair_key(from, to).as_str()).map_err(err)?;
                         continue;
                     }
                     Output::Forget(other) => {
@@ -192,6 +230,11 @@ impl Store {
                         let bytes = serde_json::to_vec(record).map_err(err)?;
                         passports.insert(id, bytes.as_slice()).map_err(err)?;
                     }
+                    Record::ReplyPair { from, to, at } => {
+                        pairs
+                            .insert(pair_key(from, to).as_str(), at.as_millis())
+                            .map_err(err)?;
+                    }
                     Record::Audit { event } => {
                         let seq = audit.last().map_err(err)?.map_or(0, |(k, _)| k.value() + 1);
                         let bytes = serde_json::to_vec(event).map_err(err)?;
@@ -202,5 +245,68 @@ impl Store {
             }
         }
         txn.commit().map_err(err)
+    }
+}
+
+fn pair_key(from: &str, to: &str) -> String {
+    format!("{from}{PAIR_SEPARATOR}{to}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pair(from: &str, to: &str, at: Timestamp) -> Output {
+        Output::Persist(Record::ReplyPair {
+            from: from.into(),
+            to: to.into(),
+            at,
+        })
+    }
+
+    fn pairs(store: &Store, now: Timestamp) -> Vec<(String, String, Timestamp)> {
+        let mut out = Vec::new();
+        for r in store.load(now).unwrap() {
+            if let Record::ReplyPair { from, to, at } = r {
+                out.push((from, to, at));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn a_reply_pair_is_stored_replaced_forgotten_and_dropped_once_past_the_longest_window() {
+        let dir = std::env::temp_dir().join(format!("weft-store-pairs-{}", std::process::id()));
+        let _ = std::fs::remove_file(&dir);
+        let t0 = Timestamp::from_secs(1_790_380_000);
+        let (a, b, c) = (
+            "airc://example.com/alice/x",
+            "airc://example.com/bob/y",
+            "airc://partner.example/carol",
+        );
+        let mut store = Store::open(&dir).unwrap();
+        let later = t0 + std::time::Duration::from_secs(60);
+        store
+            .apply(&[pair(a, b, t0), pair(a, c, t0), pair(a, b, later)])
+            .unwrap();
+        assert_eq!(
+            pairs(&store, later),
+            [(a.into(), b.into(), later), (a.into(), c.into(), t0)]
+        );
+        store
+            .apply(&[Output::Forget(RecordKey::ReplyPair {
+                from: a.into(),
+                to: c.into(),
+            })])
+            .unwrap();
+        drop(store);
+        let store = Store::open(&dir).unwrap();
+        assert_eq!(pairs(&store, later), [(a.into(), b.into(), later)]);
+        // Past the longest window the pair opens nothing: deleted on load, for good.
+        let gone = later + MAX_REPLY_WINDOW + std::time::Duration::from_millis(1);
+        assert!(pairs(&store, gone).is_empty());
+        assert!(pairs(&store, later).is_empty());
+        drop(store);
+        std::fs::remove_file(&dir).unwrap();
     }
 }

@@ -30,7 +30,9 @@
 //!   duplicate suppression for 172 800 s.
 //!
 //! Durability: a persist ([`Output::Persist`]) always comes out before the ack that claims it,
-//! and the host executes outputs in order, so `queued` always means a copy is held.
+//! and the host executes outputs in order, so `queued` always means a copy is held. The seen id
+//! and the reply-window pair ([`Record::ReplyPair`]) an ack depends on are persisted before it
+//! too; an id in flight is not (a restart closes its hop, which releases it, as any close does).
 //!
 //! The host does the I/O the machine cannot: it answers DNS questions ([`Output::Resolve`] →
 //! [`Input::Resolved`]), dials the endpoints discovery chose ([`Output::Connect`] →
@@ -271,6 +273,16 @@ pub enum Record {
         /// When it may be forgotten.
         until: Timestamp,
     },
+    /// A pair `(from, to)` of the reply window (§10.3) and when it last passed; a later record
+    /// for the same pair replaces it. Worth nothing once [`policy::MAX_REPLY_WINDOW`] has gone by.
+    ReplyPair {
+        /// The sender's address key.
+        from: String,
+        /// The recipient's address key.
+        to: String,
+        /// When the pair last passed.
+        at: Timestamp,
+    },
 }
 
 /// Names a stored record to forget.
@@ -281,6 +293,13 @@ pub enum RecordKey {
     Spooled {
         /// The message id.
         id: String,
+    },
+    /// The reply-window pair `(from, to)`, evicted from the full table.
+    ReplyPair {
+        /// The sender's address key.
+        from: String,
+        /// The recipient's address key.
+        to: String,
     },
 }
 
@@ -720,7 +739,18 @@ impl<R: CryptoRng> Server<R> {
             until,
         }));
         if let (Ok(from), Ok(to)) = (Address::parse(&m.from), Address::parse(&m.to)) {
-            self.replies.note(now, &from, &to);
+            // Durable like the seen id: a restart must not close a window the ack opened.
+            self.out.push_back(Output::Persist(Record::ReplyPair {
+                from: from.key().to_string(),
+                to: to.key().to_string(),
+                at: now,
+            }));
+            if let Some((f, t)) = self.replies.note(now, &from, &to) {
+                self.out.push_back(Output::Forget(RecordKey::ReplyPair {
+                    from: f.to_string(),
+                    to: t.to_string(),
+                }));
+            }
         }
     }
 
@@ -2516,6 +2546,16 @@ impl<R: CryptoRng> Server<R> {
                 if until > now {
                     self.seen
                         .record(until.saturating_sub(spool::DUPLICATE_WINDOW), &id);
+                }
+            }
+            Record::ReplyPair { from, to, at } => {
+                // A key is an address's canonical form, so it parses back to the same key; one
+                // that does not was not written by this machine and decides nothing.
+                if let (Ok(f), Ok(t)) = (Address::parse(&from), Address::parse(&to))
+                    && now.saturating_duration_since(at) <= policy::MAX_REPLY_WINDOW
+                {
+                    // Full (more pairs stored than the table holds): the oldest goes, as live.
+                    let _ = self.replies.note(at, &f, &t);
                 }
             }
         }
