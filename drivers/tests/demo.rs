@@ -38,5 +38,8 @@ fn the_demo_passes_every_check() {
             "the two-realm exchange ran ({line}): {text}"
         );
     }
-    assert!(!text.contains("Not yet here"), "nothing is left out: {text}");
+    assert!(
+        !text.contains("Not yet here"),
+        "nothing is left out: {text}"
+    );
 }

@@ -315,12 +315,13 @@ enum Ev {
 }
 
 /// A server's durable store, as a host keeps it: spooled messages in the order they were
-/// written (replaced in place by id), and seen ids.
+/// written (replaced in place by id), seen ids, and reply-window pairs (the newest per pair).
 #[derive(Debug, Default)]
 struct Store {
     spool: BTreeMap<u64, Record>,
     spool_ids: BTreeMap<String, u64>,
     seen: BTreeMap<String, Record>,
+    replies: BTreeMap<(String, String), Record>,
     next: u64,
 }
 
@@ -343,6 +344,12 @@ impl Store {
                     self.spool.remove(&seq);
                 }
             }
+            Output::Persist(r @ Record::ReplyPair { from, to, .. }) => {
+                self.replies.insert((from.clone(), to.clone()), r.clone());
+            }
+            Output::Forget(RecordKey::ReplyPair { from, to }) => {
+                self.replies.remove(&(from.clone(), to.clone()));
+            }
             _ => {}
         }
     }
@@ -355,6 +362,7 @@ impl Store {
         self.spool
             .values()
             .chain(self.seen.values())
+            .chain(self.replies.values())
             .cloned()
             .collect()
     }
