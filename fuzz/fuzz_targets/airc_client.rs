@@ -10,9 +10,7 @@ use chacha20::ChaCha20Rng;
 use libfuzzer_sys::fuzz_target;
 use rand_core::SeedableRng;
 use serde_json::json;
-use weft_proto::airc::client::{
-    Client, ClientConfig, Input, MAX_UNACKED, Outgoing, Request,
-};
+use weft_proto::airc::client::{Client, ClientConfig, Input, MAX_UNACKED, Outgoing, Request};
 use weft_proto::airc::frame::{Ack, AckStatus};
 use weft_proto::core::{Machine, Timestamp};
 
@@ -46,7 +44,9 @@ fn pick(choices: &[&'static str], i: u8) -> &'static str {
 fn frame(kind: u8, a: u8, b: u8, ids: &[String]) -> serde_json::Value {
     let status = ["delivered", "queued", "failed", "bogus"][b as usize % 4];
     match kind % 12 {
-        0 => json!({"t":"welcome","realm":"example.com","proto":pick(&["airc/0.1","airc/0.2"], a),"ns":["alice"]}),
+        0 => {
+            json!({"t":"welcome","realm":"example.com","proto":pick(&["airc/0.1","airc/0.2"], a),"ns":["alice"]})
+        }
         1 => json!({"t":"ack","id":id(a, ids),"status":status,"code":"duplicate"}),
         2 => json!({"t":"msg","id":format!("in{}", a % 8),"from":"airc://example.com/bob/y",
                     "to":"airc://example.com/alice/x","ts":1_790_380_000.5,"body":"x"}),
@@ -80,7 +80,11 @@ fuzz_target!(|ops: Vec<Op>| {
             }
             Op::Bind(n) => Some(Input::Bind(vec![format!("alice/{}", n % 16)])),
             Op::Send { ttl, big } => {
-                let body = if big { "x".repeat(1_100_000) } else { "b".into() };
+                let body = if big {
+                    "x".repeat(1_100_000)
+                } else {
+                    "b".into()
+                };
                 let out = Outgoing {
                     from: "x".into(),
                     to: "bob/y".into(),
@@ -101,7 +105,10 @@ fuzz_target!(|ops: Vec<Op>| {
             })),
             Op::Ack { a, status } => {
                 let s = [AckStatus::Delivered, AckStatus::Queued, AckStatus::Failed];
-                Some(Input::Ack(Ack::new(format!("in{}", a % 8), s[status as usize % 3])))
+                Some(Input::Ack(Ack::new(
+                    format!("in{}", a % 8),
+                    s[status as usize % 3],
+                )))
             }
             Op::Advance { ms } => {
                 now = now + std::time::Duration::from_millis(ms.into());
@@ -109,7 +116,11 @@ fuzz_target!(|ops: Vec<Op>| {
                     client.handle_timeout(now);
                     while client.poll().is_some() {}
                     if let Some(after) = client.poll_timeout() {
-                        assert!(after.at > now, "deadline does not advance: {}", after.reason);
+                        assert!(
+                            after.at > now,
+                            "deadline does not advance: {}",
+                            after.reason
+                        );
                     }
                 }
                 None
