@@ -4,7 +4,8 @@
 //! administrators' uids (AIRC §5),
 //! `known_keys` (§8.2), realms trusted unsigned (§6.2, §8.4), policy rules (§10.1),
 //! `accept_offers` and `auto_accept` (§11.4, §11.5), and the peer face (§8.1 static entries,
-//! §8.3 TLS certificate, key and trust store, the signing key of §9.1). A key the file does not know is refused with its name, so a typo
+//! §8.3 TLS certificate, key and trust store, the signing key of §9.1), and passports (§12.2's
+//! web base, §12.3's issuance mode). A key the file does not know is refused with its name, so a typo
 //! never silently leaves a realm open. Flags given on the command line override the file; that
 //! precedence is the caller's, which applies its flags after [`FileConfig::apply`].
 //!
@@ -26,6 +27,10 @@
 //! from = "//example.com/*"
 //! to = "*"
 //! allow = true
+//!
+//! [passports]
+//! mode = "owner-only"
+//! web_base = "https://example.com/join"
 //! ```
 
 use std::collections::BTreeMap;
@@ -35,6 +40,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use weft_proto::airc::address::{Authority, Namespace};
+use weft_proto::airc::passport::book::Issuance;
 use weft_proto::airc::pattern::Pattern;
 use weft_proto::airc::policy::Policy;
 use weft_proto::codec::base64;
@@ -95,6 +101,60 @@ pub struct FileConfig {
     pub signing_key: Option<PathBuf>,
     /// `[dns]`: how discovery reaches DNS (§8.1–§8.2).
     pub dns: Option<DnsSection>,
+    /// `[passports]`: who may issue passports and the web base of their URLs (§12.2, §12.3).
+    pub passports: Option<PassportsSection>,
+}
+
+/// `[passports]`: §12.3's issuance mode and §12.2's web base.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct PassportsSection {
+    /// `mode`: `"agents"` (any endpoint, for itself; the default), `"owner-only"`
+    /// (administrator connections) or `"off"` (nobody), §12.3's three words.
+    pub mode: Option<String>,
+    /// `web_base`: an `https://` (or `http://`) URL; `passport new` then also answers with
+    /// `url = web_base "#" line` (§12.2). It may not have a fragment of its own, since the
+    /// passport line is the fragment.
+    pub web_base: Option<String>,
+}
+
+/// The longest `web_base` accepted: a URL a person can still paste, far below a frame's size.
+pub const MAX_WEB_BASE_BYTES: usize = 2048;
+
+/// §12.3's issuance mode from its word in the file.
+fn issuance(mode: &str) -> io::Result<Issuance> {
+    match mode {
+        "agents" => Ok(Issuance::Agents),
+        "owner-only" => Ok(Issuance::OwnerOnly),
+        "off" => Ok(Issuance::Off),
+        other => Err(invalid(format!(
+            "passports.mode: {other:?} is not one of \"agents\", \"owner-only\", \"off\""
+        ))),
+    }
+}
+
+/// Checks a `web_base`: the URL rendering is `web_base "#" line` (§12.2), so the base must be an
+/// absolute http(s) URL with no fragment, no whitespace and no control characters, else the
+/// rendered passport would not survive being pasted.
+fn web_base(base: &str) -> io::Result<String> {
+    let err = |why: &str| invalid(format!("passports.web_base {base:?}: {why}"));
+    let rest = base
+        .strip_prefix("https://")
+        .or_else(|| base.strip_prefix("http://"))
+        .ok_or_else(|| err("not an https:// or http:// URL"))?;
+    if rest.is_empty() || rest.starts_with('/') {
+        return Err(err("no host"));
+    }
+    if base.len() > MAX_WEB_BASE_BYTES {
+        return Err(err(&format!("longer than {MAX_WEB_BASE_BYTES} bytes")));
+    }
+    if base.contains('#') {
+        return Err(err("has a fragment; the passport line is the fragment"));
+    }
+    if base.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(err("has whitespace or control characters"));
+    }
+    Ok(base.to_string())
 }
 
 /// `[dns]`: the resolver discovery uses.
@@ -224,6 +284,14 @@ impl FileConfig {
         if self.signing_key.is_some() {
             config.signing_key.clone_from(&self.signing_key);
         }
+        if let Some(section) = &self.passports {
+            if let Some(mode) = &section.mode {
+                config.passports.issuance = issuance(mode)?;
+            }
+            if let Some(base) = &section.web_base {
+                config.passports.web_base = Some(web_base(base)?);
+            }
+        }
         Ok(())
     }
 }
@@ -349,6 +417,7 @@ pub fn namespace_entry(entry: &str) -> io::Result<(u32, Vec<Namespace>)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use weft_proto::airc::passport::book::PassportConfig;
 
     const KEY: &str = "11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo=";
 
@@ -584,6 +653,60 @@ client_tcp = "127.0.0.1:1"
         assert_eq!(defaults.realm, Authority::parse("localhost").unwrap());
         assert_eq!(defaults.data_dir, Path::new(DEFAULT_DATA_DIR));
         assert_eq!(defaults.client_tcp, None);
+    }
+
+    #[test]
+    fn the_passports_section_sets_the_issuance_mode_and_web_base() {
+        assert_eq!(base().passports, PassportConfig::default());
+        for (word, mode) in [
+            ("agents", Issuance::Agents),
+            ("owner-only", Issuance::OwnerOnly),
+            ("off", Issuance::Off),
+        ] {
+            let config = applied(&format!(
+                "[passports]\nmode = \"{word}\"\nweb_base = \"https://example.com/join\""
+            ))
+            .unwrap();
+            assert_eq!(
+                config.passports,
+                PassportConfig {
+                    issuance: mode,
+                    web_base: Some("https://example.com/join".into()),
+                }
+            );
+        }
+        let only_base = applied("[passports]\nweb_base = \"http://127.0.0.1:8080/\"").unwrap();
+        assert_eq!(only_base.passports.issuance, Issuance::Agents);
+        assert_eq!(
+            only_base.passports.web_base.as_deref(),
+            Some("http://127.0.0.1:8080/")
+        );
+    }
+
+    #[test]
+    fn a_bad_passport_mode_or_web_base_is_refused_naming_it() {
+        let long = format!("https://example.com/{}", "a".repeat(MAX_WEB_BASE_BYTES));
+        for (text, needle) in [
+            ("[passports]\nmode = \"everyone\"", "passports.mode"),
+            ("[passports]\nmode = \"owner_only\"", "owner-only"),
+            ("[passports]\nmode = 1", "mode"),
+            ("[passports]\nweb_base = \"example.com\"", "https://"),
+            ("[passports]\nweb_base = \"ftp://example.com\"", "web_base"),
+            ("[passports]\nweb_base = \"https://\"", "no host"),
+            ("[passports]\nweb_base = \"https://e.com/#x\"", "fragment"),
+            (
+                "[passports]\nweb_base = \"https://e.com/a b\"",
+                "whitespace",
+            ),
+            (
+                &format!("[passports]\nweb_base = \"{long}\""),
+                "longer than",
+            ),
+            ("[passports]\nissuance = \"off\"", "issuance"),
+        ] {
+            let err = applied(text).unwrap_err();
+            assert!(err.to_string().contains(needle), "{text}: {err}");
+        }
     }
 
     #[test]

@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use smol::channel::Receiver;
 use weft_proto::airc::address::{Authority, Namespace};
 use weft_proto::airc::link::LinkConfig;
+use weft_proto::airc::passport::book::PassportConfig;
 use weft_proto::airc::policy::Policy;
 use weft_proto::airc::server::{Server, ServerConfig};
 
@@ -60,6 +61,8 @@ pub struct ServeConfig {
     /// The realm's Ed25519 signing key (§9.1), a PKCS#8 PEM file; `None` is
     /// [`realm_key::KEY_FILE`] in the data directory, made on first start.
     pub signing_key: Option<PathBuf>,
+    /// Who may issue passports and the web base of their URL rendering (§12.2, §12.3).
+    pub passports: PassportConfig,
 }
 
 impl ServeConfig {
@@ -83,6 +86,7 @@ impl ServeConfig {
             nameserver: None,
             peer: PeerConfig::default(),
             signing_key: None,
+            passports: PassportConfig::default(),
         })
     }
 }
@@ -139,6 +143,7 @@ pub fn open(config: &ServeConfig) -> io::Result<(RealmHost, Vec<Listener>, Comma
         .clone_from(&config.trusted_unsigned);
     machine_config.policy = config.policy.clone();
     machine_config.links = config.links.clone();
+    machine_config.passports = config.passports.clone();
     let key_path = config
         .signing_key
         .clone()
