@@ -64,6 +64,8 @@ pub struct FileConfig {
     pub client_socket: Option<PathBuf>,
     /// `client_tcp`: a loopback TCP address for the client face.
     pub client_tcp: Option<SocketAddr>,
+    /// `client_ws`: a loopback TCP address for the client face over WebSocket (§3.1).
+    pub client_ws: Option<SocketAddr>,
     /// `[namespaces]`: uid (as a key) → namespaces; replaces the default table when present.
     #[serde(default)]
     pub namespaces: BTreeMap<String, Vec<String>>,
@@ -215,6 +217,9 @@ impl FileConfig {
         if self.client_tcp.is_some() {
             config.client_tcp = self.client_tcp;
         }
+        if self.client_ws.is_some() {
+            config.client_ws = self.client_ws;
+        }
         if !self.namespaces.is_empty() {
             config.namespaces.clear();
             for (uid, list) in &self.namespaces {
@@ -307,6 +312,8 @@ pub struct Flags {
     pub client_socket: Option<PathBuf>,
     /// `--client-tcp`.
     pub client_tcp: Option<SocketAddr>,
+    /// `--client-ws`.
+    pub client_ws: Option<SocketAddr>,
     /// `--namespaces UID=NS[,NS…]`, repeatable; any replace the file's whole table.
     pub namespaces: Vec<String>,
     /// `--dns IP:PORT`: the nameserver discovery asks (`[dns] nameserver`).
@@ -348,6 +355,9 @@ pub fn serve_config(
     }
     if flags.client_tcp.is_some() {
         config.client_tcp = flags.client_tcp;
+    }
+    if flags.client_ws.is_some() {
+        config.client_ws = flags.client_ws;
     }
     if flags.nameserver.is_some() {
         config.nameserver = flags.nameserver;
@@ -449,6 +459,7 @@ realm = "example.com"
 data_dir = "/srv/airc"
 client_socket = "/run/airc.sock"
 client_tcp = "127.0.0.1:2473"
+client_ws = "127.0.0.1:2474"
 trusted_unsigned = ["lab.example.net"]
 administrators = [1001, 1002]
 accept_offers = false
@@ -493,6 +504,7 @@ nameserver = "127.0.0.1:5353"
         assert_eq!(config.data_dir, Path::new("/srv/airc"));
         assert_eq!(config.client_socket, Path::new("/run/airc.sock"));
         assert_eq!(config.client_tcp, Some("127.0.0.1:2473".parse().unwrap()));
+        assert_eq!(config.client_ws, Some("127.0.0.1:2474".parse().unwrap()));
         assert_eq!(
             config.namespaces,
             BTreeMap::from([
@@ -629,6 +641,7 @@ client_tcp = "127.0.0.1:1"
             data_dir: Some("/srv/flag".into()),
             client_socket: Some("/run/flag.sock".into()),
             client_tcp: Some("127.0.0.1:2".parse().unwrap()),
+            client_ws: Some("127.0.0.1:4".parse().unwrap()),
             namespaces: vec!["6=six".into()],
             nameserver: Some("127.0.0.1:53".parse().unwrap()),
             peer_listen: Some("127.0.0.1:3".parse().unwrap()),
@@ -643,6 +656,7 @@ client_tcp = "127.0.0.1:1"
         assert_eq!(over.data_dir, Path::new("/srv/flag"));
         assert_eq!(over.client_socket, Path::new("/run/flag.sock"));
         assert_eq!(over.client_tcp, Some("127.0.0.1:2".parse().unwrap()));
+        assert_eq!(over.client_ws, Some("127.0.0.1:4".parse().unwrap()));
         assert_eq!(over.nameserver, Some("127.0.0.1:53".parse().unwrap()));
         assert_eq!(
             over.namespaces,

@@ -366,7 +366,7 @@ impl ConnectArgs {
 #[derive(Args, Debug)]
 struct ServeArgs {
     /// A TOML file for everything else (see docs/airc-server.md): realm, data_dir,
-    /// client_socket, client_tcp, namespaces, known_keys, trusted_unsigned, policy,
+    /// client_socket, client_tcp, client_ws, namespaces, known_keys, trusted_unsigned, policy,
     /// policy_default_allow, accept_offers, auto_accept, tls (cert, key, trust), peer_listen,
     /// peer_quic, peers (static entries), signing_key, passports (mode = "agents" |
     /// "owner-only" | "off"; web_base = "https://…" for passport URLs). An unknown key or a bad
@@ -386,6 +386,11 @@ struct ServeArgs {
     /// client's uid is the owner of its socket in /proc/net/tcp. Any other address is refused.
     #[arg(long)]
     client_tcp: Option<std::net::SocketAddr>,
+    /// Also serve clients over WebSocket on this loopback TCP address (AIRC §3.1): one AIRC
+    /// frame per text message, each answer frame one text message; a client's uid is found as
+    /// for --client-tcp. Any other address is refused.
+    #[arg(long)]
+    client_ws: Option<std::net::SocketAddr>,
     /// The nameserver (IP:PORT) AIRC discovery asks for SRV, A/AAAA and TXT records (§8.1–§8.2),
     /// instead of the system's; the file's `[dns] nameserver`.
     #[arg(long = "dns")]
@@ -869,6 +874,7 @@ fn realm_config(args: &ServeArgs) -> std::io::Result<weft_drivers::airc::serve::
         data_dir: args.data_dir.clone(),
         client_socket: args.client_socket.clone(),
         client_tcp: args.client_tcp,
+        client_ws: args.client_ws,
         namespaces: args.namespaces.clone(),
         nameserver: args.nameserver,
         peer_listen: args.peer_listen,
@@ -900,7 +906,7 @@ fn serve_realm(config: weft_drivers::airc::serve::ServeConfig) -> std::io::Resul
     }
     let socket = config.client_socket.clone();
     let (_keep, stop) = smol::channel::bounded::<()>(1);
-    let tcp = config.client_tcp;
+    let (tcp, ws) = (config.client_tcp, config.client_ws);
     let (realm, key_path) = (config.realm.clone(), config.signing_key_path());
     serve(config, stop, || {
         // By now the server has read (or made) its key: this only reads it back.
@@ -917,6 +923,9 @@ fn serve_realm(config: weft_drivers::airc::serve::ServeConfig) -> std::io::Resul
         eprintln!("weft airc serve: listening on {}", socket.display());
         if let Some(tcp) = tcp {
             eprintln!("weft airc serve: listening on tcp {tcp}");
+        }
+        if let Some(ws) = ws {
+            eprintln!("weft airc serve: listening on ws://{ws}");
         }
     })
 }
