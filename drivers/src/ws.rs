@@ -1081,7 +1081,7 @@ impl<M: WsMachine> HostMachine for Ws<M> {
 /// the head (at most [`MAX_HEAD_BYTES`]; `GET /health` answered 200, any other plain request
 /// 426, an upgrade without a key 400, each then ended) and for frames (pings answered, a close
 /// answered, a message past the limit or a protocol error closed with 1009 or 1002). It has no
-/// clock: the machine that owns the connection bounds how long a head may take.
+/// clock, so unlike [`Ws`] it does not end a head slower than [`HANDSHAKE_TIMEOUT`].
 pub struct ServerSocket {
     state: ServerState,
     max_message_bytes: usize,
