@@ -1764,3 +1764,82 @@ mod tests {
         assert_eq!(endpoint("http://127.0.0.1/"), None);
     }
 }
+
+#[cfg(test)]
+mod server_socket_tests {
+    use super::*;
+
+    const UPGRADE: &str = "GET / HTTP/1.1\r\nhost: x\r\nupgrade: websocket\r\nconnection: Upgrade\r\nsec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\nsec-websocket-version: 13\r\n\r\n";
+
+    /// A client's text frame, masked with the zero key (RFC 6455 §5.3 requires a mask, not a
+    /// random one from a test).
+    fn client_text(text: &str) -> Vec<u8> {
+        assert!(text.len() < 126);
+        let mut f = vec![0x81, 0x80 | text.len() as u8, 0, 0, 0, 0];
+        f.extend_from_slice(text.as_bytes());
+        f
+    }
+
+    #[test]
+    fn an_upgrade_is_answered_101_and_its_text_messages_come_out_one_each() {
+        let mut s = ServerSocket::new(1024);
+        let mut bytes = UPGRADE.as_bytes().to_vec();
+        bytes.extend(client_text("one"));
+        let got = s.received(&bytes[..10]);
+        assert_eq!(got, Received::default(), "half a head is nothing yet");
+        let got = s.received(&bytes[10..]);
+        let head = String::from_utf8(got.send).unwrap();
+        // RFC 6455 §1.3's worked example key and answer.
+        assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+        assert!(head.contains("s3pPLMBiTxaQ9kYGzzhZRbK+xOo="), "{head}");
+        assert!(got.upgraded && !got.end && s.is_open());
+        assert_eq!(got.messages, [Frame::Text("one".into())]);
+        let got = s.received(&client_text("two"));
+        assert_eq!(got.messages, [Frame::Text("two".into())]);
+        assert_eq!(s.send_text("back".into()), b"\x81\x04back");
+    }
+
+    #[test]
+    fn a_request_that_is_no_upgrade_is_answered_plainly_and_ended() {
+        for (head, status) in [
+            ("GET /health HTTP/1.1\r\nhost: x\r\n\r\n", "200"),
+            ("GET / HTTP/1.1\r\nhost: x\r\n\r\n", "426"),
+            ("GET / HTTP/1.1\r\nupgrade: websocket\r\n\r\n", "400"),
+        ] {
+            let mut s = ServerSocket::new(1024);
+            let got = s.received(head.as_bytes());
+            let answer = String::from_utf8(got.send).unwrap();
+            assert!(
+                answer.starts_with(&format!("HTTP/1.1 {status}")),
+                "{answer}"
+            );
+            assert!(got.end && !got.upgraded && !s.is_open());
+        }
+        let mut s = ServerSocket::new(1024);
+        let got = s.received(&vec![b'a'; MAX_HEAD_BYTES + 1]);
+        assert!(
+            got.end && got.send.is_empty(),
+            "a head past the bound is dropped"
+        );
+    }
+
+    #[test]
+    fn a_message_past_the_limit_closes_with_1009() {
+        let mut s = ServerSocket::new(4);
+        s.received(UPGRADE.as_bytes());
+        let got = s.received(&client_text("too long"));
+        assert!(got.end && got.messages.is_empty());
+        // A close frame whose code is 1009 (0x03f1).
+        assert_eq!(&got.send[..4], &[0x88, 0x02, 0x03, 0xf1]);
+    }
+
+    #[test]
+    fn a_close_the_server_asks_for_is_a_close_frame_and_the_end() {
+        let mut s = ServerSocket::new(1024);
+        s.received(UPGRADE.as_bytes());
+        let bytes = s.close(1003, "text only");
+        assert_eq!(&bytes[..4], &[0x88, 11, 0x03, 0xeb]);
+        assert!(!s.is_open());
+        assert!(s.send_text("late".into()).is_empty());
+    }
+}
