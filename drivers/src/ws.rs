@@ -1075,6 +1075,216 @@ impl<M: WsMachine> HostMachine for Ws<M> {
     }
 }
 
+/// One accepted WebSocket connection as a byte codec, for a host machine that serves WebSocket
+/// on some of its listeners only (so it cannot be wrapped whole in [`Ws`]): bytes from the
+/// transport in, messages and bytes to write back out. It keeps [`Ws`]'s server-side rules for
+/// the head (at most [`MAX_HEAD_BYTES`]; `GET /health` answered 200, any other plain request
+/// 426, an upgrade without a key 400, each then ended) and for frames (pings answered, a close
+/// answered, a message past the limit or a protocol error closed with 1009 or 1002). It has no
+/// clock, so unlike [`Ws`] it does not end a head slower than [`HANDSHAKE_TIMEOUT`].
+pub struct ServerSocket {
+    state: ServerState,
+    max_message_bytes: usize,
+}
+
+enum ServerState {
+    /// Reading the request head.
+    Head(Vec<u8>),
+    /// Upgraded.
+    Open(Box<WebSocket<Stream>>),
+    /// Answered, refused, failed or closed: the transport should be ended.
+    Done,
+}
+
+impl fmt::Debug for ServerSocket {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = match self.state {
+            ServerState::Head(_) => "head",
+            ServerState::Open(_) => "open",
+            ServerState::Done => "done",
+        };
+        f.debug_struct("ServerSocket")
+            .field("state", &state)
+            .finish()
+    }
+}
+
+/// What bytes from the transport came to, for a [`ServerSocket`].
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Received {
+    /// Bytes to write back (the `101`, an HTTP answer, pongs, a close frame).
+    pub send: Vec<u8>,
+    /// The messages that arrived, in order (pings and pongs included, already answered).
+    pub messages: Vec<Frame>,
+    /// The upgrade was completed by these bytes.
+    pub upgraded: bool,
+    /// The connection is over (answered, refused, closed or failed): end the transport after
+    /// `send`.
+    pub end: bool,
+}
+
+impl ServerSocket {
+    /// A connection just accepted, whose messages may be at most `max_message_bytes`.
+    pub fn new(max_message_bytes: usize) -> Self {
+        Self {
+            state: ServerState::Head(Vec::new()),
+            max_message_bytes,
+        }
+    }
+
+    /// Whether the upgrade is done and the connection not over.
+    pub fn is_open(&self) -> bool {
+        matches!(self.state, ServerState::Open(_))
+    }
+
+    /// Takes bytes the transport read.
+    pub fn received(&mut self, bytes: &[u8]) -> Received {
+        let mut out = Received::default();
+        match &mut self.state {
+            ServerState::Head(head) => {
+                head.extend_from_slice(bytes);
+                self.head(&mut out);
+            }
+            ServerState::Open(ws) => {
+                ws.get_mut().pipe().inbound.extend(bytes.iter().copied());
+                self.read(&mut out);
+            }
+            ServerState::Done => out.end = true,
+        }
+        out
+    }
+
+    /// The bytes of one text message, or nothing when the connection is not open.
+    pub fn send_text(&mut self, text: String) -> Vec<u8> {
+        let ServerState::Open(ws) = &mut self.state else {
+            return Vec::new();
+        };
+        // An error here means the socket is failing; its close comes from the transport.
+        let _ = ws.send(Message::Text(text.into()));
+        std::mem::take(&mut ws.get_mut().pipe().outbound)
+    }
+
+    /// The bytes of a close frame with `code` (the reason cut to what a close frame holds);
+    /// the connection is over after them.
+    pub fn close(&mut self, code: u16, reason: &str) -> Vec<u8> {
+        let ServerState::Open(mut ws) = std::mem::replace(&mut self.state, ServerState::Done)
+        else {
+            return Vec::new();
+        };
+        let mut reason = reason.to_string();
+        // A close frame's payload is at most 125 bytes, two of them the code.
+        while reason.len() > 123 {
+            reason.pop();
+        }
+        let _ = ws.close(Some(CloseFrame {
+            code: CloseCode::from(code),
+            reason: reason.into(),
+        }));
+        let _ = ws.flush();
+        std::mem::take(&mut ws.get_mut().pipe().outbound)
+    }
+
+    fn head(&mut self, out: &mut Received) {
+        let ServerState::Head(head) = &mut self.state else {
+            return;
+        };
+        let Some(end) = head.windows(4).position(|w| w == b"\r\n\r\n") else {
+            if head.len() > MAX_HEAD_BYTES {
+                self.state = ServerState::Done;
+                out.end = true;
+            }
+            return;
+        };
+        let ServerState::Head(head) = std::mem::replace(&mut self.state, ServerState::Done) else {
+            unreachable!("matched above")
+        };
+        let Some(request) = Request::parse(&head[..end]).filter(|_| end <= MAX_HEAD_BYTES) else {
+            out.end = true;
+            return;
+        };
+        if !request.is_upgrade() {
+            let path = request.path.split('?').next().unwrap_or("");
+            out.send = if request.method == "GET" && path == "/health" {
+                plain_response(200, "application/json", HEALTH_BODY)
+            } else {
+                plain_response(
+                    426,
+                    TEXT,
+                    "This is a WebSocket service: open a WebSocket.\n",
+                )
+            };
+            out.end = true;
+            return;
+        }
+        let Some(key) = request.header("sec-websocket-key") else {
+            out.send = plain_response(400, TEXT, "No Sec-WebSocket-Key.\n");
+            out.end = true;
+            return;
+        };
+        let accept = derive_accept_key(key.as_bytes());
+        out.send = format!(
+            "HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\nconnection: Upgrade\r\nsec-websocket-accept: {accept}\r\n\r\n"
+        )
+        .into_bytes();
+        out.upgraded = true;
+        let ws = WebSocket::from_partially_read(
+            Stream::Plain(Pipe::default()),
+            head[end + 4..].to_vec(),
+            Role::Server,
+            Some(WsConfig::limited(self.max_message_bytes)),
+        );
+        self.state = ServerState::Open(Box::new(ws));
+        self.read(out);
+    }
+
+    /// Reads every whole message that arrived.
+    fn read(&mut self, out: &mut Received) {
+        let ServerState::Open(ws) = &mut self.state else {
+            return;
+        };
+        let over = loop {
+            match ws.read() {
+                Ok(Message::Close(_)) => {
+                    // tungstenite queued the answering close.
+                    let _ = ws.flush();
+                    break true;
+                }
+                Ok(Message::Text(t)) => out.messages.push(Frame::Text(t.as_str().to_string())),
+                Ok(Message::Binary(b)) => out.messages.push(Frame::Binary(b.to_vec())),
+                Ok(Message::Ping(_)) => out.messages.push(Frame::Ping),
+                Ok(Message::Pong(_)) => out.messages.push(Frame::Pong),
+                Ok(Message::Frame(_)) => {}
+                Err(tungstenite::Error::Io(e)) if e.kind() == io::ErrorKind::WouldBlock => {
+                    break false;
+                }
+                Err(tungstenite::Error::ConnectionClosed | tungstenite::Error::AlreadyClosed) => {
+                    break true;
+                }
+                Err(e) => {
+                    let code = match e {
+                        tungstenite::Error::Capacity(_) => CloseCode::Size,
+                        tungstenite::Error::Utf8(_) => CloseCode::Invalid,
+                        _ => CloseCode::Protocol,
+                    };
+                    let _ = ws.close(Some(CloseFrame {
+                        code,
+                        reason: "".into(),
+                    }));
+                    let _ = ws.flush();
+                    break true;
+                }
+            }
+        };
+        // Pongs and the answering close the reads queued go out with whatever came before.
+        out.send
+            .extend(std::mem::take(&mut ws.get_mut().pipe().outbound));
+        if over {
+            self.state = ServerState::Done;
+            out.end = true;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1552,5 +1762,84 @@ mod tests {
             Some(Endpoint::Tcp("[::1]:8787".parse().unwrap()))
         );
         assert_eq!(endpoint("http://127.0.0.1/"), None);
+    }
+}
+
+#[cfg(test)]
+mod server_socket_tests {
+    use super::*;
+
+    const UPGRADE: &str = "GET / HTTP/1.1\r\nhost: x\r\nupgrade: websocket\r\nconnection: Upgrade\r\nsec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\nsec-websocket-version: 13\r\n\r\n";
+
+    /// A client's text frame, masked with the zero key (RFC 6455 §5.3 requires a mask, not a
+    /// random one from a test).
+    fn client_text(text: &str) -> Vec<u8> {
+        assert!(text.len() < 126);
+        let mut f = vec![0x81, 0x80 | text.len() as u8, 0, 0, 0, 0];
+        f.extend_from_slice(text.as_bytes());
+        f
+    }
+
+    #[test]
+    fn an_upgrade_is_answered_101_and_its_text_messages_come_out_one_each() {
+        let mut s = ServerSocket::new(1024);
+        let mut bytes = UPGRADE.as_bytes().to_vec();
+        bytes.extend(client_text("one"));
+        let got = s.received(&bytes[..10]);
+        assert_eq!(got, Received::default(), "half a head is nothing yet");
+        let got = s.received(&bytes[10..]);
+        let head = String::from_utf8(got.send).unwrap();
+        // RFC 6455 §1.3's worked example key and answer.
+        assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+        assert!(head.contains("s3pPLMBiTxaQ9kYGzzhZRbK+xOo="), "{head}");
+        assert!(got.upgraded && !got.end && s.is_open());
+        assert_eq!(got.messages, [Frame::Text("one".into())]);
+        let got = s.received(&client_text("two"));
+        assert_eq!(got.messages, [Frame::Text("two".into())]);
+        assert_eq!(s.send_text("back".into()), b"\x81\x04back");
+    }
+
+    #[test]
+    fn a_request_that_is_no_upgrade_is_answered_plainly_and_ended() {
+        for (head, status) in [
+            ("GET /health HTTP/1.1\r\nhost: x\r\n\r\n", "200"),
+            ("GET / HTTP/1.1\r\nhost: x\r\n\r\n", "426"),
+            ("GET / HTTP/1.1\r\nupgrade: websocket\r\n\r\n", "400"),
+        ] {
+            let mut s = ServerSocket::new(1024);
+            let got = s.received(head.as_bytes());
+            let answer = String::from_utf8(got.send).unwrap();
+            assert!(
+                answer.starts_with(&format!("HTTP/1.1 {status}")),
+                "{answer}"
+            );
+            assert!(got.end && !got.upgraded && !s.is_open());
+        }
+        let mut s = ServerSocket::new(1024);
+        let got = s.received(&vec![b'a'; MAX_HEAD_BYTES + 1]);
+        assert!(
+            got.end && got.send.is_empty(),
+            "a head past the bound is dropped"
+        );
+    }
+
+    #[test]
+    fn a_message_past_the_limit_closes_with_1009() {
+        let mut s = ServerSocket::new(4);
+        s.received(UPGRADE.as_bytes());
+        let got = s.received(&client_text("too long"));
+        assert!(got.end && got.messages.is_empty());
+        // A close frame whose code is 1009 (0x03f1).
+        assert_eq!(&got.send[..4], &[0x88, 0x02, 0x03, 0xf1]);
+    }
+
+    #[test]
+    fn a_close_the_server_asks_for_is_a_close_frame_and_the_end() {
+        let mut s = ServerSocket::new(1024);
+        s.received(UPGRADE.as_bytes());
+        let bytes = s.close(1003, "text only");
+        assert_eq!(&bytes[..4], &[0x88, 11, 0x03, 0xeb]);
+        assert!(!s.is_open());
+        assert!(s.send_text("late".into()).is_empty());
     }
 }

@@ -388,3 +388,63 @@ fn every_client_command_is_documented_in_help() {
         "every command takes --tcp"
     );
 }
+
+#[test]
+fn a_configured_web_base_renders_passport_urls_and_mode_off_refuses_issuance() {
+    let dir = temp_dir("passport-config");
+    let config = dir.join("weft.toml");
+    std::fs::write(
+        &config,
+        "[passports]\nweb_base = \"https://example.com/join\"\n",
+    )
+    .unwrap();
+    let realm = Realm::start(&dir.join("a"), &["--config", config.to_str().unwrap()]);
+    let issued = realm.run(&["passport", "new", "--as", "alice/x"]).ok();
+    let line = issued["line"].as_str().unwrap();
+    assert_eq!(
+        issued["url"].as_str().unwrap(),
+        format!("https://example.com/join#{line}")
+    );
+
+    let off = dir.join("off.toml");
+    std::fs::write(&off, "[passports]\nmode = \"off\"\n").unwrap();
+    let closed = Realm::start(&dir.join("b"), &["--config", off.to_str().unwrap()]);
+    let refused = closed.run(&["passport", "new", "--as", "alice/x"]);
+    assert_eq!(refused.code, Some(1), "{refused:?}");
+    assert!(
+        refused
+            .stderr
+            .contains("refused: this realm does not let you issue"),
+        "{refused:?}"
+    );
+    let answer = refused.json();
+    assert_eq!(answer["ok"], false);
+    assert_eq!(answer["code"], "refused");
+    assert!(answer.get("line").is_none(), "no passport: {answer}");
+}
+
+#[test]
+fn a_bad_passports_value_stops_the_server_at_start_with_exit_2() {
+    let dir = temp_dir("passport-bad");
+    for (text, needle) in [
+        ("[passports]\nmode = \"everyone\"\n", "passports.mode"),
+        (
+            "[passports]\nweb_base = \"example.com\"\n",
+            "passports.web_base",
+        ),
+    ] {
+        let config = dir.join("weft.toml");
+        std::fs::write(&config, text).unwrap();
+        let ran = Ran::from(
+            Command::new(WEFT)
+                .args(["airc", "serve", "--data-dir"])
+                .arg(dir.join("data"))
+                .arg("--config")
+                .arg(&config)
+                .output()
+                .unwrap(),
+        );
+        assert_eq!(ran.code, Some(2), "{text}: {ran:?}");
+        assert!(ran.stderr.contains(needle), "{text}: {ran:?}");
+    }
+}

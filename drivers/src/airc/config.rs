@@ -4,7 +4,8 @@
 //! administrators' uids (AIRC §5),
 //! `known_keys` (§8.2), realms trusted unsigned (§6.2, §8.4), policy rules (§10.1),
 //! `accept_offers` and `auto_accept` (§11.4, §11.5), and the peer face (§8.1 static entries,
-//! §8.3 TLS certificate, key and trust store, the signing key of §9.1). A key the file does not know is refused with its name, so a typo
+//! §8.3 TLS certificate, key and trust store, the signing key of §9.1), and passports (§12.2's
+//! web base, §12.3's issuance mode). A key the file does not know is refused with its name, so a typo
 //! never silently leaves a realm open. Flags given on the command line override the file; that
 //! precedence is the caller's, which applies its flags after [`FileConfig::apply`].
 //!
@@ -26,6 +27,10 @@
 //! from = "//example.com/*"
 //! to = "*"
 //! allow = true
+//!
+//! [passports]
+//! mode = "owner-only"
+//! web_base = "https://example.com/join"
 //! ```
 
 use std::collections::BTreeMap;
@@ -35,6 +40,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use weft_proto::airc::address::{Authority, Namespace};
+use weft_proto::airc::passport::book::Issuance;
 use weft_proto::airc::pattern::Pattern;
 use weft_proto::airc::policy::Policy;
 use weft_proto::codec::base64;
@@ -58,6 +64,8 @@ pub struct FileConfig {
     pub client_socket: Option<PathBuf>,
     /// `client_tcp`: a loopback TCP address for the client face.
     pub client_tcp: Option<SocketAddr>,
+    /// `client_ws`: a loopback TCP address for the client face over WebSocket (§3.1).
+    pub client_ws: Option<SocketAddr>,
     /// `[namespaces]`: uid (as a key) → namespaces; replaces the default table when present.
     #[serde(default)]
     pub namespaces: BTreeMap<String, Vec<String>>,
@@ -95,6 +103,60 @@ pub struct FileConfig {
     pub signing_key: Option<PathBuf>,
     /// `[dns]`: how discovery reaches DNS (§8.1–§8.2).
     pub dns: Option<DnsSection>,
+    /// `[passports]`: who may issue passports and the web base of their URLs (§12.2, §12.3).
+    pub passports: Option<PassportsSection>,
+}
+
+/// `[passports]`: §12.3's issuance mode and §12.2's web base.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct PassportsSection {
+    /// `mode`: `"agents"` (any endpoint, for itself; the default), `"owner-only"`
+    /// (administrator connections) or `"off"` (nobody), §12.3's three words.
+    pub mode: Option<String>,
+    /// `web_base`: an `https://` (or `http://`) URL; `passport new` then also answers with
+    /// `url = web_base "#" line` (§12.2). It may not have a fragment of its own, since the
+    /// passport line is the fragment.
+    pub web_base: Option<String>,
+}
+
+/// The longest `web_base` accepted: a URL a person can still paste, far below a frame's size.
+pub const MAX_WEB_BASE_BYTES: usize = 2048;
+
+/// §12.3's issuance mode from its word in the file.
+fn issuance(mode: &str) -> io::Result<Issuance> {
+    match mode {
+        "agents" => Ok(Issuance::Agents),
+        "owner-only" => Ok(Issuance::OwnerOnly),
+        "off" => Ok(Issuance::Off),
+        other => Err(invalid(format!(
+            "passports.mode: {other:?} is not one of \"agents\", \"owner-only\", \"off\""
+        ))),
+    }
+}
+
+/// Checks a `web_base`: the URL rendering is `web_base "#" line` (§12.2), so the base must be an
+/// absolute http(s) URL with no fragment, no whitespace and no control characters, else the
+/// rendered passport would not survive being pasted.
+fn web_base(base: &str) -> io::Result<String> {
+    let err = |why: &str| invalid(format!("passports.web_base {base:?}: {why}"));
+    let rest = base
+        .strip_prefix("https://")
+        .or_else(|| base.strip_prefix("http://"))
+        .ok_or_else(|| err("not an https:// or http:// URL"))?;
+    if rest.is_empty() || rest.starts_with('/') {
+        return Err(err("no host"));
+    }
+    if base.len() > MAX_WEB_BASE_BYTES {
+        return Err(err(&format!("longer than {MAX_WEB_BASE_BYTES} bytes")));
+    }
+    if base.contains('#') {
+        return Err(err("has a fragment; the passport line is the fragment"));
+    }
+    if base.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(err("has whitespace or control characters"));
+    }
+    Ok(base.to_string())
 }
 
 /// `[dns]`: the resolver discovery uses.
@@ -154,6 +216,9 @@ impl FileConfig {
         }
         if self.client_tcp.is_some() {
             config.client_tcp = self.client_tcp;
+        }
+        if self.client_ws.is_some() {
+            config.client_ws = self.client_ws;
         }
         if !self.namespaces.is_empty() {
             config.namespaces.clear();
@@ -224,6 +289,14 @@ impl FileConfig {
         if self.signing_key.is_some() {
             config.signing_key.clone_from(&self.signing_key);
         }
+        if let Some(section) = &self.passports {
+            if let Some(mode) = &section.mode {
+                config.passports.issuance = issuance(mode)?;
+            }
+            if let Some(base) = &section.web_base {
+                config.passports.web_base = Some(web_base(base)?);
+            }
+        }
         Ok(())
     }
 }
@@ -239,6 +312,8 @@ pub struct Flags {
     pub client_socket: Option<PathBuf>,
     /// `--client-tcp`.
     pub client_tcp: Option<SocketAddr>,
+    /// `--client-ws`.
+    pub client_ws: Option<SocketAddr>,
     /// `--namespaces UID=NS[,NS…]`, repeatable; any replace the file's whole table.
     pub namespaces: Vec<String>,
     /// `--dns IP:PORT`: the nameserver discovery asks (`[dns] nameserver`).
@@ -280,6 +355,9 @@ pub fn serve_config(
     }
     if flags.client_tcp.is_some() {
         config.client_tcp = flags.client_tcp;
+    }
+    if flags.client_ws.is_some() {
+        config.client_ws = flags.client_ws;
     }
     if flags.nameserver.is_some() {
         config.nameserver = flags.nameserver;
@@ -349,6 +427,7 @@ pub fn namespace_entry(entry: &str) -> io::Result<(u32, Vec<Namespace>)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use weft_proto::airc::passport::book::PassportConfig;
 
     const KEY: &str = "11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo=";
 
@@ -380,6 +459,7 @@ realm = "example.com"
 data_dir = "/srv/airc"
 client_socket = "/run/airc.sock"
 client_tcp = "127.0.0.1:2473"
+client_ws = "127.0.0.1:2474"
 trusted_unsigned = ["lab.example.net"]
 administrators = [1001, 1002]
 accept_offers = false
@@ -424,6 +504,7 @@ nameserver = "127.0.0.1:5353"
         assert_eq!(config.data_dir, Path::new("/srv/airc"));
         assert_eq!(config.client_socket, Path::new("/run/airc.sock"));
         assert_eq!(config.client_tcp, Some("127.0.0.1:2473".parse().unwrap()));
+        assert_eq!(config.client_ws, Some("127.0.0.1:2474".parse().unwrap()));
         assert_eq!(
             config.namespaces,
             BTreeMap::from([
@@ -560,6 +641,7 @@ client_tcp = "127.0.0.1:1"
             data_dir: Some("/srv/flag".into()),
             client_socket: Some("/run/flag.sock".into()),
             client_tcp: Some("127.0.0.1:2".parse().unwrap()),
+            client_ws: Some("127.0.0.1:4".parse().unwrap()),
             namespaces: vec!["6=six".into()],
             nameserver: Some("127.0.0.1:53".parse().unwrap()),
             peer_listen: Some("127.0.0.1:3".parse().unwrap()),
@@ -574,6 +656,7 @@ client_tcp = "127.0.0.1:1"
         assert_eq!(over.data_dir, Path::new("/srv/flag"));
         assert_eq!(over.client_socket, Path::new("/run/flag.sock"));
         assert_eq!(over.client_tcp, Some("127.0.0.1:2".parse().unwrap()));
+        assert_eq!(over.client_ws, Some("127.0.0.1:4".parse().unwrap()));
         assert_eq!(over.nameserver, Some("127.0.0.1:53".parse().unwrap()));
         assert_eq!(
             over.namespaces,
@@ -584,6 +667,60 @@ client_tcp = "127.0.0.1:1"
         assert_eq!(defaults.realm, Authority::parse("localhost").unwrap());
         assert_eq!(defaults.data_dir, Path::new(DEFAULT_DATA_DIR));
         assert_eq!(defaults.client_tcp, None);
+    }
+
+    #[test]
+    fn the_passports_section_sets_the_issuance_mode_and_web_base() {
+        assert_eq!(base().passports, PassportConfig::default());
+        for (word, mode) in [
+            ("agents", Issuance::Agents),
+            ("owner-only", Issuance::OwnerOnly),
+            ("off", Issuance::Off),
+        ] {
+            let config = applied(&format!(
+                "[passports]\nmode = \"{word}\"\nweb_base = \"https://example.com/join\""
+            ))
+            .unwrap();
+            assert_eq!(
+                config.passports,
+                PassportConfig {
+                    issuance: mode,
+                    web_base: Some("https://example.com/join".into()),
+                }
+            );
+        }
+        let only_base = applied("[passports]\nweb_base = \"http://127.0.0.1:8080/\"").unwrap();
+        assert_eq!(only_base.passports.issuance, Issuance::Agents);
+        assert_eq!(
+            only_base.passports.web_base.as_deref(),
+            Some("http://127.0.0.1:8080/")
+        );
+    }
+
+    #[test]
+    fn a_bad_passport_mode_or_web_base_is_refused_naming_it() {
+        let long = format!("https://example.com/{}", "a".repeat(MAX_WEB_BASE_BYTES));
+        for (text, needle) in [
+            ("[passports]\nmode = \"everyone\"", "passports.mode"),
+            ("[passports]\nmode = \"owner_only\"", "owner-only"),
+            ("[passports]\nmode = 1", "mode"),
+            ("[passports]\nweb_base = \"example.com\"", "https://"),
+            ("[passports]\nweb_base = \"ftp://example.com\"", "web_base"),
+            ("[passports]\nweb_base = \"https://\"", "no host"),
+            ("[passports]\nweb_base = \"https://e.com/#x\"", "fragment"),
+            (
+                "[passports]\nweb_base = \"https://e.com/a b\"",
+                "whitespace",
+            ),
+            (
+                &format!("[passports]\nweb_base = \"{long}\""),
+                "longer than",
+            ),
+            ("[passports]\nissuance = \"off\"", "issuance"),
+        ] {
+            let err = applied(text).unwrap_err();
+            assert!(err.to_string().contains(needle), "{text}: {err}");
+        }
     }
 
     #[test]

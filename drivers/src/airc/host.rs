@@ -16,6 +16,13 @@
 //! thread first ([`RealmInput::Located`], at most [`MAX_LOCATING`] at once), then dialled over the
 //! transport a [`Dialer`] picks for it (TLS, or what a static entry names). Connections on a listener registered with [`Realm::with_peer_face`]
 //! are the peer face (§8.4): other realms' servers, with no namespaces.
+//!
+//! §3.1's WebSocket connection: a listener registered with [`Realm::with_ws_face`] is the client
+//! face over WebSocket ([`ServerSocket`] does the upgrade and the frames). Each text message is
+//! one AIRC frame, with or without its `\n` (§3.2's newline ends a frame on a byte stream; a
+//! message already delimits one); each frame the server writes goes out as one text message,
+//! without the newline. A binary message is no AIRC frame: the socket is closed with 1003. The
+//! peer's identity is taken as on loopback TCP: the uid owning its socket.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::io;
@@ -31,6 +38,7 @@ use super::dns::Dns;
 use super::peer::Dialer;
 use super::store::Store;
 use crate::host::{self, Effect, Hooks, HostMachine, Peer, Remote};
+use crate::ws::{self, ServerSocket};
 
 /// A realm [`Server`] with the operator's uid → namespaces table (§5), ready for a host.
 pub struct Realm<R> {
@@ -62,7 +70,33 @@ pub struct Realm<R> {
     polled_addr: Option<IpAddr>,
     /// The latest time the machine was handed, for inputs fed from `poll`.
     now: Timestamp,
+    /// Listener indexes of the client face over WebSocket (each also in `tcp_faces`, for the
+    /// uid); one per listener.
+    ws_faces: BTreeSet<usize>,
+    /// The WebSocket state of each open connection on a WebSocket face; at most one entry per
+    /// connection the host holds open, removed when it reports the close.
+    ws_conns: BTreeMap<ConnId, WsConn>,
+    /// Outputs the WebSocket layer made (its handshake answer, pongs, close frames, closes),
+    /// sent before the server's next output; each is answered bytes that arrived, so bounded by
+    /// them.
+    ws_out: VecDeque<Output>,
 }
+
+/// A client-face connection over WebSocket.
+struct WsConn {
+    socket: ServerSocket,
+    /// Bytes the server wrote that do not yet end a frame (§3.2: a frame ends at `\n`); at most
+    /// one frame, which the server bounds.
+    partial: Vec<u8>,
+}
+
+/// The WebSocket close code for a message that is not text (RFC 6455 §7.4.1: unsupported data):
+/// AIRC frames are text (§3.1).
+pub const WS_CLOSE_NOT_TEXT: u16 = 1003;
+
+/// The largest WebSocket message the client face takes: one AIRC frame (§3.2, newline included,
+/// which a message may carry).
+pub const MAX_WS_MESSAGE_BYTES: usize = weft_proto::airc::framing::MAX_FRAME_BYTES;
 
 /// The most dials whose host name is looked up at once (§8.1 steps 3–5 end in a name to dial);
 /// a dial beyond it fails at once, and the machine retries on its own schedule, as after any
@@ -82,6 +116,14 @@ pub enum RealmInput {
         token: u64,
         /// The address found.
         ip: Option<IpAddr>,
+    },
+    /// Bytes that arrived on a WebSocket client-face connection, before the WebSocket layer
+    /// made messages of them.
+    WebSocket {
+        /// The connection.
+        conn: ConnId,
+        /// What the transport read.
+        bytes: Vec<u8>,
     },
 }
 
@@ -107,6 +149,9 @@ impl<R> Realm<R> {
             located: VecDeque::new(),
             polled_addr: None,
             now: Timestamp::ZERO,
+            ws_faces: BTreeSet::new(),
+            ws_conns: BTreeMap::new(),
+            ws_out: VecDeque::new(),
         }
     }
 
@@ -139,6 +184,13 @@ impl<R> Realm<R> {
     pub fn with_tcp_face(mut self, listener: usize, local: SocketAddr) -> Self {
         self.tcp_faces.insert(listener, local);
         self
+    }
+
+    /// Makes listener number `listener`, a loopback TCP listener bound at `local`, the client
+    /// face over WebSocket (§3.1); its peers' uids are taken as on [`Realm::with_tcp_face`].
+    pub fn with_ws_face(mut self, listener: usize, local: SocketAddr) -> Self {
+        self.ws_faces.insert(listener);
+        self.with_tcp_face(listener, local)
     }
 
     /// The uid the transport proves for `peer`, if any.
@@ -188,6 +240,7 @@ impl<R: CryptoRng> Machine for Realm<R> {
                 }
                 return;
             }
+            RealmInput::WebSocket { conn, bytes } => return self.ws_received(now, conn, &bytes),
         };
         let admin = match &input {
             Input::Opened { conn, .. } if self.admin_opened == Some(*conn) => {
@@ -202,6 +255,9 @@ impl<R: CryptoRng> Machine for Realm<R> {
     }
     fn poll(&mut self) -> Option<Output> {
         loop {
+            if let Some(out) = self.ws_out.pop_front() {
+                return Some(out);
+            }
             if let Some((authority, endpoint, ip)) = self.located.pop_front() {
                 self.polled_addr = Some(ip);
                 return Some(Output::Connect {
@@ -231,6 +287,16 @@ impl<R: CryptoRng> Machine for Realm<R> {
                     }
                     Err(_) => self.locate(authority, endpoint),
                 },
+                Output::Send { conn, bytes } if self.ws_conns.contains_key(&conn) => {
+                    self.ws_send(conn, &bytes);
+                }
+                Output::Close { conn } if self.ws_conns.contains_key(&conn) => {
+                    if let Some(c) = self.ws_conns.get_mut(&conn) {
+                        let bytes = c.socket.close(1000, "");
+                        self.ws_out.push_back(Output::Send { conn, bytes });
+                    }
+                    self.ws_out.push_back(Output::Close { conn });
+                }
                 other => return Some(other),
             }
         }
@@ -241,6 +307,67 @@ impl<R: CryptoRng> Machine for Realm<R> {
     fn handle_timeout(&mut self, now: Timestamp) {
         self.now = now;
         self.server.handle_timeout(now);
+    }
+}
+
+impl<R: CryptoRng> Realm<R> {
+    /// Bytes on a WebSocket connection: the layer's answers go out first, each text message is
+    /// one frame for the server, and an ended socket is closed and the server told.
+    fn ws_received(&mut self, now: Timestamp, conn: ConnId, bytes: &[u8]) {
+        let Some(c) = self.ws_conns.get_mut(&conn) else {
+            return;
+        };
+        let got = c.socket.received(bytes);
+        if !got.send.is_empty() {
+            self.ws_out.push_back(Output::Send {
+                conn,
+                bytes: got.send,
+            });
+        }
+        let mut end = got.end;
+        for message in got.messages {
+            match message {
+                ws::Frame::Text(text) => {
+                    let mut bytes = text.into_bytes();
+                    if bytes.last() != Some(&b'\n') {
+                        bytes.push(b'\n');
+                    }
+                    self.server.handle(now, Input::Received { conn, bytes });
+                }
+                ws::Frame::Binary(_) => {
+                    if let Some(c) = self.ws_conns.get_mut(&conn) {
+                        let bytes = c.socket.close(WS_CLOSE_NOT_TEXT, "AIRC frames are text");
+                        self.ws_out.push_back(Output::Send { conn, bytes });
+                    }
+                    end = true;
+                    break;
+                }
+                // Answered by the layer; a liveness check of the socket, not of AIRC (§3.3).
+                _ => {}
+            }
+        }
+        if end {
+            self.ws_out.push_back(Output::Close { conn });
+            self.server.handle(now, Input::Closed { conn });
+        }
+    }
+
+    /// Frames the server wrote to a WebSocket connection, each as one text message.
+    fn ws_send(&mut self, conn: ConnId, bytes: &[u8]) {
+        let Some(c) = self.ws_conns.get_mut(&conn) else {
+            return;
+        };
+        c.partial.extend_from_slice(bytes);
+        let mut out = Vec::new();
+        while let Some(end) = c.partial.iter().position(|&b| b == b'\n') {
+            let frame: Vec<u8> = c.partial.drain(..=end).collect();
+            // The server writes JSON it serialized: UTF-8 always.
+            let text = String::from_utf8_lossy(&frame[..end]).into_owned();
+            out.extend(c.socket.send_text(text));
+        }
+        if !out.is_empty() {
+            self.ws_out.push_back(Output::Send { conn, bytes: out });
+        }
     }
 }
 
@@ -270,6 +397,11 @@ impl<R: CryptoRng> HostMachine for Realm<R> {
         let namespaces = uid
             .and_then(|uid| self.namespaces.get(&uid).cloned())
             .unwrap_or_default();
+        if self.ws_faces.contains(&peer.listener) {
+            let socket = ServerSocket::new(MAX_WS_MESSAGE_BYTES);
+            let partial = Vec::new();
+            self.ws_conns.insert(conn, WsConn { socket, partial });
+        }
         let face = if self.peer_faces.contains(&peer.listener) {
             Face::Peer
         } else {
@@ -283,9 +415,13 @@ impl<R: CryptoRng> HostMachine for Realm<R> {
         .into()
     }
     fn received(&mut self, conn: ConnId, bytes: Vec<u8>) -> RealmInput {
+        if self.ws_conns.contains_key(&conn) {
+            return RealmInput::WebSocket { conn, bytes };
+        }
         Input::Received { conn, bytes }.into()
     }
     fn closed(&mut self, conn: ConnId) -> RealmInput {
+        self.ws_conns.remove(&conn);
         Input::Closed { conn }.into()
     }
     fn dialled(&mut self, conn: ConnId, dial: Dial) -> RealmInput {

@@ -1,6 +1,7 @@
 //! `weft airc serve`: the [`Server`] machine on real sockets, through the smol adapter.
 //!
-//! The client face listens on a Unix socket and, if asked, on loopback TCP; [`Realm`] maps
+//! The client face listens on a Unix socket and, if asked, on loopback TCP and on loopback
+//! WebSocket (§3.1); [`Realm`] maps
 //! connections to the machine (their namespaces from `SO_PEERCRED`, or from the owner of a
 //! loopback TCP peer's socket, AIRC §5) and [`RealmHooks`] commits persists to the store
 //! before the next output runs. The peer face (§8.3, §8.4) listens on TLS over TCP and on QUIC
@@ -16,6 +17,7 @@ use std::path::{Path, PathBuf};
 use smol::channel::Receiver;
 use weft_proto::airc::address::{Authority, Namespace};
 use weft_proto::airc::link::LinkConfig;
+use weft_proto::airc::passport::book::PassportConfig;
 use weft_proto::airc::policy::Policy;
 use weft_proto::airc::server::{Server, ServerConfig};
 
@@ -37,6 +39,9 @@ pub struct ServeConfig {
     /// A loopback TCP address the client face also listens on; any other address is refused at
     /// start, since only a loopback peer's uid can be known (§5).
     pub client_tcp: Option<SocketAddr>,
+    /// A loopback TCP address the client face also serves over WebSocket (§3.1: one AIRC frame
+    /// per text message); refused at start unless loopback, as `client_tcp` is.
+    pub client_ws: Option<SocketAddr>,
     /// Where durable state lives.
     pub data_dir: PathBuf,
     /// The operator's uid → namespaces table (§5).
@@ -60,6 +65,8 @@ pub struct ServeConfig {
     /// The realm's Ed25519 signing key (§9.1), a PKCS#8 PEM file; `None` is
     /// [`realm_key::KEY_FILE`] in the data directory, made on first start.
     pub signing_key: Option<PathBuf>,
+    /// Who may issue passports and the web base of their URL rendering (§12.2, §12.3).
+    pub passports: PassportConfig,
 }
 
 impl ServeConfig {
@@ -72,6 +79,7 @@ impl ServeConfig {
             realm: Authority::parse("localhost").map_err(io::Error::other)?,
             client_socket: data_dir.join("airc.sock"),
             client_tcp: None,
+            client_ws: None,
             data_dir: data_dir.to_path_buf(),
             namespaces: BTreeMap::from([(uid, vec![ns])]),
             administrators: Vec::new(),
@@ -83,6 +91,7 @@ impl ServeConfig {
             nameserver: None,
             peer: PeerConfig::default(),
             signing_key: None,
+            passports: PassportConfig::default(),
         })
     }
 }
@@ -118,16 +127,22 @@ pub type RealmHost = Host<Realm<chacha20::ChaCha20Rng>, RealmHooks>;
 /// loopback TCP if configured, then the peer face), and the command channel its DNS answers
 /// come back on: what every adapter's `run_commanded` needs to serve `config`.
 pub fn open(config: &ServeConfig) -> io::Result<(RealmHost, Vec<Listener>, Commands<RealmInput>)> {
-    if let Some(addr) = config.client_tcp
-        && !crate::peer_uid::is_loopback(addr)
-    {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!(
-                "--client-tcp {addr}: not a loopback address; a TCP client's identity comes from \
-                 the owner of its socket, which only a loopback peer has (use 127.0.0.1 or [::1])"
-            ),
-        ));
+    for (flag, addr) in [
+        ("--client-tcp", config.client_tcp),
+        ("--client-ws", config.client_ws),
+    ] {
+        if let Some(addr) = addr
+            && !crate::peer_uid::is_loopback(addr)
+        {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "{flag} {addr}: not a loopback address; a TCP client's identity comes from \
+                     the owner of its socket, which only a loopback peer has (use 127.0.0.1 or \
+                     [::1])"
+                ),
+            ));
+        }
     }
     std::fs::create_dir_all(&config.data_dir)?;
     let store = Store::open(&config.data_dir.join("airc.redb"))?;
@@ -139,6 +154,7 @@ pub fn open(config: &ServeConfig) -> io::Result<(RealmHost, Vec<Listener>, Comma
         .clone_from(&config.trusted_unsigned);
     machine_config.policy = config.policy.clone();
     machine_config.links = config.links.clone();
+    machine_config.passports = config.passports.clone();
     let key_path = config
         .signing_key
         .clone()
@@ -186,6 +202,14 @@ pub fn open(config: &ServeConfig) -> io::Result<(RealmHost, Vec<Listener>, Comma
         };
         realm = realm.with_tcp_face(listeners.len(), local);
         listeners.push(tcp);
+    }
+    if let Some(addr) = config.client_ws {
+        let ws = Listener::bind(&Endpoint::Tcp(addr))?;
+        let Endpoint::Tcp(local) = ws.endpoint()? else {
+            unreachable!("a TCP listener has a TCP address")
+        };
+        realm = realm.with_ws_face(listeners.len(), local);
+        listeners.push(ws);
     }
     let (listen, dialer) = peer_face(config)?;
     for listener in listen {

@@ -366,10 +366,11 @@ impl ConnectArgs {
 #[derive(Args, Debug)]
 struct ServeArgs {
     /// A TOML file for everything else (see docs/airc-server.md): realm, data_dir,
-    /// client_socket, client_tcp, namespaces, known_keys, trusted_unsigned, policy,
+    /// client_socket, client_tcp, client_ws, namespaces, known_keys, trusted_unsigned, policy,
     /// policy_default_allow, accept_offers, auto_accept, tls (cert, key, trust), peer_listen,
-    /// peer_quic, peers (static entries), signing_key. An unknown key is refused. Flags given
-    /// here override the file.
+    /// peer_quic, peers (static entries), signing_key, passports (mode = "agents" |
+    /// "owner-only" | "off"; web_base = "https://…" for passport URLs). An unknown key or a bad
+    /// value is refused at start (exit 2). Flags given here override the file.
     #[arg(long)]
     config: Option<PathBuf>,
     /// The realm this server routes for (default: localhost).
@@ -385,6 +386,11 @@ struct ServeArgs {
     /// client's uid is the owner of its socket in /proc/net/tcp. Any other address is refused.
     #[arg(long)]
     client_tcp: Option<std::net::SocketAddr>,
+    /// Also serve clients over WebSocket on this loopback TCP address (AIRC §3.1): one AIRC
+    /// frame per text message, each answer frame one text message; a client's uid is found as
+    /// for --client-tcp. Any other address is refused.
+    #[arg(long)]
+    client_ws: Option<std::net::SocketAddr>,
     /// The nameserver (IP:PORT) AIRC discovery asks for SRV, A/AAAA and TXT records (§8.1–§8.2),
     /// instead of the system's; the file's `[dns] nameserver`.
     #[arg(long = "dns")]
@@ -430,7 +436,16 @@ fn main() -> ExitCode {
 
 fn airc(cmd: Airc) -> ExitCode {
     if let Airc::Serve(args) = cmd {
-        return match serve_realm(args) {
+        // A configuration that cannot be used is the operator's mistake, told apart (exit 2)
+        // from a server that failed while running (exit 1).
+        let config = match realm_config(&args) {
+            Ok(config) => config,
+            Err(e) => {
+                eprintln!("weft airc serve: {e}");
+                return ExitCode::from(2);
+            }
+        };
+        return match serve_realm(config) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("weft airc serve: {e}");
@@ -848,28 +863,33 @@ fn sim_seeds(
     ExitCode::SUCCESS
 }
 
-fn serve_realm(args: ServeArgs) -> std::io::Result<()> {
+/// The server configuration from `--config` and the flags.
+fn realm_config(args: &ServeArgs) -> std::io::Result<weft_drivers::airc::serve::ServeConfig> {
     let file = match &args.config {
         Some(path) => FileConfig::load(path)?,
         None => FileConfig::default(),
     };
     let flags = Flags {
-        realm: args.realm,
-        data_dir: args.data_dir,
-        client_socket: args.client_socket,
+        realm: args.realm.clone(),
+        data_dir: args.data_dir.clone(),
+        client_socket: args.client_socket.clone(),
         client_tcp: args.client_tcp,
-        namespaces: args.namespaces,
+        client_ws: args.client_ws,
+        namespaces: args.namespaces.clone(),
         nameserver: args.nameserver,
         peer_listen: args.peer_listen,
         peer_quic: args.peer_quic,
         tls: weft_drivers::airc::config::TlsFiles {
-            cert: args.tls_cert,
-            key: args.tls_key,
-            trust: args.tls_trust,
+            cert: args.tls_cert.clone(),
+            key: args.tls_key.clone(),
+            trust: args.tls_trust.clone(),
         },
-        signing_key: args.signing_key,
+        signing_key: args.signing_key.clone(),
     };
-    let config = serve_config(&file, &flags, &sanitize(&login_name()))?;
+    serve_config(&file, &flags, &sanitize(&login_name()))
+}
+
+fn serve_realm(config: weft_drivers::airc::serve::ServeConfig) -> std::io::Result<()> {
     let has_cert = config.tls.as_ref().is_some_and(|t| t.cert.is_some());
     if let Some(addr) = config.peer.listen {
         if has_cert {
@@ -886,7 +906,7 @@ fn serve_realm(args: ServeArgs) -> std::io::Result<()> {
     }
     let socket = config.client_socket.clone();
     let (_keep, stop) = smol::channel::bounded::<()>(1);
-    let tcp = config.client_tcp;
+    let (tcp, ws) = (config.client_tcp, config.client_ws);
     let (realm, key_path) = (config.realm.clone(), config.signing_key_path());
     serve(config, stop, || {
         // By now the server has read (or made) its key: this only reads it back.
@@ -903,6 +923,9 @@ fn serve_realm(args: ServeArgs) -> std::io::Result<()> {
         eprintln!("weft airc serve: listening on {}", socket.display());
         if let Some(tcp) = tcp {
             eprintln!("weft airc serve: listening on tcp {tcp}");
+        }
+        if let Some(ws) = ws {
+            eprintln!("weft airc serve: listening on ws://{ws}");
         }
     })
 }
