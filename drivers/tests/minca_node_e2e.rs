@@ -46,12 +46,7 @@ fn relay() -> (Proc, String) {
     let mut line = String::new();
     err.read_line(&mut line).expect("weft relay logs");
     // "weft relay: listening on ws://127.0.0.1:PORT"
-    let url = line
-        .trim()
-        .rsplit(' ')
-        .next()
-        .expect("a URL")
-        .to_owned();
+    let url = line.trim().rsplit(' ').next().expect("a URL").to_owned();
     std::thread::spawn(move || for _ in err.lines() {});
     (Proc(child), url)
 }
