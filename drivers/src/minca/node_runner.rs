@@ -1096,6 +1096,130 @@ mod tests {
         assert_eq!(line_payload("{not json"), json!("{not json"));
     }
 
+    /// A runner over a fresh node that joined `space`, its outputs drained.
+    fn runner(space: &str) -> NodeMachine {
+        use weft_proto::core::rand_core::SeedableRng;
+        let crypto = weft_proto::crypto::default_provider();
+        let mut rng = ChaCha20Rng::seed_from_u64(7);
+        let key = generate_p256(crypto, &mut rng);
+        let config = NodeConfig { relays: Vec::new() };
+        let node = Node::new(key, config, crypto, rng).unwrap();
+        let local: SocketAddr = "127.0.0.1:9".parse().unwrap();
+        let transport = Transport::new(NOW, local, vec![local]);
+        let mut m = NodeMachine::new(node, transport, crypto);
+        let join = RunnerInput::JoinSpace {
+            space: space.into(),
+            note: None,
+        };
+        m.handle(NOW, join);
+        while m.poll().is_some() {}
+        m
+    }
+
+    const NOW: Timestamp = Timestamp::from_secs(1_800_000_000);
+
+    /// Every effect of the runner's pending outputs: the node clients' inputs as (client, conn,
+    /// kind) and the application's events.
+    fn effects(m: &mut NodeMachine) -> (Vec<(usize, ConnId, String)>, Vec<NodeEvent>) {
+        let (mut inputs, mut events) = (Vec::new(), Vec::new());
+        while let Some(out) = m.poll() {
+            match m.effect(out) {
+                Some(WsEffect::Deliver(RunnerApp::Client { node, input })) => match input {
+                    ClientInput::SendOn { conn, kind, .. } => inputs.push((node, conn, kind)),
+                    ClientInput::CloseOn { conn } => inputs.push((node, conn, "close".into())),
+                    _ => panic!("a node client is only told to send or close"),
+                },
+                Some(WsEffect::Deliver(RunnerApp::Event(e))) => events.push(e),
+                _ => {}
+            }
+        }
+        (inputs, events)
+    }
+
+    fn opened(node: usize, conn: u64, peer: &str) -> RunnerInput {
+        RunnerInput::NodeSocket {
+            node,
+            event: NodeWsEvent::Opened {
+                conn: ConnId(conn),
+                space_id: "s".into(),
+                peer: peer.into(),
+            },
+        }
+    }
+
+    #[test]
+    fn two_always_on_nodes_numbering_their_sockets_alike_are_two_peers_and_each_hears_its_own() {
+        let mut m = runner("s");
+        m.handle(NOW, opened(0, 1, "did:key:zNodeA"));
+        m.handle(NOW, opened(1, 1, "did:key:zNodeB"));
+        let (_, events) = effects(&mut m);
+        let admitted: Vec<&NodeEvent> = events
+            .iter()
+            .filter(|e| matches!(e, NodeEvent::Admitted { .. }))
+            .collect();
+        assert_eq!(admitted.len(), 2, "both node sockets are peers: {events:?}");
+
+        // A line typed goes to each node's client, on that client's own socket.
+        m.handle(NOW, RunnerInput::Live(json!("hi")));
+        let (inputs, _) = effects(&mut m);
+        assert_eq!(
+            inputs,
+            vec![(0, ConnId(1), LIVE.into()), (1, ConnId(1), LIVE.into())]
+        );
+
+        // A message on node 1's socket is node B's, and its close departs B alone.
+        let message = RunnerInput::NodeSocket {
+            node: 1,
+            event: NodeWsEvent::Message {
+                conn: ConnId(1),
+                space_id: "s".into(),
+                peer: "did:key:zNodeB".into(),
+                account: None,
+                kind: LIVE.into(),
+                payload: json!("from B"),
+            },
+        };
+        m.handle(NOW, message);
+        let closed = RunnerInput::NodeSocket {
+            node: 1,
+            event: NodeWsEvent::Closed {
+                conn: ConnId(1),
+                space_id: "s".into(),
+                code: None,
+            },
+        };
+        m.handle(NOW, closed);
+        let (_, events) = effects(&mut m);
+        assert!(events.iter().any(|e| matches!(e,
+            NodeEvent::Message { from, payload, .. } if from == "did:key:zNodeB" && *payload == json!("from B"))));
+        assert!(events.iter().any(|e| matches!(e,
+            NodeEvent::Departed { peer, .. } if peer == "did:key:zNodeB")));
+        assert!(!events.iter().any(|e| matches!(e,
+            NodeEvent::Departed { peer, .. } if peer == "did:key:zNodeA")));
+        m.handle(NOW, RunnerInput::Live(json!("again")));
+        let (inputs, _) = effects(&mut m);
+        assert_eq!(inputs, vec![(0, ConnId(1), LIVE.into())]);
+    }
+
+    #[test]
+    fn an_event_of_a_node_socket_the_node_never_heard_open_reaches_it_not() {
+        let mut m = runner("s");
+        let stray = RunnerInput::NodeSocket {
+            node: 0,
+            event: NodeWsEvent::Message {
+                conn: ConnId(4),
+                space_id: "s".into(),
+                peer: "did:key:zNodeA".into(),
+                account: None,
+                kind: LIVE.into(),
+                payload: json!("stray"),
+            },
+        };
+        m.handle(NOW, stray);
+        let (inputs, events) = effects(&mut m);
+        assert!(inputs.is_empty() && events.is_empty(), "{events:?}");
+    }
+
     #[test]
     fn a_live_message_prints_with_the_senders_session_and_account() {
         let e = NodeEvent::Message {
