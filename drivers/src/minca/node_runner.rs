@@ -32,7 +32,7 @@
 //! The node knows these sockets under names of its own ([`NodeSocketNames`]), since each client
 //! numbers its sockets from its own counter. A socket that ends is not dialled again.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::future::Future;
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
@@ -59,7 +59,7 @@ use weft_proto::minca::room::{MAX_ROOMS, Room};
 use weft_proto::minca::space_access::MemorySpace;
 
 use super::node_ws::{self, ClientCommand, ClientInput, NodeWsClient, NodeWsEvent, socket_config};
-use super::relay_client::{Dial, client_config};
+use super::relay_client::{Dial, SocketNames, client_config, close};
 use super::webrtc::transport::{Datagram, Transport};
 use super::webrtc::udp::{MAX_DATAGRAM_BYTES, MAX_DATAGRAMS_PER_PASS};
 use crate::host::{Commander, Host, Peer, commands};
@@ -252,15 +252,6 @@ impl NodeSocketNames {
         self.to_client.remove(&conn);
         Some(conn)
     }
-}
-
-/// The node's relay sockets under two names: the node's own and the host's.
-#[derive(Debug, Default)]
-struct SocketNames {
-    to_host: BTreeMap<ConnId, ConnId>,
-    to_node: BTreeMap<ConnId, ConnId>,
-    dialling: BTreeSet<ConnId>,
-    abandoned: BTreeSet<ConnId>,
 }
 
 /// A [`Node`] with its WebRTC transport, as a [`WsMachine`]; see the [module docs](self).
@@ -586,7 +577,7 @@ impl WsMachine for NodeMachine {
     }
 
     fn message(&mut self, conn: ConnId, frame: Frame) -> Option<RunnerInput> {
-        let conn = *self.names.to_node.get(&conn)?;
+        let conn = self.names.client(conn)?;
         match frame {
             Frame::Text(text) => Some(RunnerInput::Node(node::Input::RelayText { conn, text })),
             // A relay speaks text; liveness is the relay client's own `ping`.
@@ -595,32 +586,26 @@ impl WsMachine for NodeMachine {
     }
 
     fn closed(&mut self, conn: ConnId) -> Option<RunnerInput> {
-        let conn = self.names.to_node.remove(&conn)?;
-        self.names.to_host.remove(&conn);
+        let conn = self.names.closed(conn)?;
         Some(RunnerInput::Node(node::Input::RelayClosed { conn }))
     }
 
     fn dialled(&mut self, host: ConnId, target: Dial) -> Option<RunnerInput> {
-        self.names.dialling.remove(&target.conn);
-        if self.names.abandoned.remove(&target.conn) {
+        if !self.names.dialled(target.conn, host) {
             self.out.push_back(RunnerOutput::Abandon(host));
             return None;
         }
-        self.names.to_host.insert(target.conn, host);
-        self.names.to_node.insert(host, target.conn);
         Some(RunnerInput::Node(node::Input::RelayOpened {
             conn: target.conn,
         }))
     }
 
     fn dial_failed(&mut self, target: Dial) -> Option<RunnerInput> {
-        self.names.dialling.remove(&target.conn);
-        if self.names.abandoned.remove(&target.conn) {
-            return None;
-        }
-        Some(RunnerInput::Node(node::Input::RelayDialFailed {
-            conn: target.conn,
-        }))
+        self.names
+            .dial_failed(target.conn)
+            .then_some(RunnerInput::Node(node::Input::RelayDialFailed {
+                conn: target.conn,
+            }))
     }
 
     fn effect(&mut self, output: RunnerOutput) -> Option<WsEffect<Dial, RunnerApp>> {
@@ -635,33 +620,16 @@ impl WsMachine for NodeMachine {
         }
         Some(match out {
             node::Output::Dial { conn, url, .. } => {
-                self.names.dialling.insert(conn);
+                self.names.dial(conn);
                 WsEffect::Dial(Dial { conn, url })
             }
             node::Output::RelaySend { conn, text } => WsEffect::Text {
-                conn: *self.names.to_host.get(&conn)?,
+                conn: self.names.host(conn)?,
                 text,
             },
-            node::Output::RelayClose { conn } => {
-                if self.names.dialling.contains(&conn) {
-                    self.names.abandoned.insert(conn);
-                    return None;
-                }
-                let host = self.names.to_host.remove(&conn)?;
-                self.names.to_node.remove(&host);
-                close(host)
-            }
+            node::Output::RelayClose { conn } => close(self.names.close(conn)?),
             other => WsEffect::Deliver(RunnerApp::Event(self.event(other)?)),
         })
-    }
-}
-
-/// A normal close of a relay socket.
-fn close(conn: ConnId) -> WsEffect<Dial, RunnerApp> {
-    WsEffect::Close {
-        conn,
-        code: 1000,
-        reason: String::new(),
     }
 }
 
