@@ -29,7 +29,7 @@
 //! the same loop, dialling the node once for every space joined. Their events come back as
 //! [`RunnerInput::NodeSocket`] and enter the node as [`node_ws::node_input`] says; the node's
 //! `NodeSocketSend` and `NodeSocketClose` go out to the client as [`node_ws::client_input`] says.
-//! The node knows these sockets under names of its own ([`NodeSocketNames`]), since each client
+//! The node knows these sockets under names of its own (`NodeSocketNames`), since each client
 //! numbers its sockets from its own counter. A socket that ends is not dialled again.
 
 use std::collections::{BTreeMap, VecDeque};
