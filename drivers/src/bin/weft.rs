@@ -45,19 +45,20 @@ enum Command {
 }
 
 #[derive(Args, Debug)]
+#[command(group(clap::ArgGroup::new("reach").required(true).multiple(true).args(["relays", "nodes"])))]
 struct NodeArgs {
     /// A space to join (its id); repeat for several.
     #[arg(long = "space", required = true, value_name = "ID")]
     spaces: Vec<String>,
     /// A relay to meet peers through (`ws://`, `wss://`, `nostr+ws(s)://`); repeat for several.
     /// At least one --relay or --node.
-    #[arg(long = "relay", value_name = "URL", required_unless_present = "nodes")]
+    #[arg(long = "relay", value_name = "URL")]
     relays: Vec<String>,
     /// An always-on node to reach over the node WebSocket for every space (§5.2): `wss://`, or
     /// `ws://` only to loopback, e.g. `ws://127.0.0.1:7000/peer`; a `#did:key:…` fragment pins
     /// the node's DID. Repeat for several (at most 8); it is dialled once, not again after it
     /// ends. Its peer shows up as `admitted` like a WebRTC peer.
-    #[arg(long = "node", value_name = "URL", required_unless_present = "relays")]
+    #[arg(long = "node", value_name = "URL")]
     nodes: Vec<String>,
     /// The account root key: a file holding one P-256 secret as 64 hex digits, made (owner-only)
     /// if it does not exist. Default: a fresh account for this run.
