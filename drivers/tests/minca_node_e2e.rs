@@ -8,6 +8,10 @@
 //! third meets the second through relay 2; the first and third share no relay, so the only way
 //! they can end up connected is the second's introduction (§8: `__peers`, then offer and answer as
 //! `__signal`s over its data channels).
+//!
+//! A fourth client reaches an always-on node over the node WebSocket (§5.2, §5.3, §6.1): `weft
+//! relay --node-key --host-space` serves `/peer`, and `weft node --node URL#PIN` dials it, proves
+//! itself, and a line typed on its stdin arrives as a live message the node prints.
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -64,10 +68,19 @@ struct Node {
 
 impl Node {
     fn start(name: &'static str, relays: &[&str]) -> Self {
+        Self::start_with(name, relays, &[])
+    }
+
+    /// A node meeting through `relays` and reaching the always-on `nodes`; with relays, it is
+    /// started once a relay socket is open.
+    fn start_with(name: &'static str, relays: &[&str], nodes: &[&str]) -> Self {
         let mut cmd = Command::new(WEFT);
         cmd.args(["node", "--space", SPACE]);
         for r in relays {
             cmd.args(["--relay", r]);
+        }
+        for n in nodes {
+            cmd.args(["--node", n]);
         }
         let mut child = cmd
             .stdin(Stdio::piped())
@@ -100,9 +113,11 @@ impl Node {
         let ready = node.wait_for("print its ready line", |v| v["event"] == "ready");
         node.did = ready["did"].as_str().unwrap().to_owned();
         node.account = ready["account"].as_str().unwrap().to_owned();
-        node.wait_for("open its relay sockets", |v| {
-            v["event"] == "relay" && v["open"] == true
-        });
+        if !relays.is_empty() {
+            node.wait_for("open its relay sockets", |v| {
+                v["event"] == "relay" && v["open"] == true
+            });
+        }
         node
     }
 
@@ -204,4 +219,95 @@ fn a_relay_connects_the_first_pair_and_a_peer_introduces_the_rest_over_real_webr
             node.seen
         );
     }
+}
+
+/// A `weft relay` that is also the always-on node of a fresh key in `dir`, holding [`SPACE`]: its
+/// `/peer` URL pinned to the node's DID (`ws://ADDR/peer#did:key:…`), the DID, and its stdout's
+/// JSON lines.
+fn always_on(dir: &std::path::Path) -> (Proc, String, String, Receiver<Value>) {
+    let key = dir.join("node.key");
+    let mut child = Command::new(WEFT)
+        .args(["relay", "--listen", "127.0.0.1:0", "--host-space", SPACE])
+        .arg("--node-key")
+        .arg(&key)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("weft relay starts");
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    err.read_line(&mut line).expect("weft relay logs");
+    // "weft relay: listening on ws://ADDR, node did:key:… on ws://ADDR/peer"
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let (did, url) = match words.as_slice() {
+        [.., "node", did, "on", url] => ((*did).to_owned(), (*url).to_owned()),
+        _ => panic!("weft relay did not name its node: {line}"),
+    };
+    std::thread::spawn(move || for _ in err.lines() {});
+    let out = BufReader::new(child.stdout.take().unwrap());
+    let (tx, lines) = channel();
+    std::thread::spawn(move || {
+        for line in out.lines().map_while(Result::ok) {
+            if let Ok(v) = serde_json::from_str::<Value>(&line)
+                && tx.send(v).is_err()
+            {
+                return;
+            }
+        }
+    });
+    (Proc(child), format!("{url}#{did}"), did, lines)
+}
+
+/// Waits up to [`PHASE`] for a line of `lines` that `matches`.
+fn wait_line(lines: &Receiver<Value>, what: &str, matches: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + PHASE;
+    let mut seen = Vec::new();
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match lines.recv_timeout(left) {
+            Ok(v) if matches(&v) => return v,
+            Ok(v) => seen.push(v),
+            Err(_) => {
+                panic!("the always-on node did not {what} within {PHASE:?}; it printed {seen:?}")
+            }
+        }
+    }
+}
+
+#[test]
+fn a_fourth_client_reaches_an_always_on_node_over_the_node_websocket_pinned_to_its_did() {
+    let dir = std::env::temp_dir().join(format!("weft-node-e2e-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (_relay, url, node_did, lines) = always_on(&dir);
+    // No relay at all: the node WebSocket is this client's only way in.
+    let mut d = Node::start_with("D", &[], &[&url]);
+
+    // Each side knows the other by the session DID it proved, and the client's account by its
+    // `who`.
+    d.wait_for("admit the always-on node", |v| {
+        v["event"] == "admitted" && v["peer"] == node_did.as_str() && v["space"] == SPACE
+    });
+    let did = d.did.clone();
+    wait_line(&lines, "open the client's socket", |v| {
+        v["event"] == "opened" && v["peer"] == did.as_str() && v["space"] == SPACE
+    });
+    let account = d.account.clone();
+    wait_line(&lines, "hear the client's account", |v| {
+        v["event"] == "account" && v["peer"] == did.as_str() && v["account"] == account.as_str()
+    });
+
+    // A line typed into the client is a live message of the space, attributed to its session.
+    d.type_line("hello, always-on node");
+    let got = wait_line(&lines, "hear the live message", |v| v["event"] == "message");
+    assert_eq!(got["type"], json!("live"));
+    assert_eq!(got["payload"], json!("hello, always-on node"));
+    assert_eq!(
+        got["peer"],
+        json!(did),
+        "attributed to the client's session"
+    );
+    assert_eq!(got["account"], json!(account), "with the client's account");
+    assert_eq!(got["space"], json!(SPACE));
+    drop(d);
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -30,8 +30,8 @@ enum Command {
     /// Run an AIRC realm server, or act as an AIRC client (AIRC draft 0.2).
     #[command(subcommand)]
     Airc(Airc),
-    /// Run a Minca node: join spaces through relays, meet and prove peers over WebRTC, and chat
-    /// (Minca 04 Network §2–§9). Prints one JSON line per event on stdout: first `ready` (with
+    /// Run a Minca node: join spaces through relays, meet and prove peers over WebRTC, reach
+    /// always-on nodes over the node WebSocket, and chat (Minca 04 Network §2–§9). Prints one JSON line per event on stdout: first `ready` (with
     /// this node's session `did` and `account`), then `admitted` / `departed` / `account` per peer
     /// and space, and `live` for each live message (with the sender's session DID in `from`, its
     /// `account`, and the `payload`). Each line typed on stdin is sent as a live message to every
@@ -45,13 +45,21 @@ enum Command {
 }
 
 #[derive(Args, Debug)]
+#[command(group(clap::ArgGroup::new("reach").required(true).multiple(true).args(["relays", "nodes"])))]
 struct NodeArgs {
     /// A space to join (its id); repeat for several.
     #[arg(long = "space", required = true, value_name = "ID")]
     spaces: Vec<String>,
     /// A relay to meet peers through (`ws://`, `wss://`, `nostr+ws(s)://`); repeat for several.
-    #[arg(long = "relay", required = true, value_name = "URL")]
+    /// At least one --relay or --node.
+    #[arg(long = "relay", value_name = "URL")]
     relays: Vec<String>,
+    /// An always-on node to reach over the node WebSocket for every space (§5.2): `wss://`, or
+    /// `ws://` only to loopback, e.g. `ws://127.0.0.1:7000/peer`; a `#did:key:…` fragment pins
+    /// the node's DID. Repeat for several (at most 8); it is dialled once, not again after it
+    /// ends. Its peer shows up as `admitted` like a WebRTC peer.
+    #[arg(long = "node", value_name = "URL")]
+    nodes: Vec<String>,
     /// The account root key: a file holding one P-256 secret as 64 hex digits, made (owner-only)
     /// if it does not exist. Default: a fresh account for this run.
     #[arg(long, value_name = "FILE")]
@@ -739,6 +747,16 @@ fn node(args: NodeArgs) -> ExitCode {
             }
         }
     }
+    let mut nodes = Vec::new();
+    for url in &args.nodes {
+        match weft_proto::minca::node_url::NodeUrl::parse(url) {
+            Ok(n) => nodes.push(n),
+            Err(e) => {
+                eprintln!("weft node: --node {url}: {e:?}");
+                return ExitCode::from(2);
+            }
+        }
+    }
     let account = match &args.key {
         Some(path) => {
             let crypto = weft_drivers::server_provider();
@@ -755,6 +773,7 @@ fn node(args: NodeArgs) -> ExitCode {
     let options = NodeOptions {
         spaces: args.spaces,
         relays,
+        nodes,
         bind: args.bind,
         account,
         session: None,

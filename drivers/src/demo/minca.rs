@@ -78,6 +78,7 @@ fn nodes(
         let options = NodeOptions {
             spaces: vec![SPACE.into()],
             relays: vec![relay.clone()],
+            nodes: Vec::new(),
             bind: crate::minca::node_runner::DEFAULT_BIND
                 .parse()
                 .map_err(io::Error::other)?,

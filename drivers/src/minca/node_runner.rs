@@ -24,13 +24,21 @@
 //! (weft's note format, [`weft_proto::minca::note`]), valid for [`NOTE_LIFETIME`]; the account
 //! key is fresh too unless [`load_or_make_key`] reads one from a file.
 //!
-//! `--node URL` (dialling an always-on node over the node WebSocket, §5.2) is not wired here yet:
-//! the node WebSocket transport is built elsewhere, and joins this machine as a third transport.
+//! Always-on nodes (`--node URL`, §5.2): one node WebSocket client ([`NodeWsClient`]) per node
+//! URL, each on its own WebSocket host (frames up to the node socket's bound, not the relay's) in
+//! the same loop, dialling the node once for every space joined. Their events come back as
+//! [`RunnerInput::NodeSocket`] and enter the node as [`node_ws::node_input`] says; the node's
+//! `NodeSocketSend` and `NodeSocketClose` go out to the client as [`node_ws::client_input`] says.
+//! The node knows these sockets under names of its own (`NodeSocketNames`), since each client
+//! numbers its sockets from its own counter. A socket that ends is not dialled again.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
+use std::future::Future;
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
 use std::path::Path;
+use std::pin::Pin;
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -43,12 +51,15 @@ use weft_proto::crypto::{CryptoProvider, P256Secret, generate_p256};
 use weft_proto::minca::mesh::live::LIVE;
 use weft_proto::minca::mesh::{self, RoomKind};
 use weft_proto::minca::node::{self, Join, Node, NodeConfig};
+use weft_proto::minca::node_url::NodeUrl;
 use weft_proto::minca::note::{CMD_ALL, Es256Notes, Note};
 use weft_proto::minca::relay_client::RelayState;
 use weft_proto::minca::relay_url::RelayUrl;
 use weft_proto::minca::room::{MAX_ROOMS, Room};
+use weft_proto::minca::space_access::MemorySpace;
 
-use super::relay_client::{Dial, client_config};
+use super::node_ws::{self, ClientCommand, ClientInput, NodeWsClient, NodeWsEvent, socket_config};
+use super::relay_client::{Dial, SocketNames, client_config, close};
 use super::webrtc::transport::{Datagram, Transport};
 use super::webrtc::udp::{MAX_DATAGRAM_BYTES, MAX_DATAGRAMS_PER_PASS};
 use crate::host::{Commander, Host, Peer, commands};
@@ -63,6 +74,12 @@ pub const NOTE_LIFETIME: Duration = Duration::from_secs(24 * 60 * 60);
 /// this machine meet out of the box. A host candidate must be a real address (not a wildcard),
 /// so meeting peers on other machines takes `--bind <this machine's address>:0`.
 pub const DEFAULT_BIND: &str = "127.0.0.1:0";
+
+/// The most always-on nodes (`--node URL`) one runner dials. Each is a WebSocket host of its own
+/// holding a socket per space (§5.2 names no number); a handful of a person's always-on nodes is
+/// the use, and the bound keeps the runner's socket names at most this many times
+/// [`node_ws::MAX_CLIENT_SOCKETS`].
+pub const MAX_NODE_URLS: usize = 8;
 
 /// What the application tells a running node.
 #[derive(Debug)]
@@ -79,6 +96,14 @@ pub enum RunnerInput {
     Node(node::Input),
     /// A live message (§9.2) to every admitted peer of every space joined.
     Live(Value),
+    /// What the node WebSocket client of always-on node number `node` (its place among
+    /// [`NodeOptions::nodes`]) reported.
+    NodeSocket {
+        /// Which node URL's client.
+        node: usize,
+        /// What it reported.
+        event: NodeWsEvent,
+    },
     /// A datagram arrived on the WebRTC socket.
     Datagram {
         /// Who sent it.
@@ -179,6 +204,8 @@ pub enum RunnerOutput {
     Transmit(Datagram),
     /// End a relay socket whose dial opened after the node gave up on it.
     Abandon(ConnId),
+    /// An event of the runner's own for the application.
+    Event(NodeEvent),
 }
 
 /// What the machine hands the application hook: events, and datagrams to send.
@@ -188,15 +215,43 @@ pub enum RunnerApp {
     Event(NodeEvent),
     /// A datagram for the WebRTC socket.
     Transmit(Datagram),
+    /// An input for the node WebSocket client of always-on node number `node`.
+    Client {
+        /// Which node URL's client.
+        node: usize,
+        /// What it is told.
+        input: ClientInput,
+    },
 }
 
-/// The node's relay sockets under two names: the node's own and the host's.
+/// The node sockets (§5.2) under two names: the node's own, and (which client, the client's).
+/// An entry lives from the socket's `Opened` to its `Closed`, so each client's bound
+/// ([`node_ws::MAX_CLIENT_SOCKETS`]) and [`MAX_NODE_URLS`] bound the tables.
 #[derive(Debug, Default)]
-struct SocketNames {
-    to_host: BTreeMap<ConnId, ConnId>,
-    to_node: BTreeMap<ConnId, ConnId>,
-    dialling: BTreeSet<ConnId>,
-    abandoned: BTreeSet<ConnId>,
+struct NodeSocketNames {
+    to_client: BTreeMap<ConnId, (usize, ConnId)>,
+    to_node: BTreeMap<(usize, ConnId), ConnId>,
+    next: u64,
+}
+
+impl NodeSocketNames {
+    /// The node's name for a client socket that just opened.
+    fn open(&mut self, client: (usize, ConnId)) -> ConnId {
+        if let Some(conn) = self.to_node.get(&client) {
+            return *conn;
+        }
+        let conn = ConnId(self.next);
+        self.next += 1;
+        self.to_node.insert(client, conn);
+        self.to_client.insert(conn, client);
+        conn
+    }
+
+    fn close(&mut self, client: (usize, ConnId)) -> Option<ConnId> {
+        let conn = self.to_node.remove(&client)?;
+        self.to_client.remove(&conn);
+        Some(conn)
+    }
 }
 
 /// A [`Node`] with its WebRTC transport, as a [`WsMachine`]; see the [module docs](self).
@@ -206,6 +261,7 @@ pub struct NodeMachine {
     crypto: &'static dyn CryptoProvider,
     spaces: BTreeMap<Room, String>,
     names: SocketNames,
+    node_sockets: NodeSocketNames,
     out: VecDeque<RunnerOutput>,
 }
 
@@ -231,6 +287,7 @@ impl NodeMachine {
             crypto,
             spaces: BTreeMap::new(),
             names: SocketNames::default(),
+            node_sockets: NodeSocketNames::default(),
             out: VecDeque::new(),
         }
     }
@@ -316,6 +373,89 @@ impl NodeMachine {
         })
     }
 
+    /// A node socket event of client `client` for the node, under the node's name for the
+    /// socket; an event of a socket the node never heard open is the client's alone.
+    fn node_socket(&mut self, now: Timestamp, client: usize, event: NodeWsEvent) {
+        let renamed = match event {
+            NodeWsEvent::Opened {
+                conn,
+                space_id,
+                peer,
+            } => NodeWsEvent::Opened {
+                conn: self.node_sockets.open((client, conn)),
+                space_id,
+                peer,
+            },
+            NodeWsEvent::Closed {
+                conn,
+                space_id,
+                code,
+            } => match self.node_sockets.close((client, conn)) {
+                Some(conn) => NodeWsEvent::Closed {
+                    conn,
+                    space_id,
+                    code,
+                },
+                None => return,
+            },
+            NodeWsEvent::Account {
+                conn,
+                space_id,
+                peer,
+                account,
+            } => match self.node_sockets.to_node.get(&(client, conn)) {
+                Some(conn) => NodeWsEvent::Account {
+                    conn: *conn,
+                    space_id,
+                    peer,
+                    account,
+                },
+                None => return,
+            },
+            NodeWsEvent::Message {
+                conn,
+                space_id,
+                peer,
+                account,
+                kind,
+                payload,
+            } => match self.node_sockets.to_node.get(&(client, conn)) {
+                Some(conn) => NodeWsEvent::Message {
+                    conn: *conn,
+                    space_id,
+                    peer,
+                    account,
+                    kind,
+                    payload,
+                },
+                None => return,
+            },
+            other => {
+                self.out
+                    .push_back(RunnerOutput::Event(NodeEvent::Other(format!("{other:?}"))));
+                return;
+            }
+        };
+        if let Some(input) = node_ws::node_input(self.crypto, renamed) {
+            self.node.handle(now, input);
+        }
+    }
+
+    /// The node's output for a node socket as its client's input, under the client's name.
+    fn client_input(&self, out: &node::Output) -> Option<RunnerApp> {
+        let mut input = node_ws::client_input(out)?;
+        let conn = match &mut input {
+            ClientInput::SendOn { conn, .. } | ClientInput::CloseOn { conn } => conn,
+            _ => return None,
+        };
+        let (client, theirs) = *self.node_sockets.to_client.get(conn)?;
+        *conn = theirs;
+        Some(RunnerApp::Client {
+            node: client,
+            input,
+        })
+    }
+
     /// The transport's share of the node's outputs goes to the transport, as the mesh outputs it
     /// takes; any other output is queued for the host.
     fn route(&mut self, now: Timestamp, out: node::Output) {
@@ -392,6 +532,7 @@ impl Machine for NodeMachine {
                     self.node.handle(now, send);
                 }
             }
+            RunnerInput::NodeSocket { node, event } => self.node_socket(now, node, event),
             RunnerInput::Datagram { from, bytes } => {
                 self.transport.handle_datagram(now, from, &bytes)
             }
@@ -436,7 +577,7 @@ impl WsMachine for NodeMachine {
     }
 
     fn message(&mut self, conn: ConnId, frame: Frame) -> Option<RunnerInput> {
-        let conn = *self.names.to_node.get(&conn)?;
+        let conn = self.names.client(conn)?;
         match frame {
             Frame::Text(text) => Some(RunnerInput::Node(node::Input::RelayText { conn, text })),
             // A relay speaks text; liveness is the relay client's own `ping`.
@@ -445,69 +586,50 @@ impl WsMachine for NodeMachine {
     }
 
     fn closed(&mut self, conn: ConnId) -> Option<RunnerInput> {
-        let conn = self.names.to_node.remove(&conn)?;
-        self.names.to_host.remove(&conn);
+        let conn = self.names.closed(conn)?;
         Some(RunnerInput::Node(node::Input::RelayClosed { conn }))
     }
 
     fn dialled(&mut self, host: ConnId, target: Dial) -> Option<RunnerInput> {
-        self.names.dialling.remove(&target.conn);
-        if self.names.abandoned.remove(&target.conn) {
+        if !self.names.dialled(target.conn, host) {
             self.out.push_back(RunnerOutput::Abandon(host));
             return None;
         }
-        self.names.to_host.insert(target.conn, host);
-        self.names.to_node.insert(host, target.conn);
         Some(RunnerInput::Node(node::Input::RelayOpened {
             conn: target.conn,
         }))
     }
 
     fn dial_failed(&mut self, target: Dial) -> Option<RunnerInput> {
-        self.names.dialling.remove(&target.conn);
-        if self.names.abandoned.remove(&target.conn) {
-            return None;
-        }
-        Some(RunnerInput::Node(node::Input::RelayDialFailed {
-            conn: target.conn,
-        }))
+        self.names
+            .dial_failed(target.conn)
+            .then_some(RunnerInput::Node(node::Input::RelayDialFailed {
+                conn: target.conn,
+            }))
     }
 
     fn effect(&mut self, output: RunnerOutput) -> Option<WsEffect<Dial, RunnerApp>> {
         let out = match output {
             RunnerOutput::Abandon(conn) => return Some(close(conn)),
             RunnerOutput::Transmit(d) => return Some(WsEffect::Deliver(RunnerApp::Transmit(d))),
+            RunnerOutput::Event(e) => return Some(WsEffect::Deliver(RunnerApp::Event(e))),
             RunnerOutput::Node(out) => out,
         };
+        if let Some(app) = self.client_input(&out) {
+            return Some(WsEffect::Deliver(app));
+        }
         Some(match out {
             node::Output::Dial { conn, url, .. } => {
-                self.names.dialling.insert(conn);
+                self.names.dial(conn);
                 WsEffect::Dial(Dial { conn, url })
             }
             node::Output::RelaySend { conn, text } => WsEffect::Text {
-                conn: *self.names.to_host.get(&conn)?,
+                conn: self.names.host(conn)?,
                 text,
             },
-            node::Output::RelayClose { conn } => {
-                if self.names.dialling.contains(&conn) {
-                    self.names.abandoned.insert(conn);
-                    return None;
-                }
-                let host = self.names.to_host.remove(&conn)?;
-                self.names.to_node.remove(&host);
-                close(host)
-            }
+            node::Output::RelayClose { conn } => close(self.names.close(conn)?),
             other => WsEffect::Deliver(RunnerApp::Event(self.event(other)?)),
         })
-    }
-}
-
-/// A normal close of a relay socket.
-fn close(conn: ConnId) -> WsEffect<Dial, RunnerApp> {
-    WsEffect::Close {
-        conn,
-        code: 1000,
-        reason: String::new(),
     }
 }
 
@@ -612,6 +734,9 @@ pub struct NodeOptions {
     pub spaces: Vec<String>,
     /// The relays to meet through (§3).
     pub relays: Vec<RelayUrl>,
+    /// The always-on nodes to reach over the node WebSocket (§5.2), each for every space; at
+    /// most [`MAX_NODE_URLS`].
+    pub nodes: Vec<NodeUrl>,
     /// Where the WebRTC UDP socket binds (not a wildcard: it is the host candidate).
     pub bind: SocketAddr,
     /// The account root key; a fresh one when `None`.
@@ -671,6 +796,12 @@ impl RunningNode {
         options: NodeOptions,
         on_event: impl FnMut(NodeEvent) + Send + 'static,
     ) -> io::Result<Self> {
+        if options.nodes.len() > MAX_NODE_URLS {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("at most {MAX_NODE_URLS} always-on nodes"),
+            ));
+        }
         let crypto = crate::server_provider();
         let mut rng = crate::os_rng();
         let root = match options.account.clone() {
@@ -781,15 +912,46 @@ fn run(
     .map_err(|e| io::Error::other(format!("{e:?}")))?;
     let transport = Transport::new(now, local, vec![local]);
     let machine = NodeMachine::new(node, transport, crypto);
-    // The joins are the loop's first commands, so what they ask is carried out at once.
-    for space in options.spaces {
+    fn closed<T>(_: T) -> io::Error {
+        io::Error::other("the command channel is closed")
+    }
+    // The joins are the loop's first commands, so what they ask is carried out at once, and
+    // before any node socket can open in their rooms.
+    for space in &options.spaces {
         let join = RunnerInput::JoinSpace {
-            space,
+            space: space.clone(),
             note: Some(identity.note.clone()),
         };
-        reader
-            .send(WsInput::App(join))
-            .map_err(|_| io::Error::other("the command channel is closed"))?;
+        reader.send(WsInput::App(join)).map_err(closed)?;
+    }
+    let mut clients = Vec::new();
+    let mut client_commanders = Vec::new();
+    for (i, url) in options.nodes.iter().enumerate() {
+        let client = NodeWsClient::new(
+            crypto,
+            identity.session.clone(),
+            Some(identity.note.clone()),
+            ChaCha20Rng::from_rng(&mut rng),
+        )
+        .ok_or_else(|| io::Error::other("the session key is not a P-256 key"))?;
+        let (commander, client_commands) = crate::host::commands::<ClientCommand>()?;
+        for space in &options.spaces {
+            let dial = ClientInput::Dial {
+                node: url.clone(),
+                space: Arc::new(MemorySpace::public(space)),
+            };
+            commander.send(WsInput::App(dial)).map_err(closed)?;
+        }
+        let to_node = reader.try_clone()?;
+        let deliver = move |event: NodeWsEvent| {
+            // A gone runner loop ends this one too.
+            let _ = to_node.send(WsInput::App(RunnerInput::NodeSocket { node: i, event }));
+        };
+        clients.push((
+            node_ws::client_host(client, socket_config(), deliver),
+            client_commands,
+        ));
+        client_commanders.push(commander);
     }
     let udp = smol::Async::new(socket)?;
     let sender = udp.get_ref().try_clone()?;
@@ -800,6 +962,12 @@ fn run(
             let _ = sender.send_to(&d.bytes, d.to);
         }
         RunnerApp::Event(e) => on_event(e),
+        RunnerApp::Client { node, input } => {
+            if let Some(c) = client_commanders.get(node) {
+                // A gone client loop has ended the runner's too.
+                let _ = c.send(WsInput::App(input));
+            }
+        }
     };
     let mut host = Host::new(Ws::new(machine, client_config()), WsHooks(deliver));
     smol::block_on(async {
@@ -829,6 +997,14 @@ fn run(
             }
         };
         let running = crate::smol::run_commanded(&mut host, Vec::new(), &commands);
+        // Each node client's loop runs beside the runner's; the first to end ends them all.
+        let mut loops: Pin<Box<dyn Future<Output = io::Result<()>> + '_>> =
+            Box::pin(smol::future::pending());
+        for (client, commands) in &mut clients {
+            let one = crate::smol::run_commanded(client, Vec::new(), commands);
+            loops = Box::pin(smol::future::or(loops, one));
+        }
+        let running = smol::future::or(running, loops);
         let stopping = async {
             let _ = stopped.recv().await;
             Ok(())
@@ -862,6 +1038,7 @@ pub fn chat(options: NodeOptions) -> io::Result<()> {
         "account": node.identity.account,
         "spaces": options.spaces,
         "udp": node.udp.to_string(),
+        "nodes": options.nodes.len(),
     }));
     for line in std::io::stdin().lock().lines() {
         let line = line?;
@@ -885,6 +1062,130 @@ mod tests {
         assert_eq!(line_payload("42"), json!(42));
         assert_eq!(line_payload("hello there"), json!("hello there"));
         assert_eq!(line_payload("{not json"), json!("{not json"));
+    }
+
+    /// A runner over a fresh node that joined `space`, its outputs drained.
+    fn runner(space: &str) -> NodeMachine {
+        use weft_proto::core::rand_core::SeedableRng;
+        let crypto = weft_proto::crypto::default_provider();
+        let mut rng = ChaCha20Rng::seed_from_u64(7);
+        let key = generate_p256(crypto, &mut rng);
+        let config = NodeConfig { relays: Vec::new() };
+        let node = Node::new(key, config, crypto, rng).unwrap();
+        let local: SocketAddr = "127.0.0.1:9".parse().unwrap();
+        let transport = Transport::new(NOW, local, vec![local]);
+        let mut m = NodeMachine::new(node, transport, crypto);
+        let join = RunnerInput::JoinSpace {
+            space: space.into(),
+            note: None,
+        };
+        m.handle(NOW, join);
+        while m.poll().is_some() {}
+        m
+    }
+
+    const NOW: Timestamp = Timestamp::from_secs(1_800_000_000);
+
+    /// Every effect of the runner's pending outputs: the node clients' inputs as (client, conn,
+    /// kind) and the application's events.
+    fn effects(m: &mut NodeMachine) -> (Vec<(usize, ConnId, String)>, Vec<NodeEvent>) {
+        let (mut inputs, mut events) = (Vec::new(), Vec::new());
+        while let Some(out) = m.poll() {
+            match m.effect(out) {
+                Some(WsEffect::Deliver(RunnerApp::Client { node, input })) => match input {
+                    ClientInput::SendOn { conn, kind, .. } => inputs.push((node, conn, kind)),
+                    ClientInput::CloseOn { conn } => inputs.push((node, conn, "close".into())),
+                    _ => panic!("a node client is only told to send or close"),
+                },
+                Some(WsEffect::Deliver(RunnerApp::Event(e))) => events.push(e),
+                _ => {}
+            }
+        }
+        (inputs, events)
+    }
+
+    fn opened(node: usize, conn: u64, peer: &str) -> RunnerInput {
+        RunnerInput::NodeSocket {
+            node,
+            event: NodeWsEvent::Opened {
+                conn: ConnId(conn),
+                space_id: "s".into(),
+                peer: peer.into(),
+            },
+        }
+    }
+
+    #[test]
+    fn two_always_on_nodes_numbering_their_sockets_alike_are_two_peers_and_each_hears_its_own() {
+        let mut m = runner("s");
+        m.handle(NOW, opened(0, 1, "did:key:zNodeA"));
+        m.handle(NOW, opened(1, 1, "did:key:zNodeB"));
+        let (_, events) = effects(&mut m);
+        let admitted: Vec<&NodeEvent> = events
+            .iter()
+            .filter(|e| matches!(e, NodeEvent::Admitted { .. }))
+            .collect();
+        assert_eq!(admitted.len(), 2, "both node sockets are peers: {events:?}");
+
+        // A line typed goes to each node's client, on that client's own socket.
+        m.handle(NOW, RunnerInput::Live(json!("hi")));
+        let (inputs, _) = effects(&mut m);
+        assert_eq!(
+            inputs,
+            vec![(0, ConnId(1), LIVE.into()), (1, ConnId(1), LIVE.into())]
+        );
+
+        // A message on node 1's socket is node B's, and its close departs B alone.
+        let message = RunnerInput::NodeSocket {
+            node: 1,
+            event: NodeWsEvent::Message {
+                conn: ConnId(1),
+                space_id: "s".into(),
+                peer: "did:key:zNodeB".into(),
+                account: None,
+                kind: LIVE.into(),
+                payload: json!("from B"),
+            },
+        };
+        m.handle(NOW, message);
+        let closed = RunnerInput::NodeSocket {
+            node: 1,
+            event: NodeWsEvent::Closed {
+                conn: ConnId(1),
+                space_id: "s".into(),
+                code: None,
+            },
+        };
+        m.handle(NOW, closed);
+        let (_, events) = effects(&mut m);
+        assert!(events.iter().any(|e| matches!(e,
+            NodeEvent::Message { from, payload, .. } if from == "did:key:zNodeB" && *payload == json!("from B"))));
+        assert!(events.iter().any(|e| matches!(e,
+            NodeEvent::Departed { peer, .. } if peer == "did:key:zNodeB")));
+        assert!(!events.iter().any(|e| matches!(e,
+            NodeEvent::Departed { peer, .. } if peer == "did:key:zNodeA")));
+        m.handle(NOW, RunnerInput::Live(json!("again")));
+        let (inputs, _) = effects(&mut m);
+        assert_eq!(inputs, vec![(0, ConnId(1), LIVE.into())]);
+    }
+
+    #[test]
+    fn an_event_of_a_node_socket_the_node_never_heard_open_reaches_it_not() {
+        let mut m = runner("s");
+        let stray = RunnerInput::NodeSocket {
+            node: 0,
+            event: NodeWsEvent::Message {
+                conn: ConnId(4),
+                space_id: "s".into(),
+                peer: "did:key:zNodeA".into(),
+                account: None,
+                kind: LIVE.into(),
+                payload: json!("stray"),
+            },
+        };
+        m.handle(NOW, stray);
+        let (inputs, events) = effects(&mut m);
+        assert!(inputs.is_empty() && events.is_empty(), "{events:?}");
     }
 
     #[test]

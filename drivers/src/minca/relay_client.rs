@@ -36,6 +36,84 @@ impl AsRef<str> for Dial {
     }
 }
 
+/// A relay client's sockets under two names: the client's own ([`Output::Dial`] names it) and the
+/// host's (the connection the WebSocket layer dialled), with the dials under way and those the
+/// client gave up on before they opened. The one place either name is turned into the other, for
+/// [`RelayNode`] and for any host that carries a relay client inside a larger machine (the node
+/// runner's [`Node`](weft_proto::minca::node::Node)). Holds one entry per socket the client has
+/// open or dialling, which the client bounds (`MAX_RELAYS`).
+#[derive(Debug, Default)]
+pub struct SocketNames {
+    /// Client name → host name, for open sockets.
+    to_host: BTreeMap<ConnId, ConnId>,
+    /// Host name → client name, for open sockets.
+    to_client: BTreeMap<ConnId, ConnId>,
+    /// Client names of dials under way.
+    dialling: BTreeSet<ConnId>,
+    /// Client names of dials the client closed before they opened.
+    abandoned: BTreeSet<ConnId>,
+}
+
+impl SocketNames {
+    /// The client asked to dial its socket `conn`.
+    pub fn dial(&mut self, conn: ConnId) {
+        self.dialling.insert(conn);
+    }
+
+    /// The dial of the client's `conn` opened as the host's `host`: `true` when the client is
+    /// to hear it opened, `false` when the client gave up on it and `host` is to be closed.
+    pub fn dialled(&mut self, conn: ConnId, host: ConnId) -> bool {
+        self.dialling.remove(&conn);
+        if self.abandoned.remove(&conn) {
+            return false;
+        }
+        self.to_host.insert(conn, host);
+        self.to_client.insert(host, conn);
+        true
+    }
+
+    /// The dial of the client's `conn` failed: whether the client is to hear it (not when it
+    /// gave up on it).
+    pub fn dial_failed(&mut self, conn: ConnId) -> bool {
+        self.dialling.remove(&conn);
+        !self.abandoned.remove(&conn)
+    }
+
+    /// The client's name of the open socket `host`.
+    pub fn client(&self, host: ConnId) -> Option<ConnId> {
+        self.to_client.get(&host).copied()
+    }
+
+    /// The host's name of the client's open socket `conn`.
+    pub fn host(&self, conn: ConnId) -> Option<ConnId> {
+        self.to_host.get(&conn).copied()
+    }
+
+    /// The host's socket `host` closed under the client: the client's name, forgotten.
+    pub fn closed(&mut self, host: ConnId) -> Option<ConnId> {
+        let conn = self.to_client.remove(&host)?;
+        self.to_host.remove(&conn);
+        Some(conn)
+    }
+
+    /// The client closes its `conn`: the host's socket to close, forgotten; `None` for a dial
+    /// under way, which is closed when it opens ([`dialled`](Self::dialled) says `false`).
+    pub fn close(&mut self, conn: ConnId) -> Option<ConnId> {
+        if self.dialling.contains(&conn) {
+            self.abandoned.insert(conn);
+            return None;
+        }
+        let host = self.to_host.remove(&conn)?;
+        self.to_client.remove(&host);
+        Some(host)
+    }
+
+    /// How many sockets are open, and how many dials under way.
+    pub fn counts(&self) -> (usize, usize) {
+        (self.to_host.len(), self.dialling.len())
+    }
+}
+
 /// What the client node puts out: the client's outputs, and closes of dials it gave up on.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -46,29 +124,21 @@ pub enum NodeOutput {
     Abandon(ConnId),
 }
 
-/// A [`RelayClient`] with the names of its sockets on the host; see the [module docs](self).
-///
-/// The maps hold one entry per socket the client has open or dialling, which the client bounds
-/// (`MAX_RELAYS`).
+/// A [`RelayClient`] with the names of its sockets on the host ([`SocketNames`]); see the
+/// [module docs](self).
 pub struct RelayNode<R> {
     /// The machine.
     pub client: RelayClient<R>,
-    /// Client name → host name, for open sockets.
-    to_host: BTreeMap<ConnId, ConnId>,
-    /// Host name → client name, for open sockets.
-    to_client: BTreeMap<ConnId, ConnId>,
-    /// Client names of dials under way.
-    dialling: BTreeSet<ConnId>,
-    /// Client names of dials the client closed before they opened.
-    abandoned: BTreeSet<ConnId>,
+    names: SocketNames,
     own: VecDeque<NodeOutput>,
 }
 
 impl<R> fmt::Debug for RelayNode<R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (open, dialling) = self.names.counts();
         f.debug_struct("RelayNode")
-            .field("open", &self.to_host.len())
-            .field("dialling", &self.dialling.len())
+            .field("open", &open)
+            .field("dialling", &dialling)
             .finish_non_exhaustive()
     }
 }
@@ -78,10 +148,7 @@ impl<R: CryptoRng> RelayNode<R> {
     pub fn new(client: RelayClient<R>) -> Self {
         Self {
             client,
-            to_host: BTreeMap::new(),
-            to_client: BTreeMap::new(),
-            dialling: BTreeSet::new(),
-            abandoned: BTreeSet::new(),
+            names: SocketNames::default(),
             own: VecDeque::new(),
         }
     }
@@ -142,7 +209,7 @@ impl<R: CryptoRng> WsMachine for RelayNode<R> {
         })
     }
     fn message(&mut self, conn: ConnId, frame: Frame) -> Option<Input> {
-        let conn = *self.to_client.get(&conn)?;
+        let conn = self.names.client(conn)?;
         match frame {
             Frame::Text(text) => Some(Input::Text { conn, text }),
             // A Minca or Nostr relay speaks text; the client's liveness is its own `ping`.
@@ -150,26 +217,20 @@ impl<R: CryptoRng> WsMachine for RelayNode<R> {
         }
     }
     fn closed(&mut self, conn: ConnId) -> Option<Input> {
-        let conn = self.to_client.remove(&conn)?;
-        self.to_host.remove(&conn);
+        let conn = self.names.closed(conn)?;
         Some(Input::Closed { conn })
     }
     fn dialled(&mut self, host: ConnId, target: Dial) -> Option<Input> {
-        self.dialling.remove(&target.conn);
-        if self.abandoned.remove(&target.conn) {
+        if !self.names.dialled(target.conn, host) {
             self.own.push_back(NodeOutput::Abandon(host));
             return None;
         }
-        self.to_host.insert(target.conn, host);
-        self.to_client.insert(host, target.conn);
         Some(Input::Opened { conn: target.conn })
     }
     fn dial_failed(&mut self, target: Dial) -> Option<Input> {
-        self.dialling.remove(&target.conn);
-        if self.abandoned.remove(&target.conn) {
-            return None;
-        }
-        Some(Input::DialFailed { conn: target.conn })
+        self.names
+            .dial_failed(target.conn)
+            .then_some(Input::DialFailed { conn: target.conn })
     }
     fn effect(&mut self, output: NodeOutput) -> Option<WsEffect<Dial, Output>> {
         let output = match output {
@@ -178,29 +239,21 @@ impl<R: CryptoRng> WsMachine for RelayNode<R> {
         };
         Some(match output {
             Output::Dial { conn, url, .. } => {
-                self.dialling.insert(conn);
+                self.names.dial(conn);
                 WsEffect::Dial(Dial { conn, url })
             }
             Output::Send { conn, text } => WsEffect::Text {
-                conn: *self.to_host.get(&conn)?,
+                conn: self.names.host(conn)?,
                 text,
             },
-            Output::Close { conn } => {
-                if self.dialling.contains(&conn) {
-                    self.abandoned.insert(conn);
-                    return None;
-                }
-                let host = self.to_host.remove(&conn)?;
-                self.to_client.remove(&host);
-                close(host)
-            }
+            Output::Close { conn } => close(self.names.close(conn)?),
             other => WsEffect::Deliver(other),
         })
     }
 }
 
 /// A normal close (1000) of a socket the client is done with.
-fn close(conn: ConnId) -> WsEffect<Dial, Output> {
+pub fn close<A>(conn: ConnId) -> WsEffect<Dial, A> {
     WsEffect::Close {
         conn,
         code: 1000,

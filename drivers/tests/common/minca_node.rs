@@ -300,6 +300,7 @@ pub(crate) fn meet(url: &RelayUrl, space: &str) -> [NodeReport; 2] {
         let options = NodeOptions {
             spaces: vec![space.into()],
             relays: vec![url.clone()],
+            nodes: Vec::new(),
             bind: "127.0.0.1:0".parse().unwrap(),
             account: None,
             session: Some(key),
