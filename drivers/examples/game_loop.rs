@@ -404,7 +404,7 @@ impl GameNode {
                 self.execute(now, out);
             }
             while let Some(event) = self.udp.transport.poll_event() {
-                if let Some(input) = from_transport(event) {
+                if let Some(input) = node::Input::from_transport(event) {
                     self.pending.push_back(input);
                 }
             }
@@ -588,25 +588,6 @@ impl GameNode {
         self.udp.flush()?;
         Ok(())
     }
-}
-
-/// A transport event as the node's input (the transport speaks the mesh's inputs).
-fn from_transport(event: mesh::Input) -> Option<node::Input> {
-    Some(match event {
-        mesh::Input::LocalDescription { conn, sdp } => node::Input::LocalDescription { conn, sdp },
-        mesh::Input::Opened {
-            conn,
-            local_fingerprint,
-            remote_fingerprint,
-        } => node::Input::PeerOpened {
-            conn,
-            local_fingerprint,
-            remote_fingerprint,
-        },
-        mesh::Input::Closed { conn } => node::Input::PeerClosed { conn },
-        mesh::Input::Frame { conn, bytes } => node::Input::PeerFrame { conn, bytes },
-        _ => return None,
-    })
 }
 
 // --- The AIRC client: the §4 frames in order, over a non-blocking Unix socket. ---

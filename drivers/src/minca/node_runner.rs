@@ -313,7 +313,7 @@ impl NodeMachine {
             }
             while let Some(event) = self.transport.poll_event() {
                 moved = true;
-                if let Some(input) = node_input(event) {
+                if let Some(input) = node::Input::from_transport(event) {
                     self.node.handle(now, input);
                 }
             }
@@ -484,25 +484,6 @@ impl NodeMachine {
         // Every one of these is the transport's: nothing comes back.
         let _ = self.transport.handle_mesh_output(now, peer);
     }
-}
-
-/// A transport event as the node's input.
-fn node_input(event: mesh::Input) -> Option<node::Input> {
-    Some(match event {
-        mesh::Input::LocalDescription { conn, sdp } => node::Input::LocalDescription { conn, sdp },
-        mesh::Input::Opened {
-            conn,
-            local_fingerprint,
-            remote_fingerprint,
-        } => node::Input::PeerOpened {
-            conn,
-            local_fingerprint,
-            remote_fingerprint,
-        },
-        mesh::Input::Closed { conn } => node::Input::PeerClosed { conn },
-        mesh::Input::Frame { conn, bytes } => node::Input::PeerFrame { conn, bytes },
-        _ => return None,
-    })
 }
 
 impl Machine for NodeMachine {

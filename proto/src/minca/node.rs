@@ -430,6 +430,29 @@ pub struct Node<R: CryptoRng> {
     counters: Counters,
 }
 
+impl Input {
+    /// A peer transport's event, as the node takes it. Transports (the drivers' str0m one among
+    /// them) speak the mesh's vocabulary, since the mesh is what a bare transport serves; a node
+    /// takes the same four events under its own names. Anything else is no transport event.
+    pub fn from_transport(event: mesh::Input) -> Option<Self> {
+        Some(match event {
+            mesh::Input::LocalDescription { conn, sdp } => Input::LocalDescription { conn, sdp },
+            mesh::Input::Opened {
+                conn,
+                local_fingerprint,
+                remote_fingerprint,
+            } => Input::PeerOpened {
+                conn,
+                local_fingerprint,
+                remote_fingerprint,
+            },
+            mesh::Input::Closed { conn } => Input::PeerClosed { conn },
+            mesh::Input::Frame { conn, bytes } => Input::PeerFrame { conn, bytes },
+            _ => return None,
+        })
+    }
+}
+
 impl<R: CryptoRng + SeedableRng> Node<R> {
     /// A node whose session key is `session` (its did:key is the node's DID in every room), each
     /// inner machine with its own generator seeded from `rng`. Fails only when `session` is not
