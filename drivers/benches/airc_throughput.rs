@@ -179,7 +179,7 @@ fn one_realm() -> f64 {
         &realm.socket,
         "me/inbox",
         "bench",
-        "me/inbox",
+        "inbox",
     );
     realm.end();
     let _ = std::fs::remove_dir_all(&dir);
