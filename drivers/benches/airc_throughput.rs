@@ -23,7 +23,7 @@ use tls_ca::Ca;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use weft_drivers::airc::client::{Client, message_id, new_message};
 use weft_drivers::airc::config::FileConfig;
@@ -174,13 +174,7 @@ fn ceiling(mut op: impl FnMut(usize) -> bool) -> f64 {
 fn one_realm() -> f64 {
     let dir = temp_dir("one");
     let realm = Running::start(ServeConfig::local(&dir, "me").unwrap());
-    let r = rate(
-        &realm.socket,
-        &realm.socket,
-        "me/inbox",
-        "bench",
-        "inbox",
-    );
+    let r = rate(&realm.socket, &realm.socket, "me/inbox", "bench", "inbox");
     realm.end();
     let _ = std::fs::remove_dir_all(&dir);
     r
