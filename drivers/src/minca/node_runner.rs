@@ -734,6 +734,9 @@ pub struct NodeReport {
     pub rendezvous_ignored: u64,
     /// Of those, the node's own messages coming back (a Nostr relay echoes them).
     pub rendezvous_own_ignored: u64,
+    /// Of those, messages already acted on arriving again (a Nostr relay may deliver one event
+    /// both as stored and as new, around its end of stored events).
+    pub rendezvous_replays_ignored: u64,
     /// The relay client's counters (§1.2, §3).
     pub relay: weft_proto::minca::relay_client::Stats,
     /// The mesh's counters (§7–§9).
@@ -748,6 +751,7 @@ impl NodeReport {
         Self {
             rendezvous_ignored: node.rendezvous().ignored_total(),
             rendezvous_own_ignored: node.rendezvous().ignored(Ignored::OwnMessage),
+            rendezvous_replays_ignored: node.rendezvous().ignored(Ignored::Replay),
             relay: node.relay_client().stats(),
             mesh: node.mesh().counters().clone(),
             node: node.counters(),
