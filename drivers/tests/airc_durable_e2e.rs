@@ -45,6 +45,26 @@ fn run(dir: &Path, args: &[&str]) -> Ran {
     Ran::from(cmd.output().unwrap())
 }
 
+/// How many messages the server holds spooled, by `stat`.
+fn spooled(dir: &Path) -> u64 {
+    run(dir, &["stat"]).ok()["spooled"].as_u64().unwrap()
+}
+
+/// Waits (bounded) until the server holds `n` spooled: the listener's ack left with the listener,
+/// and a kill before the server has read it would, rightly, deliver the message again. The server
+/// writes the forget before it answers anything after that ack, so the count in `stat` dropping
+/// means the forget is on disk.
+fn wait_spooled(dir: &Path, n: u64) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while spooled(dir) != n {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the listener's ack was never taken"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 /// The bodies `listen alice/later --count n` prints.
 fn listen(dir: &Path, n: usize) -> Vec<String> {
     let mut cmd = Command::new(WEFT);
@@ -106,7 +126,9 @@ fn after_kill_9_every_durable_table_is_back_and_a_queued_message_is_delivered_ex
         (AckStatus::Delivered, Some("duplicate")),
         "the seen id survived"
     );
+    let held = spooled(&dir);
     assert_eq!(listen(&dir, 1), ["kept"], "the spooled message survived");
+    wait_spooled(&dir, held - 1);
     kill_9(server);
 
     // Delivered and acked: forgotten durably, so a third process does not deliver it again.
