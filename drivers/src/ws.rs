@@ -941,13 +941,8 @@ impl<M: WsMachine> Ws<M> {
                 }
                 Err(e) => {
                     self.stats.protocol_errors += 1;
-                    let code = match e {
-                        tungstenite::Error::Capacity(_) => CloseCode::Size,
-                        tungstenite::Error::Utf8(_) => CloseCode::Invalid,
-                        _ => CloseCode::Protocol,
-                    };
                     let _ = ws.close(Some(CloseFrame {
-                        code,
+                        code: close_code_for(&e),
                         reason: "".into(),
                     }));
                     let _ = ws.flush();
@@ -1261,13 +1256,8 @@ impl ServerSocket {
                     break true;
                 }
                 Err(e) => {
-                    let code = match e {
-                        tungstenite::Error::Capacity(_) => CloseCode::Size,
-                        tungstenite::Error::Utf8(_) => CloseCode::Invalid,
-                        _ => CloseCode::Protocol,
-                    };
                     let _ = ws.close(Some(CloseFrame {
-                        code,
+                        code: close_code_for(&e),
                         reason: "".into(),
                     }));
                     let _ = ws.flush();
@@ -1282,6 +1272,16 @@ impl ServerSocket {
             self.state = ServerState::Done;
             out.end = true;
         }
+    }
+}
+
+/// The close code (RFC 6455 §7.4.1) for a peer's bad framing: too large 1009, text that is not
+/// UTF-8 1007, anything else 1002. Every WebSocket this layer serves closes by this one rule.
+fn close_code_for(e: &tungstenite::Error) -> CloseCode {
+    match e {
+        tungstenite::Error::Capacity(_) => CloseCode::Size,
+        tungstenite::Error::Utf8(_) => CloseCode::Invalid,
+        _ => CloseCode::Protocol,
     }
 }
 
