@@ -859,14 +859,28 @@ impl<R: CryptoRng> Node<R> {
                 self.rendezvous.handle(self.now, input);
                 return;
             }
-            mesh::Output::Admitted { room, peer } => Output::Admitted {
-                room: Room::new(room),
-                peer,
-            },
-            mesh::Output::Departed { room, peer } => Output::Departed {
-                room: Room::new(room),
-                peer,
-            },
+            mesh::Output::Admitted { room, peer } => {
+                let room = Room::new(room);
+                self.rendezvous.handle(
+                    self.now,
+                    rendezvous::Input::Admitted {
+                        room: room.clone(),
+                        peer: peer.clone(),
+                    },
+                );
+                Output::Admitted { room, peer }
+            }
+            mesh::Output::Departed { room, peer } => {
+                let room = Room::new(room);
+                self.rendezvous.handle(
+                    self.now,
+                    rendezvous::Input::Departed {
+                        room: room.clone(),
+                        peer: peer.clone(),
+                    },
+                );
+                Output::Departed { room, peer }
+            }
             mesh::Output::Account {
                 room,
                 peer,

@@ -17,7 +17,11 @@
 //!
 //! The machine does not track connections: it says "offer to this peer" when a hello comes from a
 //! greater DID, hands received offers and answers to the mesh (§7), and seals the offers and
-//! answers the mesh asks it to send. Which relays a room is on is the host's (§3, §4): a
+//! answers the mesh asks it to send. The mesh tells it only who is admitted in each room
+//! ([`Input::Admitted`], [`Input::Departed`]), so that a hello from a lesser peer already proven
+//! here over an open connection, with the box it had, gets no hello back: that peer would greet
+//! over the connection, not offer (§7.3), and in a room of n peers every hello would otherwise
+//! set off up to n − 1 hellos back, each heard by the whole room (docs/decisions.md). Which relays a room is on is the host's (§3, §4): a
 //! [`Publish`](Output::Publish) names the room and either every relay it is on or one relay.
 //!
 //! A blob that fails any of §2's five rules is ignored and counted by [`Ignored`] reason. The
@@ -30,7 +34,7 @@ pub mod message;
 #[cfg(test)]
 mod tests;
 
-use alloc::collections::{BTreeMap, VecDeque};
+use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
 use alloc::string::String;
 use core::time::Duration;
 
@@ -121,6 +125,21 @@ pub enum Input {
         topic: String,
         /// The blob as the relay handed it (base64url).
         blob: String,
+    },
+    /// The mesh admitted `peer` in `room` over an open connection (§7.2): a hello from it there
+    /// with the box it had needs no hello back.
+    Admitted {
+        /// The room.
+        room: Room,
+        /// The peer's session DID.
+        peer: String,
+    },
+    /// `peer` is no longer admitted in `room` (it left, was let go, or its connection closed).
+    Departed {
+        /// The room.
+        room: Room,
+        /// The peer's session DID.
+        peer: String,
     },
     /// The mesh asks to send an offer or an answer to a peer in a room.
     Signal {
@@ -300,6 +319,8 @@ struct RoomState {
     last_hello: Timestamp,
     /// A hello back was asked for within [`HELLO_BACK_INTERVAL`] of `last_hello`.
     hello_back_due: bool,
+    /// Peers the mesh has admitted here, at most [`MAX_ROOM_PEERS`] (the mesh's own bound).
+    admitted: BTreeSet<String>,
 }
 
 impl RoomState {
@@ -334,6 +355,8 @@ pub struct Rendezvous<R> {
     acted: ReplayWindow<(String, String)>,
     out: VecDeque<Output>,
     ignored: BTreeMap<Ignored, u64>,
+    /// Hellos back not said because the peer was admitted with the same box.
+    hello_backs_spared: u64,
 }
 
 impl<R: rand_core::CryptoRng> Rendezvous<R> {
@@ -360,6 +383,7 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
             acted: ReplayWindow::new(AT_WINDOW, MAX_ACTED_PER_PEER, MAX_REMEMBERED_PAIRS),
             out: VecDeque::new(),
             ignored: BTreeMap::new(),
+            hello_backs_spared: 0,
         })
     }
 
@@ -381,6 +405,12 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
     /// Blobs ignored so far, for every reason.
     pub fn ignored_total(&self) -> u64 {
         self.ignored.values().sum()
+    }
+
+    /// Hellos back not said because the hello came from a peer admitted in the room, with the box
+    /// it had ([`Input::Admitted`]).
+    pub fn hello_backs_spared(&self) -> u64 {
+        self.hello_backs_spared
     }
 
     /// Whether this node is in `room`.
@@ -490,6 +520,7 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
                 peers: BTreeMap::new(),
                 last_hello: now,
                 hello_back_due: false,
+                admitted: BTreeSet::new(),
             },
         );
         self.say_hello(now, &topic, Relays::All);
@@ -609,6 +640,13 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
             return;
         };
         let at = message.at;
+        // A restarted peer says hello with a new box while this side may still hold its old
+        // connection: that hello is answered as if from a stranger.
+        let known_box = state
+            .peers
+            .get(&message.from)
+            .is_some_and(|p| p.newest.1 == sender_box);
+        let spare_hello_back = known_box && state.admitted.contains(&message.from);
         let peer = state
             .peers
             .entry(message.from.clone())
@@ -649,7 +687,20 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
                     did: message.from,
                 });
             }
+            None if spare_hello_back => self.hello_backs_spared += 1,
             None => self.hello_back(now, topic),
+        }
+    }
+
+    /// Remembers whether the mesh has `peer` admitted in `room` (bounded like the room).
+    fn set_admitted(&mut self, room: &Room, peer: String, admitted: bool) {
+        let Some(state) = self.rooms.get_mut(&room.topic(self.crypto)) else {
+            return;
+        };
+        if !admitted {
+            state.admitted.remove(&peer);
+        } else if state.admitted.len() < MAX_ROOM_PEERS {
+            state.admitted.insert(peer);
         }
     }
 
@@ -720,6 +771,8 @@ impl<R: rand_core::CryptoRng> Machine for Rendezvous<R> {
             }
             Input::RelayOpened(relay) => self.relay_opened(now, relay),
             Input::Blob { topic, blob, .. } => self.receive(now, &topic, &blob),
+            Input::Admitted { room, peer } => self.set_admitted(&room, peer, true),
+            Input::Departed { room, peer } => self.set_admitted(&room, peer, false),
             Input::Signal {
                 room,
                 to,
