@@ -389,11 +389,13 @@ impl NodeMachine {
             NodeWsEvent::Closed {
                 conn,
                 space_id,
+                peer,
                 code,
             } => match self.node_sockets.close((client, conn)) {
                 Some(conn) => NodeWsEvent::Closed {
                     conn,
                     space_id,
+                    peer,
                     code,
                 },
                 None => return,
@@ -1138,6 +1140,7 @@ mod tests {
             event: NodeWsEvent::Closed {
                 conn: ConnId(1),
                 space_id: "s".into(),
+                peer: Some("did:key:zNodeB".into()),
                 code: None,
             },
         };

@@ -10,7 +10,11 @@
 //! - **Client** ([`NodeWsClient`], [`client_host`]): the application asks for a space on a node
 //!   ([`ClientInput::Dial`]); the client dials `<node URL>?space=<encodeURIComponent(id)>` with
 //!   the pin stripped ([`NodeUrl::dial_url`]), holds one socket per space, and reports the node
-//!   as the peer named by its session DID once the handshake and the pin hold.
+//!   as the peer named by its session DID once the handshake and the pin hold. A socket that
+//!   ends, or a dial that fails, is dialled again on [`REDIAL_BACKOFF`] until the application
+//!   closes the space, unless this side refused the node for good ([`redials_after`]); §5.2
+//!   leaves the schedule to the node's docs, and §7 re-makes a connection whenever the two meet
+//!   again.
 //! - **Node** ([`PeerEndpoint`]): `weft relay` with a node key routes an upgrade of
 //!   [`node_socket::PEER_PATH`] here ([`crate::minca::relay`]); the challenge goes out at once, before the
 //!   space is looked at (§5.3 step 1), and a frame over [`MAX_FRAME_BYTES`] closes the socket with
@@ -29,14 +33,16 @@ use std::sync::Arc;
 
 use serde_json::Value;
 use weft_proto::core::rand_core::{CryptoRng, SeedableRng};
-use weft_proto::core::{ConnId, Machine, Timestamp, Wakeup};
+use weft_proto::core::{Backoff, BackoffConfig, ConnId, Machine, Timestamp, Wakeup};
 use weft_proto::crypto::{CryptoProvider, P256Secret};
 use weft_proto::minca::node;
 use weft_proto::minca::node_socket::{
-    self, ClientSocket, Input, MAX_FRAME_BYTES, NodeSocket, Output, Session,
+    self, ClientSocket, Input, MAX_FRAME_BYTES, NodeSocket, Output, PROTOCOL_ERROR, REFUSED,
+    Session,
 };
 use weft_proto::minca::node_url::NodeUrl;
 use weft_proto::minca::note::Es256Notes;
+use weft_proto::minca::relay_client;
 use weft_proto::minca::room::{MAX_ROOMS, Room};
 use weft_proto::minca::space_access::SpaceAccess;
 
@@ -55,6 +61,29 @@ pub const MAX_CLIENT_SOCKETS: usize = MAX_ROOMS;
 /// is the WebSocket layer's own bound on connections still sending a head
 /// ([`crate::ws::MAX_PENDING_HEADS`]), far above the devices of the spaces one node hosts.
 pub const MAX_PEER_SOCKETS: usize = 1024;
+
+/// When a client dials a node socket again (§5.2: "how the reference client redials is in the
+/// node's docs"): the relay sockets' schedule, 1 s doubling to 30 s with jitter (§2.1). A node
+/// socket is a client's way to its always-on node as a relay socket is to its peers, and it is
+/// often the only one, so it is kept the same way: redialled however many attempts fail. The
+/// schedule starts over only once a socket has stayed open for the ceiling
+/// ([`BackoffConfig::max`]), so a node that lets a client in and drops it at once is not dialled
+/// faster than a node that refuses it.
+pub const REDIAL_BACKOFF: BackoffConfig = relay_client::REDIAL_BACKOFF;
+
+/// Whether a client dials a space's node socket again after it ended with `code`: the close this
+/// side sent, or `None` when the node or the transport ended it (the layer does not report the
+/// node's own code).
+///
+/// Not redialled: this side's 4002 (§5.2: the welcome failed the pin, or the node spoke out of
+/// turn) and 4003 (§6.3: this side holds no read key to prove), since the same node answers the
+/// same way every time, and a loop would only hammer it. Redialled: the node going away or
+/// restarting, a transport error, the node's own refusal or let-go (§6.3: "a peer let go of that
+/// reconnects is checked like any other"; the reader's key may have changed since), this side's
+/// handshake timeout (4008) and a frame over the bound (1009), which are the moment's.
+pub fn redials_after(code: Option<u16>) -> bool {
+    !matches!(code, Some(c) if c == PROTOCOL_ERROR.code || c == REFUSED.code)
+}
 
 /// What the sockets of either side report to the application.
 #[derive(Clone, Debug, PartialEq)]
@@ -114,6 +143,8 @@ pub enum NodeWsEvent {
         conn: ConnId,
         /// The space.
         space_id: String,
+        /// The peer's session DID, if its handshake had proven one.
+        peer: Option<String>,
         /// This side's close code, if it closed.
         code: Option<u16>,
     },
@@ -121,6 +152,21 @@ pub enum NodeWsEvent {
     DialFailed {
         /// The space.
         space_id: String,
+    },
+    /// A client dials the space's node socket again at `at` ([`REDIAL_BACKOFF`]).
+    Redialling {
+        /// The space.
+        space_id: String,
+        /// When.
+        at: Timestamp,
+    },
+    /// A client does not dial the space's node socket again ([`redials_after`]); the space is
+    /// no longer wanted until the application dials it anew.
+    GaveUp {
+        /// The space.
+        space_id: String,
+        /// The close this side sent.
+        code: Option<u16>,
     },
 }
 
@@ -181,7 +227,7 @@ struct Sockets<M> {
     out: VecDeque<SocketOutput>,
 }
 
-impl<M: Machine<Input = Input, Output = Output>> Sockets<M> {
+impl<M: Machine<Input = Input, Output = Output> + PeerOf> Sockets<M> {
     fn new() -> Self {
         Self {
             open: BTreeMap::new(),
@@ -208,6 +254,7 @@ impl<M: Machine<Input = Input, Output = Output>> Sockets<M> {
             self.out.push_back(SocketOutput::Event(NodeWsEvent::Closed {
                 conn,
                 space_id,
+                peer: m.peer().map(String::from),
                 code: None,
             }));
         }
@@ -272,11 +319,13 @@ impl<M: Machine<Input = Input, Output = Output>> Sockets<M> {
             };
             self.out.push_back(event);
         }
-        if let Some(code) = closed {
-            self.open.remove(&conn);
+        if let Some(code) = closed
+            && let Some((_, m)) = self.open.remove(&conn)
+        {
             self.out.push_back(SocketOutput::Event(NodeWsEvent::Closed {
                 conn,
                 space_id,
+                peer: m.peer().map(String::from),
                 code: Some(code),
             }));
         }
@@ -290,9 +339,7 @@ impl<M: Machine<Input = Input, Output = Output>> Sockets<M> {
         to: Option<&str>,
         kind: &str,
         payload: &Value,
-    ) where
-        M: PeerOf,
-    {
+    ) {
         let conns: Vec<ConnId> = self
             .open
             .iter()
@@ -489,13 +536,43 @@ pub struct ClientCounters {
     pub dials_refused: u64,
     /// Sends for a space without an open socket, dropped.
     pub unsent: u64,
+    /// Dials made, the first of each space and every redial.
+    pub dials: u64,
+    /// Of those, dials again after a socket ended or a dial failed ([`REDIAL_BACKOFF`]).
+    pub redials: u64,
+    /// Spaces not dialled again after a close this side sent ([`redials_after`]).
+    pub given_up: u64,
 }
 
-/// A space the client wants a socket for.
+/// A space the client wants a socket for, and where its socket is at.
 struct Wanted {
     node: NodeUrl,
     space: Space,
-    conn: Option<ConnId>,
+    link: Link,
+    backoff: Backoff,
+}
+
+/// Where a wanted space's socket is at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Link {
+    /// Dialled; the layer has not answered yet.
+    Dialling,
+    /// The socket `conn`: in its handshake while `opened` is `None`.
+    Socket {
+        conn: ConnId,
+        opened: Option<Timestamp>,
+    },
+    /// To be dialled again at `at`.
+    Waiting { at: Timestamp },
+}
+
+impl Wanted {
+    fn conn(&self) -> Option<ConnId> {
+        match self.link {
+            Link::Socket { conn, .. } => Some(conn),
+            _ => None,
+        }
+    }
 }
 
 /// The client side of node sockets, for every space, as a [`WsMachine`]; see the
@@ -553,22 +630,38 @@ impl<R: CryptoRng + SeedableRng> NodeWsClient<R> {
             self.counters.dials_refused += 1;
             return;
         }
-        let url = node.dial_url(&space_id);
         self.wanted.insert(
             space_id.clone(),
             Wanted {
                 node,
                 space,
-                conn: None,
+                link: Link::Dialling,
+                backoff: Backoff::new(REDIAL_BACKOFF),
             },
         );
-        self.sockets
-            .out
-            .push_back(SocketOutput::Dial(NodeTarget { url, space_id }));
+        self.dial_now(&space_id);
+    }
+
+    /// Dials the wanted space `space_id` now.
+    fn dial_now(&mut self, space_id: &str) {
+        let Some(want) = self.wanted.get_mut(space_id) else {
+            return;
+        };
+        want.link = Link::Dialling;
+        self.counters.dials += 1;
+        let url = want.node.dial_url(space_id);
+        self.sockets.out.push_back(SocketOutput::Dial(NodeTarget {
+            url,
+            space_id: space_id.into(),
+        }));
     }
 
     fn dialled(&mut self, now: Timestamp, conn: ConnId, target: NodeTarget) {
-        let Some(want) = self.wanted.get_mut(&target.space_id) else {
+        let want = self
+            .wanted
+            .get_mut(&target.space_id)
+            .filter(|w| w.link == Link::Dialling);
+        let Some(want) = want else {
             // Closed before it opened.
             self.sockets.out.push_back(SocketOutput::Close {
                 conn,
@@ -577,7 +670,7 @@ impl<R: CryptoRng + SeedableRng> NodeWsClient<R> {
             });
             return;
         };
-        want.conn = Some(conn);
+        want.link = Link::Socket { conn, opened: None };
         let machine = ClientSocket::new(
             self.crypto,
             Es256Notes::new(self.crypto),
@@ -588,23 +681,95 @@ impl<R: CryptoRng + SeedableRng> NodeWsClient<R> {
             now,
         );
         self.sockets.insert(conn, target.space_id, machine);
-        self.forget_closed();
     }
 
-    /// Spaces whose socket ended are no longer wanted: the application redials (§5.2: "how the
-    /// reference client redials is in the node's docs").
-    fn forget_closed(&mut self) {
-        let sockets = &self.sockets.open;
+    /// What the sockets reported since output `from`, for the wanted spaces: a socket that opened
+    /// is marked so, and one that ended is dialled again or given up ([`redials_after`]).
+    fn settle(&mut self, now: Timestamp, from: usize) {
+        let news: Vec<(ConnId, Option<Option<u16>>)> = self
+            .sockets
+            .out
+            .iter()
+            .skip(from)
+            .filter_map(|o| match o {
+                SocketOutput::Event(NodeWsEvent::Opened { conn, .. }) => Some((*conn, None)),
+                SocketOutput::Event(NodeWsEvent::Closed { conn, code, .. }) => {
+                    Some((*conn, Some(*code)))
+                }
+                _ => None,
+            })
+            .collect();
+        for (conn, closed) in news {
+            let Some((space_id, want)) =
+                self.wanted.iter_mut().find(|(_, w)| w.conn() == Some(conn))
+            else {
+                continue;
+            };
+            let space_id = space_id.clone();
+            match closed {
+                None => {
+                    want.link = Link::Socket {
+                        conn,
+                        opened: Some(now),
+                    }
+                }
+                Some(code) => self.ended(now, &space_id, code),
+            }
+        }
+    }
+
+    /// The socket or the dial of the wanted space `space_id` ended, with this side's close
+    /// `code`: the space waits for its redial, or is given up.
+    fn ended(&mut self, now: Timestamp, space_id: &str, code: Option<u16>) {
+        if !redials_after(code) {
+            self.wanted.remove(space_id);
+            self.counters.given_up += 1;
+            self.sockets
+                .out
+                .push_back(SocketOutput::Event(NodeWsEvent::GaveUp {
+                    space_id: space_id.into(),
+                    code,
+                }));
+            return;
+        }
+        let Some(want) = self.wanted.get_mut(space_id) else {
+            return;
+        };
+        if let Link::Socket {
+            opened: Some(since),
+            ..
+        } = want.link
+            && now.saturating_duration_since(since) >= REDIAL_BACKOFF.max
+        {
+            want.backoff.reset();
+        }
+        let at = now.saturating_add(want.backoff.next_delay(&mut self.rng));
+        want.link = Link::Waiting { at };
+        self.sockets
+            .out
+            .push_back(SocketOutput::Event(NodeWsEvent::Redialling {
+                space_id: space_id.into(),
+                at,
+            }));
+    }
+
+    /// The earliest redial due.
+    fn next_redial(&self) -> Option<Timestamp> {
         self.wanted
-            .retain(|_, w| w.conn.is_none_or(|c| sockets.contains_key(&c)));
+            .values()
+            .filter_map(|w| match w.link {
+                Link::Waiting { at } => Some(at),
+                _ => None,
+            })
+            .min()
     }
 
     fn close(&mut self, space_id: &str) {
         let Some(want) = self.wanted.remove(space_id) else {
             return;
         };
-        if let Some(conn) = want.conn
-            && let Some((space_id, _)) = self.sockets.open.remove(&conn)
+        if let Some(conn) = want.conn()
+            && let Some((space_id, m)) = self.sockets.open.remove(&conn)
         {
             self.sockets.out.push_back(SocketOutput::Close {
                 conn,
@@ -616,6 +781,7 @@ impl<R: CryptoRng + SeedableRng> NodeWsClient<R> {
                 .push_back(SocketOutput::Event(NodeWsEvent::Closed {
                     conn,
                     space_id,
+                    peer: m.peer().map(String::from),
                     code: Some(1000),
                 }));
         }
@@ -627,6 +793,7 @@ impl<R: CryptoRng + SeedableRng> Machine for NodeWsClient<R> {
     type Output = SocketOutput;
 
     fn handle(&mut self, now: Timestamp, input: ClientInput) {
+        let from = self.sockets.out.len();
         match input {
             ClientInput::Dial { node, space } => self.dial(node, space),
             ClientInput::Send {
@@ -634,7 +801,7 @@ impl<R: CryptoRng + SeedableRng> Machine for NodeWsClient<R> {
                 kind,
                 payload,
             } => {
-                let open = self.wanted.get(&space_id).and_then(|w| w.conn);
+                let open = self.wanted.get(&space_id).and_then(Wanted::conn);
                 match open {
                     Some(_) => self.sockets.send(now, &space_id, None, &kind, &payload),
                     None => self.counters.unsent += 1,
@@ -660,15 +827,22 @@ impl<R: CryptoRng + SeedableRng> Machine for NodeWsClient<R> {
             }
             ClientInput::Closed { conn } => self.sockets.closed(now, conn),
             ClientInput::DialFailed { target } => {
-                self.wanted.remove(&target.space_id);
                 self.sockets
                     .out
                     .push_back(SocketOutput::Event(NodeWsEvent::DialFailed {
-                        space_id: target.space_id,
+                        space_id: target.space_id.clone(),
                     }));
+                let dialling = self
+                    .wanted
+                    .get(&target.space_id)
+                    .is_some_and(|w| w.link == Link::Dialling);
+                if dialling {
+                    // The node is not there (yet): as if it had ended the socket.
+                    self.ended(now, &target.space_id, None);
+                }
             }
         }
-        self.forget_closed();
+        self.settle(now, from);
     }
 
     fn poll(&mut self) -> Option<SocketOutput> {
@@ -676,12 +850,26 @@ impl<R: CryptoRng + SeedableRng> Machine for NodeWsClient<R> {
     }
 
     fn poll_timeout(&self) -> Option<Wakeup> {
-        self.sockets.poll_timeout()
+        let redial = self
+            .next_redial()
+            .map(|at| Wakeup::new(at, "node socket redial"));
+        Wakeup::earliest(self.sockets.poll_timeout(), redial)
     }
 
     fn handle_timeout(&mut self, now: Timestamp) {
+        let from = self.sockets.out.len();
         self.sockets.handle_timeout(now);
-        self.forget_closed();
+        self.settle(now, from);
+        let due: Vec<String> = self
+            .wanted
+            .iter()
+            .filter(|(_, w)| matches!(w.link, Link::Waiting { at } if at <= now))
+            .map(|(s, _)| s.clone())
+            .collect();
+        for space_id in due {
+            self.counters.redials += 1;
+            self.dial_now(&space_id);
+        }
     }
 }
 
