@@ -224,13 +224,17 @@ impl SocketOutput {
 /// in order. Bounded by its owner ([`MAX_CLIENT_SOCKETS`], [`MAX_PEER_SOCKETS`]).
 struct Sockets<M> {
     open: BTreeMap<ConnId, (String, M)>,
+    /// The proven peer of each open socket, kept past its machine's close so that the close
+    /// can name it; a subset of `open`'s keys.
+    peers: BTreeMap<ConnId, String>,
     out: VecDeque<SocketOutput>,
 }
 
-impl<M: Machine<Input = Input, Output = Output> + PeerOf> Sockets<M> {
+impl<M: Machine<Input = Input, Output = Output>> Sockets<M> {
     fn new() -> Self {
         Self {
             open: BTreeMap::new(),
+            peers: BTreeMap::new(),
             out: VecDeque::new(),
         }
     }
@@ -254,7 +258,7 @@ impl<M: Machine<Input = Input, Output = Output> + PeerOf> Sockets<M> {
             self.out.push_back(SocketOutput::Event(NodeWsEvent::Closed {
                 conn,
                 space_id,
-                peer: m.peer().map(String::from),
+                peer: self.peers.remove(&conn),
                 code: None,
             }));
         }
@@ -266,7 +270,6 @@ impl<M: Machine<Input = Input, Output = Output> + PeerOf> Sockets<M> {
             return;
         };
         let space_id = space_id.clone();
-        let mut peer = String::new();
         let mut closed = None;
         while let Some(output) = m.poll() {
             let space_id = space_id.clone();
@@ -282,7 +285,7 @@ impl<M: Machine<Input = Input, Output = Output> + PeerOf> Sockets<M> {
                     }
                 }
                 Output::Open { peer: p } => {
-                    peer.clone_from(&p);
+                    self.peers.insert(conn, p.clone());
                     SocketOutput::Event(NodeWsEvent::Opened {
                         conn,
                         space_id,
@@ -319,13 +322,12 @@ impl<M: Machine<Input = Input, Output = Output> + PeerOf> Sockets<M> {
             };
             self.out.push_back(event);
         }
-        if let Some(code) = closed
-            && let Some((_, m)) = self.open.remove(&conn)
-        {
+        if let Some(code) = closed {
+            self.open.remove(&conn);
             self.out.push_back(SocketOutput::Event(NodeWsEvent::Closed {
                 conn,
                 space_id,
-                peer: m.peer().map(String::from),
+                peer: self.peers.remove(&conn),
                 code: Some(code),
             }));
         }
@@ -339,7 +341,9 @@ impl<M: Machine<Input = Input, Output = Output> + PeerOf> Sockets<M> {
         to: Option<&str>,
         kind: &str,
         payload: &Value,
-    ) {
+    ) where
+        M: PeerOf,
+    {
         let conns: Vec<ConnId> = self
             .open
             .iter()
@@ -769,7 +773,7 @@ impl<R: CryptoRng + SeedableRng> NodeWsClient<R> {
             return;
         };
         if let Some(conn) = want.conn()
-            && let Some((space_id, m)) = self.sockets.open.remove(&conn)
+            && let Some((space_id, _)) = self.sockets.open.remove(&conn)
         {
             self.sockets.out.push_back(SocketOutput::Close {
                 conn,
@@ -781,7 +785,7 @@ impl<R: CryptoRng + SeedableRng> NodeWsClient<R> {
                 .push_back(SocketOutput::Event(NodeWsEvent::Closed {
                     conn,
                     space_id,
-                    peer: m.peer().map(String::from),
+                    peer: self.sockets.peers.remove(&conn),
                     code: Some(1000),
                 }));
         }
@@ -1146,5 +1150,327 @@ impl<R: CryptoRng + SeedableRng> PeerEndpoint<R> {
     /// Runs the sockets' due timers (handshake timeouts, the `who` grace).
     pub fn handle_timeout(&mut self, now: Timestamp) {
         self.sockets.handle_timeout(now);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use chacha20::ChaCha20Rng;
+    use weft_proto::crypto::{default_provider, generate_p256};
+    use weft_proto::minca::node_socket::HANDSHAKE_TIMEOUT;
+    use weft_proto::minca::space_access::MemorySpace;
+
+    use super::*;
+
+    const T0: Timestamp = Timestamp::from_secs(1_800_000_000);
+    const SPACE: &str = "a space";
+    const CONN: ConnId = ConnId(1);
+
+    fn key(seed: u64) -> P256Secret {
+        generate_p256(default_provider(), &mut ChaCha20Rng::seed_from_u64(seed))
+    }
+
+    fn did(key: &P256Secret) -> String {
+        Session::new(default_provider(), key.clone(), None)
+            .unwrap()
+            .did()
+            .to_owned()
+    }
+
+    fn client() -> NodeWsClient<ChaCha20Rng> {
+        NodeWsClient::new(
+            default_provider(),
+            key(2),
+            None,
+            ChaCha20Rng::seed_from_u64(3),
+        )
+        .unwrap()
+    }
+
+    /// The node of `key(1)`, holding [`SPACE`].
+    fn node() -> PeerEndpoint<ChaCha20Rng> {
+        let space: Space = Arc::new(MemorySpace::public(SPACE));
+        PeerEndpoint::new(
+            default_provider(),
+            key(1),
+            None,
+            vec![space],
+            ChaCha20Rng::seed_from_u64(4),
+        )
+        .unwrap()
+    }
+
+    /// The client asks for `space` on the node at loopback, pinned to `pin` if given.
+    fn want(c: &mut NodeWsClient<ChaCha20Rng>, space: &str, pin: Option<&str>) {
+        let url = match pin {
+            Some(did) => format!("ws://127.0.0.1:1/peer#{did}"),
+            None => "ws://127.0.0.1:1/peer".into(),
+        };
+        let dial = ClientInput::Dial {
+            node: NodeUrl::parse(&url).unwrap(),
+            space: Arc::new(MemorySpace::public(space)),
+        };
+        c.handle(T0, dial);
+    }
+
+    /// What the client asks for now.
+    fn outputs(c: &mut NodeWsClient<ChaCha20Rng>) -> Vec<SocketOutput> {
+        core::iter::from_fn(|| c.poll()).collect()
+    }
+
+    fn dials(outs: &[SocketOutput]) -> Vec<NodeTarget> {
+        outs.iter()
+            .filter_map(|o| match o {
+                SocketOutput::Dial(t) => Some(t.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// When the redial the outputs announce is due.
+    fn redial_at(outs: &[SocketOutput]) -> Option<Timestamp> {
+        outs.iter().find_map(|o| match o {
+            SocketOutput::Event(NodeWsEvent::Redialling { at, .. }) => Some(*at),
+            _ => None,
+        })
+    }
+
+    fn gave_up(outs: &[SocketOutput]) -> Option<Option<u16>> {
+        outs.iter().find_map(|o| match o {
+            SocketOutput::Event(NodeWsEvent::GaveUp { code, .. }) => Some(*code),
+            _ => None,
+        })
+    }
+
+    /// The client's dial `target` opens as [`CONN`] at `now` and the node takes the socket;
+    /// frames cross both ways until neither side says more. The client's outputs other than
+    /// frames.
+    fn connect(
+        now: Timestamp,
+        c: &mut NodeWsClient<ChaCha20Rng>,
+        n: &mut PeerEndpoint<ChaCha20Rng>,
+        target: NodeTarget,
+    ) -> Vec<SocketOutput> {
+        let space_id = target.space_id.clone();
+        c.handle(now, ClientInput::Dialled { conn: CONN, target });
+        n.handle(
+            now,
+            PeerInput::Opened {
+                conn: CONN,
+                space_id,
+            },
+        );
+        let mut seen = Vec::new();
+        loop {
+            let mut moved = false;
+            while let Some(o) = c.poll() {
+                moved = true;
+                match o {
+                    SocketOutput::Text { conn, text } => {
+                        let frame = Frame::Text(text);
+                        n.handle(now, PeerInput::Frame { conn, frame });
+                    }
+                    SocketOutput::Binary { conn, bytes } => {
+                        let frame = Frame::Binary(bytes);
+                        n.handle(now, PeerInput::Frame { conn, frame });
+                    }
+                    SocketOutput::Close { conn, .. } => n.handle(now, PeerInput::Closed { conn }),
+                    other => seen.push(other),
+                }
+            }
+            while let Some(o) = n.poll() {
+                moved = true;
+                match o {
+                    SocketOutput::Text { conn, text } => {
+                        let frame = Frame::Text(text);
+                        c.handle(now, ClientInput::Frame { conn, frame });
+                    }
+                    SocketOutput::Binary { conn, bytes } => {
+                        let frame = Frame::Binary(bytes);
+                        c.handle(now, ClientInput::Frame { conn, frame });
+                    }
+                    SocketOutput::Close { conn, .. } => c.handle(now, ClientInput::Closed { conn }),
+                    _ => {}
+                }
+            }
+            if !moved {
+                return seen;
+            }
+        }
+    }
+
+    fn opened(outs: &[SocketOutput]) -> bool {
+        outs.iter()
+            .any(|o| matches!(o, SocketOutput::Event(NodeWsEvent::Opened { .. })))
+    }
+
+    /// The delay `at` is after `now`, within the jittered ceiling `ceiling` ([`Backoff`]: equal
+    /// jitter, `[ceiling / 2, ceiling]`).
+    fn within(now: Timestamp, at: Timestamp, ceiling: Duration) {
+        let delay = at.saturating_duration_since(now);
+        assert!(
+            delay >= ceiling / 2 && delay <= ceiling,
+            "a delay of {delay:?} for a ceiling of {ceiling:?}"
+        );
+    }
+
+    #[test]
+    fn a_node_socket_the_node_ends_is_dialled_again_after_the_backoff_and_not_before() {
+        let (mut c, mut n) = (client(), node());
+        want(&mut c, SPACE, Some(&did(&key(1))));
+        let first = dials(&outputs(&mut c));
+        assert_eq!(first.len(), 1);
+        assert!(opened(&connect(T0, &mut c, &mut n, first[0].clone())));
+
+        // The node restarts: the transport ends the socket.
+        let t1 = T0.saturating_add(Duration::from_secs(5));
+        c.handle(t1, ClientInput::Closed { conn: CONN });
+        let outs = outputs(&mut c);
+        assert!(outs.iter().any(|o| matches!(o,
+            SocketOutput::Event(NodeWsEvent::Closed { peer: Some(p), code: None, .. })
+                if *p == did(&key(1)))));
+        let at = redial_at(&outs).expect("a redial is due");
+        within(t1, at, REDIAL_BACKOFF.initial);
+        assert_eq!(c.poll_timeout().map(|w| w.at), Some(at));
+
+        c.handle_timeout(at.saturating_sub(Duration::from_millis(1)));
+        assert!(dials(&outputs(&mut c)).is_empty(), "not before its time");
+        c.handle_timeout(at);
+        assert_eq!(dials(&outputs(&mut c)), first, "the same URL, pin stripped");
+        let counters = c.counters();
+        assert_eq!((counters.dials, counters.redials), (2, 1));
+
+        // The redial opens like the first dial.
+        let again = connect(at, &mut c, &mut n, first[0].clone());
+        assert!(opened(&again));
+    }
+
+    #[test]
+    fn a_dial_that_fails_is_tried_again_on_a_doubling_ceiling_however_many_fail() {
+        let mut c = client();
+        want(&mut c, SPACE, None);
+        let mut target = dials(&outputs(&mut c)).remove(0);
+        let mut now = T0;
+        let mut ceiling = REDIAL_BACKOFF.initial;
+        for _ in 0..8 {
+            c.handle(now, ClientInput::DialFailed { target });
+            let at = redial_at(&outputs(&mut c)).expect("dialled again");
+            within(now, at, ceiling);
+            ceiling = (ceiling * 2).min(REDIAL_BACKOFF.max);
+            now = at;
+            c.handle_timeout(now);
+            target = dials(&outputs(&mut c)).remove(0);
+        }
+        let counters = c.counters();
+        assert_eq!(
+            (counters.dials, counters.redials, counters.given_up),
+            (9, 8, 0)
+        );
+    }
+
+    #[test]
+    fn a_welcome_refused_by_the_pin_with_4002_is_not_dialled_again() {
+        let (mut c, mut n) = (client(), node());
+        want(&mut c, SPACE, Some(&did(&key(9))));
+        let target = dials(&outputs(&mut c)).remove(0);
+        let outs = connect(T0, &mut c, &mut n, target);
+        assert!(!opened(&outs));
+        assert_eq!(gave_up(&outs), Some(Some(PROTOCOL_ERROR.code)));
+        assert_eq!(redial_at(&outs), None);
+        assert_eq!(c.poll_timeout(), None, "nothing left to wake for");
+        c.handle_timeout(T0.saturating_add(Duration::from_secs(3600)));
+        assert!(dials(&outputs(&mut c)).is_empty());
+        let counters = c.counters();
+        assert_eq!((counters.dials, counters.given_up), (1, 1));
+
+        // Given up, the space is no longer wanted: the application may dial it anew.
+        want(&mut c, SPACE, Some(&did(&key(1))));
+        assert_eq!(dials(&outputs(&mut c)).len(), 1);
+    }
+
+    #[test]
+    fn a_space_the_node_refuses_is_dialled_again_as_the_refusal_may_not_last() {
+        let (mut c, mut n) = (client(), node());
+        want(&mut c, "a space the node does not hold", None);
+        let target = dials(&outputs(&mut c)).remove(0);
+        let outs = connect(T0, &mut c, &mut n, target);
+        // The node's 4003 reaches the client as the socket ending under it.
+        assert!(!opened(&outs));
+        assert!(outs.iter().any(|o| matches!(
+            o,
+            SocketOutput::Event(NodeWsEvent::Closed {
+                peer: None,
+                code: None,
+                ..
+            })
+        )));
+        assert_eq!(gave_up(&outs), None);
+        within(T0, redial_at(&outs).unwrap(), REDIAL_BACKOFF.initial);
+    }
+
+    #[test]
+    fn the_schedule_starts_over_only_after_a_socket_stayed_open_for_its_ceiling() {
+        let (mut c, mut n) = (client(), node());
+        want(&mut c, SPACE, None);
+        let mut target = dials(&outputs(&mut c)).remove(0);
+        // Five failed dials take the ceiling to 1 s × 2⁵ = 32 s, capped at 30 s.
+        let mut now = T0;
+        for _ in 0..5 {
+            c.handle(now, ClientInput::DialFailed { target });
+            now = redial_at(&outputs(&mut c)).unwrap();
+            c.handle_timeout(now);
+            target = dials(&outputs(&mut c)).remove(0);
+        }
+        assert!(opened(&connect(now, &mut c, &mut n, target.clone())));
+
+        // Open for less than the ceiling: the schedule goes on where it was.
+        let short = now.saturating_add(REDIAL_BACKOFF.max - Duration::from_secs(1));
+        n.handle(short, PeerInput::Closed { conn: CONN });
+        c.handle(short, ClientInput::Closed { conn: CONN });
+        let at = redial_at(&outputs(&mut c)).unwrap();
+        within(short, at, REDIAL_BACKOFF.max);
+        c.handle_timeout(at);
+        target = dials(&outputs(&mut c)).remove(0);
+        assert!(opened(&connect(at, &mut c, &mut n, target)));
+
+        // Open for the ceiling: the next loss is redialled as soon as the first.
+        let long = at.saturating_add(REDIAL_BACKOFF.max);
+        c.handle(long, ClientInput::Closed { conn: CONN });
+        within(
+            long,
+            redial_at(&outputs(&mut c)).unwrap(),
+            REDIAL_BACKOFF.initial,
+        );
+    }
+
+    #[test]
+    fn closing_a_space_that_waits_for_its_redial_dials_it_no_more() {
+        let mut c = client();
+        want(&mut c, SPACE, None);
+        let target = dials(&outputs(&mut c)).remove(0);
+        c.handle(T0, ClientInput::DialFailed { target });
+        assert!(redial_at(&outputs(&mut c)).is_some());
+        c.handle(
+            T0,
+            ClientInput::Close {
+                space_id: SPACE.into(),
+            },
+        );
+        assert_eq!(c.poll_timeout(), None);
+        c.handle_timeout(T0.saturating_add(REDIAL_BACKOFF.max));
+        assert!(dials(&outputs(&mut c)).is_empty());
+    }
+
+    #[test]
+    fn only_this_sides_4002_and_4003_end_the_redials() {
+        // The node or the transport ended it: the node restarting, its refusal, its let-go.
+        assert!(redials_after(None));
+        assert!(!redials_after(Some(PROTOCOL_ERROR.code)));
+        assert!(!redials_after(Some(REFUSED.code)));
+        assert!(redials_after(Some(HANDSHAKE_TIMEOUT.code)));
+        assert!(redials_after(Some(node_socket::TOO_BIG.code)));
+        assert!(redials_after(Some(node_socket::LET_GO.code)));
     }
 }
