@@ -56,8 +56,9 @@ struct NodeArgs {
     relays: Vec<String>,
     /// An always-on node to reach over the node WebSocket for every space (§5.2): `wss://`, or
     /// `ws://` only to loopback, e.g. `ws://127.0.0.1:7000/peer`; a `#did:key:…` fragment pins
-    /// the node's DID. Repeat for several (at most 8); it is dialled once, not again after it
-    /// ends. Its peer shows up as `admitted` like a WebRTC peer.
+    /// the node's DID. Repeat for several (at most 8). A socket that ends, or a dial that fails, is
+    /// dialled again with backoff (1 s doubling to 30 s), unless this node refused the other for
+    /// good (a failed pin or a protocol error, 4002; no read key to prove, 4003). Its peer shows up as `admitted` like a WebRTC peer.
     #[arg(long = "node", value_name = "URL")]
     nodes: Vec<String>,
     /// The account root key: a file holding one P-256 secret as 64 hex digits, made (owner-only)
@@ -342,7 +343,11 @@ struct RelayArgs {
     #[arg(long, requires = "tls_cert")]
     tls_key: Option<PathBuf>,
     /// Also be an always-on node (Minca §5.3): serve `/peer` on the same port with the session
-    /// key in FILE (64 hex digits; made on first start). Events go to stdout as JSON lines.
+    /// key in FILE (64 hex digits; made on first start), and chat as `weft node` does: each
+    /// client's `admitted` / `account` / `departed` and each `live` message (sender's session DID
+    /// in `from`, its `account`, the `payload`) go to stdout as JSON lines, and each line on stdin
+    /// is sent as a live message to every client of every --host-space. The end of stdin ends the
+    /// chat, not the relay (run it with stdin from /dev/null to only serve).
     #[arg(long, value_name = "FILE")]
     node_key: Option<PathBuf>,
     /// A public space the node holds, repeatable (with --node-key); a client asking for any
@@ -673,8 +678,8 @@ fn relay(args: RelayArgs) -> ExitCode {
     }
 }
 
-/// `weft relay --node-key`: the relay that is also an always-on node, printing what its `/peer`
-/// sockets report as JSON lines.
+/// `weft relay --node-key`: the relay that is also an always-on node, chatting with the clients
+/// of its `/peer` sockets over stdin and stdout as `weft node` does.
 fn relay_node(
     options: weft_drivers::minca::relay::RelayOptions,
     scheme: &str,
@@ -682,55 +687,18 @@ fn relay_node(
     spaces: Vec<String>,
     stop: smol::channel::Receiver<()>,
 ) -> std::io::Result<()> {
-    use weft_drivers::minca::node_ws::NodeWsEvent;
-    use weft_drivers::minca::relay::{NodeOptions, node_key, serve_node};
+    use weft_drivers::minca::relay::{NodeOptions, chat_node, node_key};
     let node = NodeOptions {
         key: node_key(key)?,
         note: None,
         spaces,
     };
     let did = node.did().unwrap_or_default();
-    serve_node(
-        options,
-        node,
-        stop,
-        |addr| {
-            eprintln!(
-                "weft relay: listening on {scheme}://{addr}, node {did} on {scheme}://{addr}/peer"
-            )
-        },
-        |event| {
-            let line = match event {
-                NodeWsEvent::Opened { space_id, peer, .. } => {
-                    serde_json::json!({"event": "opened", "space": space_id, "peer": peer})
-                }
-                NodeWsEvent::Account {
-                    space_id,
-                    peer,
-                    account,
-                    ..
-                } => serde_json::json!(
-                    {"event": "account", "space": space_id, "peer": peer, "account": account}
-                ),
-                NodeWsEvent::Message {
-                    space_id,
-                    peer,
-                    account,
-                    kind,
-                    payload,
-                    ..
-                } => {
-                    serde_json::json!({"event": "message", "space": space_id, "peer": peer,
-                        "account": account, "type": kind, "payload": payload})
-                }
-                NodeWsEvent::Closed { space_id, code, .. } => {
-                    serde_json::json!({"event": "closed", "space": space_id, "code": code})
-                }
-                _ => return,
-            };
-            println!("{line}");
-        },
-    )
+    chat_node(options, node, stop, |addr| {
+        eprintln!(
+            "weft relay: listening on {scheme}://{addr}, node {did} on {scheme}://{addr}/peer"
+        )
+    })
 }
 
 /// `weft node`: one Minca node on relay sockets and WebRTC, chatting over stdin and stdout.
