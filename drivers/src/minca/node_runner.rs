@@ -1259,6 +1259,66 @@ mod tests {
     }
 
     #[test]
+    fn stdin_lines_go_out_as_payloads_skipping_blank_ones_until_the_node_is_gone() {
+        let input = "hello\n\n   \n{\"n\":1}\nnot sent\nnor this\n".as_bytes();
+        let mut sent = Vec::new();
+        read_lines(input, |v| {
+            sent.push(v);
+            sent.len() < 2
+        })
+        .unwrap();
+        assert_eq!(sent, vec![json!("hello"), json!({"n": 1})]);
+    }
+
+    #[test]
+    fn an_always_on_nodes_socket_events_print_as_weft_nodes_lines() {
+        let (conn, space_id) = (ConnId(3), "s".to_string());
+        let opened = NodeWsEvent::Opened {
+            conn,
+            space_id: space_id.clone(),
+            peer: "did:key:zC".into(),
+        };
+        assert_eq!(
+            NodeEvent::from_peer_socket(opened).unwrap().to_json(),
+            json!({"event": "admitted", "space": "s", "peer": "did:key:zC"})
+        );
+        let message = NodeWsEvent::Message {
+            conn,
+            space_id: space_id.clone(),
+            peer: "did:key:zC".into(),
+            account: Some("did:key:zA".into()),
+            kind: LIVE.into(),
+            payload: json!("hi"),
+        };
+        assert_eq!(
+            NodeEvent::from_peer_socket(message).unwrap().to_json(),
+            json!({"event": "live", "space": "s", "from": "did:key:zC",
+                   "account": "did:key:zA", "payload": "hi"})
+        );
+        let gone = NodeWsEvent::Closed {
+            conn,
+            space_id: space_id.clone(),
+            peer: Some("did:key:zC".into()),
+            code: None,
+        };
+        assert_eq!(
+            NodeEvent::from_peer_socket(gone).unwrap().to_json(),
+            json!({"event": "departed", "space": "s", "peer": "did:key:zC"})
+        );
+        // A refused hello's socket was never a peer's: it departs nobody.
+        let refused = NodeWsEvent::Closed {
+            conn,
+            space_id,
+            peer: None,
+            code: Some(4003),
+        };
+        assert!(matches!(
+            NodeEvent::from_peer_socket(refused),
+            Some(NodeEvent::Other(_))
+        ));
+    }
+
+    #[test]
     fn a_live_message_prints_with_the_senders_session_and_account() {
         let e = NodeEvent::Message {
             space: "s".into(),
