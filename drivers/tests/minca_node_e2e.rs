@@ -10,8 +10,10 @@
 //! `__signal`s over its data channels).
 //!
 //! A fourth client reaches an always-on node over the node WebSocket (§5.2, §5.3, §6.1): `weft
-//! relay --node-key --host-space` serves `/peer`, and `weft node --node URL#PIN` dials it, proves
-//! itself, and a line typed on its stdin arrives as a live message the node prints.
+//! relay --node-key --host-space --chat` serves `/peer`, and `weft node --node URL#PIN` dials it,
+//! proves itself, and lines typed on either's stdin arrive as live messages the other prints, in
+//! `weft node`'s format. When the node process is killed and started again on the same port, the
+//! client dials it again on its own and the chat goes on.
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -240,7 +242,7 @@ impl AlwaysOn {
     fn start(dir: &std::path::Path, listen: &str) -> Self {
         let key = dir.join("node.key");
         let mut child = Command::new(WEFT)
-            .args(["relay", "--listen", listen, "--host-space", SPACE])
+            .args(["relay", "--chat", "--listen", listen, "--host-space", SPACE])
             .arg("--node-key")
             .arg(&key)
             .stdin(Stdio::piped())

@@ -1,7 +1,8 @@
 //! The WebSocket to an always-on node over real sockets on loopback (Minca 04 Network §5.2,
 //! §5.3): `weft relay` with a node key serves `/peer` on its own port, and the client side of
 //! `drivers::minca::node_ws` reaches it, proves itself and exchanges live messages; pins, spaces
-//! the node does not hold and frames over 16 MiB are refused as the spec says.
+//! the node does not hold and frames over 16 MiB are refused as the spec says. A client dials a
+//! node socket again when it ends, with backoff, but never after refusing the node's pin.
 
 use std::io::{self, Write};
 use std::net::{SocketAddr, TcpStream};

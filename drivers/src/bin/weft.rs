@@ -343,13 +343,17 @@ struct RelayArgs {
     #[arg(long, requires = "tls_cert")]
     tls_key: Option<PathBuf>,
     /// Also be an always-on node (Minca §5.3): serve `/peer` on the same port with the session
-    /// key in FILE (64 hex digits; made on first start), and chat as `weft node` does: each
-    /// client's `admitted` / `account` / `departed` and each `live` message (sender's session DID
-    /// in `from`, its `account`, the `payload`) go to stdout as JSON lines, and each line on stdin
-    /// is sent as a live message to every client of every --host-space. The end of stdin ends the
-    /// chat, not the relay (run it with stdin from /dev/null to only serve).
+    /// key in FILE (64 hex digits; made on first start). Its clients' events go to stdout as the
+    /// JSON lines `weft node` prints: `admitted` / `account` / `departed` per client, and `live`
+    /// for each live message (the sender's session DID in `from`, its `account`, the `payload`).
     #[arg(long, value_name = "FILE")]
     node_key: Option<PathBuf>,
+    /// With --node-key, chat as `weft node` does: each line on stdin is sent as a live message to
+    /// every client of every --host-space (as the JSON value it is, or else as a string). The end
+    /// of stdin ends the chat, not the relay. Off by default, so a relay in the background never
+    /// waits on a terminal.
+    #[arg(long, requires = "node_key")]
+    chat: bool,
     /// A public space the node holds, repeatable (with --node-key); a client asking for any
     /// other is refused.
     #[arg(long = "host-space", value_name = "ID", requires = "node_key")]
@@ -667,7 +671,7 @@ fn relay(args: RelayArgs) -> ExitCode {
         None => serve(options, stop, |addr| {
             eprintln!("weft relay: listening on {scheme}://{addr}")
         }),
-        Some(path) => relay_node(options, scheme, path, args.host_spaces.clone(), stop),
+        Some(path) => relay_node(options, scheme, path, &args, stop),
     };
     match served {
         Ok(()) => ExitCode::SUCCESS,
@@ -678,23 +682,26 @@ fn relay(args: RelayArgs) -> ExitCode {
     }
 }
 
-/// `weft relay --node-key`: the relay that is also an always-on node, chatting with the clients
-/// of its `/peer` sockets over stdin and stdout as `weft node` does.
+/// `weft relay --node-key`: the relay that is also an always-on node, printing its `/peer`
+/// clients' events as `weft node` does, and with `--chat` sending stdin lines to them.
 fn relay_node(
     options: weft_drivers::minca::relay::RelayOptions,
     scheme: &str,
     key: &std::path::Path,
-    spaces: Vec<String>,
+    args: &RelayArgs,
     stop: smol::channel::Receiver<()>,
 ) -> std::io::Result<()> {
     use weft_drivers::minca::relay::{NodeOptions, chat_node, node_key};
     let node = NodeOptions {
         key: node_key(key)?,
         note: None,
-        spaces,
+        spaces: args.host_spaces.clone(),
     };
     let did = node.did().unwrap_or_default();
-    chat_node(options, node, stop, |addr| {
+    let lines = args.chat.then(|| {
+        Box::new(std::io::BufReader::new(std::io::stdin())) as Box<dyn std::io::BufRead + Send>
+    });
+    chat_node(options, node, lines, stop, |addr| {
         eprintln!(
             "weft relay: listening on {scheme}://{addr}, node {did} on {scheme}://{addr}/peer"
         )

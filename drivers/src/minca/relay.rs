@@ -277,30 +277,33 @@ pub fn serve_node(
     ))
 }
 
-/// `weft relay --node-key`: [`serve_node`] with `weft node`'s chat. Each line of stdin goes as
-/// a live message to every client open in every space the node holds, and each event of its
-/// `/peer` sockets is printed as the JSON line `weft node` prints for it
-/// ([`NodeEvent::from_peer_socket`]). The end of stdin ends the chat, not the relay, so a relay
-/// started with nothing on stdin serves as before.
+/// `weft relay --node-key`: [`serve_node`] with `weft node`'s chat. Each event of its `/peer`
+/// sockets is printed as the JSON line `weft node` prints for it
+/// ([`NodeEvent::from_peer_socket`]), and with `lines` (`weft relay --chat`: stdin) each line
+/// goes as a live message to every client open in every space the node holds, read on a thread
+/// of its own. The end of `lines`, or a read error, ends the chat, not the relay.
 pub fn chat_node(
     options: RelayOptions,
     node: NodeOptions,
+    lines: Option<Box<dyn io::BufRead + Send>>,
     stop: Receiver<()>,
     ready: impl FnOnce(SocketAddr),
 ) -> io::Result<()> {
     let (commander, commands) = crate::host::commands()?;
-    let spaces = node.spaces.clone();
-    std::thread::Builder::new()
-        .name("weft-relay-chat".into())
-        .spawn(move || {
-            let send = |payload: Value| {
-                spaces
-                    .iter()
-                    .all(|s| commander.send(live_to_clients(s, payload.clone())).is_ok())
-            };
-            // A stdin that fails to read ends the chat as its end does; the relay goes on.
-            let _ = read_lines(std::io::stdin().lock(), send);
-        })?;
+    if let Some(lines) = lines {
+        let spaces = node.spaces.clone();
+        std::thread::Builder::new()
+            .name("weft-relay-chat".into())
+            .spawn(move || {
+                let send = |payload: Value| {
+                    spaces
+                        .iter()
+                        .all(|s| commander.send(live_to_clients(s, payload.clone())).is_ok())
+                };
+                // Input that fails to read ends the chat as its end does; the relay goes on.
+                let _ = read_lines(lines, send);
+            })?;
+    }
     serve_node(options, node, &commands, stop, ready, |event| {
         if let Some(event) = NodeEvent::from_peer_socket(event) {
             print_event(&event);
