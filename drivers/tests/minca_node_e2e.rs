@@ -411,3 +411,49 @@ fn a_client_dials_the_always_on_node_again_after_it_restarts_and_live_messages_f
     drop(d);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_weft_node_that_refuses_the_nodes_pin_dials_it_once_not_in_a_loop() {
+    let dir = scratch("pin");
+    let node = AlwaysOn::start(&dir, "127.0.0.1:0");
+    // Pinned to a DID that is not the node's.
+    let other = {
+        use chacha20::ChaCha20Rng;
+        use rand_core::SeedableRng;
+        use weft_proto::crypto::{CryptoProvider, default_provider, generate_p256};
+        let key = generate_p256(default_provider(), &mut ChaCha20Rng::seed_from_u64(1));
+        let public = default_provider().p256_public_key(&key).unwrap();
+        weft_proto::codec::did_key::DidKey::P256(public.0).to_did()
+    };
+    let wrong = format!("{}#{other}", node.url.split('#').next().unwrap());
+    let mut d = Node::start_with("D", &[], &[&wrong]);
+    let did = d.did.clone();
+    let gave_up = d.wait_for("give the node up", |v| {
+        v["event"] == "other" && v["what"].as_str().is_some_and(|w| w.starts_with("GaveUp"))
+    });
+    assert!(
+        gave_up["what"].as_str().unwrap().contains("4002"),
+        "{gave_up}"
+    );
+    // The node welcomed the hello once and saw the refusal close it.
+    node.wait_line("see the refused client depart", |v| {
+        v["event"] == "departed" && v["peer"] == did.as_str()
+    });
+    // Longer than the first two redials would take (≤ 1 s, then ≤ 2 s): no hello comes again.
+    let quiet = Instant::now() + Duration::from_secs(3);
+    while let Some(left) = quiet.checked_duration_since(Instant::now()) {
+        if let Ok(v) = node.lines.recv_timeout(left) {
+            assert!(
+                !(v["event"] == "admitted" && v["peer"] == did.as_str()),
+                "the refused node was dialled again: {v}"
+            );
+        }
+    }
+    assert!(
+        !d.seen.iter().any(|v| v["event"] == "admitted"),
+        "the client never took the node as a peer: {:?}",
+        d.seen
+    );
+    drop(d);
+    let _ = std::fs::remove_dir_all(&dir);
+}
