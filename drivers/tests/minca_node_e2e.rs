@@ -13,7 +13,8 @@
 //! relay --node-key --host-space --chat` serves `/peer`, and `weft node --node URL#PIN` dials it,
 //! proves itself, and lines typed on either's stdin arrive as live messages the other prints, in
 //! `weft node`'s format. When the node process is killed and started again on the same port, the
-//! client dials it again on its own and the chat goes on.
+//! client dials it again on its own and the chat goes on; a client that refuses the node's pin
+//! dials it once, never in a loop.
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
