@@ -10,8 +10,11 @@
 //! `__signal`s over its data channels).
 //!
 //! A fourth client reaches an always-on node over the node WebSocket (§5.2, §5.3, §6.1): `weft
-//! relay --node-key --host-space` serves `/peer`, and `weft node --node URL#PIN` dials it, proves
-//! itself, and a line typed on its stdin arrives as a live message the node prints.
+//! relay --node-key --host-space --chat` serves `/peer`, and `weft node --node URL#PIN` dials it,
+//! proves itself, and lines typed on either's stdin arrive as live messages the other prints, in
+//! `weft node`'s format. When the node process is killed and started again on the same port, the
+//! client dials it again on its own and the chat goes on; a client that refuses the node's pin
+//! dials it once, never in a loop.
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -221,93 +224,237 @@ fn a_relay_connects_the_first_pair_and_a_peer_introduces_the_rest_over_real_webr
     }
 }
 
-/// A `weft relay` that is also the always-on node of a fresh key in `dir`, holding [`SPACE`]: its
-/// `/peer` URL pinned to the node's DID (`ws://ADDR/peer#did:key:…`), the DID, and its stdout's
-/// JSON lines.
-fn always_on(dir: &std::path::Path) -> (Proc, String, String, Receiver<Value>) {
-    let key = dir.join("node.key");
-    let mut child = Command::new(WEFT)
-        .args(["relay", "--listen", "127.0.0.1:0", "--host-space", SPACE])
-        .arg("--node-key")
-        .arg(&key)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("weft relay starts");
-    let mut err = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    err.read_line(&mut line).expect("weft relay logs");
-    // "weft relay: listening on ws://ADDR, node did:key:… on ws://ADDR/peer"
-    let words: Vec<&str> = line.split_whitespace().collect();
-    let (did, url) = match words.as_slice() {
-        [.., "node", did, "on", url] => ((*did).to_owned(), (*url).to_owned()),
-        _ => panic!("weft relay did not name its node: {line}"),
-    };
-    std::thread::spawn(move || for _ in err.lines() {});
-    let out = BufReader::new(child.stdout.take().unwrap());
-    let (tx, lines) = channel();
-    std::thread::spawn(move || {
-        for line in out.lines().map_while(Result::ok) {
-            if let Ok(v) = serde_json::from_str::<Value>(&line)
-                && tx.send(v).is_err()
-            {
-                return;
-            }
-        }
-    });
-    (Proc(child), format!("{url}#{did}"), did, lines)
+/// A `weft relay` that is also the always-on node of the key in `dir` (made on first start),
+/// holding [`SPACE`], with the chat on its stdin and stdout.
+struct AlwaysOn {
+    _proc: Proc,
+    /// Its stdin, until the test closes it.
+    stdin: Option<ChildStdin>,
+    /// Its `/peer` URL pinned to the node's DID (`ws://ADDR/peer#did:key:…`).
+    url: String,
+    /// Where it listens.
+    addr: String,
+    did: String,
+    lines: Receiver<Value>,
 }
 
-/// Waits up to [`PHASE`] for a line of `lines` that `matches`.
-fn wait_line(lines: &Receiver<Value>, what: &str, matches: impl Fn(&Value) -> bool) -> Value {
-    let deadline = Instant::now() + PHASE;
-    let mut seen = Vec::new();
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match lines.recv_timeout(left) {
-            Ok(v) if matches(&v) => return v,
-            Ok(v) => seen.push(v),
-            Err(_) => {
-                panic!("the always-on node did not {what} within {PHASE:?}; it printed {seen:?}")
+impl AlwaysOn {
+    /// Starts it listening on `listen` (`127.0.0.1:0` for any port).
+    fn start(dir: &std::path::Path, listen: &str) -> Self {
+        let key = dir.join("node.key");
+        let mut child = Command::new(WEFT)
+            .args(["relay", "--chat", "--listen", listen, "--host-space", SPACE])
+            .arg("--node-key")
+            .arg(&key)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("weft relay starts");
+        let mut err = BufReader::new(child.stderr.take().unwrap());
+        let mut line = String::new();
+        err.read_line(&mut line).expect("weft relay logs");
+        // "weft relay: listening on ws://ADDR, node did:key:… on ws://ADDR/peer"
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let (did, url) = match words.as_slice() {
+            [.., "node", did, "on", url] => ((*did).to_owned(), (*url).to_owned()),
+            _ => panic!("weft relay did not name its node: {line}"),
+        };
+        let addr = url
+            .trim_start_matches("ws://")
+            .trim_end_matches("/peer")
+            .to_owned();
+        std::thread::spawn(move || for _ in err.lines() {});
+        let stdin = child.stdin.take();
+        let out = BufReader::new(child.stdout.take().unwrap());
+        let (tx, lines) = channel();
+        std::thread::spawn(move || {
+            for line in out.lines().map_while(Result::ok) {
+                let v: Value = serde_json::from_str(&line).unwrap_or_else(|e| {
+                    panic!("weft relay printed a line that is not JSON ({e}): {line}")
+                });
+                if tx.send(v).is_err() {
+                    return;
+                }
+            }
+        });
+        Self {
+            _proc: Proc(child),
+            stdin,
+            url: format!("{url}#{did}"),
+            addr,
+            did,
+            lines,
+        }
+    }
+
+    /// Waits up to [`PHASE`] for a line it prints that `matches`.
+    fn wait_line(&self, what: &str, matches: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + PHASE;
+        let mut seen = Vec::new();
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(v) if matches(&v) => return v,
+                Ok(v) => seen.push(v),
+                Err(_) => panic!(
+                    "the always-on node did not {what} within {PHASE:?}; it printed {seen:?}"
+                ),
             }
         }
     }
+
+    fn type_line(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().expect("stdin is open");
+        writeln!(stdin, "{line}").expect("the relay reads stdin");
+        stdin.flush().unwrap();
+    }
 }
 
-#[test]
-fn a_fourth_client_reaches_an_always_on_node_over_the_node_websocket_pinned_to_its_did() {
-    let dir = std::env::temp_dir().join(format!("weft-node-e2e-{}", std::process::id()));
+/// A directory of its own for test `name`, empty.
+fn scratch(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("weft-node-e2e-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let (_relay, url, node_did, lines) = always_on(&dir);
-    // No relay at all: the node WebSocket is this client's only way in.
-    let mut d = Node::start_with("D", &[], &[&url]);
+    dir
+}
 
-    // Each side knows the other by the session DID it proved, and the client's account by its
-    // `who`.
-    d.wait_for("admit the always-on node", |v| {
-        v["event"] == "admitted" && v["peer"] == node_did.as_str() && v["space"] == SPACE
-    });
+/// The client `d` and the always-on node `node` know each other, and a line typed into each
+/// arrives at the other as a live message of [`SPACE`] from the sender's session and account.
+fn chat_both_ways(d: &mut Node, node: &mut AlwaysOn, text: &str) {
     let did = d.did.clone();
-    wait_line(&lines, "open the client's socket", |v| {
-        v["event"] == "opened" && v["peer"] == did.as_str() && v["space"] == SPACE
+    node.wait_line("admit the client", |v| {
+        v["event"] == "admitted" && v["peer"] == did.as_str() && v["space"] == SPACE
     });
     let account = d.account.clone();
-    wait_line(&lines, "hear the client's account", |v| {
+    node.wait_line("hear the client's account", |v| {
         v["event"] == "account" && v["peer"] == did.as_str() && v["account"] == account.as_str()
     });
 
-    // A line typed into the client is a live message of the space, attributed to its session.
-    d.type_line("hello, always-on node");
-    let got = wait_line(&lines, "hear the live message", |v| v["event"] == "message");
-    assert_eq!(got["type"], json!("live"));
-    assert_eq!(got["payload"], json!("hello, always-on node"));
+    // Client → node: the same line `weft node` prints.
+    let up = format!("{text} (from the client)");
+    d.type_line(&up);
+    let got = node.wait_line("hear the client's live message", |v| v["event"] == "live");
     assert_eq!(
-        got["peer"],
-        json!(did),
-        "attributed to the client's session"
+        got,
+        json!({"event": "live", "space": SPACE, "from": did, "account": account, "payload": up}),
+        "attributed to the client's session and account"
     );
-    assert_eq!(got["account"], json!(account), "with the client's account");
+
+    // Node → client: a line on the relay's stdin.
+    let down = format!("{text} (from the node)");
+    node.type_line(&down);
+    let got = d.wait_for("hear the node's live message", |v| {
+        v["event"] == "live" && v["payload"] == json!(down.as_str())
+    });
+    assert_eq!(
+        got["from"],
+        json!(node.did),
+        "attributed to the node's session"
+    );
+    assert_eq!(got["account"], Value::Null, "the node shows no account");
     assert_eq!(got["space"], json!(SPACE));
+}
+
+#[test]
+fn a_client_and_the_always_on_node_exchange_live_messages_both_ways_over_the_pinned_node_websocket()
+{
+    let dir = scratch("chat");
+    let mut node = AlwaysOn::start(&dir, "127.0.0.1:0");
+    // No relay at all: the node WebSocket is this client's only way in.
+    let mut d = Node::start_with("D", &[], &[&node.url]);
+    let node_did = node.did.clone();
+    d.wait_for("admit the always-on node", |v| {
+        v["event"] == "admitted" && v["peer"] == node_did.as_str() && v["space"] == SPACE
+    });
+    chat_both_ways(&mut d, &mut node, "hello");
+
+    // The end of its stdin ends the chat, not the relay: the node still serves the client.
+    node.stdin = None;
+    d.type_line("still there?");
+    let got = node.wait_line("hear the client after its stdin ended", |v| {
+        v["event"] == "live"
+    });
+    assert_eq!(got["payload"], json!("still there?"));
+    drop(d);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_client_dials_the_always_on_node_again_after_it_restarts_and_live_messages_flow_again() {
+    let dir = scratch("restart");
+    let mut node = AlwaysOn::start(&dir, "127.0.0.1:0");
+    let mut d = Node::start_with("D", &[], &[&node.url]);
+    let node_did = node.did.clone();
+    chat_both_ways(&mut d, &mut node, "before the restart");
+
+    // The node goes away: the client sees its peer depart.
+    let addr = node.addr.clone();
+    drop(node);
+    d.wait_for("see the node depart", |v| {
+        v["event"] == "departed" && v["peer"] == node_did.as_str()
+    });
+    // What it printed before is no answer to what follows.
+    d.seen.clear();
+
+    // The same node (its key kept in `dir`) comes back on the same port; the client dials again
+    // on its own, and the node is its peer once more.
+    let mut node = AlwaysOn::start(&dir, &addr);
+    assert_eq!(
+        node.did, node_did,
+        "the node keeps its DID across the restart"
+    );
+    let admitted_again = |v: &Value| {
+        v["event"] == "admitted" && v["peer"] == node_did.as_str() && v["space"] == SPACE
+    };
+    d.wait_for("admit the node again", admitted_again);
+    chat_both_ways(&mut d, &mut node, "after the restart");
+    drop(d);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_weft_node_that_refuses_the_nodes_pin_dials_it_once_not_in_a_loop() {
+    let dir = scratch("pin");
+    let node = AlwaysOn::start(&dir, "127.0.0.1:0");
+    // Pinned to a DID that is not the node's.
+    let other = {
+        use chacha20::ChaCha20Rng;
+        use rand_core::SeedableRng;
+        use weft_proto::crypto::{CryptoProvider, default_provider, generate_p256};
+        let key = generate_p256(default_provider(), &mut ChaCha20Rng::seed_from_u64(1));
+        let public = default_provider().p256_public_key(&key).unwrap();
+        weft_proto::codec::did_key::DidKey::P256(public.0).to_did()
+    };
+    let wrong = format!("{}#{other}", node.url.split('#').next().unwrap());
+    let mut d = Node::start_with("D", &[], &[&wrong]);
+    let did = d.did.clone();
+    let gave_up = d.wait_for("give the node up", |v| {
+        v["event"] == "other" && v["what"].as_str().is_some_and(|w| w.starts_with("GaveUp"))
+    });
+    assert!(
+        gave_up["what"].as_str().unwrap().contains("4002"),
+        "{gave_up}"
+    );
+    // The node welcomed the hello once and saw the refusal close it.
+    node.wait_line("see the refused client depart", |v| {
+        v["event"] == "departed" && v["peer"] == did.as_str()
+    });
+    // Longer than the first two redials would take (≤ 1 s, then ≤ 2 s): no hello comes again.
+    let quiet = Instant::now() + Duration::from_secs(3);
+    while let Some(left) = quiet.checked_duration_since(Instant::now()) {
+        if let Ok(v) = node.lines.recv_timeout(left) {
+            assert!(
+                !(v["event"] == "admitted" && v["peer"] == did.as_str()),
+                "the refused node was dialled again: {v}"
+            );
+        }
+    }
+    assert!(
+        !d.seen.iter().any(|v| v["event"] == "admitted"),
+        "the client never took the node as a peer: {:?}",
+        d.seen
+    );
     drop(d);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -1,7 +1,8 @@
 //! The WebSocket to an always-on node over real sockets on loopback (Minca 04 Network §5.2,
 //! §5.3): `weft relay` with a node key serves `/peer` on its own port, and the client side of
 //! `drivers::minca::node_ws` reaches it, proves itself and exchanges live messages; pins, spaces
-//! the node does not hold and frames over 16 MiB are refused as the spec says.
+//! the node does not hold and frames over 16 MiB are refused as the spec says. A client dials a
+//! node socket again when it ends, with backoff, but never after refusing the node's pin.
 
 use std::io::{self, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -18,8 +19,8 @@ use tungstenite::Message;
 use tungstenite::protocol::frame::coding::CloseCode;
 use weft_drivers::host::{Commander, Endpoint, Hooks, Host, HostMachine, Listener, commands};
 use weft_drivers::minca::node_ws::{
-    ClientCommand, ClientCounters, ClientInput, NodeWsClient, NodeWsEvent, PeerInput, Space,
-    client_host, client_input, node_input, socket_config,
+    ClientCommand, ClientCounters, ClientInput, NodeWsClient, NodeWsEvent, PeerInput,
+    REDIAL_BACKOFF, Space, client_host, client_input, node_input, socket_config,
 };
 use weft_drivers::minca::relay::{NodeOptions, RelayInput, RelayOptions, node_relay_host};
 use weft_drivers::ws::{NoDial, WsInput};
@@ -308,6 +309,51 @@ fn pinning_the_node_over_the_wire_lets_the_pinned_node_in_and_refuses_another_wi
 }
 
 #[test]
+fn a_client_that_refused_the_node_by_its_pin_does_not_dial_it_again() {
+    let (node_key, client_key, stranger) = (key(16), key(17), key(18));
+    let (addr, node) = node(&node_key, None);
+    let wrong = client(&client_key, None, 19);
+    wrong.send(dial(&format!("ws://{addr}/peer#{}", did(&stranger)), SPACE));
+    let code = wrong.hear("the client giving up", |e| match e {
+        NodeWsEvent::Redialling { .. } => panic!("a refused pin is dialled again"),
+        NodeWsEvent::GaveUp { code, .. } => Some(code),
+        _ => None,
+    });
+    assert_eq!(code, Some(PROTOCOL_ERROR.code));
+    // Longer than the first two redials would take (≤ 1 s, then ≤ 2 s).
+    thread::sleep(REDIAL_BACKOFF.initial * 3);
+    let counters = wrong.stop();
+    assert_eq!(
+        (counters.dials, counters.redials, counters.given_up),
+        (1, 0, 1)
+    );
+    node.stop();
+}
+
+#[test]
+fn a_client_the_node_refuses_dials_again_with_backoff_while_it_wants_the_space() {
+    let (node_key, client_key) = (key(34), key(35));
+    let (addr, node) = node(&node_key, None);
+    let client = client(&client_key, None, 36);
+    client.send(dial(&format!("ws://{addr}/peer"), "another space"));
+    // The node refuses each hello (4003); the client hears its socket end, and dials again.
+    for _ in 0..2 {
+        assert_eq!(node.hear("the node's refusal", closed), Some(REFUSED.code));
+        client.hear("a redial", |e| match e {
+            NodeWsEvent::Redialling { .. } => Some(()),
+            _ => None,
+        });
+    }
+    client.send(WsInput::App(ClientInput::Close {
+        space_id: "another space".into(),
+    }));
+    let counters = client.stop();
+    assert!(counters.dials >= 2 && counters.redials >= 1, "{counters:?}");
+    assert_eq!(counters.given_up, 0);
+    node.stop();
+}
+
+#[test]
 fn a_node_pinned_by_its_account_is_let_in_by_a_note_for_everything() {
     let (node_key, client_key, account) = (key(21), key(22), key(23));
     let (addr, node) = node(&node_key, Some(note(&account, &node_key)));
@@ -528,4 +574,96 @@ fn a_node_machine_takes_the_node_socket_as_a_peer_of_its_space_and_live_messages
     assert_eq!(got, (did(&client_key), json!({"text": "from the Node"})));
     client.stop();
     always_on.stop();
+}
+
+/// A `weft node` runner (no relay) reaching the always-on node at `url` for [`SPACE`]; its events
+/// come out of the receiver.
+fn runner(
+    url: &str,
+) -> (
+    weft_drivers::minca::node_runner::RunningNode,
+    mpsc::Receiver<weft_drivers::minca::node_runner::NodeEvent>,
+) {
+    use weft_drivers::minca::node_runner::{NodeOptions, RunningNode};
+    let options = NodeOptions {
+        spaces: vec![SPACE.into()],
+        relays: Vec::new(),
+        nodes: vec![NodeUrl::parse(url).unwrap()],
+        bind: "127.0.0.1:0".parse().unwrap(),
+        account: None,
+        session: None,
+    };
+    let (tx, rx) = mpsc::channel();
+    let running = RunningNode::start(options, move |e| {
+        let _ = tx.send(e);
+    })
+    .unwrap();
+    (running, rx)
+}
+
+#[test]
+fn a_weft_node_refused_by_its_pin_reports_one_dial_and_the_space_given_up() {
+    use weft_drivers::minca::node_runner::NodeEvent;
+    let (node_key, stranger) = (key(71), key(72));
+    let (addr, node) = node(&node_key, None);
+    let (running, events) = runner(&format!("ws://{addr}/peer#{}", did(&stranger)));
+    // The node saw the hello and welcomed it; the client refused the welcome.
+    node.hear("the hello", opened);
+    let end = Instant::now() + WAIT;
+    loop {
+        let left = end.saturating_duration_since(Instant::now());
+        match events.recv_timeout(left).expect("the runner gives up") {
+            NodeEvent::Other(what) if what.starts_with("GaveUp") => break,
+            NodeEvent::Admitted { .. } => panic!("a refused node was admitted"),
+            _ => {}
+        }
+    }
+    // Longer than the first two redials would take (≤ 1 s, then ≤ 2 s).
+    thread::sleep(REDIAL_BACKOFF.initial * 3);
+    let report = running.stop().unwrap();
+    let sockets = report.node_sockets;
+    assert_eq!(sockets.len(), 1, "one client per --node URL");
+    assert_eq!(
+        (sockets[0].dials, sockets[0].redials, sockets[0].given_up),
+        (1, 0, 1)
+    );
+    node.stop();
+}
+
+#[test]
+fn a_weft_node_whose_node_goes_away_dials_it_again_and_reports_the_redials() {
+    use weft_drivers::minca::node_runner::NodeEvent;
+    let node_key = key(81);
+    let (addr, node) = node(&node_key, None);
+    let (running, events) = runner(&format!("ws://{addr}/peer#{}", did(&node_key)));
+    let node_did = did(&node_key);
+    let wait = |what: &str, pick: &dyn Fn(&NodeEvent) -> bool| {
+        let end = Instant::now() + WAIT;
+        loop {
+            let left = end.saturating_duration_since(Instant::now());
+            match events.recv_timeout(left) {
+                Ok(e) if pick(&e) => return,
+                Ok(_) => {}
+                Err(_) => panic!("not heard within {WAIT:?}: {what}"),
+            }
+        }
+    };
+    let admitted =
+        |e: &NodeEvent| matches!(e, NodeEvent::Admitted { peer, .. } if *peer == node_did);
+    wait("the node admitted", &admitted);
+    // The node stops: its listener and sockets are gone, so the redials fail until it is back.
+    node.stop();
+    wait(
+        "the node departed",
+        &|e| matches!(e, NodeEvent::Departed { peer, .. } if *peer == node_did),
+    );
+    wait(
+        "a failed redial",
+        &|e| matches!(e, NodeEvent::Other(w) if w.starts_with("DialFailed")),
+    );
+    let report = running.stop().unwrap();
+    let sockets = &report.node_sockets[0];
+    assert!(sockets.redials >= 1, "{sockets:?}");
+    assert_eq!(sockets.dials, sockets.redials + 1);
+    assert_eq!(sockets.given_up, 0);
 }

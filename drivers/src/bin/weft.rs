@@ -56,8 +56,9 @@ struct NodeArgs {
     relays: Vec<String>,
     /// An always-on node to reach over the node WebSocket for every space (§5.2): `wss://`, or
     /// `ws://` only to loopback, e.g. `ws://127.0.0.1:7000/peer`; a `#did:key:…` fragment pins
-    /// the node's DID. Repeat for several (at most 8); it is dialled once, not again after it
-    /// ends. Its peer shows up as `admitted` like a WebRTC peer.
+    /// the node's DID. Repeat for several (at most 8). A socket that ends, or a dial that fails, is
+    /// dialled again with backoff (1 s doubling to 30 s), unless this node refused the other for
+    /// good (a failed pin or a protocol error, 4002; no read key to prove, 4003). Its peer shows up as `admitted` like a WebRTC peer.
     #[arg(long = "node", value_name = "URL")]
     nodes: Vec<String>,
     /// The account root key: a file holding one P-256 secret as 64 hex digits, made (owner-only)
@@ -342,9 +343,17 @@ struct RelayArgs {
     #[arg(long, requires = "tls_cert")]
     tls_key: Option<PathBuf>,
     /// Also be an always-on node (Minca §5.3): serve `/peer` on the same port with the session
-    /// key in FILE (64 hex digits; made on first start). Events go to stdout as JSON lines.
+    /// key in FILE (64 hex digits; made on first start). Its clients' events go to stdout as the
+    /// JSON lines `weft node` prints: `admitted` / `account` / `departed` per client, and `live`
+    /// for each live message (the sender's session DID in `from`, its `account`, the `payload`).
     #[arg(long, value_name = "FILE")]
     node_key: Option<PathBuf>,
+    /// With --node-key, chat as `weft node` does: each line on stdin is sent as a live message to
+    /// every client of every --host-space (as the JSON value it is, or else as a string). The end
+    /// of stdin ends the chat, not the relay. Off by default, so a relay in the background never
+    /// waits on a terminal.
+    #[arg(long, requires = "node_key")]
+    chat: bool,
     /// A public space the node holds, repeatable (with --node-key); a client asking for any
     /// other is refused.
     #[arg(long = "host-space", value_name = "ID", requires = "node_key")]
@@ -662,7 +671,7 @@ fn relay(args: RelayArgs) -> ExitCode {
         None => serve(options, stop, |addr| {
             eprintln!("weft relay: listening on {scheme}://{addr}")
         }),
-        Some(path) => relay_node(options, scheme, path, args.host_spaces.clone(), stop),
+        Some(path) => relay_node(options, scheme, path, &args, stop),
     };
     match served {
         Ok(()) => ExitCode::SUCCESS,
@@ -673,64 +682,30 @@ fn relay(args: RelayArgs) -> ExitCode {
     }
 }
 
-/// `weft relay --node-key`: the relay that is also an always-on node, printing what its `/peer`
-/// sockets report as JSON lines.
+/// `weft relay --node-key`: the relay that is also an always-on node, printing its `/peer`
+/// clients' events as `weft node` does, and with `--chat` sending stdin lines to them.
 fn relay_node(
     options: weft_drivers::minca::relay::RelayOptions,
     scheme: &str,
     key: &std::path::Path,
-    spaces: Vec<String>,
+    args: &RelayArgs,
     stop: smol::channel::Receiver<()>,
 ) -> std::io::Result<()> {
-    use weft_drivers::minca::node_ws::NodeWsEvent;
-    use weft_drivers::minca::relay::{NodeOptions, node_key, serve_node};
+    use weft_drivers::minca::relay::{NodeOptions, chat_node, node_key};
     let node = NodeOptions {
         key: node_key(key)?,
         note: None,
-        spaces,
+        spaces: args.host_spaces.clone(),
     };
     let did = node.did().unwrap_or_default();
-    serve_node(
-        options,
-        node,
-        stop,
-        |addr| {
-            eprintln!(
-                "weft relay: listening on {scheme}://{addr}, node {did} on {scheme}://{addr}/peer"
-            )
-        },
-        |event| {
-            let line = match event {
-                NodeWsEvent::Opened { space_id, peer, .. } => {
-                    serde_json::json!({"event": "opened", "space": space_id, "peer": peer})
-                }
-                NodeWsEvent::Account {
-                    space_id,
-                    peer,
-                    account,
-                    ..
-                } => serde_json::json!(
-                    {"event": "account", "space": space_id, "peer": peer, "account": account}
-                ),
-                NodeWsEvent::Message {
-                    space_id,
-                    peer,
-                    account,
-                    kind,
-                    payload,
-                    ..
-                } => {
-                    serde_json::json!({"event": "message", "space": space_id, "peer": peer,
-                        "account": account, "type": kind, "payload": payload})
-                }
-                NodeWsEvent::Closed { space_id, code, .. } => {
-                    serde_json::json!({"event": "closed", "space": space_id, "code": code})
-                }
-                _ => return,
-            };
-            println!("{line}");
-        },
-    )
+    let lines = args.chat.then(|| {
+        Box::new(std::io::BufReader::new(std::io::stdin())) as Box<dyn std::io::BufRead + Send>
+    });
+    chat_node(options, node, lines, stop, |addr| {
+        eprintln!(
+            "weft relay: listening on {scheme}://{addr}, node {did} on {scheme}://{addr}/peer"
+        )
+    })
 }
 
 /// `weft node`: one Minca node on relay sockets and WebRTC, chatting over stdin and stdout.

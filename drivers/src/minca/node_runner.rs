@@ -30,7 +30,13 @@
 //! [`RunnerInput::NodeSocket`] and enter the node as [`node_ws::node_input`] says; the node's
 //! `NodeSocketSend` and `NodeSocketClose` go out to the client as [`node_ws::client_input`] says.
 //! The node knows these sockets under names of its own (`NodeSocketNames`), since each client
-//! numbers its sockets from its own counter. A socket that ends is not dialled again.
+//! numbers its sockets from its own counter. A socket that ends, or a dial that fails, is dialled
+//! again by its client ([`node_ws::REDIAL_BACKOFF`], [`node_ws::redials_after`]); the new socket
+//! is a new name, and the node admits its peer again.
+//!
+//! The chat's format is here, in one place for `weft node` and the always-on node of `weft relay
+//! --node-key`: a line of stdin is a live message's payload ([`line_payload`], [`read_lines`]),
+//! and each event is one JSON line on stdout ([`NodeEvent::to_json`], [`print_event`]).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::future::Future;
@@ -58,7 +64,9 @@ use weft_proto::minca::relay_url::RelayUrl;
 use weft_proto::minca::room::{MAX_ROOMS, Room};
 use weft_proto::minca::space_access::MemorySpace;
 
-use super::node_ws::{self, ClientCommand, ClientInput, NodeWsClient, NodeWsEvent, socket_config};
+use super::node_ws::{
+    self, ClientCommand, ClientCounters, ClientInput, NodeWsClient, NodeWsEvent, socket_config,
+};
 use super::relay_client::{Dial, SocketNames, client_config, close};
 use super::webrtc::transport::{Datagram, Transport};
 use super::webrtc::udp::{MAX_DATAGRAM_BYTES, MAX_DATAGRAMS_PER_PASS};
@@ -165,6 +173,53 @@ pub enum NodeEvent {
 }
 
 impl NodeEvent {
+    /// What an always-on node's `/peer` socket event ([`node_ws::PeerEndpoint`]) is to the
+    /// node's application: its client is a peer of the socket's space from the welcome to the
+    /// close, as a mesh peer is from admission to departure. A let-go is followed by the close,
+    /// which says it; what is not a peer's (a refused hello's close) is `Other`.
+    pub fn from_peer_socket(event: NodeWsEvent) -> Option<Self> {
+        Some(match event {
+            NodeWsEvent::Opened { space_id, peer, .. } => Self::Admitted {
+                space: space_id,
+                peer,
+            },
+            NodeWsEvent::Account {
+                space_id,
+                peer,
+                account,
+                ..
+            } => Self::Account {
+                space: space_id,
+                peer,
+                account,
+            },
+            NodeWsEvent::Message {
+                space_id,
+                peer,
+                account,
+                kind,
+                payload,
+                ..
+            } => Self::Message {
+                space: space_id,
+                from: peer,
+                account,
+                kind,
+                payload,
+            },
+            NodeWsEvent::Closed {
+                space_id,
+                peer: Some(peer),
+                ..
+            } => Self::Departed {
+                space: space_id,
+                peer,
+            },
+            NodeWsEvent::LetGo { .. } => return None,
+            other => Self::Other(format!("{other:?}")),
+        })
+    }
+
     /// The event as one JSON object, the shape `weft node` prints a line of.
     pub fn to_json(&self) -> Value {
         match self {
@@ -389,11 +444,13 @@ impl NodeMachine {
             NodeWsEvent::Closed {
                 conn,
                 space_id,
+                peer,
                 code,
             } => match self.node_sockets.close((client, conn)) {
                 Some(conn) => NodeWsEvent::Closed {
                     conn,
                     space_id,
+                    peer,
                     code,
                 },
                 None => return,
@@ -743,10 +800,13 @@ pub struct NodeReport {
     pub mesh: mesh::machine::Counters,
     /// The composition's own drops.
     pub node: node::Counters,
+    /// The node WebSocket clients' counters (§5.2: dials, redials, sockets given up), one per
+    /// always-on node in the order of [`NodeOptions::nodes`].
+    pub node_sockets: Vec<ClientCounters>,
 }
 
 impl NodeReport {
-    fn of(node: &Node<ChaCha20Rng>) -> Self {
+    fn of(node: &Node<ChaCha20Rng>, node_sockets: Vec<ClientCounters>) -> Self {
         use weft_proto::minca::rendezvous::Ignored;
         Self {
             rendezvous_ignored: node.rendezvous().ignored_total(),
@@ -755,6 +815,7 @@ impl NodeReport {
             relay: node.relay_client().stats(),
             mesh: node.mesh().counters().clone(),
             node: node.counters(),
+            node_sockets,
         }
     }
 }
@@ -996,7 +1057,14 @@ fn run(
         };
         smol::future::or(stopping, smol::future::or(running, reading)).await
     })?;
-    Ok(NodeReport::of(host.machine().machine().node()))
+    let node_sockets = clients
+        .iter()
+        .map(|(client, _)| client.machine().machine().counters())
+        .collect();
+    Ok(NodeReport::of(
+        host.machine().machine().node(),
+        node_sockets,
+    ))
 }
 
 /// A line of input as a live message's payload: the JSON value it is, or else the line as a
@@ -1005,19 +1073,43 @@ pub fn line_payload(line: &str) -> Value {
     serde_json::from_str(line).unwrap_or_else(|_| Value::String(line.into()))
 }
 
+/// Hands the payload ([`line_payload`]) of each line of `input` that is not blank to `send`,
+/// until `input` ends or `send` says its receiver is gone (`false`). The end of the input ends
+/// only the sending: the caller's node goes on.
+pub fn read_lines(input: impl io::BufRead, mut send: impl FnMut(Value) -> bool) -> io::Result<()> {
+    for line in input.lines() {
+        let line = line?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        if !send(line_payload(&line)) {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// Prints `line` as one JSON line on stdout, flushed at once (a pipe reader sees each event as
+/// it happens).
+pub fn print_line(line: &Value) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    // A closed stdout leaves nobody to tell; the node keeps serving its peers.
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
+}
+
+/// Prints `event` as the JSON line of [`NodeEvent::to_json`].
+pub fn print_event(event: &NodeEvent) {
+    print_line(&event.to_json());
+}
+
 /// `weft node`: runs a node for `options`, prints a `ready` line and then each event as one JSON
 /// line on stdout, and sends each line of stdin as a live message to every space. Runs until the
 /// loop fails or the process is ended; the end of stdin only ends the sending.
 pub fn chat(options: NodeOptions) -> io::Result<()> {
-    use std::io::{BufRead, Write};
-    let print = |v: Value| {
-        let mut out = std::io::stdout().lock();
-        // A closed stdout leaves nobody to tell; the node keeps serving its peers.
-        let _ = writeln!(out, "{v}");
-        let _ = out.flush();
-    };
-    let node = RunningNode::start(options.clone(), move |e| print(e.to_json()))?;
-    print(json!({
+    let node = RunningNode::start(options.clone(), move |e| print_event(&e))?;
+    print_line(&json!({
         "event": "ready",
         "did": node.identity.did,
         "account": node.identity.account,
@@ -1025,15 +1117,7 @@ pub fn chat(options: NodeOptions) -> io::Result<()> {
         "udp": node.udp.to_string(),
         "nodes": options.nodes.len(),
     }));
-    for line in std::io::stdin().lock().lines() {
-        let line = line?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        if !node.send_live(line_payload(&line)) {
-            break;
-        }
-    }
+    read_lines(std::io::stdin().lock(), |payload| node.send_live(payload))?;
     node.wait().map(drop)
 }
 
@@ -1138,6 +1222,7 @@ mod tests {
             event: NodeWsEvent::Closed {
                 conn: ConnId(1),
                 space_id: "s".into(),
+                peer: Some("did:key:zNodeB".into()),
                 code: None,
             },
         };
@@ -1171,6 +1256,66 @@ mod tests {
         m.handle(NOW, stray);
         let (inputs, events) = effects(&mut m);
         assert!(inputs.is_empty() && events.is_empty(), "{events:?}");
+    }
+
+    #[test]
+    fn stdin_lines_go_out_as_payloads_skipping_blank_ones_until_the_node_is_gone() {
+        let input = "hello\n\n   \n{\"n\":1}\nnot sent\nnor this\n".as_bytes();
+        let mut sent = Vec::new();
+        read_lines(input, |v| {
+            sent.push(v);
+            sent.len() < 2
+        })
+        .unwrap();
+        assert_eq!(sent, vec![json!("hello"), json!({"n": 1})]);
+    }
+
+    #[test]
+    fn an_always_on_nodes_socket_events_print_as_weft_nodes_lines() {
+        let (conn, space_id) = (ConnId(3), "s".to_string());
+        let opened = NodeWsEvent::Opened {
+            conn,
+            space_id: space_id.clone(),
+            peer: "did:key:zC".into(),
+        };
+        assert_eq!(
+            NodeEvent::from_peer_socket(opened).unwrap().to_json(),
+            json!({"event": "admitted", "space": "s", "peer": "did:key:zC"})
+        );
+        let message = NodeWsEvent::Message {
+            conn,
+            space_id: space_id.clone(),
+            peer: "did:key:zC".into(),
+            account: Some("did:key:zA".into()),
+            kind: LIVE.into(),
+            payload: json!("hi"),
+        };
+        assert_eq!(
+            NodeEvent::from_peer_socket(message).unwrap().to_json(),
+            json!({"event": "live", "space": "s", "from": "did:key:zC",
+                   "account": "did:key:zA", "payload": "hi"})
+        );
+        let gone = NodeWsEvent::Closed {
+            conn,
+            space_id: space_id.clone(),
+            peer: Some("did:key:zC".into()),
+            code: None,
+        };
+        assert_eq!(
+            NodeEvent::from_peer_socket(gone).unwrap().to_json(),
+            json!({"event": "departed", "space": "s", "peer": "did:key:zC"})
+        );
+        // A refused hello's socket was never a peer's: it departs nobody.
+        let refused = NodeWsEvent::Closed {
+            conn,
+            space_id,
+            peer: None,
+            code: Some(4003),
+        };
+        assert!(matches!(
+            NodeEvent::from_peer_socket(refused),
+            Some(NodeEvent::Other(_))
+        ));
     }
 
     #[test]

@@ -10,7 +10,11 @@
 //! - **Client** ([`NodeWsClient`], [`client_host`]): the application asks for a space on a node
 //!   ([`ClientInput::Dial`]); the client dials `<node URL>?space=<encodeURIComponent(id)>` with
 //!   the pin stripped ([`NodeUrl::dial_url`]), holds one socket per space, and reports the node
-//!   as the peer named by its session DID once the handshake and the pin hold.
+//!   as the peer named by its session DID once the handshake and the pin hold. A socket that
+//!   ends, or a dial that fails, is dialled again on [`REDIAL_BACKOFF`] until the application
+//!   closes the space, unless this side refused the node for good ([`redials_after`]); §5.2
+//!   leaves the schedule to the node's docs, and §7 re-makes a connection whenever the two meet
+//!   again.
 //! - **Node** ([`PeerEndpoint`]): `weft relay` with a node key routes an upgrade of
 //!   [`node_socket::PEER_PATH`] here ([`crate::minca::relay`]); the challenge goes out at once, before the
 //!   space is looked at (§5.3 step 1), and a frame over [`MAX_FRAME_BYTES`] closes the socket with
@@ -29,14 +33,16 @@ use std::sync::Arc;
 
 use serde_json::Value;
 use weft_proto::core::rand_core::{CryptoRng, SeedableRng};
-use weft_proto::core::{ConnId, Machine, Timestamp, Wakeup};
+use weft_proto::core::{Backoff, BackoffConfig, ConnId, Machine, Timestamp, Wakeup};
 use weft_proto::crypto::{CryptoProvider, P256Secret};
 use weft_proto::minca::node;
 use weft_proto::minca::node_socket::{
-    self, ClientSocket, Input, MAX_FRAME_BYTES, NodeSocket, Output, Session,
+    self, ClientSocket, Input, MAX_FRAME_BYTES, NodeSocket, Output, PROTOCOL_ERROR, REFUSED,
+    Session,
 };
 use weft_proto::minca::node_url::NodeUrl;
 use weft_proto::minca::note::Es256Notes;
+use weft_proto::minca::relay_client;
 use weft_proto::minca::room::{MAX_ROOMS, Room};
 use weft_proto::minca::space_access::SpaceAccess;
 
@@ -55,6 +61,29 @@ pub const MAX_CLIENT_SOCKETS: usize = MAX_ROOMS;
 /// is the WebSocket layer's own bound on connections still sending a head
 /// ([`crate::ws::MAX_PENDING_HEADS`]), far above the devices of the spaces one node hosts.
 pub const MAX_PEER_SOCKETS: usize = 1024;
+
+/// When a client dials a node socket again (§5.2: "how the reference client redials is in the
+/// node's docs"): the relay sockets' schedule, 1 s doubling to 30 s with jitter (§2.1). A node
+/// socket is a client's way to its always-on node as a relay socket is to its peers, and it is
+/// often the only one, so it is kept the same way: redialled however many attempts fail. The
+/// schedule starts over only once a socket has stayed open for the ceiling
+/// ([`BackoffConfig::max`]), so a node that lets a client in and drops it at once is not dialled
+/// faster than a node that refuses it.
+pub const REDIAL_BACKOFF: BackoffConfig = relay_client::REDIAL_BACKOFF;
+
+/// Whether a client dials a space's node socket again after it ended with `code`: the close this
+/// side sent, or `None` when the node or the transport ended it (the layer does not report the
+/// node's own code).
+///
+/// Not redialled: this side's 4002 (§5.2: the welcome failed the pin, or the node spoke out of
+/// turn) and 4003 (§6.3: this side holds no read key to prove), since the same node answers the
+/// same way every time, and a loop would only hammer it. Redialled: the node going away or
+/// restarting, a transport error, the node's own refusal or let-go (§6.3: "a peer let go of that
+/// reconnects is checked like any other"; the reader's key may have changed since), this side's
+/// handshake timeout (4008) and a frame over the bound (1009), which are the moment's.
+pub fn redials_after(code: Option<u16>) -> bool {
+    !matches!(code, Some(c) if c == PROTOCOL_ERROR.code || c == REFUSED.code)
+}
 
 /// What the sockets of either side report to the application.
 #[derive(Clone, Debug, PartialEq)]
@@ -114,6 +143,8 @@ pub enum NodeWsEvent {
         conn: ConnId,
         /// The space.
         space_id: String,
+        /// The peer's session DID, if its handshake had proven one.
+        peer: Option<String>,
         /// This side's close code, if it closed.
         code: Option<u16>,
     },
@@ -121,6 +152,21 @@ pub enum NodeWsEvent {
     DialFailed {
         /// The space.
         space_id: String,
+    },
+    /// A client dials the space's node socket again at `at` ([`REDIAL_BACKOFF`]).
+    Redialling {
+        /// The space.
+        space_id: String,
+        /// When.
+        at: Timestamp,
+    },
+    /// A client does not dial the space's node socket again ([`redials_after`]); the space is
+    /// no longer wanted until the application dials it anew.
+    GaveUp {
+        /// The space.
+        space_id: String,
+        /// The close this side sent.
+        code: Option<u16>,
     },
 }
 
@@ -178,6 +224,9 @@ impl SocketOutput {
 /// in order. Bounded by its owner ([`MAX_CLIENT_SOCKETS`], [`MAX_PEER_SOCKETS`]).
 struct Sockets<M> {
     open: BTreeMap<ConnId, (String, M)>,
+    /// The proven peer of each open socket, kept past its machine's close so that the close
+    /// can name it; a subset of `open`'s keys.
+    peers: BTreeMap<ConnId, String>,
     out: VecDeque<SocketOutput>,
 }
 
@@ -185,6 +234,7 @@ impl<M: Machine<Input = Input, Output = Output>> Sockets<M> {
     fn new() -> Self {
         Self {
             open: BTreeMap::new(),
+            peers: BTreeMap::new(),
             out: VecDeque::new(),
         }
     }
@@ -208,6 +258,7 @@ impl<M: Machine<Input = Input, Output = Output>> Sockets<M> {
             self.out.push_back(SocketOutput::Event(NodeWsEvent::Closed {
                 conn,
                 space_id,
+                peer: self.peers.remove(&conn),
                 code: None,
             }));
         }
@@ -219,7 +270,6 @@ impl<M: Machine<Input = Input, Output = Output>> Sockets<M> {
             return;
         };
         let space_id = space_id.clone();
-        let mut peer = String::new();
         let mut closed = None;
         while let Some(output) = m.poll() {
             let space_id = space_id.clone();
@@ -235,7 +285,7 @@ impl<M: Machine<Input = Input, Output = Output>> Sockets<M> {
                     }
                 }
                 Output::Open { peer: p } => {
-                    peer.clone_from(&p);
+                    self.peers.insert(conn, p.clone());
                     SocketOutput::Event(NodeWsEvent::Opened {
                         conn,
                         space_id,
@@ -277,6 +327,7 @@ impl<M: Machine<Input = Input, Output = Output>> Sockets<M> {
             self.out.push_back(SocketOutput::Event(NodeWsEvent::Closed {
                 conn,
                 space_id,
+                peer: self.peers.remove(&conn),
                 code: Some(code),
             }));
         }
@@ -489,13 +540,43 @@ pub struct ClientCounters {
     pub dials_refused: u64,
     /// Sends for a space without an open socket, dropped.
     pub unsent: u64,
+    /// Dials made, the first of each space and every redial.
+    pub dials: u64,
+    /// Of those, dials again after a socket ended or a dial failed ([`REDIAL_BACKOFF`]).
+    pub redials: u64,
+    /// Spaces not dialled again after a close this side sent ([`redials_after`]).
+    pub given_up: u64,
 }
 
-/// A space the client wants a socket for.
+/// A space the client wants a socket for, and where its socket is at.
 struct Wanted {
     node: NodeUrl,
     space: Space,
-    conn: Option<ConnId>,
+    link: Link,
+    backoff: Backoff,
+}
+
+/// Where a wanted space's socket is at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Link {
+    /// Dialled; the layer has not answered yet.
+    Dialling,
+    /// The socket `conn`: in its handshake while `opened` is `None`.
+    Socket {
+        conn: ConnId,
+        opened: Option<Timestamp>,
+    },
+    /// To be dialled again at `at`.
+    Waiting { at: Timestamp },
+}
+
+impl Wanted {
+    fn conn(&self) -> Option<ConnId> {
+        match self.link {
+            Link::Socket { conn, .. } => Some(conn),
+            _ => None,
+        }
+    }
 }
 
 /// The client side of node sockets, for every space, as a [`WsMachine`]; see the
@@ -553,22 +634,38 @@ impl<R: CryptoRng + SeedableRng> NodeWsClient<R> {
             self.counters.dials_refused += 1;
             return;
         }
-        let url = node.dial_url(&space_id);
         self.wanted.insert(
             space_id.clone(),
             Wanted {
                 node,
                 space,
-                conn: None,
+                link: Link::Dialling,
+                backoff: Backoff::new(REDIAL_BACKOFF),
             },
         );
-        self.sockets
-            .out
-            .push_back(SocketOutput::Dial(NodeTarget { url, space_id }));
+        self.dial_now(&space_id);
+    }
+
+    /// Dials the wanted space `space_id` now.
+    fn dial_now(&mut self, space_id: &str) {
+        let Some(want) = self.wanted.get_mut(space_id) else {
+            return;
+        };
+        want.link = Link::Dialling;
+        self.counters.dials += 1;
+        let url = want.node.dial_url(space_id);
+        self.sockets.out.push_back(SocketOutput::Dial(NodeTarget {
+            url,
+            space_id: space_id.into(),
+        }));
     }
 
     fn dialled(&mut self, now: Timestamp, conn: ConnId, target: NodeTarget) {
-        let Some(want) = self.wanted.get_mut(&target.space_id) else {
+        let want = self
+            .wanted
+            .get_mut(&target.space_id)
+            .filter(|w| w.link == Link::Dialling);
+        let Some(want) = want else {
             // Closed before it opened.
             self.sockets.out.push_back(SocketOutput::Close {
                 conn,
@@ -577,7 +674,7 @@ impl<R: CryptoRng + SeedableRng> NodeWsClient<R> {
             });
             return;
         };
-        want.conn = Some(conn);
+        want.link = Link::Socket { conn, opened: None };
         let machine = ClientSocket::new(
             self.crypto,
             Es256Notes::new(self.crypto),
@@ -588,22 +685,94 @@ impl<R: CryptoRng + SeedableRng> NodeWsClient<R> {
             now,
         );
         self.sockets.insert(conn, target.space_id, machine);
-        self.forget_closed();
     }
 
-    /// Spaces whose socket ended are no longer wanted: the application redials (§5.2: "how the
-    /// reference client redials is in the node's docs").
-    fn forget_closed(&mut self) {
-        let sockets = &self.sockets.open;
+    /// What the sockets reported since output `from`, for the wanted spaces: a socket that opened
+    /// is marked so, and one that ended is dialled again or given up ([`redials_after`]).
+    fn settle(&mut self, now: Timestamp, from: usize) {
+        let news: Vec<(ConnId, Option<Option<u16>>)> = self
+            .sockets
+            .out
+            .iter()
+            .skip(from)
+            .filter_map(|o| match o {
+                SocketOutput::Event(NodeWsEvent::Opened { conn, .. }) => Some((*conn, None)),
+                SocketOutput::Event(NodeWsEvent::Closed { conn, code, .. }) => {
+                    Some((*conn, Some(*code)))
+                }
+                _ => None,
+            })
+            .collect();
+        for (conn, closed) in news {
+            let Some((space_id, want)) =
+                self.wanted.iter_mut().find(|(_, w)| w.conn() == Some(conn))
+            else {
+                continue;
+            };
+            let space_id = space_id.clone();
+            match closed {
+                None => {
+                    want.link = Link::Socket {
+                        conn,
+                        opened: Some(now),
+                    }
+                }
+                Some(code) => self.ended(now, &space_id, code),
+            }
+        }
+    }
+
+    /// The socket or the dial of the wanted space `space_id` ended, with this side's close
+    /// `code`: the space waits for its redial, or is given up.
+    fn ended(&mut self, now: Timestamp, space_id: &str, code: Option<u16>) {
+        if !redials_after(code) {
+            self.wanted.remove(space_id);
+            self.counters.given_up += 1;
+            self.sockets
+                .out
+                .push_back(SocketOutput::Event(NodeWsEvent::GaveUp {
+                    space_id: space_id.into(),
+                    code,
+                }));
+            return;
+        }
+        let Some(want) = self.wanted.get_mut(space_id) else {
+            return;
+        };
+        if let Link::Socket {
+            opened: Some(since),
+            ..
+        } = want.link
+            && now.saturating_duration_since(since) >= REDIAL_BACKOFF.max
+        {
+            want.backoff.reset();
+        }
+        let at = now.saturating_add(want.backoff.next_delay(&mut self.rng));
+        want.link = Link::Waiting { at };
+        self.sockets
+            .out
+            .push_back(SocketOutput::Event(NodeWsEvent::Redialling {
+                space_id: space_id.into(),
+                at,
+            }));
+    }
+
+    /// The earliest redial due.
+    fn next_redial(&self) -> Option<Timestamp> {
         self.wanted
-            .retain(|_, w| w.conn.is_none_or(|c| sockets.contains_key(&c)));
+            .values()
+            .filter_map(|w| match w.link {
+                Link::Waiting { at } => Some(at),
+                _ => None,
+            })
+            .min()
     }
 
     fn close(&mut self, space_id: &str) {
         let Some(want) = self.wanted.remove(space_id) else {
             return;
         };
-        if let Some(conn) = want.conn
+        if let Some(conn) = want.conn()
             && let Some((space_id, _)) = self.sockets.open.remove(&conn)
         {
             self.sockets.out.push_back(SocketOutput::Close {
@@ -616,6 +785,7 @@ impl<R: CryptoRng + SeedableRng> NodeWsClient<R> {
                 .push_back(SocketOutput::Event(NodeWsEvent::Closed {
                     conn,
                     space_id,
+                    peer: self.sockets.peers.remove(&conn),
                     code: Some(1000),
                 }));
         }
@@ -627,6 +797,7 @@ impl<R: CryptoRng + SeedableRng> Machine for NodeWsClient<R> {
     type Output = SocketOutput;
 
     fn handle(&mut self, now: Timestamp, input: ClientInput) {
+        let from = self.sockets.out.len();
         match input {
             ClientInput::Dial { node, space } => self.dial(node, space),
             ClientInput::Send {
@@ -634,7 +805,7 @@ impl<R: CryptoRng + SeedableRng> Machine for NodeWsClient<R> {
                 kind,
                 payload,
             } => {
-                let open = self.wanted.get(&space_id).and_then(|w| w.conn);
+                let open = self.wanted.get(&space_id).and_then(Wanted::conn);
                 match open {
                     Some(_) => self.sockets.send(now, &space_id, None, &kind, &payload),
                     None => self.counters.unsent += 1,
@@ -660,15 +831,22 @@ impl<R: CryptoRng + SeedableRng> Machine for NodeWsClient<R> {
             }
             ClientInput::Closed { conn } => self.sockets.closed(now, conn),
             ClientInput::DialFailed { target } => {
-                self.wanted.remove(&target.space_id);
                 self.sockets
                     .out
                     .push_back(SocketOutput::Event(NodeWsEvent::DialFailed {
-                        space_id: target.space_id,
+                        space_id: target.space_id.clone(),
                     }));
+                let dialling = self
+                    .wanted
+                    .get(&target.space_id)
+                    .is_some_and(|w| w.link == Link::Dialling);
+                if dialling {
+                    // The node is not there (yet): as if it had ended the socket.
+                    self.ended(now, &target.space_id, None);
+                }
             }
         }
-        self.forget_closed();
+        self.settle(now, from);
     }
 
     fn poll(&mut self) -> Option<SocketOutput> {
@@ -676,12 +854,26 @@ impl<R: CryptoRng + SeedableRng> Machine for NodeWsClient<R> {
     }
 
     fn poll_timeout(&self) -> Option<Wakeup> {
-        self.sockets.poll_timeout()
+        let redial = self
+            .next_redial()
+            .map(|at| Wakeup::new(at, "node socket redial"));
+        Wakeup::earliest(self.sockets.poll_timeout(), redial)
     }
 
     fn handle_timeout(&mut self, now: Timestamp) {
+        let from = self.sockets.out.len();
         self.sockets.handle_timeout(now);
-        self.forget_closed();
+        self.settle(now, from);
+        let due: Vec<String> = self
+            .wanted
+            .iter()
+            .filter(|(_, w)| matches!(w.link, Link::Waiting { at } if at <= now))
+            .map(|(s, _)| s.clone())
+            .collect();
+        for space_id in due {
+            self.counters.redials += 1;
+            self.dial_now(&space_id);
+        }
     }
 }
 
@@ -958,5 +1150,327 @@ impl<R: CryptoRng + SeedableRng> PeerEndpoint<R> {
     /// Runs the sockets' due timers (handshake timeouts, the `who` grace).
     pub fn handle_timeout(&mut self, now: Timestamp) {
         self.sockets.handle_timeout(now);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use chacha20::ChaCha20Rng;
+    use weft_proto::crypto::{default_provider, generate_p256};
+    use weft_proto::minca::node_socket::HANDSHAKE_TIMEOUT;
+    use weft_proto::minca::space_access::MemorySpace;
+
+    use super::*;
+
+    const T0: Timestamp = Timestamp::from_secs(1_800_000_000);
+    const SPACE: &str = "a space";
+    const CONN: ConnId = ConnId(1);
+
+    fn key(seed: u64) -> P256Secret {
+        generate_p256(default_provider(), &mut ChaCha20Rng::seed_from_u64(seed))
+    }
+
+    fn did(key: &P256Secret) -> String {
+        Session::new(default_provider(), key.clone(), None)
+            .unwrap()
+            .did()
+            .to_owned()
+    }
+
+    fn client() -> NodeWsClient<ChaCha20Rng> {
+        NodeWsClient::new(
+            default_provider(),
+            key(2),
+            None,
+            ChaCha20Rng::seed_from_u64(3),
+        )
+        .unwrap()
+    }
+
+    /// The node of `key(1)`, holding [`SPACE`].
+    fn node() -> PeerEndpoint<ChaCha20Rng> {
+        let space: Space = Arc::new(MemorySpace::public(SPACE));
+        PeerEndpoint::new(
+            default_provider(),
+            key(1),
+            None,
+            vec![space],
+            ChaCha20Rng::seed_from_u64(4),
+        )
+        .unwrap()
+    }
+
+    /// The client asks for `space` on the node at loopback, pinned to `pin` if given.
+    fn want(c: &mut NodeWsClient<ChaCha20Rng>, space: &str, pin: Option<&str>) {
+        let url = match pin {
+            Some(did) => format!("ws://127.0.0.1:1/peer#{did}"),
+            None => "ws://127.0.0.1:1/peer".into(),
+        };
+        let dial = ClientInput::Dial {
+            node: NodeUrl::parse(&url).unwrap(),
+            space: Arc::new(MemorySpace::public(space)),
+        };
+        c.handle(T0, dial);
+    }
+
+    /// What the client asks for now.
+    fn outputs(c: &mut NodeWsClient<ChaCha20Rng>) -> Vec<SocketOutput> {
+        core::iter::from_fn(|| c.poll()).collect()
+    }
+
+    fn dials(outs: &[SocketOutput]) -> Vec<NodeTarget> {
+        outs.iter()
+            .filter_map(|o| match o {
+                SocketOutput::Dial(t) => Some(t.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// When the redial the outputs announce is due.
+    fn redial_at(outs: &[SocketOutput]) -> Option<Timestamp> {
+        outs.iter().find_map(|o| match o {
+            SocketOutput::Event(NodeWsEvent::Redialling { at, .. }) => Some(*at),
+            _ => None,
+        })
+    }
+
+    fn gave_up(outs: &[SocketOutput]) -> Option<Option<u16>> {
+        outs.iter().find_map(|o| match o {
+            SocketOutput::Event(NodeWsEvent::GaveUp { code, .. }) => Some(*code),
+            _ => None,
+        })
+    }
+
+    /// The client's dial `target` opens as [`CONN`] at `now` and the node takes the socket;
+    /// frames cross both ways until neither side says more. The client's outputs other than
+    /// frames.
+    fn connect(
+        now: Timestamp,
+        c: &mut NodeWsClient<ChaCha20Rng>,
+        n: &mut PeerEndpoint<ChaCha20Rng>,
+        target: NodeTarget,
+    ) -> Vec<SocketOutput> {
+        let space_id = target.space_id.clone();
+        c.handle(now, ClientInput::Dialled { conn: CONN, target });
+        n.handle(
+            now,
+            PeerInput::Opened {
+                conn: CONN,
+                space_id,
+            },
+        );
+        let mut seen = Vec::new();
+        loop {
+            let mut moved = false;
+            while let Some(o) = c.poll() {
+                moved = true;
+                match o {
+                    SocketOutput::Text { conn, text } => {
+                        let frame = Frame::Text(text);
+                        n.handle(now, PeerInput::Frame { conn, frame });
+                    }
+                    SocketOutput::Binary { conn, bytes } => {
+                        let frame = Frame::Binary(bytes);
+                        n.handle(now, PeerInput::Frame { conn, frame });
+                    }
+                    SocketOutput::Close { conn, .. } => n.handle(now, PeerInput::Closed { conn }),
+                    other => seen.push(other),
+                }
+            }
+            while let Some(o) = n.poll() {
+                moved = true;
+                match o {
+                    SocketOutput::Text { conn, text } => {
+                        let frame = Frame::Text(text);
+                        c.handle(now, ClientInput::Frame { conn, frame });
+                    }
+                    SocketOutput::Binary { conn, bytes } => {
+                        let frame = Frame::Binary(bytes);
+                        c.handle(now, ClientInput::Frame { conn, frame });
+                    }
+                    SocketOutput::Close { conn, .. } => c.handle(now, ClientInput::Closed { conn }),
+                    _ => {}
+                }
+            }
+            if !moved {
+                return seen;
+            }
+        }
+    }
+
+    fn opened(outs: &[SocketOutput]) -> bool {
+        outs.iter()
+            .any(|o| matches!(o, SocketOutput::Event(NodeWsEvent::Opened { .. })))
+    }
+
+    /// The delay `at` is after `now`, within the jittered ceiling `ceiling` ([`Backoff`]: equal
+    /// jitter, `[ceiling / 2, ceiling]`).
+    fn within(now: Timestamp, at: Timestamp, ceiling: Duration) {
+        let delay = at.saturating_duration_since(now);
+        assert!(
+            delay >= ceiling / 2 && delay <= ceiling,
+            "a delay of {delay:?} for a ceiling of {ceiling:?}"
+        );
+    }
+
+    #[test]
+    fn a_node_socket_the_node_ends_is_dialled_again_after_the_backoff_and_not_before() {
+        let (mut c, mut n) = (client(), node());
+        want(&mut c, SPACE, Some(&did(&key(1))));
+        let first = dials(&outputs(&mut c));
+        assert_eq!(first.len(), 1);
+        assert!(opened(&connect(T0, &mut c, &mut n, first[0].clone())));
+
+        // The node restarts: the transport ends the socket.
+        let t1 = T0.saturating_add(Duration::from_secs(5));
+        c.handle(t1, ClientInput::Closed { conn: CONN });
+        let outs = outputs(&mut c);
+        assert!(outs.iter().any(|o| matches!(o,
+            SocketOutput::Event(NodeWsEvent::Closed { peer: Some(p), code: None, .. })
+                if *p == did(&key(1)))));
+        let at = redial_at(&outs).expect("a redial is due");
+        within(t1, at, REDIAL_BACKOFF.initial);
+        assert_eq!(c.poll_timeout().map(|w| w.at), Some(at));
+
+        c.handle_timeout(at.saturating_sub(Duration::from_millis(1)));
+        assert!(dials(&outputs(&mut c)).is_empty(), "not before its time");
+        c.handle_timeout(at);
+        assert_eq!(dials(&outputs(&mut c)), first, "the same URL, pin stripped");
+        let counters = c.counters();
+        assert_eq!((counters.dials, counters.redials), (2, 1));
+
+        // The redial opens like the first dial.
+        let again = connect(at, &mut c, &mut n, first[0].clone());
+        assert!(opened(&again));
+    }
+
+    #[test]
+    fn a_dial_that_fails_is_tried_again_on_a_doubling_ceiling_however_many_fail() {
+        let mut c = client();
+        want(&mut c, SPACE, None);
+        let mut target = dials(&outputs(&mut c)).remove(0);
+        let mut now = T0;
+        let mut ceiling = REDIAL_BACKOFF.initial;
+        for _ in 0..8 {
+            c.handle(now, ClientInput::DialFailed { target });
+            let at = redial_at(&outputs(&mut c)).expect("dialled again");
+            within(now, at, ceiling);
+            ceiling = (ceiling * 2).min(REDIAL_BACKOFF.max);
+            now = at;
+            c.handle_timeout(now);
+            target = dials(&outputs(&mut c)).remove(0);
+        }
+        let counters = c.counters();
+        assert_eq!(
+            (counters.dials, counters.redials, counters.given_up),
+            (9, 8, 0)
+        );
+    }
+
+    #[test]
+    fn a_welcome_refused_by_the_pin_with_4002_is_not_dialled_again() {
+        let (mut c, mut n) = (client(), node());
+        want(&mut c, SPACE, Some(&did(&key(9))));
+        let target = dials(&outputs(&mut c)).remove(0);
+        let outs = connect(T0, &mut c, &mut n, target);
+        assert!(!opened(&outs));
+        assert_eq!(gave_up(&outs), Some(Some(PROTOCOL_ERROR.code)));
+        assert_eq!(redial_at(&outs), None);
+        assert_eq!(c.poll_timeout(), None, "nothing left to wake for");
+        c.handle_timeout(T0.saturating_add(Duration::from_secs(3600)));
+        assert!(dials(&outputs(&mut c)).is_empty());
+        let counters = c.counters();
+        assert_eq!((counters.dials, counters.given_up), (1, 1));
+
+        // Given up, the space is no longer wanted: the application may dial it anew.
+        want(&mut c, SPACE, Some(&did(&key(1))));
+        assert_eq!(dials(&outputs(&mut c)).len(), 1);
+    }
+
+    #[test]
+    fn a_space_the_node_refuses_is_dialled_again_as_the_refusal_may_not_last() {
+        let (mut c, mut n) = (client(), node());
+        want(&mut c, "a space the node does not hold", None);
+        let target = dials(&outputs(&mut c)).remove(0);
+        let outs = connect(T0, &mut c, &mut n, target);
+        // The node's 4003 reaches the client as the socket ending under it.
+        assert!(!opened(&outs));
+        assert!(outs.iter().any(|o| matches!(
+            o,
+            SocketOutput::Event(NodeWsEvent::Closed {
+                peer: None,
+                code: None,
+                ..
+            })
+        )));
+        assert_eq!(gave_up(&outs), None);
+        within(T0, redial_at(&outs).unwrap(), REDIAL_BACKOFF.initial);
+    }
+
+    #[test]
+    fn the_schedule_starts_over_only_after_a_socket_stayed_open_for_its_ceiling() {
+        let (mut c, mut n) = (client(), node());
+        want(&mut c, SPACE, None);
+        let mut target = dials(&outputs(&mut c)).remove(0);
+        // Five failed dials take the ceiling to 1 s × 2⁵ = 32 s, capped at 30 s.
+        let mut now = T0;
+        for _ in 0..5 {
+            c.handle(now, ClientInput::DialFailed { target });
+            now = redial_at(&outputs(&mut c)).unwrap();
+            c.handle_timeout(now);
+            target = dials(&outputs(&mut c)).remove(0);
+        }
+        assert!(opened(&connect(now, &mut c, &mut n, target.clone())));
+
+        // Open for less than the ceiling: the schedule goes on where it was.
+        let short = now.saturating_add(REDIAL_BACKOFF.max - Duration::from_secs(1));
+        n.handle(short, PeerInput::Closed { conn: CONN });
+        c.handle(short, ClientInput::Closed { conn: CONN });
+        let at = redial_at(&outputs(&mut c)).unwrap();
+        within(short, at, REDIAL_BACKOFF.max);
+        c.handle_timeout(at);
+        target = dials(&outputs(&mut c)).remove(0);
+        assert!(opened(&connect(at, &mut c, &mut n, target)));
+
+        // Open for the ceiling: the next loss is redialled as soon as the first.
+        let long = at.saturating_add(REDIAL_BACKOFF.max);
+        c.handle(long, ClientInput::Closed { conn: CONN });
+        within(
+            long,
+            redial_at(&outputs(&mut c)).unwrap(),
+            REDIAL_BACKOFF.initial,
+        );
+    }
+
+    #[test]
+    fn closing_a_space_that_waits_for_its_redial_dials_it_no_more() {
+        let mut c = client();
+        want(&mut c, SPACE, None);
+        let target = dials(&outputs(&mut c)).remove(0);
+        c.handle(T0, ClientInput::DialFailed { target });
+        assert!(redial_at(&outputs(&mut c)).is_some());
+        c.handle(
+            T0,
+            ClientInput::Close {
+                space_id: SPACE.into(),
+            },
+        );
+        assert_eq!(c.poll_timeout(), None);
+        c.handle_timeout(T0.saturating_add(REDIAL_BACKOFF.max));
+        assert!(dials(&outputs(&mut c)).is_empty());
+    }
+
+    #[test]
+    fn only_this_sides_4002_and_4003_end_the_redials() {
+        // The node or the transport ended it: the node restarting, its refusal, its let-go.
+        assert!(redials_after(None));
+        assert!(!redials_after(Some(PROTOCOL_ERROR.code)));
+        assert!(!redials_after(Some(REFUSED.code)));
+        assert!(redials_after(Some(HANDSHAKE_TIMEOUT.code)));
+        assert!(redials_after(Some(node_socket::TOO_BIG.code)));
+        assert!(redials_after(Some(node_socket::LET_GO.code)));
     }
 }

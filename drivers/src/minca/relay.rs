@@ -11,6 +11,9 @@
 //! ([`NodeOptions`]), an upgrade whose path is [`PEER_PATH`] goes to the node's
 //! [`PeerEndpoint`] (the challenge at once, frames up to 16 MiB, 1009 past them), and every
 //! other upgrade to the relay machine as before. Without one, `/peer` is refused with 404.
+//! [`chat_node`] gives that node `weft node`'s chat (§9.2): stdin lines out as live messages to
+//! its clients, their events and messages in as JSON lines on stdout, in
+//! [`node_runner`](super::node_runner)'s format.
 //!
 //! Nothing here holds protocol meaning: every frame, close and tick goes to the machine, and its
 //! outputs become frames, pings and closes in order.
@@ -22,12 +25,14 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::sync::Arc;
 
+use serde_json::Value;
 use smol::channel::Receiver;
 use weft_proto::codec::did_key::DidKey;
 use weft_proto::codec::hex;
 use weft_proto::core::rand_core::{CryptoRng, SeedableRng};
 use weft_proto::core::{ConnId, Machine, Timestamp, Wakeup};
 use weft_proto::crypto::{P256Secret, generate_p256};
+use weft_proto::minca::mesh::live::LIVE;
 use weft_proto::minca::node_socket::{MAX_FRAME_BYTES, PEER_PATH};
 use weft_proto::minca::relay_server::{
     Input, MAX_WS_MESSAGE_BYTES, Output, RelayConfig, RelayServer,
@@ -35,9 +40,12 @@ use weft_proto::minca::relay_server::{
 use weft_proto::minca::space_access::MemorySpace;
 use weft_proto::minca::turn::TurnConfig;
 
+use super::node_runner::{NodeEvent, print_event, read_lines};
 use super::node_ws::{NodeWsEvent, PeerEndpoint, PeerInput, SocketOutput, Space};
-use crate::host::{Endpoint, Host, Listener, Peer, Remote, TlsServer};
-use crate::ws::{Frame, NoDial, Refusal, Request, Ws, WsConfig, WsEffect, WsHooks, WsMachine};
+use crate::host::{Commands, Endpoint, Host, Listener, Peer, Remote, TlsServer};
+use crate::ws::{
+    Frame, NoDial, Refusal, Request, Ws, WsConfig, WsEffect, WsHooks, WsInput, WsMachine,
+};
 
 /// The address `weft relay` listens on when told none.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8787";
@@ -211,13 +219,7 @@ pub fn serve(
     stop: Receiver<()>,
     ready: impl FnOnce(SocketAddr),
 ) -> io::Result<()> {
-    let listener = match &options.tls {
-        Some(server) => Listener::tls(options.listen, server.clone())?,
-        None => Listener::bind(&Endpoint::Tcp(options.listen))?,
-    };
-    if let Endpoint::Tcp(addr) = listener.endpoint()? {
-        ready(addr);
-    }
+    let listener = listen(&options, ready)?;
     let mut host = relay_host(&options);
     smol::block_on(smol::future::or(
         crate::smol::run(&mut host, vec![listener]),
@@ -228,26 +230,85 @@ pub fn serve(
     ))
 }
 
-/// [`serve`] as the always-on node `node` too (§5.3), its node's events going to `deliver`.
+/// The relay's listener for `options` (TLS first with [`RelayOptions::tls`]), its address
+/// handed to `ready`.
+fn listen(options: &RelayOptions, ready: impl FnOnce(SocketAddr)) -> io::Result<Listener> {
+    let listener = match &options.tls {
+        Some(server) => Listener::tls(options.listen, server.clone())?,
+        None => Listener::bind(&Endpoint::Tcp(options.listen))?,
+    };
+    if let Endpoint::Tcp(addr) = listener.endpoint()? {
+        ready(addr);
+    }
+    Ok(listener)
+}
+
+/// What the application of a relay that is also a node sends it ([`serve_node`]).
+pub type NodeRelayCommand = WsInput<NoDial, RelayInput>;
+
+/// A live message (§9.2) of `payload` to every client open on `/peer` in `space_id`.
+pub fn live_to_clients(space_id: &str, payload: Value) -> NodeRelayCommand {
+    WsInput::App(RelayInput::Peer(PeerInput::Send {
+        space_id: space_id.into(),
+        to: None,
+        kind: LIVE.into(),
+        payload,
+    }))
+}
+
+/// [`serve`] as the always-on node `node` too (§5.3), its node's events going to `deliver` and
+/// what the application sends coming from `commands` ([`crate::host::commands`]).
 pub fn serve_node(
     options: RelayOptions,
     node: NodeOptions,
+    commands: &Commands<NodeRelayCommand>,
     stop: Receiver<()>,
     ready: impl FnOnce(SocketAddr),
     deliver: impl FnMut(NodeWsEvent),
 ) -> io::Result<()> {
-    let listener = Listener::bind(&Endpoint::Tcp(options.listen))?;
-    if let Endpoint::Tcp(addr) = listener.endpoint()? {
-        ready(addr);
-    }
+    let listener = listen(&options, ready)?;
     let mut host = node_relay_host(&options, &node, deliver)?;
     smol::block_on(smol::future::or(
-        crate::smol::run(&mut host, vec![listener]),
+        crate::smol::run_commanded(&mut host, vec![listener], commands),
         async {
             let _ = stop.recv().await;
             Ok(())
         },
     ))
+}
+
+/// `weft relay --node-key`: [`serve_node`] with `weft node`'s chat. Each event of its `/peer`
+/// sockets is printed as the JSON line `weft node` prints for it
+/// ([`NodeEvent::from_peer_socket`]), and with `lines` (`weft relay --chat`: stdin) each line
+/// goes as a live message to every client open in every space the node holds, read on a thread
+/// of its own. The end of `lines`, or a read error, ends the chat, not the relay.
+pub fn chat_node(
+    options: RelayOptions,
+    node: NodeOptions,
+    lines: Option<Box<dyn io::BufRead + Send>>,
+    stop: Receiver<()>,
+    ready: impl FnOnce(SocketAddr),
+) -> io::Result<()> {
+    let (commander, commands) = crate::host::commands()?;
+    if let Some(lines) = lines {
+        let spaces = node.spaces.clone();
+        std::thread::Builder::new()
+            .name("weft-relay-chat".into())
+            .spawn(move || {
+                let send = |payload: Value| {
+                    spaces
+                        .iter()
+                        .all(|s| commander.send(live_to_clients(s, payload.clone())).is_ok())
+                };
+                // Input that fails to read ends the chat as its end does; the relay goes on.
+                let _ = read_lines(lines, send);
+            })?;
+    }
+    serve_node(options, node, &commands, stop, ready, |event| {
+        if let Some(event) = NodeEvent::from_peer_socket(event) {
+            print_event(&event);
+        }
+    })
 }
 
 /// What a relay that may be a node is told: the relay machine's inputs, or the node's.
