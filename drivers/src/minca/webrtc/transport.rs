@@ -6,9 +6,15 @@
 //! - The offerer creates one data channel labelled `data`, ordered and reliable
 //!   ([`DATA_CHANNEL_LABEL`]); the answerer uses the first channel it receives.
 //! - Messages are binary; a text message is ignored and counted ([`Counters::text_ignored`]).
-//! - No trickle: the host candidates are added before the description is made, so they go inside
-//!   the offer or answer, and the description is handed back at once: gathering host candidates
-//!   finishes immediately, well inside the 2 s cap ([`GATHERING_CAP`]).
+//! - No trickle: the candidates are added before the description is made, so they go inside the
+//!   offer or answer. Host candidates are known at once; TURN relay candidates (where a relay
+//!   offered TURN servers, §1.4) need an allocation on each server ([`super::turn`]): the
+//!   description waits for those to answer, but never past [`GATHERING_CAP`], after which it goes
+//!   out with what it has.
+//! - The TURN servers are taken for each new connection, from the caller at that moment
+//!   ([`Transport::handle_mesh_output_with_ice`]), and only while their offer's `expiresAt` is in
+//!   the future (§10). [`IceTransportPolicy::Relay`] leaves the host candidates out, as browsers'
+//!   `iceTransportPolicy: "relay"` does.
 //! - A connection is open when its channel opens (`Opened`, with the channel-binding
 //!   fingerprints of the local and remote descriptions), and gone when the channel closes, DTLS or
 //!   SCTP closes, or ICE stays disconnected for [`DISCONNECTED_GRACE`] (`Closed`).
@@ -34,17 +40,19 @@ use str0m::{Candidate, Event, IceConnectionState, Rtc};
 use weft_proto::core::{ConnId, Timestamp, Wakeup};
 use weft_proto::minca::mesh::machine::MAX_CONNECTIONS;
 use weft_proto::minca::mesh::{Input, Output};
+use weft_proto::minca::relay_wire::IceServers;
 
 pub use crate::host::STALL_STEP;
 
 use super::fingerprint::channel_binding;
+use super::turn::{Allocation, AllocationState, Received, usable_servers};
 
 /// The label of the one data channel the offerer creates (§5.1).
 pub const DATA_CHANNEL_LABEL: &str = "data";
 
 /// How long a side may gather candidates before its description goes out (§5.1: "the reference
-/// node waits for gathering to finish, or 2 s"). This transport gathers host candidates only,
-/// which are known when the connection is made, so its descriptions always go out at once.
+/// node waits for gathering to finish, or 2 s"). Host candidates are known at once; a TURN
+/// allocation that has not answered by then is left out of the description.
 pub const GATHERING_CAP: Duration = Duration::from_secs(2);
 
 /// How long ICE may stay disconnected before the connection counts as failed (§5.1: "gone when
@@ -129,6 +137,45 @@ pub struct Counters {
     pub table_full: u64,
     /// Mesh outputs naming a connection this transport does not hold, or in the wrong state.
     pub ignored_outputs: u64,
+    /// Descriptions that went out at [`GATHERING_CAP`] without a TURN allocation's answer.
+    pub gathering_capped: u64,
+    /// TURN servers not used because [`super::turn::MAX_TURN_ALLOCATIONS`] were held.
+    pub turn_table_full: u64,
+    /// Datagrams from a relay candidate not sent: no permission for the peer yet (one is asked
+    /// for, and ICE resends), or the allocation is gone.
+    pub relay_unsent: u64,
+    /// Connections closed because [`IceTransportPolicy::Relay`] left them no candidate (no TURN
+    /// server answered in time).
+    pub no_candidates: u64,
+}
+
+/// Which candidates go into a description, as browsers' `iceTransportPolicy`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum IceTransportPolicy {
+    /// Host candidates, and TURN relay candidates where offered (browsers' `"all"`).
+    #[default]
+    All,
+    /// TURN relay candidates only (browsers' `"relay"`): the peer never learns this side's own
+    /// addresses, and every datagram goes through a TURN server.
+    Relay,
+}
+
+/// What a gathering connection will make once its candidates are in.
+enum Pending {
+    /// An offer.
+    Offer,
+    /// An answer to this offer.
+    Answer(String),
+}
+
+/// A connection waiting for its TURN allocations before its description is made (§5.1).
+struct Gathering {
+    peer: String,
+    pending: Pending,
+    /// The TURN servers (their addresses, keys of the allocations) it waits for.
+    servers: Vec<SocketAddr>,
+    /// [`GATHERING_CAP`] after it started.
+    until: Timestamp,
 }
 
 /// What a connection waits for.
@@ -159,6 +206,10 @@ struct Connection {
 struct Shared {
     events: VecDeque<Input>,
     datagrams: VecDeque<Datagram>,
+    /// str0m's datagrams from a relay candidate, with it, for the TURN allocation to wrap.
+    relayed: VecDeque<(SocketAddr, Datagram)>,
+    /// The relayed addresses of the allocations, to tell those datagrams apart.
+    relayed_sources: Vec<SocketAddr>,
     counters: Counters,
 }
 
@@ -170,6 +221,20 @@ impl Shared {
             return;
         }
         self.events.push_back(event);
+    }
+
+    /// A datagram str0m sends from `source`: straight to the socket from a host candidate, or
+    /// through the TURN server from a relay candidate.
+    fn push_transmit(&mut self, source: SocketAddr, d: Datagram) {
+        if !self.relayed_sources.contains(&source) {
+            self.push_datagram(d);
+            return;
+        }
+        if self.relayed.len() >= MAX_QUEUED_DATAGRAMS {
+            self.relayed.pop_front();
+            self.counters.datagrams_dropped += 1;
+        }
+        self.relayed.push_back((source, d));
     }
 
     fn push_datagram(&mut self, d: Datagram) {
@@ -216,7 +281,12 @@ pub struct Transport {
     local: SocketAddr,
     candidates: Vec<SocketAddr>,
     clock: Clock,
+    policy: IceTransportPolicy,
     conns: BTreeMap<ConnId, Connection>,
+    /// Connections waiting for TURN allocations before their description is made.
+    gathering: BTreeMap<ConnId, Gathering>,
+    /// The TURN allocations, by server address.
+    allocations: BTreeMap<SocketAddr, Allocation>,
     by_peer: BTreeMap<String, ConnId>,
     /// Where the last bounded timeout pass stopped, so the next starts after it.
     cursor: Option<ConnId>,
@@ -234,11 +304,26 @@ impl Transport {
                 instant: Instant::now(),
                 at: now,
             },
+            policy: IceTransportPolicy::All,
             conns: BTreeMap::new(),
+            gathering: BTreeMap::new(),
+            allocations: BTreeMap::new(),
             by_peer: BTreeMap::new(),
             cursor: None,
             shared: Shared::default(),
         }
+    }
+
+    /// Sets which candidates the descriptions of new connections carry.
+    pub fn set_ice_transport_policy(&mut self, policy: IceTransportPolicy) {
+        self.policy = policy;
+    }
+
+    /// The TURN relayed addresses this transport holds, by server.
+    pub fn relayed_addresses(&self) -> impl Iterator<Item = (SocketAddr, SocketAddr)> + '_ {
+        self.allocations
+            .iter()
+            .filter_map(|(server, a)| Some((*server, a.relayed()?)))
     }
 
     /// The counters.
@@ -246,32 +331,68 @@ impl Transport {
         &self.shared.counters
     }
 
-    /// How many connections are held (open or being made).
+    /// How many connections are held (open, being made, or gathering).
     pub fn connection_count(&self) -> usize {
-        self.conns.len()
+        self.conns.len() + self.gathering.len()
+    }
+
+    /// Carries out one of the mesh's outputs, with no TURN servers; see
+    /// [`Transport::handle_mesh_output_with_ice`].
+    pub fn handle_mesh_output(&mut self, now: Timestamp, output: Output) -> Option<Output> {
+        self.handle_mesh_output_with_ice(now, output, None)
     }
 
     /// Carries out one of the mesh's outputs. The transport's own (`CreateOffer`,
     /// `CreateAnswer`, `ApplyAnswer`, `Send`, `Close`) are taken; any other is handed back for
-    /// the caller (rendezvous, the application).
-    pub fn handle_mesh_output(&mut self, now: Timestamp, output: Output) -> Option<Output> {
+    /// the caller (rendezvous, the application). A new connection (`CreateOffer`,
+    /// `CreateAnswer`) takes its TURN servers from `ice`, the servers current at this moment
+    /// (§5.1: asked for each new connection); the other outputs ignore it.
+    pub fn handle_mesh_output_with_ice(
+        &mut self,
+        now: Timestamp,
+        output: Output,
+        ice: Option<&IceServers>,
+    ) -> Option<Output> {
         match output {
-            Output::CreateOffer { conn, peer } => self.create_offer(now, conn, peer),
+            Output::CreateOffer { conn, peer } => self.start(now, conn, peer, Pending::Offer, ice),
             Output::CreateAnswer { conn, peer, offer } => {
-                self.create_answer(now, conn, peer, &offer)
+                self.start(now, conn, peer, Pending::Answer(offer), ice)
             }
             Output::ApplyAnswer { conn, answer } => self.apply_answer(now, conn, &answer),
             Output::Send { conn, bytes, .. } => self.send(now, conn, bytes),
             Output::Close { conn } => self.close(now, conn),
             other => return Some(other),
         }
+        self.settle(now);
         None
     }
 
-    /// A datagram arrived on the socket from `from`: it goes to the connection str0m says it
-    /// belongs to (`Rtc::accepts`).
+    /// A datagram arrived on the socket from `from`. From a TURN server it goes to its
+    /// allocation, and a peer's datagram relayed in it goes on as received on the relayed
+    /// address; any other goes to the connection str0m says it belongs to (`Rtc::accepts`).
     pub fn handle_datagram(&mut self, now: Timestamp, from: SocketAddr, bytes: &[u8]) {
-        let Ok(receive) = Receive::new(Protocol::Udp, from, self.local, bytes) else {
+        let local = self.local;
+        let received = self
+            .allocations
+            .get_mut(&from)
+            .map_or(Received::NotOurs, |a| {
+                a.handle_datagram(now, from, local, bytes)
+            });
+        match received {
+            Received::NotOurs => self.deliver(now, from, local, bytes),
+            Received::Handled => {}
+            Received::Peer {
+                peer,
+                relayed,
+                bytes,
+            } => self.deliver(now, peer, relayed, &bytes),
+        }
+        self.settle(now);
+    }
+
+    /// A datagram from `from` to our `to` (the socket, or a relayed address) for str0m.
+    fn deliver(&mut self, now: Timestamp, from: SocketAddr, to: SocketAddr, bytes: &[u8]) {
+        let Ok(receive) = Receive::new(Protocol::Udp, from, to, bytes) else {
             self.shared.counters.bad_datagrams += 1;
             return;
         };
@@ -306,25 +427,48 @@ impl Transport {
         self.shared.events.pop_front()
     }
 
-    /// When [`Transport::handle_timeout`] is next wanted: the earliest str0m deadline or end of
-    /// a disconnected grace.
+    /// When [`Transport::handle_timeout`] is next wanted: the earliest str0m deadline, end of
+    /// a disconnected grace, end of a gathering, or TURN client timer.
     pub fn poll_timeout(&self) -> Option<Wakeup> {
-        self.conns
+        let conns = self.conns.values().flat_map(|c| {
+            [
+                Some(Wakeup::new(c.deadline, "str0m timer")),
+                c.disconnected_since
+                    .map(|t| Wakeup::new(t.saturating_add(DISCONNECTED_GRACE), "ICE disconnected")),
+            ]
+        });
+        let gathering = self
+            .gathering
             .values()
-            .flat_map(|c| {
-                [
-                    Some(Wakeup::new(c.deadline, "str0m timer")),
-                    c.disconnected_since.map(|t| {
-                        Wakeup::new(t.saturating_add(DISCONNECTED_GRACE), "ICE disconnected")
-                    }),
-                ]
-            })
+            .map(|g| Some(Wakeup::new(g.until, "candidate gathering cap")));
+        let turn = self
+            .allocations
+            .values()
+            .map(|a| a.deadline().map(|t| Wakeup::new(t, "TURN client timer")));
+        conns
+            .chain(gathering)
+            .chain(turn)
             .fold(None, Wakeup::earliest)
     }
 
-    /// Serves the connections whose deadline is due at `now`, at most
+    /// Serves the TURN allocations whose timer is due at `now`, ends the gatherings past
+    /// [`GATHERING_CAP`], and serves the connections whose deadline is due, at most
     /// [`MAX_TIMEOUTS_PER_PASS`] of them, starting after the last one served.
     pub fn handle_timeout(&mut self, now: Timestamp) {
+        for a in self.allocations.values_mut() {
+            if a.deadline().is_some_and(|t| t <= now) {
+                a.handle_timeout(now);
+                if let Some(pushed) = a.deadline().and_then(|t| unstall(t, now)) {
+                    self.shared.counters.stalled_timeouts += 1;
+                    a.defer(pushed);
+                }
+            }
+        }
+        self.serve_connections(now);
+        self.settle(now);
+    }
+
+    fn serve_connections(&mut self, now: Timestamp) {
         let due: Vec<ConnId> = {
             let after = self.cursor;
             let is_due = |c: &Connection| {
@@ -375,35 +519,187 @@ impl Transport {
 
     // ---- the mesh's outputs ------------------------------------------------------------------
 
-    /// A fresh `Rtc` with this transport's host candidates, or `None` (reported as `Closed`)
-    /// when the table is full or `conn` is taken.
-    fn new_rtc(&mut self, now: Timestamp, conn: ConnId, peer: &str) -> Option<Rtc> {
-        if self.conns.contains_key(&conn) {
+    /// A new connection (§5.1): one per peer, so an older one with `peer` is closed; its TURN
+    /// servers are those current now (§10), each allocated unless an allocation on it is held;
+    /// its description is made in [`Transport::settle`] once they have answered, or at
+    /// [`GATHERING_CAP`].
+    fn start(
+        &mut self,
+        now: Timestamp,
+        conn: ConnId,
+        peer: String,
+        pending: Pending,
+        ice: Option<&IceServers>,
+    ) {
+        if self.conns.contains_key(&conn) || self.gathering.contains_key(&conn) {
             self.shared.counters.ignored_outputs += 1;
-            return None;
+            return;
         }
-        if let Some(old) = self.by_peer.get(peer).copied() {
+        if let Some(old) = self.by_peer.get(&peer).copied() {
             // §5.1: one connection per peer; the newer replaces the older.
             self.shared.counters.replaced += 1;
             if let Some(c) = self.conns.get_mut(&old) {
                 c.gone = true;
             }
             self.reap(old);
+            if let Some(g) = self.gathering.remove(&old) {
+                self.forget(&g.peer, old);
+                self.shared.push_event(Input::Closed { conn: old });
+            }
         }
-        if self.conns.len() >= MAX_TRANSPORT_CONNECTIONS {
+        if self.connection_count() >= MAX_TRANSPORT_CONNECTIONS {
             self.shared.counters.table_full += 1;
             self.shared.push_event(Input::Closed { conn });
-            return None;
+            return;
+        }
+        let mut servers = Vec::new();
+        for server in usable_servers(ice, now) {
+            let addr = server.addr;
+            if self
+                .allocations
+                .get(&addr)
+                .is_some_and(|a| !a.is_usable(now))
+            {
+                // Failed or past its credentials: the server's 5-tuple is free for a new one.
+                if let Some(mut old) = self.allocations.remove(&addr) {
+                    old.release(now);
+                    while let Some(d) = old.poll_transmit(now) {
+                        self.shared.push_datagram(d);
+                    }
+                }
+            }
+            if !self.allocations.contains_key(&addr) {
+                if self.allocations.len() >= super::turn::MAX_TURN_ALLOCATIONS {
+                    self.shared.counters.turn_table_full += 1;
+                    continue;
+                }
+                self.allocations
+                    .insert(addr, Allocation::new(now, self.local, server));
+            }
+            if let Some(a) = self.allocations.get_mut(&addr) {
+                a.users.insert(conn);
+                servers.push(addr);
+            }
+        }
+        self.by_peer.insert(peer.clone(), conn);
+        self.gathering.insert(
+            conn,
+            Gathering {
+                peer,
+                pending,
+                servers,
+                until: now.saturating_add(GATHERING_CAP),
+            },
+        );
+    }
+
+    /// After every call: descriptions whose gathering is over are made, str0m's datagrams from
+    /// relay candidates go through their TURN allocations, the allocations' own datagrams are
+    /// queued, and allocations no connection uses are released.
+    fn settle(&mut self, now: Timestamp) {
+        let done: Vec<ConnId> = self
+            .gathering
+            .iter()
+            .filter(|(_, g)| {
+                g.until <= now
+                    || g.servers.iter().all(|s| {
+                        self.allocations
+                            .get(s)
+                            .is_none_or(|a| a.state() != AllocationState::Pending)
+                    })
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        for id in done {
+            self.finish(now, id);
+        }
+        while let Some((source, d)) = self.shared.relayed.pop_front() {
+            let sent = self
+                .allocations
+                .values_mut()
+                .find(|a| a.relayed() == Some(source))
+                .map(|a| a.send(now, d.to, &d.bytes));
+            match sent {
+                Some(Ok(wrapped)) => self.shared.push_datagram(wrapped),
+                _ => self.shared.counters.relay_unsent += 1,
+            }
+        }
+        self.allocations.retain(|_, a| {
+            if a.users.is_empty() && a.state() != AllocationState::Failed {
+                // The last connection using it is gone: release it rather than leave it to
+                // expire, so the server frees its port and quota at once.
+                a.release(now);
+            }
+            while let Some(d) = a.poll_transmit(now) {
+                self.shared.push_datagram(d);
+            }
+            !(a.users.is_empty() && a.state() == AllocationState::Failed)
+        });
+        self.shared.relayed_sources = self
+            .allocations
+            .values()
+            .filter_map(|a| a.relayed())
+            .collect();
+    }
+
+    /// Ends `conn`'s gathering: a fresh `Rtc` with the host candidates (unless
+    /// [`IceTransportPolicy::Relay`]) and the relayed address of each of its allocations that
+    /// answered, then its offer or answer (§5.1: the candidates are inside the description).
+    fn finish(&mut self, now: Timestamp, conn: ConnId) {
+        let Some(g) = self.gathering.remove(&conn) else {
+            return;
+        };
+        let mut relayed = Vec::new();
+        let mut waited = false;
+        for server in &g.servers {
+            let Some(a) = self.allocations.get_mut(server) else {
+                continue;
+            };
+            match a.relayed() {
+                Some(r) => relayed.push(r),
+                None => {
+                    waited |= a.state() == AllocationState::Pending;
+                    a.users.remove(&conn);
+                }
+            }
+        }
+        if waited {
+            self.shared.counters.gathering_capped += 1;
+        }
+        // The relayed addresses are known from here on, so str0m's datagrams from them are told
+        // apart as soon as the description is made.
+        for r in &relayed {
+            if !self.shared.relayed_sources.contains(r) {
+                self.shared.relayed_sources.push(*r);
+            }
+        }
+        let hosts: &[SocketAddr] = match self.policy {
+            IceTransportPolicy::All => &self.candidates,
+            IceTransportPolicy::Relay => &[],
+        };
+        if hosts.is_empty() && relayed.is_empty() {
+            self.shared.counters.no_candidates += 1;
+            self.forget(&g.peer, conn);
+            self.shared.push_event(Input::Closed { conn });
+            return;
         }
         let mut rtc = Rtc::builder()
             .set_sctp_max_buffered_amount(MAX_BUFFERED_BYTES)
             .build(self.clock.instant(now));
-        for addr in &self.candidates {
+        for addr in hosts {
             if let Ok(c) = Candidate::host(*addr, "udp") {
                 rtc.add_local_candidate(c);
             }
         }
-        Some(rtc)
+        for addr in &relayed {
+            if let Ok(c) = Candidate::relayed(*addr, self.local, "udp") {
+                rtc.add_local_candidate(c);
+            }
+        }
+        match g.pending {
+            Pending::Offer => self.create_offer(now, conn, g.peer, rtc),
+            Pending::Answer(offer) => self.create_answer(now, conn, g.peer, rtc, &offer),
+        }
     }
 
     fn insert(&mut self, now: Timestamp, conn: ConnId, mut c: Connection) {
@@ -418,15 +714,13 @@ impl Transport {
         self.reap(conn);
     }
 
-    fn create_offer(&mut self, now: Timestamp, conn: ConnId, peer: String) {
-        let Some(mut rtc) = self.new_rtc(now, conn, &peer) else {
-            return;
-        };
+    fn create_offer(&mut self, now: Timestamp, conn: ConnId, peer: String, mut rtc: Rtc) {
         let mut api = rtc.sdp_api();
         api.add_channel_with_config(data_channel());
         let Some((offer, pending)) = api.apply() else {
             // An offer with a new channel always has a change to apply.
             self.shared.counters.rtc_errors += 1;
+            self.forget(&peer, conn);
             self.shared.push_event(Input::Closed { conn });
             return;
         };
@@ -439,21 +733,41 @@ impl Transport {
         self.insert(now, conn, c);
     }
 
-    fn create_answer(&mut self, now: Timestamp, conn: ConnId, peer: String, offer: &str) {
-        let Some(mut rtc) = self.new_rtc(now, conn, &peer) else {
-            return;
-        };
+    fn create_answer(
+        &mut self,
+        now: Timestamp,
+        conn: ConnId,
+        peer: String,
+        mut rtc: Rtc,
+        offer: &str,
+    ) {
         let answer = SdpOffer::from_sdp_string(offer)
             .ok()
             .and_then(|o| rtc.sdp_api().accept_offer(o).ok());
         let Some(answer) = answer else {
             self.shared.counters.bad_descriptions += 1;
+            self.forget(&peer, conn);
             self.shared.push_event(Input::Closed { conn });
             return;
         };
         let mut c = Connection::new(peer, rtc, Role::Answerer, answer.to_sdp_string());
         c.remote_sdp = offer.into();
+        self.permit_remote(now, conn, offer);
         self.insert(now, conn, c);
+    }
+
+    /// Asks each TURN allocation `conn` uses for permissions for the addresses of the peer's
+    /// candidates in `remote` (RFC 8656 §9), so the peer's checks to our relayed address pass
+    /// the server from the start.
+    fn permit_remote(&mut self, now: Timestamp, conn: ConnId, remote: &str) {
+        let peers = candidate_ips(remote);
+        for a in self.allocations.values_mut() {
+            if a.users.contains(&conn) {
+                for ip in &peers {
+                    a.permit(now, *ip);
+                }
+            }
+        }
     }
 
     fn apply_answer(&mut self, now: Timestamp, conn: ConnId, answer: &str) {
@@ -480,6 +794,9 @@ impl Transport {
             c.gone = true;
         }
         c.pump(conn, now, clock, &mut self.shared);
+        if applied {
+            self.permit_remote(now, conn, answer);
+        }
         self.reap(conn);
     }
 
@@ -503,11 +820,15 @@ impl Transport {
     /// forgotten. The mesh asked, so no `Closed` goes back.
     fn close(&mut self, now: Timestamp, conn: ConnId) {
         let clock = self.clock;
+        if let Some(g) = self.gathering.remove(&conn) {
+            self.forget(&g.peer, conn);
+            return;
+        }
         let Some(mut c) = self.conns.remove(&conn) else {
             self.shared.counters.ignored_outputs += 1;
             return;
         };
-        self.forget_peer(&c.peer, conn);
+        self.forget(&c.peer, conn);
         if c.rtc.close().is_ok() {
             c.drain(conn, now, clock, &mut self.shared);
         }
@@ -515,9 +836,14 @@ impl Transport {
 
     // ---- housekeeping ------------------------------------------------------------------------
 
-    fn forget_peer(&mut self, peer: &str, conn: ConnId) {
+    /// Forgets `conn` as `peer`'s connection and as a user of the TURN allocations (which
+    /// [`Transport::settle`] releases once unused).
+    fn forget(&mut self, peer: &str, conn: ConnId) {
         if self.by_peer.get(peer) == Some(&conn) {
             self.by_peer.remove(peer);
+        }
+        for a in self.allocations.values_mut() {
+            a.users.remove(&conn);
         }
     }
 
@@ -527,7 +853,7 @@ impl Transport {
             return;
         }
         if let Some(mut c) = self.conns.remove(&conn) {
-            self.forget_peer(&c.peer, conn);
+            self.forget(&c.peer, conn);
             c.rtc.disconnect();
             self.shared.push_event(Input::Closed { conn });
         }
@@ -539,6 +865,19 @@ impl Transport {
 /// loop call again at once, forever.
 fn unstall(deadline: Timestamp, now: Timestamp) -> Option<Timestamp> {
     (deadline <= now).then(|| now.saturating_add(STALL_STEP))
+}
+
+/// The addresses of the candidates in a description (`a=candidate:<foundation> <component>
+/// <transport> <priority> <address> <port> typ …`, RFC 8839 §5.1); names (mDNS) are skipped.
+fn candidate_ips(sdp: &str) -> Vec<std::net::IpAddr> {
+    let mut ips: Vec<std::net::IpAddr> = sdp
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("a=candidate:"))
+        .filter_map(|c| c.split_ascii_whitespace().nth(4)?.parse().ok())
+        .collect();
+    ips.sort_unstable();
+    ips.dedup();
+    ips
 }
 
 /// The offerer's one channel (§5.1): labelled `data`, ordered, reliable, negotiated in band.
@@ -609,10 +948,13 @@ impl Connection {
                     self.deadline = clock.timestamp(t);
                     return;
                 }
-                Ok(str0m::Output::Transmit(t)) => shared.push_datagram(Datagram {
-                    to: t.destination,
-                    bytes: t.contents.into(),
-                }),
+                Ok(str0m::Output::Transmit(t)) => shared.push_transmit(
+                    t.source,
+                    Datagram {
+                        to: t.destination,
+                        bytes: t.contents.into(),
+                    },
+                ),
                 Ok(str0m::Output::Event(e)) => self.on_event(id, now, e, shared),
                 Err(_) => break,
             }
