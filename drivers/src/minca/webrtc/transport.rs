@@ -208,8 +208,8 @@ struct Shared {
     datagrams: VecDeque<Datagram>,
     /// str0m's datagrams from a relay candidate, with it, for the TURN allocation to wrap.
     relayed: VecDeque<(SocketAddr, Datagram)>,
-    /// The relayed addresses of the allocations, to tell those datagrams apart.
-    relayed_sources: Vec<SocketAddr>,
+    /// The host candidates: str0m's datagrams from anything else are from a relay candidate.
+    hosts: Vec<SocketAddr>,
     counters: Counters,
 }
 
@@ -226,7 +226,7 @@ impl Shared {
     /// A datagram str0m sends from `source`: straight to the socket from a host candidate, or
     /// through the TURN server from a relay candidate.
     fn push_transmit(&mut self, source: SocketAddr, d: Datagram) {
-        if !self.relayed_sources.contains(&source) {
+        if self.hosts.contains(&source) {
             self.push_datagram(d);
             return;
         }
@@ -299,7 +299,7 @@ impl Transport {
     pub fn new(now: Timestamp, local: SocketAddr, host_candidates: Vec<SocketAddr>) -> Self {
         Self {
             local,
-            candidates: host_candidates,
+            candidates: host_candidates.clone(),
             clock: Clock {
                 instant: Instant::now(),
                 at: now,
@@ -310,7 +310,10 @@ impl Transport {
             allocations: BTreeMap::new(),
             by_peer: BTreeMap::new(),
             cursor: None,
-            shared: Shared::default(),
+            shared: Shared {
+                hosts: host_candidates,
+                ..Shared::default()
+            },
         }
     }
 
@@ -563,7 +566,7 @@ impl Transport {
                 // Failed or past its credentials: the server's 5-tuple is free for a new one.
                 if let Some(mut old) = self.allocations.remove(&addr) {
                     old.release(now);
-                    while let Some(d) = old.poll_transmit(now) {
+                    while let Some(d) = old.poll_transmit() {
                         self.shared.push_datagram(d);
                     }
                 }
@@ -625,21 +628,21 @@ impl Transport {
             }
         }
         self.allocations.retain(|_, a| {
-            if a.users.is_empty() && a.state() != AllocationState::Failed {
+            if a.users.is_empty()
+                && matches!(
+                    a.state(),
+                    AllocationState::Pending | AllocationState::Ready(_)
+                )
+            {
                 // The last connection using it is gone: release it rather than leave it to
                 // expire, so the server frees its port and quota at once.
                 a.release(now);
             }
-            while let Some(d) = a.poll_transmit(now) {
+            while let Some(d) = a.poll_transmit() {
                 self.shared.push_datagram(d);
             }
-            !(a.users.is_empty() && a.state() == AllocationState::Failed)
+            !(a.users.is_empty() && a.is_over())
         });
-        self.shared.relayed_sources = self
-            .allocations
-            .values()
-            .filter_map(|a| a.relayed())
-            .collect();
     }
 
     /// Ends `conn`'s gathering: a fresh `Rtc` with the host candidates (unless
@@ -665,13 +668,6 @@ impl Transport {
         }
         if waited {
             self.shared.counters.gathering_capped += 1;
-        }
-        // The relayed addresses are known from here on, so str0m's datagrams from them are told
-        // apart as soon as the description is made.
-        for r in &relayed {
-            if !self.shared.relayed_sources.contains(r) {
-                self.shared.relayed_sources.push(*r);
-            }
         }
         let hosts: &[SocketAddr] = match self.policy {
             IceTransportPolicy::All => &self.candidates,
@@ -1004,19 +1000,23 @@ impl Connection {
 }
 
 #[cfg(test)]
+#[path = "transport_turn_tests.rs"]
+mod turn_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
-    const T0: u64 = 1_790_000_000_000;
+    pub(super) const T0: u64 = 1_790_000_000_000;
     /// The most virtual milliseconds a test runs a pair for.
     const RUN_LIMIT_MS: u64 = 60_000;
 
-    fn addr(port: u16) -> SocketAddr {
+    pub(super) fn addr(port: u16) -> SocketAddr {
         SocketAddr::from(([127, 0, 0, 1], port))
     }
 
     /// One end of an in-memory link: a [`Transport`] or a bare str0m `Rtc` playing the peer.
-    trait End {
+    pub(super) trait End {
         fn addr(&self) -> SocketAddr;
         fn receive(&mut self, now: Timestamp, from: SocketAddr, bytes: &[u8]);
         fn transmit(&mut self) -> Option<Datagram>;
@@ -1025,13 +1025,13 @@ mod tests {
         fn collect(&mut self);
     }
 
-    struct Side {
-        t: Transport,
-        events: Vec<Input>,
+    pub(super) struct Side {
+        pub(super) t: Transport,
+        pub(super) events: Vec<Input>,
     }
 
     impl Side {
-        fn new(port: u16) -> Self {
+        pub(super) fn new(port: u16) -> Self {
             let a = addr(port);
             Self {
                 t: Transport::new(Timestamp::from_millis(T0), a, vec![a]),
@@ -1039,7 +1039,7 @@ mod tests {
             }
         }
 
-        fn output(&mut self, now: u64, out: Output) {
+        pub(super) fn output(&mut self, now: u64, out: Output) {
             assert!(
                 self.t
                     .handle_mesh_output(Timestamp::from_millis(now), out)
@@ -1048,14 +1048,14 @@ mod tests {
             self.collect();
         }
 
-        fn description(&self, conn: ConnId) -> Option<String> {
+        pub(super) fn description(&self, conn: ConnId) -> Option<String> {
             self.events.iter().find_map(|e| match e {
                 Input::LocalDescription { conn: c, sdp } if *c == conn => Some(sdp.clone()),
                 _ => None,
             })
         }
 
-        fn opened(&self, conn: ConnId) -> Option<(String, String)> {
+        pub(super) fn opened(&self, conn: ConnId) -> Option<(String, String)> {
             self.events.iter().find_map(|e| match e {
                 Input::Opened {
                     conn: c,
@@ -1066,13 +1066,13 @@ mod tests {
             })
         }
 
-        fn closed(&self, conn: ConnId) -> bool {
+        pub(super) fn closed(&self, conn: ConnId) -> bool {
             self.events
                 .iter()
                 .any(|e| matches!(e, Input::Closed { conn: c } if *c == conn))
         }
 
-        fn frames(&self, conn: ConnId) -> Vec<Vec<u8>> {
+        pub(super) fn frames(&self, conn: ConnId) -> Vec<Vec<u8>> {
             self.events
                 .iter()
                 .filter_map(|e| match e {
@@ -1194,7 +1194,7 @@ mod tests {
 
     /// Runs two ends over an in-memory link in virtual time, from `*now` until `until` holds or
     /// [`RUN_LIMIT_MS`] passes; `cut` loses every datagram. True if `until` held.
-    fn run<X: End, Y: End>(
+    pub(super) fn run<X: End, Y: End>(
         now: &mut u64,
         a: &mut X,
         b: &mut Y,
@@ -1243,8 +1243,8 @@ mod tests {
         false
     }
 
-    const A: ConnId = ConnId(1);
-    const B: ConnId = ConnId(7);
+    pub(super) const A: ConnId = ConnId(1);
+    pub(super) const B: ConnId = ConnId(7);
 
     /// Two transports through offer, answer and applied answer, not yet run.
     fn negotiated() -> (u64, Side, Side) {
@@ -1271,7 +1271,7 @@ mod tests {
     }
 
     /// Two transports with their channel open.
-    fn open_pair() -> (u64, Side, Side) {
+    pub(super) fn open_pair() -> (u64, Side, Side) {
         let (mut now, mut a, mut b) = negotiated();
         let opened = run(&mut now, &mut a, &mut b, false, |a, b| {
             a.opened(A).is_some() && b.opened(B).is_some()

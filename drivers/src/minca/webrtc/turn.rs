@@ -18,9 +18,10 @@
 //! connection using it is gone, and also when its credentials expire: §10 allows a server's use
 //! only while its offer is current.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, VecDeque};
 use std::net::{IpAddr, SocketAddr};
 use std::string::String;
+use std::time::Duration;
 use std::vec::Vec;
 
 use turn_client_proto::api::{TurnConfig, TurnEvent, TurnPollRet, TurnRecvRet};
@@ -46,6 +47,15 @@ pub const MAX_TURN_ALLOCATIONS: usize = MAX_ICE_SERVERS;
 /// addresses of its peer's candidates, a handful each; this is room for every connection the
 /// transport may hold to ask for a few.
 pub const MAX_TURN_PERMISSIONS: usize = 256;
+
+/// The most rounds of the TURN client's timers one call runs, and datagrams it queues: it makes
+/// a few requests at a time (an Allocate, a Refresh, a permission per peer), so a client still
+/// busy past this is broken and waits for the next call rather than spinning the loop.
+pub const MAX_TURN_STEPS: usize = 64;
+
+/// How long a released allocation keeps trying to tell the server (its Refresh with lifetime
+/// 0 paced and resent); past it the allocation is forgotten and the server lets it expire.
+pub const TURN_RELEASE_GRACE: Duration = Duration::from_secs(5);
 
 /// One TURN server a connection may use: where it is, and the credentials the relay offered.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -113,7 +123,7 @@ pub fn usable_servers(ice: Option<&IceServers>, now: Timestamp) -> Vec<TurnServe
 
 /// The TURN client's time for a caller's [`Timestamp`]: Unix milliseconds as nanoseconds, so the
 /// client runs on the caller's clock alone.
-fn instant(now: Timestamp) -> Instant {
+pub(super) fn instant(now: Timestamp) -> Instant {
     Instant::from_nanos(i64::try_from(now.as_millis()).unwrap_or(i64::MAX / 1_000_000) * 1_000_000)
 }
 
@@ -131,6 +141,8 @@ pub enum AllocationState {
     Pending,
     /// The server relays for us at this address.
     Ready(SocketAddr),
+    /// Being released (a Refresh with lifetime 0 in flight) until this time at the latest.
+    Releasing(Timestamp),
     /// The server refused, never answered, or the allocation ended.
     Failed,
 }
@@ -173,8 +185,8 @@ pub struct Allocation {
     pub users: BTreeSet<ConnId>,
     deadline: Option<Timestamp>,
     permissions: BTreeSet<IpAddr>,
-    /// The release request, sent after the allocation is over.
-    parting: Vec<Datagram>,
+    /// Datagrams for the server, taken from the client as it makes them.
+    out: VecDeque<Datagram>,
 }
 
 impl Allocation {
@@ -189,7 +201,7 @@ impl Allocation {
             users: BTreeSet::new(),
             deadline: None,
             permissions: BTreeSet::new(),
-            parting: Vec::new(),
+            out: VecDeque::new(),
         };
         a.progress(now);
         a
@@ -216,14 +228,26 @@ impl Allocation {
     /// Whether a new connection may still use it: it has not failed, and its credentials have
     /// not expired (§10).
     pub fn is_usable(&self, now: Timestamp) -> bool {
-        self.state != AllocationState::Failed && now < self.server.expires_at
+        self.is_live() && now < self.server.expires_at
+    }
+
+    /// Allocating or allocated: neither released nor failed.
+    fn is_live(&self) -> bool {
+        matches!(
+            self.state,
+            AllocationState::Pending | AllocationState::Ready(_)
+        )
     }
 
     /// When [`Allocation::handle_timeout`] is next wanted: the client's next timer, or the end of
     /// its credentials (§10).
     pub fn deadline(&self) -> Option<Timestamp> {
-        let expiry = (self.state != AllocationState::Failed).then_some(self.server.expires_at);
-        [self.deadline, expiry].into_iter().flatten().min()
+        let end = match self.state {
+            AllocationState::Pending | AllocationState::Ready(_) => Some(self.server.expires_at),
+            AllocationState::Releasing(until) => Some(until),
+            AllocationState::Failed => None,
+        };
+        [self.deadline, end].into_iter().flatten().min()
     }
 
     /// Moves the next wakeup to `until`: the loop's rule for a timer that did not advance.
@@ -234,11 +258,19 @@ impl Allocation {
     /// Serves the client's timers (retransmits, refreshes), and ends the allocation once its
     /// credentials have expired (§10).
     pub fn handle_timeout(&mut self, now: Timestamp) {
-        if now >= self.server.expires_at && self.state != AllocationState::Failed {
-            self.release(now);
-            return;
+        match self.state {
+            AllocationState::Releasing(until) if now >= until => {
+                self.state = AllocationState::Failed;
+                self.deadline = None;
+            }
+            AllocationState::Pending | AllocationState::Ready(_)
+                if now >= self.server.expires_at =>
+            {
+                self.release(now);
+            }
+            AllocationState::Failed => {}
+            _ => self.progress(now),
         }
-        self.progress(now);
     }
 
     /// A datagram from `from` on the transport's socket at `local`.
@@ -249,7 +281,7 @@ impl Allocation {
         local: SocketAddr,
         bytes: &[u8],
     ) -> Received {
-        if from != self.server.addr || self.state == AllocationState::Failed {
+        if from != self.server.addr || self.is_over() {
             return Received::NotOurs;
         }
         let transmit = Transmit::new(bytes, TransportType::Udp, from, local);
@@ -327,45 +359,61 @@ impl Allocation {
     }
 
     /// The next datagram for the server.
-    pub fn poll_transmit(&mut self, now: Timestamp) -> Option<Datagram> {
-        if self.state == AllocationState::Failed {
-            return self.parting.pop();
-        }
-        let t = self.client.poll_transmit(instant(now))?;
-        Some(Datagram {
-            to: t.to,
-            bytes: t.data.to_vec(),
-        })
+    pub fn poll_transmit(&mut self) -> Option<Datagram> {
+        self.out.pop_front()
     }
 
-    /// Releases the allocation on the server (a Refresh with lifetime 0, RFC 8656 §7); the
-    /// request is left to [`Allocation::poll_transmit`], and nothing is expected back.
+    /// Releases the allocation on the server (a Refresh with lifetime 0, RFC 8656 §7.2). The
+    /// client keeps sending that request (it paces its requests, and UDP may lose them) until it
+    /// is answered or [`TURN_RELEASE_GRACE`] passes; an allocation not made yet simply ends.
     pub fn release(&mut self, now: Timestamp) {
         if self.relayed().is_some() && self.client.delete(instant(now)).is_ok() {
+            self.state = AllocationState::Releasing(now.saturating_add(TURN_RELEASE_GRACE));
             self.progress(now);
-            while let Some(t) = self.client.poll_transmit(instant(now)) {
-                self.parting.push(Datagram {
-                    to: t.to,
-                    bytes: t.data.to_vec(),
-                });
-            }
-            self.parting.reverse();
+        } else {
+            self.state = AllocationState::Failed;
+            self.deadline = None;
         }
-        self.state = AllocationState::Failed;
-        self.deadline = None;
     }
 
-    /// Runs the client's timers to `now` and takes its events.
+    /// Whether it is over: failed, or released and done sending.
+    pub fn is_over(&self) -> bool {
+        self.state == AllocationState::Failed
+    }
+
+    /// Runs the client's timers to `now`, takes the datagrams it makes, and its events, until it
+    /// names its next wakeup (at most [`MAX_TURN_STEPS`] rounds).
     fn progress(&mut self, now: Timestamp) {
-        match self.client.poll(instant(now)) {
-            TurnPollRet::WaitUntil(at) => self.deadline = Some(timestamp(at).max(now)),
-            TurnPollRet::Closed => {
-                self.deadline = None;
-                self.state = AllocationState::Failed;
+        for _ in 0..MAX_TURN_STEPS {
+            let ret = self.client.poll(instant(now));
+            let mut moved = false;
+            while let Some(t) = self.client.poll_transmit(instant(now)) {
+                moved = true;
+                if self.out.len() < MAX_TURN_STEPS {
+                    self.out.push_back(Datagram {
+                        to: t.to,
+                        bytes: t.data.to_vec(),
+                    });
+                }
             }
-            // A UDP allocation asks for no TCP sockets.
-            TurnPollRet::AllocateTcpSocket { .. } | TurnPollRet::TcpClose { .. } => {}
+            self.take_events();
+            if moved {
+                continue;
+            }
+            match ret {
+                TurnPollRet::WaitUntil(at) => self.deadline = Some(timestamp(at).max(now)),
+                TurnPollRet::Closed => {
+                    self.deadline = None;
+                    self.state = AllocationState::Failed;
+                }
+                // A UDP allocation asks for no TCP sockets.
+                TurnPollRet::AllocateTcpSocket { .. } | TurnPollRet::TcpClose { .. } => {}
+            }
+            return;
         }
+    }
+
+    fn take_events(&mut self) {
         while let Some(event) = self.client.poll_event() {
             match event {
                 TurnEvent::AllocationCreated(TransportType::Udp, relayed)
@@ -477,7 +525,7 @@ mod tests {
                 expires_at: Timestamp::from_millis(T0 + 600_000),
             },
         );
-        let d = a.poll_transmit(now).expect("an Allocate");
+        let d = a.poll_transmit().expect("an Allocate");
         assert_eq!(d.to, server);
         // A STUN Allocate request (RFC 8656 §7.1: method 0x003, class request).
         assert_eq!(&d.bytes[..2], &[0x00, 0x03]);
