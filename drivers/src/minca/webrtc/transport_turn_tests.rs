@@ -440,6 +440,38 @@ fn the_allocation_is_released_when_its_last_connection_closes() {
 }
 
 #[test]
+fn an_allocation_in_use_is_released_before_its_offer_expires() {
+    let mut net = Net::new(41_091, 41_092, 41_190);
+    let margin = crate::minca::webrtc::turn::TURN_EXPIRY_MARGIN.as_millis() as u64;
+    let expires = T0 + margin + 10_000;
+    let ice = offer(41_190, expires);
+    net.offer_from_a(Some(&ice));
+    assert!(net.run(|n| n.a.description(A).is_some()));
+    assert_eq!(net.a.t.relayed_addresses().count(), 1);
+    let before = net.to_server_from(net.a.addr()).count();
+    // The connection still uses it; the release goes while the password still works (§10).
+    assert!(net.run(|n| n.a.t.relayed_addresses().count() == 0));
+    assert!(
+        net.now >= expires - margin && net.now < expires,
+        "{}",
+        net.now
+    );
+    let sent: Vec<_> = net.to_server_from(net.a.addr()).skip(before).collect();
+    assert!(sent.contains(&REFRESH_REQUEST), "{sent:?}");
+    // A connection made now uses nothing of that offer.
+    let out = Output::CreateOffer {
+        conn: ConnId(2),
+        peer: "did:key:c".into(),
+    };
+    net.a
+        .t
+        .handle_mesh_output_with_ice(ts(net.now), out, Some(&ice));
+    net.a.collect();
+    assert!(net.a.description(ConnId(2)).is_some(), "at once, host only");
+    assert!(!net.a.description(ConnId(2)).unwrap().contains("typ relay"));
+}
+
+#[test]
 fn a_connection_closed_while_gathering_sends_no_description() {
     let mut net = Net::new(41_071, 41_072, 41_170);
     net.turn.silent = true;

@@ -53,6 +53,13 @@ pub const MAX_TURN_PERMISSIONS: usize = 256;
 /// busy past this is broken and waits for the next call rather than spinning the loop.
 pub const MAX_TURN_STEPS: usize = 64;
 
+/// How long before its offer's `expiresAt` an allocation stops being used and is released, and a
+/// server stops being used for new connections. §10 forbids any use from `expiresAt` on; a TURN
+/// server checks the TURN REST username's expiry on every request, so the release (itself an
+/// authenticated Refresh) must go while the password still works, or the server keeps the
+/// allocation on the transport's one 5-tuple until its lifetime ends and refuses a new one there.
+pub const TURN_EXPIRY_MARGIN: Duration = Duration::from_secs(30);
+
 /// How long a released allocation keeps trying to tell the server (its Refresh with lifetime
 /// 0 paced and resent); past it the allocation is forgotten and the server lets it expire.
 pub const TURN_RELEASE_GRACE: Duration = Duration::from_secs(5);
@@ -94,12 +101,20 @@ pub fn udp_server(url: &str) -> Option<SocketAddr> {
         .map(|ip| SocketAddr::new(ip, TURN_DEFAULT_PORT))
 }
 
+/// The last instant (exclusive) an offer expiring at `expires_at` is used: [`TURN_EXPIRY_MARGIN`]
+/// before it.
+fn usable_until(expires_at: Timestamp) -> Timestamp {
+    expires_at.saturating_sub(TURN_EXPIRY_MARGIN)
+}
+
 /// The TURN servers a new connection may use at `now` (§5.1: asked for each new connection;
-/// §10: only while `expiresAt` is in the future): for each offered server its first usable URL
-/// ([`udp_server`]), each address once, at most [`MAX_TURN_ALLOCATIONS`].
+/// §10: only while `expiresAt` is in the future, here [`TURN_EXPIRY_MARGIN`] before it): for each
+/// offered server its first usable URL ([`udp_server`]), each address once, at most
+/// [`MAX_TURN_ALLOCATIONS`].
 pub fn usable_servers(ice: Option<&IceServers>, now: Timestamp) -> Vec<TurnServer> {
     let mut out: Vec<TurnServer> = Vec::new();
-    let Some(ice) = ice.filter(|ice| ice.is_current(now)) else {
+    let Some(ice) = ice.filter(|ice| ice.is_current(now) && now < usable_until(ice.expires_at))
+    else {
         return out;
     };
     for server in &ice.servers {
@@ -225,10 +240,10 @@ impl Allocation {
         }
     }
 
-    /// Whether a new connection may still use it: it has not failed, and its credentials have
-    /// not expired (§10).
+    /// Whether a new connection may still use it: neither failed nor released, and more than
+    /// [`TURN_EXPIRY_MARGIN`] before its credentials expire (§10).
     pub fn is_usable(&self, now: Timestamp) -> bool {
-        self.is_live() && now < self.server.expires_at
+        self.is_live() && now < usable_until(self.server.expires_at)
     }
 
     /// Allocating or allocated: neither released nor failed.
@@ -239,11 +254,13 @@ impl Allocation {
         )
     }
 
-    /// When [`Allocation::handle_timeout`] is next wanted: the client's next timer, or the end of
-    /// its credentials (§10).
+    /// When [`Allocation::handle_timeout`] is next wanted: the client's next timer, the release
+    /// before its credentials expire (§10), or the end of a release.
     pub fn deadline(&self) -> Option<Timestamp> {
         let end = match self.state {
-            AllocationState::Pending | AllocationState::Ready(_) => Some(self.server.expires_at),
+            AllocationState::Pending | AllocationState::Ready(_) => {
+                Some(usable_until(self.server.expires_at))
+            }
             AllocationState::Releasing(until) => Some(until),
             AllocationState::Failed => None,
         };
@@ -255,8 +272,8 @@ impl Allocation {
         self.deadline = Some(until);
     }
 
-    /// Serves the client's timers (retransmits, refreshes), and ends the allocation once its
-    /// credentials have expired (§10).
+    /// Serves the client's timers (retransmits, refreshes), and releases the allocation
+    /// [`TURN_EXPIRY_MARGIN`] before its credentials expire (§10).
     pub fn handle_timeout(&mut self, now: Timestamp) {
         match self.state {
             AllocationState::Releasing(until) if now >= until => {
@@ -264,7 +281,7 @@ impl Allocation {
                 self.deadline = None;
             }
             AllocationState::Pending | AllocationState::Ready(_)
-                if now >= self.server.expires_at =>
+                if now >= usable_until(self.server.expires_at) =>
             {
                 self.release(now);
             }
@@ -477,20 +494,26 @@ mod tests {
 
     #[test]
     fn turn_servers_are_used_only_while_their_offer_has_not_expired() {
-        let offer = ice(&["turn:127.0.0.1:3478"], T0 + 1_000);
+        let margin = TURN_EXPIRY_MARGIN.as_millis() as u64;
+        let end = T0 + margin + 1_000;
+        let offer = ice(&["turn:127.0.0.1:3478"], end);
         let now = Timestamp::from_millis(T0);
         let usable = usable_servers(Some(&offer), now);
         assert_eq!(usable.len(), 1);
         assert_eq!(usable[0].addr, SocketAddr::from(([127, 0, 0, 1], 3478)));
         assert_eq!(usable[0].expires_at, offer.expires_at);
-        assert!(usable_servers(Some(&offer), Timestamp::from_millis(T0 + 999)).len() == 1);
-        assert!(usable_servers(Some(&offer), Timestamp::from_millis(T0 + 1_000)).is_empty());
+        let at = |ms: u64| usable_servers(Some(&offer), Timestamp::from_millis(ms)).len();
+        assert_eq!(at(end - margin - 1), 1);
+        // Never from `expiresAt - margin` on, so never at or past `expiresAt` (§10).
+        assert_eq!(at(end - margin), 0);
+        assert_eq!(at(end), 0);
+        assert_eq!(at(end + 1), 0);
         assert!(usable_servers(None, now).is_empty());
     }
 
     #[test]
     fn each_server_is_used_once_and_at_most_the_bound() {
-        let mut offer = ice(&["turns:10.0.0.1:5349", "turn:10.0.0.1"], T0 + 1_000);
+        let mut offer = ice(&["turns:10.0.0.1:5349", "turn:10.0.0.1"], T0 + 600_000);
         let same = offer.servers[0].clone();
         offer.servers.push(same);
         for i in 0..10u8 {
@@ -532,9 +555,17 @@ mod tests {
         assert_eq!(a.state(), AllocationState::Pending);
         let deadline = a.deadline().expect("a retransmit timer");
         assert!(deadline > now, "{deadline:?}");
-        // Past its credentials the allocation is over (§10).
-        a.handle_timeout(Timestamp::from_millis(T0 + 600_000));
+        // Before its credentials expire the allocation is over (§10); never answered, it has
+        // nothing to release on the server.
+        let release = T0 + 600_000 - TURN_EXPIRY_MARGIN.as_millis() as u64;
+        assert!(a.is_usable(Timestamp::from_millis(release - 1)));
+        assert!(!a.is_usable(Timestamp::from_millis(release)));
+        assert!(
+            a.deadline()
+                .is_some_and(|d| d <= Timestamp::from_millis(release))
+        );
+        a.handle_timeout(Timestamp::from_millis(release));
         assert_eq!(a.state(), AllocationState::Failed);
-        assert!(!a.is_usable(Timestamp::from_millis(T0 + 600_000)));
+        assert_eq!(a.deadline(), None);
     }
 }
