@@ -581,3 +581,32 @@ fn messages_are_neither_fragmented_nor_reordered_nor_duplicated() {
     assert_eq!(a.t.counters().send_dropped, 1);
     assert_eq!(b.frames(B).len(), sent.len());
 }
+
+#[test]
+fn garbage_from_a_turn_server_is_counted_and_breaks_nothing() {
+    use chacha20::ChaCha20Rng;
+    use rand_core::{Rng as _, SeedableRng as _};
+    let mut net = Net::new(41_201, 41_202, 41_210);
+    let ice = offer(41_210, T0 + 600_000);
+    net.offer_from_a(Some(&ice));
+    let mut rng = ChaCha20Rng::seed_from_u64(0x7u64);
+    let server = net.turn.addr;
+    let mut sent = 0u64;
+    // While the Allocate is pending, then again once it is answered.
+    for round in 0..2 {
+        for _ in 0..500 {
+            let len = (rng.next_u32() % 1_500) as usize;
+            let mut bytes = vec![0u8; len];
+            rng.fill_bytes(&mut bytes);
+            net.a.receive(ts(net.now), server, &bytes);
+            sent += 1;
+        }
+        if round == 0 {
+            assert!(net.run(|n| n.a.description(A).is_some()));
+            assert!(net.a.description(A).unwrap().contains("typ relay"));
+        }
+    }
+    let c = net.a.t.counters();
+    assert_eq!(c.bad_datagrams + c.unmatched_datagrams, sent, "{c:?}");
+    assert_eq!(net.a.t.relayed_addresses().count(), 1);
+}
