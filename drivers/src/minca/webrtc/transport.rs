@@ -558,18 +558,28 @@ impl Transport {
         let mut servers = Vec::new();
         for server in usable_servers(ice, now) {
             let addr = server.addr;
-            if self
-                .allocations
-                .get(&addr)
-                .is_some_and(|a| !a.is_usable(now))
-            {
-                // Failed or past its credentials: the server's 5-tuple is free for a new one.
-                if let Some(mut old) = self.allocations.remove(&addr) {
-                    old.release(now);
-                    while let Some(d) = old.poll_transmit() {
-                        self.shared.push_datagram(d);
-                    }
+            match self.allocations.get(&addr).map(Allocation::state) {
+                // Its release is still on the server's 5-tuple, which is ours too: a new
+                // Allocate there now would be refused, so this connection goes without it.
+                Some(AllocationState::Releasing(_)) => continue,
+                // Failed: the server holds nothing on the 5-tuple, so a new one may start.
+                Some(AllocationState::Failed) => {
+                    self.allocations.remove(&addr);
                 }
+                // Within its credentials' margin: released now (its timer may not have run
+                // yet), and this connection goes without it.
+                Some(_)
+                    if self
+                        .allocations
+                        .get(&addr)
+                        .is_some_and(|a| !a.is_usable(now)) =>
+                {
+                    if let Some(a) = self.allocations.get_mut(&addr) {
+                        a.release(now);
+                    }
+                    continue;
+                }
+                _ => {}
             }
             if !self.allocations.contains_key(&addr) {
                 if self.allocations.len() >= super::turn::MAX_TURN_ALLOCATIONS {
