@@ -472,6 +472,57 @@ fn an_allocation_in_use_is_released_before_its_offer_expires() {
 }
 
 #[test]
+fn a_release_on_the_servers_5_tuple_is_not_raced_by_a_new_allocate() {
+    let mut net = Net::new(41_221, 41_222, 41_230);
+    let margin = crate::minca::webrtc::turn::TURN_EXPIRY_MARGIN.as_millis() as u64;
+    let old = offer(41_230, T0 + margin + 10_000);
+    net.offer_from_a(Some(&old));
+    assert!(net.run(|n| n.a.description(A).is_some()));
+    // The server stops answering, so the release stays in flight until its grace ends.
+    net.turn.silent = true;
+    assert!(net.run(|n| n.a.t.relayed_addresses().count() == 0));
+    // The relay's next offer for the same server, while the old allocation is being released.
+    let fresh = offer(41_230, T0 + 600_000);
+    let allocates = |n: &Net| {
+        n.to_server_from(n.a.addr())
+            .filter(|h| *h == ALLOCATE_REQUEST)
+            .count()
+    };
+    let before = allocates(&net);
+    let second = ConnId(2);
+    let out = Output::CreateOffer {
+        conn: second,
+        peer: "did:key:c".into(),
+    };
+    net.a
+        .t
+        .handle_mesh_output_with_ice(ts(net.now), out, Some(&fresh));
+    net.a.collect();
+    let sdp = net
+        .a
+        .description(second)
+        .expect("at once, without the releasing server");
+    assert!(!sdp.contains("typ relay"), "{sdp}");
+    // Once the release is over, the next connection allocates afresh.
+    let grace = crate::minca::webrtc::turn::TURN_RELEASE_GRACE.as_millis() as u64;
+    let released_by = net.now + grace;
+    assert!(net.run(|n| n.now >= released_by));
+    assert_eq!(allocates(&net), before, "no Allocate raced the release");
+    net.turn.silent = false;
+    let third = ConnId(3);
+    let out = Output::CreateOffer {
+        conn: third,
+        peer: "did:key:d".into(),
+    };
+    net.a
+        .t
+        .handle_mesh_output_with_ice(ts(net.now), out, Some(&fresh));
+    net.a.collect();
+    assert!(net.run(|n| n.a.description(third).is_some()));
+    assert!(allocates(&net) > before);
+}
+
+#[test]
 fn a_connection_closed_while_gathering_sends_no_description() {
     let mut net = Net::new(41_071, 41_072, 41_170);
     net.turn.silent = true;
