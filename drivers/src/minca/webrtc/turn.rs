@@ -339,8 +339,8 @@ impl Allocation {
         self.progress(now);
     }
 
-    /// Wraps `bytes` for `to` (a Send indication, or ChannelData on a bound channel): the
-    /// datagram for the server. Without a permission for `to`, one is asked for and this
+    /// Wraps `bytes` for `to` in a Send indication (no channel is bound: see
+    /// `docs/decisions.md`): the datagram for the server. Without a permission for `to`, one is asked for and this
     /// datagram is not sent (ICE resends its checks).
     pub fn send(
         &mut self,
