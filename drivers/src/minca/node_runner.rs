@@ -516,14 +516,26 @@ impl NodeMachine {
     /// The transport's share of the node's outputs goes to the transport, as the mesh outputs it
     /// takes; any other output is queued for the host.
     fn route(&mut self, now: Timestamp, out: node::Output) {
+        // A new connection takes the TURN servers the node holds now (§5.1, §10).
+        let mut ice = None;
         let peer = match out {
-            // The transport gathers host candidates only; TURN servers (§10) are not used by it.
-            node::Output::CreateOffer { conn, peer, .. } => {
+            node::Output::CreateOffer {
+                conn,
+                peer,
+                ice: servers,
+            } => {
+                ice = servers;
                 mesh::Output::CreateOffer { conn, peer }
             }
             node::Output::CreateAnswer {
-                conn, peer, offer, ..
-            } => mesh::Output::CreateAnswer { conn, peer, offer },
+                conn,
+                peer,
+                offer,
+                ice: servers,
+            } => {
+                ice = servers;
+                mesh::Output::CreateAnswer { conn, peer, offer }
+            }
             node::Output::ApplyAnswer { conn, answer } => {
                 mesh::Output::ApplyAnswer { conn, answer }
             }
@@ -539,7 +551,9 @@ impl NodeMachine {
             }
         };
         // Every one of these is the transport's: nothing comes back.
-        let _ = self.transport.handle_mesh_output(now, peer);
+        let _ = self
+            .transport
+            .handle_mesh_output_with_ice(now, peer, ice.as_ref());
     }
 }
 

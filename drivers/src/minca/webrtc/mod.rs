@@ -10,12 +10,14 @@
 //!
 //! - [`fingerprint`]: §5.1 channel binding, a pure function over a description.
 //! - [`transport`]: [`Transport`], the connections and the rules of §5.1.
+//! - [`turn`]: TURN relay candidates beside str0m (§5.1, §1.4, §10), one allocation per server.
 //! - [`udp`]: [`UdpDriver`], one non-blocking std UDP socket moving a transport's datagrams.
 
 pub mod fingerprint;
 pub mod transport;
+pub mod turn;
 pub mod udp;
 
 pub use fingerprint::channel_binding;
-pub use transport::{Counters, Datagram, Transport};
+pub use transport::{Counters, Datagram, IceTransportPolicy, Transport};
 pub use udp::UdpDriver;

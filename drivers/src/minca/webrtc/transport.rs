@@ -6,9 +6,15 @@
 //! - The offerer creates one data channel labelled `data`, ordered and reliable
 //!   ([`DATA_CHANNEL_LABEL`]); the answerer uses the first channel it receives.
 //! - Messages are binary; a text message is ignored and counted ([`Counters::text_ignored`]).
-//! - No trickle: the host candidates are added before the description is made, so they go inside
-//!   the offer or answer, and the description is handed back at once: gathering host candidates
-//!   finishes immediately, well inside the 2 s cap ([`GATHERING_CAP`]).
+//! - No trickle: the candidates are added before the description is made, so they go inside the
+//!   offer or answer. Host candidates are known at once; TURN relay candidates (where a relay
+//!   offered TURN servers, §1.4) need an allocation on each server ([`super::turn`]): the
+//!   description waits for those to answer, but never past [`GATHERING_CAP`], after which it goes
+//!   out with what it has.
+//! - The TURN servers are taken for each new connection, from the caller at that moment
+//!   ([`Transport::handle_mesh_output_with_ice`]), and only while their offer's `expiresAt` is in
+//!   the future (§10). [`IceTransportPolicy::Relay`] leaves the host candidates out, as browsers'
+//!   `iceTransportPolicy: "relay"` does.
 //! - A connection is open when its channel opens (`Opened`, with the channel-binding
 //!   fingerprints of the local and remote descriptions), and gone when the channel closes, DTLS or
 //!   SCTP closes, or ICE stays disconnected for [`DISCONNECTED_GRACE`] (`Closed`).
@@ -34,17 +40,19 @@ use str0m::{Candidate, Event, IceConnectionState, Rtc};
 use weft_proto::core::{ConnId, Timestamp, Wakeup};
 use weft_proto::minca::mesh::machine::MAX_CONNECTIONS;
 use weft_proto::minca::mesh::{Input, Output};
+use weft_proto::minca::relay_wire::IceServers;
 
 pub use crate::host::STALL_STEP;
 
 use super::fingerprint::channel_binding;
+use super::turn::{Allocation, AllocationState, Received, usable_servers};
 
 /// The label of the one data channel the offerer creates (§5.1).
 pub const DATA_CHANNEL_LABEL: &str = "data";
 
 /// How long a side may gather candidates before its description goes out (§5.1: "the reference
-/// node waits for gathering to finish, or 2 s"). This transport gathers host candidates only,
-/// which are known when the connection is made, so its descriptions always go out at once.
+/// node waits for gathering to finish, or 2 s"). Host candidates are known at once; a TURN
+/// allocation that has not answered by then is left out of the description.
 pub const GATHERING_CAP: Duration = Duration::from_secs(2);
 
 /// How long ICE may stay disconnected before the connection counts as failed (§5.1: "gone when
@@ -129,6 +137,45 @@ pub struct Counters {
     pub table_full: u64,
     /// Mesh outputs naming a connection this transport does not hold, or in the wrong state.
     pub ignored_outputs: u64,
+    /// Descriptions that went out at [`GATHERING_CAP`] without a TURN allocation's answer.
+    pub gathering_capped: u64,
+    /// TURN servers not used because [`super::turn::MAX_TURN_ALLOCATIONS`] were held.
+    pub turn_table_full: u64,
+    /// Datagrams from a relay candidate not sent: no permission for the peer yet (one is asked
+    /// for, and ICE resends), or the allocation is gone.
+    pub relay_unsent: u64,
+    /// Connections closed because [`IceTransportPolicy::Relay`] left them no candidate (no TURN
+    /// server answered in time).
+    pub no_candidates: u64,
+}
+
+/// Which candidates go into a description, as browsers' `iceTransportPolicy`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum IceTransportPolicy {
+    /// Host candidates, and TURN relay candidates where offered (browsers' `"all"`).
+    #[default]
+    All,
+    /// TURN relay candidates only (browsers' `"relay"`): the peer never learns this side's own
+    /// addresses, and every datagram goes through a TURN server.
+    Relay,
+}
+
+/// What a gathering connection will make once its candidates are in.
+enum Pending {
+    /// An offer.
+    Offer,
+    /// An answer to this offer.
+    Answer(String),
+}
+
+/// A connection waiting for its TURN allocations before its description is made (§5.1).
+struct Gathering {
+    peer: String,
+    pending: Pending,
+    /// The TURN servers (their addresses, keys of the allocations) it waits for.
+    servers: Vec<SocketAddr>,
+    /// [`GATHERING_CAP`] after it started.
+    until: Timestamp,
 }
 
 /// What a connection waits for.
@@ -159,6 +206,10 @@ struct Connection {
 struct Shared {
     events: VecDeque<Input>,
     datagrams: VecDeque<Datagram>,
+    /// str0m's datagrams from a relay candidate, with it, for the TURN allocation to wrap.
+    relayed: VecDeque<(SocketAddr, Datagram)>,
+    /// The host candidates: str0m's datagrams from anything else are from a relay candidate.
+    hosts: Vec<SocketAddr>,
     counters: Counters,
 }
 
@@ -170,6 +221,20 @@ impl Shared {
             return;
         }
         self.events.push_back(event);
+    }
+
+    /// A datagram str0m sends from `source`: straight to the socket from a host candidate, or
+    /// through the TURN server from a relay candidate.
+    fn push_transmit(&mut self, source: SocketAddr, d: Datagram) {
+        if self.hosts.contains(&source) {
+            self.push_datagram(d);
+            return;
+        }
+        if self.relayed.len() >= MAX_QUEUED_DATAGRAMS {
+            self.relayed.pop_front();
+            self.counters.datagrams_dropped += 1;
+        }
+        self.relayed.push_back((source, d));
     }
 
     fn push_datagram(&mut self, d: Datagram) {
@@ -216,7 +281,12 @@ pub struct Transport {
     local: SocketAddr,
     candidates: Vec<SocketAddr>,
     clock: Clock,
+    policy: IceTransportPolicy,
     conns: BTreeMap<ConnId, Connection>,
+    /// Connections waiting for TURN allocations before their description is made.
+    gathering: BTreeMap<ConnId, Gathering>,
+    /// The TURN allocations, by server address.
+    allocations: BTreeMap<SocketAddr, Allocation>,
     by_peer: BTreeMap<String, ConnId>,
     /// Where the last bounded timeout pass stopped, so the next starts after it.
     cursor: Option<ConnId>,
@@ -229,16 +299,34 @@ impl Transport {
     pub fn new(now: Timestamp, local: SocketAddr, host_candidates: Vec<SocketAddr>) -> Self {
         Self {
             local,
-            candidates: host_candidates,
+            candidates: host_candidates.clone(),
             clock: Clock {
                 instant: Instant::now(),
                 at: now,
             },
+            policy: IceTransportPolicy::All,
             conns: BTreeMap::new(),
+            gathering: BTreeMap::new(),
+            allocations: BTreeMap::new(),
             by_peer: BTreeMap::new(),
             cursor: None,
-            shared: Shared::default(),
+            shared: Shared {
+                hosts: host_candidates,
+                ..Shared::default()
+            },
         }
+    }
+
+    /// Sets which candidates the descriptions of new connections carry.
+    pub fn set_ice_transport_policy(&mut self, policy: IceTransportPolicy) {
+        self.policy = policy;
+    }
+
+    /// The TURN relayed addresses this transport holds, by server.
+    pub fn relayed_addresses(&self) -> impl Iterator<Item = (SocketAddr, SocketAddr)> + '_ {
+        self.allocations
+            .iter()
+            .filter_map(|(server, a)| Some((*server, a.relayed()?)))
     }
 
     /// The counters.
@@ -246,32 +334,68 @@ impl Transport {
         &self.shared.counters
     }
 
-    /// How many connections are held (open or being made).
+    /// How many connections are held (open, being made, or gathering).
     pub fn connection_count(&self) -> usize {
-        self.conns.len()
+        self.conns.len() + self.gathering.len()
+    }
+
+    /// Carries out one of the mesh's outputs, with no TURN servers; see
+    /// [`Transport::handle_mesh_output_with_ice`].
+    pub fn handle_mesh_output(&mut self, now: Timestamp, output: Output) -> Option<Output> {
+        self.handle_mesh_output_with_ice(now, output, None)
     }
 
     /// Carries out one of the mesh's outputs. The transport's own (`CreateOffer`,
     /// `CreateAnswer`, `ApplyAnswer`, `Send`, `Close`) are taken; any other is handed back for
-    /// the caller (rendezvous, the application).
-    pub fn handle_mesh_output(&mut self, now: Timestamp, output: Output) -> Option<Output> {
+    /// the caller (rendezvous, the application). A new connection (`CreateOffer`,
+    /// `CreateAnswer`) takes its TURN servers from `ice`, the servers current at this moment
+    /// (§5.1: asked for each new connection); the other outputs ignore it.
+    pub fn handle_mesh_output_with_ice(
+        &mut self,
+        now: Timestamp,
+        output: Output,
+        ice: Option<&IceServers>,
+    ) -> Option<Output> {
         match output {
-            Output::CreateOffer { conn, peer } => self.create_offer(now, conn, peer),
+            Output::CreateOffer { conn, peer } => self.start(now, conn, peer, Pending::Offer, ice),
             Output::CreateAnswer { conn, peer, offer } => {
-                self.create_answer(now, conn, peer, &offer)
+                self.start(now, conn, peer, Pending::Answer(offer), ice)
             }
             Output::ApplyAnswer { conn, answer } => self.apply_answer(now, conn, &answer),
             Output::Send { conn, bytes, .. } => self.send(now, conn, bytes),
             Output::Close { conn } => self.close(now, conn),
             other => return Some(other),
         }
+        self.settle(now);
         None
     }
 
-    /// A datagram arrived on the socket from `from`: it goes to the connection str0m says it
-    /// belongs to (`Rtc::accepts`).
+    /// A datagram arrived on the socket from `from`. From a TURN server it goes to its
+    /// allocation, and a peer's datagram relayed in it goes on as received on the relayed
+    /// address; any other goes to the connection str0m says it belongs to (`Rtc::accepts`).
     pub fn handle_datagram(&mut self, now: Timestamp, from: SocketAddr, bytes: &[u8]) {
-        let Ok(receive) = Receive::new(Protocol::Udp, from, self.local, bytes) else {
+        let local = self.local;
+        let received = self
+            .allocations
+            .get_mut(&from)
+            .map_or(Received::NotOurs, |a| {
+                a.handle_datagram(now, from, local, bytes)
+            });
+        match received {
+            Received::NotOurs => self.deliver(now, from, local, bytes),
+            Received::Handled => {}
+            Received::Peer {
+                peer,
+                relayed,
+                bytes,
+            } => self.deliver(now, peer, relayed, &bytes),
+        }
+        self.settle(now);
+    }
+
+    /// A datagram from `from` to our `to` (the socket, or a relayed address) for str0m.
+    fn deliver(&mut self, now: Timestamp, from: SocketAddr, to: SocketAddr, bytes: &[u8]) {
+        let Ok(receive) = Receive::new(Protocol::Udp, from, to, bytes) else {
             self.shared.counters.bad_datagrams += 1;
             return;
         };
@@ -306,25 +430,48 @@ impl Transport {
         self.shared.events.pop_front()
     }
 
-    /// When [`Transport::handle_timeout`] is next wanted: the earliest str0m deadline or end of
-    /// a disconnected grace.
+    /// When [`Transport::handle_timeout`] is next wanted: the earliest str0m deadline, end of
+    /// a disconnected grace, end of a gathering, or TURN client timer.
     pub fn poll_timeout(&self) -> Option<Wakeup> {
-        self.conns
+        let conns = self.conns.values().flat_map(|c| {
+            [
+                Some(Wakeup::new(c.deadline, "str0m timer")),
+                c.disconnected_since
+                    .map(|t| Wakeup::new(t.saturating_add(DISCONNECTED_GRACE), "ICE disconnected")),
+            ]
+        });
+        let gathering = self
+            .gathering
             .values()
-            .flat_map(|c| {
-                [
-                    Some(Wakeup::new(c.deadline, "str0m timer")),
-                    c.disconnected_since.map(|t| {
-                        Wakeup::new(t.saturating_add(DISCONNECTED_GRACE), "ICE disconnected")
-                    }),
-                ]
-            })
+            .map(|g| Some(Wakeup::new(g.until, "candidate gathering cap")));
+        let turn = self
+            .allocations
+            .values()
+            .map(|a| a.deadline().map(|t| Wakeup::new(t, "TURN client timer")));
+        conns
+            .chain(gathering)
+            .chain(turn)
             .fold(None, Wakeup::earliest)
     }
 
-    /// Serves the connections whose deadline is due at `now`, at most
+    /// Serves the TURN allocations whose timer is due at `now`, ends the gatherings past
+    /// [`GATHERING_CAP`], and serves the connections whose deadline is due, at most
     /// [`MAX_TIMEOUTS_PER_PASS`] of them, starting after the last one served.
     pub fn handle_timeout(&mut self, now: Timestamp) {
+        for a in self.allocations.values_mut() {
+            if a.deadline().is_some_and(|t| t <= now) {
+                a.handle_timeout(now);
+                if let Some(pushed) = a.deadline().and_then(|t| unstall(t, now)) {
+                    self.shared.counters.stalled_timeouts += 1;
+                    a.defer(pushed);
+                }
+            }
+        }
+        self.serve_connections(now);
+        self.settle(now);
+    }
+
+    fn serve_connections(&mut self, now: Timestamp) {
         let due: Vec<ConnId> = {
             let after = self.cursor;
             let is_due = |c: &Connection| {
@@ -375,35 +522,190 @@ impl Transport {
 
     // ---- the mesh's outputs ------------------------------------------------------------------
 
-    /// A fresh `Rtc` with this transport's host candidates, or `None` (reported as `Closed`)
-    /// when the table is full or `conn` is taken.
-    fn new_rtc(&mut self, now: Timestamp, conn: ConnId, peer: &str) -> Option<Rtc> {
-        if self.conns.contains_key(&conn) {
+    /// A new connection (§5.1): one per peer, so an older one with `peer` is closed; its TURN
+    /// servers are those current now (§10), each allocated unless an allocation on it is held;
+    /// its description is made in [`Transport::settle`] once they have answered, or at
+    /// [`GATHERING_CAP`].
+    fn start(
+        &mut self,
+        now: Timestamp,
+        conn: ConnId,
+        peer: String,
+        pending: Pending,
+        ice: Option<&IceServers>,
+    ) {
+        if self.conns.contains_key(&conn) || self.gathering.contains_key(&conn) {
             self.shared.counters.ignored_outputs += 1;
-            return None;
+            return;
         }
-        if let Some(old) = self.by_peer.get(peer).copied() {
+        if let Some(old) = self.by_peer.get(&peer).copied() {
             // §5.1: one connection per peer; the newer replaces the older.
             self.shared.counters.replaced += 1;
             if let Some(c) = self.conns.get_mut(&old) {
                 c.gone = true;
             }
             self.reap(old);
+            if let Some(g) = self.gathering.remove(&old) {
+                self.forget(&g.peer, old);
+                self.shared.push_event(Input::Closed { conn: old });
+            }
         }
-        if self.conns.len() >= MAX_TRANSPORT_CONNECTIONS {
+        if self.connection_count() >= MAX_TRANSPORT_CONNECTIONS {
             self.shared.counters.table_full += 1;
             self.shared.push_event(Input::Closed { conn });
-            return None;
+            return;
+        }
+        let mut servers = Vec::new();
+        for server in usable_servers(ice, now) {
+            let addr = server.addr;
+            match self.allocations.get(&addr).map(Allocation::state) {
+                // Its release is still on the server's 5-tuple, which is ours too: a new
+                // Allocate there now would be refused, so this connection goes without it.
+                Some(AllocationState::Releasing(_)) => continue,
+                // Failed: the server holds nothing on the 5-tuple, so a new one may start.
+                Some(AllocationState::Failed) => {
+                    self.allocations.remove(&addr);
+                }
+                // Within its credentials' margin: released now (its timer may not have run
+                // yet), and this connection goes without it.
+                Some(_)
+                    if self
+                        .allocations
+                        .get(&addr)
+                        .is_some_and(|a| !a.is_usable(now)) =>
+                {
+                    if let Some(a) = self.allocations.get_mut(&addr) {
+                        a.release(now);
+                    }
+                    continue;
+                }
+                _ => {}
+            }
+            if !self.allocations.contains_key(&addr) {
+                if self.allocations.len() >= super::turn::MAX_TURN_ALLOCATIONS {
+                    self.shared.counters.turn_table_full += 1;
+                    continue;
+                }
+                self.allocations
+                    .insert(addr, Allocation::new(now, self.local, server));
+            }
+            if let Some(a) = self.allocations.get_mut(&addr) {
+                a.users.insert(conn);
+                servers.push(addr);
+            }
+        }
+        self.by_peer.insert(peer.clone(), conn);
+        self.gathering.insert(
+            conn,
+            Gathering {
+                peer,
+                pending,
+                servers,
+                until: now.saturating_add(GATHERING_CAP),
+            },
+        );
+    }
+
+    /// After every call: descriptions whose gathering is over are made, str0m's datagrams from
+    /// relay candidates go through their TURN allocations, the allocations' own datagrams are
+    /// queued, and allocations no connection uses are released.
+    fn settle(&mut self, now: Timestamp) {
+        let done: Vec<ConnId> = self
+            .gathering
+            .iter()
+            .filter(|(_, g)| {
+                g.until <= now
+                    || g.servers.iter().all(|s| {
+                        self.allocations
+                            .get(s)
+                            .is_none_or(|a| a.state() != AllocationState::Pending)
+                    })
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        for id in done {
+            self.finish(now, id);
+        }
+        while let Some((source, d)) = self.shared.relayed.pop_front() {
+            let sent = self
+                .allocations
+                .values_mut()
+                .find(|a| a.relayed() == Some(source))
+                .map(|a| a.send(now, d.to, &d.bytes));
+            match sent {
+                Some(Ok(wrapped)) => self.shared.push_datagram(wrapped),
+                _ => self.shared.counters.relay_unsent += 1,
+            }
+        }
+        self.allocations.retain(|_, a| {
+            if a.users.is_empty()
+                && matches!(
+                    a.state(),
+                    AllocationState::Pending | AllocationState::Ready(_)
+                )
+            {
+                // The last connection using it is gone: release it rather than leave it to
+                // expire, so the server frees its port and quota at once.
+                a.release(now);
+            }
+            while let Some(d) = a.poll_transmit() {
+                self.shared.push_datagram(d);
+            }
+            !(a.users.is_empty() && a.is_over())
+        });
+    }
+
+    /// Ends `conn`'s gathering: a fresh `Rtc` with the host candidates (unless
+    /// [`IceTransportPolicy::Relay`]) and the relayed address of each of its allocations that
+    /// answered, then its offer or answer (§5.1: the candidates are inside the description).
+    fn finish(&mut self, now: Timestamp, conn: ConnId) {
+        let Some(g) = self.gathering.remove(&conn) else {
+            return;
+        };
+        let mut relayed = Vec::new();
+        let mut waited = false;
+        for server in &g.servers {
+            let Some(a) = self.allocations.get_mut(server) else {
+                continue;
+            };
+            match a.relayed() {
+                Some(r) => relayed.push(r),
+                None => {
+                    waited |= a.state() == AllocationState::Pending;
+                    a.users.remove(&conn);
+                }
+            }
+        }
+        if waited {
+            self.shared.counters.gathering_capped += 1;
+        }
+        let hosts: &[SocketAddr] = match self.policy {
+            IceTransportPolicy::All => &self.candidates,
+            IceTransportPolicy::Relay => &[],
+        };
+        if hosts.is_empty() && relayed.is_empty() {
+            self.shared.counters.no_candidates += 1;
+            self.forget(&g.peer, conn);
+            self.shared.push_event(Input::Closed { conn });
+            return;
         }
         let mut rtc = Rtc::builder()
             .set_sctp_max_buffered_amount(MAX_BUFFERED_BYTES)
             .build(self.clock.instant(now));
-        for addr in &self.candidates {
+        for addr in hosts {
             if let Ok(c) = Candidate::host(*addr, "udp") {
                 rtc.add_local_candidate(c);
             }
         }
-        Some(rtc)
+        for addr in &relayed {
+            if let Ok(c) = Candidate::relayed(*addr, self.local, "udp") {
+                rtc.add_local_candidate(c);
+            }
+        }
+        match g.pending {
+            Pending::Offer => self.create_offer(now, conn, g.peer, rtc),
+            Pending::Answer(offer) => self.create_answer(now, conn, g.peer, rtc, &offer),
+        }
     }
 
     fn insert(&mut self, now: Timestamp, conn: ConnId, mut c: Connection) {
@@ -418,15 +720,13 @@ impl Transport {
         self.reap(conn);
     }
 
-    fn create_offer(&mut self, now: Timestamp, conn: ConnId, peer: String) {
-        let Some(mut rtc) = self.new_rtc(now, conn, &peer) else {
-            return;
-        };
+    fn create_offer(&mut self, now: Timestamp, conn: ConnId, peer: String, mut rtc: Rtc) {
         let mut api = rtc.sdp_api();
         api.add_channel_with_config(data_channel());
         let Some((offer, pending)) = api.apply() else {
             // An offer with a new channel always has a change to apply.
             self.shared.counters.rtc_errors += 1;
+            self.forget(&peer, conn);
             self.shared.push_event(Input::Closed { conn });
             return;
         };
@@ -439,21 +739,41 @@ impl Transport {
         self.insert(now, conn, c);
     }
 
-    fn create_answer(&mut self, now: Timestamp, conn: ConnId, peer: String, offer: &str) {
-        let Some(mut rtc) = self.new_rtc(now, conn, &peer) else {
-            return;
-        };
+    fn create_answer(
+        &mut self,
+        now: Timestamp,
+        conn: ConnId,
+        peer: String,
+        mut rtc: Rtc,
+        offer: &str,
+    ) {
         let answer = SdpOffer::from_sdp_string(offer)
             .ok()
             .and_then(|o| rtc.sdp_api().accept_offer(o).ok());
         let Some(answer) = answer else {
             self.shared.counters.bad_descriptions += 1;
+            self.forget(&peer, conn);
             self.shared.push_event(Input::Closed { conn });
             return;
         };
         let mut c = Connection::new(peer, rtc, Role::Answerer, answer.to_sdp_string());
         c.remote_sdp = offer.into();
+        self.permit_remote(now, conn, offer);
         self.insert(now, conn, c);
+    }
+
+    /// Asks each TURN allocation `conn` uses for permissions for the addresses of the peer's
+    /// candidates in `remote` (RFC 8656 §9), so the peer's checks to our relayed address pass
+    /// the server from the start.
+    fn permit_remote(&mut self, now: Timestamp, conn: ConnId, remote: &str) {
+        let peers = candidate_ips(remote);
+        for a in self.allocations.values_mut() {
+            if a.users.contains(&conn) {
+                for ip in &peers {
+                    a.permit(now, *ip);
+                }
+            }
+        }
     }
 
     fn apply_answer(&mut self, now: Timestamp, conn: ConnId, answer: &str) {
@@ -480,6 +800,9 @@ impl Transport {
             c.gone = true;
         }
         c.pump(conn, now, clock, &mut self.shared);
+        if applied {
+            self.permit_remote(now, conn, answer);
+        }
         self.reap(conn);
     }
 
@@ -503,11 +826,15 @@ impl Transport {
     /// forgotten. The mesh asked, so no `Closed` goes back.
     fn close(&mut self, now: Timestamp, conn: ConnId) {
         let clock = self.clock;
+        if let Some(g) = self.gathering.remove(&conn) {
+            self.forget(&g.peer, conn);
+            return;
+        }
         let Some(mut c) = self.conns.remove(&conn) else {
             self.shared.counters.ignored_outputs += 1;
             return;
         };
-        self.forget_peer(&c.peer, conn);
+        self.forget(&c.peer, conn);
         if c.rtc.close().is_ok() {
             c.drain(conn, now, clock, &mut self.shared);
         }
@@ -515,9 +842,14 @@ impl Transport {
 
     // ---- housekeeping ------------------------------------------------------------------------
 
-    fn forget_peer(&mut self, peer: &str, conn: ConnId) {
+    /// Forgets `conn` as `peer`'s connection and as a user of the TURN allocations (which
+    /// [`Transport::settle`] releases once unused).
+    fn forget(&mut self, peer: &str, conn: ConnId) {
         if self.by_peer.get(peer) == Some(&conn) {
             self.by_peer.remove(peer);
+        }
+        for a in self.allocations.values_mut() {
+            a.users.remove(&conn);
         }
     }
 
@@ -527,7 +859,7 @@ impl Transport {
             return;
         }
         if let Some(mut c) = self.conns.remove(&conn) {
-            self.forget_peer(&c.peer, conn);
+            self.forget(&c.peer, conn);
             c.rtc.disconnect();
             self.shared.push_event(Input::Closed { conn });
         }
@@ -539,6 +871,19 @@ impl Transport {
 /// loop call again at once, forever.
 fn unstall(deadline: Timestamp, now: Timestamp) -> Option<Timestamp> {
     (deadline <= now).then(|| now.saturating_add(STALL_STEP))
+}
+
+/// The addresses of the candidates in a description (`a=candidate:<foundation> <component>
+/// <transport> <priority> <address> <port> typ …`, RFC 8839 §5.1); names (mDNS) are skipped.
+fn candidate_ips(sdp: &str) -> Vec<std::net::IpAddr> {
+    let mut ips: Vec<std::net::IpAddr> = sdp
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("a=candidate:"))
+        .filter_map(|c| c.split_ascii_whitespace().nth(4)?.parse().ok())
+        .collect();
+    ips.sort_unstable();
+    ips.dedup();
+    ips
 }
 
 /// The offerer's one channel (§5.1): labelled `data`, ordered, reliable, negotiated in band.
@@ -609,10 +954,13 @@ impl Connection {
                     self.deadline = clock.timestamp(t);
                     return;
                 }
-                Ok(str0m::Output::Transmit(t)) => shared.push_datagram(Datagram {
-                    to: t.destination,
-                    bytes: t.contents.into(),
-                }),
+                Ok(str0m::Output::Transmit(t)) => shared.push_transmit(
+                    t.source,
+                    Datagram {
+                        to: t.destination,
+                        bytes: t.contents.into(),
+                    },
+                ),
                 Ok(str0m::Output::Event(e)) => self.on_event(id, now, e, shared),
                 Err(_) => break,
             }
@@ -662,19 +1010,23 @@ impl Connection {
 }
 
 #[cfg(test)]
+#[path = "transport_turn_tests.rs"]
+mod turn_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
-    const T0: u64 = 1_790_000_000_000;
+    pub(super) const T0: u64 = 1_790_000_000_000;
     /// The most virtual milliseconds a test runs a pair for.
     const RUN_LIMIT_MS: u64 = 60_000;
 
-    fn addr(port: u16) -> SocketAddr {
+    pub(super) fn addr(port: u16) -> SocketAddr {
         SocketAddr::from(([127, 0, 0, 1], port))
     }
 
     /// One end of an in-memory link: a [`Transport`] or a bare str0m `Rtc` playing the peer.
-    trait End {
+    pub(super) trait End {
         fn addr(&self) -> SocketAddr;
         fn receive(&mut self, now: Timestamp, from: SocketAddr, bytes: &[u8]);
         fn transmit(&mut self) -> Option<Datagram>;
@@ -683,13 +1035,13 @@ mod tests {
         fn collect(&mut self);
     }
 
-    struct Side {
-        t: Transport,
-        events: Vec<Input>,
+    pub(super) struct Side {
+        pub(super) t: Transport,
+        pub(super) events: Vec<Input>,
     }
 
     impl Side {
-        fn new(port: u16) -> Self {
+        pub(super) fn new(port: u16) -> Self {
             let a = addr(port);
             Self {
                 t: Transport::new(Timestamp::from_millis(T0), a, vec![a]),
@@ -697,7 +1049,7 @@ mod tests {
             }
         }
 
-        fn output(&mut self, now: u64, out: Output) {
+        pub(super) fn output(&mut self, now: u64, out: Output) {
             assert!(
                 self.t
                     .handle_mesh_output(Timestamp::from_millis(now), out)
@@ -706,14 +1058,14 @@ mod tests {
             self.collect();
         }
 
-        fn description(&self, conn: ConnId) -> Option<String> {
+        pub(super) fn description(&self, conn: ConnId) -> Option<String> {
             self.events.iter().find_map(|e| match e {
                 Input::LocalDescription { conn: c, sdp } if *c == conn => Some(sdp.clone()),
                 _ => None,
             })
         }
 
-        fn opened(&self, conn: ConnId) -> Option<(String, String)> {
+        pub(super) fn opened(&self, conn: ConnId) -> Option<(String, String)> {
             self.events.iter().find_map(|e| match e {
                 Input::Opened {
                     conn: c,
@@ -724,13 +1076,13 @@ mod tests {
             })
         }
 
-        fn closed(&self, conn: ConnId) -> bool {
+        pub(super) fn closed(&self, conn: ConnId) -> bool {
             self.events
                 .iter()
                 .any(|e| matches!(e, Input::Closed { conn: c } if *c == conn))
         }
 
-        fn frames(&self, conn: ConnId) -> Vec<Vec<u8>> {
+        pub(super) fn frames(&self, conn: ConnId) -> Vec<Vec<u8>> {
             self.events
                 .iter()
                 .filter_map(|e| match e {
@@ -852,7 +1204,7 @@ mod tests {
 
     /// Runs two ends over an in-memory link in virtual time, from `*now` until `until` holds or
     /// [`RUN_LIMIT_MS`] passes; `cut` loses every datagram. True if `until` held.
-    fn run<X: End, Y: End>(
+    pub(super) fn run<X: End, Y: End>(
         now: &mut u64,
         a: &mut X,
         b: &mut Y,
@@ -901,8 +1253,8 @@ mod tests {
         false
     }
 
-    const A: ConnId = ConnId(1);
-    const B: ConnId = ConnId(7);
+    pub(super) const A: ConnId = ConnId(1);
+    pub(super) const B: ConnId = ConnId(7);
 
     /// Two transports through offer, answer and applied answer, not yet run.
     fn negotiated() -> (u64, Side, Side) {
@@ -929,7 +1281,7 @@ mod tests {
     }
 
     /// Two transports with their channel open.
-    fn open_pair() -> (u64, Side, Side) {
+    pub(super) fn open_pair() -> (u64, Side, Side) {
         let (mut now, mut a, mut b) = negotiated();
         let opened = run(&mut now, &mut a, &mut b, false, |a, b| {
             a.opened(A).is_some() && b.opened(B).is_some()

@@ -1,0 +1,264 @@
+//! A WebRTC data channel through a real TURN server (Minca 04 Network §5.1 "TURN relay
+//! candidates where offered", §1.4 "TURN passwords", §10): Debian's coturn, installed and started
+//! by `scripts/coturn` with `use-auth-secret` on a loopback port, and two str0m transports on
+//! loopback UDP sockets. One side is relay-only ([`IceTransportPolicy::Relay`]): its description
+//! carries its TURN relayed address and nothing else, so the channel can only open through
+//! coturn. The TURN servers are an `ice` offer made by the relay library's own issuer
+//! ([`TurnIssuer`]) with coturn's secret, as `weft relay` makes them.
+//!
+//! Skipped, with a `SKIP:` line saying why, only when coturn cannot be installed here.
+
+#[path = "common/nostr_relay.rs"]
+#[allow(dead_code)] // Only the script helpers are used here.
+mod nostr_relay;
+use nostr_relay::{report_skip, run_script, script};
+
+use std::net::{SocketAddr, UdpSocket};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use chacha20::ChaCha20Rng;
+use rand_core::SeedableRng;
+use weft_drivers::minca::webrtc::{IceTransportPolicy, UdpDriver};
+use weft_proto::core::ConnId;
+use weft_proto::crypto::default_provider;
+use weft_proto::minca::mesh::{Input, Output};
+use weft_proto::minca::relay_wire::IceServers;
+use weft_proto::minca::turn::{TurnConfig, TurnIssuer};
+
+const SECRET: &str = "weft-coturn-relayed-channel-secret";
+/// The whole exchange must finish within this wall time (coturn starts within it too).
+const BUDGET: Duration = Duration::from_secs(30);
+/// How long the loop sleeps between passes (the sockets are non-blocking).
+const NAP: Duration = Duration::from_millis(1);
+const A: ConnId = ConnId(1);
+const B: ConnId = ConnId(2);
+
+/// A child process stopped on drop.
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// One side: a transport on its socket, and what it handed back.
+struct Side {
+    udp: UdpDriver,
+    events: Vec<Input>,
+}
+
+impl Side {
+    fn new() -> Self {
+        Self {
+            udp: UdpDriver::bind(weft_drivers::now(), SocketAddr::from(([127, 0, 0, 1], 0)))
+                .expect("a loopback UDP socket"),
+            events: Vec::new(),
+        }
+    }
+
+    /// One pass of the loop: what arrived, due timers, what to send, what came out.
+    fn pass(&mut self) {
+        let now = weft_drivers::now();
+        self.udp.receive(now).expect("the socket reads");
+        let t = &mut self.udp.transport;
+        if t.poll_timeout().is_some_and(|w| w.at <= now) {
+            t.handle_timeout(now);
+        }
+        self.udp.flush().expect("the socket sends");
+        while let Some(e) = self.udp.transport.poll_event() {
+            self.events.push(e);
+        }
+    }
+
+    fn output(&mut self, out: Output, ice: Option<&IceServers>) {
+        let back = self
+            .udp
+            .transport
+            .handle_mesh_output_with_ice(weft_drivers::now(), out, ice);
+        assert!(back.is_none());
+        self.pass();
+    }
+
+    fn description(&self, conn: ConnId) -> Option<String> {
+        self.events.iter().find_map(|e| match e {
+            Input::LocalDescription { conn: c, sdp } if *c == conn => Some(sdp.clone()),
+            _ => None,
+        })
+    }
+
+    fn opened(&self, conn: ConnId) -> bool {
+        self.events
+            .iter()
+            .any(|e| matches!(e, Input::Opened { conn: c, .. } if *c == conn))
+    }
+
+    fn frames(&self, conn: ConnId) -> Vec<Vec<u8>> {
+        self.events
+            .iter()
+            .filter_map(|e| match e {
+                Input::Frame { conn: c, bytes } if *c == conn => Some(bytes.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+/// Runs both sides until `until` holds, within what is left of [`BUDGET`].
+fn run(
+    started: Instant,
+    a: &mut Side,
+    b: &mut Side,
+    what: &str,
+    until: impl Fn(&Side, &Side) -> bool,
+) {
+    while !until(a, b) {
+        assert!(
+            started.elapsed() < BUDGET,
+            "{what}: not within {BUDGET:?}; a: {:?} b: {:?}",
+            a.udp.transport.counters(),
+            b.udp.transport.counters()
+        );
+        a.pass();
+        b.pass();
+        std::thread::sleep(NAP);
+    }
+}
+
+#[test]
+fn a_relay_only_side_opens_its_data_channel_through_coturn_and_binary_messages_cross_both_ways() {
+    if let Err(reason) = run_script("coturn", &["install"]) {
+        report_skip(
+            "a_relay_only_side_opens_its_data_channel_through_coturn",
+            &reason,
+        );
+        return;
+    }
+    let port = UdpSocket::bind("127.0.0.1:0")
+        .and_then(|s| s.local_addr())
+        .expect("a loopback port")
+        .port();
+    let dir = std::env::temp_dir().join(format!("weft-coturn-e2e-{port}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    let coturn = Running(
+        Command::new(script("coturn"))
+            .args(["serve", &port.to_string(), SECRET])
+            .arg(&dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("scripts/coturn starts"),
+    );
+    let turn_url = format!("turn:127.0.0.1:{port}");
+    let config = TurnConfig::new(SECRET.as_bytes(), vec![turn_url], 600).expect("a TURN config");
+    let mut issuer = TurnIssuer::new(config);
+    let mut rng = ChaCha20Rng::seed_from_u64(6);
+    let ice = issuer.offer(
+        default_provider(),
+        &mut rng,
+        weft_drivers::now(),
+        [127, 0, 0, 1].into(),
+    );
+
+    let started = Instant::now();
+    let (mut a, mut b) = (Side::new(), Side::new());
+    a.udp
+        .transport
+        .set_ice_transport_policy(IceTransportPolicy::Relay);
+    let b_addr = b.udp.local_addr().unwrap();
+    // coturn may still be starting: a connection whose allocation is not answered within the
+    // gathering cap has no candidate at all (relay-only) and is closed; ask again until one
+    // carries its relayed candidate.
+    let mut conn = A;
+    let offer = loop {
+        a.output(
+            Output::CreateOffer {
+                conn,
+                peer: "did:key:b".into(),
+            },
+            Some(&ice),
+        );
+        run(
+            started,
+            &mut a,
+            &mut b,
+            "a description or a close",
+            |a, _| {
+                a.description(conn).is_some()
+                    || a.events
+                        .iter()
+                        .any(|e| matches!(e, Input::Closed { conn: c } if *c == conn))
+            },
+        );
+        if let Some(sdp) = a.description(conn) {
+            break sdp;
+        }
+        conn = ConnId(conn.0 + 10);
+    };
+    let (turn_server, relayed) = a
+        .udp
+        .transport
+        .relayed_addresses()
+        .next()
+        .expect("a relayed address on coturn");
+    assert_eq!(turn_server, SocketAddr::from(([127, 0, 0, 1], port)));
+    let candidates: Vec<&str> = offer
+        .lines()
+        .filter(|l| l.starts_with("a=candidate"))
+        .collect();
+    assert_eq!(candidates.len(), 1, "{offer}");
+    assert!(
+        candidates[0].contains(&format!("{} {} typ relay", relayed.ip(), relayed.port())),
+        "{offer}"
+    );
+
+    b.output(
+        Output::CreateAnswer {
+            conn: B,
+            peer: "did:key:a".into(),
+            offer,
+        },
+        None,
+    );
+    let answer = b.description(B).expect("an answer at once");
+    a.output(Output::ApplyAnswer { conn, answer }, None);
+    run(started, &mut a, &mut b, "the channel opens", |a, b| {
+        a.opened(conn) && b.opened(B)
+    });
+
+    let to_b: Vec<Vec<u8>> = (0..20u8)
+        .map(|i| vec![i; 1 + usize::from(i) * 500])
+        .collect();
+    for bytes in &to_b {
+        a.output(
+            Output::Send {
+                conn,
+                peer: "did:key:b".into(),
+                bytes: bytes.clone(),
+            },
+            None,
+        );
+    }
+    b.output(
+        Output::Send {
+            conn: B,
+            peer: "did:key:a".into(),
+            bytes: b"back through coturn".to_vec(),
+        },
+        None,
+    );
+    run(started, &mut a, &mut b, "the messages cross", |a, b| {
+        b.frames(B).len() == to_b.len() && !a.frames(conn).is_empty()
+    });
+    assert_eq!(b.frames(B), to_b);
+    assert_eq!(a.frames(conn), vec![b"back through coturn".to_vec()]);
+    // B never learned A's own address: everything it heard came from the relayed one.
+    assert_ne!(relayed, a.udp.local_addr().unwrap());
+    assert_ne!(relayed, b_addr);
+
+    drop(coturn);
+    let _ = std::fs::remove_dir_all(&dir);
+}
