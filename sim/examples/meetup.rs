@@ -17,7 +17,8 @@ fn main() {
         relays: get(2, 2) as usize,
         duration: Duration::from_secs(get(3, 180)),
         ..Scenario::new(get(4, 0))
-    };
+    }
+    .with_event_budget();
     match run(&sc, None) {
         Ok(r) => println!("{r}\n{:?}", weft_sim::crypto::counts()),
         Err(v) => {

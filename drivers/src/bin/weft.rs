@@ -815,7 +815,8 @@ fn sim_minca_meetup(args: &MincaMeetupArgs) -> ExitCode {
             relays: args.relays,
             duration: std::time::Duration::from_secs(args.duration),
             ..Scenario::new(seed)
-        };
+        }
+        .with_event_budget();
         // The trace lives longer than this run's scenario: reborrow it for the run alone.
         let trace = trace.map(|t| -> &mut dyn std::io::Write { t });
         run(&scenario, trace)

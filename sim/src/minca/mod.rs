@@ -151,6 +151,26 @@ impl Scenario {
     }
 }
 
+/// Events a node may cost per minute of virtual time before a run counts as a livelock. An honest
+/// run takes about 110 (240 nodes over 8 minutes: 206 868 events; docs/performance.md), so this
+/// bound is far from any real run and still stops one that spins.
+pub const EVENTS_PER_NODE_MINUTE: u64 = 500;
+
+impl Scenario {
+    /// This scenario with [`Scenario::max_events`] raised to what its size and length may honestly
+    /// take ([`EVENTS_PER_NODE_MINUTE`]), so a large run is not stopped by the default bound.
+    pub fn with_event_budget(self) -> Self {
+        let minutes = (self.duration + self.heal).as_secs().div_ceil(60);
+        let budget = (self.nodes as u64)
+            .saturating_mul(minutes)
+            .saturating_mul(EVENTS_PER_NODE_MINUTE);
+        Self {
+            max_events: self.max_events.max(budget),
+            ..self
+        }
+    }
+}
+
 /// Nodes a space holds in the shape a large meetup is run at (`weft sim minca-meetup --nodes N
 /// --spaces N/12`): a group that meets in one room, as people do, rather than one room of
 /// thousands. A full mesh of n nodes costs n(n-1)/2 admissions and §8 floods every introduction
