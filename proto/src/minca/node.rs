@@ -1109,6 +1109,59 @@ mod tests {
         }
     }
 
+    /// §7: "one socket per relay ... however many spaces they share": three spaces on the same
+    /// two relays dial each relay once, and every space's hello goes out on both sockets.
+    #[test]
+    fn a_node_in_three_spaces_holds_one_socket_per_relay() {
+        let crypto = default_provider();
+        let mut rng = ChaCha20Rng::seed_from_u64(11);
+        let session = generate_p256(crypto, &mut rng);
+        let config = NodeConfig {
+            relays: alloc::vec![
+                RelayUrl::parse("ws://127.0.0.1:8787").unwrap(),
+                RelayUrl::parse("ws://127.0.0.1:8788").unwrap(),
+            ],
+        };
+        let mut node = Node::new(session, config, crypto, rng).unwrap();
+        let mut dials = Vec::new();
+        for space in ["a", "b", "c"] {
+            node.handle(
+                NOW,
+                Input::Join(Join::space(crypto, space, RoomKind::PublicSpace, None)),
+            );
+            for out in outputs(&mut node) {
+                if let Output::Dial { conn, url, .. } = out {
+                    dials.push((conn, url));
+                }
+            }
+        }
+        let urls: Vec<&str> = dials.iter().map(|(_, u)| u.as_str()).collect();
+        assert_eq!(urls, ["ws://127.0.0.1:8787", "ws://127.0.0.1:8788"]);
+        // Both sockets open: each carries a hello for each of the three spaces, and nothing
+        // is dialled again.
+        for (conn, _) in &dials {
+            node.handle(NOW, Input::RelayOpened { conn: *conn });
+        }
+        let mut per_socket = BTreeMap::new();
+        for _ in 0..50 {
+            for out in outputs(&mut node) {
+                assert!(!matches!(out, Output::Dial { .. }), "dialled again");
+                if let Output::RelaySend { conn, text } = out
+                    && text.contains("\"blob\"")
+                {
+                    *per_socket.entry(conn).or_insert(0) += 1;
+                }
+            }
+            let Some(w) = node.poll_timeout() else { break };
+            if w.at > NOW.saturating_add(core::time::Duration::from_secs(5)) {
+                break;
+            }
+            node.handle_timeout(w.at);
+        }
+        assert_eq!(per_socket.len(), 2, "{per_socket:?}");
+        assert!(per_socket.values().all(|n| *n == 3), "{per_socket:?}");
+    }
+
     #[test]
     fn a_node_socket_peer_is_a_peer_of_its_space_without_an_offer_and_carries_live_both_ways() {
         let (mut node, room) = joined("s");
