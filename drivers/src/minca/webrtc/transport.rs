@@ -1034,7 +1034,7 @@ impl Connection {
 
 #[cfg(test)]
 #[path = "transport_turn_tests.rs"]
-mod turn_tests;
+pub(crate) mod turn_tests;
 
 #[cfg(test)]
 mod tests {
