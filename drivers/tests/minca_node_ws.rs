@@ -834,6 +834,32 @@ fn over_the_node_websocket_each_message_is_one_uncompressed_binary_frame_in_orde
         });
         assert_eq!(got, message(i, *n), "node to client, message {i}");
     }
+    // A client offering compression is answered without it: the node accepts no extension.
+    let mut offering = TcpStream::connect(addr).unwrap();
+    offering.set_read_timeout(Some(WAIT)).unwrap();
+    let request = format!(
+        "GET /peer?space=x HTTP/1.1\r\nHost: {addr}\r\nUpgrade: websocket\r\n\
+         Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
+         Sec-WebSocket-Version: 13\r\n\
+         Sec-WebSocket-Extensions: permessage-deflate; client_max_window_bits\r\n\r\n"
+    );
+    offering.write_all(request.as_bytes()).unwrap();
+    let mut answer = Seen::default();
+    let mut buf = [0u8; 4096];
+    while answer.head.is_empty() {
+        let n = io::Read::read(&mut offering, &mut buf).unwrap();
+        assert!(n > 0, "the node answers the upgrade");
+        answer.take(&buf[..n]);
+    }
+    assert!(answer.head.starts_with("HTTP/1.1 101"), "{}", answer.head);
+    assert!(
+        !answer
+            .head
+            .to_ascii_lowercase()
+            .contains("sec-websocket-extensions"),
+        "{}",
+        answer.head
+    );
     client.stop();
     node.stop();
 
