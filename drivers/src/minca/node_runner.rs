@@ -1494,6 +1494,36 @@ mod tests {
     }
 
     #[test]
+    fn the_turn_resolver_answers_off_the_loop_and_refuses_names_past_its_bound() {
+        use std::sync::mpsc;
+        let (answers, heard) = mpsc::channel();
+        let (entered, inside) = mpsc::channel();
+        let (gate, wait) = mpsc::channel::<()>();
+        let resolver = TurnResolver::start(move |name, addrs| {
+            let _ = entered.send(());
+            // The first answer waits for the test, so the queue behind it fills.
+            let _ = wait.recv();
+            let _ = answers.send((name, addrs));
+        })
+        .unwrap();
+        assert!(resolver.ask("localhost".into()));
+        inside.recv_timeout(Duration::from_secs(10)).unwrap();
+        for _ in 0..MAX_TURN_NAMES {
+            assert!(resolver.ask("localhost".into()));
+        }
+        assert!(!resolver.ask("localhost".into()), "past the bound");
+        for _ in 0..=MAX_TURN_NAMES {
+            gate.send(()).unwrap();
+        }
+        for _ in 0..=MAX_TURN_NAMES {
+            let (name, addrs) = heard.recv_timeout(Duration::from_secs(10)).unwrap();
+            assert_eq!(name, "localhost");
+            assert!(addrs.iter().all(|a| a.is_loopback()) && !addrs.is_empty());
+            assert!(addrs.len() <= MAX_TURN_ADDRS);
+        }
+    }
+
+    #[test]
     fn an_event_of_a_node_socket_the_node_never_heard_open_reaches_it_not() {
         let mut m = runner("s");
         let stray = RunnerInput::NodeSocket {
