@@ -3,6 +3,7 @@
 //! `drivers::minca::node_ws` reaches it, proves itself and exchanges live messages; pins, spaces
 //! the node does not hold and frames over 16 MiB are refused as the spec says. A client dials a
 //! node socket again when it ends, with backoff, but never after refusing the node's pin.
+//! Each message crosses as one binary frame, never continued, never compressed, in order (§5).
 
 use std::io::{self, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -666,4 +667,251 @@ fn a_weft_node_whose_node_goes_away_dials_it_again_and_reports_the_redials() {
     assert!(sockets.redials >= 1, "{sockets:?}");
     assert_eq!(sockets.dials, sockets.redials + 1);
     assert_eq!(sockets.given_up, 0);
+}
+
+/// One WebSocket frame as it crossed the wire (RFC 6455 §5.2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct WireFrame {
+    fin: bool,
+    /// RSV1–3; RSV1 set is a compressed message (RFC 7692 §6).
+    rsv: u8,
+    opcode: u8,
+    len: usize,
+}
+
+/// What a [`tap`] saw in one direction: the HTTP head, then every frame.
+#[derive(Debug, Default)]
+struct Seen {
+    head: String,
+    frames: Vec<WireFrame>,
+    buf: Vec<u8>,
+}
+
+impl Seen {
+    /// Takes `bytes` and records each head and frame completed by them.
+    fn take(&mut self, bytes: &[u8]) {
+        self.buf.extend_from_slice(bytes);
+        if self.head.is_empty() {
+            let Some(end) = self.buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+                return;
+            };
+            self.head = String::from_utf8_lossy(&self.buf[..end]).into_owned();
+            self.buf.drain(..end + 4);
+        }
+        loop {
+            let b = &self.buf;
+            if b.len() < 2 {
+                return;
+            }
+            let (mut at, len7) = (2usize, usize::from(b[1] & 0x7f));
+            let len = match len7 {
+                126 if b.len() >= 4 => {
+                    at = 4;
+                    usize::from(u16::from_be_bytes([b[2], b[3]]))
+                }
+                127 if b.len() >= 10 => {
+                    at = 10;
+                    u64::from_be_bytes(b[2..10].try_into().unwrap()) as usize
+                }
+                126 | 127 => return,
+                n => n,
+            };
+            if b[1] & 0x80 != 0 {
+                at += 4;
+            }
+            if b.len() < at + len {
+                return;
+            }
+            self.frames.push(WireFrame {
+                fin: b[0] & 0x80 != 0,
+                rsv: (b[0] >> 4) & 0x7,
+                opcode: b[0] & 0x0f,
+                len,
+            });
+            self.buf.drain(..at + len);
+        }
+    }
+}
+
+type Tapped = Arc<std::sync::Mutex<[Seen; 2]>>;
+
+/// A TCP relay on loopback to `to` for one connection, recording what crosses it each way
+/// (0: client to node, 1: node to client).
+fn tap(to: SocketAddr) -> (SocketAddr, Tapped) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let at = listener.local_addr().unwrap();
+    let seen: Tapped = Arc::default();
+    let record = seen.clone();
+    thread::spawn(move || {
+        let Ok((client, _)) = listener.accept() else {
+            return;
+        };
+        let node = TcpStream::connect(to).unwrap();
+        for (way, mut from, mut into) in [
+            (0, client.try_clone().unwrap(), node.try_clone().unwrap()),
+            (1, node, client),
+        ] {
+            let record = record.clone();
+            thread::spawn(move || {
+                let mut buf = vec![0u8; 64 * 1024];
+                loop {
+                    let n = match io::Read::read(&mut from, &mut buf) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => n,
+                    };
+                    record.lock().unwrap()[way].take(&buf[..n]);
+                    if into.write_all(&buf[..n]).is_err() {
+                        break;
+                    }
+                }
+                let _ = into.shutdown(std::net::Shutdown::Write);
+            });
+        }
+    });
+    (at, seen)
+}
+
+/// Binary WebSocket frames (opcode 2) and continuation frames (opcode 0).
+const BINARY: u8 = 2;
+const CONTINUATION: u8 = 0;
+
+#[test]
+fn over_the_node_websocket_each_message_is_one_uncompressed_binary_frame_in_order_each_way() {
+    let (node_key, client_key) = (key(91), key(92));
+    let (addr, node) = node(&node_key, None);
+    let (tapped, seen) = tap(addr);
+    let client = client(&client_key, None, 93);
+    client.send(dial(&format!("ws://{tapped}/peer"), SPACE));
+    assert_eq!(client.hear("the welcome", opened), did(&node_key));
+    assert_eq!(node.hear("the hello", opened), did(&client_key));
+
+    // Sizes around the frame-length encodings (125, 126, 65 535) and well past any buffer, up to
+    // 2 MiB, sent back to back: all of them queued at once stay under the host's write-behind
+    // bound (`host::MAX_QUEUED_BYTES`, 4 MiB), past which a socket is cut, not split.
+    let fills: Vec<usize> = vec![
+        1_000,
+        1,
+        125,
+        126,
+        65_535,
+        65_536,
+        16_384,
+        300_000,
+        1 << 20,
+        2,
+        70_000,
+        2 << 20,
+    ];
+    assert!(fills.iter().sum::<usize>() + 4096 < weft_drivers::host::MAX_QUEUED_BYTES);
+    let message = |i: usize, n: usize| json!({"seq": i, "fill": "x".repeat(n)});
+    const KIND: &str = "x-size";
+    for (i, n) in fills.iter().enumerate() {
+        client.send(WsInput::App(ClientInput::Send {
+            space_id: SPACE.into(),
+            kind: KIND.into(),
+            payload: message(i, *n),
+        }));
+    }
+    for (i, n) in fills.iter().enumerate() {
+        let got = node.hear("the client's message", |e| match e {
+            NodeWsEvent::Message { kind, payload, .. } if kind == KIND => Some(payload),
+            _ => None,
+        });
+        assert_eq!(got, message(i, *n), "client to node, message {i}");
+    }
+    for (i, n) in fills.iter().enumerate() {
+        node.send(WsInput::App(RelayInput::Peer(PeerInput::Send {
+            space_id: SPACE.into(),
+            to: None,
+            kind: KIND.into(),
+            payload: message(i, *n),
+        })));
+    }
+    for (i, n) in fills.iter().enumerate() {
+        let got = client.hear("the node's message", |e| match e {
+            NodeWsEvent::Message { kind, payload, .. } if kind == KIND => Some(payload),
+            _ => None,
+        });
+        assert_eq!(got, message(i, *n), "node to client, message {i}");
+    }
+    // A client offering compression is answered without it: the node accepts no extension.
+    let mut offering = TcpStream::connect(addr).unwrap();
+    offering.set_read_timeout(Some(WAIT)).unwrap();
+    let request = format!(
+        "GET /peer?space=x HTTP/1.1\r\nHost: {addr}\r\nUpgrade: websocket\r\n\
+         Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
+         Sec-WebSocket-Version: 13\r\n\
+         Sec-WebSocket-Extensions: permessage-deflate; client_max_window_bits\r\n\r\n"
+    );
+    offering.write_all(request.as_bytes()).unwrap();
+    let mut answer = Seen::default();
+    let mut buf = [0u8; 4096];
+    while answer.head.is_empty() {
+        let n = io::Read::read(&mut offering, &mut buf).unwrap();
+        assert!(n > 0, "the node answers the upgrade");
+        answer.take(&buf[..n]);
+    }
+    assert!(answer.head.starts_with("HTTP/1.1 101"), "{}", answer.head);
+    assert!(
+        !answer
+            .head
+            .to_ascii_lowercase()
+            .contains("sec-websocket-extensions"),
+        "{}",
+        answer.head
+    );
+    client.stop();
+    node.stop();
+
+    let seen = seen.lock().unwrap();
+    let [to_node, to_client] = &*seen;
+    // No compression offered, none accepted (RFC 7692: `Sec-WebSocket-Extensions`).
+    assert!(
+        to_node.head.starts_with("GET /peer?space="),
+        "{}",
+        to_node.head
+    );
+    assert!(
+        to_client.head.starts_with("HTTP/1.1 101"),
+        "{}",
+        to_client.head
+    );
+    for head in [&to_node.head, &to_client.head] {
+        assert!(
+            !head
+                .to_ascii_lowercase()
+                .contains("sec-websocket-extensions"),
+            "{head}"
+        );
+    }
+    for (way, side) in [("client to node", to_node), ("node to client", to_client)] {
+        // Every frame is whole (FIN), uncompressed (no RSV bit) and none continues another.
+        for f in &side.frames {
+            assert!(
+                f.fin && f.rsv == 0 && f.opcode != CONTINUATION,
+                "{way}: {f:?}"
+            );
+        }
+        // Each message is one binary frame, in the order sent: the last binary frames are these
+        // messages (only the handshake's `who` came before them), each its fill plus the same
+        // envelope (plus the digits of its `seq`).
+        let data: Vec<usize> = side
+            .frames
+            .iter()
+            .filter(|f| f.opcode == BINARY)
+            .map(|f| f.len)
+            .collect();
+        assert!(data.len() >= fills.len(), "{way}: {data:?}");
+        let ours = &data[data.len() - fills.len()..];
+        let envelope: Vec<Option<usize>> = ours
+            .iter()
+            .zip(&fills)
+            .enumerate()
+            .map(|(i, (len, n))| len.checked_sub(n + i.to_string().len()))
+            .collect();
+        assert!(
+            envelope.iter().all(|e| *e == envelope[0]),
+            "{way}: {data:?}"
+        );
+    }
 }

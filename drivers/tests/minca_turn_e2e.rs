@@ -6,6 +6,10 @@
 //! coturn. The TURN servers are an `ice` offer made by the relay library's own issuer
 //! ([`TurnIssuer`]) with coturn's secret, as `weft relay` makes them.
 //!
+//! The second case offers coturn by host name (`turn:localhost:<port>`, as real deployments name
+//! their TURN servers): the name is looked up by the node runner's resolver thread
+//! ([`TurnResolver`]) and handed to the transport, and the channel still opens through coturn.
+//!
 //! Skipped, with a `SKIP:` line saying why, only when coturn cannot be installed here.
 
 #[path = "common/nostr_relay.rs"]
@@ -19,6 +23,7 @@ use std::time::{Duration, Instant};
 
 use chacha20::ChaCha20Rng;
 use rand_core::SeedableRng;
+use weft_drivers::minca::node_runner::TurnResolver;
 use weft_drivers::minca::webrtc::{IceTransportPolicy, UdpDriver};
 use weft_proto::core::ConnId;
 use weft_proto::crypto::default_provider;
@@ -129,11 +134,46 @@ fn run(
 
 #[test]
 fn a_relay_only_side_opens_its_data_channel_through_coturn_and_binary_messages_cross_both_ways() {
+    through_coturn(
+        "a_relay_only_side_opens_its_data_channel_through_coturn",
+        "127.0.0.1",
+    );
+}
+
+#[test]
+fn a_turn_server_offered_by_host_name_is_looked_up_and_the_channel_opens_through_it() {
+    through_coturn(
+        "a_turn_server_offered_by_host_name_is_looked_up",
+        "localhost",
+    );
+}
+
+/// Looks the TURN host names of `ice` up with the runner's resolver, off this thread, and hands
+/// the answers to `side`'s transport, as the node runner does when its node learns an offer.
+fn look_up_names(side: &mut Side, ice: &IceServers) {
+    let names = side.udp.transport.learn_turn_offer(Some(ice));
+    if names.is_empty() {
+        return;
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    let resolver = TurnResolver::start(move |name, addrs| {
+        let _ = tx.send((name, addrs));
+    })
+    .expect("the resolver thread");
+    for name in &names {
+        assert!(resolver.ask(name.clone()));
+    }
+    for _ in &names {
+        let (name, addrs) = rx.recv_timeout(BUDGET).expect("an answer");
+        side.udp.transport.turn_name_resolved(&name, &addrs);
+    }
+    assert_eq!(side.udp.transport.turn_names().counters().failed, 0);
+}
+
+/// A relay-only side opens its channel through coturn offered as `turn:<host>:<port>`.
+fn through_coturn(test: &str, host: &str) {
     if let Err(reason) = run_script("coturn", &["install"]) {
-        report_skip(
-            "a_relay_only_side_opens_its_data_channel_through_coturn",
-            &reason,
-        );
+        report_skip(test, &reason);
         return;
     }
     let port = UdpSocket::bind("127.0.0.1:0")
@@ -152,7 +192,7 @@ fn a_relay_only_side_opens_its_data_channel_through_coturn_and_binary_messages_c
             .spawn()
             .expect("scripts/coturn starts"),
     );
-    let turn_url = format!("turn:127.0.0.1:{port}");
+    let turn_url = format!("turn:{host}:{port}");
     let config = TurnConfig::new(SECRET.as_bytes(), vec![turn_url], 600).expect("a TURN config");
     let mut issuer = TurnIssuer::new(config);
     let mut rng = ChaCha20Rng::seed_from_u64(6);
@@ -168,6 +208,7 @@ fn a_relay_only_side_opens_its_data_channel_through_coturn_and_binary_messages_c
     a.udp
         .transport
         .set_ice_transport_policy(IceTransportPolicy::Relay);
+    look_up_names(&mut a, &ice);
     let b_addr = b.udp.local_addr().unwrap();
     // coturn may still be starting: a connection whose allocation is not answered within the
     // gathering cap has no candidate at all (relay-only) and is closed; ask again until one

@@ -20,6 +20,12 @@
 //! it lets the loop run. Datagrams and the application's commands reach the machine through the
 //! host's command channel, so all of it runs on one thread.
 //!
+//! TURN servers (§5.1, §10): the runner passes the node's current `ice` to the transport with
+//! each new connection ([`NodeMachine`]'s `route`). When the node learns a new offer, the host
+//! names in it ([`Transport::learn_turn_offer`]) are looked up by a [`TurnResolver`] thread, never
+//! on the loop, and the answers come back through the host's command channel
+//! ([`RunnerInput::TurnResolved`]) to the transport, which uses a named server from then on.
+//!
 //! Identity: a fresh session key every run, and a note made out to it by the account's root key
 //! (weft's note format, [`weft_proto::minca::note`]), valid for [`NOTE_LIFETIME`]; the account
 //! key is fresh too unless [`load_or_make_key`] reads one from a file.
@@ -41,7 +47,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::future::Future;
 use std::io;
-use std::net::{SocketAddr, UdpSocket};
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs, UdpSocket};
 use std::path::Path;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -69,6 +75,7 @@ use super::node_ws::{
 };
 use super::relay_client::{Dial, SocketNames, client_config, close};
 use super::webrtc::transport::{Datagram, Transport};
+use super::webrtc::turn::MAX_TURN_NAMES;
 use super::webrtc::udp::{MAX_DATAGRAM_BYTES, MAX_DATAGRAMS_PER_PASS};
 use crate::host::{Commander, Host, Peer, commands};
 use crate::ws::{Frame, Refusal, Request, Ws, WsEffect, WsHooks, WsInput, WsMachine};
@@ -111,6 +118,14 @@ pub enum RunnerInput {
         node: usize,
         /// What it reported.
         event: NodeWsEvent,
+    },
+    /// What looking up a TURN server's host name found ([`RunnerApp::LookUpTurn`]): its
+    /// addresses, none when the lookup failed.
+    TurnResolved {
+        /// The host name.
+        name: String,
+        /// The addresses found.
+        addrs: Vec<IpAddr>,
     },
     /// A datagram arrived on the WebRTC socket.
     Datagram {
@@ -261,6 +276,8 @@ pub enum RunnerOutput {
     Abandon(ConnId),
     /// An event of the runner's own for the application.
     Event(NodeEvent),
+    /// Look these TURN host names up, off the loop.
+    LookUpTurn(Vec<String>),
 }
 
 /// What the machine hands the application hook: events, and datagrams to send.
@@ -277,6 +294,59 @@ pub enum RunnerApp {
         /// What it is told.
         input: ClientInput,
     },
+    /// TURN host names to look up off the loop (a [`TurnResolver`]), each answer coming back
+    /// as [`RunnerInput::TurnResolved`].
+    LookUpTurn(Vec<String>),
+}
+
+/// The most addresses kept of one TURN host name's lookup: the transport uses one, of its
+/// socket's family, so a few of each family are plenty.
+pub const MAX_TURN_ADDRS: usize = 8;
+
+/// Looks TURN servers' host names up on a thread of its own, so the node's loop never waits on
+/// DNS (the system's resolver, `getaddrinfo`, which also reads `/etc/hosts`). One name at a time:
+/// an offer names a handful of servers, at most [`MAX_TURN_NAMES`] names are asked at once, and
+/// as many wait; the thread ends when the resolver is dropped.
+#[derive(Debug)]
+pub struct TurnResolver {
+    jobs: std::sync::mpsc::SyncSender<String>,
+}
+
+impl TurnResolver {
+    /// Starts the thread; `answer` gets each name asked and the addresses found for it (at most
+    /// [`MAX_TURN_ADDRS`], none when the lookup failed), on that thread.
+    pub fn start(mut answer: impl FnMut(String, Vec<IpAddr>) + Send + 'static) -> io::Result<Self> {
+        let (jobs, names) = std::sync::mpsc::sync_channel::<String>(MAX_TURN_NAMES);
+        std::thread::Builder::new()
+            .name("weft-turn-dns".into())
+            .spawn(move || {
+                for name in names {
+                    let addrs = look_up(&name);
+                    answer(name, addrs);
+                }
+            })?;
+        Ok(Self { jobs })
+    }
+
+    /// Asks for `name`'s addresses; `false` when [`MAX_TURN_NAMES`] are waiting already (or the
+    /// thread is gone), and the name is not looked up.
+    pub fn ask(&self, name: String) -> bool {
+        self.jobs.try_send(name).is_ok()
+    }
+}
+
+/// `name`'s addresses, each once, at most [`MAX_TURN_ADDRS`]; none when the lookup fails.
+fn look_up(name: &str) -> Vec<IpAddr> {
+    let mut addrs: Vec<IpAddr> = Vec::new();
+    for a in (name, 0).to_socket_addrs().into_iter().flatten() {
+        if addrs.len() >= MAX_TURN_ADDRS {
+            break;
+        }
+        if !addrs.contains(&a.ip()) {
+            addrs.push(a.ip());
+        }
+    }
+    addrs
 }
 
 /// The node sockets (§5.2) under two names: the node's own, and (which client, the client's).
@@ -376,8 +446,13 @@ impl NodeMachine {
                 self.out.push_back(RunnerOutput::Transmit(d));
             }
             if !moved {
-                return;
+                break;
             }
+        }
+        // A new TURN offer (§3 `ice`): its host names are looked up again, off the loop.
+        let names = self.transport.learn_turn_offer(self.node.ice_servers());
+        if !names.is_empty() {
+            self.out.push_back(RunnerOutput::LookUpTurn(names));
         }
     }
 
@@ -585,6 +660,9 @@ impl Machine for NodeMachine {
                 }
             }
             RunnerInput::NodeSocket { node, event } => self.node_socket(now, node, event),
+            RunnerInput::TurnResolved { name, addrs } => {
+                self.transport.turn_name_resolved(&name, &addrs)
+            }
             RunnerInput::Datagram { from, bytes } => {
                 self.transport.handle_datagram(now, from, &bytes)
             }
@@ -665,6 +743,9 @@ impl WsMachine for NodeMachine {
             RunnerOutput::Abandon(conn) => return Some(close(conn)),
             RunnerOutput::Transmit(d) => return Some(WsEffect::Deliver(RunnerApp::Transmit(d))),
             RunnerOutput::Event(e) => return Some(WsEffect::Deliver(RunnerApp::Event(e))),
+            RunnerOutput::LookUpTurn(names) => {
+                return Some(WsEffect::Deliver(RunnerApp::LookUpTurn(names)));
+            }
             RunnerOutput::Node(out) => out,
         };
         if let Some(app) = self.client_input(&out) {
@@ -1013,9 +1094,25 @@ fn run(
         ));
         client_commanders.push(commander);
     }
+    let answers = reader.try_clone()?;
+    let resolver = TurnResolver::start(move |name, addrs| {
+        // A gone loop has nobody to tell.
+        let _ = answers.send(WsInput::App(RunnerInput::TurnResolved { name, addrs }));
+    })?;
+    let unasked = reader.try_clone()?;
     let udp = smol::Async::new(socket)?;
     let sender = udp.get_ref().try_clone()?;
     let deliver = move |app: RunnerApp| match app {
+        RunnerApp::LookUpTurn(names) => {
+            for name in names {
+                if !resolver.ask(name.clone()) {
+                    // Too many waiting: this name goes unanswered as a failed lookup, so the
+                    // transport counts it and skips it until the next offer.
+                    let addrs = Vec::new();
+                    let _ = unasked.send(WsInput::App(RunnerInput::TurnResolved { name, addrs }));
+                }
+            }
+        }
         // A datagram the kernel will not take now is lost, as UDP may lose it; str0m resends
         // what matters.
         RunnerApp::Transmit(d) => {
@@ -1149,11 +1246,18 @@ mod tests {
 
     /// A runner over a fresh node that joined `space`, its outputs drained.
     fn runner(space: &str) -> NodeMachine {
+        let mut m = runner_on(space, Vec::new());
+        while m.poll().is_some() {}
+        m
+    }
+
+    /// A runner over a fresh node on `relays` that joined `space`, its outputs not yet taken.
+    fn runner_on(space: &str, relays: Vec<RelayUrl>) -> NodeMachine {
         use weft_proto::core::rand_core::SeedableRng;
         let crypto = weft_proto::crypto::default_provider();
         let mut rng = ChaCha20Rng::seed_from_u64(7);
         let key = generate_p256(crypto, &mut rng);
-        let config = NodeConfig { relays: Vec::new() };
+        let config = NodeConfig { relays };
         let node = Node::new(key, config, crypto, rng).unwrap();
         let local: SocketAddr = "127.0.0.1:9".parse().unwrap();
         let transport = Transport::new(NOW, local, vec![local]);
@@ -1163,7 +1267,6 @@ mod tests {
             note: None,
         };
         m.handle(NOW, join);
-        while m.poll().is_some() {}
         m
     }
 
@@ -1251,6 +1354,173 @@ mod tests {
         m.handle(NOW, RunnerInput::Live(json!("again")));
         let (inputs, _) = effects(&mut m);
         assert_eq!(inputs, vec![(0, ConnId(1), LIVE.into())]);
+    }
+
+    /// The local description the transport made for `conn`, if any, taking its events.
+    fn description(m: &mut NodeMachine, conn: ConnId) -> Option<String> {
+        let mut sdp = None;
+        while let Some(e) = m.transport.poll_event() {
+            if let mesh::Input::LocalDescription { conn: c, sdp: s } = e
+                && c == conn
+            {
+                sdp = Some(s);
+            }
+        }
+        sdp
+    }
+
+    fn relay_candidates(sdp: &str) -> Vec<&str> {
+        sdp.lines()
+            .filter(|l| l.starts_with("a=candidate") && l.contains("typ relay"))
+            .collect()
+    }
+
+    #[test]
+    fn a_turn_offer_by_host_name_is_looked_up_off_the_loop_and_later_connections_use_it() {
+        use crate::minca::webrtc::transport::GATHERING_CAP;
+        use crate::minca::webrtc::transport::turn_tests::{FakeTurn, PASS, USER};
+        let relay = RelayUrl::parse("ws://127.0.0.1:8787").unwrap();
+        let mut m = runner_on("s", vec![relay]);
+        // The node dials its relay; the socket opens.
+        let mut dial = None;
+        while let Some(out) = m.poll() {
+            if let Some(WsEffect::Dial(d)) = m.effect(out) {
+                dial = Some(d);
+            }
+        }
+        let dial = dial.expect("the node dials its relay");
+        let opened = m
+            .dialled(ConnId(50), dial.clone())
+            .expect("the relay socket");
+        m.handle(NOW, opened);
+        while m.poll().is_some() {}
+
+        // The relay offers two TURN servers by name (§1.4, §3 `ice`).
+        let mut turn = FakeTurn::new(47_000);
+        let port = turn.addr.port();
+        let expires = NOW.as_millis() + 600_000;
+        let text = json!({"type": "ice", "payload": {"servers": [
+            {"urls": [format!("turn:turn.weft.test:{port}")], "username": USER, "credential": PASS},
+            {"urls": ["turn:gone.weft.test"], "username": USER, "credential": PASS},
+        ], "expiresAt": expires}});
+        let offer = RunnerInput::Node(node::Input::RelayText {
+            conn: dial.conn,
+            text: text.to_string(),
+        });
+        m.handle(NOW, offer);
+        let mut asked = Vec::new();
+        while let Some(out) = m.poll() {
+            if let Some(WsEffect::Deliver(RunnerApp::LookUpTurn(names))) = m.effect(out) {
+                asked.extend(names);
+            }
+        }
+        assert_eq!(asked, vec!["turn.weft.test", "gone.weft.test"]);
+        let ice = m.node().ice_servers().cloned();
+        assert!(ice.is_some());
+
+        // A connection made while the lookup is out has no relay candidate, and goes out at
+        // once (nothing to wait for).
+        let first = node::Output::CreateOffer {
+            conn: ConnId(1),
+            peer: "did:key:zPeerOne".into(),
+            ice: ice.clone(),
+        };
+        m.route(NOW, first);
+        let sdp = description(&mut m, ConnId(1)).expect("a description at once");
+        assert!(relay_candidates(&sdp).is_empty(), "{sdp}");
+        assert!(m.transport.poll_transmit().is_none());
+
+        // The answers arrive through the loop's commands; the failed name is counted.
+        let found = RunnerInput::TurnResolved {
+            name: "turn.weft.test".into(),
+            addrs: vec![[127, 0, 0, 1].into()],
+        };
+        m.handle(NOW, found);
+        let failed = RunnerInput::TurnResolved {
+            name: "gone.weft.test".into(),
+            addrs: Vec::new(),
+        };
+        m.handle(NOW, failed);
+        assert_eq!(m.transport().turn_names().counters().failed, 1);
+        // The same offer again is not looked up again.
+        m.handle(NOW, RunnerInput::Live(json!("tick")));
+        while let Some(out) = m.poll() {
+            assert!(!matches!(
+                m.effect(out),
+                Some(WsEffect::Deliver(RunnerApp::LookUpTurn(_)))
+            ));
+        }
+
+        // The next connection allocates on the named server, and its description carries the
+        // relayed address.
+        let second = node::Output::CreateOffer {
+            conn: ConnId(2),
+            peer: "did:key:zPeerTwo".into(),
+            ice,
+        };
+        let later = NOW.saturating_add(Duration::from_millis(10));
+        m.route(later, second);
+        let local: SocketAddr = "127.0.0.1:9".parse().unwrap();
+        let mut sdp = None;
+        let mut now = later;
+        for _ in 0..64 {
+            while let Some(d) = m.transport.poll_transmit() {
+                assert_eq!(d.to, turn.addr, "only the TURN server is spoken to");
+                turn.receive(now, local, d.to, &d.bytes);
+            }
+            while let Some((from, to, bytes)) = turn.out.pop_front() {
+                assert_eq!(to, local);
+                m.transport.handle_datagram(now, from, &bytes);
+            }
+            sdp = description(&mut m, ConnId(2));
+            if sdp.is_some() {
+                break;
+            }
+            // The TURN client's timers (its retry with the server's nonce) run in virtual time.
+            if let Some(w) = m.transport.poll_timeout() {
+                now = now.max(w.at);
+                m.transport.handle_timeout(now);
+            }
+        }
+        // Within the gathering cap (§5.1): the relayed address made it in.
+        assert!(now < later.saturating_add(GATHERING_CAP), "{now:?}");
+        let sdp = sdp.expect("a description once the allocation answered");
+        let (server, relayed) = m.transport().relayed_addresses().next().unwrap();
+        assert_eq!(server, turn.addr);
+        let relay = relay_candidates(&sdp);
+        assert_eq!(relay.len(), 1, "{sdp}");
+        let at = format!("{} {} typ relay", relayed.ip(), relayed.port());
+        assert!(relay[0].contains(&at), "{sdp}");
+    }
+
+    #[test]
+    fn the_turn_resolver_answers_off_the_loop_and_refuses_names_past_its_bound() {
+        use std::sync::mpsc;
+        let (answers, heard) = mpsc::channel();
+        let (entered, inside) = mpsc::channel();
+        let (gate, wait) = mpsc::channel::<()>();
+        let resolver = TurnResolver::start(move |name, addrs| {
+            let _ = entered.send(());
+            // The first answer waits for the test, so the queue behind it fills.
+            let _ = wait.recv();
+            let _ = answers.send((name, addrs));
+        })
+        .unwrap();
+        assert!(resolver.ask("localhost".into()));
+        inside.recv_timeout(Duration::from_secs(10)).unwrap();
+        for _ in 0..MAX_TURN_NAMES {
+            assert!(resolver.ask("localhost".into()));
+        }
+        assert!(!resolver.ask("localhost".into()), "past the bound");
+        for _ in 0..=MAX_TURN_NAMES {
+            gate.send(()).unwrap();
+        }
+        for _ in 0..=MAX_TURN_NAMES {
+            let (name, addrs) = heard.recv_timeout(Duration::from_secs(10)).unwrap();
+            assert_eq!(name, "localhost");
+            assert!(addrs.iter().all(|a| a.is_loopback()) && !addrs.is_empty());
+            assert!(addrs.len() <= MAX_TURN_ADDRS);
+        }
     }
 
     #[test]

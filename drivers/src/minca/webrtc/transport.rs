@@ -13,7 +13,9 @@
 //!   out with what it has.
 //! - The TURN servers are taken for each new connection, from the caller at that moment
 //!   ([`Transport::handle_mesh_output_with_ice`]), and only while their offer's `expiresAt` is in
-//!   the future (§10). [`IceTransportPolicy::Relay`] leaves the host candidates out, as browsers'
+//!   the future (§10). A server named by host name is used once the caller has looked the name
+//!   up off its loop ([`Transport::learn_turn_offer`], [`Transport::turn_name_resolved`]);
+//!   the transport itself resolves nothing. [`IceTransportPolicy::Relay`] leaves the host candidates out, as browsers'
 //!   `iceTransportPolicy: "relay"` does.
 //! - A connection is open when its channel opens (`Opened`, with the channel-binding
 //!   fingerprints of the local and remote descriptions), and gone when the channel closes, DTLS or
@@ -28,7 +30,7 @@
 //! taken when the transport is made, so the transport never reads a clock after that.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::string::String;
 use std::time::{Duration, Instant};
 use std::vec::Vec;
@@ -45,7 +47,7 @@ use weft_proto::minca::relay_wire::IceServers;
 pub use crate::host::STALL_STEP;
 
 use super::fingerprint::channel_binding;
-use super::turn::{Allocation, AllocationState, Received, usable_servers};
+use super::turn::{Allocation, AllocationState, Received, TurnNames, usable_servers};
 
 /// The label of the one data channel the offerer creates (§5.1).
 pub const DATA_CHANNEL_LABEL: &str = "data";
@@ -287,6 +289,8 @@ pub struct Transport {
     gathering: BTreeMap<ConnId, Gathering>,
     /// The TURN allocations, by server address.
     allocations: BTreeMap<SocketAddr, Allocation>,
+    /// The TURN host names of the current offer and their addresses.
+    names: TurnNames,
     by_peer: BTreeMap<String, ConnId>,
     /// Where the last bounded timeout pass stopped, so the next starts after it.
     cursor: Option<ConnId>,
@@ -308,6 +312,7 @@ impl Transport {
             conns: BTreeMap::new(),
             gathering: BTreeMap::new(),
             allocations: BTreeMap::new(),
+            names: TurnNames::new(local.is_ipv4()),
             by_peer: BTreeMap::new(),
             cursor: None,
             shared: Shared {
@@ -327,6 +332,24 @@ impl Transport {
         self.allocations
             .iter()
             .filter_map(|(server, a)| Some((*server, a.relayed()?)))
+    }
+
+    /// The TURN servers the caller holds are `ice` now: the host names to look up, off the
+    /// caller's loop, when this is a new offer ([`TurnNames::offer`]); each answer goes to
+    /// [`Transport::turn_name_resolved`].
+    pub fn learn_turn_offer(&mut self, ice: Option<&IceServers>) -> Vec<String> {
+        self.names.offer(ice)
+    }
+
+    /// What looking up TURN host `name` found: `addrs`, empty when nothing was found
+    /// ([`TurnNames::answer`]). Connections made from now on may use the server.
+    pub fn turn_name_resolved(&mut self, name: &str, addrs: &[IpAddr]) {
+        self.names.answer(name, addrs);
+    }
+
+    /// The TURN host names and what was found for them.
+    pub fn turn_names(&self) -> &TurnNames {
+        &self.names
     }
 
     /// The counters.
@@ -556,7 +579,7 @@ impl Transport {
             return;
         }
         let mut servers = Vec::new();
-        for server in usable_servers(ice, now) {
+        for server in usable_servers(ice, &self.names, now) {
             let addr = server.addr;
             match self.allocations.get(&addr).map(Allocation::state) {
                 // Its release is still on the server's 5-tuple, which is ours too: a new
@@ -1011,7 +1034,7 @@ impl Connection {
 
 #[cfg(test)]
 #[path = "transport_turn_tests.rs"]
-mod turn_tests;
+pub(crate) mod turn_tests;
 
 #[cfg(test)]
 mod tests {

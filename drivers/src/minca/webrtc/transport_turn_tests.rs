@@ -12,8 +12,8 @@ use turn_server_proto::types::TransportType;
 use weft_proto::minca::mesh::frame::MAX_FRAME_BYTES;
 use weft_proto::minca::relay_wire::IceServer;
 
-const USER: &str = "1790000600:abcdefghijkl";
-const PASS: &str = "c2VjcmV0LXBhc3N3b3JkLWZvci10ZXN0cw==";
+pub(crate) const USER: &str = "1790000600:abcdefghijkl";
+pub(crate) const PASS: &str = "c2VjcmV0LXBhc3N3b3JkLWZvci10ZXN0cw==";
 /// The most virtual milliseconds a test runs for.
 const RUN_LIMIT_MS: u64 = 60_000;
 /// The STUN method of a Refresh (RFC 8656 §7.2), as the first two bytes of a request.
@@ -38,19 +38,19 @@ fn offer(port: u16, expires_at: u64) -> IceServers {
 }
 
 /// An in-memory TURN server, relaying on loopback ports of its own.
-struct FakeTurn {
+pub(crate) struct FakeTurn {
     server: Server,
-    addr: SocketAddr,
+    pub(crate) addr: SocketAddr,
     relayed: Vec<SocketAddr>,
     next_port: u16,
     /// Datagrams it sends: (from, to, bytes).
-    out: VecDeque<(SocketAddr, SocketAddr, Vec<u8>)>,
+    pub(crate) out: VecDeque<(SocketAddr, SocketAddr, Vec<u8>)>,
     /// It drops everything: a server that never answers.
     silent: bool,
 }
 
 impl FakeTurn {
-    fn new(port: u16) -> Self {
+    pub(crate) fn new(port: u16) -> Self {
         let a = addr(port);
         let mut server = Server::new(TransportType::Udp, a, "weft.test".into());
         server.add_user(USER.into(), PASS.into());
@@ -68,7 +68,13 @@ impl FakeTurn {
         to == self.addr || self.relayed.contains(&to)
     }
 
-    fn receive(&mut self, now: Timestamp, from: SocketAddr, to: SocketAddr, bytes: &[u8]) {
+    pub(crate) fn receive(
+        &mut self,
+        now: Timestamp,
+        from: SocketAddr,
+        to: SocketAddr,
+        bytes: &[u8],
+    ) {
         if self.silent {
             return;
         }

@@ -9,8 +9,16 @@
 //! server in Send and Data indications.
 //!
 //! Which servers a connection may use is decided here once ([`usable_servers`]): only those of an
-//! offer whose `expiresAt` is in the future (§10), only `turn:` URLs for UDP on an IP address
-//! (the transport moves datagrams and resolves no names), at most [`MAX_TURN_ALLOCATIONS`].
+//! offer whose `expiresAt` is in the future (§10), only `turn:` URLs for UDP ([`udp_target`];
+//! `turns:`, TURN over TLS, is not supported: the transport moves plain datagrams on one UDP
+//! socket), at most [`MAX_TURN_ALLOCATIONS`].
+//!
+//! Real deployments offer their TURN servers by host name (`turn:turn.example.com:3478`, §1.4,
+//! §3 `ice`). The transport resolves no names, and nothing here waits on DNS: [`TurnNames`] keeps
+//! the names of the current offer and the addresses found for them, which the caller looks up off
+//! its loop and hands in as answers. A URL naming a host is used once its address is known, and
+//! never before: a connection made while the lookup is out has no relay candidate from that
+//! server (the gathering cap of §5.1 still holds).
 //!
 //! An allocation is made on the transport's one socket, and a TURN server knows an allocation by
 //! its 5-tuple, so there is at most one allocation per server per transport, shared by every
@@ -18,7 +26,7 @@
 //! connection using it is gone, and also when its credentials expire: §10 allows a server's use
 //! only while its offer is current.
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::net::{IpAddr, SocketAddr};
 use std::string::String;
 use std::time::Duration;
@@ -77,10 +85,35 @@ pub struct TurnServer {
     pub expires_at: Timestamp,
 }
 
-/// The UDP address a TURN URL names, if this transport can use it: `turn:<ip>[:<port>]`, with
-/// no `?transport=` other than `udp`. `turns:` (TLS) and host names are not for it: it moves
-/// plain datagrams on one socket and resolves no names.
-pub fn udp_server(url: &str) -> Option<SocketAddr> {
+/// The most TURN host names [`TurnNames`] holds, and so looks up at once: four for each server
+/// one relay's offer may carry ([`MAX_ICE_SERVERS`]), room for a few names per server or the
+/// union of several relays' offers. Names past it are not looked up, and counted
+/// ([`NameCounters::over_bound`]).
+pub const MAX_TURN_NAMES: usize = 4 * MAX_ICE_SERVERS;
+
+/// The longest host name looked up (RFC 1035 §2.3.4: 255 octets on the wire, 253 as text).
+pub const MAX_TURN_NAME_CHARS: usize = 253;
+
+/// Where a usable `turn:` URL points: an address, or a host name to look up first.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TurnTarget {
+    /// `turn:<ip>[:<port>]`.
+    Addr(SocketAddr),
+    /// `turn:<name>[:<port>]`, the name in lower case.
+    Name {
+        /// The host name.
+        name: String,
+        /// The port.
+        port: u16,
+    },
+}
+
+/// Where a TURN URL points, if this transport can use it: `turn:<host>[:<port>]` with no
+/// `?transport=` other than `udp`, the host an IP address or a DNS host name (letters, digits,
+/// `-` and `.`, at most [`MAX_TURN_NAME_CHARS`]). `turns:` (TURN over TLS or DTLS) is not
+/// supported: the transport moves plain datagrams on its one UDP socket. This is the one rule
+/// for which URLs are used.
+pub fn udp_target(url: &str) -> Option<TurnTarget> {
     let rest = url.strip_prefix("turn:")?;
     let (hostport, query) = match rest.split_once('?') {
         Some((h, q)) => (h, Some(q)),
@@ -90,15 +123,179 @@ pub fn udp_server(url: &str) -> Option<SocketAddr> {
         return None;
     }
     if let Ok(addr) = hostport.parse::<SocketAddr>() {
-        return Some(addr);
+        return Some(TurnTarget::Addr(addr));
     }
-    let ip = hostport
-        .strip_prefix('[')
-        .and_then(|h| h.strip_suffix(']'))
-        .unwrap_or(hostport);
-    ip.parse::<IpAddr>()
-        .ok()
-        .map(|ip| SocketAddr::new(ip, TURN_DEFAULT_PORT))
+    if let Ok(ip) = hostport.parse::<IpAddr>() {
+        return Some(TurnTarget::Addr(SocketAddr::new(ip, TURN_DEFAULT_PORT)));
+    }
+    if let Some(ip) = hostport.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+        return ip
+            .parse::<IpAddr>()
+            .ok()
+            .map(|ip| TurnTarget::Addr(SocketAddr::new(ip, TURN_DEFAULT_PORT)));
+    }
+    let (host, port) = match hostport.rsplit_once(':') {
+        Some((h, p)) => (h, p.parse::<u16>().ok()?),
+        None => (hostport, TURN_DEFAULT_PORT),
+    };
+    if let Ok(ip) = host.parse::<IpAddr>() {
+        return Some(TurnTarget::Addr(SocketAddr::new(ip, port)));
+    }
+    is_host_name(host).then(|| TurnTarget::Name {
+        name: host.trim_end_matches('.').to_ascii_lowercase(),
+        port,
+    })
+}
+
+/// A DNS host name (RFC 1123 §2.1 letters, digits and hyphens in dot-separated labels of at
+/// most 63), so nothing else (a user part, a path, spaces) reaches the resolver.
+fn is_host_name(host: &str) -> bool {
+    let host = host.strip_suffix('.').unwrap_or(host);
+    !host.is_empty()
+        && host.len() <= MAX_TURN_NAME_CHARS
+        && host.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        })
+}
+
+/// What [`TurnNames`] counted.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct NameCounters {
+    /// Lookups that found no address: the name is skipped until the next offer.
+    pub failed: u64,
+    /// Names of an offer past [`MAX_TURN_NAMES`]: not looked up, so not used.
+    pub over_bound: u64,
+    /// Answers for a name nobody asked about (no longer in the offer, or answered already).
+    pub stale_answers: u64,
+}
+
+/// One name's lookup.
+#[derive(Clone, Debug)]
+struct NameEntry {
+    /// The address last found; kept while a new lookup is out, since a server rarely moves.
+    addr: Option<IpAddr>,
+    /// A lookup is out.
+    asked: bool,
+}
+
+/// The TURN host names of the current offer and the addresses found for them; see the
+/// [module docs](self). Sans-IO: [`TurnNames::offer`] says which names to look up, and
+/// [`TurnNames::answer`] takes what a lookup found.
+#[derive(Clone, Debug)]
+pub struct TurnNames {
+    /// Answers of this family are preferred: the transport's socket's (an IPv4 socket cannot
+    /// reach an IPv6 server).
+    prefer_ipv4: bool,
+    /// The offer the names are of.
+    offer: Option<IceServers>,
+    names: BTreeMap<String, NameEntry>,
+    counters: NameCounters,
+}
+
+impl TurnNames {
+    /// No names yet; answers of the IPv4 family are preferred when `prefer_ipv4`, else IPv6.
+    pub fn new(prefer_ipv4: bool) -> Self {
+        Self {
+            prefer_ipv4,
+            offer: None,
+            names: BTreeMap::new(),
+            counters: NameCounters::default(),
+        }
+    }
+
+    /// The TURN servers are `ice` now. When that is a new offer, its host names (at most
+    /// [`MAX_TURN_NAMES`], in the offer's order) are to be looked up again, and are returned;
+    /// names no longer offered are forgotten, and an address already found is kept until the
+    /// new answer. The same offer again asks nothing.
+    pub fn offer(&mut self, ice: Option<&IceServers>) -> Vec<String> {
+        if self.offer.as_ref() == ice {
+            return Vec::new();
+        }
+        self.offer = ice.cloned();
+        let mut wanted: Vec<String> = Vec::new();
+        let urls = ice
+            .into_iter()
+            .flat_map(|ice| ice.servers.iter())
+            .flat_map(|s| s.urls.iter());
+        for url in urls {
+            let Some(TurnTarget::Name { name, .. }) = udp_target(url) else {
+                continue;
+            };
+            if wanted.contains(&name) {
+                continue;
+            }
+            if wanted.len() >= MAX_TURN_NAMES {
+                self.counters.over_bound += 1;
+                continue;
+            }
+            wanted.push(name);
+        }
+        self.names.retain(|name, _| wanted.contains(name));
+        for name in &wanted {
+            self.names
+                .entry(name.clone())
+                .or_insert(NameEntry {
+                    addr: None,
+                    asked: true,
+                })
+                .asked = true;
+        }
+        wanted
+    }
+
+    /// What the lookup of `name` found: `addrs`, empty when it failed (counted; the name is
+    /// skipped until the next offer). The first address of the preferred family is used, else
+    /// the first.
+    pub fn answer(&mut self, name: &str, addrs: &[IpAddr]) {
+        let Some(entry) = self.names.get_mut(name).filter(|e| e.asked) else {
+            self.counters.stale_answers += 1;
+            return;
+        };
+        entry.asked = false;
+        entry.addr = addrs
+            .iter()
+            .find(|a| a.is_ipv4() == self.prefer_ipv4)
+            .or(addrs.first())
+            .copied();
+        if entry.addr.is_none() {
+            self.counters.failed += 1;
+        }
+    }
+
+    /// The address found for `name`, if any.
+    pub fn address(&self, name: &str) -> Option<IpAddr> {
+        self.names.get(name)?.addr
+    }
+
+    /// How many names are held.
+    pub fn len(&self) -> usize {
+        self.names.len()
+    }
+
+    /// Whether no name is held.
+    pub fn is_empty(&self) -> bool {
+        self.names.is_empty()
+    }
+
+    /// What it counted.
+    pub fn counters(&self) -> &NameCounters {
+        &self.counters
+    }
+
+    /// The address `url` points at now: its IP, or its name's address once found.
+    fn resolve(&self, url: &str) -> Option<SocketAddr> {
+        match udp_target(url)? {
+            TurnTarget::Addr(addr) => Some(addr),
+            TurnTarget::Name { name, port } => Some(SocketAddr::new(self.address(&name)?, port)),
+        }
+    }
 }
 
 /// The last instant (exclusive) an offer expiring at `expires_at` is used: [`TURN_EXPIRY_MARGIN`]
@@ -109,16 +306,20 @@ fn usable_until(expires_at: Timestamp) -> Timestamp {
 
 /// The TURN servers a new connection may use at `now` (§5.1: asked for each new connection;
 /// §10: only while `expiresAt` is in the future, here [`TURN_EXPIRY_MARGIN`] before it): for each
-/// offered server its first usable URL ([`udp_server`]), each address once, at most
-/// [`MAX_TURN_ALLOCATIONS`].
-pub fn usable_servers(ice: Option<&IceServers>, now: Timestamp) -> Vec<TurnServer> {
+/// offered server its first URL whose address is known ([`udp_target`]: an IP, or a host name
+/// `names` has an address for), each address once, at most [`MAX_TURN_ALLOCATIONS`].
+pub fn usable_servers(
+    ice: Option<&IceServers>,
+    names: &TurnNames,
+    now: Timestamp,
+) -> Vec<TurnServer> {
     let mut out: Vec<TurnServer> = Vec::new();
     let Some(ice) = ice.filter(|ice| ice.is_current(now) && now < usable_until(ice.expires_at))
     else {
         return out;
     };
     for server in &ice.servers {
-        let Some(addr) = server.urls.iter().find_map(|u| udp_server(u)) else {
+        let Some(addr) = server.urls.iter().find_map(|u| names.resolve(u)) else {
             continue;
         };
         if out.len() >= MAX_TURN_ALLOCATIONS {
@@ -468,28 +669,68 @@ mod tests {
         }
     }
 
+    fn addr_of(url: &str) -> Option<SocketAddr> {
+        match udp_target(url)? {
+            TurnTarget::Addr(a) => Some(a),
+            TurnTarget::Name { .. } => None,
+        }
+    }
+
+    fn name(name: &str, port: u16) -> Option<TurnTarget> {
+        Some(TurnTarget::Name {
+            name: name.into(),
+            port,
+        })
+    }
+
     #[test]
-    fn only_udp_turn_urls_on_an_ip_address_are_used() {
+    fn only_udp_turn_urls_on_an_ip_address_or_a_host_name_are_used() {
         assert_eq!(
-            udp_server("turn:127.0.0.1:3479"),
+            addr_of("turn:127.0.0.1:3479"),
             Some(([127, 0, 0, 1], 3479).into())
         );
         assert_eq!(
-            udp_server("turn:10.0.0.1"),
+            addr_of("turn:10.0.0.1"),
             Some(([10, 0, 0, 1], TURN_DEFAULT_PORT).into())
         );
         assert_eq!(
-            udp_server("turn:10.0.0.1:9?transport=udp"),
+            addr_of("turn:10.0.0.1:9?transport=udp"),
             Some(([10, 0, 0, 1], 9).into())
         );
         assert_eq!(
-            udp_server("turn:[::1]:5000"),
+            addr_of("turn:[::1]:5000"),
             Some("[::1]:5000".parse().unwrap())
         );
-        assert_eq!(udp_server("turn:10.0.0.1:9?transport=tcp"), None);
-        assert_eq!(udp_server("turns:10.0.0.1:5349"), None);
-        assert_eq!(udp_server("turn:turn.example.com:3478"), None);
-        assert_eq!(udp_server("stun:10.0.0.1"), None);
+        assert_eq!(
+            addr_of("turn:[::1]"),
+            Some(SocketAddr::new("::1".parse().unwrap(), TURN_DEFAULT_PORT))
+        );
+        assert_eq!(
+            udp_target("turn:Turn.Example.com:3478"),
+            name("turn.example.com", 3478)
+        );
+        assert_eq!(
+            udp_target("turn:localhost"),
+            name("localhost", TURN_DEFAULT_PORT)
+        );
+        assert_eq!(
+            udp_target("turn:turn.example.com.:9?transport=UDP"),
+            name("turn.example.com", 9)
+        );
+        // TLS, TCP, other schemes and what is no host name are never used.
+        assert_eq!(udp_target("turn:10.0.0.1:9?transport=tcp"), None);
+        assert_eq!(udp_target("turn:turn.example.com?transport=tcp"), None);
+        assert_eq!(udp_target("turns:10.0.0.1:5349"), None);
+        assert_eq!(udp_target("turns:turn.example.com:5349"), None);
+        assert_eq!(udp_target("stun:10.0.0.1"), None);
+        assert_eq!(udp_target("turn:user@turn.example.com"), None);
+        assert_eq!(udp_target("turn:turn.example.com:port"), None);
+        assert_eq!(udp_target("turn:turn.example.com:70000"), None);
+        assert_eq!(udp_target("turn:-bad.example.com"), None);
+        assert_eq!(udp_target("turn:a..b"), None);
+        assert_eq!(udp_target("turn:"), None);
+        let long = format!("turn:{}.com", ["a"; 130].join("."));
+        assert_eq!(udp_target(&long), None);
     }
 
     #[test]
@@ -498,17 +739,24 @@ mod tests {
         let end = T0 + margin + 1_000;
         let offer = ice(&["turn:127.0.0.1:3478"], end);
         let now = Timestamp::from_millis(T0);
-        let usable = usable_servers(Some(&offer), now);
+        let usable = usable_servers(Some(&offer), &TurnNames::new(true), now);
         assert_eq!(usable.len(), 1);
         assert_eq!(usable[0].addr, SocketAddr::from(([127, 0, 0, 1], 3478)));
         assert_eq!(usable[0].expires_at, offer.expires_at);
-        let at = |ms: u64| usable_servers(Some(&offer), Timestamp::from_millis(ms)).len();
+        let at = |ms: u64| {
+            usable_servers(
+                Some(&offer),
+                &TurnNames::new(true),
+                Timestamp::from_millis(ms),
+            )
+            .len()
+        };
         assert_eq!(at(end - margin - 1), 1);
         // Never from `expiresAt - margin` on, so never at or past `expiresAt` (§10).
         assert_eq!(at(end - margin), 0);
         assert_eq!(at(end), 0);
         assert_eq!(at(end + 1), 0);
-        assert!(usable_servers(None, now).is_empty());
+        assert!(usable_servers(None, &TurnNames::new(true), now).is_empty());
     }
 
     #[test]
@@ -523,7 +771,11 @@ mod tests {
                 credential: "c".into(),
             });
         }
-        let usable = usable_servers(Some(&offer), Timestamp::from_millis(T0));
+        let usable = usable_servers(
+            Some(&offer),
+            &TurnNames::new(true),
+            Timestamp::from_millis(T0),
+        );
         assert_eq!(usable.len(), MAX_TURN_ALLOCATIONS);
         assert_eq!(
             usable[0].addr,
@@ -531,6 +783,142 @@ mod tests {
         );
         let addrs: BTreeSet<SocketAddr> = usable.iter().map(|s| s.addr).collect();
         assert_eq!(addrs.len(), usable.len());
+    }
+
+    fn server(urls: &[&str]) -> IceServer {
+        IceServer {
+            urls: urls.iter().map(|u| u.to_string()).collect(),
+            username: "u".into(),
+            credential: "c".into(),
+        }
+    }
+
+    #[test]
+    fn a_named_server_is_used_once_its_address_is_known_and_never_before() {
+        let end = T0 + 600_000;
+        let offer = ice(&["turn:turn.weft.test:3479"], end);
+        let mut names = TurnNames::new(true);
+        let at = |names: &TurnNames, ms: u64| {
+            usable_servers(Some(&offer), names, Timestamp::from_millis(ms))
+                .iter()
+                .map(|s| s.addr)
+                .collect::<Vec<_>>()
+        };
+        // Not before the offer is seen, nor while its lookup is out.
+        assert!(at(&names, T0).is_empty());
+        assert_eq!(
+            names.offer(Some(&offer)),
+            vec!["turn.weft.test".to_string()]
+        );
+        assert!(at(&names, T0 + 10).is_empty());
+        // The same offer again asks nothing.
+        assert!(names.offer(Some(&offer)).is_empty());
+        // An answer of both families: this socket's (IPv4) is taken.
+        let v6: IpAddr = "2001:db8::7".parse().unwrap();
+        names.answer("turn.weft.test", &[v6, [192, 0, 2, 7].into()]);
+        let known = SocketAddr::from(([192, 0, 2, 7], 3479));
+        assert_eq!(at(&names, T0 + 20), vec![known]);
+        assert_eq!(names.counters(), &NameCounters::default());
+        // Still only while the offer is current (§10).
+        let margin = TURN_EXPIRY_MARGIN.as_millis() as u64;
+        assert!(at(&names, end - margin).is_empty());
+        // A new offer looks the name up again; the address found stays in use meanwhile, and
+        // the new answer replaces it.
+        let renewed = ice(&["turn:turn.weft.test:3479"], end + 600_000);
+        assert_eq!(
+            names.offer(Some(&renewed)),
+            vec!["turn.weft.test".to_string()]
+        );
+        let use_renewed = |names: &TurnNames| {
+            usable_servers(Some(&renewed), names, Timestamp::from_millis(T0 + 30))
+                .iter()
+                .map(|s| s.addr)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(use_renewed(&names), vec![known]);
+        names.answer("turn.weft.test", &[[192, 0, 2, 8].into()]);
+        assert_eq!(
+            use_renewed(&names),
+            vec![SocketAddr::from(([192, 0, 2, 8], 3479))]
+        );
+        // An IPv6 socket prefers the IPv6 answer.
+        let mut six = TurnNames::new(false);
+        six.offer(Some(&offer));
+        six.answer("turn.weft.test", &[[192, 0, 2, 7].into(), v6]);
+        assert_eq!(six.address("turn.weft.test"), Some(v6));
+    }
+
+    #[test]
+    fn a_name_whose_lookup_fails_is_skipped_and_counted() {
+        let mut offer = ice(&["turn:gone.weft.test", "turn:10.0.0.9"], T0 + 600_000);
+        offer.servers.push(server(&["turn:fails.weft.test:4000"]));
+        offer.servers.push(server(&["turn:works.weft.test:4001"]));
+        let mut names = TurnNames::new(true);
+        assert_eq!(
+            names.offer(Some(&offer)),
+            vec!["gone.weft.test", "fails.weft.test", "works.weft.test"]
+        );
+        names.answer("fails.weft.test", &[]);
+        names.answer("works.weft.test", &[[10, 0, 0, 2].into()]);
+        let usable: Vec<SocketAddr> =
+            usable_servers(Some(&offer), &names, Timestamp::from_millis(T0))
+                .iter()
+                .map(|s| s.addr)
+                .collect();
+        // The first server's name is unanswered: its IP URL is used instead. The failed name is
+        // skipped; the one found is used.
+        assert_eq!(
+            usable,
+            vec![
+                SocketAddr::from(([10, 0, 0, 9], TURN_DEFAULT_PORT)),
+                SocketAddr::from(([10, 0, 0, 2], 4001)),
+            ]
+        );
+        assert_eq!(names.counters().failed, 1);
+        assert_eq!(names.address("fails.weft.test"), None);
+        // An answer nobody waits for (answered already, or never asked) changes nothing.
+        names.answer("works.weft.test", &[[10, 0, 0, 3].into()]);
+        names.answer("never.weft.test", &[[10, 0, 0, 4].into()]);
+        assert_eq!(names.counters().stale_answers, 2);
+        assert_eq!(names.address("works.weft.test"), Some([10, 0, 0, 2].into()));
+        assert_eq!(names.address("never.weft.test"), None);
+    }
+
+    #[test]
+    fn the_names_held_are_bounded_and_names_no_longer_offered_are_forgotten() {
+        let mut offer = ice(&["turn:10.0.0.1"], T0 + 600_000);
+        offer.servers.clear();
+        for s in 0..MAX_ICE_SERVERS {
+            let urls: Vec<String> = (0..MAX_TURN_NAMES)
+                .map(|i| format!("turn:s{s}-n{i}.weft.test"))
+                .collect();
+            let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+            offer.servers.push(server(&urls));
+        }
+        let mut names = TurnNames::new(true);
+        let asked = names.offer(Some(&offer));
+        assert_eq!(asked.len(), MAX_TURN_NAMES);
+        assert_eq!(names.len(), MAX_TURN_NAMES);
+        let offered = MAX_ICE_SERVERS * MAX_TURN_NAMES;
+        assert_eq!(
+            names.counters().over_bound,
+            (offered - MAX_TURN_NAMES) as u64
+        );
+        // A name past the bound was never asked: its answer is not kept.
+        let past = format!("s{}-n0.weft.test", MAX_ICE_SERVERS - 1);
+        assert!(!asked.contains(&past));
+        names.answer(&past, &[[10, 0, 0, 1].into()]);
+        assert_eq!(names.address(&past), None);
+        assert_eq!(names.len(), MAX_TURN_NAMES);
+        // A new offer without those names forgets them; no offer forgets all.
+        let other = ice(&["turn:other.weft.test"], T0 + 700_000);
+        assert_eq!(
+            names.offer(Some(&other)),
+            vec!["other.weft.test".to_string()]
+        );
+        assert_eq!(names.len(), 1);
+        assert!(names.offer(None).is_empty());
+        assert!(names.is_empty());
     }
 
     #[test]
