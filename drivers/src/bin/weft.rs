@@ -765,10 +765,6 @@ fn node(args: NodeArgs) -> ExitCode {
 /// Clients a realm gets when `--clients` is not given.
 const CLIENTS_PER_REALM: usize = 4;
 
-/// The event budget per message of a run, past the scenario's default: a run that takes more is
-/// livelocked. 100 000 messages take about 7.5 events each.
-const EVENTS_PER_MESSAGE: u64 = 50;
-
 fn sim_airc_realms(args: &AircRealmsArgs) -> ExitCode {
     use weft_sim::airc::{Scenario, run};
     let clients = args
@@ -779,21 +775,14 @@ fn sim_airc_realms(args: &AircRealmsArgs) -> ExitCode {
         return ExitCode::from(2);
     }
     sim_seeds("airc-realms", &args.seeds, |seed, trace| {
-        let base = Scenario::new(seed);
         let scenario = Scenario {
             realms: args.realms,
             clients,
             messages: args.messages,
             duration: std::time::Duration::from_secs(args.duration),
-            // A bound for a livelock, not for a large honest run: each message takes a few
-            // dozen events (frames each way, acks, persists, retries).
-            max_events: base.max_events.max(
-                u64::try_from(args.messages)
-                    .unwrap_or(u64::MAX)
-                    .saturating_mul(EVENTS_PER_MESSAGE),
-            ),
-            ..base
-        };
+            ..Scenario::new(seed)
+        }
+        .with_event_budget();
         // The trace lives longer than this run's scenario: reborrow it for the run alone.
         let trace = trace.map(|t| -> &mut dyn std::io::Write { t });
         run(&scenario, trace)

@@ -113,7 +113,22 @@ impl Default for Faults {
     }
 }
 
+/// Events a message may cost before a run counts as a livelock: a bound for a spinning run, not
+/// for a large honest one (100 000 messages take about 7.5 events each: frames each way, acks,
+/// persists, retries).
+pub const EVENTS_PER_MESSAGE: u64 = 50;
+
 impl Scenario {
+    /// This scenario with [`Scenario::max_events`] raised to what its messages may honestly take
+    /// ([`EVENTS_PER_MESSAGE`]), so a large run is not stopped by the default bound.
+    pub fn with_event_budget(self) -> Self {
+        let budget = (self.messages as u64).saturating_mul(EVENTS_PER_MESSAGE);
+        Self {
+            max_events: self.max_events.max(budget),
+            ..self
+        }
+    }
+
     /// The default shape for `seed`: 3 realms, 12 clients, 200 messages over 5 minutes.
     pub fn new(seed: u64) -> Self {
         Self {
