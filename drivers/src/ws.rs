@@ -334,6 +334,13 @@ struct Pipe {
     outbound: Vec<u8>,
 }
 
+impl Pipe {
+    /// Bytes waiting in it, either way.
+    fn held(&self) -> usize {
+        self.inbound.len() + self.outbound.len()
+    }
+}
+
 impl Read for Pipe {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         if self.inbound.is_empty() {
@@ -365,6 +372,16 @@ impl Stream {
         match self {
             Self::Plain(p) => p,
             Self::Tls(t) => &mut t.sock,
+        }
+    }
+}
+
+impl Stream {
+    /// Bytes waiting in its pipe (what rustls holds is rustls's).
+    fn held(&self) -> usize {
+        match self {
+            Self::Plain(p) => p.held(),
+            Self::Tls(t) => t.sock.held(),
         }
     }
 }
@@ -409,6 +426,20 @@ enum State<T> {
     Closing(Box<WebSocket<Stream>>),
     /// Answered, refused or failed: waiting for the transport to report the close.
     Done,
+}
+
+impl<T> State<T> {
+    /// Bytes the layer holds for the connection outside tungstenite's own bounded buffers.
+    fn held(&self) -> usize {
+        match self {
+            Self::Head { head, .. } => head.len(),
+            Self::Dialling {
+                handshake: Some(h), ..
+            } => h.get_ref().get_ref().held(),
+            Self::Open(ws) | Self::Closing(ws) => ws.get_ref().held(),
+            Self::Dialling { .. } | Self::Done => 0,
+        }
+    }
 }
 
 struct Conn<T> {
@@ -625,6 +656,18 @@ impl<M: WsMachine> Ws<M> {
     /// What the layer counted.
     pub fn stats(&self) -> WsStats {
         self.stats
+    }
+
+    /// The most bytes the layer holds for any one connection outside tungstenite's own buffers
+    /// (which its message and frame limits bound): a request head still arriving, or bytes
+    /// between the transport and a socket. After every call it is at most [`MAX_HEAD_BYTES`]:
+    /// a socket's bytes are read or sent before the call returns.
+    pub fn largest_buffer(&self) -> usize {
+        self.conns
+            .values()
+            .map(|c| c.state.held())
+            .max()
+            .unwrap_or(0)
     }
 
     fn set_deadline(&mut self, conn: ConnId, at: Option<Timestamp>) {
@@ -1160,6 +1203,16 @@ impl ServerSocket {
     /// Whether the upgrade is done and the connection not over.
     pub fn is_open(&self) -> bool {
         matches!(self.state, ServerState::Open(_))
+    }
+
+    /// The bytes it holds outside tungstenite's own buffers, as [`Ws::largest_buffer`] counts
+    /// them for one connection: at most [`MAX_HEAD_BYTES`] after every call.
+    pub fn buffered(&self) -> usize {
+        match &self.state {
+            ServerState::Head(head) => head.len(),
+            ServerState::Open(ws) => ws.get_ref().held(),
+            ServerState::Done => 0,
+        }
     }
 
     /// Takes bytes the transport read.
