@@ -694,8 +694,9 @@ fn passported(frames: &[Value]) -> Value {
         .expect("a passported frame")
 }
 
-/// alice/x on example.com issues a passport for partner.example's endpoints; its line.
-fn issue_for_partner(net: &mut Net) -> String {
+/// alice/x on example.com issues a passport for partner.example's endpoints; the `passported`
+/// answer.
+fn passport_for_partner(net: &mut Net) -> Value {
     net.frame(
         A,
         ALICE,
@@ -703,7 +704,15 @@ fn issue_for_partner(net: &mut Net) -> String {
     );
     let p = passported(&net.read(A, ALICE));
     assert_eq!(p["ok"], true, "{p}");
-    p["line"].as_str().unwrap().to_string()
+    p
+}
+
+/// [`passport_for_partner`]'s line.
+fn issue_for_partner(net: &mut Net) -> String {
+    passport_for_partner(net)["line"]
+        .as_str()
+        .unwrap()
+        .to_string()
 }
 
 #[test]
@@ -805,6 +814,13 @@ const RELAY: ConnId = ConnId(3);
 fn closed_policy(_: usize, c: &mut ServerConfig) {
     let rules = json!([{"links": true}, {"from": "*", "to": "*", "allow": false}]);
     c.policy = weft_proto::airc::policy::Policy::from_json(&rules.to_string()).unwrap();
+}
+
+/// partner.example (B) knows no key of example.com, so it must look them up (§8.4).
+fn partner_knows_no_keys(i: usize, c: &mut ServerConfig) {
+    if i == B {
+        c.known_keys.clear();
+    }
 }
 
 fn msgs(frames: &[Value]) -> Vec<Value> {
@@ -1316,11 +1332,7 @@ fn txt_key(n: u8) -> String {
 fn keys_published_in_txt_verify_a_peer_hello_and_its_messages() {
     // partner.example knows no key of example.com: it asks `_airc.example.com`, which publishes
     // an unrelated record, a retired key and the real one.
-    let mut net = Net::new(|i, c| {
-        if i == B {
-            c.known_keys.clear();
-        }
-    });
+    let mut net = Net::new(partner_knows_no_keys);
     let records = vec!["v=spf1 -all".to_string(), txt_key(7), txt_key(1)];
     answer(
         &mut net,
@@ -1356,11 +1368,7 @@ fn keys_published_in_txt_verify_a_peer_hello_and_its_messages() {
 
 #[test]
 fn a_peer_message_is_refused_when_txt_publishes_only_other_keys() {
-    let mut net = Net::new(|i, c| {
-        if i == B {
-            c.known_keys.clear();
-        }
-    });
+    let mut net = Net::new(partner_knows_no_keys);
     let records = vec![txt_key(7)];
     answer(
         &mut net,
@@ -1378,11 +1386,7 @@ fn a_peer_message_is_refused_when_txt_publishes_only_other_keys() {
 
 #[test]
 fn a_realm_with_no_published_keys_is_refused_and_its_txt_miss_is_cached_60_s() {
-    let mut net = Net::new(|i, c| {
-        if i == B {
-            c.known_keys.clear();
-        }
-    });
+    let mut net = Net::new(partner_knows_no_keys);
     net.m1_from_alice_to_desk();
     assert_eq!(asked(&mut net, B).len(), 1);
     assert_eq!(net.acks(A, ALICE)[0]["code"], "refused");
@@ -1484,12 +1488,7 @@ fn kinds(events: &[Value]) -> Vec<&str> {
 fn redeemed_across(net: &mut Net) -> (String, String) {
     net.client(A, ALICE, "alice", &["alice/"]);
     net.client(B, DESK, "support", &["support/desk"]);
-    net.frame(
-        A,
-        ALICE,
-        json!({"t":"passport","op":"new","as":"alice/x","label":"vendor","to":"//partner.example/**"}),
-    );
-    let p = passported(&net.read(A, ALICE));
+    let p = passport_for_partner(net);
     let pid = p["passport"]["id"].as_str().unwrap().to_string();
     let line = p["line"].as_str().unwrap().to_string();
     net.read(B, DESK);
