@@ -1629,6 +1629,31 @@ mod tests {
     }
 
     #[test]
+    fn a_head_still_arriving_is_all_a_connection_holds_and_an_open_socket_holds_nothing() {
+        let mut ws = layer(1024);
+        accept(&mut ws);
+        bytes(&mut ws, 0, &UPGRADE.as_bytes()[..40]);
+        assert_eq!(ws.largest_buffer(), 40);
+        let mut socket = ServerSocket::new(1024);
+        socket.received(&UPGRADE.as_bytes()[..40]);
+        assert_eq!(socket.buffered(), 40);
+        // The rest of the head, a ping and half a text frame.
+        let mut peer = client();
+        let mut rest = UPGRADE.as_bytes()[40..].to_vec();
+        rest.extend(frame_bytes(&mut peer, Message::Ping(b"p".to_vec().into())));
+        let text = frame_bytes(&mut peer, Message::text("hello"));
+        rest.extend_from_slice(&text[..4]);
+        bytes(&mut ws, 1, &rest);
+        socket.received(&rest);
+        assert_eq!((ws.largest_buffer(), socket.buffered()), (0, 0));
+        // Past the head bound with no end: dropped, nothing held.
+        let mut ws = layer(1024);
+        accept(&mut ws);
+        bytes(&mut ws, 0, &vec![b'a'; MAX_HEAD_BYTES + 1]);
+        assert_eq!(ws.largest_buffer(), 0);
+    }
+
+    #[test]
     fn connections_past_the_pending_head_cap_are_shut_at_once() {
         let mut ws = layer(1024);
         let peer = Peer {
