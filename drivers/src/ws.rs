@@ -334,6 +334,13 @@ struct Pipe {
     outbound: Vec<u8>,
 }
 
+impl Pipe {
+    /// Bytes waiting in it, either way.
+    fn held(&self) -> usize {
+        self.inbound.len() + self.outbound.len()
+    }
+}
+
 impl Read for Pipe {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         if self.inbound.is_empty() {
@@ -365,6 +372,16 @@ impl Stream {
         match self {
             Self::Plain(p) => p,
             Self::Tls(t) => &mut t.sock,
+        }
+    }
+}
+
+impl Stream {
+    /// Bytes waiting in its pipe (what rustls holds is rustls's).
+    fn held(&self) -> usize {
+        match self {
+            Self::Plain(p) => p.held(),
+            Self::Tls(t) => t.sock.held(),
         }
     }
 }
@@ -409,6 +426,20 @@ enum State<T> {
     Closing(Box<WebSocket<Stream>>),
     /// Answered, refused or failed: waiting for the transport to report the close.
     Done,
+}
+
+impl<T> State<T> {
+    /// Bytes the layer holds for the connection outside tungstenite's own bounded buffers.
+    fn held(&self) -> usize {
+        match self {
+            Self::Head { head, .. } => head.len(),
+            Self::Dialling {
+                handshake: Some(h), ..
+            } => h.get_ref().get_ref().held(),
+            Self::Open(ws) | Self::Closing(ws) => ws.get_ref().held(),
+            Self::Dialling { .. } | Self::Done => 0,
+        }
+    }
 }
 
 struct Conn<T> {
@@ -517,6 +548,92 @@ fn plain_response(status: u16, content_type: &str, body: &str) -> Vec<u8> {
 
 const TEXT: &str = "text/plain; charset=utf-8";
 
+/// What the server side makes of the bytes an accepted connection has sent before its upgrade:
+/// the one rule [`Ws`] and [`ServerSocket`] both answer request heads by.
+#[derive(Debug)]
+enum HeadAnswer {
+    /// Not whole yet, and within [`MAX_HEAD_BYTES`]: wait for more.
+    Incomplete,
+    /// Past [`MAX_HEAD_BYTES`] or unreadable: end the connection with no answer (a bad head).
+    Drop,
+    /// A plain request: `GET /health` 200, anything else that is no upgrade 426. Send it, then
+    /// end the connection.
+    Plain(Vec<u8>),
+    /// An upgrade that cannot be one (no key): a 400 to send before the end (a bad head).
+    Bad(Vec<u8>),
+    /// A well-formed upgrade, for the machine (if any) to accept or refuse.
+    Upgrade(Upgrade),
+}
+
+impl HeadAnswer {
+    /// Reads `head`, everything the connection has sent so far.
+    fn read(head: &[u8]) -> Self {
+        let Some(end) = head.windows(4).position(|w| w == b"\r\n\r\n") else {
+            return if head.len() > MAX_HEAD_BYTES {
+                Self::Drop
+            } else {
+                Self::Incomplete
+            };
+        };
+        let Some(request) = Request::parse(&head[..end]).filter(|_| end <= MAX_HEAD_BYTES) else {
+            return Self::Drop;
+        };
+        if !request.is_upgrade() {
+            let path = request.path.split('?').next().unwrap_or("");
+            return Self::Plain(if request.method == "GET" && path == "/health" {
+                plain_response(200, "application/json", HEALTH_BODY)
+            } else {
+                plain_response(
+                    426,
+                    TEXT,
+                    "This is a WebSocket service: open a WebSocket.\n",
+                )
+            });
+        }
+        let Some(key) = request.header("sec-websocket-key") else {
+            return Self::Bad(plain_response(400, TEXT, "No Sec-WebSocket-Key.\n"));
+        };
+        let accept = derive_accept_key(key.as_bytes());
+        Self::Upgrade(Upgrade {
+            request,
+            accept,
+            rest: head[end + 4..].to_vec(),
+        })
+    }
+}
+
+/// A whole upgrade request, as [`HeadAnswer::read`] found it.
+#[derive(Debug)]
+struct Upgrade {
+    request: Request,
+    /// The `sec-websocket-accept` answer to the request's key.
+    accept: String,
+    /// What came after the head (frames a client sent without waiting for the `101`).
+    rest: Vec<u8>,
+}
+
+impl Upgrade {
+    /// The `101` that accepts it.
+    fn switching(&self) -> Vec<u8> {
+        format!(
+            "HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\nconnection: Upgrade\r\nsec-websocket-accept: {}\r\n\r\n",
+            self.accept
+        )
+        .into_bytes()
+    }
+
+    /// The server end of the socket it opens, held to `limits`, with what came after the head
+    /// already read in.
+    fn socket(self, limits: WebSocketConfig) -> WebSocket<Stream> {
+        WebSocket::from_partially_read(
+            Stream::Plain(Pipe::default()),
+            self.rest,
+            Role::Server,
+            Some(limits),
+        )
+    }
+}
+
 impl<M: WsMachine> Ws<M> {
     /// The layer over `machine`.
     pub fn new(machine: M, config: WsConfig) -> Self {
@@ -539,6 +656,18 @@ impl<M: WsMachine> Ws<M> {
     /// What the layer counted.
     pub fn stats(&self) -> WsStats {
         self.stats
+    }
+
+    /// The most bytes the layer holds for any one connection outside tungstenite's own buffers
+    /// (which its message and frame limits bound): a request head still arriving, or bytes
+    /// between the transport and a socket. After every call it is at most [`MAX_HEAD_BYTES`]:
+    /// a socket's bytes are read or sent before the call returns.
+    pub fn largest_buffer(&self) -> usize {
+        self.conns
+            .values()
+            .map(|c| c.state.held())
+            .max()
+            .unwrap_or(0)
     }
 
     fn set_deadline(&mut self, conn: ConnId, at: Option<Timestamp>) {
@@ -615,16 +744,7 @@ impl<M: WsMachine> Ws<M> {
         };
         match std::mem::replace(&mut c.state, State::Done) {
             State::Open(mut ws) => {
-                let mut reason = reason.to_string();
-                // A close frame's payload is at most 125 bytes, two of them the code.
-                while reason.len() > 123 {
-                    reason.pop();
-                }
-                let frame = CloseFrame {
-                    code: CloseCode::from(code),
-                    reason: reason.into(),
-                };
-                let _ = ws.close(Some(frame));
+                let _ = ws.close(Some(close_frame(CloseCode::from(code), reason)));
                 let _ = ws.flush();
                 c.state = State::Closing(ws);
                 self.flush_out(conn);
@@ -788,47 +908,36 @@ impl<M: WsMachine> Ws<M> {
             return;
         };
         head.extend_from_slice(bytes);
-        let Some(end) = head.windows(4).position(|w| w == b"\r\n\r\n") else {
-            if head.len() > MAX_HEAD_BYTES {
+        let upgrade = match HeadAnswer::read(head) {
+            HeadAnswer::Incomplete => return,
+            HeadAnswer::Drop => {
                 self.stats.bad_heads += 1;
-                self.shut(conn);
+                return self.shut(conn);
             }
-            return;
+            HeadAnswer::Plain(response) => {
+                self.stats.plain += 1;
+                return self.answer(conn, response);
+            }
+            HeadAnswer::Bad(response) => {
+                self.stats.bad_heads += 1;
+                return self.answer(conn, response);
+            }
+            HeadAnswer::Upgrade(upgrade) => upgrade,
         };
-        let State::Head { head, peer } = std::mem::replace(&mut c.state, State::Done) else {
+        let Some(State::Head { peer, .. }) = self
+            .conns
+            .get_mut(&conn)
+            .map(|c| std::mem::replace(&mut c.state, State::Done))
+        else {
             unreachable!("matched above")
         };
         self.heads.remove(&conn);
         self.set_deadline(conn, None);
-        let rest = head[end + 4..].to_vec();
-        let Some(request) = Request::parse(&head[..end]).filter(|_| end <= MAX_HEAD_BYTES) else {
-            self.stats.bad_heads += 1;
-            return self.shut(conn);
-        };
-        if !request.is_upgrade() {
-            self.stats.plain += 1;
-            let path = request.path.split('?').next().unwrap_or("");
-            let response = if request.method == "GET" && path == "/health" {
-                plain_response(200, "application/json", HEALTH_BODY)
-            } else {
-                plain_response(
-                    426,
-                    TEXT,
-                    "This is a WebSocket service: open a WebSocket.\n",
-                )
-            };
-            return self.answer(conn, response);
-        }
-        let Some(key) = request.header("sec-websocket-key") else {
-            self.stats.bad_heads += 1;
-            return self.answer(conn, plain_response(400, TEXT, "No Sec-WebSocket-Key.\n"));
-        };
-        let accept = derive_accept_key(key.as_bytes());
-        let limits = match self.machine.message_limit(&request) {
+        let limits = match self.machine.message_limit(&upgrade.request) {
             Some(max) => WsConfig::limited(max),
             None => self.config.ws(),
         };
-        match self.machine.upgrade(now, conn, &peer, &request) {
+        match self.machine.upgrade(now, conn, &peer, &upgrade.request) {
             Err(refusal) => {
                 self.stats.refused += 1;
                 self.answer(conn, plain_response(refusal.status, TEXT, &refusal.reason));
@@ -836,19 +945,11 @@ impl<M: WsMachine> Ws<M> {
             }
             Ok(input) => {
                 self.stats.accepted += 1;
-                let switching = format!(
-                    "HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\nconnection: Upgrade\r\nsec-websocket-accept: {accept}\r\n\r\n"
-                );
                 self.out.push_back(Effect::Send {
                     conn,
-                    bytes: switching.into_bytes(),
+                    bytes: upgrade.switching(),
                 });
-                let ws = WebSocket::from_partially_read(
-                    Stream::Plain(Pipe::default()),
-                    rest,
-                    Role::Server,
-                    Some(limits),
-                );
+                let ws = upgrade.socket(limits);
                 if let Some(c) = self.conns.get_mut(&conn) {
                     c.state = State::Open(Box::new(ws));
                 }
@@ -899,62 +1000,34 @@ impl<M: WsMachine> Ws<M> {
                 State::Closing(ws) => (ws, false),
                 _ => return,
             };
-            let read = ws.read();
-            match read {
-                Ok(Message::Close(_)) => {
-                    // tungstenite queued the answering close: send it, then end the transport.
-                    let _ = ws.flush();
-                    self.flush_out(conn);
-                    self.shut(conn);
-                    if open {
-                        let input = self.machine.closed(conn);
-                        self.feed(now, input);
-                    }
-                    return;
-                }
-                Ok(message) => {
-                    let frame = match message {
-                        Message::Text(t) => Frame::Text(t.as_str().to_string()),
-                        Message::Binary(b) => Frame::Binary(b.to_vec()),
-                        Message::Ping(_) => Frame::Ping,
-                        Message::Pong(_) => Frame::Pong,
-                        Message::Close(_) | Message::Frame(_) => continue,
-                    };
+            match read_step(ws) {
+                Step::Frame(frame) => {
                     if open {
                         let input = self.machine.message(conn, frame);
                         self.feed(now, input);
                     }
                 }
-                Err(tungstenite::Error::Io(e)) if e.kind() == io::ErrorKind::WouldBlock => {
-                    // Everything that arrived is read; pongs the reads queued go out.
-                    self.flush_out(conn);
-                    return;
+                Step::Drained => {
+                    // Pongs the reads queued go out.
+                    return self.flush_out(conn);
                 }
-                Err(tungstenite::Error::ConnectionClosed | tungstenite::Error::AlreadyClosed) => {
-                    self.flush_out(conn);
-                    self.shut(conn);
-                    if open {
-                        let input = self.machine.closed(conn);
-                        self.feed(now, input);
-                    }
-                    return;
-                }
-                Err(e) => {
+                Step::Over => return self.read_ended(now, conn, open),
+                Step::Failed => {
                     self.stats.protocol_errors += 1;
-                    let _ = ws.close(Some(CloseFrame {
-                        code: close_code_for(&e),
-                        reason: "".into(),
-                    }));
-                    let _ = ws.flush();
-                    self.flush_out(conn);
-                    self.shut(conn);
-                    if open {
-                        let input = self.machine.closed(conn);
-                        self.feed(now, input);
-                    }
-                    return;
+                    return self.read_ended(now, conn, open);
                 }
             }
+        }
+    }
+
+    /// A socket whose reading ended it: what it queued goes out, then the transport is ended;
+    /// the machine hears of it unless it had closed the socket itself.
+    fn read_ended(&mut self, now: Timestamp, conn: ConnId, open: bool) {
+        self.flush_out(conn);
+        self.shut(conn);
+        if open {
+            let input = self.machine.closed(conn);
+            self.feed(now, input);
         }
     }
 
@@ -1132,6 +1205,16 @@ impl ServerSocket {
         matches!(self.state, ServerState::Open(_))
     }
 
+    /// The bytes it holds outside tungstenite's own buffers, as [`Ws::largest_buffer`] counts
+    /// them for one connection: at most [`MAX_HEAD_BYTES`] after every call.
+    pub fn buffered(&self) -> usize {
+        match &self.state {
+            ServerState::Head(head) => head.len(),
+            ServerState::Open(ws) => ws.get_ref().held(),
+            ServerState::Done => 0,
+        }
+    }
+
     /// Takes bytes the transport read.
     pub fn received(&mut self, bytes: &[u8]) -> Received {
         let mut out = Received::default();
@@ -1166,70 +1249,31 @@ impl ServerSocket {
         else {
             return Vec::new();
         };
-        let mut reason = reason.to_string();
-        // A close frame's payload is at most 125 bytes, two of them the code.
-        while reason.len() > 123 {
-            reason.pop();
-        }
-        let _ = ws.close(Some(CloseFrame {
-            code: CloseCode::from(code),
-            reason: reason.into(),
-        }));
+        let _ = ws.close(Some(close_frame(CloseCode::from(code), reason)));
         let _ = ws.flush();
         std::mem::take(&mut ws.get_mut().pipe().outbound)
     }
 
     fn head(&mut self, out: &mut Received) {
-        let ServerState::Head(head) = &mut self.state else {
+        let ServerState::Head(head) = &self.state else {
             return;
         };
-        let Some(end) = head.windows(4).position(|w| w == b"\r\n\r\n") else {
-            if head.len() > MAX_HEAD_BYTES {
-                self.state = ServerState::Done;
-                out.end = true;
+        let answer = match HeadAnswer::read(head) {
+            HeadAnswer::Incomplete => return,
+            HeadAnswer::Drop => Vec::new(),
+            HeadAnswer::Plain(response) | HeadAnswer::Bad(response) => response,
+            HeadAnswer::Upgrade(upgrade) => {
+                out.send = upgrade.switching();
+                out.upgraded = true;
+                let ws = upgrade.socket(WsConfig::limited(self.max_message_bytes));
+                self.state = ServerState::Open(Box::new(ws));
+                return self.read(out);
             }
-            return;
         };
-        let ServerState::Head(head) = std::mem::replace(&mut self.state, ServerState::Done) else {
-            unreachable!("matched above")
-        };
-        let Some(request) = Request::parse(&head[..end]).filter(|_| end <= MAX_HEAD_BYTES) else {
-            out.end = true;
-            return;
-        };
-        if !request.is_upgrade() {
-            let path = request.path.split('?').next().unwrap_or("");
-            out.send = if request.method == "GET" && path == "/health" {
-                plain_response(200, "application/json", HEALTH_BODY)
-            } else {
-                plain_response(
-                    426,
-                    TEXT,
-                    "This is a WebSocket service: open a WebSocket.\n",
-                )
-            };
-            out.end = true;
-            return;
-        }
-        let Some(key) = request.header("sec-websocket-key") else {
-            out.send = plain_response(400, TEXT, "No Sec-WebSocket-Key.\n");
-            out.end = true;
-            return;
-        };
-        let accept = derive_accept_key(key.as_bytes());
-        out.send = format!(
-            "HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\nconnection: Upgrade\r\nsec-websocket-accept: {accept}\r\n\r\n"
-        )
-        .into_bytes();
-        out.upgraded = true;
-        let ws = WebSocket::from_partially_read(
-            Stream::Plain(Pipe::default()),
-            head[end + 4..].to_vec(),
-            Role::Server,
-            Some(WsConfig::limited(self.max_message_bytes)),
-        );
-        self.state = ServerState::Open(Box::new(ws));
-        self.read(out);
+        // Answered or dropped: the connection is over.
+        out.send = answer;
+        self.state = ServerState::Done;
+        out.end = true;
     }
 
     /// Reads every whole message that arrived.
@@ -1238,31 +1282,10 @@ impl ServerSocket {
             return;
         };
         let over = loop {
-            match ws.read() {
-                Ok(Message::Close(_)) => {
-                    // tungstenite queued the answering close.
-                    let _ = ws.flush();
-                    break true;
-                }
-                Ok(Message::Text(t)) => out.messages.push(Frame::Text(t.as_str().to_string())),
-                Ok(Message::Binary(b)) => out.messages.push(Frame::Binary(b.to_vec())),
-                Ok(Message::Ping(_)) => out.messages.push(Frame::Ping),
-                Ok(Message::Pong(_)) => out.messages.push(Frame::Pong),
-                Ok(Message::Frame(_)) => {}
-                Err(tungstenite::Error::Io(e)) if e.kind() == io::ErrorKind::WouldBlock => {
-                    break false;
-                }
-                Err(tungstenite::Error::ConnectionClosed | tungstenite::Error::AlreadyClosed) => {
-                    break true;
-                }
-                Err(e) => {
-                    let _ = ws.close(Some(CloseFrame {
-                        code: close_code_for(&e),
-                        reason: "".into(),
-                    }));
-                    let _ = ws.flush();
-                    break true;
-                }
+            match read_step(ws) {
+                Step::Frame(frame) => out.messages.push(frame),
+                Step::Drained => break false,
+                Step::Over | Step::Failed => break true,
             }
         };
         // Pongs and the answering close the reads queued go out with whatever came before.
@@ -1272,6 +1295,62 @@ impl ServerSocket {
             self.state = ServerState::Done;
             out.end = true;
         }
+    }
+}
+
+/// A close frame with `code` and as much of `reason` as a close frame holds.
+fn close_frame(code: CloseCode, reason: &str) -> CloseFrame {
+    let mut reason = reason.to_string();
+    // A close frame's payload is at most 125 bytes, two of them the code.
+    while reason.len() > 123 {
+        reason.pop();
+    }
+    CloseFrame {
+        code,
+        reason: reason.into(),
+    }
+}
+
+/// What one read of an open socket came to.
+enum Step {
+    /// A message (pings already answered by tungstenite).
+    Frame(Frame),
+    /// Everything that arrived is read.
+    Drained,
+    /// The socket is over: the peer's close (its answer queued) or the transport's end.
+    Over,
+    /// The peer's framing was bad: a close frame with its code is queued and the socket is over.
+    Failed,
+}
+
+/// Reads the next message of `ws`: the one rule for what a peer's frames come to, on every
+/// socket this layer serves or dials. What it queues to send (pongs, closes) waits in the pipe.
+fn read_step(ws: &mut WebSocket<Stream>) -> Step {
+    loop {
+        return match ws.read() {
+            Ok(Message::Close(_)) => {
+                // tungstenite queued the answering close.
+                let _ = ws.flush();
+                Step::Over
+            }
+            Ok(Message::Text(t)) => Step::Frame(Frame::Text(t.as_str().to_string())),
+            Ok(Message::Binary(b)) => Step::Frame(Frame::Binary(b.to_vec())),
+            Ok(Message::Ping(_)) => Step::Frame(Frame::Ping),
+            Ok(Message::Pong(_)) => Step::Frame(Frame::Pong),
+            // Raw frames are only ever written, never read.
+            Ok(Message::Frame(_)) => continue,
+            Err(tungstenite::Error::Io(e)) if e.kind() == io::ErrorKind::WouldBlock => {
+                Step::Drained
+            }
+            Err(tungstenite::Error::ConnectionClosed | tungstenite::Error::AlreadyClosed) => {
+                Step::Over
+            }
+            Err(e) => {
+                let _ = ws.close(Some(close_frame(close_code_for(&e), "")));
+                let _ = ws.flush();
+                Step::Failed
+            }
+        };
     }
 }
 
@@ -1493,6 +1572,26 @@ mod tests {
     }
 
     #[test]
+    fn ws_and_a_server_socket_answer_every_head_that_is_no_open_upgrade_alike() {
+        for head in [
+            "GET /health HTTP/1.1\r\nhost: x\r\n\r\n",
+            "POST /health HTTP/1.1\r\nhost: x\r\n\r\n",
+            "GET / HTTP/1.1\r\nhost: x\r\n\r\n",
+            "GET / HTTP/1.1\r\nupgrade: websocket\r\n\r\n",
+            "GET\r\n\r\n",
+        ] {
+            let mut ws = layer(1024);
+            accept(&mut ws);
+            bytes(&mut ws, 0, head.as_bytes());
+            let (out, closed) = sent(&outputs(&mut ws));
+            let mut socket = ServerSocket::new(1024);
+            let got = socket.received(head.as_bytes());
+            assert_eq!(got.send, out, "{head:?}");
+            assert!(closed && got.end && !got.upgraded, "{head:?}");
+        }
+    }
+
+    #[test]
     fn a_refused_upgrade_is_answered_with_its_status_and_connection_close_and_never_opened() {
         let mut ws = Ws::new(
             Script {
@@ -1527,6 +1626,31 @@ mod tests {
         accept(&mut ws);
         bytes(&mut ws, 0, &vec![b'a'; MAX_HEAD_BYTES + 1]);
         assert!(matches!(outputs(&mut ws)[..], [Effect::Close { conn: C }]));
+    }
+
+    #[test]
+    fn a_head_still_arriving_is_all_a_connection_holds_and_an_open_socket_holds_nothing() {
+        let mut ws = layer(1024);
+        accept(&mut ws);
+        bytes(&mut ws, 0, &UPGRADE.as_bytes()[..40]);
+        assert_eq!(ws.largest_buffer(), 40);
+        let mut socket = ServerSocket::new(1024);
+        socket.received(&UPGRADE.as_bytes()[..40]);
+        assert_eq!(socket.buffered(), 40);
+        // The rest of the head, a ping and half a text frame.
+        let mut peer = client();
+        let mut rest = UPGRADE.as_bytes()[40..].to_vec();
+        rest.extend(frame_bytes(&mut peer, Message::Ping(b"p".to_vec().into())));
+        let text = frame_bytes(&mut peer, Message::text("hello"));
+        rest.extend_from_slice(&text[..4]);
+        bytes(&mut ws, 1, &rest);
+        socket.received(&rest);
+        assert_eq!((ws.largest_buffer(), socket.buffered()), (0, 0));
+        // Past the head bound with no end: dropped, nothing held.
+        let mut ws = layer(1024);
+        accept(&mut ws);
+        bytes(&mut ws, 0, &vec![b'a'; MAX_HEAD_BYTES + 1]);
+        assert_eq!(ws.largest_buffer(), 0);
     }
 
     #[test]

@@ -7,6 +7,7 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::pin::Pin;
 use std::sync::{Arc, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -14,7 +15,7 @@ use std::time::{Duration, Instant};
 use chacha20::ChaCha20Rng;
 use rand_core::SeedableRng;
 use weft_drivers::host::{Commander, Commands, Endpoint, Hooks, Host, HostMachine, Listener};
-use weft_drivers::minca::relay::{RelayOptions, relay_host};
+use weft_drivers::minca::relay::{RelayHost, RelayOptions, relay_host};
 use weft_drivers::minca::relay_client::{client_config, node_host};
 use weft_drivers::ws::{WsConfig, WsInput, WsStats};
 use weft_proto::crypto::default_provider;
@@ -52,6 +53,40 @@ trait Adapter {
         Host<M, H>: Send;
 }
 
+/// Runs the host `make` builds on a thread of its own with `serve`, an async adapter's loop that
+/// must end when the future it is handed (the stop signal) does.
+fn until_stopped<M, H>(
+    make: impl FnOnce() -> Host<M, H> + Send + 'static,
+    serve: impl FnOnce(
+        &mut Host<M, H>,
+        Pin<Box<dyn Future<Output = std::io::Result<()>>>>,
+    ) -> std::io::Result<()>
+    + Send
+    + 'static,
+) -> Running<Host<M, H>>
+where
+    M: HostMachine + 'static,
+    H: Hooks<M> + 'static,
+    Host<M, H>: Send,
+{
+    let (stop, stopped) = smol::channel::bounded::<()>(1);
+    let thread = thread::spawn(move || {
+        let mut host = make();
+        serve(
+            &mut host,
+            Box::pin(async move {
+                let _ = stopped.recv().await;
+                Ok(())
+            }),
+        )?;
+        Ok(host)
+    });
+    Running {
+        stop: Box::new(move || stop.send_blocking(()).unwrap()),
+        thread,
+    }
+}
+
 struct Smol;
 impl Adapter for Smol {
     fn spawn<M, H>(
@@ -65,25 +100,15 @@ impl Adapter for Smol {
         H: Hooks<M> + 'static,
         Host<M, H>: Send,
     {
-        let (stop, stopped) = smol::channel::bounded::<()>(1);
-        let thread = thread::spawn(move || {
-            let mut host = make();
+        until_stopped(make, move |host, stopped| {
             let run = async {
                 match &commands {
-                    Some(c) => weft_drivers::smol::run_commanded(&mut host, listeners, c).await,
-                    None => weft_drivers::smol::run(&mut host, listeners).await,
+                    Some(c) => weft_drivers::smol::run_commanded(host, listeners, c).await,
+                    None => weft_drivers::smol::run(host, listeners).await,
                 }
             };
-            smol::block_on(smol::future::or(run, async move {
-                let _ = stopped.recv().await;
-                Ok(())
-            }))?;
-            Ok(host)
-        });
-        Running {
-            stop: Box::new(move || stop.send_blocking(()).unwrap()),
-            thread,
-        }
+            smol::block_on(smol::future::or(run, stopped))
+        })
     }
 }
 
@@ -102,28 +127,18 @@ impl Adapter for Tokio {
         H: Hooks<M> + 'static,
         Host<M, H>: Send,
     {
-        let (stop, stopped) = smol::channel::bounded::<()>(1);
-        let thread = thread::spawn(move || {
-            let mut host = make();
+        until_stopped(make, move |host, stopped| {
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()?;
             let run = async {
                 match &commands {
-                    Some(c) => weft_drivers::tokio::run_commanded(&mut host, listeners, c).await,
-                    None => weft_drivers::tokio::run(&mut host, listeners).await,
+                    Some(c) => weft_drivers::tokio::run_commanded(host, listeners, c).await,
+                    None => weft_drivers::tokio::run(host, listeners).await,
                 }
             };
-            runtime.block_on(smol::future::or(run, async move {
-                let _ = stopped.recv().await;
-                Ok(())
-            }))?;
-            Ok(host)
-        });
-        Running {
-            stop: Box::new(move || stop.send_blocking(()).unwrap()),
-            thread,
-        }
+            runtime.block_on(smol::future::or(run, stopped))
+        })
     }
 }
 
@@ -218,20 +233,23 @@ impl Client {
     }
 }
 
-/// The scenario every adapter must pass.
-fn a_blob_published_in_a_room_reaches_the_other_client<A: Adapter>() {
+/// `weft relay`'s host on adapter `A`, listening on an ephemeral loopback port: the host, and
+/// its address.
+fn start_relay<A: Adapter>() -> (Running<RelayHost>, SocketAddr) {
     let listener = Listener::bind(&Endpoint::Tcp("127.0.0.1:0".parse().unwrap())).unwrap();
     let Endpoint::Tcp(addr) = listener.endpoint().unwrap() else {
         unreachable!("a TCP listener has a TCP address")
     };
     let options = RelayOptions::plain(addr);
-    let relay = A::spawn(move || relay_host(&options), vec![listener], None);
-    let url = RelayUrl::parse(&format!("ws://{addr}/")).unwrap();
-    let topic = Topic::parse(TOPIC).unwrap();
+    (
+        A::spawn(move || relay_host(&options), vec![listener], None),
+        addr,
+    )
+}
 
-    let watcher = Client::start::<A>(&url, 1);
-    let publisher = Client::start::<A>(&url, 2);
-    for client in [&watcher, &publisher] {
+/// Each client joins `topic` and hears its relay reachable within 10 s.
+fn join(clients: &[&Client], topic: &Topic) {
+    for client in clients {
         client.send(Input::Join {
             topic: topic.clone(),
             relays: Vec::new(),
@@ -241,24 +259,46 @@ fn a_blob_published_in_a_room_reaches_the_other_client<A: Adapter>() {
         });
         assert!(reachable.is_some(), "the relay answers within 10 s");
     }
+}
 
-    // A publish with ttl 0 reaches watchers only; the watcher's watch went out on open, so the
-    // publisher repeats until it is heard (a watch may still be in flight on a slow machine).
-    let blob = Blob::parse("AZ3k").unwrap();
-    let mut got = None;
+/// `publisher` publishes `blob` with ttl 0, which reaches watchers only: it repeats until
+/// `watcher` hears a blob (its watch may still be in flight on a slow machine), at most 50
+/// times; what was heard, with its topic.
+fn publish_until_heard(
+    publisher: &Client,
+    watcher: &Client,
+    topic: &Topic,
+    blob: &Blob,
+) -> Option<(Topic, Blob)> {
     for _ in 0..50 {
         publisher.send(Input::Publish {
             topic: topic.clone(),
             blob: blob.clone(),
         });
-        got = watcher.hear(Duration::from_millis(200), |o| match o {
+        let got = watcher.hear(Duration::from_millis(200), |o| match o {
             Output::Blob { topic, blob, .. } => Some((topic, blob)),
             _ => None,
         });
         if got.is_some() {
-            break;
+            return got;
         }
     }
+    None
+}
+
+/// The scenario every adapter must pass.
+fn a_blob_published_in_a_room_reaches_the_other_client<A: Adapter>() {
+    let (relay, addr) = start_relay::<A>();
+    let url = RelayUrl::parse(&format!("ws://{addr}/")).unwrap();
+    let topic = Topic::parse(TOPIC).unwrap();
+
+    let watcher = Client::start::<A>(&url, 1);
+    let publisher = Client::start::<A>(&url, 2);
+    join(&[&watcher, &publisher], &topic);
+
+    // The watcher's watch went out on open; the publisher repeats until it is heard.
+    let blob = Blob::parse("AZ3k").unwrap();
+    let got = publish_until_heard(&publisher, &watcher, &topic, &blob);
     assert_eq!(got, Some((topic.clone(), blob)));
 
     (publisher.running)();
@@ -393,12 +433,7 @@ fn splice(mut client: TcpStream, relay: SocketAddr, config: Arc<rustls::ServerCo
 
 #[test]
 fn a_client_dialling_wss_through_a_tls_front_hears_a_blob_from_a_client_on_ws() {
-    let listener = Listener::bind(&Endpoint::Tcp("127.0.0.1:0".parse().unwrap())).unwrap();
-    let Endpoint::Tcp(addr) = listener.endpoint().unwrap() else {
-        unreachable!("a TCP listener has a TCP address")
-    };
-    let options = RelayOptions::plain(addr);
-    let relay = Blocking::spawn(move || relay_host(&options), vec![listener], None);
+    let (relay, addr) = start_relay::<Blocking>();
     let pki = pki();
     let front = tls_front(addr, &pki);
     let ca_file = std::env::temp_dir().join(format!("weft-ws-ca-{}.pem", std::process::id()));
@@ -410,32 +445,10 @@ fn a_client_dialling_wss_through_a_tls_front_hears_a_blob_from_a_client_on_ws() 
     let plain = RelayUrl::parse(&format!("ws://{addr}/")).unwrap();
     let watcher = Client::start_with::<Blocking>(&secure, 3, trusting);
     let publisher = Client::start::<Blocking>(&plain, 4);
-    for client in [&watcher, &publisher] {
-        client.send(Input::Join {
-            topic: topic.clone(),
-            relays: Vec::new(),
-        });
-        let reachable = client.hear(Duration::from_secs(10), |o| {
-            matches!(o, Output::Reachable(true)).then_some(())
-        });
-        assert!(reachable.is_some(), "the relay answers within 10 s");
-    }
+    join(&[&watcher, &publisher], &topic);
     let blob = Blob::parse("AQID").unwrap();
-    let mut got = None;
-    for _ in 0..50 {
-        publisher.send(Input::Publish {
-            topic: topic.clone(),
-            blob: blob.clone(),
-        });
-        got = watcher.hear(Duration::from_millis(200), |o| match o {
-            Output::Blob { blob, .. } => Some(blob),
-            _ => None,
-        });
-        if got.is_some() {
-            break;
-        }
-    }
-    assert_eq!(got, Some(blob));
+    let got = publish_until_heard(&publisher, &watcher, &topic, &blob);
+    assert_eq!(got.map(|(_, blob)| blob), Some(blob));
     (publisher.running)();
     let stats = (watcher.running)();
     assert_eq!(stats.handshakes_failed, 0, "{stats:?}");
@@ -445,12 +458,7 @@ fn a_client_dialling_wss_through_a_tls_front_hears_a_blob_from_a_client_on_ws() 
 
 #[test]
 fn a_wss_dial_to_a_certificate_no_trusted_root_vouches_for_fails_and_is_never_reachable() {
-    let listener = Listener::bind(&Endpoint::Tcp("127.0.0.1:0".parse().unwrap())).unwrap();
-    let Endpoint::Tcp(addr) = listener.endpoint().unwrap() else {
-        unreachable!("a TCP listener has a TCP address")
-    };
-    let options = RelayOptions::plain(addr);
-    let relay = Blocking::spawn(move || relay_host(&options), vec![listener], None);
+    let (relay, addr) = start_relay::<Blocking>();
     let front = tls_front(addr, &pki());
     let secure = RelayUrl::parse(&format!("wss://{front}/")).unwrap();
     // The default roots (Mozilla's) do not include the test authority.

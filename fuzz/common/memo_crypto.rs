@@ -9,8 +9,7 @@
 //! sees exactly what the plain provider would give, only sooner. Every other operation goes
 //! straight to RustCrypto.
 //!
-//! Shared by `minca_rendezvous` and `minca_mesh` (`#[path]`-included: the fuzz crate has no
-//! library of its own).
+//! Used by `minca_rendezvous`, `minca_mesh` and `minca_node`.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;

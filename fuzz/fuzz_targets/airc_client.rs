@@ -10,6 +10,7 @@ use chacha20::ChaCha20Rng;
 use libfuzzer_sys::fuzz_target;
 use rand_core::SeedableRng;
 use serde_json::json;
+use weft_fuzz::advance;
 use weft_proto::airc::client::{Client, ClientConfig, Input, MAX_UNACKED, Outgoing, Request};
 use weft_proto::airc::frame::{Ack, AckStatus};
 use weft_proto::core::{Machine, Timestamp};
@@ -112,17 +113,7 @@ fuzz_target!(|ops: Vec<Op>| {
             }
             Op::Advance { ms } => {
                 now = now + std::time::Duration::from_millis(ms.into());
-                while client.poll_timeout().is_some_and(|w| w.at <= now) {
-                    client.handle_timeout(now);
-                    while client.poll().is_some() {}
-                    if let Some(after) = client.poll_timeout() {
-                        assert!(
-                            after.at > now,
-                            "deadline does not advance: {}",
-                            after.reason
-                        );
-                    }
-                }
+                advance::run_due(&mut client, now, drop);
                 None
             }
         };

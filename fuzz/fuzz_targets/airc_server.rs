@@ -11,6 +11,7 @@ use chacha20::ChaCha20Rng;
 use libfuzzer_sys::fuzz_target;
 use rand_core::SeedableRng;
 use serde_json::json;
+use weft_fuzz::advance;
 use weft_proto::airc::address::{Authority, Namespace};
 use weft_proto::airc::server::{Face, Input, Server, ServerConfig};
 use weft_proto::core::{ConnId, Machine, Timestamp};
@@ -121,17 +122,7 @@ fuzz_target!(|ops: Vec<Op>| {
             }),
             Op::Advance { ms } => {
                 now = now + std::time::Duration::from_millis(ms.into());
-                while server.poll_timeout().is_some_and(|w| w.at <= now) {
-                    server.handle_timeout(now);
-                    while server.poll().is_some() {}
-                    if let Some(after) = server.poll_timeout() {
-                        assert!(
-                            after.at > now,
-                            "deadline does not advance: {}",
-                            after.reason
-                        );
-                    }
-                }
+                advance::run_due(&mut server, now, drop);
                 None
             }
         };

@@ -12,9 +12,6 @@
 //! first run that needed them, so most runs pay only for parsing and state transitions.
 #![no_main]
 
-#[path = "../common/memo_crypto.rs"]
-mod memo_crypto;
-
 use std::sync::OnceLock;
 
 use arbitrary::Arbitrary;
@@ -22,6 +19,8 @@ use chacha20::ChaCha20Rng;
 use libfuzzer_sys::fuzz_target;
 use rand_core::SeedableRng;
 use serde_json::{Map, Value, json};
+use weft_fuzz::advance;
+use weft_fuzz::memo_crypto;
 use weft_proto::codec::did_key::DidKey;
 use weft_proto::core::{ConnId, Machine, Timestamp};
 use weft_proto::crypto::{P256Secret, generate_p256};
@@ -361,11 +360,7 @@ fuzz_target!(|ops: Vec<Op>| {
             Op::Advance { ms } => {
                 now += u64::from(ms);
                 let t = Timestamp::from_millis(now);
-                mesh.handle_timeout(t);
-                while mesh.poll().is_some() {}
-                if let Some(w) = mesh.poll_timeout() {
-                    assert!(w.at > t, "a wakeup that does not advance: {}", w.reason);
-                }
+                advance::tick(&mut mesh, t, drop);
                 continue;
             }
         };

@@ -7,14 +7,13 @@
 //! panic, and after `handle_timeout(now)` it never asks to be woken at or before `now`.
 #![no_main]
 
-#[path = "../common/memo_crypto.rs"]
-mod memo_crypto;
-
 use arbitrary::Arbitrary;
 use chacha20::ChaCha20Rng;
 use libfuzzer_sys::fuzz_target;
 use rand_core::SeedableRng;
 use serde_json::json;
+use weft_fuzz::advance;
+use weft_fuzz::memo_crypto;
 use weft_proto::core::{ConnId, Machine, Timestamp};
 use weft_proto::crypto::generate_p256;
 use weft_proto::minca::mesh::RoomKind;
@@ -195,15 +194,7 @@ fuzz_target!(|ops: Vec<Op>| {
             }),
             Op::Advance { ms } => {
                 now = now + std::time::Duration::from_millis(ms.into());
-                node.handle_timeout(now);
-                while node.poll().is_some() {}
-                if let Some(after) = node.poll_timeout() {
-                    assert!(
-                        after.at > now,
-                        "deadline does not advance: {}",
-                        after.reason
-                    );
-                }
+                advance::tick(&mut node, now, drop);
                 None
             }
         };

@@ -11,6 +11,7 @@ use chacha20::ChaCha20Rng;
 use libfuzzer_sys::fuzz_target;
 use rand_core::SeedableRng;
 use serde_json::json;
+use weft_fuzz::advance;
 use weft_proto::core::{ConnId, Machine, Timestamp};
 use weft_proto::minca::nostr_kind::NostrLink;
 use weft_proto::minca::relay_client::{
@@ -257,22 +258,12 @@ fuzz_target!(|ops: Vec<Op>| {
             Op::Online => Some(Input::Online),
             Op::Advance { ms } => {
                 now = now + std::time::Duration::from_millis(ms.into());
-                while client.poll_timeout().is_some_and(|w| w.at <= now) {
-                    client.handle_timeout(now);
-                    while let Some(o) = client.poll() {
-                        note_sent(&o, &mut sent);
-                        if let Output::Dial { conn, .. } = o {
-                            dialled.push(conn);
-                        }
+                advance::run_due(&mut client, now, |o| {
+                    note_sent(&o, &mut sent);
+                    if let Output::Dial { conn, .. } = o {
+                        dialled.push(conn);
                     }
-                    if let Some(after) = client.poll_timeout() {
-                        assert!(
-                            after.at > now,
-                            "deadline does not advance: {}",
-                            after.reason
-                        );
-                    }
-                }
+                });
                 None
             }
         };

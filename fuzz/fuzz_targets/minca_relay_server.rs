@@ -12,6 +12,7 @@ use arbitrary::Arbitrary;
 use chacha20::ChaCha20Rng;
 use libfuzzer_sys::fuzz_target;
 use rand_core::SeedableRng;
+use weft_fuzz::advance;
 use weft_proto::core::{ConnId, Machine, Timestamp};
 use weft_proto::minca::relay_server::{
     Input, MAX_SOCKETS_PER_ADDRESS, MAX_WATCHERS_PER_TOPIC, Output, RelayConfig, RelayServer,
@@ -125,17 +126,7 @@ fuzz_target!(|ops: Vec<Op>| {
             }),
             Op::Advance { ms } => {
                 now = now + std::time::Duration::from_millis(ms.into());
-                while relay.poll_timeout().is_some_and(|w| w.at <= now) {
-                    relay.handle_timeout(now);
-                    while relay.poll().is_some() {}
-                    if let Some(after) = relay.poll_timeout() {
-                        assert!(
-                            after.at > now,
-                            "deadline does not advance: {}",
-                            after.reason
-                        );
-                    }
-                }
+                advance::run_due(&mut relay, now, drop);
                 None
             }
         };

@@ -12,9 +12,6 @@
 //! something new pays for it.
 #![no_main]
 
-#[path = "../common/memo_crypto.rs"]
-mod memo_crypto;
-
 use std::sync::OnceLock;
 
 use arbitrary::Arbitrary;
@@ -22,6 +19,8 @@ use chacha20::ChaCha20Rng;
 use libfuzzer_sys::fuzz_target;
 use rand_core::SeedableRng;
 use serde_json::{Value, json};
+use weft_fuzz::advance;
+use weft_fuzz::memo_crypto;
 use weft_proto::codec::base64url;
 use weft_proto::codec::did_key::DidKey;
 use weft_proto::core::{Machine, Timestamp};
@@ -101,10 +100,15 @@ type Node = Rendezvous<ChaCha20Rng>;
 /// Moves what `m` published into `into` (at most 64 kept), dropping every other output.
 fn collect(m: &mut Node, into: &mut Vec<String>) {
     while let Some(o) = m.poll() {
-        if let Output::Publish { blob, .. } = o {
-            if into.len() < 64 {
-                into.push(blob);
-            }
+        keep_published(o, into);
+    }
+}
+
+/// Keeps `o`'s blob in `into` (at most 64) if it is a publish.
+fn keep_published(o: Output, into: &mut Vec<String>) {
+    if let Output::Publish { blob, .. } = o {
+        if into.len() < 64 {
+            into.push(blob);
         }
     }
 }
@@ -320,17 +324,7 @@ fuzz_target!(|ops: Vec<Op>| {
             }
             Op::Advance { ms } => {
                 now = now + std::time::Duration::from_millis(ms.into());
-                while me.poll_timeout().is_some_and(|w| w.at <= now) {
-                    me.handle_timeout(now);
-                    collect(&mut me, &mut mine);
-                    if let Some(after) = me.poll_timeout() {
-                        assert!(
-                            after.at > now,
-                            "deadline does not advance: {}",
-                            after.reason
-                        );
-                    }
-                }
+                advance::run_due(&mut me, now, |o| keep_published(o, &mut mine));
                 None
             }
         };

@@ -227,6 +227,27 @@ impl Net {
         self.now = until;
     }
 
+    /// Desk (at B) bound to `support/desk`, alice a client at A with no binds.
+    fn desk_and_alice(&mut self) {
+        self.client(B, DESK, "support", &["support/desk"]);
+        self.client(A, ALICE, "alice", &[]);
+    }
+
+    /// [`desk_and_alice`](Self::desk_and_alice), alice's welcome read, and her `m1` to desk sent.
+    fn m1_from_alice_to_desk(&mut self) {
+        self.desk_and_alice();
+        self.read(A, ALICE);
+        self.frame(A, ALICE, to_desk("m1"));
+    }
+
+    /// Alice bound to `alice/x` at A and desk to `support/desk` at B, what they were told read.
+    fn alice_and_desk_bound(&mut self) {
+        self.client(A, ALICE, "alice", &["alice/x"]);
+        self.client(B, DESK, "support", &["support/desk"]);
+        self.read(A, ALICE);
+        self.read(B, DESK);
+    }
+
     fn read(&mut self, s: usize, conn: ConnId) -> Vec<Value> {
         std::mem::take(self.inbox.entry((s, conn)).or_default())
     }
@@ -239,6 +260,15 @@ impl Net {
     }
 }
 
+/// `ack` is a failure with code `refused`.
+#[track_caller]
+fn assert_refused(ack: &Value) {
+    assert_eq!(
+        (&ack["status"], &ack["code"]),
+        (&json!("failed"), &json!("refused"))
+    );
+}
+
 fn to_desk(id: &str) -> Value {
     json!({"t":"msg","id":id,"from":"x","to":"//partner.example/support/desk","ts":1_790_380_000.1,"body":"hello"})
 }
@@ -246,8 +276,7 @@ fn to_desk(id: &str) -> Value {
 #[test]
 fn appendix_a1_a_cross_realm_message_is_delivered_and_its_ack_comes_back() {
     let mut net = Net::new(|_, _| {});
-    net.client(B, DESK, "support", &["support/desk"]);
-    net.client(A, ALICE, "alice", &[]);
+    net.desk_and_alice();
     net.read(B, DESK);
     net.read(A, ALICE);
 
@@ -271,8 +300,7 @@ fn appendix_a1_a_cross_realm_message_is_delivered_and_its_ack_comes_back() {
 #[test]
 fn a_second_message_uses_the_link_already_up() {
     let mut net = Net::new(|_, _| {});
-    net.client(B, DESK, "support", &["support/desk"]);
-    net.client(A, ALICE, "alice", &[]);
+    net.desk_and_alice();
     net.frame(A, ALICE, to_desk("m1"));
     let links = net.wires.len();
     net.frame(A, ALICE, to_desk("m2"));
@@ -290,8 +318,7 @@ fn a_second_message_uses_the_link_already_up() {
 fn an_unreachable_realm_gets_the_message_queued_then_flushed_when_a_link_comes_up() {
     let mut net = Net::new(|_, _| {});
     net.reachable = false;
-    net.client(B, DESK, "support", &["support/desk"]);
-    net.client(A, ALICE, "alice", &[]);
+    net.desk_and_alice();
     net.read(A, ALICE);
     net.read(B, DESK);
     net.frame(A, ALICE, to_desk("m1"));
@@ -321,10 +348,7 @@ fn a_welcome_signed_by_an_unpublished_key_is_refused_and_nothing_is_sent() {
             );
         }
     });
-    net.client(B, DESK, "support", &["support/desk"]);
-    net.client(A, ALICE, "alice", &[]);
-    net.read(A, ALICE);
-    net.frame(A, ALICE, to_desk("m1"));
+    net.m1_from_alice_to_desk();
     assert!(
         net.read(B, DESK).iter().all(|f| f["t"] != "msg"),
         "never sent over an unverified link"
@@ -342,10 +366,7 @@ fn a_peer_message_signed_by_an_unpublished_key_is_refused() {
                 .insert(Authority::parse("example.com").unwrap(), vec![public(9)]);
         }
     });
-    net.client(B, DESK, "support", &["support/desk"]);
-    net.client(A, ALICE, "alice", &[]);
-    net.read(A, ALICE);
-    net.frame(A, ALICE, to_desk("m1"));
+    net.m1_from_alice_to_desk();
     assert!(net.read(B, DESK).iter().all(|f| f["t"] != "msg"));
     assert_eq!(
         net.acks(A, ALICE),
@@ -361,8 +382,7 @@ fn a_trusted_unsigned_realm_needs_no_signatures() {
         c.known_keys.clear();
         c.trusted_unsigned = vec![Authority::parse(["partner.example", "example.com"][i]).unwrap()];
     });
-    net.client(B, DESK, "support", &["support/desk"]);
-    net.client(A, ALICE, "alice", &[]);
+    net.desk_and_alice();
     net.frame(A, ALICE, to_desk("m1"));
     let got = net.read(B, DESK);
     let m = got.iter().find(|f| f["t"] == "msg").expect("delivered");
@@ -372,8 +392,7 @@ fn a_trusted_unsigned_realm_needs_no_signatures() {
 #[test]
 fn a_peer_may_not_relay_for_others_or_ask_for_transit() {
     let mut net = Net::new(|_, _| {});
-    net.client(B, DESK, "support", &["support/desk"]);
-    net.client(A, ALICE, "alice", &[]);
+    net.desk_and_alice();
     net.frame(A, ALICE, to_desk("m1")); // brings the link up
     let (&(_, dial), _) = net.wires.iter().find(|((s, _), _)| *s == A).unwrap();
     // Frames written straight onto A's end of the link, as a compromised A could.
@@ -608,10 +627,7 @@ fn a_welcome_naming_another_realm_is_realm_mismatch() {
 #[test]
 fn a_link_that_drops_before_the_ack_leaves_the_message_queued() {
     let mut net = Net::new(|_, _| {});
-    net.client(B, DESK, "support", &["support/desk"]);
-    net.client(A, ALICE, "alice", &[]);
-    net.read(A, ALICE);
-    net.frame(A, ALICE, to_desk("m1"));
+    net.m1_from_alice_to_desk();
     assert!(net.acks(A, ALICE).is_empty(), "waiting on desk's ack");
     let (&(_, dial), _) = net.wires.iter().find(|((s, _), _)| *s == A).unwrap();
     net.servers[A].handle(net.now, Input::Closed { conn: dial });
@@ -678,8 +694,9 @@ fn passported(frames: &[Value]) -> Value {
         .expect("a passported frame")
 }
 
-/// alice/x on example.com issues a passport for partner.example's endpoints; its line.
-fn issue_for_partner(net: &mut Net) -> String {
+/// alice/x on example.com issues a passport for partner.example's endpoints; the `passported`
+/// answer.
+fn passport_for_partner(net: &mut Net) -> Value {
     net.frame(
         A,
         ALICE,
@@ -687,7 +704,15 @@ fn issue_for_partner(net: &mut Net) -> String {
     );
     let p = passported(&net.read(A, ALICE));
     assert_eq!(p["ok"], true, "{p}");
-    p["line"].as_str().unwrap().to_string()
+    p
+}
+
+/// [`passport_for_partner`]'s line.
+fn issue_for_partner(net: &mut Net) -> String {
+    passport_for_partner(net)["line"]
+        .as_str()
+        .unwrap()
+        .to_string()
 }
 
 #[test]
@@ -791,6 +816,13 @@ fn closed_policy(_: usize, c: &mut ServerConfig) {
     c.policy = weft_proto::airc::policy::Policy::from_json(&rules.to_string()).unwrap();
 }
 
+/// partner.example (B) knows no key of example.com, so it must look them up (§8.4).
+fn partner_knows_no_keys(i: usize, c: &mut ServerConfig) {
+    if i == B {
+        c.known_keys.clear();
+    }
+}
+
 fn msgs(frames: &[Value]) -> Vec<Value> {
     frames.iter().filter(|f| f["t"] == "msg").cloned().collect()
 }
@@ -850,10 +882,7 @@ fn an_offer_to_a_namespace_reaches_its_relay_and_an_endpoint_beneath_answers() {
 #[test]
 fn decline_and_revoke_travel_between_realms_and_a_revocation_blocks() {
     let mut net = Net::new(closed_policy);
-    net.client(A, ALICE, "alice", &["alice/x"]);
-    net.client(B, DESK, "support", &["support/desk"]);
-    net.read(A, ALICE);
-    net.read(B, DESK);
+    net.alice_and_desk_bound();
     // Declined: alice is told, and the record says so on both sides.
     let (first, _) = offer(&mut net, "//partner.example/support/desk");
     net.read(B, DESK);
@@ -897,10 +926,7 @@ fn decline_and_revoke_travel_between_realms_and_a_revocation_blocks() {
     net.frame(B, DESK, hi("d2"));
     let refused = net.read(B, DESK);
     let ack = refused.iter().find(|f| f["t"] == "ack").unwrap();
-    assert_eq!(
-        (&ack["status"], &ack["code"]),
-        (&json!("failed"), &json!("refused"))
-    );
+    assert_refused(ack);
     assert!(ack["reason"].as_str().unwrap().contains("revoked"), "{ack}");
 }
 
@@ -911,10 +937,7 @@ fn a_realm_that_takes_no_offers_refuses_the_control_message_and_the_offerer_hear
             c.links.accept_offers = false;
         }
     });
-    net.client(A, ALICE, "alice", &["alice/x"]);
-    net.client(B, DESK, "support", &["support/desk"]);
-    net.read(A, ALICE);
-    net.read(B, DESK);
+    net.alice_and_desk_bound();
     let (_, answer) = offer(&mut net, "//partner.example/support/desk");
     assert_eq!(
         (&answer["delivery"], &answer["code"]),
@@ -931,10 +954,7 @@ fn a_realm_that_takes_no_offers_refuses_the_control_message_and_the_offerer_hear
 #[test]
 fn an_offer_crosses_a_policy_that_refuses_messages() {
     let mut net = Net::new(closed_policy);
-    net.client(A, ALICE, "alice", &["alice/x"]);
-    net.client(B, DESK, "support", &["support/desk"]);
-    net.read(A, ALICE);
-    net.read(B, DESK);
+    net.alice_and_desk_bound();
     // A message is refused by the closed policies…
     net.frame(A, ALICE, to_desk("m1"));
     let ack = net.acks(A, ALICE).remove(0);
@@ -951,10 +971,7 @@ fn an_offer_crosses_a_policy_that_refuses_messages() {
 #[test]
 fn a_backlog_is_flushed_over_an_authenticated_link_the_other_realm_dialled() {
     let mut net = Net::new(|_, _| {});
-    net.client(A, ALICE, "alice", &["alice/x"]);
-    net.client(B, DESK, "support", &["support/desk"]);
-    net.read(A, ALICE);
-    net.read(B, DESK);
+    net.alice_and_desk_bound();
     net.reachable = false;
     net.frame(
         B,
@@ -984,8 +1001,7 @@ fn a_backlog_is_flushed_over_an_authenticated_link_the_other_realm_dialled() {
 fn peer_links_coming_up_and_going_down_are_audit_events_for_administrators() {
     const ADMIN: ConnId = ConnId(9);
     let mut net = Net::new(|_, _| {});
-    net.client(B, DESK, "support", &["support/desk"]);
-    net.client(A, ALICE, "alice", &[]);
+    net.desk_and_alice();
     net.input(
         B,
         Input::Opened {
@@ -1116,8 +1132,7 @@ fn a_static_entry_is_dialled_before_dns_and_pinned_keys_need_no_txt() {
         Answer::Srv(vec![srv(0, 0, "dns.partner.example", 300)]),
     );
     net.dead.insert(endpoint("10.0.0.5", 7001));
-    net.client(B, DESK, "support", &["support/desk"]);
-    net.client(A, ALICE, "alice", &[]);
+    net.desk_and_alice();
     net.frame(A, ALICE, to_desk("m1"));
     assert_eq!(
         dialled(&mut net, A),
@@ -1143,8 +1158,7 @@ fn srv_targets_are_dialled_by_priority_then_weight_falling_back_on_failure() {
     );
     net.dead.insert(endpoint("heavy.partner.example", 2472));
     net.dead.insert(endpoint("light.partner.example", 2472));
-    net.client(B, DESK, "support", &["support/desk"]);
-    net.client(A, ALICE, "alice", &[]);
+    net.desk_and_alice();
     net.frame(A, ALICE, to_desk("m1"));
     assert_eq!(
         asked(&mut net, A),
@@ -1171,8 +1185,7 @@ fn without_srv_records_airc_dot_host_then_the_host_itself_are_asked() {
         "partner.example",
         Answer::Addresses { ttl: 300 },
     );
-    net.client(B, DESK, "support", &["support/desk"]);
-    net.client(A, ALICE, "alice", &[]);
+    net.desk_and_alice();
     net.frame(A, ALICE, to_desk("m1"));
     assert_eq!(
         asked(&mut net, A),
@@ -1319,11 +1332,7 @@ fn txt_key(n: u8) -> String {
 fn keys_published_in_txt_verify_a_peer_hello_and_its_messages() {
     // partner.example knows no key of example.com: it asks `_airc.example.com`, which publishes
     // an unrelated record, a retired key and the real one.
-    let mut net = Net::new(|i, c| {
-        if i == B {
-            c.known_keys.clear();
-        }
-    });
+    let mut net = Net::new(partner_knows_no_keys);
     let records = vec!["v=spf1 -all".to_string(), txt_key(7), txt_key(1)];
     answer(
         &mut net,
@@ -1359,11 +1368,7 @@ fn keys_published_in_txt_verify_a_peer_hello_and_its_messages() {
 
 #[test]
 fn a_peer_message_is_refused_when_txt_publishes_only_other_keys() {
-    let mut net = Net::new(|i, c| {
-        if i == B {
-            c.known_keys.clear();
-        }
-    });
+    let mut net = Net::new(partner_knows_no_keys);
     let records = vec![txt_key(7)];
     answer(
         &mut net,
@@ -1371,10 +1376,7 @@ fn a_peer_message_is_refused_when_txt_publishes_only_other_keys() {
         "_airc.example.com",
         Answer::Txt { records, ttl: 300 },
     );
-    net.client(B, DESK, "support", &["support/desk"]);
-    net.client(A, ALICE, "alice", &[]);
-    net.read(A, ALICE);
-    net.frame(A, ALICE, to_desk("m1"));
+    net.m1_from_alice_to_desk();
     assert!(msgs(&net.read(B, DESK)).is_empty());
     assert_eq!(
         net.acks(A, ALICE),
@@ -1384,15 +1386,8 @@ fn a_peer_message_is_refused_when_txt_publishes_only_other_keys() {
 
 #[test]
 fn a_realm_with_no_published_keys_is_refused_and_its_txt_miss_is_cached_60_s() {
-    let mut net = Net::new(|i, c| {
-        if i == B {
-            c.known_keys.clear();
-        }
-    });
-    net.client(B, DESK, "support", &["support/desk"]);
-    net.client(A, ALICE, "alice", &[]);
-    net.read(A, ALICE);
-    net.frame(A, ALICE, to_desk("m1"));
+    let mut net = Net::new(partner_knows_no_keys);
+    net.m1_from_alice_to_desk();
     assert_eq!(asked(&mut net, B).len(), 1);
     assert_eq!(net.acks(A, ALICE)[0]["code"], "refused");
     let t0 = net.now;
@@ -1493,12 +1488,7 @@ fn kinds(events: &[Value]) -> Vec<&str> {
 fn redeemed_across(net: &mut Net) -> (String, String) {
     net.client(A, ALICE, "alice", &["alice/"]);
     net.client(B, DESK, "support", &["support/desk"]);
-    net.frame(
-        A,
-        ALICE,
-        json!({"t":"passport","op":"new","as":"alice/x","label":"vendor","to":"//partner.example/**"}),
-    );
-    let p = passported(&net.read(A, ALICE));
+    let p = passport_for_partner(net);
     let pid = p["passport"]["id"].as_str().unwrap().to_string();
     let line = p["line"].as_str().unwrap().to_string();
     net.read(B, DESK);
@@ -1672,8 +1662,7 @@ fn several_simultaneous_links_from_one_realm_are_each_accepted_and_authenticated
 #[test]
 fn a_dialled_link_idle_for_600_s_is_closed_and_later_mail_dials_again() {
     let mut net = Net::new(|_, _| {});
-    net.client(B, DESK, "support", &["support/desk"]);
-    net.client(A, ALICE, "alice", &[]);
+    net.desk_and_alice();
     net.frame(A, ALICE, to_desk("m1"));
     net.frame(B, DESK, json!({"t":"ack","id":"m1","status":"delivered"}));
     assert_eq!(net.dials.len(), 1);
@@ -1706,10 +1695,7 @@ fn a_dialled_link_idle_for_600_s_is_closed_and_later_mail_dials_again() {
 #[test]
 fn a_grant_across_realms_is_recorded_at_both_and_enforced_by_each() {
     let mut net = Net::new(closed_policy);
-    net.client(A, ALICE, "alice", &["alice/x"]);
-    net.client(B, DESK, "support", &["support/desk"]);
-    net.read(A, ALICE);
-    net.read(B, DESK);
+    net.alice_and_desk_bound();
     net.frame(
         A,
         ALICE,
@@ -1788,8 +1774,7 @@ fn the_dialler_signs_a_hello_over_a_fresh_nonce_and_the_welcome_names_server_and
     use weft_proto::airc::signing::{hello_canonical, welcome_canonical};
     use weft_proto::crypto::sigstring::{self, SigString};
     let mut net = Net::new(|_, _| {});
-    net.client(B, DESK, "support", &["support/desk"]);
-    net.client(A, ALICE, "alice", &[]);
+    net.desk_and_alice();
     net.frame(A, ALICE, to_desk("m1"));
     drop_links(&mut net);
     net.frame(A, ALICE, to_desk("m2"));
@@ -1939,10 +1924,7 @@ fn a_hop_may_change_ttl_and_via_and_the_signature_still_verifies() {
 #[test]
 fn a_control_message_is_acked_once_stored_whatever_becomes_of_its_notice() {
     let mut net = Net::new(|_, _| {});
-    net.client(A, ALICE, "alice", &["alice/x"]);
-    net.client(B, DESK, "support", &["support/desk"]);
-    net.read(A, ALICE);
-    net.read(B, DESK);
+    net.alice_and_desk_bound();
     let (id, l) = offer(&mut net, "//partner.example/support/desk");
     assert_eq!(l["delivery"], "delivered");
     // desk's client fails the notice: alice's answer stands and nothing more reaches her.
@@ -1971,10 +1953,7 @@ fn auto_accept_opens_an_offered_link_at_once_and_tells_both_ends() {
             c.links.auto_accept = vec![p];
         }
     });
-    net.client(A, ALICE, "alice", &["alice/x"]);
-    net.client(B, DESK, "support", &["support/desk"]);
-    net.read(A, ALICE);
-    net.read(B, DESK);
+    net.alice_and_desk_bound();
     net.frame(
         A,
         ALICE,
@@ -2070,10 +2049,7 @@ fn the_receiving_server_validates_checks_the_actor_and_merges_forward_only() {
     bad["body"] = json!(b.to_string());
     bad["hdr"]["airc-link"] = json!("L00c0ffee");
     let ack = forge(&mut net, bad, "f1");
-    assert_eq!(
-        (&ack["status"], &ack["code"]),
-        (&json!("failed"), &json!("refused"))
-    );
+    assert_refused(&ack);
     assert_eq!(ack["reason"], "link L00c0ffee is between other endpoints");
     assert_eq!(
         record_at_b(&mut net, "L00c0ffee"),
@@ -2095,10 +2071,7 @@ fn the_receiving_server_validates_checks_the_actor_and_merges_forward_only() {
     bad["body"] = json!(b.to_string());
     bad["hdr"]["airc-link-action"] = json!("accept");
     let ack = forge(&mut net, bad, "f3");
-    assert_eq!(
-        (&ack["status"], &ack["code"]),
-        (&json!("failed"), &json!("refused"))
-    );
+    assert_refused(&ack);
     let why = format!("link {id}: only the offeree may do that");
     assert_eq!(ack["reason"], why.as_str());
     assert_eq!(record_at_b(&mut net, &id)["state"], "pending");
@@ -2127,8 +2100,7 @@ fn the_receiving_server_validates_checks_the_actor_and_merges_forward_only() {
 #[test]
 fn a_message_to_another_realm_is_logged_with_hop_peer_and_its_type() {
     let mut net = Net::new(|_, _| {});
-    net.client(B, DESK, "support", &["support/desk"]);
-    net.client(A, ALICE, "alice", &[]);
+    net.desk_and_alice();
     admin_subscribed(&mut net, A, &["msg.delivered"]);
     let mut m = to_desk("t1");
     m["type"] = json!("application/json");
@@ -2162,10 +2134,7 @@ fn operator_tuned_timings_need_nothing_from_the_peer() {
             c.flush_interval = Duration::from_secs(7);
         }
     });
-    net.client(B, DESK, "support", &["support/desk"]);
-    net.client(A, ALICE, "alice", &[]);
-    net.read(A, ALICE);
-    net.frame(A, ALICE, to_desk("m1"));
+    net.m1_from_alice_to_desk();
     net.advance(Duration::from_secs(2));
     assert!(net.acks(A, ALICE).is_empty());
     net.advance(Duration::from_secs(1));
@@ -2243,15 +2212,9 @@ fn the_origin_refuses_by_its_own_policy_before_anything_leaves() {
             c.policy = weft_proto::airc::policy::Policy::from_json(rules).unwrap();
         }
     });
-    net.client(B, DESK, "support", &["support/desk"]);
-    net.client(A, ALICE, "alice", &[]);
-    net.read(A, ALICE);
-    net.frame(A, ALICE, to_desk("m1"));
+    net.m1_from_alice_to_desk();
     let ack = net.acks(A, ALICE).remove(0);
-    assert_eq!(
-        (&ack["status"], &ack["code"]),
-        (&json!("failed"), &json!("refused"))
-    );
+    assert_refused(&ack);
     assert!(net.dials.is_empty(), "no link even asked for");
     assert!(net.wire_log.is_empty());
     // partner.example, whose policy allows, still reaches alice: each decides for itself.
@@ -2264,10 +2227,7 @@ fn the_origin_refuses_by_its_own_policy_before_anything_leaves() {
 fn a_link_control_message_that_cannot_be_delivered_is_queued_not_dropped() {
     let mut net = Net::new(|_, _| {});
     net.reachable = false;
-    net.client(A, ALICE, "alice", &["alice/x"]);
-    net.client(B, DESK, "support", &["support/desk"]);
-    net.read(A, ALICE);
-    net.read(B, DESK);
+    net.alice_and_desk_bound();
     let (id, l) = offer(&mut net, "//partner.example/support/desk");
     assert_eq!(
         (&l["ok"], &l["delivery"], &l["code"]),

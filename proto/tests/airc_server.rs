@@ -24,12 +24,16 @@ struct Realm {
 
 impl Realm {
     fn new() -> Self {
-        let mut config = ServerConfig::new(Authority::parse("example.com").unwrap());
-        config.known_namespaces = vec![
-            Namespace::parse("alice").unwrap(),
-            Namespace::parse("bob").unwrap(),
-        ];
-        Self::with(config)
+        Self::with(config())
+    }
+
+    /// Bob bound to `bob/`, alice a client who has sent him `m1`, still unacked.
+    fn m1_from_alice_to_bob() -> Self {
+        let mut r = Self::new();
+        r.bound(BOB, "bob", &["bob/"]);
+        r.client(ALICE, "alice");
+        r.send(ALICE, msg("m1", "x", "//example.com/bob/y"));
+        r
     }
 
     /// A server with `config`, where partner.example is a static entry (§8.1 step 2), so no
@@ -73,14 +77,27 @@ impl Realm {
         self.input(Input::Received { conn, bytes })
     }
 
+    /// A client's hello.
+    fn hello(&mut self, conn: ConnId) -> Vec<Output> {
+        self.send(
+            conn,
+            json!({"t":"hello","proto":"airc/0.1","role":"client"}),
+        )
+    }
+
     /// A client connection through hello/welcome.
     fn client(&mut self, conn: ConnId, ns: &str) {
         self.open(conn, Face::Client, &[ns]);
-        let out = self.send(
-            conn,
-            json!({"t":"hello","proto":"airc/0.1","role":"client"}),
-        );
+        let out = self.hello(conn);
         assert_eq!(frames(&out, conn)[0]["t"], "welcome");
+    }
+
+    /// `conn` acks `frame` (a msg it was sent) delivered.
+    fn ack_delivered(&mut self, conn: ConnId, frame: &Value) -> Vec<Output> {
+        self.send(
+            conn,
+            json!({"t":"ack","id":frame["id"],"status":"delivered"}),
+        )
     }
 
     fn bound(&mut self, conn: ConnId, ns: &str, names: &[&str]) -> Vec<Output> {
@@ -104,6 +121,23 @@ impl Realm {
         self.now = until;
         out
     }
+}
+
+/// example.com, which knows the namespaces alice and bob.
+fn config() -> ServerConfig {
+    let mut config = ServerConfig::new(Authority::parse("example.com").unwrap());
+    config.known_namespaces = vec![
+        Namespace::parse("alice").unwrap(),
+        Namespace::parse("bob").unwrap(),
+    ];
+    config
+}
+
+/// [`config`] under the policy `rules` (§10.1).
+fn config_with_policy(rules: &str) -> ServerConfig {
+    let mut config = config();
+    config.policy = weft_proto::airc::policy::Policy::from_json(rules).unwrap();
+    config
 }
 
 fn msg(id: &str, from: &str, to: &str) -> Value {
@@ -134,6 +168,11 @@ fn acks(out: &[Output], conn: ConnId) -> Vec<Value> {
 
 fn closed(out: &[Output], conn: ConnId) -> bool {
     out.contains(&Output::Close { conn })
+}
+
+/// Whether an output sends to `conn`.
+fn sent_to(conn: ConnId) -> impl Fn(&Output) -> bool {
+    move |o| matches!(o, Output::Send { conn: c, .. } if *c == conn)
 }
 
 fn position(out: &[Output], f: impl Fn(&Output) -> bool) -> usize {
@@ -296,19 +335,13 @@ fn a_local_message_reaches_the_bound_client_and_its_ack_comes_back_once() {
         &out,
         |o| matches!(o, Output::Persist(Record::Seen { id, .. }) if id == "m1"),
     );
-    let ack = position(
-        &out,
-        |o| matches!(o, Output::Send { conn, .. } if *conn == ALICE),
-    );
+    let ack = position(&out, sent_to(ALICE));
     assert!(persist < ack);
 }
 
 #[test]
 fn an_ack_is_relayed_unchanged() {
-    let mut r = Realm::new();
-    r.bound(BOB, "bob", &["bob/"]);
-    r.client(ALICE, "alice");
-    r.send(ALICE, msg("m1", "x", "//example.com/bob/y"));
+    let mut r = Realm::m1_from_alice_to_bob();
     let ack = json!({"t":"ack","id":"m1","status":"failed","code":"refused","reason":"not today","by":"airc://example.com/bob/y"});
     let out = r.send(BOB, ack.clone());
     assert_eq!(acks(&out, ALICE), [ack]);
@@ -327,10 +360,7 @@ fn a_message_for_an_offline_endpoint_is_spooled_durably_then_flushed_on_bind() {
         &out,
         |o| matches!(o, Output::Persist(Record::Spooled { key, .. }) if key == "bob"),
     );
-    let ack = position(
-        &out,
-        |o| matches!(o, Output::Send { conn, .. } if *conn == ALICE),
-    );
+    let ack = position(&out, sent_to(ALICE));
     assert!(persist < ack, "queued means a copy is held");
     assert_eq!(r.server.spooled(), 1);
 
@@ -430,10 +460,7 @@ fn an_expired_message_fails_expired() {
 
 #[test]
 fn a_seen_id_is_acked_duplicate_and_not_delivered_again() {
-    let mut r = Realm::new();
-    r.bound(BOB, "bob", &["bob/"]);
-    r.client(ALICE, "alice");
-    r.send(ALICE, msg("m1", "x", "//example.com/bob/y"));
+    let mut r = Realm::m1_from_alice_to_bob();
     r.send(BOB, json!({"t":"ack","id":"m1","status":"delivered"}));
     let out = r.send(ALICE, msg("m1", "x", "//example.com/bob/y"));
     assert_eq!(
@@ -453,10 +480,7 @@ fn a_seen_id_is_acked_duplicate_and_not_delivered_again() {
 
 #[test]
 fn a_copy_sent_while_the_first_waits_gets_the_same_answer() {
-    let mut r = Realm::new();
-    r.bound(BOB, "bob", &["bob/"]);
-    r.client(ALICE, "alice");
-    r.send(ALICE, msg("m1", "x", "//example.com/bob/y"));
+    let mut r = Realm::m1_from_alice_to_bob();
     let out = r.send(ALICE, msg("m1", "x", "//example.com/bob/y"));
     assert!(frames(&out, BOB).is_empty(), "not forwarded twice");
     let out = r.send(BOB, json!({"t":"ack","id":"m1","status":"delivered"}));
@@ -465,10 +489,7 @@ fn a_copy_sent_while_the_first_waits_gets_the_same_answer() {
 
 #[test]
 fn no_ack_in_15_s_spools_in_flight_then_the_late_ack_settles_it() {
-    let mut r = Realm::new();
-    r.bound(BOB, "bob", &["bob/"]);
-    r.client(ALICE, "alice");
-    r.send(ALICE, msg("m1", "x", "//example.com/bob/y"));
+    let mut r = Realm::m1_from_alice_to_bob();
     assert!(r.advance(Duration::from_millis(14_999)).is_empty());
     let out = r.advance(Duration::from_millis(1));
     assert_eq!(
@@ -478,10 +499,7 @@ fn no_ack_in_15_s_spools_in_flight_then_the_late_ack_settles_it() {
     let persist = position(&out, |o| {
         matches!(o, Output::Persist(Record::Spooled { .. }))
     });
-    let ack = position(
-        &out,
-        |o| matches!(o, Output::Send { conn, .. } if *conn == ALICE),
-    );
+    let ack = position(&out, sent_to(ALICE));
     assert!(persist < ack);
     // In flight: a flush never resends it.
     let out = r.advance(Duration::from_secs(60));
@@ -498,10 +516,7 @@ fn no_ack_in_15_s_spools_in_flight_then_the_late_ack_settles_it() {
 
 #[test]
 fn a_hop_that_closes_before_acking_gets_the_message_again_later() {
-    let mut r = Realm::new();
-    r.bound(BOB, "bob", &["bob/"]);
-    r.client(ALICE, "alice");
-    r.send(ALICE, msg("m1", "x", "//example.com/bob/y"));
+    let mut r = Realm::m1_from_alice_to_bob();
     let out = r.input(Input::Closed { conn: BOB });
     assert_eq!(
         acks(&out, ALICE),
@@ -514,10 +529,7 @@ fn a_hop_that_closes_before_acking_gets_the_message_again_later() {
 
 #[test]
 fn a_message_in_flight_to_a_hop_that_closes_is_sent_again() {
-    let mut r = Realm::new();
-    r.bound(BOB, "bob", &["bob/"]);
-    r.client(ALICE, "alice");
-    r.send(ALICE, msg("m1", "x", "//example.com/bob/y"));
+    let mut r = Realm::m1_from_alice_to_bob();
     r.advance(Duration::from_secs(15));
     r.input(Input::Closed { conn: BOB });
     let bob2 = ConnId(3);
@@ -680,15 +692,9 @@ fn hostile_bytes_never_panic_and_the_server_keeps_serving() {
 
 #[test]
 fn policy_refuses_with_the_rule_that_decided() {
-    let mut config = ServerConfig::new(Authority::parse("example.com").unwrap());
-    config.known_namespaces = vec![
-        Namespace::parse("alice").unwrap(),
-        Namespace::parse("bob").unwrap(),
-    ];
-    let rules =
-        r#"[{"from":"*","to":"//example.com/bob/**","allow":false,"note":"bob is closed"}]"#;
-    config.policy = weft_proto::airc::policy::Policy::from_json(rules).unwrap();
-    let mut r = Realm::with(config);
+    let mut r = Realm::with(config_with_policy(
+        r#"[{"from":"*","to":"//example.com/bob/**","allow":false,"note":"bob is closed"}]"#,
+    ));
     r.bound(BOB, "bob", &["bob/"]);
     r.client(ALICE, "alice");
     let out = r.send(ALICE, msg("m1", "x", "//example.com/bob/y"));
@@ -731,10 +737,7 @@ fn appendix_a2_link_offer_and_accept_in_one_realm() {
         "stored first"
     );
 
-    let out = r.send(
-        BOB,
-        json!({"t":"ack","id":notice["id"],"status":"delivered"}),
-    );
+    let out = r.ack_delivered(BOB, &notice);
     let linked = &frames(&out, ALICE)[0];
     assert_eq!(
         (linked["t"].as_str(), linked["ok"].as_bool()),
@@ -755,10 +758,7 @@ fn appendix_a2_link_offer_and_accept_in_one_realm() {
         accepted["body"],
         format!("[airc: link {id} with bob/y accepted.]").as_str()
     );
-    let out = r.send(
-        ALICE,
-        json!({"t":"ack","id":accepted["id"],"status":"delivered"}),
-    );
+    let out = r.ack_delivered(ALICE, &accepted);
     let linked = &frames(&out, BOB)[0];
     assert_eq!(
         (
@@ -771,15 +771,7 @@ fn appendix_a2_link_offer_and_accept_in_one_realm() {
 
 #[test]
 fn a_link_opens_what_policy_closes_and_a_revocation_shuts_it() {
-    let mut config = ServerConfig::new(Authority::parse("example.com").unwrap());
-    config.known_namespaces = vec![
-        Namespace::parse("alice").unwrap(),
-        Namespace::parse("bob").unwrap(),
-    ];
-    config.policy =
-        weft_proto::airc::policy::Policy::from_json(r#"[{"from":"*","to":"*","allow":false}]"#)
-            .unwrap();
-    let mut r = Realm::with(config);
+    let mut r = closed_realm();
     r.bound(ALICE, "alice", &["alice/x"]);
     r.bound(BOB, "bob", &["bob/y"]);
     let out = r.send(ALICE, msg("m1", "x", "//example.com/bob/y"));
@@ -791,13 +783,10 @@ fn a_link_opens_what_policy_closes_and_a_revocation_shuts_it() {
     );
     let notice = frames(&out, BOB).remove(0);
     let id = notice["hdr"]["airc-link"].as_str().unwrap().to_string();
-    r.send(
-        BOB,
-        json!({"t":"ack","id":notice["id"],"status":"delivered"}),
-    );
+    r.ack_delivered(BOB, &notice);
     let out = r.send(BOB, json!({"t":"link","op":"accept","as":"bob/y","id":id}));
     let n = frames(&out, ALICE).remove(0);
-    r.send(ALICE, json!({"t":"ack","id":n["id"],"status":"delivered"}));
+    r.ack_delivered(ALICE, &n);
 
     let out = r.send(ALICE, msg("m2", "x", "//example.com/bob/y"));
     assert_eq!(
@@ -809,7 +798,7 @@ fn a_link_opens_what_policy_closes_and_a_revocation_shuts_it() {
 
     let out = r.send(BOB, json!({"t":"link","op":"revoke","as":"bob/y","id":id}));
     let n = frames(&out, ALICE).remove(0);
-    r.send(ALICE, json!({"t":"ack","id":n["id"],"status":"delivered"}));
+    r.ack_delivered(ALICE, &n);
     let out = r.send(ALICE, msg("m3", "x", "//example.com/bob/y"));
     let ack = &acks(&out, ALICE)[0];
     assert_eq!(ack["code"], "refused");
@@ -842,10 +831,7 @@ fn link_requests_outside_the_namespaces_are_refused() {
 fn a_failed_ack_whose_reason_begins_link_is_a_dropped_link() {
     // §6.6: the next hop's `failed` with a reason beginning `link:` is treated as a dropped link:
     // the message is spooled and the origin gets `queued`, not `failed`.
-    let mut r = Realm::new();
-    r.bound(BOB, "bob", &["bob/"]);
-    r.client(ALICE, "alice");
-    r.send(ALICE, msg("m1", "x", "//example.com/bob/y"));
+    let mut r = Realm::m1_from_alice_to_bob();
     let out = r.send(
         BOB,
         json!({"t":"ack","id":"m1","status":"failed","reason":"link: relay gone"}),
@@ -982,10 +968,7 @@ fn an_administrator_sees_every_event_and_a_connection_without_scope_none() {
     assert_eq!(seen[0]["by"], "airc://example.com/_resolver");
 
     r.open(CAROL, Face::Client, &[]);
-    r.send(
-        CAROL,
-        json!({"t":"hello","proto":"airc/0.1","role":"client"}),
-    );
+    r.hello(CAROL);
     let out = r.send(CAROL, json!({"t":"subscribe"}));
     assert_eq!(frames(&out, CAROL)[0]["code"], "forbidden");
     assert!(closed(&out, CAROL));
@@ -1434,15 +1417,9 @@ fn offers_from_one_namespace_are_rate_limited() {
 
 /// A realm whose policy refuses everything, so only links decide (§10.2).
 fn closed_realm() -> Realm {
-    let mut config = ServerConfig::new(Authority::parse("example.com").unwrap());
-    config.known_namespaces = vec![
-        Namespace::parse("alice").unwrap(),
-        Namespace::parse("bob").unwrap(),
-    ];
-    config.policy =
-        weft_proto::airc::policy::Policy::from_json(r#"[{"from":"*","to":"*","allow":false}]"#)
-            .unwrap();
-    Realm::with(config)
+    Realm::with(config_with_policy(
+        r#"[{"from":"*","to":"*","allow":false}]"#,
+    ))
 }
 
 #[test]
@@ -1489,10 +1466,7 @@ fn a_client_grant_is_active_at_once_and_opens_only_the_granters_side() {
     assert_eq!(notice["hdr"]["airc-link-action"], "grant");
     assert_eq!(notice["from"], "airc://example.com/alice/x");
     let id = notice["hdr"]["airc-link"].as_str().unwrap().to_string();
-    let out = r.send(
-        BOB,
-        json!({"t":"ack","id":notice["id"],"status":"delivered"}),
-    );
+    let out = r.ack_delivered(BOB, &notice);
     let linked = &frames(&out, ALICE)[0];
     assert_eq!(linked["ok"], true);
     assert_eq!(linked["delivery"], "delivered");
@@ -1552,10 +1526,7 @@ fn an_administrator_without_namespaces_lists_every_link() {
 
     // A connection without namespaces that is not an administrator's lists nothing.
     r.open(CAROL, Face::Client, &[]);
-    r.send(
-        CAROL,
-        json!({"t":"hello","proto":"airc/0.1","role":"client"}),
-    );
+    r.hello(CAROL);
     let out = r.send(CAROL, json!({"t":"link","op":"list"}));
     assert_eq!(frames(&out, CAROL)[0]["links"], json!([]));
     let out = r.send(CAROL, json!({"t":"link","op":"list","as":"bob/y"}));
@@ -1701,17 +1672,7 @@ fn this_realm_with_an_explicit_port_is_remote_delivery() {
 
 #[test]
 fn a_pair_acked_queued_opens_the_reply_window() {
-    let mut config = ServerConfig::new(Authority::parse("example.com").unwrap());
-    config.known_namespaces = vec![
-        Namespace::parse("alice").unwrap(),
-        Namespace::parse("bob").unwrap(),
-    ];
-    config.policy = weft_proto::airc::policy::Policy::from_json(
-        r#"[{"from":"//example.com/bob/**","to":"//example.com/alice/**","allow":true,"mode":"reply","window":3600},
-            {"from":"//example.com/bob/**","to":"*","allow":false}]"#,
-    )
-    .unwrap();
-    let mut r = Realm::with(config);
+    let mut r = Realm::with(reply_only_config());
     r.bound(ALICE, "alice", &["alice/x"]);
     r.client(BOB, "bob");
     let out = r.send(BOB, msg("b1", "y", "//example.com/alice/x"));
@@ -1739,10 +1700,7 @@ fn an_address_proves_its_namespace_and_nothing_finer() {
     r.bound(BOB, "bob", &["bob/y"]);
     r.client(ALICE, "alice");
     r.open(CAROL, Face::Client, &["alice"]);
-    r.send(
-        CAROL,
-        json!({"t":"hello","proto":"airc/0.1","role":"client"}),
-    );
+    r.hello(CAROL);
     for (conn, id, from) in [(ALICE, "m1", "x"), (CAROL, "m2", "x"), (CAROL, "m3", "w/v")] {
         let out = r.send(conn, msg(id, from, "//example.com/bob/y"));
         assert_eq!(frames(&out, BOB)[0]["id"], id);
@@ -1776,10 +1734,7 @@ fn local_forms_resolve_under_the_first_namespace_or_the_realm_root() {
     r.bound(ALICE, "alice", &["alice/"]);
     // Several namespaces: the first is the context.
     r.open(CAROL, Face::Client, &["bob", "alice"]);
-    r.send(
-        CAROL,
-        json!({"t":"hello","proto":"airc/0.1","role":"client"}),
-    );
+    r.hello(CAROL);
     let out = r.send(CAROL, msg("m1", "x", "y"));
     let got = frames(&out, BOB);
     assert_eq!(
@@ -1858,10 +1813,7 @@ fn a_link_holds_for_any_spelling_of_its_endpoints() {
         json!({"t":"link","op":"grant","as":"alice/x#desk","peer":"//EXAMPLE.com:2472/bob/y"}),
     );
     let notice = frames(&out, BOB).remove(0);
-    r.send(
-        BOB,
-        json!({"t":"ack","id":notice["id"],"status":"delivered"}),
-    );
+    r.ack_delivered(BOB, &notice);
     // Another spelling of bob/y, with a fragment, writing to alice/x by its full form.
     let out = r.send(BOB, msg("b1", "y#t", "airc://example.com./alice/x#inbox"));
     assert_eq!(frames(&out, ALICE)[0]["id"], "b1", "{out:?}");
@@ -2000,17 +1952,10 @@ fn same(a: &Record, b: &Record) -> bool {
 
 /// Bob may only answer alice, inside an hour of her writing to him (§10.1 `mode: "reply"`).
 fn reply_only_config() -> ServerConfig {
-    let mut config = ServerConfig::new(Authority::parse("example.com").unwrap());
-    config.known_namespaces = vec![
-        Namespace::parse("alice").unwrap(),
-        Namespace::parse("bob").unwrap(),
-    ];
-    config.policy = weft_proto::airc::policy::Policy::from_json(
+    config_with_policy(
         r#"[{"from":"//example.com/bob/**","to":"//example.com/alice/**","allow":true,"mode":"reply","window":3600},
             {"from":"//example.com/bob/**","to":"*","allow":false}]"#,
     )
-    .unwrap();
-    config
 }
 
 #[test]
@@ -2025,10 +1970,7 @@ fn a_server_rebuilt_from_its_records_still_honours_a_reply_window() {
     let pair = position(&out, |o| {
         matches!(o, Output::Persist(Record::ReplyPair { .. }))
     });
-    let ack = position(
-        &out,
-        |o| matches!(o, Output::Send { conn, .. } if *conn == ALICE),
-    );
+    let ack = position(&out, sent_to(ALICE));
     assert!(pair < ack);
     disk.apply(&out);
     // kill -9: nothing but the disk survives. Half an hour later bob answers.
