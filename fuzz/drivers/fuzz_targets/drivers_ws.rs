@@ -22,13 +22,16 @@ use std::time::Duration;
 
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
+
+/// The fuzz crate's time-advance loop, shared with its targets.
+#[path = "../../common/advance.rs"]
+mod advance;
 use tungstenite::handshake::derive_accept_key;
 use weft_drivers::host::{Effect, Peer, Remote};
 use weft_drivers::ws::{
     Frame, MAX_HEAD_BYTES, Refusal, Request, ServerSocket, Ws, WsConfig, WsEffect, WsInput,
     WsMachine,
 };
-use weft_fuzz::advance;
 use weft_proto::core::{ConnId, Machine, Timestamp, Wakeup};
 
 /// The message limit of both layers: small, so that 1009 is easy to reach.
