@@ -138,6 +138,7 @@ impl<M: Machine> Runner<M> {
 
 pub mod airc;
 pub mod crypto;
+pub mod link;
 pub mod minca;
 pub mod scenario;
 
