@@ -7,7 +7,7 @@
 //!   integer arithmetic only so no float library can make two machines disagree about a trace.
 //! - **Every link is a reliable ordered stream** (WebSocket and TCP, and the mesh's data channels,
 //!   which Minca opens ordered and reliable): a message arrives no earlier than the one sent
-//!   before it on the same direction ([`Direction::send`]: arrival = max(the direction's last
+//!   before it on the same direction ([`Links::send`]: arrival = max(the direction's last
 //!   arrival, sent + latency)), so nothing is reordered on a stream.
 //! - **Bandwidth**: each direction serializes its messages at its [`Kind`]'s rate (or the rate
 //!   [`Bandwidth`] names), one after the other: a message waits until the one before it is
