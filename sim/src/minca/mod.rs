@@ -28,7 +28,8 @@
 //! (**nothing-crosses-a-partition**; nodes and relays are each a place a partition may cut off),
 //! and every machine's deadline advances after its timeout runs (**deadline-advances**).
 //!
-//! Report: the time to a full mesh, relay messages per node, signals forwarded per node.
+//! Report: the time to a full mesh, relay messages per node, signals forwarded per node, replays
+//! the rendezvous ignored, and the link layer's counters ([`crate::link::LinkStats`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
