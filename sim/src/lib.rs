@@ -12,7 +12,9 @@
 //! Scenarios: [`airc`] (`weft sim airc-realms`), AIRC realm servers and clients on a faulty
 //! network, with the delivery invariants checked on every event; [`minca`] (`weft sim
 //! minca-meetup`), Minca nodes meeting through relays into a full mesh while relays restart and
-//! nodes sleep. Both run in the one shell [`scenario`] gives them (the clock's origin, the event
+//! nodes sleep. Both run over the one link layer [`link`] (latency per message, loss,
+//! bandwidth, duplicates where they really happen, partitions that heal) and in the one shell
+//! [`scenario`] gives them (the clock's origin, the event
 //! queue, the trace, the report's times and the first [`scenario::Violation`]). [`crypto`] is the provider the scenarios hand their machines: RustCrypto's
 //! answers, with expanded Ed25519 keys kept.
 
@@ -138,6 +140,7 @@ impl<M: Machine> Runner<M> {
 
 pub mod airc;
 pub mod crypto;
+pub mod link;
 pub mod minca;
 pub mod scenario;
 

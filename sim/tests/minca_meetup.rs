@@ -1,24 +1,38 @@
 //! The `minca-meetup` scenario at small size over many seeds: nodes meet through relays that
 //! restart, sockets and peer connections that drop, and sleeps, and still end in a full mesh with
-//! every invariant holding; a seed replays exactly.
+//! every invariant holding, through the link layer's faults too (latency per message, loss,
+//! bandwidth, relay mail delivered twice, partitions that heal); a seed replays exactly.
 
 use std::time::Duration;
 
+use weft_sim::link::LinkStats;
 use weft_sim::minca::{SCALE_SPACE_NODES, Scenario, run};
 
 /// Seeds swept by the test suite; `weft sim minca-meetup --seed S` replays any one of them.
 const SEEDS: u64 = 256;
 
+/// Seeds run with frequent partitions.
+const PARTITION_SEEDS: u64 = 24;
+
+/// Seeds run with every relay mail delivered twice.
+const DUPLICATE_SEEDS: u64 = 12;
+
 #[test]
 fn every_invariant_holds_over_many_seeds() {
     let mut failures = Vec::new();
     let (mut drops, mut restarts, mut sleeps) = (0, 0, 0);
+    let mut link = LinkStats::default();
     for seed in 0..SEEDS {
         match run(&Scenario::small(seed), None) {
             Ok(r) => {
                 drops += r.drops;
                 restarts += r.relay_restarts;
                 sleeps += r.sleeps;
+                link.partitions += r.link.partitions;
+                link.partition_cuts += r.link.partition_cuts;
+                link.duplicates += r.link.duplicates;
+                link.delayed_by_loss += r.link.delayed_by_loss;
+                link.queued += r.link.queued;
             }
             Err(v) => failures.push(format!("{v}\n{}", v.report)),
         }
@@ -34,11 +48,21 @@ fn every_invariant_holds_over_many_seeds() {
         drops > 0 && restarts > 0 && sleeps > 0,
         "{drops} {restarts} {sleeps}"
     );
+    assert!(
+        link.partitions > 0
+            && link.partition_cuts > 0
+            && link.duplicates > 0
+            && link.delayed_by_loss > 0
+            && link.queued > 0,
+        "{link:?}"
+    );
 }
 
 #[test]
 fn the_same_seed_gives_the_same_trace_and_report() {
-    let scenario = Scenario::small(3);
+    // Partitions often enough that the run has some, with every other link fault on.
+    let mut scenario = Scenario::small(3);
+    scenario.faults.link.partition_every = Some(Duration::from_secs(10));
     let (mut ta, mut tb) = (Vec::new(), Vec::new());
     let mut a = run(&scenario, Some(&mut ta)).expect("seed 3 passes");
     let mut b = run(&scenario, Some(&mut tb)).expect("seed 3 passes");
@@ -47,6 +71,58 @@ fn the_same_seed_gives_the_same_trace_and_report() {
     assert_eq!(a, b);
     assert!(!ta.is_empty());
     assert!(ta == tb, "traces differ");
+    assert!(a.link.partitions > 0 && a.link.messages > 0, "{a}");
+    // Tracing does not change the run.
+    let mut c = run(&scenario, None).expect("seed 3 passes");
+    c.wall = Duration::ZERO;
+    assert_eq!(a, c);
+}
+
+/// Partitions every 10 s on average through the faulty phase: every delivery is checked against
+/// the partition in force (nothing-crosses-a-partition), streams across are cut and dials across
+/// refused, and once the last one heals the nodes still meet in a full mesh.
+#[test]
+fn a_partition_keeps_its_sides_apart_until_it_heals_and_the_mesh_forms_again() {
+    let mut total = LinkStats::default();
+    for seed in 0..PARTITION_SEEDS {
+        let mut sc = Scenario::small(seed);
+        sc.faults.link.partition_every = Some(Duration::from_secs(10));
+        let r = run(&sc, None).unwrap_or_else(|v| panic!("{v}\n{}", v.report));
+        assert!(r.full_mesh_at.is_some(), "{r}");
+        assert_eq!(r.live_delivered, 4 * 3, "{r}");
+        total.partitions += r.link.partitions;
+        total.partition_cuts += r.link.partition_cuts;
+        total.partition_refusals += r.link.partition_refusals;
+    }
+    assert!(
+        total.partitions >= PARTITION_SEEDS
+            && total.partition_cuts > 0
+            && total.partition_refusals > 0,
+        "{total:?}"
+    );
+}
+
+/// Every relay mail delivered twice: the second copy of each blob is a replay the rendezvous
+/// ignores (§2 rule 3), so no offer is answered twice (one-connection-per-pair), no introduction
+/// is passed on twice (introductions-never-loop), and the mesh forms as without duplicates.
+#[test]
+fn a_relay_delivering_a_blob_twice_is_acted_on_once() {
+    let (mut once, mut twice) = (0, 0);
+    for seed in 0..DUPLICATE_SEEDS {
+        let mut sc = Scenario::small(seed);
+        sc.faults.link.duplicate_permille = 0;
+        let r = run(&sc, None).unwrap_or_else(|v| panic!("{v}\n{}", v.report));
+        assert_eq!(r.link.duplicates, 0, "{r}");
+        once += r.replays_ignored;
+        sc.faults.link.duplicate_permille = 1000;
+        let r = run(&sc, None).unwrap_or_else(|v| panic!("{v}\n{}", v.report));
+        assert!(r.full_mesh_at.is_some(), "{r}");
+        assert_eq!(r.live_delivered, 4 * 3, "{r}");
+        assert!(r.link.duplicates > 0, "{r}");
+        twice += r.replays_ignored;
+    }
+    // The second copies were seen and set aside as replays.
+    assert!(twice > once + DUPLICATE_SEEDS, "{once} {twice}");
 }
 
 #[test]

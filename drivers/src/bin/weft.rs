@@ -258,12 +258,14 @@ enum PassportCmd {
 
 #[derive(Subcommand, Debug)]
 enum Sim {
-    /// AIRC realm servers and clients under link drops, crashes, restarts and stalled acks;
-    /// exits non-zero with the seed and the first invariant a run violated.
+    /// AIRC realm servers and clients under link drops, crashes, restarts, stalled acks, lossy
+    /// and bandwidth-limited links and partitions that heal; exits non-zero with the seed and
+    /// the first invariant a run violated.
     AircRealms(AircRealmsArgs),
-    /// Minca nodes in one space meeting through relays that restart, over sockets and peer
-    /// connections that drop, with nodes that sleep; exits non-zero with the seed and the first
-    /// invariant a run violated.
+    /// Minca nodes in one space meeting through relays that restart (and now and then deliver
+    /// mail twice), over sockets and peer connections that drop, lossy and bandwidth-limited
+    /// links and partitions that heal, with nodes that sleep; exits non-zero with the seed and
+    /// the first invariant a run violated.
     MincaMeetup(MincaMeetupArgs),
 }
 
@@ -281,6 +283,61 @@ struct SeedArgs {
     trace: Option<PathBuf>,
 }
 
+/// The link layer's faults a user may turn (`weft_sim::link`); each left out keeps the
+/// scenario's default.
+#[derive(Args, Debug)]
+struct SimLinkArgs {
+    /// Chance per thousand that a message's segment is lost and sent again after a
+    /// retransmission timeout (200 ms, doubling): a delay for it and everything behind it on its
+    /// stream, never a lost message. Default 10.
+    #[arg(long, value_name = "PERMILLE")]
+    loss: Option<u32>,
+    /// Mean of the heavy-tailed jitter added to each message's latency, in milliseconds.
+    /// Default 25 (minca-meetup), 20 (airc-realms).
+    #[arg(long, value_name = "MS")]
+    jitter: Option<u64>,
+    /// Serialization per direction: `off`, `kind` (each kind of link at its own rate: relay
+    /// sockets 1 Mbit/s, data channels 2 Mbit/s, realm streams 10 Mbit/s) or a number of bytes
+    /// per second for every link. Default `kind`.
+    #[arg(long, value_name = "off|kind|BYTES", value_parser = parse_bandwidth)]
+    bandwidth: Option<weft_sim::link::Bandwidth>,
+    /// Mean virtual seconds between partitions in the faulty phase (0: none); each cuts up to a
+    /// third of the network off for a while, and all heal before the quiet phase. Default 60
+    /// (minca-meetup), 40 (airc-realms).
+    #[arg(long, value_name = "SECS")]
+    partition_every: Option<u64>,
+}
+
+impl SimLinkArgs {
+    fn apply(&self, f: &mut weft_sim::link::LinkFaults) {
+        if let Some(loss) = self.loss {
+            f.loss_permille = loss.min(1000);
+        }
+        if let Some(ms) = self.jitter {
+            f.jitter = std::time::Duration::from_millis(ms);
+        }
+        if let Some(b) = self.bandwidth {
+            f.bandwidth = b;
+        }
+        if let Some(secs) = self.partition_every {
+            f.partition_every = (secs > 0).then(|| std::time::Duration::from_secs(secs));
+        }
+    }
+}
+
+fn parse_bandwidth(s: &str) -> Result<weft_sim::link::Bandwidth, String> {
+    use weft_sim::link::Bandwidth;
+    match s {
+        "off" => Ok(Bandwidth::Unlimited),
+        "kind" => Ok(Bandwidth::ByKind),
+        n => match n.parse::<u64>() {
+            Ok(0) => Ok(Bandwidth::Unlimited),
+            Ok(rate) => Ok(Bandwidth::PerSecond(rate)),
+            Err(_) => Err("want off, kind or a number of bytes per second".into()),
+        },
+    }
+}
+
 #[derive(Args, Debug)]
 struct MincaMeetupArgs {
     /// Nodes.
@@ -296,6 +353,12 @@ struct MincaMeetupArgs {
     /// Virtual seconds of faults, before the quiet heal phase.
     #[arg(long, default_value_t = 180)]
     duration: u64,
+    /// Chance per thousand that a relay delivers a mail twice (the rendezvous must ignore the
+    /// copy as a replay). Default 20.
+    #[arg(long, value_name = "PERMILLE")]
+    duplicates: Option<u32>,
+    #[command(flatten)]
+    link: SimLinkArgs,
     #[command(flatten)]
     seeds: SeedArgs,
 }
@@ -314,6 +377,8 @@ struct AircRealmsArgs {
     /// Virtual seconds of faults, before the quiet heal phase.
     #[arg(long, default_value_t = 300)]
     duration: u64,
+    #[command(flatten)]
+    link: SimLinkArgs,
     #[command(flatten)]
     seeds: SeedArgs,
 }
@@ -775,12 +840,14 @@ fn sim_airc_realms(args: &AircRealmsArgs) -> ExitCode {
         return ExitCode::from(2);
     }
     sim_seeds("airc-realms", &args.seeds, |seed, trace| {
+        let mut base = Scenario::new(seed);
+        args.link.apply(&mut base.faults.link);
         let scenario = Scenario {
             realms: args.realms,
             clients,
             messages: args.messages,
             duration: std::time::Duration::from_secs(args.duration),
-            ..Scenario::new(seed)
+            ..base
         }
         .with_event_budget();
         // The trace lives longer than this run's scenario: reborrow it for the run alone.
@@ -798,12 +865,17 @@ fn sim_minca_meetup(args: &MincaMeetupArgs) -> ExitCode {
         return ExitCode::from(2);
     }
     sim_seeds("minca-meetup", &args.seeds, |seed, trace| {
+        let mut base = Scenario::new(seed);
+        args.link.apply(&mut base.faults.link);
+        if let Some(d) = args.duplicates {
+            base.faults.link.duplicate_permille = d.min(1000);
+        }
         let scenario = Scenario {
             nodes: args.nodes,
             spaces: args.spaces,
             relays: args.relays,
             duration: std::time::Duration::from_secs(args.duration),
-            ..Scenario::new(seed)
+            ..base
         }
         .with_event_budget();
         // The trace lives longer than this run's scenario: reborrow it for the run alone.

@@ -1,6 +1,8 @@
 //! The `airc-realms` scenario: M AIRC realm servers and K clients on a deterministic simulated
-//! network with latency, link drops, server crashes and restarts, and clients that stall before
-//! acking. Every run checks the AIRC delivery invariants as it goes, then heals the network and
+//! network ([`crate::link`]: latency drawn per frame, loss as retransmission delay, bandwidth,
+//! partitions that heal) with link drops, server crashes and restarts, and clients that stall
+//! before acking. Every link is a stream (TCP or TLS), so frames are never duplicated or
+//! reordered on one. Every run checks the AIRC delivery invariants as it goes, then heals the network and
 //! checks that nothing acknowledged was lost.
 //!
 //! # The invariants, as checked
@@ -27,8 +29,10 @@
 //! 5. **every-msg-answered**: after the heal phase every message a client sent has its final
 //!    ack (clients retry unanswered messages on each new connection, §7.3 "origins MAY retry").
 //!
-//! Also checked: a delivery reaches the client bound for its `to` (**right-recipient**), and
-//! every machine's deadline advances after its timeout runs (**deadline-advances**).
+//! Also checked: a delivery reaches the client bound for its `to` (**right-recipient**), no
+//! frame reaches an end the other side of a partition (**nothing-crosses-a-partition**; servers
+//! and clients are each a place a partition may cut off), and every machine's deadline advances
+//! after its timeout runs (**deadline-advances**).
 
 mod client;
 
@@ -50,6 +54,7 @@ use weft_proto::crypto::Ed25519Seed;
 
 pub use client::{ClientInput, ClientOutput, SimClient};
 
+use crate::link::{Bandwidth, Direction, Kind, LinkFaults, LinkStats, Links, Partition};
 use crate::scenario::{Check, Queue, Timed, Trace, World, fmt_times};
 use crate::stream;
 
@@ -90,8 +95,8 @@ pub struct Faults {
     pub stall_permille: u32,
     /// How long a stalled ack waits, at least and at most; past the 15 s ack timeout.
     pub stall: (Duration, Duration),
-    /// One-way latency: a base plus a uniform jitter.
-    pub latency: (Duration, Duration),
+    /// The network: latency per frame, loss, bandwidth and partitions ([`crate::link`]).
+    pub link: LinkFaults,
     /// Chance per thousand that a frame is held up much longer (a latency spike).
     pub spike_permille: u32,
     /// The longest a spike holds a frame up.
@@ -106,7 +111,16 @@ impl Default for Faults {
             downtime: (Duration::from_secs(1), Duration::from_secs(10)),
             stall_permille: 60,
             stall: (Duration::from_secs(16), Duration::from_secs(30)),
-            latency: (Duration::from_millis(2), Duration::from_millis(60)),
+            link: LinkFaults {
+                base: Duration::from_millis(2),
+                jitter: Duration::from_millis(20),
+                loss_permille: 10,
+                // A stream never duplicates a frame, and no AIRC party sends one twice by itself.
+                duplicate_permille: 0,
+                bandwidth: Bandwidth::ByKind,
+                partition_every: Some(Duration::from_secs(40)),
+                partition_length: (Duration::from_secs(2), Duration::from_secs(25)),
+            },
             spike_permille: 10,
             spike_max: Duration::from_secs(20),
         }
@@ -183,6 +197,8 @@ pub struct Report {
     pub link_drops: u64,
     /// Peer links that came up.
     pub peer_links: u64,
+    /// What the link layer did: loss, bandwidth, partitions.
+    pub link: LinkStats,
     /// Events the simulator ran.
     pub events: u64,
     /// Virtual time the run covered.
@@ -212,6 +228,7 @@ impl fmt::Display for Report {
             "crashes {}, link drops {}, peer links {}, events {}",
             self.crashes, self.link_drops, self.peer_links, self.events
         )?;
+        write!(f, "{}", self.link)?;
         fmt_times(f, self.virtual_duration, self.wall)
     }
 }
@@ -239,6 +256,7 @@ impl Report {
             "crashes": self.crashes,
             "link_drops": self.link_drops,
             "peer_links": self.peer_links,
+            "link": self.link.to_json(),
             "events": self.events,
             "virtual_ms": u64::try_from(self.virtual_duration.as_millis()).unwrap_or(u64::MAX),
             "wall_ms": u64::try_from(self.wall.as_millis()).unwrap_or(u64::MAX),
@@ -270,6 +288,7 @@ impl World for Net<'_> {
     }
 
     fn report(&mut self) -> &mut Report {
+        self.report.link = self.links.stats.clone();
         &mut self.report
     }
 }
@@ -278,6 +297,7 @@ const TAG_NET: u64 = 1;
 const TAG_KEY: u64 = 1_000;
 const TAG_CLIENT: u64 = 2_000_000;
 const TAG_SERVER: u64 = 3_000_000;
+const TAG_LINK: u64 = 2;
 
 /// One end of a wire.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -294,8 +314,8 @@ struct Wire {
     reading: [bool; 2],
     /// Whether each end has been told the wire closed.
     told: [bool; 2],
-    /// When the last bytes towards each end arrive, so later bytes never overtake them.
-    last: [Timestamp; 2],
+    /// Each direction, by the end it goes to: bytes arrive in order behind what is on the way.
+    dir: [Direction; 2],
 }
 
 #[derive(Debug)]
@@ -326,6 +346,8 @@ enum Ev {
         s: usize,
     },
     Drop,
+    Partition,
+    PartitionHeal,
     Heal,
 }
 
@@ -428,6 +450,11 @@ struct Net<'a> {
     dest: BTreeMap<String, usize>,
     /// Ids their origin saw acked `queued` or `delivered`.
     accepted: BTreeSet<String>,
+    links: Links,
+    /// The partition in force, if any.
+    partition: Option<Partition>,
+    /// Wires a partition cut, so bytes that were on the way across are counted, not delivered.
+    cut_wires: BTreeSet<u64>,
     report: Report,
     trace: Trace<'a>,
 }
@@ -513,6 +540,9 @@ impl<'a> Net<'a> {
             deliveries: BTreeMap::new(),
             dest: BTreeMap::new(),
             accepted: BTreeSet::new(),
+            links: Links::new(sc.faults.link.clone(), stream(sc.seed, TAG_LINK)),
+            partition: None,
+            cut_wires: BTreeSet::new(),
             report: Report {
                 seed: sc.seed,
                 ..Report::default()
@@ -551,7 +581,54 @@ impl<'a> Net<'a> {
             let at = self.now + self.around(every);
             self.push(at, Ev::Crash);
         }
+        self.schedule_partition();
         self.push(START + self.sc.duration, Ev::Heal);
+    }
+
+    fn schedule_partition(&mut self) {
+        if let Some(at) = self
+            .links
+            .next_partition(self.now, START + self.sc.duration)
+        {
+            self.push(at, Ev::Partition);
+        }
+    }
+
+    /// A machine's place, as partitions see the network: servers, then clients.
+    fn place(&self, e: End) -> usize {
+        match e {
+            End::Server { s, .. } => s,
+            End::Client { c } => self.sc.realms + c,
+        }
+    }
+
+    fn separated(&self, a: usize, b: usize) -> bool {
+        self.partition.as_ref().is_some_and(|p| p.separates(a, b))
+    }
+
+    /// Cuts a random part of the network off: every wire across is dropped at once (as its
+    /// transport's timeout would after a while), and dials across fail until it heals.
+    fn start_partition(&mut self) -> Check {
+        let places = self.sc.realms + self.sc.clients;
+        let p = self
+            .links
+            .partition(places, self.now, START + self.sc.duration);
+        self.trace(json!({"ev":"partition","small":p.small_side(),"until":p.until.as_millis().saturating_sub(START.as_millis())}));
+        self.push(p.until, Ev::PartitionHeal);
+        self.partition = Some(p);
+        let across: Vec<u64> = self
+            .wires
+            .iter()
+            .filter(|(_, w)| w.reading.iter().any(|r| *r))
+            .filter(|(_, w)| self.separated(self.place(w.ends[0]), self.place(w.ends[1])))
+            .map(|(id, _)| *id)
+            .collect();
+        for wire in across {
+            self.links.stats.partition_cuts += 1;
+            self.cut_wires.insert(wire);
+            self.sever(wire, false)?;
+        }
+        Ok(())
     }
 
     fn pick(&mut self, n: usize) -> usize {
@@ -570,14 +647,17 @@ impl<'a> Net<'a> {
         self.between(Duration::ZERO, mean * 2)
     }
 
+    /// A one-way latency for something that is not a frame on a wire (a dial, a reset).
     fn latency(&mut self) -> Duration {
+        self.spike().unwrap_or_else(|| self.links.latency())
+    }
+
+    /// A latency spike, drawn in the faulty phase: a frame held up much longer than the link's
+    /// own tail, and everything behind it on its wire with it.
+    fn spike(&mut self) -> Option<Duration> {
         let f = &self.sc.faults;
-        let (base, jitter, spike, spike_max) =
-            (f.latency.0, f.latency.1, f.spike_permille, f.spike_max);
-        if !self.healing && self.rng.next_u32() % 1000 < spike {
-            return self.between(base, spike_max);
-        }
-        self.between(base, base + jitter)
+        let (base, spike, spike_max) = (f.link.base, f.spike_permille, f.spike_max);
+        (!self.healing && self.rng.next_u32() % 1000 < spike).then(|| self.between(base, spike_max))
     }
 
     fn push(&mut self, at: Timestamp, ev: Ev) {
@@ -723,6 +803,21 @@ impl<'a> Net<'a> {
                 Ok(())
             }
             Ev::Restart { s } => self.restart(s),
+            Ev::Partition => {
+                if self.healing {
+                    return Ok(());
+                }
+                self.start_partition()?;
+                self.schedule_partition();
+                Ok(())
+            }
+            Ev::PartitionHeal => {
+                if self.partition.as_ref().is_some_and(|p| p.until <= self.now) {
+                    self.partition = None;
+                    self.trace(json!({"ev":"partition_heal"}));
+                }
+                Ok(())
+            }
             Ev::Drop => {
                 if self.healing {
                     return Ok(());
@@ -747,6 +842,8 @@ impl<'a> Net<'a> {
             }
             Ev::Heal => {
                 self.healing = true;
+                // Partitions end with the faulty phase at the latest.
+                self.partition = None;
                 self.trace(json!({"ev":"heal"}));
                 for s in 0..self.sc.realms {
                     self.restart(s)?;
@@ -776,7 +873,7 @@ impl<'a> Net<'a> {
                 ends: [a, b],
                 reading: [true, true],
                 told: [false, false],
-                last: [self.now, self.now],
+                dir: [Direction::new(self.now), Direction::new(self.now)],
             },
         );
         self.trace(json!({"ev":"open","wire":id,"a":Self::end_name(a),"b":Self::end_name(b)}));
@@ -792,24 +889,39 @@ impl<'a> Net<'a> {
     /// on the way.
     fn transmit(&mut self, wire: u64, from: usize, bytes: Vec<u8>) {
         let to = 1 - from;
-        let lat = self.latency();
+        let spike = self.spike();
         let Some(w) = self.wires.get_mut(&wire) else {
             return;
         };
         if !w.reading[to] {
             return;
         }
-        let at = (self.now + lat).max(w.last[to]);
-        w.last[to] = at;
+        let mut at = self
+            .links
+            .send(&mut w.dir[to], Kind::RealmStream, self.now, bytes.len());
+        if let Some(spike) = spike {
+            at = w.dir[to].behind(at + spike);
+        }
         self.push(at, Ev::Bytes { wire, to, bytes });
     }
 
     fn arrive(&mut self, wire: u64, to: usize, bytes: Vec<u8>) -> Check {
-        let Some(w) = self.wires.get(&wire) else {
+        let Some(w) = self.wires.get(&wire).filter(|w| w.reading[to]) else {
+            if self.cut_wires.contains(&wire) {
+                self.links.stats.partition_discarded += 1;
+            }
             return Ok(());
         };
-        if !w.reading[to] {
-            return Ok(());
+        let (a, b) = (self.place(w.ends[to]), self.place(w.ends[1 - to]));
+        if self.separated(a, b) {
+            return Err((
+                "nothing-crosses-a-partition",
+                format!(
+                    "wire {wire}: bytes from {} reached {} across a partition",
+                    Self::end_name(w.ends[1 - to]),
+                    Self::end_name(w.ends[to])
+                ),
+            ));
         }
         match w.ends[to] {
             End::Server { s, conn, life } => {
@@ -964,13 +1076,16 @@ impl<'a> Net<'a> {
                         // The closing end stops reading now; the other end reads what was
                         // already on the way, then learns the wire closed.
                         let other = 1 - side;
-                        let last = self.wires.get(&wire).map_or(self.now, |w| w.last[other]);
                         let lat = self.latency();
-                        if let Some(w) = self.wires.get_mut(&wire) {
-                            w.reading[side] = false;
-                        }
+                        let at = self.now + lat;
+                        let at = match self.wires.get_mut(&wire) {
+                            Some(w) => {
+                                w.reading[side] = false;
+                                w.dir[other].behind(at)
+                            }
+                            None => at,
+                        };
                         self.push(self.now, Ev::Closed { wire, to: side });
-                        let at = (self.now + lat).max(last);
                         self.push(at, Ev::Closed { wire, to: other });
                     }
                 }
@@ -1066,6 +1181,11 @@ impl<'a> Net<'a> {
             return Ok(());
         }
         let authority = self.realms[t].clone();
+        if self.separated(s, t) {
+            self.links.stats.partition_refusals += 1;
+            self.trace(json!({"ev":"dial_failed","from":s,"to":t,"partition":true}));
+            return self.server_input(s, Input::DialFailed { authority });
+        }
         if self.servers[t].is_none() {
             self.trace(json!({"ev":"dial_failed","from":s,"to":t}));
             return self.server_input(s, Input::DialFailed { authority });
@@ -1151,6 +1271,11 @@ impl<'a> Net<'a> {
 
     fn client_connect(&mut self, c: usize) -> Check {
         let s = self.home[c];
+        if self.separated(self.sc.realms + c, s) {
+            self.links.stats.partition_refusals += 1;
+            self.clients[c].handle(self.now, ClientInput::ConnectFailed);
+            return self.drain_client(c);
+        }
         if self.servers[s].is_none() {
             self.clients[c].handle(self.now, ClientInput::ConnectFailed);
             return self.drain_client(c);
@@ -1309,6 +1434,7 @@ impl<'a> Net<'a> {
                 ));
             }
         }
+        self.report.link = self.links.stats.clone();
         self.trace(json!({"ev":"end","report":self.report.to_json()}));
         Ok(())
     }

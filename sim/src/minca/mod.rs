@@ -1,8 +1,10 @@
 //! The `minca-meetup` scenario: N Minca nodes ([`weft_proto::minca::node::Node`], the relay
 //! client, rendezvous and mesh composed) in one space, meeting through R relays
-//! ([`weft_proto::minca::relay_server::RelayServer`]), all unchanged, on a simulated network:
-//! latency per socket, relay sockets and peer connections that drop, relays that restart, nodes
-//! that sleep (their clock jumps when they wake), and clocks skewed a little each. Peer
+//! ([`weft_proto::minca::relay_server::RelayServer`]), all unchanged, on a simulated network
+//! ([`crate::link`]: latency drawn per message, loss as retransmission delay, bandwidth, relays
+//! that now and then deliver mail twice, partitions that heal): relay sockets and peer
+//! connections that drop, relays that restart, nodes that sleep (their clock jumps when they
+//! wake), and clocks skewed a little each. Peer
 //! connections are simulated data channels: a description names its end, and the channel opens
 //! once the offerer applies an answer to its own offer, with a channel-binding fingerprint per
 //! node.
@@ -22,9 +24,12 @@
 //! 5. **live-attributed** (§9.2): a live message each node sends at the end reaches every other
 //!    node, attributed to its sender.
 //!
-//! Also checked: every machine's deadline advances after its timeout runs (**deadline-advances**).
+//! Also checked: no message reaches a node or relay the other side of a partition
+//! (**nothing-crosses-a-partition**; nodes and relays are each a place a partition may cut off),
+//! and every machine's deadline advances after its timeout runs (**deadline-advances**).
 //!
-//! Report: the time to a full mesh, relay messages per node, signals forwarded per node.
+//! Report: the time to a full mesh, relay messages per node, signals forwarded per node, replays
+//! the rendezvous ignored, and the link layer's counters ([`crate::link::LinkStats`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -42,8 +47,10 @@ use weft_proto::minca::mesh::frame::{AUTH_HELLO, AUTH_PROOF, Frame, LEAVE, SIGNA
 use weft_proto::minca::node::{self, Join, Node, NodeConfig};
 use weft_proto::minca::relay_server::{self, RelayConfig, RelayServer};
 use weft_proto::minca::relay_url::RelayUrl;
+use weft_proto::minca::rendezvous::Ignored;
 use weft_proto::minca::room::{MAX_ROOM_PEERS, Room};
 
+use crate::link::{Bandwidth, Direction, Kind, LinkFaults, LinkStats, Links, Partition};
 use crate::scenario::{Check, Queue, Timed, Trace, World, fmt_times};
 use crate::stream;
 
@@ -57,6 +64,19 @@ const FIRST_PORT: u16 = 9000;
 
 /// The live message type (§9.2).
 const LIVE: &str = "live";
+
+/// How relay mail starts on the wire (`relay_wire::RelayMessage::Mail`): the one relay message
+/// a relay may deliver twice.
+const MAIL_PREFIX: &str = "{\"type\":\"mail\"";
+
+/// How long a data channel's ICE checks run before a connection with no path (across a
+/// partition) is reported failed to both ends: about when a browser's ICE agent declares the
+/// pair failed, and less than the mesh's own attempt timeout, so the answering end, which has
+/// none, does not hold the attempt forever.
+pub const ICE_FAILURE: Duration = Duration::from_secs(10);
+
+/// A WebSocket ping or pong frame with no payload: two bytes of header.
+const PING_BYTES: usize = 2;
 
 /// How a scenario run is shaped. [`Scenario::small`] is the size the test suite runs at.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -83,8 +103,9 @@ pub struct Scenario {
 /// The faults of a scenario's faulty phase.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Faults {
-    /// One-way latency: a base plus a uniform jitter, fixed per socket or connection.
-    pub latency: (Duration, Duration),
+    /// The network: latency per message, loss, bandwidth, relay duplicates and partitions
+    /// ([`crate::link`]).
+    pub link: LinkFaults,
     /// Mean time between dropped relay sockets across the network (`None`: never).
     pub socket_drop_every: Option<Duration>,
     /// Mean time between dropped peer connections across the network.
@@ -106,7 +127,15 @@ pub struct Faults {
 impl Default for Faults {
     fn default() -> Self {
         Self {
-            latency: (Duration::from_millis(5), Duration::from_millis(80)),
+            link: LinkFaults {
+                base: Duration::from_millis(5),
+                jitter: Duration::from_millis(25),
+                loss_permille: 10,
+                duplicate_permille: 20,
+                bandwidth: Bandwidth::ByKind,
+                partition_every: Some(Duration::from_secs(60)),
+                partition_length: (Duration::from_secs(5), Duration::from_secs(30)),
+            },
             socket_drop_every: Some(Duration::from_secs(20)),
             peer_drop_every: Some(Duration::from_secs(30)),
             relay_restart_every: Some(Duration::from_secs(60)),
@@ -135,15 +164,21 @@ impl Scenario {
     }
 
     /// The size the test suite sweeps hundreds of seeds at, chosen so a seed costs about a
-    /// tenth of a second of CPU in a debug build: 4 nodes, 2 relays, 45 s of faults and 90 s of
-    /// quiet, with sleeps of at most 30 s so the quiet phase outlasts any of them.
+    /// tenth of a second of CPU in a debug build: 4 nodes, 2 relays, 45 s of faults with a
+    /// partition every 30 s on average, and 180 s of quiet, with sleeps of at most 30 s. The
+    /// quiet phase outlasts a connection attempt lost to a partition: its 20 s attempt timeout
+    /// and then up to the 120 s until the next hello (§2) before the two meet again.
     pub fn small(seed: u64) -> Self {
         Self {
             nodes: 4,
             duration: Duration::from_secs(45),
-            heal: Duration::from_secs(120),
+            heal: Duration::from_secs(180),
             faults: Faults {
                 sleep: (Duration::from_secs(5), Duration::from_secs(30)),
+                link: LinkFaults {
+                    partition_every: Some(Duration::from_secs(30)),
+                    ..Faults::default().link
+                },
                 ..Faults::default()
             },
             ..Self::new(seed)
@@ -201,6 +236,11 @@ pub struct Report {
     pub sleeps: u64,
     /// Live messages delivered.
     pub live_delivered: u64,
+    /// Rendezvous messages nodes ignored as replays (§2 rule 3): among them the second copies
+    /// of mail a relay delivered twice.
+    pub replays_ignored: u64,
+    /// What the link layer did: loss, bandwidth, duplicates, partitions.
+    pub link: LinkStats,
     /// Events the simulator ran.
     pub events: u64,
     /// Virtual time the run covered.
@@ -230,6 +270,8 @@ impl Report {
             "relay_restarts": self.relay_restarts,
             "sleeps": self.sleeps,
             "live_delivered": self.live_delivered,
+            "replays_ignored": self.replays_ignored,
+            "link": self.link.to_json(),
             "events": self.events,
             "virtual_ms": ms(self.virtual_duration),
             "wall_ms": ms(self.wall),
@@ -262,6 +304,8 @@ impl fmt::Display for Report {
             self.live_delivered,
             self.events
         )?;
+        writeln!(f, "replays ignored {}", self.replays_ignored)?;
+        write!(f, "{}", self.link)?;
         fmt_times(f, self.virtual_duration, self.wall)
     }
 }
@@ -297,6 +341,12 @@ impl World for Net<'_> {
     }
 
     fn report(&mut self) -> &mut Report {
+        self.report.link = self.links.stats.clone();
+        self.report.replays_ignored = self
+            .nodes
+            .iter()
+            .map(|x| x.node.rendezvous().ignored(Ignored::Replay))
+            .sum();
         &mut self.report
     }
 }
@@ -304,6 +354,7 @@ impl World for Net<'_> {
 const TAG_NET: u64 = 11;
 const TAG_NODE: u64 = 4_000_000;
 const TAG_RELAY: u64 = 5_000_000;
+const TAG_LINK: u64 = 12;
 
 /// The simulator's provider: the plain provider's answers, with P-256 verifications of bytes
 /// already checked remembered (§8 floods one signed introduction to every peer of a room).
@@ -319,14 +370,32 @@ struct Socket {
     relay: usize,
     relay_conn: ConnId,
     life: u32,
-    latency: Duration,
+    /// Node → relay.
+    up: Direction,
+    /// Relay → node.
+    down: Direction,
 }
 
 /// A simulated peer connection (a data channel) between two nodes' connection ids.
 #[derive(Debug)]
 struct Link {
     ends: [(usize, ConnId); 2],
-    latency: Duration,
+    /// Towards each end.
+    dirs: [Direction; 2],
+}
+
+/// A stream a message travels on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Stream {
+    Socket(u64),
+    Link(u64),
+}
+
+/// Where a message crossing the network came from: its stream and the place that sent it.
+#[derive(Clone, Copy, Debug)]
+struct Via {
+    stream: Stream,
+    from: usize,
 }
 
 #[derive(Debug)]
@@ -342,6 +411,21 @@ enum Ev {
         life: u32,
         input: relay_server::Input,
     },
+    /// A message for a node that crossed the network on a stream.
+    NodeVia {
+        n: usize,
+        input: node::Input,
+        via: Via,
+    },
+    /// A message for a relay incarnation that crossed the network on a stream.
+    RelayVia {
+        r: usize,
+        life: u32,
+        input: relay_server::Input,
+        via: Via,
+    },
+    Partition,
+    PartitionHeal,
     Join {
         n: usize,
     },
@@ -400,7 +484,7 @@ struct Net<'a> {
     by_relay_conn: BTreeMap<(usize, ConnId), u64>,
     next_socket: u64,
     next_relay_conn: u64,
-    links: BTreeMap<u64, Link>,
+    links_open: BTreeMap<u64, Link>,
     /// Open peer connections per unordered pair of nodes.
     pair_links: BTreeMap<(usize, usize), usize>,
     by_peer_conn: BTreeMap<(usize, ConnId), u64>,
@@ -411,6 +495,11 @@ struct Net<'a> {
     full_mesh_target: usize,
     /// Each space's room.
     rooms: Vec<Room>,
+    links: Links,
+    /// The partition in force, if any.
+    partition: Option<Partition>,
+    /// Streams a partition cut: what was on the way on them is never delivered.
+    severed: BTreeSet<Stream>,
     trace: Trace<'a>,
     report: Report,
 }
@@ -518,7 +607,7 @@ impl<'a> Net<'a> {
             by_relay_conn: BTreeMap::new(),
             next_socket: 0,
             next_relay_conn: 0,
-            links: BTreeMap::new(),
+            links_open: BTreeMap::new(),
             pair_links: BTreeMap::new(),
             by_peer_conn: BTreeMap::new(),
             next_link: 0,
@@ -527,6 +616,9 @@ impl<'a> Net<'a> {
             rooms: (0..sc.spaces.max(1))
                 .map(|s| Room::of_space(crypto(), &space_id(s)))
                 .collect(),
+            links: Links::new(sc.faults.link.clone(), stream(sc.seed, TAG_LINK)),
+            partition: None,
+            severed: BTreeSet::new(),
             trace: Trace::new(trace),
             report: Report {
                 seed: sc.seed,
@@ -576,6 +668,7 @@ impl<'a> Net<'a> {
         self.schedule_fault(f.peer_drop_every, Ev::PeerDrop);
         self.schedule_fault(f.relay_restart_every, Ev::RelayRestart);
         self.schedule_fault(f.sleep_every, Ev::Sleep);
+        self.schedule_partition();
         for r in 0..self.relays.len() {
             self.refresh_relay(r);
         }
@@ -636,9 +729,108 @@ impl<'a> Net<'a> {
         self.final_checks()
     }
 
+    fn schedule_partition(&mut self) {
+        if let Some(at) = self.links.next_partition(self.now, self.end_faults) {
+            self.at(at, Ev::Partition);
+        }
+    }
+
+    /// A relay's place, as partitions see the network: nodes, then relays.
+    fn relay_place(&self, r: usize) -> usize {
+        self.nodes.len() + r
+    }
+
+    fn separated(&self, a: usize, b: usize) -> bool {
+        self.partition.as_ref().is_some_and(|p| p.separates(a, b))
+    }
+
+    /// Whether a message that crossed the network on `via` is delivered to place `to`: not when
+    /// a partition cut its stream; and one the other side of a partition is a violation.
+    fn crossing(&mut self, via: Via, to: usize) -> Result<bool, (&'static str, String)> {
+        if self.severed.contains(&via.stream) {
+            self.links.stats.partition_discarded += 1;
+            return Ok(false);
+        }
+        if self.separated(via.from, to) {
+            return Err((
+                "nothing-crosses-a-partition",
+                format!(
+                    "a message on {:?} from place {} reached place {to} across a partition",
+                    via.stream, via.from
+                ),
+            ));
+        }
+        Ok(true)
+    }
+
+    /// Cuts a random part of the network off: every relay socket and peer connection across is
+    /// dropped at once (as a transport's timeout would after a while) and what was on the way
+    /// on it is lost; dials and new peer connections across fail until it heals.
+    fn start_partition(&mut self) {
+        let places = self.nodes.len() + self.relays.len();
+        let p = self.links.partition(places, self.now, self.end_faults);
+        self.log(
+            "partition",
+            json!({ "small": p.small_side(), "until": p.until.as_millis().saturating_sub(START.as_millis()) }),
+        );
+        self.at(p.until, Ev::PartitionHeal);
+        self.partition = Some(p);
+        let sockets: Vec<u64> = self
+            .sockets
+            .iter()
+            .filter(|(_, s)| self.separated(s.node, self.relay_place(s.relay)))
+            .map(|(id, _)| *id)
+            .collect();
+        for id in sockets {
+            self.links.stats.partition_cuts += 1;
+            self.severed.insert(Stream::Socket(id));
+            self.close_socket(id, true, true);
+        }
+        let links: Vec<u64> = self
+            .links_open
+            .iter()
+            .filter(|(_, l)| self.separated(l.ends[0].0, l.ends[1].0))
+            .map(|(id, _)| *id)
+            .collect();
+        for id in links {
+            self.links.stats.partition_cuts += 1;
+            self.severed.insert(Stream::Link(id));
+            self.close_link(id, None);
+        }
+    }
+
     fn event(&mut self, ev: Ev) -> Check {
         match ev {
             Ev::Node { n, input } => self.give_node(n, input)?,
+            Ev::NodeVia { n, input, via } => {
+                if self.crossing(via, n)? {
+                    self.give_node(n, input)?;
+                }
+            }
+            Ev::RelayVia {
+                r,
+                life,
+                input,
+                via,
+            } => {
+                if self.crossing(via, self.relay_place(r))?
+                    && self.relays[r].life == life
+                    && let Some(server) = self.relays[r].server.as_mut()
+                {
+                    server.handle(self.now, input);
+                    self.drain_relay(r);
+                }
+            }
+            Ev::Partition => {
+                self.start_partition();
+                self.schedule_partition();
+            }
+            Ev::PartitionHeal => {
+                if self.partition.as_ref().is_some_and(|p| p.until <= self.now) {
+                    self.partition = None;
+                    self.log("partition-heal", json!({}));
+                }
+            }
             Ev::Relay { r, life, input } => {
                 if self.relays[r].life == life
                     && let Some(server) = self.relays[r].server.as_mut()
@@ -668,9 +860,13 @@ impl<'a> Net<'a> {
                 self.schedule_fault(self.sc.faults.socket_drop_every, Ev::SocketDrop);
             }
             Ev::PeerDrop => {
-                if !self.links.is_empty() {
-                    let pick = self.rng.next_u64() as usize % self.links.len();
-                    let id = *self.links.keys().nth(pick).expect("picked inside the map");
+                if !self.links_open.is_empty() {
+                    let pick = self.rng.next_u64() as usize % self.links_open.len();
+                    let id = *self
+                        .links_open
+                        .keys()
+                        .nth(pick)
+                        .expect("picked inside the map");
                     self.report.drops += 1;
                     self.log("peer-drop", json!({ "link": id }));
                     self.close_link(id, None);
@@ -722,7 +918,7 @@ impl<'a> Net<'a> {
                     // A data channel does not outlive a long sleep: its peers see it fail.
                     if d > Duration::from_secs(10) {
                         let ids: Vec<u64> = self
-                            .links
+                            .links_open
                             .iter()
                             .filter(|(_, l)| l.ends.iter().any(|e| e.0 == n))
                             .map(|(id, _)| *id)
@@ -816,7 +1012,19 @@ impl<'a> Net<'a> {
                     .take(self.relays.len())
                     .position(|p| url.contains(&format!(":{p}/")))
                     .expect("nodes dial only the scenario's relays");
-                let latency = uniform(&mut self.rng, self.sc.faults.latency);
+                let latency = self.links.latency();
+                if self.separated(n, self.relay_place(r)) {
+                    // A dial across a partition times out; the node's own backoff paces it.
+                    self.links.stats.partition_refusals += 1;
+                    self.after(
+                        latency * 2,
+                        Ev::Node {
+                            n,
+                            input: node::Input::RelayDialFailed { conn },
+                        },
+                    );
+                    return Ok(());
+                }
                 let admitted = self.relays[r]
                     .server
                     .as_mut()
@@ -836,6 +1044,10 @@ impl<'a> Net<'a> {
                 let relay_conn = ConnId(self.next_relay_conn);
                 self.next_relay_conn += 1;
                 let life = self.relays[r].life;
+                // The handshake: the relay learns of the socket one way later, the node one
+                // more way after that, and each direction's messages follow its opening.
+                let relay_opened = self.now + latency;
+                let node_opened = relay_opened + self.links.latency();
                 self.sockets.insert(
                     id,
                     Socket {
@@ -844,47 +1056,64 @@ impl<'a> Net<'a> {
                         relay: r,
                         relay_conn,
                         life,
-                        latency,
+                        up: Direction::new(relay_opened),
+                        down: Direction::new(node_opened),
                     },
                 );
                 self.by_node_conn.insert((n, conn), id);
                 self.by_relay_conn.insert((r, relay_conn), id);
-                self.after(
-                    latency,
-                    Ev::Relay {
+                let via = Via {
+                    stream: Stream::Socket(id),
+                    from: n,
+                };
+                self.at(
+                    relay_opened,
+                    Ev::RelayVia {
                         r,
                         life,
                         input: relay_server::Input::Opened {
                             conn: relay_conn,
                             addr: node_addr(n),
                         },
+                        via,
                     },
                 );
-                self.after(
-                    latency * 2,
-                    Ev::Node {
+                let via = Via {
+                    stream: Stream::Socket(id),
+                    from: self.relay_place(r),
+                };
+                self.at(
+                    node_opened,
+                    Ev::NodeVia {
                         n,
                         input: node::Input::RelayOpened { conn },
+                        via,
                     },
                 );
             }
             node::Output::RelaySend { conn, text } => {
                 self.report.relay_messages += 1;
-                if let Some(s) = self
-                    .by_node_conn
-                    .get(&(n, conn))
-                    .and_then(|id| self.sockets.get(id))
+                if let Some(&id) = self.by_node_conn.get(&(n, conn))
+                    && let Some(s) = self.sockets.get_mut(&id)
                 {
-                    let (r, life, relay_conn, latency) = (s.relay, s.life, s.relay_conn, s.latency);
-                    self.after(
-                        latency,
-                        Ev::Relay {
+                    let at = self
+                        .links
+                        .send(&mut s.up, Kind::RelaySocket, self.now, text.len());
+                    let (r, life, relay_conn) = (s.relay, s.life, s.relay_conn);
+                    let via = Via {
+                        stream: Stream::Socket(id),
+                        from: n,
+                    };
+                    self.at(
+                        at,
+                        Ev::RelayVia {
                             r,
                             life,
                             input: relay_server::Input::Text {
                                 conn: relay_conn,
                                 text,
                             },
+                            via,
                         },
                     );
                 }
@@ -992,6 +1221,20 @@ impl<'a> Net<'a> {
         if !self.nodes[n].conns.contains_key(&conn) {
             return Ok(());
         }
+        if self.separated(n, m) {
+            // ICE finds no path across a partition: both ends see the connection fail.
+            self.links.stats.partition_refusals += 1;
+            for (a, ca) in [(n, conn), (m, cm)] {
+                self.after(
+                    ICE_FAILURE,
+                    Ev::Node {
+                        n: a,
+                        input: node::Input::PeerClosed { conn: ca },
+                    },
+                );
+            }
+            return Ok(());
+        }
         let open = self.pair_links.entry((n.min(m), n.max(m))).or_default();
         *open += 1;
         if *open > 1 {
@@ -1002,12 +1245,13 @@ impl<'a> Net<'a> {
         }
         let id = self.next_link;
         self.next_link += 1;
-        let latency = uniform(&mut self.rng, self.sc.faults.latency);
-        self.links.insert(
+        let latency = self.links.latency();
+        let opened = self.now + latency;
+        self.links_open.insert(
             id,
             Link {
                 ends: [(n, conn), (m, cm)],
-                latency,
+                dirs: [Direction::new(opened), Direction::new(opened)],
             },
         );
         self.by_peer_conn.insert((n, conn), id);
@@ -1015,15 +1259,20 @@ impl<'a> Net<'a> {
         self.report.peer_connections += 1;
         self.log("peer-open", json!({ "a": n, "b": m }));
         for (a, ca, b) in [(n, conn, m), (m, cm, n)] {
-            self.after(
-                latency,
-                Ev::Node {
+            let via = Via {
+                stream: Stream::Link(id),
+                from: b,
+            };
+            self.at(
+                opened,
+                Ev::NodeVia {
                     n: a,
                     input: node::Input::PeerOpened {
                         conn: ca,
                         local_fingerprint: fingerprint(a),
                         remote_fingerprint: fingerprint(b),
                     },
+                    via,
                 },
             );
         }
@@ -1034,13 +1283,9 @@ impl<'a> Net<'a> {
         let Some(id) = self.by_peer_conn.get(&(n, conn)).copied() else {
             return Ok(());
         };
-        let link = &self.links[&id];
-        let (m, cm) = if link.ends[0].0 == n {
-            link.ends[1]
-        } else {
-            link.ends[0]
-        };
-        let latency = link.latency;
+        let link = &self.links_open[&id];
+        let to = usize::from(link.ends[0].0 == n);
+        let (m, cm) = link.ends[to];
         if let Ok(frame) = Frame::parse(&bytes) {
             let peer = self.dids[m].clone();
             let handshake = [AUTH_HELLO, AUTH_PROOF, LEAVE].contains(&frame.kind.as_str());
@@ -1074,11 +1319,22 @@ impl<'a> Net<'a> {
                 }
             }
         }
-        self.after(
-            latency,
-            Ev::Node {
+        let Some(link) = self.links_open.get_mut(&id) else {
+            return Ok(());
+        };
+        let at = self
+            .links
+            .send(&mut link.dirs[to], Kind::DataChannel, self.now, bytes.len());
+        let via = Via {
+            stream: Stream::Link(id),
+            from: n,
+        };
+        self.at(
+            at,
+            Ev::NodeVia {
                 n: m,
                 input: node::Input::PeerFrame { conn: cm, bytes },
+                via,
             },
         );
         Ok(())
@@ -1087,14 +1343,16 @@ impl<'a> Net<'a> {
     /// Closes a relay socket: the relay is told unless it is gone, and the node unless it
     /// closed the socket itself.
     fn close_socket(&mut self, id: u64, tell_node: bool, tell_relay: bool) {
-        let Some(s) = self.sockets.remove(&id) else {
+        let Some(mut s) = self.sockets.remove(&id) else {
             return;
         };
         self.by_node_conn.remove(&(s.node, s.node_conn));
         self.by_relay_conn.remove(&(s.relay, s.relay_conn));
+        // Each end learns after what was already on the way to it.
         if tell_relay {
-            self.after(
-                s.latency,
+            let at = s.up.behind(self.now + self.links.latency());
+            self.at(
+                at,
                 Ev::Relay {
                     r: s.relay,
                     life: s.life,
@@ -1103,8 +1361,9 @@ impl<'a> Net<'a> {
             );
         }
         if tell_node {
-            self.after(
-                s.latency,
+            let at = s.down.behind(self.now + self.links.latency());
+            self.at(
+                at,
                 Ev::Node {
                     n: s.node,
                     input: node::Input::RelayClosed { conn: s.node_conn },
@@ -1115,18 +1374,19 @@ impl<'a> Net<'a> {
 
     /// Closes a peer connection; every end but `closer` (which closed it itself) is told.
     fn close_link(&mut self, id: u64, closer: Option<usize>) {
-        let Some(link) = self.links.remove(&id) else {
+        let Some(mut link) = self.links_open.remove(&id) else {
             return;
         };
         let (a, b) = (link.ends[0].0, link.ends[1].0);
         if let Some(open) = self.pair_links.get_mut(&(a.min(b), a.max(b))) {
             *open -= 1;
         }
-        for (n, conn) in link.ends {
+        for (end, (n, conn)) in link.ends.into_iter().enumerate() {
             self.by_peer_conn.remove(&(n, conn));
             if Some(n) != closer {
-                self.after(
-                    link.latency,
+                let at = link.dirs[end].behind(self.now + self.links.latency());
+                self.at(
+                    at,
                     Ev::Node {
                         n,
                         input: node::Input::PeerClosed { conn },
@@ -1143,19 +1403,29 @@ impl<'a> Net<'a> {
                 relay_server::Output::Close { conn, .. } => (conn, None),
                 relay_server::Output::Ping { conn } => {
                     // The node's WebSocket answers pings by itself, unless it sleeps.
-                    if let Some(s) = self
-                        .by_relay_conn
-                        .get(&(r, conn))
-                        .and_then(|id| self.sockets.get(id))
+                    if let Some(&id) = self.by_relay_conn.get(&(r, conn))
+                        && let Some(s) = self.sockets.get_mut(&id)
                         && !self.nodes[s.node].asleep
                     {
-                        let (life, latency) = (s.life, s.latency);
-                        self.after(
-                            latency * 2,
-                            Ev::Relay {
+                        // The ping goes down behind the mail, the pong up behind the node's
+                        // own messages.
+                        let ping =
+                            self.links
+                                .send(&mut s.down, Kind::RelaySocket, self.now, PING_BYTES);
+                        let back = self.links.latency();
+                        let at = s.up.behind(ping + back);
+                        let via = Via {
+                            stream: Stream::Socket(id),
+                            from: s.node,
+                        };
+                        let life = s.life;
+                        self.at(
+                            at,
+                            Ev::RelayVia {
                                 r,
                                 life,
                                 input: relay_server::Input::Control { conn },
+                                via,
                             },
                         );
                     }
@@ -1168,18 +1438,37 @@ impl<'a> Net<'a> {
             };
             match what {
                 Some(text) => {
-                    let s = &self.sockets[&id];
-                    let (n, node_conn, latency) = (s.node, s.node_conn, s.latency);
-                    self.after(
-                        latency,
-                        Ev::Node {
-                            n,
-                            input: node::Input::RelayText {
-                                conn: node_conn,
-                                text,
+                    // A relay may hand over the same mail twice (§3: a copy is a replay the
+                    // rendezvous ignores); anything else it says once.
+                    let copies = if text.starts_with(MAIL_PREFIX) && self.links.duplicate() {
+                        2
+                    } else {
+                        1
+                    };
+                    let via = Via {
+                        stream: Stream::Socket(id),
+                        from: self.relay_place(r),
+                    };
+                    for _ in 0..copies {
+                        let Some(s) = self.sockets.get_mut(&id) else {
+                            break;
+                        };
+                        let at =
+                            self.links
+                                .send(&mut s.down, Kind::RelaySocket, self.now, text.len());
+                        let (n, node_conn) = (s.node, s.node_conn);
+                        self.at(
+                            at,
+                            Ev::NodeVia {
+                                n,
+                                input: node::Input::RelayText {
+                                    conn: node_conn,
+                                    text: text.clone(),
+                                },
+                                via,
                             },
-                        },
-                    );
+                        );
+                    }
                 }
                 None => self.close_socket(id, true, false),
             }
