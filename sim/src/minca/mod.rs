@@ -187,8 +187,8 @@ impl Scenario {
 }
 
 /// Events a node may cost per minute of virtual time before a run counts as a livelock. An honest
-/// run takes about 110 (240 nodes over 8 minutes: 206 868 events; docs/performance.md), so this
-/// bound is far from any real run and still stops one that spins.
+/// run takes about 250 with the default faults (1 000 nodes over 13 minutes: 3 207 440 events;
+/// docs/performance.md), so this bound is past any real run and still stops one that spins.
 pub const EVENTS_PER_NODE_MINUTE: u64 = 500;
 
 impl Scenario {
