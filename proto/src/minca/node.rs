@@ -760,6 +760,20 @@ impl<R: CryptoRng> Node<R> {
         }
     }
 
+    /// Tells the rendezvous that `peer` is now admitted in `room`, or no longer is; hands both
+    /// back for the node's own output.
+    fn tell_rendezvous(&mut self, room: String, peer: String, admitted: bool) -> (Room, String) {
+        let room = Room::new(room);
+        let (r, p) = (room.clone(), peer.clone());
+        let input = if admitted {
+            rendezvous::Input::Admitted { room: r, peer: p }
+        } else {
+            rendezvous::Input::Departed { room: r, peer: p }
+        };
+        self.rendezvous.handle(self.now, input);
+        (room, peer)
+    }
+
     fn blob_to_rendezvous(&mut self, relay: RelayUrl, topic: Topic, blob: Blob) {
         let relay = self.relay_id(&relay);
         self.rendezvous.handle(
@@ -859,26 +873,13 @@ impl<R: CryptoRng> Node<R> {
                 self.rendezvous.handle(self.now, input);
                 return;
             }
+            // The rendezvous hears who is admitted where, to spare needless hellos back (§2).
             mesh::Output::Admitted { room, peer } => {
-                let room = Room::new(room);
-                self.rendezvous.handle(
-                    self.now,
-                    rendezvous::Input::Admitted {
-                        room: room.clone(),
-                        peer: peer.clone(),
-                    },
-                );
+                let (room, peer) = self.tell_rendezvous(room, peer, true);
                 Output::Admitted { room, peer }
             }
             mesh::Output::Departed { room, peer } => {
-                let room = Room::new(room);
-                self.rendezvous.handle(
-                    self.now,
-                    rendezvous::Input::Departed {
-                        room: room.clone(),
-                        peer: peer.clone(),
-                    },
-                );
+                let (room, peer) = self.tell_rendezvous(room, peer, false);
                 Output::Departed { room, peer }
             }
             mesh::Output::Account {
