@@ -1127,28 +1127,34 @@ fn the_replay_memory_is_pruned_after_the_window_and_asks_to_be_woken_for_it() {
     assert_eq!(a.ignored(Ignored::Stale), 1);
 }
 
+/// The hellos back `n` says at `at` on hearing `blob`.
+fn hellos_back(n: &mut Node, at: u64, blob: &str) -> usize {
+    blobs(&deliver(n, t(at), &room(), blob)).len()
+}
+
+/// `n` hears `peer`'s first hello at 30 s (a stranger: one hello back), then the mesh admits it.
+fn heard_then_admitted(n: &mut Node, hello: &str, peer: &str) {
+    assert_eq!(hellos_back(n, secs(30), hello), 1);
+    n.handle(
+        t(secs(31)),
+        Input::Admitted {
+            room: room(),
+            peer: peer.into(),
+        },
+    );
+}
+
 #[test]
 fn a_hello_from_a_peer_admitted_here_with_the_box_it_had_gets_no_hello_back() {
     let (a, b) = lesser_greater(3, 4);
     let (mut a, hello_a) = joined(a, t(0), &room());
     let (mut b, _) = joined(b, t(0), &room());
-    // b hears a first: a stranger, so a hello back (b's own hello was 30 s ago).
-    assert_eq!(
-        blobs(&deliver(&mut b, t(secs(30)), &room(), &hello_a)).len(),
-        1
-    );
-    // The mesh admits a here; a's next hello, same box, costs the room nothing.
-    b.handle(
-        t(secs(31)),
-        Input::Admitted {
-            room: room(),
-            peer: a.did().into(),
-        },
-    );
+    heard_then_admitted(&mut b, &hello_a, a.did());
+    // a's next hello, same box, costs the room nothing.
     a.handle(t(secs(45)), Input::RelayOpened(RelayId(0)));
     let again = blobs(&drain(&mut a));
     assert_eq!(again.len(), 1);
-    assert!(blobs(&deliver(&mut b, t(secs(45)), &room(), &again[0])).is_empty());
+    assert_eq!(hellos_back(&mut b, secs(45), &again[0]), 0);
     assert_eq!(b.hello_backs_spared(), 1);
     // Once a has departed, its hellos are answered again.
     b.handle(
@@ -1160,34 +1166,19 @@ fn a_hello_from_a_peer_admitted_here_with_the_box_it_had_gets_no_hello_back() {
     );
     a.handle(t(secs(60)), Input::RelayOpened(RelayId(0)));
     let third = blobs(&drain(&mut a));
-    assert_eq!(
-        blobs(&deliver(&mut b, t(secs(60)), &room(), &third[0])).len(),
-        1
-    );
+    assert_eq!(hellos_back(&mut b, secs(60), &third[0]), 1);
 }
 
 #[test]
 fn a_restarted_peer_with_a_new_box_is_said_hello_back_though_still_admitted() {
     let (a, b) = lesser_greater(5, 6);
     let a_seed = if a.did() == node(5).did() { 5 } else { 6 };
+    let did = a.did().to_string();
     let (_, hello_a) = joined(a, t(0), &room());
     let (mut b, _) = joined(b, t(0), &room());
-    assert_eq!(
-        blobs(&deliver(&mut b, t(secs(30)), &room(), &hello_a)).len(),
-        1
-    );
-    b.handle(
-        t(secs(31)),
-        Input::Admitted {
-            room: room(),
-            peer: node(a_seed).did().into(),
-        },
-    );
+    heard_then_admitted(&mut b, &hello_a, &did);
     // The same session key, a new box: it restarted while b still holds it as admitted.
     let (_, hello_new) = joined(node_with(a_seed, 999), t(secs(50)), &room());
-    assert_eq!(
-        blobs(&deliver(&mut b, t(secs(50)), &room(), &hello_new)).len(),
-        1
-    );
+    assert_eq!(hellos_back(&mut b, secs(50), &hello_new), 1);
     assert_eq!(b.hello_backs_spared(), 0);
 }
