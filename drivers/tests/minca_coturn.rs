@@ -7,14 +7,16 @@
 //!
 //! Skipped, with a `SKIP:` line saying why, only when coturn cannot be installed here.
 
+#[path = "common/coturn.rs"]
+mod coturn;
 #[path = "common/nostr_relay.rs"]
 #[allow(dead_code)] // Only the script helpers are used here.
 mod nostr_relay;
-use nostr_relay::{report_skip, run_script, script};
+use coturn::Running;
 
 use std::io::{BufRead as _, BufReader};
 use std::net::{SocketAddr, UdpSocket};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use async_tungstenite::tungstenite::Message;
@@ -28,16 +30,6 @@ const SECRET: &str = "weft-coturn-interop-secret";
 const TOPIC: &str = "wXBid3pUqrPtazKRrLpWmkZp2Yo78jdDlSUx_3PweR0";
 /// How long each helper has to start, and each STUN request to be answered.
 const BUDGET: Duration = Duration::from_secs(30);
-
-/// A child process stopped on drop.
-struct Running(Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 /// `weft relay` itself (the program, not the library), with TURN for `turn_url`.
 fn start_weft_relay(turn_url: &str) -> (Running, SocketAddr) {
@@ -254,26 +246,9 @@ const STALE_NONCE: u16 = 438;
 
 #[test]
 fn coturn_with_use_auth_secret_accepts_weft_relay_turn_passwords_and_refuses_a_tampered_one() {
-    if let Err(reason) = run_script("coturn", &["install"]) {
-        report_skip("coturn_with_use_auth_secret", &reason);
+    let Some((coturn, port)) = coturn::start("coturn_with_use_auth_secret", SECRET) else {
         return;
-    }
-    let port = UdpSocket::bind("127.0.0.1:0")
-        .and_then(|s| s.local_addr())
-        .expect("a loopback port")
-        .port();
-    let dir = std::env::temp_dir().join(format!("weft-coturn-{port}"));
-    let _ = std::fs::remove_dir_all(&dir);
-    let coturn = Running(
-        Command::new(script("coturn"))
-            .args(["serve", &port.to_string(), SECRET])
-            .arg(&dir)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("scripts/coturn starts"),
-    );
+    };
     let turn_url = format!("turn:127.0.0.1:{port}");
     let (relay, relay_addr) = start_weft_relay(&turn_url);
 
@@ -315,5 +290,4 @@ fn coturn_with_use_auth_secret_accepts_weft_relay_turn_passwords_and_refuses_a_t
 
     drop(relay);
     drop(coturn);
-    let _ = std::fs::remove_dir_all(&dir);
 }

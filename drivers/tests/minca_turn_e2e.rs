@@ -12,13 +12,13 @@
 //!
 //! Skipped, with a `SKIP:` line saying why, only when coturn cannot be installed here.
 
+#[path = "common/coturn.rs"]
+mod coturn;
 #[path = "common/nostr_relay.rs"]
 #[allow(dead_code)] // Only the script helpers are used here.
 mod nostr_relay;
-use nostr_relay::{report_skip, run_script, script};
 
-use std::net::{SocketAddr, UdpSocket};
-use std::process::{Child, Command, Stdio};
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use chacha20::ChaCha20Rng;
@@ -38,16 +38,6 @@ const BUDGET: Duration = Duration::from_secs(30);
 const NAP: Duration = Duration::from_millis(1);
 const A: ConnId = ConnId(1);
 const B: ConnId = ConnId(2);
-
-/// A child process stopped on drop.
-struct Running(Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 /// One side: a transport on its socket, and what it handed back.
 struct Side {
@@ -172,26 +162,9 @@ fn look_up_names(side: &mut Side, ice: &IceServers) {
 
 /// A relay-only side opens its channel through coturn offered as `turn:<host>:<port>`.
 fn through_coturn(test: &str, host: &str) {
-    if let Err(reason) = run_script("coturn", &["install"]) {
-        report_skip(test, &reason);
+    let Some((coturn, port)) = coturn::start(test, SECRET) else {
         return;
-    }
-    let port = UdpSocket::bind("127.0.0.1:0")
-        .and_then(|s| s.local_addr())
-        .expect("a loopback port")
-        .port();
-    let dir = std::env::temp_dir().join(format!("weft-coturn-e2e-{port}"));
-    let _ = std::fs::remove_dir_all(&dir);
-    let coturn = Running(
-        Command::new(script("coturn"))
-            .args(["serve", &port.to_string(), SECRET])
-            .arg(&dir)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("scripts/coturn starts"),
-    );
+    };
     let turn_url = format!("turn:{host}:{port}");
     let config = TurnConfig::new(SECRET.as_bytes(), vec![turn_url], 600).expect("a TURN config");
     let mut issuer = TurnIssuer::new(config);
@@ -301,5 +274,4 @@ fn through_coturn(test: &str, host: &str) {
     assert_ne!(relayed, b_addr);
 
     drop(coturn);
-    let _ = std::fs::remove_dir_all(&dir);
 }
