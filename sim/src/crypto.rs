@@ -151,11 +151,14 @@ impl SimCrypto {
         })
     }
 
-    fn p256_signing_key(&self, secret: &P256Secret) -> Option<p256::ecdsa::SigningKey> {
+    /// `secret` expanded, kept for next time if `keep`: a key that signs is used again (a
+    /// session key), while most keys asked only for their public half are one-time envelope
+    /// keys (Minca §2's seals), which would crowd the session keys out.
+    fn p256_signing_key(&self, secret: &P256Secret, keep: bool) -> Option<p256::ecdsa::SigningKey> {
         cached(
             &self.p256_signing,
             secret.expose(),
-            MAX_EXPANDED_P256_KEYS,
+            if keep { MAX_EXPANDED_P256_KEYS } else { 0 },
             || p256::ecdsa::SigningKey::from_bytes(secret.expose().into()).ok(),
         )
     }
@@ -215,7 +218,7 @@ impl CryptoProvider for SimCrypto {
 
     fn p256_public_key(&self, secret: &P256Secret) -> Result<P256Public, CryptoError> {
         let key = self
-            .p256_signing_key(secret)
+            .p256_signing_key(secret, false)
             .ok_or(CryptoError::InvalidSecretKey)?;
         Ok(P256Public(
             p256::CompressedPoint::from(key.verifying_key()).into(),
@@ -225,7 +228,7 @@ impl CryptoProvider for SimCrypto {
     fn p256_sign(&self, secret: &P256Secret, msg: &[u8]) -> Result<[u8; 64], CryptoError> {
         SIGNS.fetch_add(1, Ordering::Relaxed);
         let key = self
-            .p256_signing_key(secret)
+            .p256_signing_key(secret, true)
             .ok_or(CryptoError::InvalidSecretKey)?;
         // RFC 6979, as the plain provider signs: the same bytes for the same key and message.
         let sig: p256::ecdsa::Signature = key.sign(msg);

@@ -31,7 +31,8 @@
 //! Report: the time to a full mesh, relay messages per node, signals forwarded per node, replays
 //! the rendezvous ignored, and the link layer's counters ([`crate::link::LinkStats`]).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::borrow::Cow;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr};
@@ -39,11 +40,13 @@ use std::time::Duration;
 
 use chacha20::ChaCha20Rng;
 use rand_core::Rng;
+use serde::Deserialize;
 use serde_json::{Value, json};
 use weft_proto::core::{ConnId, Machine, Timestamp};
 use weft_proto::crypto::{CryptoProvider, generate_p256};
 use weft_proto::minca::mesh::RoomKind;
-use weft_proto::minca::mesh::frame::{AUTH_HELLO, AUTH_PROOF, Frame, LEAVE, SIGNAL};
+use weft_proto::minca::mesh::frame::{AUTH_HELLO, AUTH_PROOF, LEAVE, SIGNAL};
+use weft_proto::minca::mesh::introduction::SIGNAL_WINDOW;
 use weft_proto::minca::node::{self, Join, Node, NodeConfig};
 use weft_proto::minca::relay_server::{self, RelayConfig, RelayServer};
 use weft_proto::minca::relay_url::RelayUrl;
@@ -453,16 +456,52 @@ struct NodeSlot {
     skew_ms: i64,
     asleep: bool,
     held: Vec<node::Input>,
-    /// Rooms → peers this node has admitted, as its outputs said.
-    admitted: BTreeSet<String>,
-    /// Signals passed on: (to peer, origin, target, at).
-    passed: BTreeSet<(String, String, String, u64)>,
-    /// Peers live messages came from.
-    live_from: BTreeSet<String>,
+    /// The peers (by number, `Net::node_of`) this node has admitted in each room, as its
+    /// outputs said.
+    admitted: HashMap<String, BTreeSet<u32>>,
+    /// Signals passed on and still fresh somewhere: (`at`, to peer, origin, target), nodes by
+    /// number (`Net::node_of`), forgotten once no node would take them again
+    /// (`Net::forget_stale_signals`).
+    passed: BTreeSet<(u64, u32, u32, u32)>,
+    /// Peers (by number) live messages came from.
+    live_from: BTreeSet<u32>,
     /// The space the node is in.
     space: usize,
     /// Pending local descriptions this node made, by connection.
     conns: BTreeMap<ConnId, String>,
+}
+
+impl NodeSlot {
+    /// Whether this node said it admitted `peer` in `room`.
+    fn admits(&self, room: &str, peer: u32) -> bool {
+        self.admitted.get(room).is_some_and(|p| p.contains(&peer))
+    }
+}
+
+/// What the oracle reads of a mesh frame a node sends (§7.1), without building a JSON tree: the
+/// machines wrote it, so it is well formed.
+#[derive(Deserialize)]
+struct Sent<'a> {
+    #[serde(borrow)]
+    room: Cow<'a, str>,
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+}
+
+/// What names a `__signal` (§8): its origin, target and `at`.
+#[derive(Deserialize, Default)]
+struct SentSignal<'a> {
+    #[serde(borrow)]
+    payload: SignalName<'a>,
+}
+
+#[derive(Deserialize, Default)]
+struct SignalName<'a> {
+    #[serde(borrow)]
+    origin: Cow<'a, str>,
+    #[serde(borrow)]
+    target: Cow<'a, str>,
+    at: u64,
 }
 
 struct Net<'a> {
@@ -473,7 +512,8 @@ struct Net<'a> {
     queue: Queue<Ev>,
     relays: Vec<RelaySlot>,
     nodes: Vec<NodeSlot>,
-    dids: Vec<String>,
+    /// Each node's number by its DID; a DID no node has gets the next number after them.
+    node_of: HashMap<String, u32>,
     /// Node timer deadlines, in global time.
     timers: BTreeSet<(Timestamp, usize)>,
     deadline: Vec<Option<Timestamp>>,
@@ -572,7 +612,7 @@ impl<'a> Net<'a> {
                     skew_ms,
                     asleep: false,
                     held: Vec::new(),
-                    admitted: BTreeSet::new(),
+                    admitted: HashMap::new(),
                     passed: BTreeSet::new(),
                     live_from: BTreeSet::new(),
                     space: n % sc.spaces.max(1),
@@ -598,7 +638,7 @@ impl<'a> Net<'a> {
             queue: Queue::new(),
             relays,
             nodes,
-            dids,
+            node_of: dids.into_iter().zip(0..).collect(),
             timers: BTreeSet::new(),
             deadline: vec![None; sc.nodes],
             relay_timers: BTreeSet::new(),
@@ -733,6 +773,30 @@ impl<'a> Net<'a> {
     fn schedule_partition(&mut self) {
         if let Some(at) = self.links.next_partition(self.now, self.end_faults) {
             self.at(at, Ev::Partition);
+        }
+    }
+
+    /// The number of the node with `did` (a DID no node has gets a number of its own, so the
+    /// loop check still tells two of them apart).
+    fn number(&mut self, did: &str) -> u32 {
+        if let Some(&n) = self.node_of.get(did) {
+            return n;
+        }
+        let n = self.node_of.len() as u32;
+        self.node_of.insert(did.to_owned(), n);
+        n
+    }
+
+    /// Drops from node `n`'s memory of passed signals those no node would take any more (§8:
+    /// a signal whose `at` is more than `SIGNAL_WINDOW` from a node's clock is dropped as
+    /// stale, and clocks are at most `max_skew` off), so that memory stays as small as the
+    /// window however long the run.
+    fn forget_stale_signals(&mut self, n: usize) {
+        let horizon = SIGNAL_WINDOW + self.sc.faults.max_skew;
+        let oldest = self.now.as_millis().saturating_sub(horizon.as_millis() as u64);
+        let passed = &mut self.nodes[n].passed;
+        while passed.first().is_some_and(|&(at, ..)| at < oldest) {
+            passed.pop_first();
         }
     }
 
@@ -963,6 +1027,10 @@ impl<'a> Net<'a> {
             self.nodes[n].held.push(input);
             return Ok(());
         }
+        if let node::Input::PeerClosed { conn } = input {
+            // The description of a closed connection can answer nothing any more.
+            self.nodes[n].conns.remove(&conn);
+        }
         let now = self.local(n);
         self.nodes[n].node.handle(now, input);
         self.drain_node(n)
@@ -1154,14 +1222,18 @@ impl<'a> Net<'a> {
                     self.close_link(id, Some(n));
                 }
             }
-            node::Output::Admitted { room, peer }
-                if self.nodes[n].admitted.insert(format!("{room} {peer}")) =>
-            {
-                self.admitted_pairs += 1;
-                self.check_full_mesh();
+            node::Output::Admitted { room, peer } => {
+                let peer = self.number(&peer);
+                if self.nodes[n].admitted.entry(room.as_str().to_owned()).or_default().insert(peer) {
+                    self.admitted_pairs += 1;
+                    self.check_full_mesh();
+                }
             }
             node::Output::Departed { room, peer } => {
-                if self.nodes[n].admitted.remove(&format!("{room} {peer}")) {
+                let peer = self.number(&peer);
+                if let Some(peers) = self.nodes[n].admitted.get_mut(room.as_str())
+                    && peers.remove(&peer)
+                {
                     self.admitted_pairs -= 1;
                 }
                 if self.now < self.end_faults {
@@ -1174,7 +1246,8 @@ impl<'a> Net<'a> {
                 kind,
                 payload,
             } => {
-                if !self.nodes[n].admitted.contains(&format!("{room} {peer}")) {
+                let sender = self.number(&peer);
+                if !self.nodes[n].admits(room.as_str(), sender) {
                     return Err((
                         "nothing-before-admission",
                         format!(
@@ -1184,15 +1257,14 @@ impl<'a> Net<'a> {
                 }
                 if kind == LIVE {
                     let claimed = payload.get("from").and_then(Value::as_u64);
-                    let sender = self.dids.iter().position(|d| *d == peer);
-                    if claimed.map(|c| c as usize) != sender {
+                    if claimed != Some(u64::from(sender)) {
                         return Err((
                             "live-attributed",
                             format!("node {n} got live {payload} attributed to {peer}"),
                         ));
                     }
                     self.report.live_delivered += 1;
-                    self.nodes[n].live_from.insert(peer);
+                    self.nodes[n].live_from.insert(sender);
                 }
             }
             _ => {}
@@ -1287,14 +1359,9 @@ impl<'a> Net<'a> {
         let link = &self.links_open[&id];
         let to = usize::from(link.ends[0].0 == n);
         let (m, cm) = link.ends[to];
-        if let Ok(frame) = Frame::parse(&bytes) {
-            let peer = self.dids[m].clone();
-            let handshake = [AUTH_HELLO, AUTH_PROOF, LEAVE].contains(&frame.kind.as_str());
-            if !handshake
-                && !self.nodes[n]
-                    .admitted
-                    .contains(&format!("{} {peer}", frame.room))
-            {
+        if let Ok(frame) = serde_json::from_slice::<Sent>(&bytes) {
+            let handshake = [AUTH_HELLO, AUTH_PROOF, LEAVE].contains(&&*frame.kind);
+            if !handshake && !self.nodes[n].admits(&frame.room, m as u32) {
                 return Err((
                     "nothing-before-admission",
                     format!(
@@ -1305,19 +1372,21 @@ impl<'a> Net<'a> {
             }
             if frame.kind == SIGNAL {
                 self.report.signals += 1;
-                let field = |k: &str| frame.payload.get(k).cloned().unwrap_or(Value::Null);
-                let key = (
-                    peer,
-                    field("origin").to_string(),
-                    field("target").to_string(),
-                    field("at").as_u64().unwrap_or(0),
-                );
-                if !self.nodes[n].passed.insert(key.clone()) {
+                let signal = serde_json::from_slice::<SentSignal>(&bytes)
+                    .unwrap_or_default()
+                    .payload;
+                let (origin, target) = (self.number(&signal.origin), self.number(&signal.target));
+                let at = signal.at;
+                if !self.nodes[n].passed.insert((at, m as u32, origin, target)) {
                     return Err((
                         "introductions-never-loop",
-                        format!("node {n} passed the signal {key:?} on twice"),
+                        format!(
+                            "node {n} passed the signal (origin {}, target {}, at {at}) on to node {m} twice",
+                            signal.origin, signal.target
+                        ),
                     ));
                 }
+                self.forget_stale_signals(n);
             }
         }
         let Some(link) = self.links_open.get_mut(&id) else {

@@ -96,12 +96,24 @@ impl Frame {
 
     /// The bytes to send, with `from` set to the sender's own session DID (§7.1).
     pub fn to_bytes(&self, from: &str) -> Vec<u8> {
-        let mut object = Map::new();
-        object.insert("room".into(), Value::String(self.room.clone()));
-        object.insert("type".into(), Value::String(self.kind.clone()));
-        object.insert("from".into(), Value::String(from.into()));
-        object.insert("payload".into(), self.payload.clone());
-        serde_json::to_vec(&Value::Object(object)).unwrap_or_default()
+        // Written from borrows: a payload (an SDP, a live message) is not copied to be sent.
+        // The fields are in the order a `serde_json::Map` keeps them, so the bytes are what a
+        // frame built as a `Value` would give.
+        #[derive(serde::Serialize)]
+        struct Wire<'a> {
+            from: &'a str,
+            payload: &'a Value,
+            room: &'a str,
+            #[serde(rename = "type")]
+            kind: &'a str,
+        }
+        serde_json::to_vec(&Wire {
+            from,
+            payload: &self.payload,
+            room: &self.room,
+            kind: &self.kind,
+        })
+        .unwrap_or_default()
     }
 
     /// Whether the type is reserved: mesh housekeeping, never handed to the application.
@@ -122,6 +134,10 @@ mod tests {
         let v: Value = serde_json::from_slice(&bytes).unwrap();
         assert_eq!(v["from"], "did:key:zMe");
         assert_eq!(Frame::parse(&bytes).unwrap(), f);
+        assert_eq!(
+            bytes,
+            br#"{"from":"did:key:zMe","payload":{"x":1},"room":"room1","type":"live"}"#
+        );
     }
 
     #[test]

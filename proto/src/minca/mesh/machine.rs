@@ -673,15 +673,23 @@ impl<R: CryptoRng> Mesh<R> {
     // ---- sending -------------------------------------------------------------------------
 
     fn send_frame(&mut self, peer: &str, frame: &Frame) {
-        let Some(conn) = self.conns.get(peer).filter(|c| c.is_open()) else {
-            return;
-        };
-        let bytes = frame.to_bytes(&self.did);
-        self.out.push_back(Output::Send {
-            conn: conn.id,
-            peer: peer.into(),
-            bytes,
-        });
+        self.send_to_each([peer], frame);
+    }
+
+    /// Sends one frame to each of `peers` that has an open connection, written once.
+    fn send_to_each<'p>(&mut self, peers: impl IntoIterator<Item = &'p str>, frame: &Frame) {
+        let mut bytes = None;
+        for peer in peers {
+            let Some(conn) = self.conns.get(peer).filter(|c| c.is_open()) else {
+                continue;
+            };
+            let bytes = bytes.get_or_insert_with(|| frame.to_bytes(&self.did));
+            self.out.push_back(Output::Send {
+                conn: conn.id,
+                peer: peer.into(),
+                bytes: bytes.clone(),
+            });
+        }
     }
 
     fn close_conn(&mut self, peer: &str) {
@@ -943,9 +951,7 @@ impl<R: CryptoRng> Mesh<R> {
             .map(String::from)
             .collect();
         let frame = Frame::new(room, SIGNAL, signal.to_payload());
-        for p in peers {
-            self.send_frame(&p, &frame);
-        }
+        self.send_to_each(peers.iter().map(String::as_str), &frame);
     }
 
     fn on_opened(&mut self, now: Timestamp, conn: ConnId, local: String, remote: String) {
@@ -1212,10 +1218,8 @@ impl<R: CryptoRng> Mesh<R> {
                 .schedule(now.saturating_add(WHO_GRACE), (room.into(), peer.into()));
             let list = introduction::peer_list_payload(others.iter().map(String::as_str));
             self.send_frame(peer, &Frame::new(room, PEERS, list));
-            let about = introduction::peer_list_payload([peer]);
-            for other in &others {
-                self.send_frame(other, &Frame::new(room, PEERS, about.clone()));
-            }
+            let about = Frame::new(room, PEERS, introduction::peer_list_payload([peer]));
+            self.send_to_each(others.iter().map(String::as_str), &about);
         }
         // "When a peer connects, it looks again at every peer it let in on a key that is no
         // longer current" (§6.3).
@@ -1477,9 +1481,8 @@ impl<R: CryptoRng> Mesh<R> {
         };
         let peers: Vec<String> = r.peers.keys().cloned().collect();
         let admitted: Vec<String> = r.admitted().map(String::from).collect();
-        for p in &admitted {
-            self.send_frame(p, &Frame::new(room, LEAVE, json!({ "room": room })));
-        }
+        let leave = Frame::new(room, LEAVE, json!({ "room": room }));
+        self.send_to_each(admitted.iter().map(String::as_str), &leave);
         for p in &peers {
             self.drop_peer(room, p);
         }
@@ -1535,9 +1538,7 @@ impl<R: CryptoRng> Mesh<R> {
             return;
         }
         let frame = Frame::new(room, kind, payload);
-        for p in targets {
-            self.send_frame(&p, &frame);
-        }
+        self.send_to_each(targets.iter().map(String::as_str), &frame);
     }
 
     fn valid_peer(&self, peer: &str) -> bool {
