@@ -793,7 +793,10 @@ impl<'a> Net<'a> {
     /// window however long the run.
     fn forget_stale_signals(&mut self, n: usize) {
         let horizon = SIGNAL_WINDOW + self.sc.faults.max_skew;
-        let oldest = self.now.as_millis().saturating_sub(horizon.as_millis() as u64);
+        let oldest = self
+            .now
+            .as_millis()
+            .saturating_sub(horizon.as_millis() as u64);
         let passed = &mut self.nodes[n].passed;
         while passed.first().is_some_and(|&(at, ..)| at < oldest) {
             passed.pop_first();
@@ -1224,7 +1227,12 @@ impl<'a> Net<'a> {
             }
             node::Output::Admitted { room, peer } => {
                 let peer = self.number(&peer);
-                if self.nodes[n].admitted.entry(room.as_str().to_owned()).or_default().insert(peer) {
+                if self.nodes[n]
+                    .admitted
+                    .entry(room.as_str().to_owned())
+                    .or_default()
+                    .insert(peer)
+                {
                     self.admitted_pairs += 1;
                     self.check_full_mesh();
                 }
