@@ -154,14 +154,12 @@ impl SimCrypto {
         })
     }
 
-    /// `secret` expanded, kept for next time if `keep`: a key that signs is used again (a
-    /// session key), while most keys asked only for their public half are one-time envelope
-    /// keys (Minca §2's seals), which would crowd the session keys out.
-    fn p256_signing_key(&self, secret: &P256Secret, keep: bool) -> Option<p256::ecdsa::SigningKey> {
+    /// `secret` expanded for signing, and kept: a key that signs is used again (a session key).
+    fn p256_signing_key(&self, secret: &P256Secret) -> Option<p256::ecdsa::SigningKey> {
         cached(
             &self.p256_signing,
             secret.expose(),
-            if keep { MAX_EXPANDED_P256_KEYS } else { 0 },
+            MAX_EXPANDED_P256_KEYS,
             || p256::ecdsa::SigningKey::from_bytes(secret.expose().into()).ok(),
         )
     }
@@ -263,18 +261,52 @@ impl CryptoProvider for SimCrypto {
     }
 
     fn p256_public_key(&self, secret: &P256Secret) -> Result<P256Public, CryptoError> {
-        let key = self
-            .p256_signing_key(secret, false)
-            .ok_or(CryptoError::InvalidSecretKey)?;
-        Ok(P256Public(
-            p256::CompressedPoint::from(key.verifying_key()).into(),
-        ))
+        let kept = self
+            .p256_signing
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(secret.expose())
+            .cloned();
+        // A key that has signed is kept expanded. The others are not kept: most keys asked only
+        // for their public half are one-time envelope keys (Minca §2's seals), which would
+        // crowd the session keys out.
+        let compressed = |key: &p256::ecdsa::SigningKey| {
+            P256Public(p256::CompressedPoint::from(key.verifying_key()).into())
+        };
+        if let Some(key) = kept {
+            return key
+                .as_ref()
+                .map(compressed)
+                .ok_or(CryptoError::InvalidSecretKey);
+        }
+        #[cfg(feature = "fast-crypto")]
+        {
+            // Most keys asked only for their public half are one-time envelope keys: aws-lc-rs's
+            // fixed-base multiplication, compressed here, is several times RustCrypto's.
+            let key = aws_lc_rs::agreement::PrivateKey::from_private_key(
+                &aws_lc_rs::agreement::ECDH_P256,
+                secret.expose(),
+            )
+            .map_err(|_| CryptoError::InvalidSecretKey)?;
+            let point = key
+                .compute_public_key()
+                .map_err(|_| CryptoError::InvalidSecretKey)?;
+            let (x, y) = point.as_ref()[1..].split_at(32);
+            let mut compressed = [0; 33];
+            compressed[0] = 2 | (y[31] & 1);
+            compressed[1..].copy_from_slice(x);
+            Ok(P256Public(compressed))
+        }
+        #[cfg(not(feature = "fast-crypto"))]
+        p256::ecdsa::SigningKey::from_bytes(secret.expose().into())
+            .map(|key| compressed(&key))
+            .map_err(|_| CryptoError::InvalidSecretKey)
     }
 
     fn p256_sign(&self, secret: &P256Secret, msg: &[u8]) -> Result<[u8; 64], CryptoError> {
         SIGNS.fetch_add(1, Ordering::Relaxed);
         let key = self
-            .p256_signing_key(secret, true)
+            .p256_signing_key(secret)
             .ok_or(CryptoError::InvalidSecretKey)?;
         // RFC 6979, as the plain provider signs: the same bytes for the same key and message.
         #[cfg(feature = "fast-crypto")]
