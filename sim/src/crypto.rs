@@ -336,17 +336,13 @@ impl CryptoProvider for SimCrypto {
         #[cfg(feature = "fast-crypto")]
         {
             use aws_lc_rs::agreement;
-            use p256::elliptic_curve::sec1::ToSec1Point as _;
             // aws-lc-rs's assembly does the variable-base multiplication several times faster
-            // than RustCrypto; the peer's point is the one decompressed and kept above.
-            let point = self
-                .p256_verifying_key(peer)
-                .ok_or(CryptoError::InvalidPublicKey)?;
-            let point = p256::PublicKey::from(&point).to_uncompressed_point();
+            // than RustCrypto, and takes the compressed point as it is: most peers' points here
+            // are one-time envelope keys (Minca §2's seals), not worth decompressing and keeping.
             let key =
                 agreement::PrivateKey::from_private_key(&agreement::ECDH_P256, secret.expose())
                     .map_err(|_| CryptoError::InvalidSecretKey)?;
-            let peer = agreement::UnparsedPublicKey::new(&agreement::ECDH_P256, &point[..]);
+            let peer = agreement::UnparsedPublicKey::new(&agreement::ECDH_P256, &peer.0[..]);
             agreement::agree(&key, peer, CryptoError::InvalidPublicKey, |shared| {
                 shared.try_into().map_err(|_| CryptoError::InvalidPublicKey)
             })
@@ -486,6 +482,14 @@ mod tests {
             sim.p256_sign(&P256Secret::from_bytes([0; 32]), b"m")
                 .is_err()
         );
+        let secret = P256Secret::from_bytes([1; 32]);
+        for not_a_point in [[0xff; 33], [2; 33], [0; 33]] {
+            let not_a_point = P256Public(not_a_point);
+            assert_eq!(
+                sim.p256_ecdh(&secret, &not_a_point),
+                plain.p256_ecdh(&secret, &not_a_point)
+            );
+        }
         let c = counts();
         assert!(c.p256_verifies_remembered > 0);
     }
