@@ -15,9 +15,12 @@
 //! room, and each verifies it. So [`SimCrypto`] also keeps each P-256 key expanded (a signing
 //! key otherwise costs a scalar multiplication to build, a public key a square root) and
 //! remembers each verification it has made, under the SHA-256 of its inputs, up to
-//! [`MAX_REMEMBERED_VERIFICATIONS`]. Every signature is still checked for real the first time,
-//! so the answers are the plain provider's, which a test checks too. (Remembering signatures and
-//! ECDH agreements as well was tried: a meetup never repeats one, so they are not.) With the
+//! [`MAX_REMEMBERED_VERIFICATIONS`]. Nearly every signature a meetup verifies is one this same
+//! provider made a moment earlier, and an honestly made signature always verifies under its key
+//! (ECDSA's correctness), so a signature it makes is remembered as verified under its key and
+//! message at once; any other bytes (another key, a changed byte, a signature from elsewhere)
+//! are verified for real the first time. The answers are the plain provider's, which a test
+//! checks. (Remembering ECDH agreements was tried: a meetup never repeats one.) With the
 //! `fast-crypto` feature a verification that is not remembered goes through ring (as the drivers'
 //! fast provider does), which gives the same verdicts about four times faster, an ECDH
 //! agreement through aws-lc-rs (ring agrees only with its own ephemeral keys), the same bytes,
@@ -63,12 +66,23 @@ fn remember<V: Clone>(
         return v.clone();
     }
     let v = make();
+    keep(memory, key, v.clone());
+    v
+}
+
+/// Remembers `v` under `key`, starting the memory again when it is full.
+fn keep<V>(memory: &Memory<V>, key: [u8; 32], v: V) {
     let mut map = memory.lock().unwrap_or_else(|e| e.into_inner());
     if map.len() >= MAX_REMEMBERED_VERIFICATIONS {
         map.clear();
     }
-    map.insert(key, v.clone());
-    v
+    map.insert(key, v);
+}
+
+/// What a P-256 verification is remembered under: fixed-length key and signature first, so no
+/// two questions share a digest input.
+fn verification(public: &P256Public, msg: &[u8], sig: &[u8; 64]) -> [u8; 32] {
+    crypto::default_provider().sha256(&[&public.0, sig, msg])
 }
 
 /// What the provider has done since the process started, across every run sharing it.
@@ -310,21 +324,27 @@ impl CryptoProvider for SimCrypto {
             .ok_or(CryptoError::InvalidSecretKey)?;
         // RFC 6979, as the plain provider signs: the same bytes for the same key and message.
         #[cfg(feature = "fast-crypto")]
-        return Ok(rfc6979_sign(&key, &self.sha256(&[msg])));
+        let sig = rfc6979_sign(&key, &self.sha256(&[msg]));
         #[cfg(not(feature = "fast-crypto"))]
-        {
+        let sig: [u8; 64] = {
             let sig: p256::ecdsa::Signature = key.sign(msg);
-            Ok(sig.to_bytes().into())
-        }
+            sig.to_bytes().into()
+        };
+        // An honestly made signature verifies under its key (ECDSA's correctness), so its
+        // verification is known now; any other bytes are still verified for real.
+        let public = P256Public(p256::CompressedPoint::from(key.verifying_key()).into());
+        keep(&self.verified, verification(&public, msg, &sig), true);
+        Ok(sig)
     }
 
     fn p256_verify(&self, public: &P256Public, msg: &[u8], sig: &[u8; 64]) -> bool {
         VERIFIES.fetch_add(1, Ordering::Relaxed);
-        // Fixed-length key and signature first, so no two questions share a digest input.
-        let key = self.sha256(&[&public.0, sig, msg]);
-        remember(&self.verified, key, &REMEMBERED, || {
-            self.p256_verify_once(public, msg, sig)
-        })
+        remember(
+            &self.verified,
+            verification(public, msg, sig),
+            &REMEMBERED,
+            || self.p256_verify_once(public, msg, sig),
+        )
     }
 
     fn p256_is_point(&self, public: &P256Public) -> bool {
@@ -492,6 +512,30 @@ mod tests {
         }
         let c = counts();
         assert!(c.p256_verifies_remembered > 0);
+    }
+
+    /// A signature the provider made is known to verify under its key and message, and only
+    /// those: another key, message or changed byte is verified for real and refused.
+    #[test]
+    fn a_signature_made_here_verifies_from_memory_and_nothing_else_does() {
+        let plain = crypto::default_provider();
+        let sim = provider();
+        let secret = P256Secret::from_bytes([42; 32]);
+        let public = plain.p256_public_key(&secret).unwrap();
+        let other = plain
+            .p256_public_key(&P256Secret::from_bytes([43; 32]))
+            .unwrap();
+        let msg = b"made here, checked here";
+        let sig = sim.p256_sign(&secret, msg).unwrap();
+        let key = verification(&public, msg, &sig);
+        assert_eq!(SIM_CRYPTO.verified.lock().unwrap().get(&key), Some(&true));
+        assert!(sim.p256_verify(&public, msg, &sig));
+        assert!(plain.p256_verify(&public, msg, &sig));
+        let mut bad = sig;
+        bad[40] ^= 1;
+        assert!(!sim.p256_verify(&public, msg, &bad));
+        assert!(!sim.p256_verify(&other, msg, &sig));
+        assert!(!sim.p256_verify(&public, b"made elsewhere", &sig));
     }
 
     /// The fast signer's bytes are RustCrypto's, over many keys and messages of every length a
