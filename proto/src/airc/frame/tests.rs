@@ -344,7 +344,7 @@ fn through_value(line: &str) -> Result<Frame, FramingError> {
 /// `msg` and `ack` are read straight from their text; whatever a line holds, the frame or error
 /// is the one the general path gives.
 #[test]
-fn common_frames_read_as_the_general_path_reads_them() {
+fn common_frames_and_plain_types_agree_with_the_general_path() {
     let msg = r#""id":"i","from":"//a/x","to":"//b/y","ts":1790380000.1,"body":"b""#;
     let lines = [
         format!(r#"{{"t":"msg",{msg}}}"#),
@@ -377,10 +377,13 @@ fn common_frames_read_as_the_general_path_reads_them() {
         r#"{"t":5,"id":"i"}"#.to_string(),
         r#"{"t":"msg""#.to_string(),
     ];
-    for line in &lines {
-        assert_eq!(decode_line(line.as_bytes()), through_value(line), "{line}");
-    }
-    for (_, line) in APPENDIX_A {
-        assert_eq!(decode_line(line.as_bytes()), through_value(line), "{line}");
+    let appendix = APPENDIX_A.iter().map(|(_, line)| line.to_string());
+    for line in lines.iter().cloned().chain(appendix) {
+        let frame = decode_line(line.as_bytes());
+        assert_eq!(frame, through_value(&line), "{line}");
+        // A plain type is never contradicted by the frame the line reads as.
+        if let (Some(t), Ok(frame)) = (plain_type(&line), &frame) {
+            assert_eq!(frame.t(), t, "{line}");
+        }
     }
 }
