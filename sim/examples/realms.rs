@@ -27,7 +27,14 @@ fn main() {
     });
     let trace = file.as_mut().map(|f| f as &mut dyn std::io::Write);
     match run(&sc, trace) {
-        Ok(r) => println!("{r}"),
+        Ok(r) => {
+            println!("{r}");
+            // On stderr, so that stdout is the report alone, to compare between builds.
+            let (verifies, remembered) = weft_sim::crypto::ed25519_verifies();
+            eprintln!(
+                "ed25519 verifications {verifies}, of signatures made in this run {remembered}"
+            );
+        }
         Err(v) => {
             eprintln!("{v}\n{}", v.report);
             std::process::exit(1);

@@ -10,15 +10,15 @@
 //! are the same bytes the plain provider gives (Ed25519 is deterministic, and both go through
 //! `ed25519-dalek`); a test checks it.
 //!
-//! Nearly every Ed25519 signature a simulation verifies is one this same provider made a moment
-//! earlier at the origin realm (measured at 100 realms: 125 000 verifications, all but a few
-//! hundred of signatures it made), and an honestly made signature always verifies under its
-//! key. So [`SimCrypto`] remembers each signature it makes, under the SHA-256 of the public key,
-//! the signature and the message (up to [`MAX_REMEMBERED_SIGNATURES`]), and answers a
-//! verification of exactly those bytes from memory; anything else (another key, a changed byte,
-//! a signature from elsewhere) is verified for real. With the `fast-crypto` feature a signature
-//! is made through aws-lc-rs, the same bytes (RFC 8032 signing is deterministic) in about a third
-//! of the time; a test checks both against the plain provider.
+//! Every Ed25519 signature an AIRC simulation verifies is one this same provider made earlier
+//! in the run at the origin realm (measured at 100 realms and 100 000 messages: 126 292
+//! verifications, all of them), and an honestly made signature always verifies under its key.
+//! So [`SimCrypto`] remembers each signature it makes, under the SHA-256 of the public key, the
+//! signature and the message (up to [`MAX_REMEMBERED_SIGNATURES`]), and answers a verification
+//! of exactly those bytes from memory; anything else (another key, a changed byte, a signature
+//! from elsewhere) is verified for real. With the `fast-crypto` feature a signature is made
+//! through aws-lc-rs, the same bytes (RFC 8032 signing is deterministic) in about a third of
+//! the time; a test checks both against the plain provider.
 //!
 //! Minca signs and checks everything with P-256 (Minca §2, §6.2, §8), and a meetup verifies the
 //! same signed bytes many times over: §8 floods an introduction to every admitted peer of a
@@ -26,11 +26,13 @@
 //! key otherwise costs a scalar multiplication to build, a public key a square root) and
 //! remembers each verification it has made, under the SHA-256 of its inputs, up to
 //! [`MAX_REMEMBERED_VERIFICATIONS`]. Every signature is still checked for real the first time,
-//! so the answers are the plain provider's, which a test checks too. (Remembering signatures and
-//! ECDH agreements as well was tried: a meetup never repeats one, so they are not.) With the
-//! `fast-crypto` feature a verification that is not remembered goes through ring (as the drivers'
-//! fast provider does), which gives the same verdicts about four times faster, and an ECDH
-//! agreement through aws-lc-rs (ring agrees only with its own ephemeral keys), the same bytes. [`counts`] says how much work was done and how much was remembered.
+//! so the answers are the plain provider's, which a test checks too. (Remembering P-256
+//! signatures and ECDH agreements as well was tried: a meetup never repeats one, so they are
+//! not.) With the `fast-crypto` feature a verification that is not remembered goes through ring
+//! (as the drivers' fast provider does), which gives the same verdicts about four times faster,
+//! and an ECDH agreement through aws-lc-rs (ring agrees only with its own ephemeral keys), the
+//! same bytes. [`counts`] and [`ed25519_verifies`] say how much work was done and how much was
+//! remembered.
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Mutex;
