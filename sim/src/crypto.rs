@@ -10,25 +10,31 @@
 //! are the same bytes the plain provider gives (Ed25519 is deterministic, and both go through
 //! `ed25519-dalek`); a test checks it.
 //!
-//! Minca signs and checks everything with P-256 (Minca §2, §6.2, §8), and a meetup verifies the
-//! same signed bytes many times over: §8 floods an introduction to every admitted peer of a
-//! room, and each verifies it. So [`SimCrypto`] also keeps each P-256 key expanded (a signing
-//! key otherwise costs a scalar multiplication to build, a public key a square root) and
-//! remembers each verification it has made, under the SHA-256 of its inputs, up to
-//! [`MAX_REMEMBERED_VERIFICATIONS`]. Nearly every signature a meetup verifies is one this same
-//! provider made a moment earlier, and an honestly made signature always verifies under its key
-//! (ECDSA's correctness), so a signature it makes is remembered as verified under its key and
-//! message at once; any other bytes (another key, a changed byte, a signature from elsewhere)
-//! are verified for real the first time. The answers are the plain provider's, which a test
-//! checks. (Remembering ECDH agreements was tried: a meetup never repeats one.) With the
-//! `fast-crypto` feature a verification that is not remembered goes through ring (as the drivers'
-//! fast provider does), which gives the same verdicts about four times faster, an ECDH
-//! agreement through aws-lc-rs (ring agrees only with its own ephemeral keys), the same bytes,
-//! and a signature's `k×G` through aws-lc-rs too, with RFC 6979's nonce and the rest of ECDSA
-//! from RustCrypto's own crates, so the bytes are RustCrypto's (ring and aws-lc-rs sign only
-//! with nonces of their own drawing, which no run could reproduce). [`counts`] says how much work was done and how much was remembered.
+//! Minca signs and checks everything with P-256 (Minca §2, §6.2, §8), and [`SimCrypto`] keeps
+//! each P-256 key that signs expanded too (a signing key otherwise costs a scalar
+//! multiplication to build, a public key a square root).
+//!
+//! Nearly every signature a simulation verifies is one this same provider made earlier in the
+//! run (an AIRC realm's Ed25519 signature checked at the destination realm: at 100 realms and
+//! 100 000 messages all 126 292 verifications; a Minca hello, proof or introduction checked by
+//! every peer of a room it is flooded to: all 107 209 of a 240-node meetup), and an honestly
+//! made signature always verifies under its key (the correctness of Ed25519 and of ECDSA). So
+//! [`SimCrypto`] remembers each signature it makes, under the SHA-256 of the scheme, the public
+//! key, the signature and the message (up to [`MAX_REMEMBERED_SIGNATURES`]), and answers a
+//! verification of exactly those bytes from memory; anything else (another key, a changed
+//! byte, a signature from elsewhere) is verified for real. Tests check every answer against
+//! the plain provider's.
+//!
+//! With the `fast-crypto` feature the arithmetic goes through assembly where the bytes stay the
+//! same: Ed25519 signatures through aws-lc-rs (RFC 8032 signing is deterministic); a P-256
+//! signature's `k×G` through aws-lc-rs, with RFC 6979's nonce and the rest of ECDSA from
+//! RustCrypto's own crates (ring and aws-lc-rs sign only with nonces of their own drawing,
+//! which no run could reproduce); P-256 verification through ring, as the drivers' fast
+//! provider does; ECDH through aws-lc-rs (ring agrees only with its own ephemeral keys).
+//! (Remembering ECDH agreements was tried: a meetup never repeats one.) [`counts`] and
+//! [`ed25519_verifies`] say how much work was done and how much was remembered.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -46,44 +52,10 @@ pub const MAX_EXPANDED_KEYS: usize = 4_096;
 /// node, so a 10 000-node meetup keeps every one; past this many a key is expanded on every use.
 pub const MAX_EXPANDED_P256_KEYS: usize = 65_536;
 
-/// The most P-256 verification answers remembered, each under the SHA-256 of its inputs (about
-/// 100 bytes an entry). When full, that memory starts again
-/// empty, so it stays bounded whatever a run does and costs only repeated work.
-pub const MAX_REMEMBERED_VERIFICATIONS: usize = 1 << 18;
-
-/// Remembered answers, under the SHA-256 of what was asked.
-type Memory<V> = Mutex<BTreeMap<[u8; 32], V>>;
-
-/// The answer remembered under `key`, or `make`'s, then remembered.
-fn remember<V: Clone>(
-    memory: &Memory<V>,
-    key: [u8; 32],
-    hits: &AtomicU64,
-    make: impl FnOnce() -> V,
-) -> V {
-    if let Some(v) = memory.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
-        hits.fetch_add(1, Ordering::Relaxed);
-        return v.clone();
-    }
-    let v = make();
-    keep(memory, key, v.clone());
-    v
-}
-
-/// Remembers `v` under `key`, starting the memory again when it is full.
-fn keep<V>(memory: &Memory<V>, key: [u8; 32], v: V) {
-    let mut map = memory.lock().unwrap_or_else(|e| e.into_inner());
-    if map.len() >= MAX_REMEMBERED_VERIFICATIONS {
-        map.clear();
-    }
-    map.insert(key, v);
-}
-
-/// What a P-256 verification is remembered under: fixed-length key and signature first, so no
-/// two questions share a digest input.
-fn verification(public: &P256Public, msg: &[u8], sig: &[u8; 64]) -> [u8; 32] {
-    crypto::default_provider().sha256(&[&public.0, sig, msg])
-}
+/// The most signatures (of either scheme) remembered as made here, about 100 bytes an entry,
+/// so verifying them again costs a hash. When full, that memory starts again empty: only
+/// repeated work is lost.
+pub const MAX_REMEMBERED_SIGNATURES: usize = 1 << 18;
 
 /// What the provider has done since the process started, across every run sharing it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -103,6 +75,17 @@ static SIGNS: AtomicU64 = AtomicU64::new(0);
 static VERIFIES: AtomicU64 = AtomicU64::new(0);
 static REMEMBERED: AtomicU64 = AtomicU64::new(0);
 static ECDH: AtomicU64 = AtomicU64::new(0);
+static ED_VERIFIES: AtomicU64 = AtomicU64::new(0);
+static ED_REMEMBERED: AtomicU64 = AtomicU64::new(0);
+
+/// How many Ed25519 verifications the shared provider was asked for, and how many of them it
+/// answered from the signatures it remembers making (for profiling, like [`counts`]).
+pub fn ed25519_verifies() -> (u64, u64) {
+    (
+        ED_VERIFIES.load(Ordering::Relaxed),
+        ED_REMEMBERED.load(Ordering::Relaxed),
+    )
+}
 
 /// How much P-256 work the shared provider has done (for profiling: runs in parallel threads
 /// share the counts).
@@ -118,11 +101,13 @@ pub fn counts() -> Counts {
 /// RustCrypto with expanded Ed25519 keys kept; see the [module docs](self).
 #[derive(Debug)]
 pub struct SimCrypto {
-    signing: Mutex<BTreeMap<[u8; 32], SigningKey>>,
+    signing: Mutex<BTreeMap<[u8; 32], Expanded>>,
     verifying: Mutex<BTreeMap<[u8; 32], Option<VerifyingKey>>>,
     p256_signing: Mutex<BTreeMap<[u8; 32], Option<p256::ecdsa::SigningKey>>>,
     p256_verifying: Mutex<BTreeMap<[u8; 33], Option<p256::ecdsa::VerifyingKey>>>,
-    verified: Memory<bool>,
+    /// Digests ([`signed_digest`]) of the Ed25519 signatures made here. Only membership is
+    /// asked, so a hash set's order never shows.
+    signed: Mutex<Option<HashSet<[u8; 32]>>>,
 }
 
 /// The one provider every simulation shares (it holds only derived keys, which are the same for
@@ -132,7 +117,7 @@ pub static SIM_CRYPTO: SimCrypto = SimCrypto {
     verifying: Mutex::new(BTreeMap::new()),
     p256_signing: Mutex::new(BTreeMap::new()),
     p256_verifying: Mutex::new(BTreeMap::new()),
-    verified: Mutex::new(BTreeMap::new()),
+    signed: Mutex::new(None),
 };
 
 /// The provider scenarios hand their machines.
@@ -161,11 +146,88 @@ fn cached<K: Ord + Copy, V: Clone>(
     v
 }
 
+/// The signature schemes whose signatures are remembered, as the first byte of what each is
+/// remembered under.
+#[derive(Clone, Copy)]
+enum Scheme {
+    Ed25519 = 1,
+    P256 = 2,
+}
+
+/// What a made signature is remembered under: the scheme, then its fixed-length key and
+/// signature, so no two (scheme, key, signature, message) share a digest input.
+fn signed_digest(scheme: Scheme, public: &[u8], sig: &[u8; 64], msg: &[u8]) -> [u8; 32] {
+    crypto::default_provider().sha256(&[&[scheme as u8], public, sig, msg])
+}
+
+/// An expanded signing key: dalek's (which also gives the public key), and with `fast-crypto`
+/// aws-lc-rs's, which signs faster.
+#[derive(Clone)]
+struct Expanded {
+    dalek: SigningKey,
+    /// `None` only if aws-lc-rs refused the seed (it takes any 32 bytes); dalek signs then.
+    #[cfg(feature = "fast-crypto")]
+    aws: Option<std::sync::Arc<aws_lc_rs::signature::Ed25519KeyPair>>,
+}
+
+impl std::fmt::Debug for Expanded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Secret material: only the public half is shown.
+        f.debug_tuple("Expanded")
+            .field(&self.dalek.verifying_key())
+            .finish()
+    }
+}
+
+impl Expanded {
+    fn new(seed: &[u8; 32]) -> Self {
+        Expanded {
+            dalek: SigningKey::from_bytes(seed),
+            // `unchecked` only skips comparing against a public key we do not have.
+            #[cfg(feature = "fast-crypto")]
+            aws: aws_lc_rs::signature::Ed25519KeyPair::from_seed_unchecked(seed)
+                .ok()
+                .map(std::sync::Arc::new),
+        }
+    }
+
+    fn sign(&self, msg: &[u8]) -> [u8; 64] {
+        #[cfg(feature = "fast-crypto")]
+        if let Some(aws) = &self.aws {
+            let mut sig = [0; 64];
+            sig.copy_from_slice(aws.sign(msg).as_ref());
+            return sig;
+        }
+        self.dalek.sign(msg).to_bytes()
+    }
+}
+
 impl SimCrypto {
-    fn signing_key(&self, seed: &Ed25519Seed) -> SigningKey {
+    fn signing_key(&self, seed: &Ed25519Seed) -> Expanded {
         cached(&self.signing, seed.expose(), MAX_EXPANDED_KEYS, || {
-            SigningKey::from_bytes(seed.expose())
+            Expanded::new(seed.expose())
         })
+    }
+
+    /// Remembers that `sig` over `msg` was made here under `public`.
+    fn remember_signed(&self, scheme: Scheme, public: &[u8], sig: &[u8; 64], msg: &[u8]) {
+        let digest = signed_digest(scheme, public, sig, msg);
+        let mut set = self.signed.lock().unwrap_or_else(|e| e.into_inner());
+        let set = set.get_or_insert_with(HashSet::new);
+        if set.len() >= MAX_REMEMBERED_SIGNATURES {
+            set.clear();
+        }
+        set.insert(digest);
+    }
+
+    /// Whether `sig` over `msg` under `public` is one made here (so it verifies).
+    fn made_here(&self, scheme: Scheme, public: &[u8], sig: &[u8; 64], msg: &[u8]) -> bool {
+        let digest = signed_digest(scheme, public, sig, msg);
+        self.signed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .is_some_and(|set| set.contains(&digest))
     }
 
     /// `secret` expanded for signing, and kept: a key that signs is used again (a session key).
@@ -188,7 +250,7 @@ impl SimCrypto {
         )
     }
 
-    fn p256_verify_once(&self, public: &P256Public, msg: &[u8], sig: &[u8; 64]) -> bool {
+    fn p256_verify_for_real(&self, public: &P256Public, msg: &[u8], sig: &[u8; 64]) -> bool {
         let Some(key) = self.p256_verifying_key(public) else {
             return false;
         };
@@ -330,21 +392,18 @@ impl CryptoProvider for SimCrypto {
             let sig: p256::ecdsa::Signature = key.sign(msg);
             sig.to_bytes().into()
         };
-        // An honestly made signature verifies under its key (ECDSA's correctness), so its
-        // verification is known now; any other bytes are still verified for real.
-        let public = P256Public(p256::CompressedPoint::from(key.verifying_key()).into());
-        keep(&self.verified, verification(&public, msg, &sig), true);
+        let public = p256::CompressedPoint::from(key.verifying_key());
+        self.remember_signed(Scheme::P256, &public, &sig, msg);
         Ok(sig)
     }
 
     fn p256_verify(&self, public: &P256Public, msg: &[u8], sig: &[u8; 64]) -> bool {
         VERIFIES.fetch_add(1, Ordering::Relaxed);
-        remember(
-            &self.verified,
-            verification(public, msg, sig),
-            &REMEMBERED,
-            || self.p256_verify_once(public, msg, sig),
-        )
+        if self.made_here(Scheme::P256, &public.0, sig, msg) {
+            REMEMBERED.fetch_add(1, Ordering::Relaxed);
+            return true;
+        }
+        self.p256_verify_for_real(public, msg, sig)
     }
 
     fn p256_is_point(&self, public: &P256Public) -> bool {
@@ -372,14 +431,27 @@ impl CryptoProvider for SimCrypto {
     }
 
     fn ed25519_public_key(&self, seed: &Ed25519Seed) -> [u8; 32] {
-        self.signing_key(seed).verifying_key().to_bytes()
+        self.signing_key(seed).dalek.verifying_key().to_bytes()
     }
 
     fn ed25519_sign(&self, seed: &Ed25519Seed, msg: &[u8]) -> [u8; 64] {
-        self.signing_key(seed).sign(msg).to_bytes()
+        let key = self.signing_key(seed);
+        let sig = key.sign(msg);
+        self.remember_signed(
+            Scheme::Ed25519,
+            key.dalek.verifying_key().as_bytes(),
+            &sig,
+            msg,
+        );
+        sig
     }
 
     fn ed25519_verify(&self, public: &[u8; 32], msg: &[u8], sig: &[u8; 64]) -> bool {
+        ED_VERIFIES.fetch_add(1, Ordering::Relaxed);
+        if self.made_here(Scheme::Ed25519, public, sig, msg) {
+            ED_REMEMBERED.fetch_add(1, Ordering::Relaxed);
+            return true;
+        }
         let key = cached(&self.verifying, public, MAX_EXPANDED_KEYS, || {
             VerifyingKey::from_bytes(public).ok()
         });
@@ -465,6 +537,33 @@ mod tests {
         }
     }
 
+    /// A signature made here verifies from memory, but only under its own key, over its own
+    /// message, byte for byte; a signature made elsewhere is checked for real.
+    #[test]
+    fn remembered_signatures_verify_only_as_made() {
+        let plain = crypto::default_provider();
+        let sim = provider();
+        let (a, b) = (
+            Ed25519Seed::from_bytes([91; 32]),
+            Ed25519Seed::from_bytes([92; 32]),
+        );
+        let (pa, pb) = (plain.ed25519_public_key(&a), plain.ed25519_public_key(&b));
+        let sig = sim.ed25519_sign(&a, b"made here");
+        assert_eq!(sig, plain.ed25519_sign(&a, b"made here"));
+        let (_, before) = ed25519_verifies();
+        assert!(sim.ed25519_verify(&pa, b"made here", &sig));
+        let (_, after) = ed25519_verifies();
+        assert!(after > before, "answered from memory");
+        assert!(!sim.ed25519_verify(&pb, b"made here", &sig));
+        assert!(!sim.ed25519_verify(&pa, b"made her", &sig));
+        let mut bad = sig;
+        bad[63] ^= 0x10;
+        assert!(!sim.ed25519_verify(&pa, b"made here", &bad));
+        // Made by the plain provider only: verified for real, the same verdict.
+        let elsewhere = plain.ed25519_sign(&b, b"made elsewhere");
+        assert!(sim.ed25519_verify(&pb, b"made elsewhere", &elsewhere));
+    }
+
     /// P-256 through the kept keys and the remembered answers gives the plain provider's bytes
     /// and verdicts: a signature, the same one again, a forged one, another message.
     #[test]
@@ -527,8 +626,7 @@ mod tests {
             .unwrap();
         let msg = b"made here, checked here";
         let sig = sim.p256_sign(&secret, msg).unwrap();
-        let key = verification(&public, msg, &sig);
-        assert_eq!(SIM_CRYPTO.verified.lock().unwrap().get(&key), Some(&true));
+        assert!(SIM_CRYPTO.made_here(Scheme::P256, &public.0, &sig, msg));
         assert!(sim.p256_verify(&public, msg, &sig));
         assert!(plain.p256_verify(&public, msg, &sig));
         let mut bad = sig;

@@ -121,6 +121,9 @@ impl core::error::Error for FramingError {}
 /// Reads one line (without its newline) as a frame.
 pub fn decode_line(line: &[u8]) -> Result<Frame, FramingError> {
     let text = core::str::from_utf8(line).map_err(|_| FramingError::NotUtf8)?;
+    if let Some(frame) = Frame::from_text_common(text) {
+        return Ok(frame);
+    }
     let value: Value = serde_json::from_str(text).map_err(|_| FramingError::BadJson)?;
     Frame::from_json(&value)
 }

@@ -531,6 +531,9 @@ enum Timer {
 /// The realm server; see the [module docs](self).
 pub struct Server<R> {
     config: ServerConfig,
+    /// The kid of `config.signing_key`, worked out once: every message that leaves the realm is
+    /// signed, and deriving the kid costs as much as a signature.
+    own_kid: Option<String>,
     crypto: &'static dyn CryptoProvider,
     rng: R,
     /// Published keys pinned per realm (§8.2): configured, or given by [`Input::Keys`].
@@ -590,6 +593,10 @@ impl<R: CryptoRng> Server<R> {
             audit: Audit::new(config.realm.clone()),
             passports: PassportBook::new(crypto),
             keys: config.known_keys.clone(),
+            own_kid: config
+                .signing_key
+                .as_ref()
+                .map(|key| sigstring::kid(crypto, &crypto.ed25519_public_key(key))),
             config,
             crypto,
             rng,
@@ -619,6 +626,13 @@ impl<R: CryptoRng> Server<R> {
     /// Messages held in the spool.
     pub fn spooled(&self) -> usize {
         self.spool.len()
+    }
+
+    /// `msg` signed with the realm's key (§9.2), or `None` when the realm does not sign.
+    fn sign(&self, msg: &[u8]) -> Option<sigstring::SigString> {
+        let key = self.config.signing_key.as_ref()?;
+        let kid = self.own_kid.clone()?;
+        Some(sigstring::sign_with_kid(self.crypto, key, kid, msg))
     }
 
     fn send(&mut self, conn: ConnId, frame: &Frame) {
@@ -1098,16 +1112,10 @@ impl<R: CryptoRng> Server<R> {
             signing::verify_any(self.crypto, &keys, canonical.as_bytes(), &[sig])
         });
         let authenticated = self.is_trusted_unsigned(&peer) || (signed && fresh);
-        let (sig, kid) = match &self.config.signing_key {
-            Some(key) => {
-                let acceptor = self.config.realm.to_string();
-                let text = signing::welcome_canonical(&acceptor, &peer.to_string(), nonce);
-                let public = self.crypto.ed25519_public_key(key);
-                let sig = sigstring::sign(self.crypto, key, text.as_bytes()).to_string();
-                (Some(sig), Some(sigstring::kid(self.crypto, &public)))
-            }
-            None => (None, None),
-        };
+        let acceptor = self.config.realm.to_string();
+        let text = signing::welcome_canonical(&acceptor, &peer.to_string(), nonce);
+        let sig = self.sign(text.as_bytes()).map(|s| s.to_string());
+        let kid = sig.as_ref().and(self.own_kid.clone());
         if let Some(c) = self.conns.get_mut(&conn) {
             c.state = State::Open;
             c.peer = Some(peer.clone());
@@ -1137,10 +1145,8 @@ impl<R: CryptoRng> Server<R> {
         let nonce = hex::encode(&nonce);
         let ts = now.as_secs();
         let me = self.config.realm.to_string();
-        let sig = self.config.signing_key.as_ref().map(|key| {
-            let text = signing::hello_canonical(&me, &target.to_string(), ts, &nonce);
-            sigstring::sign(self.crypto, key, text.as_bytes()).to_string()
-        });
+        let text = signing::hello_canonical(&me, &target.to_string(), ts, &nonce);
+        let sig = self.sign(text.as_bytes()).map(|s| s.to_string());
         let Some(c) = self.conns.get_mut(&conn) else {
             return;
         };
@@ -2234,12 +2240,7 @@ impl<R: CryptoRng> Server<R> {
         if let Err(code) = stamp_via(via, &realm) {
             return self.answer_code(now, &up, &item.msg, (AckStatus::Failed, code), Hop::Local);
         }
-        if let Some(key) = self
-            .config
-            .signing_key
-            .as_ref()
-            .filter(|_| item.msg.sigstrings().is_empty())
-        {
+        if self.config.signing_key.is_some() && item.msg.sigstrings().is_empty() {
             let m = &item.msg;
             let signed = Signed {
                 id: &m.id,
@@ -2250,8 +2251,9 @@ impl<R: CryptoRng> Server<R> {
                 re: m.re.as_deref(),
                 body: &m.body,
             };
-            let sig = sigstring::sign(self.crypto, key, signed.canonical().as_bytes());
-            item.msg.set_sigstrings(&[&sig.to_string()]);
+            if let Some(sig) = self.sign(signed.canonical().as_bytes()) {
+                item.msg.set_sigstrings(&[&sig.to_string()]);
+            }
         }
         let realm = to.realm().clone();
         let waiting: usize = self.awaiting.values().map(Vec::len).sum();

@@ -103,10 +103,23 @@ impl core::str::FromStr for SigString {
 }
 
 /// Signs `msg` with an Ed25519 seed, as a signature string carrying the key's kid.
+///
+/// Working out the kid derives the public key, a scalar multiplication as costly as the
+/// signature itself; a signer that signs often keeps its kid and calls [`sign_with_kid`].
 pub fn sign(provider: &dyn CryptoProvider, seed: &Ed25519Seed, msg: &[u8]) -> SigString {
     let public = provider.ed25519_public_key(seed);
+    sign_with_kid(provider, seed, kid(provider, &public), msg)
+}
+
+/// [`sign`] with the seed's kid already known (it must be [`kid`] of the seed's public key).
+pub fn sign_with_kid(
+    provider: &dyn CryptoProvider,
+    seed: &Ed25519Seed,
+    kid: String,
+    msg: &[u8],
+) -> SigString {
     SigString {
-        kid: kid(provider, &public),
+        kid,
         sig: provider.ed25519_sign(seed, msg),
     }
 }

@@ -36,6 +36,17 @@
 
 mod client;
 
+/// Writes a trace line, building it only when the run is traced: most runs are not, and the
+/// line for every output would otherwise be built and thrown away.
+macro_rules! trace {
+    ($net:expr, $line:expr) => {
+        if $net.trace.is_on() {
+            let line = $line;
+            $net.trace(line);
+        }
+    };
+}
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::io::Write;
@@ -46,7 +57,7 @@ use rand_core::Rng;
 use serde_json::{Value, json};
 use weft_proto::airc::address::{Authority, DEFAULT_PORT, Namespace};
 use weft_proto::airc::discovery::Endpoint;
-use weft_proto::airc::frame::{AckStatus, Frame};
+use weft_proto::airc::frame::{self, AckStatus, Frame};
 use weft_proto::airc::framing;
 use weft_proto::airc::server::{Face, Input, Output, Record, RecordKey, Server, ServerConfig};
 use weft_proto::core::{ConnId, Machine, Timestamp};
@@ -363,28 +374,38 @@ struct Store {
 }
 
 impl Store {
-    fn apply(&mut self, o: &Output) {
-        match o {
-            Output::Persist(r @ Record::Spooled { msg, .. }) => {
+    /// Keeps what a server persists (the record itself: the server is done with it).
+    fn persist(&mut self, r: Record) {
+        match r {
+            Record::Spooled { ref msg, .. } => {
                 let seq = self.next;
                 self.next += 1;
                 if let Some(old) = self.spool_ids.insert(msg.id.clone(), seq) {
                     self.spool.remove(&old);
                 }
-                self.spool.insert(seq, r.clone());
+                self.spool.insert(seq, r);
             }
-            Output::Persist(r @ Record::Seen { id, .. }) => {
-                self.seen.insert(id.clone(), r.clone());
+            Record::Seen { ref id, .. } => {
+                self.seen.insert(id.clone(), r);
             }
-            Output::Forget(RecordKey::Spooled { id }) => {
+            Record::ReplyPair {
+                ref from, ref to, ..
+            } => {
+                self.replies.insert((from.clone(), to.clone()), r);
+            }
+            _ => {}
+        }
+    }
+
+    /// Drops what a server forgets.
+    fn forget(&mut self, k: &RecordKey) {
+        match k {
+            RecordKey::Spooled { id } => {
                 if let Some(seq) = self.spool_ids.remove(id) {
                     self.spool.remove(&seq);
                 }
             }
-            Output::Persist(r @ Record::ReplyPair { from, to, .. }) => {
-                self.replies.insert((from.clone(), to.clone()), r.clone());
-            }
-            Output::Forget(RecordKey::ReplyPair { from, to }) => {
+            RecordKey::ReplyPair { from, to } => {
                 self.replies.remove(&(from.clone(), to.clone()));
             }
             _ => {}
@@ -613,7 +634,10 @@ impl<'a> Net<'a> {
         let p = self
             .links
             .partition(places, self.now, START + self.sc.duration);
-        self.trace(json!({"ev":"partition","small":p.small_side(),"until":p.until.as_millis().saturating_sub(START.as_millis())}));
+        trace!(
+            self,
+            json!({"ev":"partition","small":p.small_side(),"until":p.until.as_millis().saturating_sub(START.as_millis())})
+        );
         self.push(p.until, Ev::PartitionHeal);
         self.partition = Some(p);
         let across: Vec<u64> = self
@@ -678,7 +702,10 @@ impl<'a> Net<'a> {
     // ---- the event loop ---------------------------------------------------------------------
 
     fn run(&mut self) -> Check {
-        self.trace(json!({"ev":"start","seed":self.sc.seed,"realms":self.sc.realms,"clients":self.sc.clients,"messages":self.sc.messages}));
+        trace!(
+            self,
+            json!({"ev":"start","seed":self.sc.seed,"realms":self.sc.realms,"clients":self.sc.clients,"messages":self.sc.messages})
+        );
         loop {
             self.report.events += 1;
             if self.report.events > self.sc.max_events {
@@ -782,7 +809,7 @@ impl<'a> Net<'a> {
                 let to = format!("//{}/c{dest}/inbox", self.realms[self.home[dest]]);
                 let body = format!("m{} from c{c}", self.report.sent + 1);
                 self.report.sent += 1;
-                self.trace(json!({"ev":"app_send","c":c,"to":to}));
+                trace!(self, json!({"ev":"app_send","c":c,"to":to}));
                 self.clients[c].handle(self.now, ClientInput::Send { to, body });
                 self.drain_client(c)
             }
@@ -814,7 +841,7 @@ impl<'a> Net<'a> {
             Ev::PartitionHeal => {
                 if self.partition.as_ref().is_some_and(|p| p.until <= self.now) {
                     self.partition = None;
-                    self.trace(json!({"ev":"partition_heal"}));
+                    trace!(self, json!({"ev":"partition_heal"}));
                 }
                 Ok(())
             }
@@ -831,7 +858,7 @@ impl<'a> Net<'a> {
                 if !open.is_empty() {
                     let wire = open[self.pick(open.len())];
                     self.report.link_drops += 1;
-                    self.trace(json!({"ev":"drop","wire":wire}));
+                    trace!(self, json!({"ev":"drop","wire":wire}));
                     self.sever(wire, false)?;
                 }
                 if let Some(every) = self.sc.faults.link_drop_every {
@@ -844,7 +871,7 @@ impl<'a> Net<'a> {
                 self.healing = true;
                 // Partitions end with the faulty phase at the latest.
                 self.partition = None;
-                self.trace(json!({"ev":"heal"}));
+                trace!(self, json!({"ev":"heal"}));
                 for s in 0..self.sc.realms {
                     self.restart(s)?;
                 }
@@ -876,7 +903,10 @@ impl<'a> Net<'a> {
                 dir: [Direction::new(self.now), Direction::new(self.now)],
             },
         );
-        self.trace(json!({"ev":"open","wire":id,"a":Self::end_name(a),"b":Self::end_name(b)}));
+        trace!(
+            self,
+            json!({"ev":"open","wire":id,"a":Self::end_name(a),"b":Self::end_name(b)})
+        );
         id
     }
 
@@ -1061,7 +1091,6 @@ impl<'a> Net<'a> {
             let Some(o) = self.servers[s].as_mut().and_then(|x| x.poll()) else {
                 return Ok(());
             };
-            self.stores[s].apply(&o);
             match o {
                 Output::Send { conn, bytes } => {
                     self.server_writes(s, conn, &bytes)?;
@@ -1070,7 +1099,7 @@ impl<'a> Net<'a> {
                     }
                 }
                 Output::Close { conn } => {
-                    self.trace(json!({"ev":"close","by":format!("s{s}:{}", conn.0)}));
+                    trace!(self, json!({"ev":"close","by":format!("s{s}:{}", conn.0)}));
                     // A wire already gone needs nothing: the server was told, or will be.
                     if let Some((wire, side)) = self.wire_of_server(s, conn) {
                         // The closing end stops reading now; the other end reads what was
@@ -1091,7 +1120,10 @@ impl<'a> Net<'a> {
                 }
                 Output::Connect { authority, .. } => {
                     let t = self.realms.iter().position(|r| *r == authority);
-                    self.trace(json!({"ev":"connect","from":s,"to":authority.to_string()}));
+                    trace!(
+                        self,
+                        json!({"ev":"connect","from":s,"to":authority.to_string()})
+                    );
                     match t {
                         Some(t) => {
                             let lat = self.latency() * 2;
@@ -1107,20 +1139,34 @@ impl<'a> Net<'a> {
                     }
                 }
                 Output::Persist(r) => {
-                    let line = match &r {
-                        Record::Spooled { key, msg } => {
-                            json!({"ev":"persist","s":s,"spooled":msg.id,"key":key})
+                    trace!(
+                        self,
+                        match &r {
+                            Record::Spooled { key, msg } => {
+                                json!({"ev":"persist","s":s,"spooled":msg.id,"key":key})
+                            }
+                            Record::Seen { id, .. } => json!({"ev":"persist","s":s,"seen":id}),
+                            _ => json!({"ev":"persist","s":s}),
                         }
-                        Record::Seen { id, .. } => json!({"ev":"persist","s":s,"seen":id}),
-                        _ => json!({"ev":"persist","s":s}),
-                    };
-                    self.trace(line);
+                    );
+                    self.stores[s].persist(r);
                 }
-                Output::Forget(RecordKey::Spooled { id }) => {
-                    self.trace(json!({"ev":"forget","s":s,"spooled":id}));
+                Output::Forget(k) => {
+                    if let RecordKey::Spooled { id } = &k {
+                        trace!(self, json!({"ev":"forget","s":s,"spooled":id}));
+                    } else {
+                        trace!(
+                            self,
+                            json!({"ev":"output","s":s,"what":format!("{:?}", Output::Forget(k.clone()))})
+                        );
+                    }
+                    self.stores[s].forget(&k);
                 }
                 other => {
-                    self.trace(json!({"ev":"output","s":s,"what":format!("{other:?}")}));
+                    trace!(
+                        self,
+                        json!({"ev":"output","s":s,"what":format!("{other:?}")})
+                    );
                 }
             }
         }
@@ -1129,10 +1175,15 @@ impl<'a> Net<'a> {
     /// Checks the acks a server writes: one per message read on that connection, and `queued`
     /// only with a copy held.
     fn server_writes(&mut self, s: usize, conn: ConnId, bytes: &[u8]) -> Check {
-        for frame in frames(bytes) {
+        // A trace shows every frame; otherwise only the acks are checked.
+        let only = (!self.trace.is_on()).then_some("ack");
+        for frame in frames_of(bytes, only) {
             if self.trace.is_on() {
                 let value = serde_json::to_value(&frame).unwrap_or(Value::Null);
-                self.trace(json!({"ev":"frame","from":format!("s{s}:{}", conn.0),"frame":value}));
+                trace!(
+                    self,
+                    json!({"ev":"frame","from":format!("s{s}:{}", conn.0),"frame":value})
+                );
             }
             let Frame::Ack(a) = frame else { continue };
             let pending = self.unacked.get_mut(&(s, conn));
@@ -1183,11 +1234,14 @@ impl<'a> Net<'a> {
         let authority = self.realms[t].clone();
         if self.separated(s, t) {
             self.links.stats.partition_refusals += 1;
-            self.trace(json!({"ev":"dial_failed","from":s,"to":t,"partition":true}));
+            trace!(
+                self,
+                json!({"ev":"dial_failed","from":s,"to":t,"partition":true})
+            );
             return self.server_input(s, Input::DialFailed { authority });
         }
         if self.servers[t].is_none() {
-            self.trace(json!({"ev":"dial_failed","from":s,"to":t}));
+            trace!(self, json!({"ev":"dial_failed","from":s,"to":t}));
             return self.server_input(s, Input::DialFailed { authority });
         }
         let (dial, accept) = (self.conn_id(), self.conn_id());
@@ -1224,7 +1278,7 @@ impl<'a> Net<'a> {
 
     fn crash(&mut self, s: usize) {
         self.report.crashes += 1;
-        self.trace(json!({"ev":"crash","s":s}));
+        trace!(self, json!({"ev":"crash","s":s}));
         self.servers[s] = None;
         self.rearm(Who::Server(s));
         let life = self.lives[s];
@@ -1259,7 +1313,7 @@ impl<'a> Net<'a> {
         );
         let mut srv = Server::new(self.configs[s].clone(), crate::crypto::provider(), rng);
         let records = self.stores[s].records();
-        self.trace(json!({"ev":"restart","s":s,"records":records.len()}));
+        trace!(self, json!({"ev":"restart","s":s,"records":records.len()}));
         for r in records {
             srv.handle(self.now, Input::Restore(r));
         }
@@ -1312,10 +1366,15 @@ impl<'a> Net<'a> {
                 }
                 ClientOutput::Send(bytes) => {
                     if let Some(wire) = self.client_wire[c] {
-                        for f in frames(&bytes) {
+                        // A trace shows every frame; otherwise only the messages are followed.
+                        let only = (!self.trace.is_on()).then_some("msg");
+                        for f in frames_of(&bytes, only) {
                             if self.trace.is_on() {
                                 let v = serde_json::to_value(&f).unwrap_or(Value::Null);
-                                self.trace(json!({"ev":"frame","from":format!("c{c}"),"frame":v}));
+                                trace!(
+                                    self,
+                                    json!({"ev":"frame","from":format!("c{c}"),"frame":v})
+                                );
                             }
                             let Frame::Msg(m) = f else { continue };
                             if self.dest.contains_key(&m.id) {
@@ -1349,7 +1408,7 @@ impl<'a> Net<'a> {
                 ClientOutput::Stalled { id, at } => {
                     self.report.stalls += 1;
                     let wait = at.saturating_duration_since(self.now).as_millis() as u64;
-                    self.trace(json!({"ev":"stall","c":c,"id":id,"ms":wait}));
+                    trace!(self, json!({"ev":"stall","c":c,"id":id,"ms":wait}));
                 }
             }
         }
@@ -1435,7 +1494,7 @@ impl<'a> Net<'a> {
             }
         }
         self.report.link = self.links.stats.clone();
-        self.trace(json!({"ev":"end","report":self.report.to_json()}));
+        trace!(self, json!({"ev":"end","report":self.report.to_json()}));
         Ok(())
     }
 }
@@ -1449,9 +1508,24 @@ enum Who {
 /// The frames in bytes a machine wrote or will read (whole lines only, as every writer here
 /// writes them).
 fn frames(bytes: &[u8]) -> Vec<Frame> {
+    frames_of(bytes, None)
+}
+
+/// The frames in `bytes` that could be of type `only` (all of them for `None`). The oracle needs
+/// one type from each write (a server's acks, a client's messages) and most of the bytes are
+/// the other (the messages a server relays), so lines plainly of another type are not decoded.
+fn frames_of(bytes: &[u8], only: Option<&str>) -> Vec<Frame> {
+    let skip = |l: &[u8]| {
+        only.is_some_and(|want| {
+            core::str::from_utf8(l)
+                .ok()
+                .and_then(frame::plain_type)
+                .is_some_and(|t| t != want)
+        })
+    };
     bytes
         .split(|b| *b == b'\n')
-        .filter(|l| !l.is_empty())
+        .filter(|l| !l.is_empty() && !skip(l))
         .filter_map(|l| framing::decode_line(l).ok())
         .collect()
 }

@@ -712,6 +712,45 @@ impl Frame {
     }
 }
 
+/// The tag alone, borrowed: a `t` with escapes fails to borrow and takes the general path.
+#[derive(Deserialize)]
+struct Tag<'a> {
+    t: &'a str,
+}
+
+/// A line's `t`, read without building the frame, when the line is plainly one frame of that
+/// type: a JSON object with exactly one `t`, a string without escapes. `None` says nothing (the
+/// line may still read as a frame, or not); `Some(t)` means
+/// [`decode_line`](crate::airc::framing::decode_line) gives a frame of type `t` or an error,
+/// never a frame of another type.
+pub fn plain_type(text: &str) -> Option<&str> {
+    // A derived struct also reads a JSON array; the general path refuses one.
+    if text
+        .trim_start_matches([' ', '\t', '\r', '\n'])
+        .as_bytes()
+        .first()
+        != Some(&b'{')
+    {
+        return None;
+    }
+    serde_json::from_str::<Tag>(text).ok().map(|tag| tag.t)
+}
+
+impl Frame {
+    /// The frames that carry nearly all traffic (`msg`, `ack`) read straight from their text,
+    /// without the `Value` tree [`Frame::from_json`] reads, which costs an allocation per field.
+    /// `None` for every other frame and for any text this path could read differently from
+    /// the general one (not an object, a field given twice, any error), so that path decides
+    /// those, with its own errors.
+    pub(crate) fn from_text_common(text: &str) -> Option<Frame> {
+        match plain_type(text)? {
+            "msg" => serde_json::from_str(text).ok().map(Frame::Msg),
+            "ack" => serde_json::from_str(text).ok().map(Frame::Ack),
+            _ => None,
+        }
+    }
+}
+
 /// Reads a known frame type's fields, reporting a failure with the frame's `t` and, because a
 /// `msg` with bad fields is answered by an ack (§6.2), its `id` when that is a string.
 fn fields<T: DeserializeOwned>(t: &str, value: &Value) -> Result<T, FramingError> {

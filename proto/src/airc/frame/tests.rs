@@ -1,5 +1,6 @@
 use super::*;
 use crate::airc::framing::{FramingError, decode_line, encode};
+use alloc::format;
 use alloc::string::ToString;
 use alloc::vec;
 
@@ -332,4 +333,57 @@ fn bad_fields_detail_is_bounded() {
         panic!("not bad fields");
     };
     assert!(detail.len() <= MAX_DETAIL_BYTES && !detail.is_empty());
+}
+
+/// The general path alone: the whole line as a `Value`, then the frame.
+fn through_value(line: &str) -> Result<Frame, FramingError> {
+    let value: Value = serde_json::from_str(line).map_err(|_| FramingError::BadJson)?;
+    Frame::from_json(&value)
+}
+
+/// `msg` and `ack` are read straight from their text; whatever a line holds, the frame or error
+/// is the one the general path gives.
+#[test]
+fn common_frames_and_plain_types_agree_with_the_general_path() {
+    let msg = r#""id":"i","from":"//a/x","to":"//b/y","ts":1790380000.1,"body":"b""#;
+    let lines = [
+        format!(r#"{{"t":"msg",{msg}}}"#),
+        format!(
+            r#"  {{"t":"msg",{msg},"type":"x/y","re":"r","ttl":5,"via":["a"],"hdr":{{"sig":"s","k":[1,{{}}]}}}}"#
+        ),
+        format!(r#"{{{msg},"t":"msg","extra":{{"deep":[null,true,1e5]}}}}"#),
+        format!(r#"{{"t":"msg",{msg},"id":"again"}}"#),
+        format!(r#"{{"t":"msg","t":"ack",{msg}}}"#),
+        format!(r#"{{"t":"ack","t":"msg",{msg}}}"#),
+        format!(r#"{{"t":"m\u0073g",{msg}}}"#),
+        format!(r#"{{"t":"msg",{msg},"hdr":{{"sig":"a","sig":"b"}}}}"#),
+        format!(r#"{{"t":"msg",{msg},"ttl":null,"hdr":null}}"#),
+        format!(r#"{{"t":"msg",{msg},"ttl":5.0}}"#),
+        format!(r#"{{"t":"msg",{msg},"ttl":-1}}"#),
+        format!(r#"{{"t":"msg",{msg}}} x"#),
+        r#"{"t":"msg","id":"i","from":"a","to":"b","ts":5,"body":"b"}"#.to_string(),
+        r#"{"t":"msg","id":"i","from":"a","to":"b","ts":-0,"body":"b"}"#.to_string(),
+        r#"{"t":"msg","id":"i","from":"a","to":"b","body":"b"}"#.to_string(),
+        r#"{"t":"msg","id":7,"from":"a","to":"b","ts":1,"body":"b"}"#.to_string(),
+        r#"["msg","i","a","b",1,"b"]"#.to_string(),
+        r#"{"t":"ack","id":"i","status":"delivered"}"#.to_string(),
+        r#"{"t":"ack","id":"i","status":"queued","code":"x","reason":"r","by":"//a/_r"}"#
+            .to_string(),
+        r#"{"t":"ack","id":"i","status":"lost"}"#.to_string(),
+        r#"{"t":"ack","id":"i","status":"failed","status":"delivered"}"#.to_string(),
+        r#"{"t":"ack","id":"i","status":"delivered","code":null}"#.to_string(),
+        r#"{"t":"ack"}"#.to_string(),
+        r#"{"t":"ping"}"#.to_string(),
+        r#"{"t":5,"id":"i"}"#.to_string(),
+        r#"{"t":"msg""#.to_string(),
+    ];
+    let appendix = APPENDIX_A.iter().map(|(_, line)| line.to_string());
+    for line in lines.iter().cloned().chain(appendix) {
+        let frame = decode_line(line.as_bytes());
+        assert_eq!(frame, through_value(&line), "{line}");
+        // A plain type is never contradicted by the frame the line reads as.
+        if let (Some(t), Ok(frame)) = (plain_type(&line), &frame) {
+            assert_eq!(frame.t(), t, "{line}");
+        }
+    }
 }
