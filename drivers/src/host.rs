@@ -845,7 +845,9 @@ mod tests {
         fn close(&mut self, _conn: ConnId) {}
         fn dial(&mut self, _conn: ConnId, _to: Endpoint) {}
         fn queued(&self, conn: ConnId) -> Queued {
-            self.queues.get(&conn).map_or_else(Queued::default, Backlog::queued)
+            self.queues
+                .get(&conn)
+                .map_or_else(Queued::default, Backlog::queued)
         }
         fn cut(&mut self, conn: ConnId) {
             self.queues.remove(&conn);
@@ -862,6 +864,11 @@ mod tests {
 
     const MIB: usize = 1024 * 1024;
 
+    /// What a queue holds: `head` bytes to go of the message being written, `behind` after it.
+    pub(super) fn q(head: usize, behind: usize) -> Queued {
+        Queued { head, behind }
+    }
+
     #[test]
     fn a_reader_more_than_the_queued_bytes_bound_behind_is_cut_off_once_and_counted() {
         let mut host = Host::new(Script::default(), Journal::default());
@@ -872,20 +879,14 @@ mod tests {
         host.execute(send(1, MAX_QUEUED_BYTES - 1), &mut io);
         host.execute(send(1, 1), &mut io);
         host.execute(send(2, 10), &mut io);
-        assert_eq!(
-            io.queued(ConnId(1)),
-            Queued {
-                head: 100,
-                behind: MAX_QUEUED_BYTES
-            }
-        );
+        assert_eq!(io.queued(ConnId(1)), q(100, MAX_QUEUED_BYTES));
         assert!(io.cuts.is_empty());
         assert_eq!(host.stats().slow_readers, 0);
         // One byte more: that connection is cut, the other one is untouched.
         host.execute(send(1, 1), &mut io);
         assert_eq!(io.cuts, [ConnId(1)]);
         assert_eq!(host.stats().slow_readers, 1);
-        assert_eq!(io.queued(ConnId(2)), Queued { head: 10, behind: 0 });
+        assert_eq!(io.queued(ConnId(2)), q(10, 0));
         // Sends to it until its close event comes are dropped by the adapter, not counted again.
         host.execute(send(1, 1), &mut io);
         assert_eq!(host.stats().slow_readers, 1);
@@ -898,7 +899,7 @@ mod tests {
         let mut io = Sockets::default();
         for _ in 0..3 {
             host.execute(send(1, 6 * MIB), &mut io);
-            assert_eq!(io.queued(ConnId(1)), Queued { head: 6 * MIB, behind: 0 });
+            assert_eq!(io.queued(ConnId(1)), q(6 * MIB, 0));
             // The reader keeps up: the socket takes it in pieces, and the next message waits
             // for none of it.
             for _ in 0..6 {
@@ -922,13 +923,7 @@ mod tests {
             host.execute(send(1, MIB), &mut io);
         }
         assert!(io.cuts.is_empty());
-        assert_eq!(
-            io.queued(ConnId(1)),
-            Queued {
-                head: 5 * MIB,
-                behind: MAX_QUEUED_BYTES
-            }
-        );
+        assert_eq!(io.queued(ConnId(1)), q(5 * MIB, MAX_QUEUED_BYTES));
         host.execute(send(1, 1), &mut io);
         assert_eq!(io.cuts, [ConnId(1)]);
         assert_eq!(host.stats().slow_readers, 1);

@@ -172,6 +172,7 @@ impl OutboxReader {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::host::tests::q;
 
     const MIB: usize = 1024 * 1024;
 
@@ -183,20 +184,20 @@ mod tests {
         b.push(0);
         b.push(5);
         b.push(7);
-        assert_eq!(b.queued(), Queued { head: 10, behind: 12 });
+        assert_eq!(b.queued(), q(10, 12));
         // A partial write leaves the head the head.
         b.taken(4);
-        assert_eq!(b.queued(), Queued { head: 6, behind: 12 });
+        assert_eq!(b.queued(), q(6, 12));
         // One write may finish the head and take part of the next (the blocking adapter's
         // bytes are one buffer).
         b.taken(8);
-        assert_eq!(b.queued(), Queued { head: 3, behind: 7 });
+        assert_eq!(b.queued(), q(3, 7));
         b.taken(10);
         assert_eq!(b.queued(), Queued::default());
         // An adapter that says it wrote more than it queued leaves nothing counted, not a debt.
         b.taken(3);
         b.push(2);
-        assert_eq!(b.queued(), Queued { head: 2, behind: 0 });
+        assert_eq!(b.queued(), q(2, 0));
     }
 
     #[test]
@@ -204,13 +205,10 @@ mod tests {
         let idle = Queued::default();
         assert!(!idle.passes_bound(6 * MIB));
         assert!(!idle.passes_bound(usize::MAX));
-        let writing = Queued { head: 1, behind: 0 };
+        let writing = q(1, 0);
         assert!(!writing.passes_bound(MAX_QUEUED_BYTES));
         assert!(writing.passes_bound(MAX_QUEUED_BYTES + 1));
-        let full = Queued {
-            head: 6 * MIB,
-            behind: MAX_QUEUED_BYTES,
-        };
+        let full = q(6 * MIB, MAX_QUEUED_BYTES);
         assert!(!full.passes_bound(0));
         assert!(full.passes_bound(1));
     }
@@ -220,12 +218,12 @@ mod tests {
         let (core, writer) = outbox();
         core.send(vec![0; 10]);
         core.send(vec![0; 5]);
-        assert_eq!(core.queued(), Queued { head: 10, behind: 5 });
+        assert_eq!(core.queued(), q(10, 5));
         ::smol::block_on(async {
             let first = writer.until_cut(writer.recv()).await;
             assert_eq!(first, Some(Some(vec![0; 10])));
             writer.written(10);
-            assert_eq!(core.queued(), Queued { head: 5, behind: 0 });
+            assert_eq!(core.queued(), q(5, 0));
             // A write that never finishes (a peer that never reads) ends on the cut.
             core.cut();
             let stuck = writer.until_cut(std::future::pending::<()>()).await;
