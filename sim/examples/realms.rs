@@ -5,25 +5,17 @@ use std::time::Duration;
 
 use weft_sim::airc::{Scenario, run};
 
+mod common;
+
 fn main() {
-    let a: Vec<u64> = std::env::args()
-        .skip(1)
-        .map(|s| s.parse().expect("numbers"))
-        .collect();
-    let get = |i: usize, d: u64| a.get(i).copied().unwrap_or(d);
+    let a = common::Args::parse("realms REALMS CLIENTS MESSAGES SECS SEED");
     let sc = Scenario {
-        realms: get(0, 4) as usize,
-        clients: get(1, 12) as usize,
-        messages: get(2, 1_000) as usize,
-        duration: Duration::from_secs(get(3, 300)),
-        ..Scenario::new(get(4, 0))
+        realms: a.count(0, 4),
+        clients: a.count(1, 12),
+        messages: a.count(2, 1_000),
+        duration: Duration::from_secs(a.get(3, 300)),
+        ..Scenario::new(a.get(4, 0))
     }
     .with_event_budget();
-    match run(&sc, None) {
-        Ok(r) => println!("{r}"),
-        Err(v) => {
-            eprintln!("{v}\n{}", v.report);
-            std::process::exit(1);
-        }
-    }
+    println!("{}", common::passed(run(&sc, None)));
 }
