@@ -39,8 +39,8 @@ use weft_proto::core::ConnId;
 
 use crate::bridge::{Bridge, Bridged};
 use crate::host::{
-    ACCEPT_RETRY, Commands, Endpoint, Event, Hooks, Host, HostMachine, Io, Listener,
-    MAX_EVENTS_PER_PASS, Peer, READ_CHUNK, Remote, shut_down,
+    ACCEPT_RETRY, Backlog, Commands, Endpoint, Event, Hooks, Host, HostMachine, Io, Listener,
+    MAX_EVENTS_PER_PASS, Peer, Queued, READ_CHUNK, Remote, shut_down,
 };
 
 /// The longest a dial may hold the loop: dials connect in place, not through `poll`, so this
@@ -103,6 +103,8 @@ impl Sock {
 struct Conn {
     sock: Sock,
     out: VecDeque<u8>,
+    /// Where the messages in `out` begin and end, for [`Io::queued`].
+    backlog: Backlog,
     closing: bool,
 }
 
@@ -117,6 +119,7 @@ struct BlockingIo {
 impl Io for BlockingIo {
     fn send(&mut self, conn: ConnId, bytes: Vec<u8>) {
         if let Some(c) = self.conns.get_mut(&conn).filter(|c| !c.closing) {
+            c.backlog.push(bytes.len());
             c.out.extend(bytes);
         }
     }
@@ -127,11 +130,11 @@ impl Io for BlockingIo {
         }
     }
 
-    fn queued(&self, conn: ConnId) -> usize {
+    fn queued(&self, conn: ConnId) -> Queued {
         self.conns
             .get(&conn)
             .filter(|c| !c.closing)
-            .map_or(0, |c| c.out.len())
+            .map_or_else(Queued::default, |c| c.backlog.queued())
     }
 
     fn cut(&mut self, conn: ConnId) {
@@ -206,6 +209,7 @@ impl BlockingIo {
         let c = Conn {
             sock,
             out: VecDeque::new(),
+            backlog: Backlog::default(),
             closing: false,
         };
         self.conns.insert(conn, c);
@@ -227,7 +231,10 @@ impl BlockingIo {
                 let (head, _) = c.out.as_slices();
                 match c.sock.write(head) {
                     Ok(0) => break,
-                    Ok(n) => drop(c.out.drain(..n)),
+                    Ok(n) => {
+                        c.out.drain(..n);
+                        c.backlog.taken(n);
+                    }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                     Err(_) => {

@@ -28,6 +28,10 @@ use std::time::Duration;
 use weft_proto::core::{ConnId, Machine, Timestamp, Wakeup};
 
 pub use crate::tls::{SecureDial, TlsServer};
+pub use write_queue::Queued;
+pub(crate) use write_queue::{Backlog, Outbox, OutboxReader, outbox};
+
+mod write_queue;
 
 /// The most transport events one loop pass feeds the machine before it checks the machine's
 /// deadline again, so a peer that floods a connection cannot starve timers (heartbeats, ack
@@ -44,14 +48,16 @@ pub const STALL_STEP: Duration = Duration::from_millis(10);
 /// schedule).
 pub const MAX_PENDING_DIALS: usize = 256;
 
-/// The most bytes one connection may hold queued for writing and not yet taken by its socket. A
-/// send that would pass it cuts the connection at once (what is queued is dropped, no close
-/// frame goes out, since a peer this far behind would not read one) and counts it in
-/// [`Stats::slow_readers`]; the machine hears [`Event::Closed`] as for any other end. This is
-/// the one bound on a reader that does not keep up, for every adapter and every protocol: a
-/// Minca relay fans a publish out to 63 watchers (04 Network §1.4), an AIRC realm streams to
-/// subscribers, and neither may hold memory for a socket that does not read. 4 MiB is over 300
-/// of the relay's largest frames (a 12 000-character blob) and thousands of typical ones.
+/// The most bytes one connection may hold queued for writing behind the message its socket is
+/// taking (the head, which is not counted: see [`Queued::passes_bound`]). A send that would pass
+/// it cuts the connection at once (what is queued is dropped, no close frame goes out, since a
+/// peer this far behind would not read one) and counts it in [`Stats::slow_readers`]; the
+/// machine hears [`Event::Closed`] as for any other end. This is the one bound on a reader that
+/// does not keep up, for every adapter and every protocol: a Minca relay fans a publish out to
+/// 63 watchers (04 Network §1.4), an AIRC realm streams to subscribers, and neither may hold
+/// memory for a socket that does not read. 4 MiB is over 300 of the relay's largest frames (a
+/// 12 000-character blob) and thousands of typical ones; a single message larger than it (a
+/// node socket's, up to 16 MiB) still goes out whole when nothing else is queued.
 pub const MAX_QUEUED_BYTES: usize = 4 * 1024 * 1024;
 
 /// Bytes read from a connection per read call by the adapters.
@@ -330,98 +336,12 @@ pub trait Io {
     /// Opens a connection to `to` under the id `conn`, reporting [`Event::Dialled`] or
     /// [`Event::DialFailed`].
     fn dial(&mut self, conn: ConnId, to: Endpoint);
-    /// Bytes queued on `conn` that its socket has not taken yet (0 for an unknown or closing
-    /// connection); the core holds it under [`MAX_QUEUED_BYTES`].
-    fn queued(&self, conn: ConnId) -> usize;
+    /// What is queued on `conn` that its socket has not taken yet, the message being written
+    /// apart from those behind it (nothing for an unknown or closing connection); the core holds
+    /// the backlog behind the head under [`MAX_QUEUED_BYTES`].
+    fn queued(&self, conn: ConnId) -> Queued;
     /// Ends `conn` now, dropping what is queued, then reports [`Event::Closed`].
     fn cut(&mut self, conn: ConnId);
-}
-
-/// One connection's write queue in an async adapter: the core's side. Counts the bytes queued
-/// until the writer task has written them ([`Io::queued`]), and can cut the writer off
-/// mid-write ([`Io::cut`]).
-#[derive(Debug)]
-pub(crate) struct Outbox {
-    tx: ::smol::channel::Sender<Vec<u8>>,
-    queued: std::sync::Arc<std::sync::atomic::AtomicUsize>,
-    cut: ::smol::channel::Sender<()>,
-}
-
-/// The writer task's side of an [`Outbox`].
-#[derive(Debug)]
-pub(crate) struct OutboxReader {
-    rx: ::smol::channel::Receiver<Vec<u8>>,
-    queued: std::sync::Arc<std::sync::atomic::AtomicUsize>,
-    cut: ::smol::channel::Receiver<()>,
-}
-
-/// A connection's write queue, in two halves.
-pub(crate) fn outbox() -> (Outbox, OutboxReader) {
-    let (tx, rx) = ::smol::channel::unbounded();
-    let (cut_tx, cut_rx) = ::smol::channel::bounded(1);
-    let queued = std::sync::Arc::default();
-    (
-        Outbox {
-            tx,
-            queued: std::sync::Arc::clone(&queued),
-            cut: cut_tx,
-        },
-        OutboxReader {
-            rx,
-            queued,
-            cut: cut_rx,
-        },
-    )
-}
-
-impl Outbox {
-    /// Queues bytes; a writer already gone drops them (its close event follows).
-    pub(crate) fn send(&self, bytes: Vec<u8>) {
-        let n = bytes.len();
-        // Counted before the writer can see them, so its `written` never runs ahead of this.
-        self.queued
-            .fetch_add(n, std::sync::atomic::Ordering::Relaxed);
-        if self.tx.try_send(bytes).is_err() {
-            self.queued
-                .fetch_sub(n, std::sync::atomic::Ordering::Relaxed);
-        }
-    }
-
-    /// Bytes queued and not yet written.
-    pub(crate) fn queued(&self) -> usize {
-        self.queued.load(std::sync::atomic::Ordering::Relaxed)
-    }
-
-    /// Stops the writer now, whatever it is in the middle of.
-    pub(crate) fn cut(&self) {
-        let _ = self.cut.try_send(());
-    }
-}
-
-impl OutboxReader {
-    /// The next bytes to write; `None` once the core closed the connection and everything is
-    /// out. Wrap it in [`OutboxReader::until_cut`].
-    pub(crate) async fn recv(&self) -> Option<Vec<u8>> {
-        self.rx.recv().await.ok()
-    }
-
-    /// Runs `write` unless the connection is cut first (`None`).
-    pub(crate) async fn until_cut<T>(&self, write: impl Future<Output = T>) -> Option<T> {
-        ::smol::future::or(async { Some(write.await) }, async {
-            // A dropped core side is no cut: the writer drains what was queued.
-            match self.cut.recv().await {
-                Ok(()) => None,
-                Err(_) => std::future::pending().await,
-            }
-        })
-        .await
-    }
-
-    /// `n` queued bytes were written.
-    pub(crate) fn written(&self, n: usize) {
-        self.queued
-            .fetch_sub(n, std::sync::atomic::Ordering::Relaxed);
-    }
 }
 
 /// The sending end of a running host's command channel: inputs for its machine from the
@@ -521,7 +441,8 @@ pub struct Stats {
     pub unhandled: u64,
     /// Dials failed before reaching the transport (no address, too many pending).
     pub dials_refused: u64,
-    /// Connections cut off because their queued writes would pass [`MAX_QUEUED_BYTES`].
+    /// Connections cut off because the writes queued behind the one being written would pass
+    /// [`MAX_QUEUED_BYTES`].
     pub slow_readers: u64,
 }
 
@@ -714,12 +635,12 @@ impl<M: HostMachine, H: Hooks<M>> Host<M, H> {
     fn execute(&mut self, effect: Effect<M::Target, M::Durable, M::App>, io: &mut impl Io) {
         match effect {
             Effect::Send { conn, bytes } => {
-                if io.queued(conn).saturating_add(bytes.len()) > MAX_QUEUED_BYTES {
+                if io.queued(conn).passes_bound(bytes.len()) {
                     // Once cut the connection is unknown to the adapter, so this counts it once.
                     self.stats.slow_readers += 1;
                     io.cut(conn);
                     self.hooks.log(format_args!(
-                        "connection {conn:?} cut off: its reader is over {MAX_QUEUED_BYTES} bytes behind"
+                        "connection {conn:?} cut off: over {MAX_QUEUED_BYTES} bytes wait behind the one being written"
                     ));
                 } else {
                     io.send(conn, bytes);
@@ -893,32 +814,43 @@ mod tests {
         }
         fn close(&mut self, _conn: ConnId) {}
         fn dial(&mut self, _conn: ConnId, _to: Endpoint) {}
-        fn queued(&self, _conn: ConnId) -> usize {
-            0
+        fn queued(&self, _conn: ConnId) -> Queued {
+            Queued::default()
         }
         fn cut(&mut self, _conn: ConnId) {}
     }
 
-    /// A transport whose sockets never take a byte: everything sent stays queued.
+    /// A transport whose sockets take bytes only when a test says so ([`Sockets::take`]).
     #[derive(Default)]
-    struct NeverRead {
-        queued: BTreeMap<ConnId, usize>,
+    struct Sockets {
+        queues: BTreeMap<ConnId, Backlog>,
         cuts: Vec<ConnId>,
     }
 
-    impl Io for NeverRead {
+    impl Sockets {
+        /// `conn`'s socket takes `n` bytes.
+        fn take(&mut self, conn: u64, n: usize) {
+            if let Some(q) = self.queues.get_mut(&ConnId(conn)) {
+                q.taken(n);
+            }
+        }
+    }
+
+    impl Io for Sockets {
         fn send(&mut self, conn: ConnId, bytes: Vec<u8>) {
             if !self.cuts.contains(&conn) {
-                *self.queued.entry(conn).or_default() += bytes.len();
+                self.queues.entry(conn).or_default().push(bytes.len());
             }
         }
         fn close(&mut self, _conn: ConnId) {}
         fn dial(&mut self, _conn: ConnId, _to: Endpoint) {}
-        fn queued(&self, conn: ConnId) -> usize {
-            self.queued.get(&conn).copied().unwrap_or(0)
+        fn queued(&self, conn: ConnId) -> Queued {
+            self.queues
+                .get(&conn)
+                .map_or_else(Queued::default, Backlog::queued)
         }
         fn cut(&mut self, conn: ConnId) {
-            self.queued.remove(&conn);
+            self.queues.remove(&conn);
             self.cuts.push(conn);
         }
     }
@@ -930,55 +862,76 @@ mod tests {
         }
     }
 
-    #[test]
-    fn an_outbox_counts_bytes_until_written_and_a_cut_stops_its_writer_mid_write() {
-        let (core, writer) = outbox();
-        core.send(vec![0; 10]);
-        core.send(vec![0; 5]);
-        assert_eq!(core.queued(), 15);
-        ::smol::block_on(async {
-            let first = writer.until_cut(writer.recv()).await;
-            assert_eq!(first, Some(Some(vec![0; 10])));
-            writer.written(10);
-            assert_eq!(core.queued(), 5);
-            // A write that never finishes (a peer that never reads) ends on the cut.
-            core.cut();
-            let stuck = writer.until_cut(std::future::pending::<()>()).await;
-            assert_eq!(stuck, None);
-        });
-        // A close (the core's side dropped) is no cut: what was queued is still written.
-        let (core, writer) = outbox();
-        core.send(vec![1; 3]);
-        drop(core);
-        ::smol::block_on(async {
-            assert_eq!(
-                writer.until_cut(writer.recv()).await,
-                Some(Some(vec![1; 3]))
-            );
-            assert_eq!(writer.until_cut(writer.recv()).await, Some(None));
-        });
+    const MIB: usize = 1024 * 1024;
+
+    /// What a queue holds: `head` bytes to go of the message being written, `behind` after it.
+    pub(super) fn q(head: usize, behind: usize) -> Queued {
+        Queued { head, behind }
     }
 
     #[test]
     fn a_reader_more_than_the_queued_bytes_bound_behind_is_cut_off_once_and_counted() {
         let mut host = Host::new(Script::default(), Journal::default());
-        let mut io = NeverRead::default();
-        // Up to the bound exactly, everything is queued.
+        let mut io = Sockets::default();
+        // The message being written is the socket's; up to the bound exactly behind it,
+        // everything is queued.
+        host.execute(send(1, 100), &mut io);
         host.execute(send(1, MAX_QUEUED_BYTES - 1), &mut io);
         host.execute(send(1, 1), &mut io);
         host.execute(send(2, 10), &mut io);
-        assert_eq!(io.queued(ConnId(1)), MAX_QUEUED_BYTES);
+        assert_eq!(io.queued(ConnId(1)), q(100, MAX_QUEUED_BYTES));
         assert!(io.cuts.is_empty());
         assert_eq!(host.stats().slow_readers, 0);
         // One byte more: that connection is cut, the other one is untouched.
         host.execute(send(1, 1), &mut io);
         assert_eq!(io.cuts, [ConnId(1)]);
         assert_eq!(host.stats().slow_readers, 1);
-        assert_eq!(io.queued(ConnId(2)), 10);
+        assert_eq!(io.queued(ConnId(2)), q(10, 0));
         // Sends to it until its close event comes are dropped by the adapter, not counted again.
         host.execute(send(1, 1), &mut io);
         assert_eq!(host.stats().slow_readers, 1);
         assert_eq!(host.hooks.lines, 1, "the cut is logged");
+    }
+
+    #[test]
+    fn a_message_over_the_bound_goes_out_whole_to_a_reader_that_keeps_up() {
+        let mut host = Host::new(Script::default(), Journal::default());
+        let mut io = Sockets::default();
+        for _ in 0..3 {
+            host.execute(send(1, 6 * MIB), &mut io);
+            assert_eq!(io.queued(ConnId(1)), q(6 * MIB, 0));
+            // The reader keeps up: the socket takes it in pieces, and the next message waits
+            // for none of it.
+            for _ in 0..6 {
+                io.take(1, MIB);
+            }
+            assert_eq!(io.queued(ConnId(1)), Queued::default());
+        }
+        assert!(io.cuts.is_empty());
+        assert_eq!(host.stats().slow_readers, 0);
+    }
+
+    #[test]
+    fn a_reader_that_stops_behind_a_large_message_is_cut_once_the_backlog_behind_it_passes_the_bound()
+     {
+        let mut host = Host::new(Script::default(), Journal::default());
+        let mut io = Sockets::default();
+        host.execute(send(1, 6 * MIB), &mut io);
+        io.take(1, MIB);
+        // The reader stops: what follows waits behind the head, counted up to the bound.
+        for _ in 0..4 {
+            host.execute(send(1, MIB), &mut io);
+        }
+        assert!(io.cuts.is_empty());
+        assert_eq!(io.queued(ConnId(1)), q(5 * MIB, MAX_QUEUED_BYTES));
+        host.execute(send(1, 1), &mut io);
+        assert_eq!(io.cuts, [ConnId(1)]);
+        assert_eq!(host.stats().slow_readers, 1);
+        // A second large message behind one still being written counts in full.
+        host.execute(send(2, 1), &mut io);
+        host.execute(send(2, 6 * MIB), &mut io);
+        assert_eq!(io.cuts, [ConnId(1), ConnId(2)]);
+        assert_eq!(host.stats().slow_readers, 2);
     }
 
     fn received(n: usize) -> Event {
@@ -1097,8 +1050,8 @@ mod tests {
         fn dial(&mut self, conn: ConnId, _to: Endpoint) {
             self.0.push(conn);
         }
-        fn queued(&self, _conn: ConnId) -> usize {
-            0
+        fn queued(&self, _conn: ConnId) -> Queued {
+            Queued::default()
         }
         fn cut(&mut self, _conn: ConnId) {}
     }

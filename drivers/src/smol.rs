@@ -50,8 +50,8 @@ use weft_proto::core::ConnId;
 
 use crate::host::{
     self, ACCEPT_RETRY, Commands, Endpoint, Event, Hooks, Host, HostMachine, Io, Listener,
-    MAX_EVENTS_PER_PASS, Outbox, OutboxReader, Peer, READ_CHUNK, Remote, Report, SecureDial,
-    shut_down,
+    MAX_EVENTS_PER_PASS, Outbox, OutboxReader, Peer, Queued, READ_CHUNK, Remote, Report,
+    SecureDial, shut_down,
 };
 use crate::quic;
 use crate::tls::{HANDSHAKE_TIMEOUT, MAX_PENDING_HANDSHAKES};
@@ -113,8 +113,10 @@ impl Io for SmolIo<'_, '_> {
         self.writers.remove(&conn);
     }
 
-    fn queued(&self, conn: ConnId) -> usize {
-        self.writers.get(&conn).map_or(0, Outbox::queued)
+    fn queued(&self, conn: ConnId) -> Queued {
+        self.writers
+            .get(&conn)
+            .map_or_else(Queued::default, Outbox::queued)
     }
 
     fn cut(&mut self, conn: ConnId) {

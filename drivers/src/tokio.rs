@@ -38,7 +38,7 @@ use weft_proto::core::ConnId;
 use crate::bridge::{Bridge, Bridged};
 use crate::host::{
     self, ACCEPT_RETRY, Commands, Endpoint, Event, Hooks, Host, HostMachine, Io, Listener,
-    MAX_EVENTS_PER_PASS, Outbox, OutboxReader, Peer, READ_CHUNK, Remote, Report, shut_down,
+    MAX_EVENTS_PER_PASS, Outbox, OutboxReader, Peer, Queued, READ_CHUNK, Remote, Report, shut_down,
 };
 
 /// A connected socket of either kind.
@@ -70,8 +70,10 @@ impl Io for TokioIo {
         self.writers.remove(&conn);
     }
 
-    fn queued(&self, conn: ConnId) -> usize {
-        self.writers.get(&conn).map_or(0, Outbox::queued)
+    fn queued(&self, conn: ConnId) -> Queued {
+        self.writers
+            .get(&conn)
+            .map_or_else(Queued::default, Outbox::queued)
     }
 
     fn cut(&mut self, conn: ConnId) {

@@ -17,7 +17,7 @@
 //! dials it once, never in a loop.
 
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::mpsc::{Receiver, channel};
 use std::time::{Duration, Instant};
 
@@ -41,6 +41,50 @@ impl Drop for Proc {
     }
 }
 
+/// The first line a `weft relay` logs, which says where it listens; the rest of its log is read
+/// and dropped so it never blocks on a full pipe.
+fn first_log_line(child: &mut Child) -> String {
+    let mut err = BufReader::new(child.stderr.take().expect("stderr is piped"));
+    let mut line = String::new();
+    err.read_line(&mut line).expect("weft relay logs");
+    std::thread::spawn(move || for _ in err.lines() {});
+    line
+}
+
+/// The JSON lines `program` prints on `out`, one value each, as they come.
+fn json_lines(out: ChildStdout, program: &'static str) -> Receiver<Value> {
+    let (tx, lines) = channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            let v: Value = serde_json::from_str(&line).unwrap_or_else(|e| {
+                panic!("{program} printed a line that is not JSON ({e}): {line}")
+            });
+            if tx.send(v).is_err() {
+                return;
+            }
+        }
+    });
+    lines
+}
+
+/// The next line from `lines` that `matches`, within [`PHASE`]; every line read goes into `seen`.
+/// `None` when none came.
+fn next_match(
+    lines: &Receiver<Value>,
+    seen: &mut Vec<Value>,
+    matches: impl Fn(&Value) -> bool,
+) -> Option<Value> {
+    let deadline = Instant::now() + PHASE;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let v = lines.recv_timeout(left).ok()?;
+        seen.push(v.clone());
+        if matches(&v) {
+            return Some(v);
+        }
+    }
+}
+
 /// A `weft relay` on an ephemeral port; its address read from the line it logs.
 fn relay() -> (Proc, String) {
     let mut child = Command::new(WEFT)
@@ -49,12 +93,9 @@ fn relay() -> (Proc, String) {
         .stderr(Stdio::piped())
         .spawn()
         .expect("weft relay starts");
-    let mut err = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    err.read_line(&mut line).expect("weft relay logs");
     // "weft relay: listening on ws://127.0.0.1:PORT"
+    let line = first_log_line(&mut child);
     let url = line.trim().rsplit(' ').next().expect("a URL").to_owned();
-    std::thread::spawn(move || for _ in err.lines() {});
     (Proc(child), url)
 }
 
@@ -92,18 +133,7 @@ impl Node {
             .spawn()
             .expect("weft node starts");
         let stdin = child.stdin.take().unwrap();
-        let out = BufReader::new(child.stdout.take().unwrap());
-        let (tx, lines) = channel();
-        std::thread::spawn(move || {
-            for line in out.lines().map_while(Result::ok) {
-                let v: Value = serde_json::from_str(&line).unwrap_or_else(|e| {
-                    panic!("weft node printed a line that is not JSON ({e}): {line}")
-                });
-                if tx.send(v).is_err() {
-                    return;
-                }
-            }
-        });
+        let lines = json_lines(child.stdout.take().unwrap(), "weft node");
         let mut node = Self {
             name,
             _proc: Proc(child),
@@ -130,27 +160,17 @@ impl Node {
         if let Some(v) = self.seen.iter().find(|v| matches(v)) {
             return v.clone();
         }
-        let deadline = Instant::now() + PHASE;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(v) => {
-                    self.seen.push(v.clone());
-                    if matches(&v) {
-                        return v;
-                    }
-                }
-                Err(_) => panic!(
-                    "node {} did not {what} within {PHASE:?}; it printed:\n{}",
-                    self.name,
-                    self.seen
-                        .iter()
-                        .map(Value::to_string)
-                        .collect::<Vec<_>>()
-                        .join("\n")
-                ),
-            }
-        }
+        next_match(&self.lines, &mut self.seen, matches).unwrap_or_else(|| {
+            panic!(
+                "node {} did not {what} within {PHASE:?}; it printed:\n{}",
+                self.name,
+                self.seen
+                    .iter()
+                    .map(Value::to_string)
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            )
+        })
     }
 
     fn wait_admitted(&mut self, other: &Node) {
@@ -251,10 +271,8 @@ impl AlwaysOn {
             .stderr(Stdio::piped())
             .spawn()
             .expect("weft relay starts");
-        let mut err = BufReader::new(child.stderr.take().unwrap());
-        let mut line = String::new();
-        err.read_line(&mut line).expect("weft relay logs");
         // "weft relay: listening on ws://ADDR, node did:key:… on ws://ADDR/peer"
+        let line = first_log_line(&mut child);
         let words: Vec<&str> = line.split_whitespace().collect();
         let (did, url) = match words.as_slice() {
             [.., "node", did, "on", url] => ((*did).to_owned(), (*url).to_owned()),
@@ -264,20 +282,8 @@ impl AlwaysOn {
             .trim_start_matches("ws://")
             .trim_end_matches("/peer")
             .to_owned();
-        std::thread::spawn(move || for _ in err.lines() {});
         let stdin = child.stdin.take();
-        let out = BufReader::new(child.stdout.take().unwrap());
-        let (tx, lines) = channel();
-        std::thread::spawn(move || {
-            for line in out.lines().map_while(Result::ok) {
-                let v: Value = serde_json::from_str(&line).unwrap_or_else(|e| {
-                    panic!("weft relay printed a line that is not JSON ({e}): {line}")
-                });
-                if tx.send(v).is_err() {
-                    return;
-                }
-            }
-        });
+        let lines = json_lines(child.stdout.take().unwrap(), "weft relay");
         Self {
             _proc: Proc(child),
             stdin,
@@ -290,18 +296,10 @@ impl AlwaysOn {
 
     /// Waits up to [`PHASE`] for a line it prints that `matches`.
     fn wait_line(&self, what: &str, matches: impl Fn(&Value) -> bool) -> Value {
-        let deadline = Instant::now() + PHASE;
         let mut seen = Vec::new();
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(v) if matches(&v) => return v,
-                Ok(v) => seen.push(v),
-                Err(_) => panic!(
-                    "the always-on node did not {what} within {PHASE:?}; it printed {seen:?}"
-                ),
-            }
-        }
+        next_match(&self.lines, &mut seen, matches).unwrap_or_else(|| {
+            panic!("the always-on node did not {what} within {PHASE:?}; it printed {seen:?}")
+        })
     }
 
     fn type_line(&mut self, line: &str) {

@@ -18,7 +18,9 @@ use rand_core::SeedableRng;
 use serde_json::{Value, json};
 use tungstenite::Message;
 use tungstenite::protocol::frame::coding::CloseCode;
-use weft_drivers::host::{Commander, Endpoint, Hooks, Host, HostMachine, Listener, commands};
+use weft_drivers::host::{
+    Commander, Endpoint, Hooks, Host, HostMachine, Listener, MAX_QUEUED_BYTES, Stats, commands,
+};
 use weft_drivers::minca::node_ws::{
     ClientCommand, ClientCounters, ClientInput, NodeWsClient, NodeWsEvent, PeerInput,
     REDIAL_BACKOFF, Space, client_host, client_input, node_input, socket_config,
@@ -64,40 +66,80 @@ fn note(root: &P256Secret, session: &P256Secret) -> String {
         .unwrap()
 }
 
+/// The runtime adapter a host runs on.
+#[derive(Clone, Copy, Debug)]
+enum Adapter {
+    Smol,
+    Tokio,
+    Blocking,
+}
+
 /// A host running on its own thread with a command channel; what it delivers comes out of
 /// `heard`. Stopped (and its host handed back) by [`Running::stop`].
 struct Running<I, E, T> {
     commands: Commander<I>,
     heard: mpsc::Receiver<E>,
-    stop: smol::channel::Sender<()>,
+    stop: Box<dyn FnOnce()>,
     thread: thread::JoinHandle<io::Result<T>>,
 }
 
 impl<I: Send + 'static, E: Send + 'static, T: Send + 'static> Running<I, E, T> {
-    /// Runs the host `make` builds; once stopped, `finish` takes what the test reads of it.
+    /// Runs the host `make` builds on smol; once stopped, `finish` takes what the test reads of
+    /// it.
     fn spawn<M: HostMachine<Input = I>, H: Hooks<M>>(
+        make: impl FnOnce(mpsc::Sender<E>) -> Host<M, H> + Send + 'static,
+        finish: impl FnOnce(Host<M, H>) -> T + Send + 'static,
+        listeners: Vec<Listener>,
+    ) -> Self {
+        Self::spawn_on(Adapter::Smol, make, finish, listeners)
+    }
+
+    /// [`Running::spawn`] on `adapter`.
+    fn spawn_on<M: HostMachine<Input = I>, H: Hooks<M>>(
+        adapter: Adapter,
         make: impl FnOnce(mpsc::Sender<E>) -> Host<M, H> + Send + 'static,
         finish: impl FnOnce(Host<M, H>) -> T + Send + 'static,
         listeners: Vec<Listener>,
     ) -> Self {
         let (commander, commands) = commands().unwrap();
         let (heard_tx, heard) = mpsc::channel();
+        // The async adapters stop on the channel, the blocking one on its signal.
         let (stop, stopped) = smol::channel::bounded(1);
+        let (stopper, stop_signal) = weft_drivers::blocking::stop_signal().unwrap();
         let thread = thread::spawn(move || {
             let mut host = make(heard_tx);
-            smol::block_on(smol::future::or(
-                weft_drivers::smol::run_commanded(&mut host, listeners, &commands),
-                async {
-                    let _ = stopped.recv().await;
-                    Ok(())
-                },
-            ))?;
+            let until_stopped = async {
+                let _ = stopped.recv().await;
+                Ok(())
+            };
+            match adapter {
+                Adapter::Smol => smol::block_on(smol::future::or(
+                    weft_drivers::smol::run_commanded(&mut host, listeners, &commands),
+                    until_stopped,
+                ))?,
+                Adapter::Tokio => tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()?
+                    .block_on(smol::future::or(
+                        weft_drivers::tokio::run_commanded(&mut host, listeners, &commands),
+                        until_stopped,
+                    ))?,
+                Adapter::Blocking => weft_drivers::blocking::run_commanded(
+                    &mut host,
+                    listeners,
+                    &commands,
+                    &stop_signal,
+                )?,
+            }
             Ok(finish(host))
         });
         Self {
             commands: commander,
             heard,
-            stop,
+            stop: Box::new(move || {
+                let _ = stop.try_send(());
+                stopper.stop();
+            }),
             thread,
         }
     }
@@ -123,7 +165,7 @@ impl<I: Send + 'static, E: Send + 'static, T: Send + 'static> Running<I, E, T> {
     }
 
     fn stop(self) -> T {
-        let _ = self.stop.try_send(());
+        (self.stop)();
         self.thread.join().unwrap().unwrap()
     }
 }
@@ -132,7 +174,7 @@ type Events = mpsc::Sender<NodeWsEvent>;
 
 type Deliver = Box<dyn FnMut(NodeWsEvent) + Send>;
 type NodeInput = WsInput<NoDial, RelayInput>;
-type NodeRunning = Running<NodeInput, NodeWsEvent, ()>;
+type NodeRunning = Running<NodeInput, NodeWsEvent, Stats>;
 type ClientRunning = Running<ClientCommand, NodeWsEvent, ClientCounters>;
 
 fn deliver(tx: Events) -> Deliver {
@@ -141,8 +183,18 @@ fn deliver(tx: Events) -> Deliver {
     })
 }
 
-/// `weft relay` on loopback as the always-on node of `key`, holding `SPACE`.
+/// `weft relay` on loopback as the always-on node of `key`, holding `SPACE`; stopped, it hands
+/// back its host's counters.
 fn node(key: &P256Secret, node_note: Option<String>) -> (SocketAddr, NodeRunning) {
+    node_on(Adapter::Smol, key, node_note)
+}
+
+/// [`node`] on `adapter`.
+fn node_on(
+    adapter: Adapter,
+    key: &P256Secret,
+    node_note: Option<String>,
+) -> (SocketAddr, NodeRunning) {
     let listener = Listener::bind(&Endpoint::Tcp("127.0.0.1:0".parse().unwrap())).unwrap();
     let Endpoint::Tcp(addr) = listener.endpoint().unwrap() else {
         unreachable!("a TCP listener has a TCP address")
@@ -153,9 +205,10 @@ fn node(key: &P256Secret, node_note: Option<String>) -> (SocketAddr, NodeRunning
         note: node_note,
         spaces: vec![SPACE.into()],
     };
-    let running = Running::spawn(
+    let running = Running::spawn_on(
+        adapter,
         move |tx: Events| node_relay_host(&options, &node, deliver(tx)).unwrap(),
-        |_| (),
+        |host| host.stats(),
         vec![listener],
     );
     (addr, running)
@@ -913,5 +966,53 @@ fn over_the_node_websocket_each_message_is_one_uncompressed_binary_frame_in_orde
             envelope.iter().all(|e| *e == envelope[0]),
             "{way}: {data:?}"
         );
+    }
+}
+
+/// One message of 6 MiB, over the host's write-behind bound (`host::MAX_QUEUED_BYTES`, 4 MiB)
+/// and under the node socket's frame bound (16 MiB, §5.3), crosses whole each way, the node
+/// sending on each adapter: the bound counts what waits behind the message being written, not
+/// that message.
+#[test]
+fn a_message_over_the_write_behind_bound_crosses_the_node_websocket_whole_each_way_on_every_adapter()
+ {
+    const KIND: &str = "x-large";
+    let fill = 6 << 20;
+    assert!(fill > MAX_QUEUED_BYTES && fill + 1024 < MAX_FRAME_BYTES);
+    let large = json!({"fill": "x".repeat(fill)});
+    let adapters = [Adapter::Smol, Adapter::Tokio, Adapter::Blocking];
+    for (seed, adapter) in (100..).step_by(3).zip(adapters) {
+        let (node_key, client_key) = (key(seed), key(seed + 1));
+        let (addr, node) = node_on(adapter, &node_key, None);
+        let client = client(&client_key, None, seed + 2);
+        client.send(dial(&format!("ws://{addr}/peer"), SPACE));
+        assert_eq!(client.hear("the welcome", opened), did(&node_key));
+        assert_eq!(node.hear("the hello", opened), did(&client_key));
+        let message = |e: NodeWsEvent| match e {
+            NodeWsEvent::Message { kind, payload, .. } if kind == KIND => Some(payload),
+            _ => None,
+        };
+
+        client.send(WsInput::App(ClientInput::Send {
+            space_id: SPACE.into(),
+            kind: KIND.into(),
+            payload: large.clone(),
+        }));
+        // Compared, not printed: a failure would print 6 MiB.
+        let got = node.hear("the client's large message", message);
+        assert!(got == large, "{adapter:?}: client to node");
+
+        node.send(WsInput::App(RelayInput::Peer(PeerInput::Send {
+            space_id: SPACE.into(),
+            to: None,
+            kind: KIND.into(),
+            payload: large.clone(),
+        })));
+        let got = client.hear("the node's large message", message);
+        assert!(got == large, "{adapter:?}: node to client");
+
+        client.stop();
+        let stats = node.stop();
+        assert_eq!(stats.slow_readers, 0, "{adapter:?}: nothing was cut");
     }
 }

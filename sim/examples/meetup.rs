@@ -5,25 +5,18 @@ use std::time::Duration;
 
 use weft_sim::minca::{Scenario, run};
 
+mod common;
+
 fn main() {
-    let a: Vec<u64> = std::env::args()
-        .skip(1)
-        .map(|s| s.parse().expect("numbers"))
-        .collect();
-    let get = |i: usize, d: u64| a.get(i).copied().unwrap_or(d);
+    let a = common::Args::parse("meetup NODES SPACES RELAYS SECS SEED");
     let sc = Scenario {
-        nodes: get(0, 8) as usize,
-        spaces: get(1, 1) as usize,
-        relays: get(2, 2) as usize,
-        duration: Duration::from_secs(get(3, 180)),
-        ..Scenario::new(get(4, 0))
+        nodes: a.count(0, 8),
+        spaces: a.count(1, 1),
+        relays: a.count(2, 2),
+        duration: Duration::from_secs(a.get(3, 180)),
+        ..Scenario::new(a.get(4, 0))
     }
     .with_event_budget();
-    match run(&sc, None) {
-        Ok(r) => println!("{r}\n{:?}", weft_sim::crypto::counts()),
-        Err(v) => {
-            eprintln!("{v}\n{}", v.report);
-            std::process::exit(1);
-        }
-    }
+    let r = common::passed(run(&sc, None));
+    println!("{r}\n{:?}", weft_sim::crypto::counts());
 }

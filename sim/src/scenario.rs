@@ -1,11 +1,12 @@
 //! The shell every scenario runs in, written once: the virtual clock's origin, the event queue,
 //! the JSON-lines trace, the first violated invariant and the run that turns a scenario's world
 //! into a report or a [`Violation`]. A scenario ([`crate::airc`], [`crate::minca`]) brings only
-//! its machines, its faults and its invariants.
+//! its machines, its faults and its invariants. [`sweep`] runs one over many seeds.
 
 use std::collections::BTreeMap;
 use std::fmt;
 use std::io::Write;
+use std::ops::Range;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -44,6 +45,62 @@ impl<R> fmt::Display for Violation<R> {
 }
 
 impl<R: fmt::Debug> std::error::Error for Violation<R> {}
+
+/// What a sweep over seeds found ([`sweep`]): the report of every seed that passed and the
+/// violation of every one that did not, each in seed order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Sweep<R> {
+    /// The reports of the seeds that passed.
+    pub reports: Vec<R>,
+    /// The violations of the seeds that failed.
+    pub violations: Vec<Violation<R>>,
+}
+
+impl<R> Sweep<R> {
+    /// Whether every seed passed.
+    pub fn passed(&self) -> bool {
+        self.violations.is_empty()
+    }
+
+    /// The sum of `count` over the reports of the seeds that passed (saturating).
+    pub fn total(&self, count: impl Fn(&R) -> u64) -> u64 {
+        self.reports
+            .iter()
+            .fold(0, |sum, r| sum.saturating_add(count(r)))
+    }
+}
+
+/// How many seeds failed, then each violation with the report up to it.
+impl<R: fmt::Display> fmt::Display for Sweep<R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let runs = self.reports.len() + self.violations.len();
+        write!(f, "{} of {runs} seeds failed", self.violations.len())?;
+        for v in &self.violations {
+            write!(f, "\n{v}\n{}", v.report)?;
+        }
+        Ok(())
+    }
+}
+
+/// Runs `one` for every seed in `seeds` and gathers what each gave. It goes on past a violation,
+/// so a sweep names every seed that fails, not only the first (each one replays alone from its
+/// seed). `one` is a scenario's `run`, with whatever the sweep changes in its scenario.
+pub fn sweep<R>(
+    seeds: Range<u64>,
+    mut one: impl FnMut(u64) -> Result<R, Box<Violation<R>>>,
+) -> Sweep<R> {
+    let mut sweep = Sweep {
+        reports: Vec::new(),
+        violations: Vec::new(),
+    };
+    for seed in seeds {
+        match one(seed) {
+            Ok(r) => sweep.reports.push(r),
+            Err(v) => sweep.violations.push(*v),
+        }
+    }
+    sweep
+}
 
 /// What a step of a world returns: nothing, or the invariant it broke and how.
 pub(crate) type Check = Result<(), (&'static str, String)>;

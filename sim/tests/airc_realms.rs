@@ -5,7 +5,10 @@
 use std::time::Duration;
 
 use weft_sim::airc::{Scenario, run};
-use weft_sim::link::LinkStats;
+use weft_sim::scenario::sweep;
+
+mod common;
+use common::{assert_partitions_cut_and_refused, passes, replays_exactly};
 
 /// Seeds swept by the test suite; `weft sim airc-realms --seed S` replays any one of them.
 const SEEDS: u64 = 300;
@@ -18,45 +21,27 @@ const PARTITION_SEEDS: u64 = 30;
 
 #[test]
 fn every_invariant_holds_over_many_seeds() {
-    let mut failures = Vec::new();
-    let mut totals = [0u64; 4];
-    let mut link = LinkStats::default();
-    for seed in 0..SEEDS {
-        match run(&Scenario::small(seed), None) {
-            Ok(r) => {
-                totals[0] += r.sent;
-                totals[1] += r.crashes;
-                totals[2] += r.link_drops;
-                totals[3] += r.redelivered;
-                link.partitions += r.link.partitions;
-                link.partition_cuts += r.link.partition_cuts;
-                link.delayed_by_loss += r.link.delayed_by_loss;
-                link.queued += r.link.queued;
-                link.duplicates += r.link.duplicates;
-            }
-            Err(v) => failures.push(v.to_string()),
-        }
-    }
-    assert!(
-        failures.is_empty(),
-        "{} seeds failed:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    let s = sweep(0..SEEDS, |seed| run(&Scenario::small(seed), None));
+    assert!(s.passed(), "{s}");
     // The sweep is only worth something if the faults actually happened.
+    let totals = [
+        s.total(|r| r.sent),
+        s.total(|r| r.crashes),
+        s.total(|r| r.link_drops),
+    ];
+    assert!(totals.iter().all(|&t| t > 0), "{totals:?}");
+    let link = [
+        s.total(|r| r.link.partitions),
+        s.total(|r| r.link.partition_cuts),
+        s.total(|r| r.link.delayed_by_loss),
+        s.total(|r| r.link.queued),
+    ];
     assert!(
-        totals[0] > 0 && totals[1] > 0 && totals[2] > 0,
-        "{totals:?}"
-    );
-    assert!(
-        link.partitions > 0
-            && link.partition_cuts > 0
-            && link.delayed_by_loss > 0
-            && link.queued > 0,
-        "{link:?}"
+        link.iter().all(|&t| t > 0),
+        "partitions, cuts, delayed by loss, queued: {link:?}"
     );
     // AIRC's links are streams and no AIRC party sends a frame twice by itself.
-    assert_eq!(link.duplicates, 0);
+    assert_eq!(s.total(|r| r.link.duplicates), 0);
 }
 
 /// Partitions every 8 s on average, cutting servers and clients off: no frame crosses one
@@ -64,21 +49,12 @@ fn every_invariant_holds_over_many_seeds() {
 /// lost and every message is answered.
 #[test]
 fn a_partition_keeps_its_sides_apart_until_it_heals_and_nothing_acked_is_lost() {
-    let mut total = LinkStats::default();
-    for seed in 0..PARTITION_SEEDS {
+    let s = sweep(0..PARTITION_SEEDS, |seed| {
         let mut sc = Scenario::small(seed);
         sc.faults.link.partition_every = Some(Duration::from_secs(8));
-        let r = run(&sc, None).unwrap_or_else(|v| panic!("{v}\n{}", v.report));
-        total.partitions += r.link.partitions;
-        total.partition_cuts += r.link.partition_cuts;
-        total.partition_refusals += r.link.partition_refusals;
-    }
-    assert!(
-        total.partitions >= PARTITION_SEEDS
-            && total.partition_cuts > 0
-            && total.partition_refusals > 0,
-        "{total:?}"
-    );
+        run(&sc, None)
+    });
+    assert_partitions_cut_and_refused(&s, |r| &r.link);
 }
 
 /// One frame in five lost at least once: each loss holds its stream up by a retransmission
@@ -86,38 +62,28 @@ fn a_partition_keeps_its_sides_apart_until_it_heals_and_nothing_acked_is_lost() 
 /// so every invariant, the ordered acks included, holds.
 #[test]
 fn loss_delays_frames_but_loses_none_and_every_invariant_holds() {
-    let mut delayed = 0;
-    for seed in 0..PARTITION_SEEDS {
+    let s = sweep(0..PARTITION_SEEDS, |seed| {
         let mut sc = Scenario::small(seed);
         sc.faults.link.loss_permille = 200;
-        let r = run(&sc, None).unwrap_or_else(|v| panic!("{v}\n{}", v.report));
-        delayed += r.link.delayed_by_loss;
+        run(&sc, None)
+    });
+    assert!(s.passed(), "{s}");
+    for r in &s.reports {
         assert!(r.link.retransmissions >= r.link.delayed_by_loss);
     }
-    assert!(delayed > 0);
+    assert!(s.total(|r| r.link.delayed_by_loss) > 0);
 }
 
 #[test]
 fn the_same_seed_gives_the_same_trace_and_report() {
     let scenario = Scenario::small(7);
-    let (mut ta, mut tb) = (Vec::new(), Vec::new());
-    let mut a = run(&scenario, Some(&mut ta)).expect("seed 7 passes");
-    let mut b = run(&scenario, Some(&mut tb)).expect("seed 7 passes");
-    a.wall = Duration::ZERO;
-    b.wall = Duration::ZERO;
-    assert_eq!(a, b);
-    assert!(!ta.is_empty());
-    assert!(ta == tb, "traces differ");
-    // Tracing does not change the run.
-    let mut c = run(&scenario, None).expect("seed 7 passes");
-    c.wall = Duration::ZERO;
-    assert_eq!(a, c);
+    replays_exactly(&scenario, run, |r| &mut r.wall);
 }
 
 #[test]
 fn different_seeds_give_different_runs() {
-    let mut a = run(&Scenario::small(1), None).expect("seed 1 passes");
-    let mut b = run(&Scenario::small(2), None).expect("seed 2 passes");
+    let mut a = passes(run(&Scenario::small(1), None));
+    let mut b = passes(run(&Scenario::small(2), None));
     a.wall = Duration::ZERO;
     b.wall = Duration::ZERO;
     b.seed = a.seed;
@@ -128,8 +94,7 @@ fn different_seeds_give_different_runs() {
 /// command line (`weft sim airc-realms --seeds N`).
 #[test]
 fn every_invariant_holds_under_heavy_faults() {
-    let mut failures = Vec::new();
-    for seed in 0..HEAVY_SEEDS {
+    let s = sweep(0..HEAVY_SEEDS, |seed| {
         let mut sc = Scenario::small(seed);
         sc.clients = 8;
         sc.messages = 80;
@@ -137,9 +102,7 @@ fn every_invariant_holds_under_heavy_faults() {
         sc.faults.crash_every = Some(Duration::from_secs(8));
         sc.faults.stall_permille = 250;
         sc.faults.spike_permille = 50;
-        if let Err(v) = run(&sc, None) {
-            failures.push(v.to_string());
-        }
-    }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+        run(&sc, None)
+    });
+    assert!(s.passed(), "{s}");
 }

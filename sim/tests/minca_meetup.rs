@@ -5,8 +5,11 @@
 
 use std::time::Duration;
 
-use weft_sim::link::LinkStats;
-use weft_sim::minca::{SCALE_SPACE_NODES, Scenario, run};
+use weft_sim::minca::{Report, SCALE_SPACE_NODES, Scenario, run};
+use weft_sim::scenario::sweep;
+
+mod common;
+use common::{assert_partitions_cut_and_refused, passes, replays_exactly};
 
 /// Seeds swept by the test suite; `weft sim minca-meetup --seed S` replays any one of them.
 const SEEDS: u64 = 256;
@@ -17,44 +20,37 @@ const PARTITION_SEEDS: u64 = 24;
 /// Seeds run with every relay mail delivered twice.
 const DUPLICATE_SEEDS: u64 = 12;
 
+/// The run ended in a full mesh of spaces of `space_nodes` nodes: each live message reached
+/// every other node of its sender's space.
+fn assert_full_mesh(r: &Report, nodes: usize, space_nodes: usize) {
+    assert!(r.full_mesh_at.is_some(), "{r}");
+    assert_eq!(r.live_delivered, (nodes * (space_nodes - 1)) as u64, "{r}");
+}
+
 #[test]
 fn every_invariant_holds_over_many_seeds() {
-    let mut failures = Vec::new();
-    let (mut drops, mut restarts, mut sleeps) = (0, 0, 0);
-    let mut link = LinkStats::default();
-    for seed in 0..SEEDS {
-        match run(&Scenario::small(seed), None) {
-            Ok(r) => {
-                drops += r.drops;
-                restarts += r.relay_restarts;
-                sleeps += r.sleeps;
-                link.partitions += r.link.partitions;
-                link.partition_cuts += r.link.partition_cuts;
-                link.duplicates += r.link.duplicates;
-                link.delayed_by_loss += r.link.delayed_by_loss;
-                link.queued += r.link.queued;
-            }
-            Err(v) => failures.push(format!("{v}\n{}", v.report)),
-        }
-    }
-    assert!(
-        failures.is_empty(),
-        "{} seeds failed:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    let s = sweep(0..SEEDS, |seed| run(&Scenario::small(seed), None));
+    assert!(s.passed(), "{s}");
     // The sweep is only worth something if the faults actually happened.
+    let (drops, restarts, sleeps) = (
+        s.total(|r| r.drops),
+        s.total(|r| r.relay_restarts),
+        s.total(|r| r.sleeps),
+    );
     assert!(
         drops > 0 && restarts > 0 && sleeps > 0,
         "{drops} {restarts} {sleeps}"
     );
+    let link = [
+        s.total(|r| r.link.partitions),
+        s.total(|r| r.link.partition_cuts),
+        s.total(|r| r.link.duplicates),
+        s.total(|r| r.link.delayed_by_loss),
+        s.total(|r| r.link.queued),
+    ];
     assert!(
-        link.partitions > 0
-            && link.partition_cuts > 0
-            && link.duplicates > 0
-            && link.delayed_by_loss > 0
-            && link.queued > 0,
-        "{link:?}"
+        link.iter().all(|&t| t > 0),
+        "partitions, cuts, duplicates, delayed by loss, queued: {link:?}"
     );
 }
 
@@ -63,19 +59,8 @@ fn the_same_seed_gives_the_same_trace_and_report() {
     // Partitions often enough that the run has some, with every other link fault on.
     let mut scenario = Scenario::small(3);
     scenario.faults.link.partition_every = Some(Duration::from_secs(10));
-    let (mut ta, mut tb) = (Vec::new(), Vec::new());
-    let mut a = run(&scenario, Some(&mut ta)).expect("seed 3 passes");
-    let mut b = run(&scenario, Some(&mut tb)).expect("seed 3 passes");
-    a.wall = Duration::ZERO;
-    b.wall = Duration::ZERO;
-    assert_eq!(a, b);
-    assert!(!ta.is_empty());
-    assert!(ta == tb, "traces differ");
+    let a = replays_exactly(&scenario, run, |r| &mut r.wall);
     assert!(a.link.partitions > 0 && a.link.messages > 0, "{a}");
-    // Tracing does not change the run.
-    let mut c = run(&scenario, None).expect("seed 3 passes");
-    c.wall = Duration::ZERO;
-    assert_eq!(a, c);
 }
 
 /// Partitions every 10 s on average through the faulty phase: every delivery is checked against
@@ -83,23 +68,15 @@ fn the_same_seed_gives_the_same_trace_and_report() {
 /// refused, and once the last one heals the nodes still meet in a full mesh.
 #[test]
 fn a_partition_keeps_its_sides_apart_until_it_heals_and_the_mesh_forms_again() {
-    let mut total = LinkStats::default();
-    for seed in 0..PARTITION_SEEDS {
+    let s = sweep(0..PARTITION_SEEDS, |seed| {
         let mut sc = Scenario::small(seed);
         sc.faults.link.partition_every = Some(Duration::from_secs(10));
-        let r = run(&sc, None).unwrap_or_else(|v| panic!("{v}\n{}", v.report));
-        assert!(r.full_mesh_at.is_some(), "{r}");
-        assert_eq!(r.live_delivered, 4 * 3, "{r}");
-        total.partitions += r.link.partitions;
-        total.partition_cuts += r.link.partition_cuts;
-        total.partition_refusals += r.link.partition_refusals;
+        run(&sc, None)
+    });
+    assert_partitions_cut_and_refused(&s, |r| &r.link);
+    for r in &s.reports {
+        assert_full_mesh(r, 4, 4);
     }
-    assert!(
-        total.partitions >= PARTITION_SEEDS
-            && total.partition_cuts > 0
-            && total.partition_refusals > 0,
-        "{total:?}"
-    );
 }
 
 /// Every relay mail delivered twice: the second copy of each blob is a replay the rendezvous
@@ -111,13 +88,12 @@ fn a_relay_delivering_a_blob_twice_is_acted_on_once() {
     for seed in 0..DUPLICATE_SEEDS {
         let mut sc = Scenario::small(seed);
         sc.faults.link.duplicate_permille = 0;
-        let r = run(&sc, None).unwrap_or_else(|v| panic!("{v}\n{}", v.report));
+        let r = passes(run(&sc, None));
         assert_eq!(r.link.duplicates, 0, "{r}");
         once += r.replays_ignored;
         sc.faults.link.duplicate_permille = 1000;
-        let r = run(&sc, None).unwrap_or_else(|v| panic!("{v}\n{}", v.report));
-        assert!(r.full_mesh_at.is_some(), "{r}");
-        assert_eq!(r.live_delivered, 4 * 3, "{r}");
+        let r = passes(run(&sc, None));
+        assert_full_mesh(&r, 4, 4);
         assert!(r.link.duplicates > 0, "{r}");
         twice += r.replays_ignored;
     }
@@ -129,9 +105,8 @@ fn a_relay_delivering_a_blob_twice_is_acted_on_once() {
 fn a_relay_connects_the_first_pair_and_introductions_reach_the_rest() {
     // Eight nodes: a full mesh needs introductions (signals over the mesh, §8) as well as the
     // relay's rendezvous.
-    let r = run(&Scenario::new(5), None).unwrap_or_else(|v| panic!("{v}\n{}", v.report));
-    assert!(r.full_mesh_at.is_some(), "{r}");
-    assert_eq!(r.live_delivered, 8 * 7, "{r}");
+    let r = passes(run(&Scenario::new(5), None));
+    assert_full_mesh(&r, 8, 8);
 }
 
 /// The shape the scale run uses (spaces of `SCALE_SPACE_NODES` nodes side by side on shared
@@ -146,12 +121,7 @@ fn spaces_side_by_side_each_meet_in_a_full_mesh() {
         spaces,
         ..Scenario::small(11)
     };
-    let r = run(&sc, None).unwrap_or_else(|v| panic!("{v}\n{}", v.report));
-    assert!(r.full_mesh_at.is_some(), "{r}");
-    assert_eq!(
-        r.live_delivered,
-        (nodes * (SCALE_SPACE_NODES - 1)) as u64,
-        "{r}"
-    );
+    let r = passes(run(&sc, None));
+    assert_full_mesh(&r, nodes, SCALE_SPACE_NODES);
     assert!(r.drops > 0, "{r}");
 }

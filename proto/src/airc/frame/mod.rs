@@ -741,8 +741,9 @@ impl Frame {
     /// without the `Value` tree [`Frame::from_json`] reads, which costs an allocation per field.
     /// `None` for every other frame and for any text this path could read differently from
     /// the general one (not an object, a field given twice, any error), so that path decides
-    /// those, with its own errors.
-    pub(crate) fn from_text_common(text: &str) -> Option<Frame> {
+    /// those, with its own errors. [`crate::airc::framing::decode_line`] is the way to read a
+    /// line; this is public so that a fuzz target can hold the two paths to the same answer.
+    pub fn from_text_common(text: &str) -> Option<Frame> {
         match plain_type(text)? {
             "msg" => serde_json::from_str(text).ok().map(Frame::Msg),
             "ack" => serde_json::from_str(text).ok().map(Frame::Ack),

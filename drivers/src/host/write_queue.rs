@@ -1,0 +1,252 @@
+//! A connection's write queue as the host core bounds it: what each adapter reports
+//! ([`Queued`]), the one rule the core applies to it ([`Queued::passes_bound`]), the message
+//! lengths every adapter keeps to report it ([`Backlog`]), and the async adapters' queue
+//! ([`Outbox`]).
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use super::MAX_QUEUED_BYTES;
+
+/// What one connection holds for writing and its socket has not taken yet, as an adapter
+/// reports it ([`super::Io::queued`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Queued {
+    /// Bytes still to go of the message being written: the oldest one the socket has not taken
+    /// whole. 0 when nothing is queued.
+    pub head: usize,
+    /// Bytes of the messages waiting behind it: the backlog [`MAX_QUEUED_BYTES`] bounds.
+    pub behind: usize,
+}
+
+impl Queued {
+    /// Whether queuing a message of `n` bytes would put the backlog behind the head over
+    /// [`MAX_QUEUED_BYTES`]. The head is not counted: it is the socket's already, and a message
+    /// larger than the bound (a Minca node socket takes frames up to 16 MiB, §5.3) must go out
+    /// whole to a reader that keeps up. So a message sent with nothing queued is the head and
+    /// always fits; one sent behind others counts in full.
+    pub fn passes_bound(self, n: usize) -> bool {
+        self != Self::default() && self.behind.saturating_add(n) > MAX_QUEUED_BYTES
+    }
+}
+
+/// The lengths of the messages queued on one connection, oldest first, as its socket takes their
+/// bytes: what an adapter needs to report [`Queued`]. The bytes themselves stay where the adapter
+/// keeps them.
+#[derive(Debug, Default)]
+pub(crate) struct Backlog {
+    /// Lengths of the messages not yet taken whole; never a zero (an empty message has no bytes
+    /// to wait for and would hide the head behind it).
+    lens: VecDeque<usize>,
+    /// Bytes of the oldest one already taken.
+    head_taken: usize,
+    /// The sum of `lens`.
+    total: usize,
+}
+
+impl Backlog {
+    /// A message of `n` bytes was queued behind the others.
+    pub(crate) fn push(&mut self, n: usize) {
+        if n > 0 {
+            self.lens.push_back(n);
+            self.total = self.total.saturating_add(n);
+        }
+    }
+
+    /// The socket took `n` more bytes, in the order they were queued (a partial write, or
+    /// several messages at once).
+    pub(crate) fn taken(&mut self, n: usize) {
+        self.head_taken = self.head_taken.saturating_add(n);
+        while let Some(&head) = self.lens.front().filter(|&&h| h <= self.head_taken) {
+            self.head_taken -= head;
+            self.total -= head;
+            self.lens.pop_front();
+        }
+        if self.lens.is_empty() {
+            // More taken than was queued is an adapter's miscount: nothing is left to count.
+            self.head_taken = 0;
+        }
+    }
+
+    /// What is queued now.
+    pub(crate) fn queued(&self) -> Queued {
+        let head = self.lens.front().copied().unwrap_or(0);
+        Queued {
+            head: head - self.head_taken,
+            behind: self.total - head,
+        }
+    }
+}
+
+/// One connection's write queue in an async adapter: the core's side. Counts the messages queued
+/// until the writer task has written them ([`super::Io::queued`]), and can cut the writer off
+/// mid-write ([`super::Io::cut`]).
+#[derive(Debug)]
+pub(crate) struct Outbox {
+    tx: ::smol::channel::Sender<Vec<u8>>,
+    backlog: Arc<Mutex<Backlog>>,
+    cut: ::smol::channel::Sender<()>,
+}
+
+/// The writer task's side of an [`Outbox`].
+#[derive(Debug)]
+pub(crate) struct OutboxReader {
+    rx: ::smol::channel::Receiver<Vec<u8>>,
+    backlog: Arc<Mutex<Backlog>>,
+    cut: ::smol::channel::Receiver<()>,
+}
+
+/// A connection's write queue, in two halves.
+pub(crate) fn outbox() -> (Outbox, OutboxReader) {
+    let (tx, rx) = ::smol::channel::unbounded();
+    let (cut_tx, cut_rx) = ::smol::channel::bounded(1);
+    let backlog = Arc::default();
+    (
+        Outbox {
+            tx,
+            backlog: Arc::clone(&backlog),
+            cut: cut_tx,
+        },
+        OutboxReader {
+            rx,
+            backlog,
+            cut: cut_rx,
+        },
+    )
+}
+
+/// The shared lengths; no code panics while holding them, so a poisoned lock still holds a true
+/// count.
+fn lock(backlog: &Mutex<Backlog>) -> MutexGuard<'_, Backlog> {
+    backlog.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Outbox {
+    /// Queues bytes; a writer already gone drops them (its close event follows).
+    pub(crate) fn send(&self, bytes: Vec<u8>) {
+        let n = bytes.len();
+        // Counted under the lock the writer's `written` takes, so the writer cannot count a
+        // message written before it is counted queued.
+        let mut backlog = lock(&self.backlog);
+        if self.tx.try_send(bytes).is_ok() {
+            backlog.push(n);
+        }
+    }
+
+    /// What is queued and not yet written.
+    pub(crate) fn queued(&self) -> Queued {
+        lock(&self.backlog).queued()
+    }
+
+    /// Stops the writer now, whatever it is in the middle of.
+    pub(crate) fn cut(&self) {
+        let _ = self.cut.try_send(());
+    }
+}
+
+impl OutboxReader {
+    /// The next bytes to write; `None` once the core closed the connection and everything is
+    /// out. Wrap it in [`OutboxReader::until_cut`].
+    pub(crate) async fn recv(&self) -> Option<Vec<u8>> {
+        self.rx.recv().await.ok()
+    }
+
+    /// Runs `write` unless the connection is cut first (`None`).
+    pub(crate) async fn until_cut<T>(&self, write: impl Future<Output = T>) -> Option<T> {
+        ::smol::future::or(async { Some(write.await) }, async {
+            // A dropped core side is no cut: the writer drains what was queued.
+            match self.cut.recv().await {
+                Ok(()) => None,
+                Err(_) => std::future::pending().await,
+            }
+        })
+        .await
+    }
+
+    /// The message of `n` bytes [`OutboxReader::recv`] gave was written whole.
+    pub(crate) fn written(&self, n: usize) {
+        lock(&self.backlog).taken(n);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::host::tests::q;
+
+    const MIB: usize = 1024 * 1024;
+
+    #[test]
+    fn the_head_is_the_oldest_message_not_taken_whole_and_the_rest_is_behind_it() {
+        let mut b = Backlog::default();
+        assert_eq!(b.queued(), Queued::default());
+        b.push(10);
+        b.push(0);
+        b.push(5);
+        b.push(7);
+        assert_eq!(b.queued(), q(10, 12));
+        // A partial write leaves the head the head.
+        b.taken(4);
+        assert_eq!(b.queued(), q(6, 12));
+        // One write may finish the head and take part of the next (the blocking adapter's
+        // bytes are one buffer).
+        b.taken(8);
+        assert_eq!(b.queued(), q(3, 7));
+        b.taken(10);
+        assert_eq!(b.queued(), Queued::default());
+        // An adapter that says it wrote more than it queued leaves nothing counted, not a debt.
+        b.taken(3);
+        b.push(2);
+        assert_eq!(b.queued(), q(2, 0));
+    }
+
+    #[test]
+    fn a_message_larger_than_the_bound_fits_as_the_head_and_counts_in_full_behind_it() {
+        let idle = Queued::default();
+        assert!(!idle.passes_bound(6 * MIB));
+        assert!(!idle.passes_bound(usize::MAX));
+        let writing = q(1, 0);
+        assert!(!writing.passes_bound(MAX_QUEUED_BYTES));
+        assert!(writing.passes_bound(MAX_QUEUED_BYTES + 1));
+        let full = q(6 * MIB, MAX_QUEUED_BYTES);
+        assert!(!full.passes_bound(0));
+        assert!(full.passes_bound(1));
+    }
+
+    #[test]
+    fn an_outbox_counts_messages_until_written_and_a_cut_stops_its_writer_mid_write() {
+        let (core, writer) = outbox();
+        core.send(vec![0; 10]);
+        core.send(vec![0; 5]);
+        assert_eq!(core.queued(), q(10, 5));
+        ::smol::block_on(async {
+            let first = writer.until_cut(writer.recv()).await;
+            assert_eq!(first, Some(Some(vec![0; 10])));
+            writer.written(10);
+            assert_eq!(core.queued(), q(5, 0));
+            // A write that never finishes (a peer that never reads) ends on the cut.
+            core.cut();
+            let stuck = writer.until_cut(std::future::pending::<()>()).await;
+            assert_eq!(stuck, None);
+        });
+        // A close (the core's side dropped) is no cut: what was queued is still written.
+        let (core, writer) = outbox();
+        core.send(vec![1; 3]);
+        drop(core);
+        ::smol::block_on(async {
+            assert_eq!(
+                writer.until_cut(writer.recv()).await,
+                Some(Some(vec![1; 3]))
+            );
+            assert_eq!(writer.until_cut(writer.recv()).await, Some(None));
+        });
+    }
+
+    #[test]
+    fn an_outbox_whose_writer_is_gone_counts_nothing_sent_to_it() {
+        let (core, writer) = outbox();
+        drop(writer);
+        core.send(vec![0; 10]);
+        assert_eq!(core.queued(), Queued::default());
+    }
+}
