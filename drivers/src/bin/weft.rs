@@ -9,6 +9,11 @@ use weft_drivers::airc::config::{FileConfig, Flags, serve_config};
 use weft_drivers::airc::serve::serve;
 use weft_proto::airc::frame::{LinkRequest, PassportRequest};
 
+// The program's allocator, not the library's: an embedder keeps its own (docs/decisions.md).
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// weft: relay, rendezvous and mesh networking as sans-IO state machines.
 #[derive(Parser, Debug)]
 #[command(

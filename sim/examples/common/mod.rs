@@ -6,6 +6,10 @@ use std::process::exit;
 
 use weft_sim::scenario::Violation;
 
+// The allocator the `weft` program runs `weft sim` with, so the examples time the same thing.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// The numbers given on the command line, by position.
 pub(crate) struct Args(Vec<u64>);
 
