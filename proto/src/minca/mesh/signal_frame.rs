@@ -25,11 +25,13 @@ pub struct SignalFrame<'a> {
 }
 
 // Strings are `Cow`: borrowed from the text unless they hold escapes, which are read as the
-// general path reads them. Fields other than these (`from`, anything extra) are skipped, as the
-// general path ignores them; a field given twice is an error here (the general path keeps the
-// last), so such a frame goes to the general path.
+// general path reads them. A field given twice is an error here (the general path keeps the
+// last), and so is any field not named below: serde skips an unknown field without the checks a
+// JSON tree makes (nesting depth, numbers in range, escapes naming characters, UTF-8), so the
+// general path reads such a frame.
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct Wire<'a> {
     #[serde(borrow)]
     room: Cow<'a, str>,
@@ -37,9 +39,14 @@ struct Wire<'a> {
     kind: Cow<'a, str>,
     #[serde(borrow)]
     payload: Object<Payload<'a>>,
+    // Informational only (§7.1): read to check it as the general path does, then not used.
+    #[serde(borrow, default)]
+    #[allow(dead_code)]
+    from: Option<Cow<'a, str>>,
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct Payload<'a> {
     #[serde(borrow)]
     origin: Cow<'a, str>,
@@ -60,6 +67,7 @@ struct Payload<'a> {
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct Data<'a> {
     #[serde(borrow, rename = "type")]
     kind: Cow<'a, str>,
@@ -196,6 +204,13 @@ mod tests {
             texts.push(swap(field, ""));
         }
         texts.push(swap("{", r#"{"extra":[1,{"a":null}],"#));
+        // What serde would skip unchecked in an unknown field, but a JSON tree refuses.
+        let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+        for junk in [r#""\ud800""#, "1e400", "-1e400", deep.as_str(), r#""\udc00\ud800""#] {
+            texts.push(frame(GOOD).replacen('{', &format!(r#"{{"extra":{junk},"#), 1));
+            texts.push(frame(GOOD).replace(r#""did:key:zPeer""#, junk));
+            texts.push(swap("{", &format!(r#"{{"extra":{junk},"#)));
+        }
         texts.push(swap(r#""sdp":"v=0""#, r#""sdp":"v=0","more":{"x":[true]}"#));
         texts.push(swap(r#""sig":"c2ln""#, r#""sig":7"#));
         texts.push(swap(r#""kind":"offer""#, r#""kind":"answer""#));
@@ -218,6 +233,16 @@ mod tests {
             texts.push(swap("v=0", &"é".repeat(n)));
         }
         let fast: usize = texts.iter().map(|t| usize::from(agrees(t))).sum();
+        // Invalid UTF-8 inside a string, where the text is bytes.
+        let mut bad = frame(GOOD).into_bytes();
+        let at = bad.windows(5).position(|w| w == b"zPeer").unwrap();
+        bad[at] = 0xff;
+        assert!(read(&bad).is_none());
+        assert_eq!(general(&bad), None);
+        bad = frame(GOOD).into_bytes();
+        let at = bad.windows(3).position(|w| w == b"v=0").unwrap();
+        bad[at] = 0xc3;
+        assert!(read(&bad).is_none());
         // The escapes, extra fields and the in-range SDP still read fast.
         assert!(fast >= 8, "{fast}");
     }
