@@ -1,6 +1,7 @@
 //! JSON objects read straight into typed structs, for fast paths that must refuse whatever a
 //! reader through a `serde_json::Value` tree would not take as an object.
 
+use alloc::borrow::Cow;
 use core::fmt;
 use core::marker::PhantomData;
 
@@ -27,6 +28,18 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for Object<T> {
         }
         d.deserialize_map(OnlyMaps(PhantomData))
     }
+}
+
+/// A string member, borrowed from the text unless it holds escapes, which are read as a JSON tree
+/// reads them.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Deserialize)]
+pub struct Text<'a>(#[serde(borrow)] pub Cow<'a, str>);
+
+/// For `#[serde(default, deserialize_with = "present")]` on an `Option<T>` member: when present
+/// it must be a `T`, so `null` is an error rather than absent, as for a reader that looks the
+/// member up in a JSON tree.
+pub fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<T>, D::Error> {
+    T::deserialize(d).map(Some)
 }
 
 /// `T` read from `bytes` when they are one JSON object `T` reads, `None` on any error: a fast

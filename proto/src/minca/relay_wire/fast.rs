@@ -10,26 +10,15 @@
 //! general path wants a value, a float such as `1.0`, anything not an object and any error are
 //! left to the general path, which gives its own answer or error.
 
-use alloc::borrow::Cow;
 use alloc::vec::Vec;
 
-use serde::{Deserialize, Deserializer};
+use serde::Deserialize;
 
 use super::{
     Blob, ClientMessage, Mail, MailItem, RelayMessage, RelayWireError, Topic, Ttl, check_seqs,
     safe_integer,
 };
-use crate::codec::object::{self, Object};
-
-/// A string member, borrowed from the text unless it holds escapes.
-#[derive(Deserialize)]
-struct Text<'a>(#[serde(borrow)] Cow<'a, str>);
-
-/// A member that, when present, must be a `T`: `null` is not the same as absent, as on the
-/// general path.
-fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<T>, D::Error> {
-    T::deserialize(d).map(Some)
-}
+use crate::codec::object::{self, Object, Text, present};
 
 /// A client → relay message; which members count depends on `type`, as on the general path.
 #[derive(Deserialize)]
