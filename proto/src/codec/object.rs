@@ -38,7 +38,9 @@ pub struct Text<'a>(#[serde(borrow)] pub Cow<'a, str>);
 /// For `#[serde(default, deserialize_with = "present")]` on an `Option<T>` member: when present
 /// it must be a `T`, so `null` is an error rather than absent, as for a reader that looks the
 /// member up in a JSON tree.
-pub fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<T>, D::Error> {
+pub fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+    d: D,
+) -> Result<Option<T>, D::Error> {
     T::deserialize(d).map(Some)
 }
 
@@ -63,10 +65,19 @@ mod tests {
     fn an_object_reads_and_an_array_does_not() {
         assert_eq!(
             read::<Pair>(br#"{"b":"x","a":1}"#),
-            Some(Pair { a: 1, b: "x".into() })
+            Some(Pair {
+                a: 1,
+                b: "x".into()
+            })
         );
         // A derived struct alone would read this array as the object above.
-        assert_eq!(serde_json::from_slice::<Pair>(br#"[1,"x"]"#).ok(), Some(Pair { a: 1, b: "x".into() }));
+        assert_eq!(
+            serde_json::from_slice::<Pair>(br#"[1,"x"]"#).ok(),
+            Some(Pair {
+                a: 1,
+                b: "x".into()
+            })
+        );
         assert_eq!(read::<Pair>(br#"[1,"x"]"#), None);
         assert_eq!(read::<Pair>(br#"{"a":1,"b":"x","a":2}"#), None);
         assert_eq!(read::<Pair>(b"{} x"), None);

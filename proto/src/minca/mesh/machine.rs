@@ -1254,7 +1254,11 @@ impl<R: CryptoRng> Mesh<R> {
         let (room, kind, body) = match signal_frame::read(bytes) {
             Some(f) => (f.room, Cow::Borrowed(SIGNAL), Body::Signal(f.signal)),
             None => match Frame::parse(bytes) {
-                Ok(f) => (Cow::Owned(f.room), Cow::Owned(f.kind), Body::Json(f.payload)),
+                Ok(f) => (
+                    Cow::Owned(f.room),
+                    Cow::Owned(f.kind),
+                    Body::Json(f.payload),
+                ),
                 Err(_) => {
                     self.counters.bad_frames += 1;
                     return;

@@ -174,39 +174,71 @@ mod tests {
     #[test]
     fn tricky_frames_read_alike_or_go_to_the_general_path() {
         let swap = |from: &str, to: &str| frame(&GOOD.replacen(from, to, 1));
-        let mut texts: Vec<String> = Vec::new();
-        // Duplicate keys, plain and escaped, at both levels.
-        texts.push(frame(GOOD).replacen('{', r#"{"room":"r0","#, 1));
-        texts.push(frame(GOOD).replacen('{', r#"{"ro\u006fm":"r0","#, 1));
-        texts.push(frame(GOOD).replacen('{', r#"{"type":"live","#, 1));
-        texts.push(frame(GOOD).replacen('{', r#"{"payload":1,"#, 1));
-        texts.push(swap("{", r#"{"at":6,"#));
-        texts.push(swap("{", r#"{"origin":"did:key:zOther","#));
-        texts.push(swap(r#""sdp""#, r#""sdp":"a","sdp""#));
-        texts.push(swap(r#""hops":2"#, r#""hops":2,"hops":"x""#));
-        // Escaped keys and values.
-        texts.push(swap(r#""origin""#, r#""\u006frigin""#));
-        texts.push(swap("v=0", r"v=0\r\n\u00e9\ud83d\ude00"));
-        texts.push(swap("v=0", r"\ud800"));
-        texts.push(swap(r#""offer","data""#, r#""\u006ffer","data""#));
-        texts.push(frame(GOOD).replace("__signal", r"__sign\u0061l"));
-        texts.push(frame(GOOD).replace(r#""r1""#, r#""r\"1""#));
-        texts.push(swap("did:key:zTarget", r"did:key:z\u0054arget"));
+        let mut texts: Vec<String> = alloc::vec![
+            // Duplicate keys, plain and escaped, at both levels.
+            frame(GOOD).replacen('{', r#"{"room":"r0","#, 1),
+            frame(GOOD).replacen('{', r#"{"ro\u006fm":"r0","#, 1),
+            frame(GOOD).replacen('{', r#"{"type":"live","#, 1),
+            frame(GOOD).replacen('{', r#"{"payload":1,"#, 1),
+            swap("{", r#"{"at":6,"#),
+            swap("{", r#"{"origin":"did:key:zOther","#),
+            swap(r#""sdp""#, r#""sdp":"a","sdp""#),
+            swap(r#""hops":2"#, r#""hops":2,"hops":"x""#),
+            // Escaped keys and values.
+            swap(r#""origin""#, r#""\u006frigin""#),
+            swap("v=0", r"v=0\r\n\u00e9\ud83d\ude00"),
+            swap("v=0", r"\ud800"),
+            swap(r#""offer","data""#, r#""\u006ffer","data""#),
+            frame(GOOD).replace("__signal", r"__sign\u0061l"),
+            frame(GOOD).replace(r#""r1""#, r#""r\"1""#),
+            swap("did:key:zTarget", r"did:key:z\u0054arget"),
+        ];
         // Numbers: floats, negatives, huge, exponents.
-        for at in ["5.0", "5.5", "-5", "-0", "1e3", "18446744073709551615", "18446744073709551616", "9007199254740993", "9007199254740992.0", "1e400"] {
+        for at in [
+            "5.0",
+            "5.5",
+            "-5",
+            "-0",
+            "1e3",
+            "18446744073709551615",
+            "18446744073709551616",
+            "9007199254740993",
+            "9007199254740992.0",
+            "1e400",
+        ] {
             texts.push(swap(r#""at":5"#, &format!(r#""at":{at}"#)));
         }
-        for hops in ["2.0", "-1", "1e1", "null", r#""2""#, "true", "{}", "99999999999999999999"] {
+        for hops in [
+            "2.0",
+            "-1",
+            "1e1",
+            "null",
+            r#""2""#,
+            "true",
+            "{}",
+            "99999999999999999999",
+        ] {
             texts.push(swap(r#""hops":2"#, &format!(r#""hops":{hops}"#)));
         }
         // Missing and extra fields, wrong types, nested junk.
-        for field in [r#""hops":2"#, r#""sig":"c2ln","#, r#""at":5,"#, r#""origin":"did:key:zSource","#] {
+        for field in [
+            r#""hops":2"#,
+            r#""sig":"c2ln","#,
+            r#""at":5,"#,
+            r#""origin":"did:key:zSource","#,
+        ] {
             texts.push(swap(field, ""));
         }
         texts.push(swap("{", r#"{"extra":[1,{"a":null}],"#));
         // What serde would skip unchecked in an unknown field, but a JSON tree refuses.
         let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
-        for junk in [r#""\ud800""#, "1e400", "-1e400", deep.as_str(), r#""\udc00\ud800""#] {
+        for junk in [
+            r#""\ud800""#,
+            "1e400",
+            "-1e400",
+            deep.as_str(),
+            r#""\udc00\ud800""#,
+        ] {
             texts.push(frame(GOOD).replacen('{', &format!(r#"{{"extra":{junk},"#), 1));
             texts.push(frame(GOOD).replace(r#""did:key:zPeer""#, junk));
             texts.push(swap("{", &format!(r#"{{"extra":{junk},"#)));
@@ -215,10 +247,15 @@ mod tests {
         texts.push(swap(r#""sig":"c2ln""#, r#""sig":7"#));
         texts.push(swap(r#""kind":"offer""#, r#""kind":"answer""#));
         texts.push(swap(r#""kind":"offer""#, r#""kind":"Offer""#));
-        texts.push(swap(r#"{"type":"offer","sdp":"v=0"}"#, r#"["offer","v=0"]"#));
+        texts.push(swap(
+            r#"{"type":"offer","sdp":"v=0"}"#,
+            r#"["offer","v=0"]"#,
+        ));
         texts.push(swap(r#"{"type":"offer","sdp":"v=0"}"#, "null"));
         texts.push(swap("did:key:zSource", "did:key:z0ource"));
-        texts.push(frame(r#"["did:key:zSource","did:key:zTarget","offer",{"type":"offer","sdp":""},5,"s",1]"#));
+        texts.push(frame(
+            r#"["did:key:zSource","did:key:zTarget","offer",{"type":"offer","sdp":""},5,"s",1]"#,
+        ));
         texts.push(frame("null"));
         texts.push(frame(GOOD).replace(r#""r1""#, r#""""#));
         texts.push(frame(GOOD).replace(r#""r1""#, &format!(r#""{}""#, "r".repeat(300))));

@@ -129,13 +129,21 @@ mod tests {
             assert_eq!(ClientMessage::parse_tree(text).as_ref(), Ok(m), "{text}");
         }
         if text.len() <= super::super::MAX_CLIENT_FRAME_BYTES {
-            assert_eq!(ClientMessage::parse(text), ClientMessage::parse_tree(text), "{text}");
+            assert_eq!(
+                ClientMessage::parse(text),
+                ClientMessage::parse_tree(text),
+                "{text}"
+            );
         }
         let relay = RelayMessage::from_text_common(text);
         if let Some(m) = &relay {
             assert_eq!(RelayMessage::parse_tree(text).as_ref(), Ok(m), "{text}");
         }
-        assert_eq!(RelayMessage::parse(text), RelayMessage::parse_tree(text), "{text}");
+        assert_eq!(
+            RelayMessage::parse(text),
+            RelayMessage::parse_tree(text),
+            "{text}"
+        );
         usize::from(client.is_some()) + usize::from(relay.is_some())
     }
 
@@ -160,7 +168,19 @@ mod tests {
             edit(r#""AQID""#, r#""AQI\u0044""#);
             edit(r#""AQID""#, r#""AQI\ud800""#);
             // Numbers as floats, negatives, huge; missing, null and wrong types.
-            for n in ["1.0", "-1", "-0", "1e2", "9007199254740991", "9007199254740992", "18446744073709551616", "1e400", "null", "true", r#""1""#] {
+            for n in [
+                "1.0",
+                "-1",
+                "-0",
+                "1e2",
+                "9007199254740991",
+                "9007199254740992",
+                "18446744073709551616",
+                "1e400",
+                "null",
+                "true",
+                r#""1""#,
+            ] {
                 edit(":0}", &format!(":{n}}}"));
                 edit(r#""after":3"#, &format!(r#""after":{n}"#));
                 edit(r#""seq":1"#, &format!(r#""seq":{n}"#));
