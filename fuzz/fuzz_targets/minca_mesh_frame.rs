@@ -1,7 +1,9 @@
 //! `minca::mesh` on arbitrary bytes: a mesh frame (§7.1) or a named error, never a panic; a parsed
 //! frame re-serializes to bytes that parse to the same frame. Each `__signal` payload goes through
 //! the introductions memory (§8), which must answer without panicking and stay within its bounds,
-//! and each payload through the live-message limits (§9.2).
+//! and each payload through the live-message limits (§9.2). Where the fast path for `__signal`
+//! frames reads the bytes at all, it reads the room and signal the general path (through a JSON
+//! tree) reads.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -10,11 +12,19 @@ use weft_proto::crypto::default_provider;
 use weft_proto::minca::mesh::frame::{Frame, SIGNAL};
 use weft_proto::minca::mesh::introduction::{Introductions, Signal, peer_list};
 use weft_proto::minca::mesh::live::LiveAllowance;
+use weft_proto::minca::mesh::signal_frame;
 
 fuzz_target!(|input: (u32, &[u8])| {
     let (clock, bytes) = input;
     let now = Timestamp::from_millis(1_790_000_000_000 + u64::from(clock));
     let me = "did:key:zDnaeV1SzGREx4fjGtUofWfZfnH42TV5EboaJ6deJLxvmo6jd";
+    if let Some(fast) = signal_frame::read(bytes) {
+        let general = Frame::parse(bytes)
+            .ok()
+            .filter(|f| f.kind == SIGNAL)
+            .map(|f| (f.room, Signal::parse(&f.payload)));
+        assert_eq!(general, Some((fast.room.into_owned(), Ok(fast.signal))));
+    }
     let Ok(frame) = Frame::parse(bytes) else {
         return;
     };

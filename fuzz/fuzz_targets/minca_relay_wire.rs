@@ -1,12 +1,26 @@
 //! `minca::relay_wire` on arbitrary text, as a frame from a client and as one from a relay: a
 //! message or a named error, never a panic; every parsed message re-serializes to text that parses
-//! to the same message, and serializing is then a fixed point.
+//! to the same message, and serializing is then a fixed point. Where the fast paths (`mail`,
+//! `drop`, `fetch`) read the text at all, they read the message the general path (through a JSON
+//! tree) reads, and `parse` always answers as the general path does.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use weft_proto::minca::relay_wire::{ClientMessage, IceServers, RelayMessage};
+use weft_proto::minca::relay_wire::{
+    ClientMessage, IceServers, MAX_CLIENT_FRAME_BYTES, RelayMessage,
+};
 
 fuzz_target!(|text: &str| {
+    if let Some(fast) = ClientMessage::from_text_common(text) {
+        assert_eq!(ClientMessage::parse_tree(text), Ok(fast));
+    }
+    if text.len() <= MAX_CLIENT_FRAME_BYTES {
+        assert_eq!(ClientMessage::parse(text), ClientMessage::parse_tree(text));
+    }
+    if let Some(fast) = RelayMessage::from_text_common(text) {
+        assert_eq!(RelayMessage::parse_tree(text), Ok(fast));
+    }
+    assert_eq!(RelayMessage::parse(text), RelayMessage::parse_tree(text));
     if let Ok(m) = ClientMessage::parse(text) {
         let out = m.to_text();
         assert_eq!(ClientMessage::parse(&out).as_ref(), Ok(&m));

@@ -3,7 +3,8 @@
 //! fuzzer gets past rule 1), a genuine peer's hellos and offers delivered any number of times,
 //! joins, leaves, relay reopenings, signals asked for, and time jumps. It must never panic, a
 //! room must never hold more than 64 peers, the replay memory must stay within its bound, and
-//! after `handle_timeout(now)` it must never ask to be woken at or before `now`.
+//! after `handle_timeout(now)` it must never ask to be woken at or before `now`. A raw blob's
+//! text is also read as a message plaintext, where the fast path must agree with the general one.
 //!
 //! Speed: every P-256 answer is remembered (`common/memo_crypto.rs`), and the signed fields of a
 //! crafted message come from small tables (times at the window's edges, a few descriptions), so
@@ -186,6 +187,11 @@ fuzz_target!(|ops: Vec<Op>| {
     for op in ops.into_iter().take(128) {
         let input = match op {
             Op::Raw { room, blob } => {
+                // The raw text as a message plaintext too: where the fast path reads it at all,
+                // it reads what the general path (through a JSON tree) reads.
+                if let Some(fast) = Message::from_text_common(blob.as_bytes()) {
+                    assert_eq!(Message::parse_tree(blob.as_bytes()), Ok(fast));
+                }
                 let r = pick(room);
                 Some(Input::Blob {
                     relay: RelayId(0),

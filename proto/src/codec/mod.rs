@@ -26,6 +26,7 @@ pub mod did_key;
 pub mod hex;
 pub mod js;
 pub mod json;
+pub mod object;
 
 pub use error::DecodeError;
 

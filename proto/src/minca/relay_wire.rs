@@ -34,6 +34,8 @@ use serde_json::{Map, Value};
 use crate::codec::{base64url, js};
 use crate::core::Timestamp;
 
+mod fast;
+
 /// Characters in a topic: base64url of a 32-byte SHA-256 (§1.3, §1.4).
 pub const TOPIC_CHARS: usize = 43;
 
@@ -307,6 +309,25 @@ impl ClientMessage {
         if text.len() > MAX_CLIENT_FRAME_BYTES {
             return Err(RelayWireError::FrameTooLarge { bytes: text.len() });
         }
+        match Self::from_text_common(text) {
+            Some(m) => Ok(m),
+            None => Self::parse_tree(text),
+        }
+    }
+
+    /// The messages that carry nearly all of a relay's traffic (`drop`, `fetch`) read straight
+    /// from their text, without the JSON tree [`ClientMessage::parse_tree`] reads. `None` for
+    /// every other message and for any text this path could read differently from the general
+    /// one (not an object, a field given twice, any error), so that path decides those, with its
+    /// own errors. [`ClientMessage::parse`] is the way to read a frame; this is public so that a
+    /// fuzz target can hold the two paths to the same answer.
+    pub fn from_text_common(text: &str) -> Option<Self> {
+        fast::client_message(text)
+    }
+
+    /// [`ClientMessage::parse`] without its size check and its fast path: every message read
+    /// through a JSON tree. Public for the fuzz target that compares the two paths.
+    pub fn parse_tree(text: &str) -> Result<Self, RelayWireError> {
         let (kind, obj) = envelope(text)?;
         match kind.as_str() {
             "fetch" => Ok(Self::Fetch {
@@ -416,6 +437,25 @@ impl RelayMessage {
     /// Parses one text frame from a relay. An `ice` offer with no usable server is
     /// [`RelayWireError::UnusableIce`]: the client drops it (§2.1).
     pub fn parse(text: &str) -> Result<Self, RelayWireError> {
+        match Self::from_text_common(text) {
+            Some(m) => Ok(m),
+            None => Self::parse_tree(text),
+        }
+    }
+
+    /// The message that carries nearly all of a client's traffic (`mail`) read straight from its
+    /// text, without the JSON tree [`RelayMessage::parse_tree`] reads. `None` for every other
+    /// message and for any text this path could read differently from the general one (not an
+    /// object, a field given twice, any error), so that path decides those, with its own errors.
+    /// [`RelayMessage::parse`] is the way to read a frame; this is public so that a fuzz target
+    /// can hold the two paths to the same answer.
+    pub fn from_text_common(text: &str) -> Option<Self> {
+        fast::relay_message(text)
+    }
+
+    /// [`RelayMessage::parse`] without its fast path: every message read through a JSON tree.
+    /// Public for the fuzz target that compares the two paths.
+    pub fn parse_tree(text: &str) -> Result<Self, RelayWireError> {
         let (kind, obj) = envelope(text)?;
         match kind.as_str() {
             "mail" => {
@@ -427,13 +467,7 @@ impl RelayMessage {
                     .iter()
                     .map(mail_item)
                     .collect::<Result<Vec<_>, _>>()?;
-                let mut last = None;
-                for seq in items.iter().filter_map(|i| i.seq) {
-                    if last.is_some_and(|l| seq <= l) {
-                        return Err(RelayWireError::SeqNotIncreasing);
-                    }
-                    last = Some(seq);
-                }
+                check_seqs(&items)?;
                 let more = optional_bool(&obj, "more", RelayWireError::BadMore)?.unwrap_or(false);
                 Ok(Self::Mail(Mail { topic, items, more }))
             }
@@ -691,11 +725,29 @@ fn optional_integer(
 ) -> Result<Option<u64>, RelayWireError> {
     match obj.get(key) {
         None => Ok(None),
-        Some(v) => match v.as_u64() {
-            Some(n) if n <= MAX_SAFE_INTEGER => Ok(Some(n)),
-            _ => Err(error),
-        },
+        Some(v) => safe_integer(v.as_u64(), error).map(Some),
     }
+}
+
+/// An integer from 0 to [`MAX_SAFE_INTEGER`]; `n` is `None` when the member is not a
+/// non-negative integer at all.
+fn safe_integer(n: Option<u64>, error: RelayWireError) -> Result<u64, RelayWireError> {
+    match n {
+        Some(n) if n <= MAX_SAFE_INTEGER => Ok(n),
+        _ => Err(error),
+    }
+}
+
+/// §1.4: "seq increases with every blob the relay keeps", so along a page too.
+fn check_seqs(items: &[MailItem]) -> Result<(), RelayWireError> {
+    let mut last = None;
+    for seq in items.iter().filter_map(|i| i.seq) {
+        if last.is_some_and(|l| seq <= l) {
+            return Err(RelayWireError::SeqNotIncreasing);
+        }
+        last = Some(seq);
+    }
+    Ok(())
 }
 
 fn optional_bool(

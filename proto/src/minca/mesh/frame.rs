@@ -59,9 +59,14 @@ pub struct Frame {
     pub payload: Value,
 }
 
+/// Whether `s` may be a frame's `room` or `type`: not empty, at most [`MAX_NAME_BYTES`].
+pub(crate) fn is_name(s: &str) -> bool {
+    !s.is_empty() && s.len() <= MAX_NAME_BYTES
+}
+
 fn name(object: &Map<String, Value>, field: &str) -> Option<String> {
     match object.get(field) {
-        Some(Value::String(s)) if !s.is_empty() && s.len() <= MAX_NAME_BYTES => Some(s.clone()),
+        Some(Value::String(s)) if is_name(s) => Some(s.clone()),
         _ => None,
     }
 }

@@ -167,6 +167,21 @@ pub enum Dropped {
     Busy,
 }
 
+/// A `__signal` payload's fields as read, before §8's checks: `None` where a field is missing or
+/// not of its JSON type (a string, or for `at` and `hops` an integer as `integer` reads one;
+/// `data_type` and `sdp` are `None` too when `data` is not an object). Both readers, through a
+/// `Value` and straight from text, fill this, so the checks live once in [`Signal::from_fields`].
+pub(crate) struct Fields<'a> {
+    pub(crate) origin: Option<&'a str>,
+    pub(crate) target: Option<&'a str>,
+    pub(crate) kind: Option<&'a str>,
+    pub(crate) data_type: Option<&'a str>,
+    pub(crate) sdp: Option<&'a str>,
+    pub(crate) at: Option<u64>,
+    pub(crate) sig: Option<&'a str>,
+    pub(crate) hops: Option<u64>,
+}
+
 /// What to do with a received signal.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -221,36 +236,45 @@ impl Signal {
     /// Reads a `__signal` payload, checking its shape only (not its time or signature).
     pub fn parse(payload: &Value) -> Result<Self, Dropped> {
         let p = payload.as_object().ok_or(Dropped::Malformed)?;
-        let did = |field: &str| match p.get(field) {
-            Some(Value::String(s)) if is_did(s) => Ok(s.clone()),
+        fn text(v: Option<&Value>) -> Option<&str> {
+            v.and_then(Value::as_str)
+        }
+        let data = p.get("data").and_then(Value::as_object);
+        Self::from_fields(Fields {
+            origin: text(p.get("origin")),
+            target: text(p.get("target")),
+            kind: text(p.get("kind")),
+            data_type: data.and_then(|d| text(d.get("type"))),
+            sdp: data.and_then(|d| text(d.get("sdp"))),
+            at: integer(p.get("at")),
+            sig: text(p.get("sig")),
+            hops: integer(p.get("hops")),
+        })
+    }
+
+    /// The shape checks of §8, on fields however they were read (see [`Fields`]).
+    pub(crate) fn from_fields(f: Fields<'_>) -> Result<Self, Dropped> {
+        let did = |s: Option<&str>| match s {
+            Some(s) if is_did(s) => Ok(String::from(s)),
             _ => Err(Dropped::Malformed),
         };
-        let origin = did("origin")?;
-        let target = did("target")?;
-        let kind = p
-            .get("kind")
-            .and_then(Value::as_str)
+        let origin = did(f.origin)?;
+        let target = did(f.target)?;
+        let kind = f
+            .kind
             .and_then(SignalKind::parse)
             .ok_or(Dropped::Malformed)?;
-        let data = p
-            .get("data")
-            .and_then(Value::as_object)
-            .ok_or(Dropped::Malformed)?;
-        if data.get("type").and_then(Value::as_str) != Some(kind.as_str()) {
+        if f.data_type != Some(kind.as_str()) {
             return Err(Dropped::Malformed);
         }
-        let sdp = match data.get("sdp") {
-            Some(Value::String(s)) if js::utf16_len(s) <= MAX_SDP_CHARS => s.clone(),
+        let sdp = match f.sdp {
+            Some(s) if js::utf16_len(s) <= MAX_SDP_CHARS => s.into(),
             _ => return Err(Dropped::Malformed),
         };
-        let at = integer(p.get("at")).ok_or(Dropped::Malformed)?;
-        let sig = p
-            .get("sig")
-            .and_then(Value::as_str)
-            .ok_or(Dropped::Malformed)?
-            .into();
+        let at = f.at.ok_or(Dropped::Malformed)?;
+        let sig = f.sig.ok_or(Dropped::Malformed)?.into();
         // Unsigned routing data: anything but a non-negative integer leaves no hops.
-        let hops = integer(p.get("hops")).unwrap_or(0);
+        let hops = f.hops.unwrap_or(0);
         Ok(Self {
             origin,
             target,
@@ -348,10 +372,23 @@ impl Introductions {
         if !from_admitted {
             return Verdict::Drop(Dropped::NotAdmitted);
         }
-        let mut signal = match Signal::parse(payload) {
-            Ok(s) => s,
-            Err(d) => return Verdict::Drop(d),
-        };
+        match Signal::parse(payload) {
+            Ok(s) => self.receive_signal(now, crypto, room, ours, s),
+            Err(d) => Verdict::Drop(d),
+        }
+    }
+
+    /// [`Introductions::receive`] for a signal from an admitted peer whose payload is already
+    /// read (as [`crate::minca::mesh::signal_frame`] reads a whole frame): the same checks from
+    /// its origin on.
+    pub fn receive_signal(
+        &mut self,
+        now: Timestamp,
+        crypto: &dyn CryptoProvider,
+        room: &str,
+        ours: &str,
+        mut signal: Signal,
+    ) -> Verdict {
         if signal.origin == ours {
             return Verdict::Drop(Dropped::FromSelf);
         }

@@ -24,6 +24,7 @@
 //! types (§9), which go to the application. Every frame a peer sends is charged to its
 //! [`PEER_BYTE_RATE`] (§7.4).
 
+use alloc::borrow::Cow;
 use alloc::boxed::Box;
 use alloc::collections::{BTreeMap, VecDeque};
 use alloc::string::String;
@@ -42,9 +43,10 @@ use crate::minca::auth;
 use crate::minca::mesh::admission::{Admitted, Handshake, PeerWho, Stage};
 use crate::minca::mesh::frame::{AUTH_HELLO, AUTH_PROOF, Frame, LEAVE, PEERS, SIGNAL};
 use crate::minca::mesh::introduction::{
-    self, Introductions, Signal, SignalClock, SignalKind, Verdict, is_did, we_offer,
+    self, Dropped, Introductions, Signal, SignalClock, SignalKind, Verdict, is_did, we_offer,
 };
 use crate::minca::mesh::live::{self, LIVE, LiveAllowance};
+use crate::minca::mesh::signal_frame;
 use crate::minca::note::{Es256Notes, NoteChecker, account_of};
 use crate::minca::read_proof::{AccessView, Admission, Reader, Review, WHO_GRACE};
 
@@ -1247,32 +1249,44 @@ impl<R: CryptoRng> Mesh<R> {
             self.counters.byte_rate_limited += 1;
             return;
         }
-        let Ok(frame) = Frame::parse(bytes) else {
-            self.counters.bad_frames += 1;
-            return;
+        // The common frame first, read without a JSON tree; it answers only as the general
+        // path would.
+        let (room, kind, body) = match signal_frame::read(bytes) {
+            Some(f) => (f.room, Cow::Borrowed(SIGNAL), Body::Signal(f.signal)),
+            None => match Frame::parse(bytes) {
+                Ok(f) => (
+                    Cow::Owned(f.room),
+                    Cow::Owned(f.kind),
+                    Body::Json(f.payload),
+                ),
+                Err(_) => {
+                    self.counters.bad_frames += 1;
+                    return;
+                }
+            },
         };
-        let Some(r) = self.rooms.get(&frame.room) else {
+        let Some(r) = self.rooms.get(room.as_ref()) else {
             self.counters.unknown_room += 1;
             return;
         };
         let admitted = r.is_admitted(&peer);
         let is_space = r.introduces();
-        let room = frame.room.as_str();
-        match frame.kind.as_str() {
-            AUTH_HELLO => self.on_auth_hello(now, room, &peer, &frame.payload),
-            AUTH_PROOF => self.on_auth_proof(now, room, &peer, &frame.payload),
+        let room = room.as_ref();
+        match kind.as_ref() {
+            AUTH_HELLO => self.on_auth_hello(now, room, &peer, &body.into_json()),
+            AUTH_PROOF => self.on_auth_proof(now, room, &peer, &body.into_json()),
             _ if !admitted => self.counters.not_admitted += 1,
-            PEERS => self.on_peers(now, room, &frame.payload),
-            SIGNAL => self.on_mesh_signal(now, room, &peer, &frame.payload),
+            PEERS => self.on_peers(now, room, &body.into_json()),
+            SIGNAL => self.on_mesh_signal(now, room, &peer, body.into_signal()),
             LEAVE => self.drop_peer(room, &peer),
-            WHO if is_space => self.on_who(now, room, &peer, &frame.payload),
-            LIVE if is_space => self.on_live(now, room, &peer, frame.payload),
+            WHO if is_space => self.on_who(now, room, &peer, &body.into_json()),
+            LIVE if is_space => self.on_live(now, room, &peer, body.into_json()),
             _ if is_space => self.counters.unknown_type += 1,
             _ => self.out.push_back(Output::Deliver {
                 room: room.into(),
                 peer,
-                kind: frame.kind.clone(),
-                payload: frame.payload,
+                kind: kind.into_owned(),
+                payload: body.into_json(),
             }),
         }
     }
@@ -1382,14 +1396,24 @@ impl<R: CryptoRng> Mesh<R> {
         }
     }
 
-    fn on_mesh_signal(&mut self, now: Timestamp, room: &str, from: &str, payload: &Value) {
+    fn on_mesh_signal(
+        &mut self,
+        now: Timestamp,
+        room: &str,
+        from: &str,
+        signal: Result<Signal, Dropped>,
+    ) {
         if !self.rooms.get(room).is_some_and(Room::introduces) {
             self.counters.signal_dropped += 1;
             return;
         }
-        let verdict = self
-            .introductions
-            .receive(now, self.crypto, room, &self.did, true, payload);
+        // Only an admitted peer's frames get here (`on_frame`).
+        let verdict = match signal {
+            Ok(s) => self
+                .introductions
+                .receive_signal(now, self.crypto, room, &self.did, s),
+            Err(d) => Verdict::Drop(d),
+        };
         match verdict {
             Verdict::Act(s) => {
                 self.on_signal(now, &s.origin, s.kind, s.sdp, Route::Mesh(room.into()))
@@ -1685,5 +1709,32 @@ impl<R: CryptoRng> Machine for Mesh<R> {
         self.introductions.prune(now);
         self.failed_proofs.prune(now);
         self.watch_access(now);
+    }
+}
+
+/// A received frame's payload: a JSON tree, or a signal already read from the text by
+/// [`signal_frame::read`].
+enum Body {
+    Json(Value),
+    Signal(Signal),
+}
+
+impl Body {
+    /// The payload as JSON. Only a `__signal` frame is read early, and its payload is taken by
+    /// [`Body::into_signal`]; were another type ever read early, its payload would be written
+    /// back here rather than lost.
+    fn into_json(self) -> Value {
+        match self {
+            Body::Json(v) => v,
+            Body::Signal(s) => s.to_payload(),
+        }
+    }
+
+    /// The payload as a signal, its shape checked (§8).
+    fn into_signal(self) -> Result<Signal, Dropped> {
+        match self {
+            Body::Json(v) => Signal::parse(&v),
+            Body::Signal(s) => Ok(s),
+        }
     }
 }

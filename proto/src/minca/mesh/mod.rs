@@ -4,6 +4,7 @@
 //! - [`introduction`]: §8, `__peers` and `__signal`, and who offers (§7.3);
 //! - [`live`]: §9.2, the receive limits on live messages;
 //! - [`admission`]: §7.2, what one side keeps per (room, peer);
+//! - [`signal_frame`]: the `__signal` frame read straight from its text, the common case;
 //! - [`machine`]: the [`Mesh`] machine, one per node: §5.1 one connection per peer, §7.2
 //!   admission, §7.3 who connects, §8 introductions, §9 `who` and live messages.
 
@@ -12,5 +13,6 @@ pub mod frame;
 pub mod introduction;
 pub mod live;
 pub mod machine;
+pub mod signal_frame;
 
 pub use machine::{Input, Mesh, Output, ReadAccess, RoomConfig, RoomKind};

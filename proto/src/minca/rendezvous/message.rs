@@ -22,6 +22,7 @@ use alloc::vec::Vec;
 
 use serde_json::{Map, Value, json};
 
+use crate::codec::object::{self, Text, present};
 use crate::codec::{base64url, js};
 use crate::crypto::{CryptoProvider, P256Public, P256Secret};
 use crate::minca::envelope;
@@ -131,6 +132,53 @@ fn at(value: Option<&Value>) -> Result<u64, ShapeError> {
 impl Message {
     /// Reads a message from the plaintext of a room-key seal (UTF-8 JSON).
     pub fn parse(plaintext: &[u8]) -> Result<Self, ShapeError> {
+        match Self::from_text_common(plaintext) {
+            Some(m) => Ok(m),
+            None => Self::parse_tree(plaintext),
+        }
+    }
+
+    /// [`Message::parse`] for a plainly well-shaped message, read straight from the text without
+    /// the JSON tree [`Message::parse_tree`] reads. `None` for any text this path could read
+    /// differently from the general one (a field given twice, a float `at`, an unknown field,
+    /// anything not an object, any error), so that path decides those, with its own errors.
+    /// [`Message::parse`] is the way to read a message; this is public so that a fuzz target can
+    /// hold the two paths to the same answer.
+    pub fn from_text_common(plaintext: &[u8]) -> Option<Self> {
+        // Unknown fields are refused, not skipped: serde skips them without the checks a JSON
+        // tree makes (nesting depth, numbers in range, escapes naming characters, UTF-8).
+        #[derive(serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Wire<'a> {
+            #[serde(borrow)]
+            kind: Text<'a>,
+            at: u64,
+            #[serde(borrow)]
+            from: Text<'a>,
+            #[serde(borrow, rename = "box")]
+            box_: Text<'a>,
+            #[serde(borrow)]
+            sig: Text<'a>,
+            #[serde(borrow, default, deserialize_with = "present")]
+            to: Option<Text<'a>>,
+            #[serde(borrow, default, deserialize_with = "present")]
+            sdp: Option<Text<'a>>,
+        }
+        let w: Wire<'_> = object::read(plaintext)?;
+        Some(Self::from_fields(
+            Kind::parse(&w.kind.0)?,
+            w.at,
+            w.from.0.into_owned(),
+            w.box_.0.into_owned(),
+            w.to.map(|t| t.0.into_owned()),
+            w.sdp.map(|t| t.0.into_owned()),
+            w.sig.0.into_owned(),
+        ))
+    }
+
+    /// [`Message::parse`] without its fast path: every message read through a JSON tree. Public
+    /// for the fuzz target that compares the two paths.
+    pub fn parse_tree(plaintext: &[u8]) -> Result<Self, ShapeError> {
         let value: Value = serde_json::from_slice(plaintext).map_err(|_| ShapeError::NotObject)?;
         let Value::Object(obj) = value else {
             return Err(ShapeError::NotObject);
@@ -145,9 +193,22 @@ impl Message {
         let to = string(&obj, "to")?;
         let sdp = string(&obj, "sdp")?;
         let at = at(obj.get("at"))?;
+        Ok(Self::from_fields(kind, at, from, box_, to, sdp, sig))
+    }
+
+    /// A message of fields read and type-checked, by either path.
+    fn from_fields(
+        kind: Kind,
+        at: u64,
+        from: String,
+        box_: String,
+        to: Option<String>,
+        sdp: Option<String>,
+        sig: String,
+    ) -> Self {
         let half_signal = to.is_some() != sdp.is_some();
         let signal = to.zip(sdp);
-        Ok(Self {
+        Self {
             kind,
             at,
             from,
@@ -155,7 +216,7 @@ impl Message {
             signal,
             half_signal,
             sig,
-        })
+        }
     }
 
     /// The string `sig` signs, for this message under `topic`.
@@ -264,4 +325,76 @@ pub fn open_description(
     let bytes = base64url::decode(sdp).ok()?;
     let plaintext = envelope::open_to(crypto, box_secret, SIGNAL_LABEL, bound, &bytes).ok()?;
     serde_json::from_slice(&plaintext).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Where the fast path answers, the general path gives the same message, and `parse` always
+    /// answers as the general path; returns whether the fast path answered.
+    fn agrees(text: &str) -> bool {
+        let bytes = text.as_bytes();
+        let fast = Message::from_text_common(bytes);
+        if let Some(m) = &fast {
+            assert_eq!(Message::parse_tree(bytes).as_ref(), Ok(m), "{text}");
+        }
+        assert_eq!(Message::parse(bytes), Message::parse_tree(bytes), "{text}");
+        fast.is_some()
+    }
+
+    #[test]
+    fn the_fast_path_answers_as_the_general_path_or_not_at_all() {
+        let offer = r#"{"kind":"offer","at":1790000000000,"from":"did:key:zA","box":"Ax","to":"did:key:zB","sdp":"c2Rw","sig":"c2ln"}"#;
+        let hello = r#"{"kind":"hello","at":5,"from":"did:key:zA","box":"Ax","sig":"c2ln"}"#;
+        let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+        let mut texts: Vec<String> = Vec::new();
+        for base in [offer, hello] {
+            let mut edit = |from: &str, to: &str| texts.push(base.replacen(from, to, 1));
+            edit("", "");
+            // Duplicate keys, plain and escaped.
+            edit("{", r#"{"kind":"answer","#);
+            edit("{", r#"{"\u006bind":"answer","#);
+            edit("{", r#"{"at":6,"#);
+            edit("{", r#"{"to":"did:key:zC","#);
+            // Escapes in keys and values.
+            edit(r#""from""#, r#""fr\u006fm""#);
+            edit("did:key:zA", r"did:key:z\u0041\n");
+            edit("did:key:zA", r"\ud800");
+            // Numbers.
+            for at in [
+                "5.0",
+                "1790000000000.0",
+                "-1",
+                "-0",
+                "1e3",
+                "18446744073709551615",
+                "18446744073709551616",
+                "1e400",
+                "null",
+                r#""5""#,
+            ] {
+                let old = if base == offer { "1790000000000" } else { "5" };
+                edit(&format!(r#""at":{old}"#), &format!(r#""at":{at}"#));
+            }
+            // Missing, null, wrong types, extra fields and junk.
+            edit(r#""sig":"c2ln""#, r#""sig":null"#);
+            edit(r#","sig":"c2ln""#, "");
+            edit(r#""kind":"#, r#""to":null,"kind":"#);
+            edit(r#""kind":"#, r#""sdp":"x","kind":"#);
+            edit(r#""kind":"#, r#""sdp":7,"kind":"#);
+            edit(r#""box":"Ax""#, r#""box":["Ax"]"#);
+            edit(r#""kind":"offer""#, r#""kind":"Offer""#);
+            for junk in ["{\"a\":[1]}", r#""\ud800""#, "1e400", deep.as_str()] {
+                edit("{", &format!(r#"{{"extra":{junk},"#));
+            }
+            texts.push(format!("[{base}]"));
+            texts.push(format!("{base} x"));
+        }
+        texts.push(r#"["hello",5,"did:key:zA","Ax","c2ln"]"#.into());
+        let fast = texts.iter().filter(|t| agrees(t)).count();
+        assert!(agrees(offer) && agrees(hello));
+        // The plain messages, escaped fields and the half signal still read fast.
+        assert!(fast >= 8, "{fast}");
+    }
 }

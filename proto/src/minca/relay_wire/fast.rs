@@ -1,0 +1,228 @@
+//! The relay messages that carry nearly all traffic, read straight from their text: `mail` on the
+//! client, `drop` and `fetch` on the relay.
+//!
+//! The general path reads a frame into a `serde_json::Value` tree, an allocation per member, and
+//! then the members from the tree. Here a frame is read into borrowed strings and numbers, and
+//! the same checks ([`Topic::parse`], [`Blob::parse`], `safe_integer`, `check_seqs`) are applied.
+//! These readers answer only where they are sure to answer as the general path would: a field
+//! given twice (the tree keeps the last), an unknown field (serde skips it without the checks a
+//! tree makes: nesting depth, numbers in range, escapes naming characters), `null` where the
+//! general path wants a value, a float such as `1.0`, anything not an object and any error are
+//! left to the general path, which gives its own answer or error.
+
+use alloc::vec::Vec;
+
+use serde::Deserialize;
+
+use super::{
+    Blob, ClientMessage, Mail, MailItem, RelayMessage, RelayWireError, Topic, Ttl, check_seqs,
+    safe_integer,
+};
+use crate::codec::object::{self, Object, Text, present};
+
+/// A client → relay message; which members count depends on `type`, as on the general path.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ClientWire<'a> {
+    #[serde(borrow, rename = "type")]
+    kind: Text<'a>,
+    #[serde(borrow)]
+    topic: Text<'a>,
+    #[serde(default, deserialize_with = "present")]
+    after: Option<u64>,
+    #[serde(default, deserialize_with = "present")]
+    watch: Option<bool>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    blob: Option<Text<'a>>,
+    #[serde(default, deserialize_with = "present")]
+    ttl: Option<u64>,
+}
+
+/// A `mail` message.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MailWire<'a> {
+    #[serde(borrow, rename = "type")]
+    kind: Text<'a>,
+    #[serde(borrow)]
+    topic: Text<'a>,
+    #[serde(borrow)]
+    items: Vec<Object<ItemWire<'a>>>,
+    #[serde(default, deserialize_with = "present")]
+    more: Option<bool>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ItemWire<'a> {
+    #[serde(borrow)]
+    blob: Text<'a>,
+    #[serde(default, deserialize_with = "present")]
+    seq: Option<u64>,
+}
+
+/// See [`ClientMessage::from_text_common`].
+pub(super) fn client_message(text: &str) -> Option<ClientMessage> {
+    let wire: ClientWire<'_> = object::read(text.as_bytes())?;
+    let topic = Topic::parse(&wire.topic.0).ok()?;
+    let optional = |n: Option<u64>, error| n.map(|n| safe_integer(Some(n), error)).transpose();
+    match wire.kind.0.as_ref() {
+        "fetch" => Some(ClientMessage::Fetch {
+            topic,
+            after: optional(wire.after, RelayWireError::BadAfter)
+                .ok()?
+                .unwrap_or(0),
+            watch: wire.watch.unwrap_or(false),
+        }),
+        "drop" => Some(ClientMessage::Drop {
+            topic,
+            blob: Blob::parse(&wire.blob?.0).ok()?,
+            ttl: Ttl::from_millis(wire.ttl?).ok()?,
+        }),
+        _ => None,
+    }
+}
+
+/// See [`RelayMessage::from_text_common`].
+pub(super) fn relay_message(text: &str) -> Option<RelayMessage> {
+    let wire: MailWire<'_> = object::read(text.as_bytes())?;
+    if wire.kind.0 != "mail" {
+        return None;
+    }
+    let topic = Topic::parse(&wire.topic.0).ok()?;
+    let items = wire
+        .items
+        .into_iter()
+        .map(|Object(item)| {
+            Ok(MailItem {
+                blob: Blob::parse(&item.blob.0)?,
+                seq: item
+                    .seq
+                    .map(|n| safe_integer(Some(n), RelayWireError::BadSeq))
+                    .transpose()?,
+            })
+        })
+        .collect::<Result<Vec<_>, RelayWireError>>()
+        .ok()?;
+    check_seqs(&items).ok()?;
+    Some(RelayMessage::Mail(Mail {
+        topic,
+        items,
+        more: wire.more.unwrap_or(false),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::format;
+    use alloc::string::String;
+    use alloc::vec;
+
+    const TOPIC: &str = "wXBid3pUqrPtazKRrLpWmkZp2Yo78jdDlSUx_3PweR0";
+
+    /// Where a fast path answers, the general path gives the same message, and `parse` always
+    /// answers as the general path; returns how many of the two fast paths answered.
+    fn agrees(text: &str) -> usize {
+        let client = ClientMessage::from_text_common(text);
+        if let Some(m) = &client {
+            assert_eq!(ClientMessage::parse_tree(text).as_ref(), Ok(m), "{text}");
+        }
+        if text.len() <= super::super::MAX_CLIENT_FRAME_BYTES {
+            assert_eq!(
+                ClientMessage::parse(text),
+                ClientMessage::parse_tree(text),
+                "{text}"
+            );
+        }
+        let relay = RelayMessage::from_text_common(text);
+        if let Some(m) = &relay {
+            assert_eq!(RelayMessage::parse_tree(text).as_ref(), Ok(m), "{text}");
+        }
+        assert_eq!(
+            RelayMessage::parse(text),
+            RelayMessage::parse_tree(text),
+            "{text}"
+        );
+        usize::from(client.is_some()) + usize::from(relay.is_some())
+    }
+
+    fn texts() -> vec::Vec<String> {
+        let drop = format!(r#"{{"type":"drop","topic":"{TOPIC}","blob":"AQID","ttl":0}}"#);
+        let fetch = format!(r#"{{"type":"fetch","topic":"{TOPIC}","after":3,"watch":true}}"#);
+        let mail = format!(
+            r#"{{"type":"mail","topic":"{TOPIC}","items":[{{"blob":"AQID","seq":1}},{{"blob":"BA"}}],"more":false}}"#
+        );
+        let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+        let mut out = vec![drop.clone(), fetch.clone(), mail.clone()];
+        for base in [&drop, &fetch, &mail] {
+            let mut edit = |from: &str, to: &str| out.push(base.replacen(from, to, 1));
+            // Duplicate keys, plain and escaped.
+            edit("{", r#"{"type":"ping","#);
+            edit("{", r#"{"typ\u0065":"ping","#);
+            edit("{", &format!(r#"{{"topic":"{TOPIC}","#));
+            edit(r#""blob":"AQID""#, r#""blob":"AQID","blob":"BA""#);
+            // Escaped keys and values.
+            edit(r#""topic""#, r#""t\u006fpic""#);
+            edit(r#""wX"#, r#""\u0077X"#);
+            edit(r#""AQID""#, r#""AQI\u0044""#);
+            edit(r#""AQID""#, r#""AQI\ud800""#);
+            // Numbers as floats, negatives, huge; missing, null and wrong types.
+            for n in [
+                "1.0",
+                "-1",
+                "-0",
+                "1e2",
+                "9007199254740991",
+                "9007199254740992",
+                "18446744073709551616",
+                "1e400",
+                "null",
+                "true",
+                r#""1""#,
+            ] {
+                edit(":0}", &format!(":{n}}}"));
+                edit(r#""after":3"#, &format!(r#""after":{n}"#));
+                edit(r#""seq":1"#, &format!(r#""seq":{n}"#));
+            }
+            for b in ["null", "1", r#""yes""#] {
+                edit(":true", &format!(":{b}"));
+                edit(":false", &format!(":{b}"));
+            }
+            edit(r#","ttl":0"#, "");
+            edit(r#","after":3"#, "");
+            edit(r#","watch":true"#, "");
+            edit(r#","more":false"#, "");
+            edit(r#","seq":1"#, "");
+            edit(r#""seq":1"#, r#""seq":2},{"blob":"BA","seq":2"#);
+            edit(r#""blob":"AQID","#, "");
+            edit(&format!(r#""topic":"{TOPIC}","#), "");
+            edit(r#""AQID""#, r#""""#);
+            edit(r#""AQID""#, r#""AQ=""#);
+            edit(TOPIC, &TOPIC[1..]);
+            // Extra fields, nested junk, and what serde would skip unchecked.
+            for junk in ["[1,{\"a\":null}]", r#""\ud800""#, "1e400", deep.as_str()] {
+                edit("{", &format!(r#"{{"extra":{junk},"#));
+                edit(r#""blob":"#, &format!(r#""extra":{junk},"blob":"#));
+            }
+            edit(r#"[{"blob""#, r#"[["AQID",1],{"blob""#);
+            edit(r#""items":["#, r#""items":[null,"#);
+            out.push(format!("[{base}]"));
+            out.push(format!("{base} "));
+            out.push(format!("{base},"));
+        }
+        out.push(format!(r#"["drop","{TOPIC}","AQID",0]"#));
+        out.push(r#"{"type":"ping"}"#.into());
+        out.push(r#"{"type":"pong"}"#.into());
+        out
+    }
+
+    #[test]
+    fn the_fast_paths_answer_as_the_general_path_or_not_at_all() {
+        let texts = texts();
+        let fast: usize = texts.iter().map(|t| agrees(t)).sum();
+        // The plain messages, escaped members and extra items still read fast.
+        assert!(fast >= 10, "{fast}");
+        assert_eq!(agrees(&texts[0]) + agrees(&texts[1]) + agrees(&texts[2]), 3);
+    }
+}
