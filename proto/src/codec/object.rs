@@ -50,6 +50,119 @@ pub fn read<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> Option<T> {
     serde_json::from_slice::<Object<T>>(bytes).ok().map(|o| o.0)
 }
 
+/// `T` read from `bytes` when they are one JSON object `T` reads and every member is one `T`
+/// names or one of `also`, `None` otherwise. serde skips a member its struct does not name
+/// without the checks a JSON tree makes of every value (nesting depth, numbers in range, valid
+/// escapes), so a fast path that must agree with a tree reader on every input falls back on any
+/// member it would skip. Only the top-level object is checked: `T`'s own members are read as
+/// typed values (or as `Value`s), which are checked.
+pub fn read_named<'a, T: Deserialize<'a>>(
+    bytes: &'a [u8],
+    also: &'static [&'static str],
+) -> Option<T> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let value = T::deserialize(Named {
+        inner: &mut de,
+        also,
+    })
+    .ok()?;
+    de.end().ok()?;
+    Some(value)
+}
+
+/// A deserializer that hands `T`'s struct visitor a map whose keys must be `T`'s fields or
+/// `also`, and refuses anything but a map.
+struct Named<D> {
+    inner: D,
+    also: &'static [&'static str],
+}
+
+impl<'de, D: Deserializer<'de>> Deserializer<'de> for Named<D> {
+    type Error = D::Error;
+
+    fn deserialize_any<V: Visitor<'de>>(self, _: V) -> Result<V::Value, D::Error> {
+        Err(serde::de::Error::custom("not a struct"))
+    }
+
+    fn deserialize_struct<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        fields: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, D::Error> {
+        let keys = Keys {
+            fields,
+            also: self.also,
+            visitor,
+        };
+        self.inner.deserialize_struct(name, fields, keys)
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
+        option unit unit_struct newtype_struct seq tuple tuple_struct map enum identifier
+        ignored_any
+    }
+}
+
+/// The struct visitor, given only maps, and those only through [`KeysIn`].
+struct Keys<V> {
+    fields: &'static [&'static str],
+    also: &'static [&'static str],
+    visitor: V,
+}
+
+impl<'de, V: Visitor<'de>> Visitor<'de> for Keys<V> {
+    type Value = V::Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON object of known members")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<V::Value, A::Error> {
+        self.visitor.visit_map(KeysIn {
+            map,
+            fields: self.fields,
+            also: self.also,
+        })
+    }
+}
+
+/// A map whose every key is checked against the struct's fields and `also` before the struct
+/// sees it.
+struct KeysIn<A> {
+    map: A,
+    fields: &'static [&'static str],
+    also: &'static [&'static str],
+}
+
+impl<'de, A: MapAccess<'de>> MapAccess<'de> for KeysIn<A> {
+    type Error = A::Error;
+
+    fn next_key_seed<K: serde::de::DeserializeSeed<'de>>(
+        &mut self,
+        seed: K,
+    ) -> Result<Option<K::Value>, A::Error> {
+        let Some(key) = self.map.next_key::<Cow<'de, str>>()? else {
+            return Ok(None);
+        };
+        if !self.fields.contains(&&*key) && !self.also.contains(&&*key) {
+            return Err(serde::de::Error::custom(
+                "a member the struct does not name",
+            ));
+        }
+        seed.deserialize(serde::de::value::CowStrDeserializer::new(key))
+            .map(Some)
+    }
+
+    fn next_value_seed<S: serde::de::DeserializeSeed<'de>>(
+        &mut self,
+        seed: S,
+    ) -> Result<S::Value, A::Error> {
+        self.map.next_value_seed(seed)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -81,5 +194,49 @@ mod tests {
         assert_eq!(read::<Pair>(br#"[1,"x"]"#), None);
         assert_eq!(read::<Pair>(br#"{"a":1,"b":"x","a":2}"#), None);
         assert_eq!(read::<Pair>(b"{} x"), None);
+    }
+
+    #[derive(serde::Deserialize, Debug, PartialEq)]
+    struct Renamed {
+        #[serde(rename = "type")]
+        kind: String,
+        #[serde(default)]
+        n: Option<u64>,
+    }
+
+    #[test]
+    fn read_named_takes_only_named_members() {
+        let ok = Renamed {
+            kind: "x".into(),
+            n: None,
+        };
+        assert_eq!(read_named::<Renamed>(br#"{"type":"x"}"#, &[]), Some(ok));
+        assert_eq!(
+            read_named::<Renamed>(br#"{"t":"m","type":"x","n":2}"#, &["t"]),
+            Some(Renamed {
+                kind: "x".into(),
+                n: Some(2)
+            })
+        );
+        // A member nobody names, even a harmless one, sends the caller to its general path;
+        // these are the ones serde would skip unchecked and a JSON tree refuses.
+        for junk in [r#""\ud800""#, "1e400", &"[".repeat(200), "1"] {
+            let text = alloc::format!(r#"{{"type":"x","extra":{junk}}}"#);
+            assert_eq!(
+                read_named::<Renamed>(text.as_bytes(), &["t"]),
+                None,
+                "{text}"
+            );
+        }
+        // An escaped key is read as a tree reads it.
+        assert!(read_named::<Renamed>(br#"{"\u0074ype":"x"}"#, &[]).is_some());
+        for bad in [
+            &br#"["x"]"#[..],
+            br#"{"type":"x"} 1"#,
+            br#"{"type":"x","type":"y"}"#,
+            b"7",
+        ] {
+            assert_eq!(read_named::<Renamed>(bad, &[]), None);
+        }
     }
 }

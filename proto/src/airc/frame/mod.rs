@@ -25,6 +25,7 @@ use serde::{Deserialize, Serialize, Serializer};
 use serde_json::{Map, Value};
 
 use super::framing::FramingError;
+use crate::codec::object::read_named;
 
 /// The wire protocol version a `hello` and `welcome` carry in `proto` (§4.1).
 pub const PROTO: &str = "airc/0.1";
@@ -744,9 +745,12 @@ impl Frame {
     /// those, with its own errors. [`crate::airc::framing::decode_line`] is the way to read a
     /// line; this is public so that a fuzz target can hold the two paths to the same answer.
     pub fn from_text_common(text: &str) -> Option<Frame> {
+        // Only the members the frame names (and `t`): serde would skip any other unchecked,
+        // where the general path refuses a bad one (codec::object::read_named).
+        let bytes = text.as_bytes();
         match plain_type(text)? {
-            "msg" => serde_json::from_str(text).ok().map(Frame::Msg),
-            "ack" => serde_json::from_str(text).ok().map(Frame::Ack),
+            "msg" => read_named(bytes, &["t"]).map(Frame::Msg),
+            "ack" => read_named(bytes, &["t"]).map(Frame::Ack),
             _ => None,
         }
     }

@@ -376,6 +376,13 @@ fn common_frames_and_plain_types_agree_with_the_general_path() {
         r#"{"t":"ping"}"#.to_string(),
         r#"{"t":5,"id":"i"}"#.to_string(),
         r#"{"t":"msg""#.to_string(),
+        // Members the frame does not name, which serde would skip unchecked: a lone surrogate,
+        // a number out of range, nesting past the JSON tree's limit. Each is refused by the
+        // general path, so the fast path must not read them either.
+        format!(r#"{{"t":"msg",{msg},"extra":"\ud800"}}"#),
+        format!(r#"{{"t":"msg",{msg},"extra":1e400}}"#),
+        format!(r#"{{"t":"msg",{msg},"extra":{}}}"#, "[".repeat(200)),
+        r#"{"t":"ack","id":"i","status":"delivered","extra":1e400}"#.to_string(),
     ];
     let appendix = APPENDIX_A.iter().map(|(_, line)| line.to_string());
     for line in lines.iter().cloned().chain(appendix) {
