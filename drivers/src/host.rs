@@ -49,15 +49,15 @@ pub const STALL_STEP: Duration = Duration::from_millis(10);
 pub const MAX_PENDING_DIALS: usize = 256;
 
 /// The most bytes one connection may hold queued for writing behind the message its socket is
-/// taking (the head, which is not counted: see [`Queued::passes_bound`]). A send that would pass
-/// it cuts the connection at once (what is queued is dropped, no close frame goes out, since a
+/// taking (the head, which is not counted: see [`Queued::passes_bound`]). A send that finds the
+/// backlog at it cuts the connection at once (what is queued is dropped, no close frame goes out, since a
 /// peer this far behind would not read one) and counts it in [`Stats::slow_readers`]; the
 /// machine hears [`Event::Closed`] as for any other end. This is the one bound on a reader that
 /// does not keep up, for every adapter and every protocol: a Minca relay fans a publish out to
 /// 63 watchers (04 Network §1.4), an AIRC realm streams to subscribers, and neither may hold
 /// memory for a socket that does not read. 4 MiB is over 300 of the relay's largest frames (a
 /// 12 000-character blob) and thousands of typical ones; a single message larger than it (a
-/// node socket's, up to 16 MiB) still goes out whole when nothing else is queued.
+/// node socket's, up to 16 MiB) still goes out whole while the backlog is under it.
 pub const MAX_QUEUED_BYTES: usize = 4 * 1024 * 1024;
 
 /// Bytes read from a connection per read call by the adapters.
@@ -927,9 +927,13 @@ mod tests {
         host.execute(send(1, 1), &mut io);
         assert_eq!(io.cuts, [ConnId(1)]);
         assert_eq!(host.stats().slow_readers, 1);
-        // A second large message behind one still being written counts in full.
+        // A large message behind a small one still being written is taken; the reader stops,
+        // and the next send finds the backlog at the bound and cuts.
         host.execute(send(2, 1), &mut io);
         host.execute(send(2, 6 * MIB), &mut io);
+        assert_eq!(io.cuts, [ConnId(1)]);
+        assert_eq!(io.queued(ConnId(2)), q(1, 6 * MIB));
+        host.execute(send(2, 1), &mut io);
         assert_eq!(io.cuts, [ConnId(1), ConnId(2)]);
         assert_eq!(host.stats().slow_readers, 2);
     }

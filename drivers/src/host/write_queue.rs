@@ -20,13 +20,15 @@ pub struct Queued {
 }
 
 impl Queued {
-    /// Whether queuing a message of `n` bytes would put the backlog behind the head over
-    /// [`MAX_QUEUED_BYTES`]. The head is not counted: it is the socket's already, and a message
-    /// larger than the bound (a Minca node socket takes frames up to 16 MiB, §5.3) must go out
-    /// whole to a reader that keeps up. So a message sent with nothing queued is the head and
-    /// always fits; one sent behind others counts in full.
+    /// Whether a message of `n` bytes must not be queued: the backlog behind the head has
+    /// already reached [`MAX_QUEUED_BYTES`]. The head is not counted (it is the socket's
+    /// already), and neither is the message itself, whatever its size: a message larger than
+    /// the bound (a Minca node socket takes frames up to 16 MiB, §5.3) must go out whole to a
+    /// reader that keeps up, even when a small frame is still waiting ahead of it. A reader
+    /// that stops is cut at the first send after its backlog reaches the bound, so a
+    /// connection holds at most the head, the bound and one message.
     pub fn passes_bound(self, n: usize) -> bool {
-        self != Self::default() && self.behind.saturating_add(n) > MAX_QUEUED_BYTES
+        n > 0 && self.behind >= MAX_QUEUED_BYTES
     }
 }
 
@@ -201,13 +203,16 @@ mod tests {
     }
 
     #[test]
-    fn a_message_larger_than_the_bound_fits_as_the_head_and_counts_in_full_behind_it() {
+    fn any_message_is_taken_until_the_backlog_behind_the_head_reaches_the_bound() {
         let idle = Queued::default();
         assert!(!idle.passes_bound(6 * MIB));
         assert!(!idle.passes_bound(usize::MAX));
-        let writing = q(1, 0);
-        assert!(!writing.passes_bound(MAX_QUEUED_BYTES));
-        assert!(writing.passes_bound(MAX_QUEUED_BYTES + 1));
+        // A small frame still ahead of it does not hold a large message back.
+        let writing = q(1, 100);
+        assert!(!writing.passes_bound(MAX_QUEUED_BYTES + 1));
+        assert!(!writing.passes_bound(6 * MIB));
+        let nearly = q(6 * MIB, MAX_QUEUED_BYTES - 1);
+        assert!(!nearly.passes_bound(6 * MIB));
         let full = q(6 * MIB, MAX_QUEUED_BYTES);
         assert!(!full.passes_bound(0));
         assert!(full.passes_bound(1));
