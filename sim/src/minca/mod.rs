@@ -1621,4 +1621,24 @@ mod tests {
         assert!(r.full_mesh_at.is_some());
         assert_eq!(r.peer_connections, 1);
     }
+
+    /// The loop check forgets a passed signal only once no node could take it again: any node's
+    /// clock is at most `max_skew` off, and §8 drops a signal more than `SIGNAL_WINDOW` from it.
+    #[test]
+    fn passed_signals_are_forgotten_only_past_the_window_and_the_largest_skew() {
+        let sc = Scenario::small(0);
+        let mut net = Net::new(&sc, None);
+        net.now = START + Duration::from_secs(600);
+        let now = net.now.as_millis();
+        let oldest = now - (SIGNAL_WINDOW + sc.faults.max_skew).as_millis() as u64;
+        for at in [oldest - 1, oldest, now - 1_000, now] {
+            net.nodes[0].passed.insert((at, 1, 2, 3));
+        }
+        net.forget_stale_signals(0);
+        let kept: Vec<u64> = net.nodes[0].passed.iter().map(|&(at, ..)| at).collect();
+        assert_eq!(kept, [oldest, now - 1_000, now]);
+        // The oldest kept is one a node whose clock runs `max_skew` behind still takes.
+        let slowest_clock = now - sc.faults.max_skew.as_millis() as u64;
+        assert!(slowest_clock - oldest <= SIGNAL_WINDOW.as_millis() as u64);
+    }
 }
