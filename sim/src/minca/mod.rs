@@ -32,11 +32,13 @@
 //! the rendezvous ignored, and the link layer's counters ([`crate::link::LinkStats`]).
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
+
+use hashbrown::{HashMap, HashSet};
 
 use chacha20::ChaCha20Rng;
 use rand_core::Rng;
@@ -389,7 +391,7 @@ struct Link {
 }
 
 /// A stream a message travels on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Stream {
     Socket(u64),
     Link(u64),
@@ -478,30 +480,112 @@ impl NodeSlot {
     }
 }
 
-/// What the oracle reads of a mesh frame a node sends (§7.1), without building a JSON tree: the
-/// machines wrote it, so it is well formed.
+/// What the oracle reads of a mesh frame a node sends (§7.1), in one pass and without building a
+/// JSON tree: the machines wrote it, so it is well formed.
 #[derive(Deserialize)]
 struct Sent<'a> {
     #[serde(borrow)]
     room: Cow<'a, str>,
     #[serde(rename = "type", borrow)]
     kind: Cow<'a, str>,
-}
-
-/// What names a `__signal` (§8): its origin, target and `at`.
-#[derive(Deserialize, Default)]
-struct SentSignal<'a> {
-    #[serde(borrow)]
+    /// What names a `__signal`; empty for a payload of any other shape.
+    #[serde(borrow, default)]
     payload: SignalName<'a>,
 }
 
-#[derive(Deserialize, Default)]
+/// What names a `__signal` (§8): its origin, target and `at`.
+#[derive(Default)]
 struct SignalName<'a> {
-    #[serde(borrow)]
     origin: Cow<'a, str>,
-    #[serde(borrow)]
     target: Cow<'a, str>,
     at: u64,
+}
+
+/// Reads `origin`, `target` and `at` from an object payload and takes any other payload (the
+/// array of `__peers`, a `who`'s object, a live message) as naming nothing, so that the frame is
+/// read once whatever its type and the admission check never skips a frame over its payload.
+impl<'de: 'a, 'a> Deserialize<'de> for SignalName<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(match d.deserialize_any(PeekVisitor)? {
+            Peek::Object(name) => name,
+            _ => SignalName::default(),
+        })
+    }
+}
+
+/// A JSON value as the oracle's peek sees it: the strings and integers a signal is named by,
+/// the names inside an object, and nothing of anything else.
+enum Peek<'a> {
+    Str(Cow<'a, str>),
+    U64(u64),
+    Object(SignalName<'a>),
+    Other,
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Peek<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(PeekVisitor)
+    }
+}
+
+struct PeekVisitor;
+
+impl<'de> serde::de::Visitor<'de> for PeekVisitor {
+    type Value = Peek<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_map<M: serde::de::MapAccess<'de>>(self, mut m: M) -> Result<Peek<'de>, M::Error> {
+        let mut name = SignalName::default();
+        while let Some(key) = m.next_key::<Peek<'de>>()? {
+            let Peek::Str(key) = key else {
+                m.next_value::<serde::de::IgnoredAny>()?;
+                continue;
+            };
+            match (&*key, m.next_value::<Peek<'de>>()?) {
+                ("origin", Peek::Str(v)) => name.origin = v,
+                ("target", Peek::Str(v)) => name.target = v,
+                ("at", Peek::U64(v)) => name.at = v,
+                _ => {}
+            }
+        }
+        Ok(Peek::Object(name))
+    }
+
+    fn visit_seq<S: serde::de::SeqAccess<'de>>(self, mut s: S) -> Result<Peek<'de>, S::Error> {
+        while s.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+        Ok(Peek::Other)
+    }
+
+    fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Peek<'de>, E> {
+        Ok(Peek::Str(Cow::Borrowed(v)))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Peek<'de>, E> {
+        Ok(Peek::Str(Cow::Owned(v.to_owned())))
+    }
+
+    fn visit_u64<E>(self, v: u64) -> Result<Peek<'de>, E> {
+        Ok(Peek::U64(v))
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<Peek<'de>, E> {
+        Ok(Peek::Other)
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<Peek<'de>, E> {
+        Ok(Peek::Other)
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Peek<'de>, E> {
+        Ok(Peek::Other)
+    }
+
+    fn visit_unit<E>(self) -> Result<Peek<'de>, E> {
+        Ok(Peek::Other)
+    }
 }
 
 struct Net<'a> {
@@ -519,16 +603,19 @@ struct Net<'a> {
     deadline: Vec<Option<Timestamp>>,
     relay_timers: BTreeSet<(Timestamp, usize)>,
     relay_deadline: Vec<Option<Timestamp>>,
-    sockets: BTreeMap<u64, Socket>,
+    /// Open relay sockets by id. Hashed, as every message looks its stream up; whatever walks
+    /// them goes in id order ([`sorted_ids`]), so a run depends only on its seed.
+    sockets: HashMap<u64, Socket>,
     /// (node, node conn) → socket; (relay, relay conn) → socket.
-    by_node_conn: BTreeMap<(usize, ConnId), u64>,
-    by_relay_conn: BTreeMap<(usize, ConnId), u64>,
+    by_node_conn: HashMap<(usize, ConnId), u64>,
+    by_relay_conn: HashMap<(usize, ConnId), u64>,
     next_socket: u64,
     next_relay_conn: u64,
-    links_open: BTreeMap<u64, Link>,
+    /// Open peer connections by id, walked in id order as the sockets are.
+    links_open: HashMap<u64, Link>,
     /// Open peer connections per unordered pair of nodes.
-    pair_links: BTreeMap<(usize, usize), usize>,
-    by_peer_conn: BTreeMap<(usize, ConnId), u64>,
+    pair_links: HashMap<(usize, usize), usize>,
+    by_peer_conn: HashMap<(usize, ConnId), u64>,
     next_link: u64,
     /// Admitted (node, room, peer) pairs the world counts, for the time to a full mesh.
     admitted_pairs: usize,
@@ -540,9 +627,21 @@ struct Net<'a> {
     /// The partition in force, if any.
     partition: Option<Partition>,
     /// Streams a partition cut: what was on the way on them is never delivered.
-    severed: BTreeSet<Stream>,
+    severed: HashSet<Stream>,
     trace: Trace<'a>,
     report: Report,
+}
+
+/// The ids in `map` whose entry `keep`s, in id order: the order the faults walk sockets and
+/// links in, whatever the hash map's.
+fn sorted_ids<T>(map: &HashMap<u64, T>, keep: impl Fn(&T) -> bool) -> Vec<u64> {
+    let mut ids: Vec<u64> = map
+        .iter()
+        .filter(|(_, v)| keep(v))
+        .map(|(id, _)| *id)
+        .collect();
+    ids.sort_unstable();
+    ids
 }
 
 fn fingerprint(n: usize) -> String {
@@ -643,14 +742,14 @@ impl<'a> Net<'a> {
             deadline: vec![None; sc.nodes],
             relay_timers: BTreeSet::new(),
             relay_deadline: vec![None; sc.relays],
-            sockets: BTreeMap::new(),
-            by_node_conn: BTreeMap::new(),
-            by_relay_conn: BTreeMap::new(),
+            sockets: HashMap::new(),
+            by_node_conn: HashMap::new(),
+            by_relay_conn: HashMap::new(),
             next_socket: 0,
             next_relay_conn: 0,
-            links_open: BTreeMap::new(),
-            pair_links: BTreeMap::new(),
-            by_peer_conn: BTreeMap::new(),
+            links_open: HashMap::new(),
+            pair_links: HashMap::new(),
+            by_peer_conn: HashMap::new(),
             next_link: 0,
             admitted_pairs: 0,
             full_mesh_target: 0,
@@ -659,7 +758,7 @@ impl<'a> Net<'a> {
                 .collect(),
             links: Links::new(sc.faults.link.clone(), stream(sc.seed, TAG_LINK)),
             partition: None,
-            severed: BTreeSet::new(),
+            severed: HashSet::new(),
             trace: Trace::new(trace),
             report: Report {
                 seed: sc.seed,
@@ -843,23 +942,17 @@ impl<'a> Net<'a> {
         );
         self.at(p.until, Ev::PartitionHeal);
         self.partition = Some(p);
-        let sockets: Vec<u64> = self
-            .sockets
-            .iter()
-            .filter(|(_, s)| self.separated(s.node, self.relay_place(s.relay)))
-            .map(|(id, _)| *id)
-            .collect();
+        let sockets = sorted_ids(&self.sockets, |s| {
+            self.separated(s.node, self.relay_place(s.relay))
+        });
         for id in sockets {
             self.links.stats.partition_cuts += 1;
             self.severed.insert(Stream::Socket(id));
             self.close_socket(id, true, true);
         }
-        let links: Vec<u64> = self
-            .links_open
-            .iter()
-            .filter(|(_, l)| self.separated(l.ends[0].0, l.ends[1].0))
-            .map(|(id, _)| *id)
-            .collect();
+        let links = sorted_ids(&self.links_open, |l| {
+            self.separated(l.ends[0].0, l.ends[1].0)
+        });
         for id in links {
             self.links.stats.partition_cuts += 1;
             self.severed.insert(Stream::Link(id));
@@ -916,11 +1009,7 @@ impl<'a> Net<'a> {
             Ev::SocketDrop => {
                 if !self.sockets.is_empty() {
                     let pick = self.rng.next_u64() as usize % self.sockets.len();
-                    let id = *self
-                        .sockets
-                        .keys()
-                        .nth(pick)
-                        .expect("picked inside the map");
+                    let id = sorted_ids(&self.sockets, |_| true)[pick];
                     self.report.drops += 1;
                     self.log("socket-drop", json!({ "socket": id }));
                     self.close_socket(id, true, true);
@@ -930,11 +1019,7 @@ impl<'a> Net<'a> {
             Ev::PeerDrop => {
                 if !self.links_open.is_empty() {
                     let pick = self.rng.next_u64() as usize % self.links_open.len();
-                    let id = *self
-                        .links_open
-                        .keys()
-                        .nth(pick)
-                        .expect("picked inside the map");
+                    let id = sorted_ids(&self.links_open, |_| true)[pick];
                     self.report.drops += 1;
                     self.log("peer-drop", json!({ "link": id }));
                     self.close_link(id, None);
@@ -948,12 +1033,7 @@ impl<'a> Net<'a> {
                     self.log("relay-down", json!({ "relay": r }));
                     self.relays[r].server = None;
                     self.relays[r].life += 1;
-                    let ids: Vec<u64> = self
-                        .sockets
-                        .iter()
-                        .filter(|(_, s)| s.relay == r)
-                        .map(|(id, _)| *id)
-                        .collect();
+                    let ids = sorted_ids(&self.sockets, |s| s.relay == r);
                     for id in ids {
                         self.close_socket(id, true, false);
                     }
@@ -985,12 +1065,7 @@ impl<'a> Net<'a> {
                     }
                     // A data channel does not outlive a long sleep: its peers see it fail.
                     if d > Duration::from_secs(10) {
-                        let ids: Vec<u64> = self
-                            .links_open
-                            .iter()
-                            .filter(|(_, l)| l.ends.iter().any(|e| e.0 == n))
-                            .map(|(id, _)| *id)
-                            .collect();
+                        let ids = sorted_ids(&self.links_open, |l| l.ends.iter().any(|e| e.0 == n));
                         for id in ids {
                             self.close_link(id, None);
                         }
@@ -1380,9 +1455,7 @@ impl<'a> Net<'a> {
             }
             if frame.kind == SIGNAL {
                 self.report.signals += 1;
-                let signal = serde_json::from_slice::<SentSignal>(&bytes)
-                    .unwrap_or_default()
-                    .payload;
+                let signal = &frame.payload;
                 let (origin, target) = (self.number(&signal.origin), self.number(&signal.target));
                 let at = signal.at;
                 if !self.nodes[n].passed.insert((at, m as u32, origin, target)) {
@@ -1518,16 +1591,13 @@ impl<'a> Net<'a> {
                 Some(text) => {
                     // A relay may hand over the same mail twice (§3: a copy is a replay the
                     // rendezvous ignores); anything else it says once.
-                    let copies = if text.starts_with(MAIL_PREFIX) && self.links.duplicate() {
-                        2
-                    } else {
-                        1
-                    };
+                    let copy = (text.starts_with(MAIL_PREFIX) && self.links.duplicate())
+                        .then(|| text.clone());
                     let via = Via {
                         stream: Stream::Socket(id),
                         from: self.relay_place(r),
                     };
-                    for _ in 0..copies {
+                    for text in std::iter::once(text).chain(copy) {
                         let Some(s) = self.sockets.get_mut(&id) else {
                             break;
                         };
@@ -1541,7 +1611,7 @@ impl<'a> Net<'a> {
                                 n,
                                 input: node::Input::RelayText {
                                     conn: node_conn,
-                                    text: text.clone(),
+                                    text,
                                 },
                                 via,
                             },
