@@ -414,9 +414,9 @@ impl CryptoProvider for SimCrypto {
             // are one-time envelope keys (Minca §2's seals), not worth decompressing and keeping.
             // The secret is checked first, as the plain provider does.
             let scalar = p256_scalar(secret)?;
-            // aws-lc reads the tags `02` and `03` as RustCrypto does; RustCrypto also takes a
-            // `05` (SEC1's compact form), which aws-lc refuses. Any tag but those two goes to
-            // the plain provider, so which encodings are points stays its rule alone.
+            // aws-lc decodes the tags `02` and `03` as RustCrypto does (x below p, with a y; a
+            // test compares them); RustCrypto also takes `05` (SEC1's compact form), which
+            // aws-lc refuses, so any other tag goes to the plain provider.
             if !matches!(peer.0[0], 2 | 3) {
                 return crypto::default_provider().p256_ecdh(secret, peer);
             }
