@@ -27,12 +27,16 @@
 //!
 //! With the `fast-crypto` feature the arithmetic goes through assembly where the bytes stay the
 //! same: Ed25519 signatures through aws-lc-rs (RFC 8032 signing is deterministic); a P-256
-//! signature's `k×G` through aws-lc-rs, with RFC 6979's nonce and the rest of ECDSA from
+//! signature's `k×G` through aws-lc, with RFC 6979's nonce and the rest of ECDSA from
 //! RustCrypto's own crates (ring and aws-lc-rs sign only with nonces of their own drawing,
 //! which no run could reproduce); P-256 verification through ring, as the drivers' fast
-//! provider does; ECDH through aws-lc-rs (ring agrees only with its own ephemeral keys).
-//! (Remembering ECDH agreements was tried: a meetup never repeats one.) [`counts`] and
-//! [`ed25519_verifies`] say how much work was done and how much was remembered.
+//! provider does; one-time keys' public halves and ECDH through aws-lc (ring agrees only with
+//! its own ephemeral keys), each one scalar multiplication (`sim/src/crypto/aws.rs` says why
+//! not through aws-lc-rs). (Remembering ECDH agreements was tried: a meetup never repeats one.)
+//! [`counts`] and [`ed25519_verifies`] say how much work was done and how much was remembered.
+
+#[cfg(feature = "fast-crypto")]
+mod aws;
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Mutex;
@@ -146,6 +150,14 @@ fn cached<K: Ord + Copy, V: Clone>(
     v
 }
 
+/// `secret` as a P-256 scalar: RustCrypto's rule (not zero, below the group order), which the
+/// plain provider applies to every P-256 secret.
+fn p256_scalar(secret: &P256Secret) -> Result<p256::NonZeroScalar, CryptoError> {
+    p256::NonZeroScalar::from_repr((*secret.expose()).into())
+        .into_option()
+        .ok_or(CryptoError::InvalidSecretKey)
+}
+
 /// The signature schemes whose signatures are remembered, as the first byte of what each is
 /// remembered under.
 #[derive(Clone, Copy)]
@@ -236,7 +248,7 @@ impl SimCrypto {
             &self.p256_signing,
             secret.expose(),
             MAX_EXPANDED_P256_KEYS,
-            || p256::ecdsa::SigningKey::from_bytes(secret.expose().into()).ok(),
+            || p256_scalar(secret).ok().map(p256::ecdsa::SigningKey::from),
         )
     }
 
@@ -277,12 +289,13 @@ impl SimCrypto {
 }
 
 /// ECDSA over P-256 with SHA-256 and RFC 6979's nonce, as RustCrypto's `SigningKey::sign`
-/// computes it (the same bytes; a test compares them), except that `k×G` is aws-lc-rs's
+/// computes it (the same bytes; a test compares them), except that `k×G` is aws-lc's
 /// fixed-base multiplication: RustCrypto's, even with its tables, was most of a signature's
-/// cost (about 170 µs against 30 µs here).
+/// cost (about 170 µs a signature, against 25 µs through aws-lc-rs, which paid `k×G` twice,
+/// and 15 µs here). `None` only if aws-lc cannot allocate.
 #[cfg(feature = "fast-crypto")]
-fn rfc6979_sign(key: &p256::ecdsa::SigningKey, digest: &[u8; 32]) -> [u8; 64] {
-    use p256::elliptic_curve::ops::{Invert, Reduce};
+fn rfc6979_sign(key: &p256::ecdsa::SigningKey, digest: &[u8; 32]) -> Option<[u8; 64]> {
+    use p256::elliptic_curve::ops::{Invert as _, Reduce};
     use p256::elliptic_curve::{Curve, Field as _, PrimeField};
     use p256::{NistP256, NonZeroScalar, Scalar, U256};
 
@@ -298,24 +311,19 @@ fn rfc6979_sign(key: &p256::ecdsa::SigningKey, digest: &[u8; 32]) -> [u8; 64] {
         let Some(k) = NonZeroScalar::from_repr(k).into_option() else {
             continue;
         };
-        // The public key of the secret `k` is the point `k×G`; its x-coordinate gives `r`.
-        let Some(kg) = aws_lc_rs::agreement::PrivateKey::from_private_key(
-            &aws_lc_rs::agreement::ECDH_P256,
-            &k.to_repr(),
-        )
-        .ok()
-        .and_then(|k| k.compute_public_key().ok()) else {
-            continue;
-        };
-        let r = reduce(&kg.as_ref()[1..33]);
-        let s = *Invert::invert(&k) * (z + r * d.as_ref());
+        // `r` is the x-coordinate of `k×G`, after the compressed point's tag byte.
+        let kg = aws::mul_base(&k)?;
+        let r = reduce(&kg[1..]);
+        // The inverse is unique, so a variable-time inversion gives RustCrypto's value; the
+        // simulator's nonces are no secret worth a constant-time one.
+        let s = *k.invert_vartime() * (z + r * d.as_ref());
         if bool::from(r.is_zero()) || bool::from(s.is_zero()) {
             continue;
         }
         let mut sig = [0; 64];
         sig[..32].copy_from_slice(&r.to_repr());
         sig[32..].copy_from_slice(&s.to_repr());
-        return sig;
+        return Some(sig);
     }
 }
 
@@ -355,28 +363,14 @@ impl CryptoProvider for SimCrypto {
                 .map(compressed)
                 .ok_or(CryptoError::InvalidSecretKey);
         }
+        let scalar = p256_scalar(secret)?;
+        // aws-lc's fixed-base multiplication is several times RustCrypto's; RustCrypto's is
+        // left for when aws-lc cannot allocate.
         #[cfg(feature = "fast-crypto")]
-        {
-            // Most keys asked only for their public half are one-time envelope keys: aws-lc-rs's
-            // fixed-base multiplication, compressed here, is several times RustCrypto's.
-            let key = aws_lc_rs::agreement::PrivateKey::from_private_key(
-                &aws_lc_rs::agreement::ECDH_P256,
-                secret.expose(),
-            )
-            .map_err(|_| CryptoError::InvalidSecretKey)?;
-            let point = key
-                .compute_public_key()
-                .map_err(|_| CryptoError::InvalidSecretKey)?;
-            let (x, y) = point.as_ref()[1..].split_at(32);
-            let mut compressed = [0; 33];
-            compressed[0] = 2 | (y[31] & 1);
-            compressed[1..].copy_from_slice(x);
-            Ok(P256Public(compressed))
+        if let Some(public) = aws::mul_base(&scalar) {
+            return Ok(P256Public(public));
         }
-        #[cfg(not(feature = "fast-crypto"))]
-        p256::ecdsa::SigningKey::from_bytes(secret.expose().into())
-            .map(|key| compressed(&key))
-            .map_err(|_| CryptoError::InvalidSecretKey)
+        Ok(compressed(&p256::ecdsa::SigningKey::from(scalar)))
     }
 
     fn p256_sign(&self, secret: &P256Secret, msg: &[u8]) -> Result<[u8; 64], CryptoError> {
@@ -385,13 +379,14 @@ impl CryptoProvider for SimCrypto {
             .p256_signing_key(secret)
             .ok_or(CryptoError::InvalidSecretKey)?;
         // RFC 6979, as the plain provider signs: the same bytes for the same key and message.
-        #[cfg(feature = "fast-crypto")]
-        let sig = rfc6979_sign(&key, &self.sha256(&[msg]));
-        #[cfg(not(feature = "fast-crypto"))]
-        let sig: [u8; 64] = {
+        let rustcrypto = || -> [u8; 64] {
             let sig: p256::ecdsa::Signature = key.sign(msg);
             sig.to_bytes().into()
         };
+        #[cfg(feature = "fast-crypto")]
+        let sig = rfc6979_sign(&key, &self.sha256(&[msg])).unwrap_or_else(rustcrypto);
+        #[cfg(not(feature = "fast-crypto"))]
+        let sig = rustcrypto();
         let public = p256::CompressedPoint::from(key.verifying_key());
         self.remember_signed(Scheme::P256, &public, &sig, msg);
         Ok(sig)
@@ -414,17 +409,19 @@ impl CryptoProvider for SimCrypto {
         ECDH.fetch_add(1, Ordering::Relaxed);
         #[cfg(feature = "fast-crypto")]
         {
-            use aws_lc_rs::agreement;
-            // aws-lc-rs's assembly does the variable-base multiplication several times faster
+            // aws-lc's assembly does the variable-base multiplication several times faster
             // than RustCrypto, and takes the compressed point as it is: most peers' points here
             // are one-time envelope keys (Minca §2's seals), not worth decompressing and keeping.
-            let key =
-                agreement::PrivateKey::from_private_key(&agreement::ECDH_P256, secret.expose())
-                    .map_err(|_| CryptoError::InvalidSecretKey)?;
-            let peer = agreement::UnparsedPublicKey::new(&agreement::ECDH_P256, &peer.0[..]);
-            agreement::agree(&key, peer, CryptoError::InvalidPublicKey, |shared| {
-                shared.try_into().map_err(|_| CryptoError::InvalidPublicKey)
-            })
+            // The secret is checked first, as the plain provider does.
+            let scalar = p256_scalar(secret)?;
+            // aws-lc decodes the tags `02` and `03` as RustCrypto does (x below p, with a y; a
+            // test compares them); RustCrypto also takes `05` (SEC1's compact form), which
+            // aws-lc refuses, so any other tag goes to the plain provider.
+            if !matches!(peer.0[0], 2 | 3) {
+                return crypto::default_provider().p256_ecdh(secret, peer);
+            }
+            let [_tag, x @ ..] = aws::mul(&scalar, &peer.0).ok_or(CryptoError::InvalidPublicKey)?;
+            Ok(x)
         }
         #[cfg(not(feature = "fast-crypto"))]
         crypto::default_provider().p256_ecdh(secret, peer)
@@ -636,6 +633,99 @@ mod tests {
         assert!(!sim.p256_verify(&public, b"made elsewhere", &sig));
     }
 
+    /// Public keys and ECDH of many random secrets and points are the plain provider's bytes,
+    /// and bad secrets and points get its errors, the secret's first: zero and scalars from the
+    /// group order up; tags other than `02`/`03` (RustCrypto takes `05`, SEC1's compact form,
+    /// which aws-lc refuses); x from p up; x with no y on the curve.
+    #[test]
+    fn p256_public_keys_and_ecdh_are_the_plain_providers() {
+        use rand_core::Rng as _;
+        let plain = crypto::default_provider();
+        let sim = provider();
+        let mut rng = crate::stream(0x9256, 1);
+        let mut random_secret = || {
+            let mut bytes = [0; 32];
+            rng.fill_bytes(&mut bytes);
+            P256Secret::from_bytes(bytes)
+        };
+        // Never signed with, so never kept: every answer is computed afresh.
+        for _ in 0..200 {
+            let (secret, peer) = (random_secret(), random_secret());
+            let public = plain.p256_public_key(&secret);
+            assert_eq!(sim.p256_public_key(&secret), public);
+            let peer = plain.p256_public_key(&peer).unwrap();
+            assert_eq!(
+                sim.p256_ecdh(&secret, &peer),
+                plain.p256_ecdh(&secret, &peer)
+            );
+        }
+
+        let hex = |s: &str| -> [u8; 32] {
+            std::array::from_fn(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).unwrap())
+        };
+        let order = hex("ffffffff00000000ffffffffffffffffbce6faada7179e84f3b9cac2fc632551");
+        let field = hex("ffffffff00000001000000000000000000000000ffffffffffffffffffffffff");
+        // One more or less in the last byte, which for these two numbers does not wrap.
+        let add = |mut n: [u8; 32], by: i8| {
+            n[31] = n[31].wrapping_add_signed(by);
+            n
+        };
+        let good_secret = random_secret();
+        let good_peer = plain.p256_public_key(&random_secret()).unwrap();
+
+        let mut bad_secrets = 0;
+        for bytes in [
+            [0; 32],
+            order,
+            add(order, 1),
+            [0xff; 32],
+            add(order, -1),
+            [1; 32],
+        ] {
+            let secret = P256Secret::from_bytes(bytes);
+            let public = plain.p256_public_key(&secret);
+            bad_secrets += usize::from(public.is_err());
+            assert_eq!(sim.p256_public_key(&secret), public);
+            assert_eq!(
+                sim.p256_ecdh(&secret, &good_peer),
+                plain.p256_ecdh(&secret, &good_peer)
+            );
+        }
+        assert_eq!(bad_secrets, 4);
+
+        let mut points: Vec<[u8; 33]> = Vec::new();
+        for tag in [0, 1, 2, 3, 4, 5, 6, 7, 0xff] {
+            let mut point = good_peer.0;
+            point[0] = tag;
+            points.push(point);
+        }
+        let mut past_field = field;
+        past_field[19] = 1;
+        for x in [field, past_field, [0xff; 32], add(field, -1), [0; 32]] {
+            for tag in [2, 3] {
+                let mut point = [tag; 33];
+                point[1..].copy_from_slice(&x);
+                points.push(point);
+            }
+        }
+        // About half of all x have no y: the first few of them.
+        for n in 0..16u8 {
+            let mut point = [2; 33];
+            point[32] = n;
+            points.push(point);
+        }
+        let mut not_points = 0;
+        for point in points.into_iter().map(P256Public) {
+            let agreed = plain.p256_ecdh(&good_secret, &point);
+            not_points += usize::from(agreed == Err(CryptoError::InvalidPublicKey));
+            assert_eq!(sim.p256_ecdh(&good_secret, &point), agreed);
+            // A bad secret is reported before a bad point, as the plain provider does.
+            let zero = P256Secret::from_bytes([0; 32]);
+            assert_eq!(sim.p256_ecdh(&zero, &point), plain.p256_ecdh(&zero, &point));
+        }
+        assert!(not_points >= 20, "only {not_points} points refused");
+    }
+
     /// The fast signer's bytes are RustCrypto's, over many keys and messages of every length a
     /// digest block boundary might matter for.
     #[cfg(feature = "fast-crypto")]
@@ -652,7 +742,7 @@ mod tests {
             let digest = sim.sha256(&[&msg]);
             assert_eq!(
                 rfc6979_sign(&key, &digest),
-                <[u8; 64]>::from(plain.to_bytes())
+                Some(<[u8; 64]>::from(plain.to_bytes()))
             );
         }
     }
