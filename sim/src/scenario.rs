@@ -4,7 +4,7 @@
 //! its machines, its faults and its invariants. [`sweep`] runs one over many seeds.
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BTreeSet, BinaryHeap};
 use std::fmt;
 use std::io::Write;
 use std::ops::Range;
@@ -248,6 +248,52 @@ impl<E> Queue<E> {
     }
 }
 
+/// Each machine's next wakeup, kept ordered so the run never asks every machine: the earliest
+/// first, the lower slot on a tie. A slot is the machine's number in its world.
+pub(crate) struct Wakeups {
+    order: BTreeSet<(Timestamp, usize)>,
+    armed: Vec<Option<Timestamp>>,
+}
+
+impl Wakeups {
+    /// No wakeups, for machines numbered `0..slots`.
+    pub(crate) fn new(slots: usize) -> Self {
+        Self {
+            order: BTreeSet::new(),
+            armed: vec![None; slots],
+        }
+    }
+
+    /// Files `slot`'s wakeup at `next` (none: it waits only for input). Called after every
+    /// change to the machine, so the order always agrees with asking each machine afresh; most
+    /// changes leave the wakeup where it was, and then the order is not touched.
+    pub(crate) fn arm(&mut self, slot: usize, next: Option<Timestamp>) {
+        let armed = &mut self.armed[slot];
+        if *armed == next {
+            return;
+        }
+        if let Some(at) = armed.take() {
+            self.order.remove(&(at, slot));
+        }
+        if let Some(at) = next {
+            self.order.insert((at, slot));
+        }
+        *armed = next;
+    }
+
+    /// The earliest wakeup and its slot.
+    pub(crate) fn first(&self) -> Option<(Timestamp, usize)> {
+        self.order.first().copied()
+    }
+
+    /// Takes the earliest wakeup; its slot has none until armed again.
+    pub(crate) fn pop_first(&mut self) -> Option<(Timestamp, usize)> {
+        let (at, slot) = self.order.pop_first()?;
+        self.armed[slot] = None;
+        Some((at, slot))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -273,5 +319,31 @@ mod tests {
         assert_eq!(order, ["a", "b", "b2", "c", "d", "e", "f"]);
         assert!(got.windows(2).all(|w| w[0].0 <= w[1].0));
         assert_eq!(q.next_at(), None);
+    }
+
+    #[test]
+    fn wakeups_keep_each_machines_latest_time_earliest_first() {
+        let t = |ms| START + Duration::from_millis(ms);
+        let mut w = Wakeups::new(3);
+        w.arm(2, Some(t(5)));
+        w.arm(0, Some(t(7)));
+        w.arm(1, Some(t(5)));
+        assert_eq!(w.first(), Some((t(5), 1)), "the lower slot first on a tie");
+        w.arm(1, Some(t(9)));
+        w.arm(2, None);
+        assert_eq!(
+            w.first(),
+            Some((t(7), 0)),
+            "a moved or cleared wakeup is gone"
+        );
+        assert_eq!(w.pop_first(), Some((t(7), 0)));
+        w.arm(0, Some(t(7)));
+        assert_eq!(
+            w.pop_first(),
+            Some((t(7), 0)),
+            "a popped slot can be armed again"
+        );
+        assert_eq!(w.pop_first(), Some((t(9), 1)));
+        assert_eq!(w.pop_first(), None);
     }
 }

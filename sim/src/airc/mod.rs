@@ -66,7 +66,7 @@ use weft_proto::crypto::Ed25519Seed;
 pub use client::{ClientInput, ClientOutput, SimClient};
 
 use crate::link::{Bandwidth, Direction, Kind, LinkFaults, LinkStats, Links, Partition};
-use crate::scenario::{Check, Queue, Timed, Trace, World, fmt_times};
+use crate::scenario::{Check, Queue, Timed, Trace, Wakeups, World, fmt_times};
 use crate::stream;
 
 pub use crate::scenario::START;
@@ -455,9 +455,8 @@ struct Net<'a> {
     server_ends: BTreeMap<(usize, ConnId, u32), (u64, usize)>,
     /// Every machine's next wakeup, kept in step with the machines (see [`Net::rearm`]), so the
     /// next timer is found without asking every machine on every event.
-    timers: BTreeSet<(Timestamp, Who)>,
-    /// Where each machine stands in `timers`: servers, then clients.
-    armed: Vec<Option<Timestamp>>,
+    /// Machines' wakeups by slot: servers, then clients ([`Net::slot`]).
+    timers: Wakeups,
     next_wire: u64,
     next_conn: u64,
     // The oracle.
@@ -552,8 +551,7 @@ impl<'a> Net<'a> {
             client_wire: vec![None; sc.clients],
             wires: BTreeMap::new(),
             server_ends: BTreeMap::new(),
-            timers: BTreeSet::new(),
-            armed: vec![None; sc.realms + sc.clients],
+            timers: Wakeups::new(sc.realms + sc.clients),
             next_wire: 0,
             next_conn: 1,
             unacked: BTreeMap::new(),
@@ -734,36 +732,35 @@ impl<'a> Net<'a> {
 
     /// The earliest machine wakeup: servers first, then clients, by index on a tie.
     fn next_timer(&self) -> Option<(Timestamp, Who)> {
-        self.timers.first().copied()
+        let (at, slot) = self.timers.first()?;
+        let who = match slot.checked_sub(self.sc.realms) {
+            None => Who::Server(slot),
+            Some(c) => Who::Client(c),
+        };
+        Some((at, who))
     }
 
     /// Files `who`'s current wakeup in `timers`. Called after every change to a machine (each
     /// drain, a crash, a restart): a machine's wakeup moves only when it is handed an input, a
     /// timeout, or polled, so the index always agrees with asking every machine afresh.
     fn rearm(&mut self, who: Who) {
-        let (slot, at) = match who {
-            Who::Server(s) => (
-                s,
-                self.servers[s]
-                    .as_ref()
-                    .and_then(|x| x.poll_timeout())
-                    .map(|w| w.at),
-            ),
-            Who::Client(c) => (
-                self.sc.realms + c,
-                self.clients[c].poll_timeout().map(|w| w.at),
-            ),
+        let at = match who {
+            Who::Server(s) => self.servers[s]
+                .as_ref()
+                .and_then(|x| x.poll_timeout())
+                .map(|w| w.at),
+            Who::Client(c) => self.clients[c].poll_timeout().map(|w| w.at),
         };
-        if self.armed[slot] == at {
-            return;
+        self.timers.arm(self.slot(who), at);
+    }
+
+    /// `who`'s number among the machines: servers, then clients, so that slots order as
+    /// [`Who`] does.
+    fn slot(&self, who: Who) -> usize {
+        match who {
+            Who::Server(s) => s,
+            Who::Client(c) => self.sc.realms + c,
         }
-        if let Some(old) = self.armed[slot] {
-            self.timers.remove(&(old, who));
-        }
-        if let Some(at) = at {
-            self.timers.insert((at, who));
-        }
-        self.armed[slot] = at;
     }
 
     fn timeout(&mut self, who: Who) -> Check {

@@ -56,7 +56,7 @@ use weft_proto::minca::rendezvous::Ignored;
 use weft_proto::minca::room::{MAX_ROOM_PEERS, Room};
 
 use crate::link::{Bandwidth, Direction, Kind, LinkFaults, LinkStats, Links, Partition};
-use crate::scenario::{Check, Queue, Timed, Trace, World, fmt_times};
+use crate::scenario::{Check, Queue, Timed, Trace, Wakeups, World, fmt_times};
 use crate::stream;
 
 pub use crate::scenario::START;
@@ -598,11 +598,10 @@ struct Net<'a> {
     nodes: Vec<NodeSlot>,
     /// Each node's number by its DID; a DID no node has gets the next number after them.
     node_of: HashMap<String, u32>,
-    /// Node timer deadlines, in global time.
-    timers: BTreeSet<(Timestamp, usize)>,
-    deadline: Vec<Option<Timestamp>>,
-    relay_timers: BTreeSet<(Timestamp, usize)>,
-    relay_deadline: Vec<Option<Timestamp>>,
+    /// Nodes' wakeups, in global time, by node number.
+    timers: Wakeups,
+    /// Relays' wakeups, by relay number.
+    relay_timers: Wakeups,
     /// Open relay sockets by id. Hashed, as every message looks its stream up; whatever walks
     /// them goes in id order ([`sorted_ids`]), so a run depends only on its seed.
     sockets: HashMap<u64, Socket>,
@@ -738,10 +737,8 @@ impl<'a> Net<'a> {
             relays,
             nodes,
             node_of: dids.into_iter().zip(0..).collect(),
-            timers: BTreeSet::new(),
-            deadline: vec![None; sc.nodes],
-            relay_timers: BTreeSet::new(),
-            relay_deadline: vec![None; sc.relays],
+            timers: Wakeups::new(sc.nodes),
+            relay_timers: Wakeups::new(sc.relays),
             sockets: HashMap::new(),
             by_node_conn: HashMap::new(),
             by_relay_conn: HashMap::new(),
@@ -817,8 +814,8 @@ impl<'a> Net<'a> {
         self.at(end - Duration::from_secs(10), Ev::SendLive);
         loop {
             let next_ev = self.queue.next_at();
-            let next_node = self.timers.iter().next().map(|k| k.0);
-            let next_relay = self.relay_timers.iter().next().map(|k| k.0);
+            let next_node = self.timers.first().map(|k| k.0);
+            let next_relay = self.relay_timers.first().map(|k| k.0);
             let Some(next) = [next_ev, next_node, next_relay].into_iter().flatten().min() else {
                 break;
             };
@@ -838,7 +835,6 @@ impl<'a> Net<'a> {
                 self.event(ev)?;
             } else if next_node == Some(next) {
                 let (_, n) = self.timers.pop_first().expect("a timer is set");
-                self.deadline[n] = None;
                 let now = self.local(n);
                 self.nodes[n].node.handle_timeout(now);
                 self.drain_node(n)?;
@@ -850,7 +846,6 @@ impl<'a> Net<'a> {
                 }
             } else {
                 let (_, r) = self.relay_timers.pop_first().expect("a relay timer is set");
-                self.relay_deadline[r] = None;
                 if let Some(server) = self.relays[r].server.as_mut() {
                     server.handle_timeout(self.now);
                 }
@@ -1060,9 +1055,7 @@ impl<'a> Net<'a> {
                     let d = uniform(&mut self.rng, self.sc.faults.sleep);
                     self.log("sleep", json!({ "node": n, "ms": d.as_millis() as u64 }));
                     self.nodes[n].asleep = true;
-                    if let Some(at) = self.deadline[n].take() {
-                        self.timers.remove(&(at, n));
-                    }
+                    self.timers.arm(n, None);
                     // A data channel does not outlive a long sleep: its peers see it fail.
                     if d > Duration::from_secs(10) {
                         let ids = sorted_ids(&self.links_open, |l| l.ends.iter().any(|e| e.0 == n));
@@ -1115,33 +1108,24 @@ impl<'a> Net<'a> {
     }
 
     fn refresh_node(&mut self, n: usize) {
-        if let Some(at) = self.deadline[n].take() {
-            self.timers.remove(&(at, n));
-        }
-        if self.nodes[n].asleep {
-            return;
-        }
-        if let Some(w) = self.nodes[n].node.poll_timeout() {
-            let ms = w.at.as_millis() as i64 - self.nodes[n].skew_ms;
-            let at = Timestamp::from_millis(ms.max(0) as u64).max(self.now);
-            self.deadline[n] = Some(at);
-            self.timers.insert((at, n));
-        }
+        let next = if self.nodes[n].asleep {
+            None
+        } else {
+            self.nodes[n].node.poll_timeout().map(|w| {
+                let ms = w.at.as_millis() as i64 - self.nodes[n].skew_ms;
+                Timestamp::from_millis(ms.max(0) as u64).max(self.now)
+            })
+        };
+        self.timers.arm(n, next);
     }
 
     fn refresh_relay(&mut self, r: usize) {
-        if let Some(at) = self.relay_deadline[r].take() {
-            self.relay_timers.remove(&(at, r));
-        }
-        if let Some(w) = self.relays[r]
+        let next = self.relays[r]
             .server
             .as_ref()
             .and_then(Machine::poll_timeout)
-        {
-            let at = w.at.max(self.now);
-            self.relay_deadline[r] = Some(at);
-            self.relay_timers.insert((at, r));
-        }
+            .map(|w| w.at.max(self.now));
+        self.relay_timers.arm(r, next);
     }
 
     fn drain_node(&mut self, n: usize) -> Check {
