@@ -9,7 +9,8 @@ use alloc::string::String;
 use core::cmp::Ordering;
 use core::time::Duration;
 
-use serde_json::{Map, Value, json};
+use serde::{Serialize, Serializer};
+use serde_json::Value;
 
 use crate::codec::js;
 use crate::core::{ExpiringSet, ReplayWindow, Timestamp, replay};
@@ -288,18 +289,7 @@ impl Signal {
 
     /// The `__signal` payload.
     pub fn to_payload(&self) -> Value {
-        let mut p = Map::new();
-        p.insert("origin".into(), self.origin.clone().into());
-        p.insert("target".into(), self.target.clone().into());
-        p.insert("kind".into(), self.kind.as_str().into());
-        p.insert(
-            "data".into(),
-            json!({"type": self.kind.as_str(), "sdp": self.sdp}),
-        );
-        p.insert("at".into(), self.at.into());
-        p.insert("sig".into(), self.sig.clone().into());
-        p.insert("hops".into(), self.hops.into());
-        Value::Object(p)
+        serde_json::to_value(self).unwrap_or(Value::Null)
     }
 
     /// Whether `sig` verifies against the key `origin` names, for a signal in `room`.
@@ -313,6 +303,45 @@ impl Signal {
             &self.sdp,
         );
         auth::verify(crypto, &self.origin, &l, &self.sig)
+    }
+}
+
+/// The `__signal` payload (§8), written from the signal's fields: a flood writes it once per
+/// signal it passes on, so no JSON tree is built for it. [`Signal::to_payload`] goes through here
+/// too, so the shape lives in this one place.
+impl Serialize for Signal {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        // Members in the order a `serde_json::Map` keeps them (sorted), so the bytes are what
+        // the payload built as a `Value` gives.
+        #[derive(Serialize)]
+        struct Payload<'a> {
+            at: u64,
+            data: Data<'a>,
+            hops: u64,
+            kind: &'a str,
+            origin: &'a str,
+            sig: &'a str,
+            target: &'a str,
+        }
+        #[derive(Serialize)]
+        struct Data<'a> {
+            sdp: &'a str,
+            #[serde(rename = "type")]
+            kind: &'a str,
+        }
+        Payload {
+            at: self.at,
+            data: Data {
+                sdp: &self.sdp,
+                kind: self.kind.as_str(),
+            },
+            hops: self.hops,
+            kind: self.kind.as_str(),
+            origin: &self.origin,
+            sig: &self.sig,
+            target: &self.target,
+        }
+        .serialize(serializer)
     }
 }
 
@@ -454,6 +483,7 @@ mod tests {
     use alloc::vec::Vec;
     use chacha20::ChaCha20Rng;
     use rand_core::SeedableRng;
+    use serde_json::json;
 
     const ROOM: &str = "tr3o3btwwyb36pwbt3bcr3za7o5kn76p";
     const T0: u64 = 1_790_000_000_000;

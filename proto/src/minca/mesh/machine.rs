@@ -680,18 +680,8 @@ impl<R: CryptoRng> Mesh<R> {
 
     /// Sends one frame to each of `peers` that has an open connection, written once.
     fn send_to_each<'p>(&mut self, peers: impl IntoIterator<Item = &'p str>, frame: &Frame) {
-        let mut bytes = None;
-        for peer in peers {
-            let Some(conn) = self.conns.get(peer).filter(|c| c.is_open()) else {
-                continue;
-            };
-            let bytes = bytes.get_or_insert_with(|| frame.to_bytes(&self.did));
-            self.out.push_back(Output::Send {
-                conn: conn.id,
-                peer: peer.into(),
-                bytes: bytes.clone(),
-            });
-        }
+        let did = &self.did;
+        send_each(&self.conns, &mut self.out, peers, || frame.to_bytes(did));
     }
 
     fn close_conn(&mut self, peer: &str) {
@@ -947,13 +937,11 @@ impl<R: CryptoRng> Mesh<R> {
         let Some(r) = self.rooms.get(room) else {
             return;
         };
-        let peers: Vec<String> = r
-            .admitted()
-            .filter(|p| Some(*p) != except)
-            .map(String::from)
-            .collect();
-        let frame = Frame::new(room, SIGNAL, signal.to_payload());
-        self.send_to_each(peers.iter().map(String::as_str), &frame);
+        let peers = r.admitted().filter(|p| Some(*p) != except);
+        let did = &self.did;
+        send_each(&self.conns, &mut self.out, peers, || {
+            signal_frame::write(room, did, signal)
+        });
     }
 
     fn on_opened(&mut self, now: Timestamp, conn: ConnId, local: String, remote: String) {
@@ -1709,6 +1697,32 @@ impl<R: CryptoRng> Machine for Mesh<R> {
         self.introductions.prune(now);
         self.failed_proofs.prune(now);
         self.watch_access(now);
+    }
+}
+
+/// Sends one frame to each of `peers` that has an open connection in `conns`, its bytes written
+/// by `write` once, and only if some peer takes them. A function over the two tables rather than
+/// a method, so that a caller may iterate a room's peers while it sends.
+fn send_each<'p>(
+    conns: &BTreeMap<String, Conn>,
+    out: &mut VecDeque<Output>,
+    peers: impl IntoIterator<Item = &'p str>,
+    write: impl FnOnce() -> Vec<u8>,
+) {
+    let mut write = Some(write);
+    let mut bytes = Vec::new();
+    for peer in peers {
+        let Some(conn) = conns.get(peer).filter(|c| c.is_open()) else {
+            continue;
+        };
+        if let Some(write) = write.take() {
+            bytes = write();
+        }
+        out.push_back(Output::Send {
+            conn: conn.id,
+            peer: peer.into(),
+            bytes: bytes.clone(),
+        });
     }
 }
 
