@@ -363,8 +363,14 @@ impl SignalClock {
 /// What a node remembers of the signals it acted on and passed on, across its rooms (§8).
 #[derive(Clone, Debug)]
 pub struct Introductions {
+    // Keys put their most discriminating part first: every copy of a flooded signal is looked
+    // up, and a room compared first would compare equal in full every time, then the DIDs'
+    // common `did:key:zDn` prefix. The order is internal: neither table is iterated in key order
+    // for anything that leaves the node (evictions go by time and insertion order).
+    /// Times acted on, per (origin, room).
     acted: ReplayWindow<(String, String)>,
-    passed: ExpiringSet<(String, String, u64)>,
+    /// Signals passed on, by (at, origin, room).
+    passed: ExpiringSet<(u64, String, String)>,
 }
 
 impl Default for Introductions {
@@ -425,8 +431,8 @@ impl Introductions {
         if at.abs_diff(now) > SIGNAL_WINDOW {
             return Verdict::Drop(Dropped::Stale);
         }
-        let key = (String::from(room), signal.origin.clone());
         if signal.target == ours {
+            let key = (signal.origin.clone(), String::from(room));
             match self.acted.check(now, &key, at) {
                 replay::Verdict::Fresh => {}
                 replay::Verdict::Replay => return Verdict::Drop(Dropped::Again),
@@ -444,7 +450,7 @@ impl Introductions {
         if signal.hops == 0 {
             return Verdict::Drop(Dropped::NoHops);
         }
-        let id = (key.0, key.1, signal.at);
+        let id = (signal.at, signal.origin.clone(), String::from(room));
         if self.passed.contains(now, &id) {
             return Verdict::Drop(Dropped::Again);
         }

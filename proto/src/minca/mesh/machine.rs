@@ -1221,22 +1221,20 @@ impl<R: CryptoRng> Mesh<R> {
     // ---- frames -----------------------------------------------------------------------------
 
     fn on_frame(&mut self, now: Timestamp, conn: ConnId, bytes: &[u8]) {
-        let peer = match self.by_id.get(&conn) {
-            Some(p) if self.conns.get(p).is_some_and(Conn::is_open) => p.clone(),
-            _ => {
-                self.counters.stale_connection += 1;
-                return;
-            }
+        let open = self.by_id.get(&conn).and_then(|p| {
+            let c = self.conns.get_mut(p).filter(|c| c.is_open())?;
+            Some((p, c))
+        });
+        let Some((peer, c)) = open else {
+            self.counters.stale_connection += 1;
+            return;
         };
         let cost = u32::try_from(bytes.len()).unwrap_or(u32::MAX);
-        if !self
-            .conns
-            .get_mut(&peer)
-            .is_some_and(|c| c.bytes.try_take_n(now, cost))
-        {
+        if !c.bytes.try_take_n(now, cost) {
             self.counters.byte_rate_limited += 1;
             return;
         }
+        let peer = peer.clone();
         // The common frame first, read without a JSON tree; it answers only as the general
         // path would.
         let (room, kind, body) = match signal_frame::read(bytes) {
@@ -1265,7 +1263,7 @@ impl<R: CryptoRng> Mesh<R> {
             AUTH_PROOF => self.on_auth_proof(now, room, &peer, &body.into_json()),
             _ if !admitted => self.counters.not_admitted += 1,
             PEERS => self.on_peers(now, room, &body.into_json()),
-            SIGNAL => self.on_mesh_signal(now, room, &peer, body.into_signal()),
+            SIGNAL => self.on_mesh_signal(now, room, is_space, &peer, body.into_signal()),
             LEAVE => self.drop_peer(room, &peer),
             WHO if is_space => self.on_who(now, room, &peer, &body.into_json()),
             LIVE if is_space => self.on_live(now, room, &peer, body.into_json()),
@@ -1384,14 +1382,16 @@ impl<R: CryptoRng> Mesh<R> {
         }
     }
 
+    /// §8: a `__signal` from `from`, admitted in `room`, which does or does not `introduce`.
     fn on_mesh_signal(
         &mut self,
         now: Timestamp,
         room: &str,
+        introduces: bool,
         from: &str,
         signal: Result<Signal, Dropped>,
     ) {
-        if !self.rooms.get(room).is_some_and(Room::introduces) {
+        if !introduces {
             self.counters.signal_dropped += 1;
             return;
         }
