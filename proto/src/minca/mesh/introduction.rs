@@ -196,6 +196,13 @@ pub enum Verdict {
     Drop(Dropped),
 }
 
+/// Whether `sdp` is at most [`MAX_SDP_CHARS`] as JavaScript counts. A string never has more
+/// UTF-16 code units than UTF-8 bytes, so one within the limit in bytes (every SDP in practice)
+/// is not counted character by character; every copy of a flooded signal is checked.
+fn within_sdp_limit(sdp: &str) -> bool {
+    sdp.len() <= MAX_SDP_CHARS || js::utf16_len(sdp) <= MAX_SDP_CHARS
+}
+
 fn integer(value: Option<&Value>) -> Option<u64> {
     match value? {
         Value::Number(n) => n.as_u64().or_else(|| {
@@ -269,7 +276,7 @@ impl Signal {
             return Err(Dropped::Malformed);
         }
         let sdp = match f.sdp {
-            Some(s) if js::utf16_len(s) <= MAX_SDP_CHARS => s.into(),
+            Some(s) if within_sdp_limit(s) => s.into(),
             _ => return Err(Dropped::Malformed),
         };
         let at = f.at.ok_or(Dropped::Malformed)?;
@@ -531,6 +538,24 @@ mod tests {
 
     fn receive(i: &mut Introductions, at: u64, me: &str, payload: &Value) -> Verdict {
         i.receive(now(at), default_provider(), ROOM, me, true, payload)
+    }
+
+    #[test]
+    fn the_sdp_limit_counts_utf16_code_units_whatever_the_bytes() {
+        let n = MAX_SDP_CHARS;
+        for (sdp, ok) in [
+            ("x".repeat(n), true),
+            ("x".repeat(n + 1), false),
+            // Two bytes, one unit each: over the limit in bytes, within it in units.
+            ("é".repeat(n), true),
+            ("é".repeat(n + 1), false),
+            // Four bytes, two units each.
+            ("😀".repeat(n / 2), true),
+            (alloc::format!("{}x", "😀".repeat(n / 2)), false),
+        ] {
+            assert_eq!(within_sdp_limit(&sdp), ok, "{} bytes", sdp.len());
+            assert_eq!(within_sdp_limit(&sdp), js::utf16_len(&sdp) <= n);
+        }
     }
 
     #[test]
