@@ -1709,19 +1709,24 @@ fn send_each<'p>(
     peers: impl IntoIterator<Item = &'p str>,
     write: impl FnOnce() -> Vec<u8>,
 ) {
-    let mut write = Some(write);
-    let mut bytes = Vec::new();
-    for peer in peers {
-        let Some(conn) = conns.get(peer).filter(|c| c.is_open()) else {
-            continue;
+    let mut open = peers
+        .into_iter()
+        .filter_map(|p| Some((p, conns.get(p).filter(|c| c.is_open())?.id)))
+        .peekable();
+    if open.peek().is_none() {
+        return;
+    }
+    let mut bytes = write();
+    while let Some((peer, conn)) = open.next() {
+        // The last peer takes the bytes themselves rather than a copy.
+        let bytes = match open.peek() {
+            Some(_) => bytes.clone(),
+            None => core::mem::take(&mut bytes),
         };
-        if let Some(write) = write.take() {
-            bytes = write();
-        }
         out.push_back(Output::Send {
-            conn: conn.id,
+            conn,
             peer: peer.into(),
-            bytes: bytes.clone(),
+            bytes,
         });
     }
 }
