@@ -796,11 +796,15 @@ impl<R: CryptoRng> Mesh<R> {
         let Some(r) = self.rooms.get_mut(room) else {
             return false;
         };
+        // Nearly every call names a peer already tracked: one lookup, and no key made.
+        if r.peers.contains_key(peer) {
+            return true;
+        }
         if !r.make_room_for(peer) {
             self.counters.table_full += 1;
             return false;
         }
-        r.peers.entry(peer.into()).or_insert(Stage::Known);
+        r.peers.insert(peer.into(), Stage::Known);
         true
     }
 
