@@ -236,7 +236,9 @@ impl<K: Ord + Clone> ExpiringSet<K> {
 
     /// Remember `key` until `expires_at`; see [`ExpiringInsert`] and the [module docs](self).
     pub fn insert(&mut self, now: Timestamp, key: K, expires_at: Timestamp) -> ExpiringInsert<K> {
-        if self.contains(now, &key) {
+        // One lookup answers both "present and live" and "present but expired".
+        let held = self.entries.get(&key).map(|(exp, _)| now < *exp);
+        if held == Some(true) {
             return ExpiringInsert::Present;
         }
         if expires_at <= now {
@@ -245,7 +247,9 @@ impl<K: Ord + Clone> ExpiringSet<K> {
         if self.capacity == 0 {
             return ExpiringInsert::Evicted(key);
         }
-        self.remove(&key);
+        if held.is_some() {
+            self.remove(&key);
+        }
         let mut evicted = None;
         if self.entries.len() >= self.capacity {
             self.prune(now);

@@ -116,7 +116,8 @@ impl<K: Ord + Clone> ReplayWindow<K> {
             return verdict;
         }
         let oldest = self.oldest_live(now);
-        if !self.senders.contains_key(&sender) && self.senders.len() >= self.max_senders {
+        // The cheap test first: the lookup is needed only when the table is full.
+        if self.senders.len() >= self.max_senders && !self.senders.contains_key(&sender) {
             // check() saw at least one sender whose times have all aged out.
             self.prune(now);
         }

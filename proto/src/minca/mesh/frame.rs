@@ -8,6 +8,7 @@
 use alloc::string::String;
 use alloc::vec::Vec;
 
+use serde::Serialize;
 use serde_json::{Map, Value};
 
 /// The reserved types (§7.1): mesh housekeeping, never delivered to the application.
@@ -64,6 +65,29 @@ pub(crate) fn is_name(s: &str) -> bool {
     !s.is_empty() && s.len() <= MAX_NAME_BYTES
 }
 
+/// The bytes of a frame of type `kind` in `room` from `from` (§7.1), its payload written from
+/// whatever serializes it: a [`Value`], or a message written straight from its fields.
+pub(crate) fn write(room: &str, kind: &str, from: &str, payload: &impl Serialize) -> Vec<u8> {
+    // Written from borrows: a payload (an SDP, a live message) is not copied to be sent.
+    // The fields are in the order a `serde_json::Map` keeps them, so the bytes are what a
+    // frame built as a `Value` would give.
+    #[derive(Serialize)]
+    struct Wire<'a, P> {
+        from: &'a str,
+        payload: &'a P,
+        room: &'a str,
+        #[serde(rename = "type")]
+        kind: &'a str,
+    }
+    serde_json::to_vec(&Wire {
+        from,
+        payload,
+        room,
+        kind,
+    })
+    .unwrap_or_default()
+}
+
 fn name(object: &Map<String, Value>, field: &str) -> Option<String> {
     match object.get(field) {
         Some(Value::String(s)) if is_name(s) => Some(s.clone()),
@@ -101,24 +125,7 @@ impl Frame {
 
     /// The bytes to send, with `from` set to the sender's own session DID (§7.1).
     pub fn to_bytes(&self, from: &str) -> Vec<u8> {
-        // Written from borrows: a payload (an SDP, a live message) is not copied to be sent.
-        // The fields are in the order a `serde_json::Map` keeps them, so the bytes are what a
-        // frame built as a `Value` would give.
-        #[derive(serde::Serialize)]
-        struct Wire<'a> {
-            from: &'a str,
-            payload: &'a Value,
-            room: &'a str,
-            #[serde(rename = "type")]
-            kind: &'a str,
-        }
-        serde_json::to_vec(&Wire {
-            from,
-            payload: &self.payload,
-            room: &self.room,
-            kind: &self.kind,
-        })
-        .unwrap_or_default()
+        write(&self.room, &self.kind, from, &self.payload)
     }
 
     /// Whether the type is reserved: mesh housekeeping, never handed to the application.

@@ -9,7 +9,8 @@ use alloc::string::String;
 use core::cmp::Ordering;
 use core::time::Duration;
 
-use serde_json::{Map, Value, json};
+use serde::{Serialize, Serializer};
+use serde_json::Value;
 
 use crate::codec::js;
 use crate::core::{ExpiringSet, ReplayWindow, Timestamp, replay};
@@ -52,12 +53,20 @@ pub fn is_did(s: &str) -> bool {
     let Some(rest) = s.strip_prefix("did:key:z") else {
         return false;
     };
-    s.len() <= MAX_DID_CHARS
-        && !rest.is_empty()
-        && rest.bytes().all(|b| {
-            matches!(b, b'1'..=b'9' | b'A'..=b'H' | b'J'..=b'N' | b'P'..=b'Z' | b'a'..=b'k' | b'm'..=b'z')
-        })
+    s.len() <= MAX_DID_CHARS && !rest.is_empty() && rest.bytes().all(|b| BASE58[usize::from(b)])
 }
+
+/// Which bytes are base58btc digits, as a table: every copy of a flooded signal checks two DIDs
+/// a byte at a time, and one load a byte is cheaper than the alphabet's five ranges.
+const BASE58: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < table.len() {
+        table[b] = matches!(b as u8, b'1'..=b'9' | b'A'..=b'H' | b'J'..=b'N' | b'P'..=b'Z' | b'a'..=b'k' | b'm'..=b'z');
+        b += 1;
+    }
+    table
+};
 
 /// Whether this node offers to `theirs`: the lexically smaller DID offers, compared as JavaScript
 /// compares strings (UTF-16 code units), so both sides agree and exactly one offers (§7.3, §8).
@@ -195,6 +204,13 @@ pub enum Verdict {
     Drop(Dropped),
 }
 
+/// Whether `sdp` is at most [`MAX_SDP_CHARS`] as JavaScript counts. A string never has more
+/// UTF-16 code units than UTF-8 bytes, so one within the limit in bytes (every SDP in practice)
+/// is not counted character by character; every copy of a flooded signal is checked.
+fn within_sdp_limit(sdp: &str) -> bool {
+    sdp.len() <= MAX_SDP_CHARS || js::utf16_len(sdp) <= MAX_SDP_CHARS
+}
+
 fn integer(value: Option<&Value>) -> Option<u64> {
     match value? {
         Value::Number(n) => n.as_u64().or_else(|| {
@@ -268,7 +284,7 @@ impl Signal {
             return Err(Dropped::Malformed);
         }
         let sdp = match f.sdp {
-            Some(s) if js::utf16_len(s) <= MAX_SDP_CHARS => s.into(),
+            Some(s) if within_sdp_limit(s) => s.into(),
             _ => return Err(Dropped::Malformed),
         };
         let at = f.at.ok_or(Dropped::Malformed)?;
@@ -288,18 +304,7 @@ impl Signal {
 
     /// The `__signal` payload.
     pub fn to_payload(&self) -> Value {
-        let mut p = Map::new();
-        p.insert("origin".into(), self.origin.clone().into());
-        p.insert("target".into(), self.target.clone().into());
-        p.insert("kind".into(), self.kind.as_str().into());
-        p.insert(
-            "data".into(),
-            json!({"type": self.kind.as_str(), "sdp": self.sdp}),
-        );
-        p.insert("at".into(), self.at.into());
-        p.insert("sig".into(), self.sig.clone().into());
-        p.insert("hops".into(), self.hops.into());
-        Value::Object(p)
+        serde_json::to_value(self).unwrap_or(Value::Null)
     }
 
     /// Whether `sig` verifies against the key `origin` names, for a signal in `room`.
@@ -313,6 +318,45 @@ impl Signal {
             &self.sdp,
         );
         auth::verify(crypto, &self.origin, &l, &self.sig)
+    }
+}
+
+/// The `__signal` payload (§8), written from the signal's fields: a flood writes it once per
+/// signal it passes on, so no JSON tree is built for it. [`Signal::to_payload`] goes through here
+/// too, so the shape lives in this one place.
+impl Serialize for Signal {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        // Members in the order a `serde_json::Map` keeps them (sorted), so the bytes are what
+        // the payload built as a `Value` gives.
+        #[derive(Serialize)]
+        struct Payload<'a> {
+            at: u64,
+            data: Data<'a>,
+            hops: u64,
+            kind: &'a str,
+            origin: &'a str,
+            sig: &'a str,
+            target: &'a str,
+        }
+        #[derive(Serialize)]
+        struct Data<'a> {
+            sdp: &'a str,
+            #[serde(rename = "type")]
+            kind: &'a str,
+        }
+        Payload {
+            at: self.at,
+            data: Data {
+                sdp: &self.sdp,
+                kind: self.kind.as_str(),
+            },
+            hops: self.hops,
+            kind: self.kind.as_str(),
+            origin: &self.origin,
+            sig: &self.sig,
+            target: &self.target,
+        }
+        .serialize(serializer)
     }
 }
 
@@ -334,8 +378,14 @@ impl SignalClock {
 /// What a node remembers of the signals it acted on and passed on, across its rooms (§8).
 #[derive(Clone, Debug)]
 pub struct Introductions {
+    // Keys put their most discriminating part first: every copy of a flooded signal is looked
+    // up, and a room compared first would compare equal in full every time, then the DIDs'
+    // common `did:key:zDn` prefix. The order is internal: neither table is iterated in key order
+    // for anything that leaves the node (evictions go by time and insertion order).
+    /// Times acted on, per (origin, room).
     acted: ReplayWindow<(String, String)>,
-    passed: ExpiringSet<(String, String, u64)>,
+    /// Signals passed on, by (at, origin, room).
+    passed: ExpiringSet<(u64, String, String)>,
 }
 
 impl Default for Introductions {
@@ -396,8 +446,8 @@ impl Introductions {
         if at.abs_diff(now) > SIGNAL_WINDOW {
             return Verdict::Drop(Dropped::Stale);
         }
-        let key = (String::from(room), signal.origin.clone());
         if signal.target == ours {
+            let key = (signal.origin.clone(), String::from(room));
             match self.acted.check(now, &key, at) {
                 replay::Verdict::Fresh => {}
                 replay::Verdict::Replay => return Verdict::Drop(Dropped::Again),
@@ -415,7 +465,7 @@ impl Introductions {
         if signal.hops == 0 {
             return Verdict::Drop(Dropped::NoHops);
         }
-        let id = (key.0, key.1, signal.at);
+        let id = (signal.at, signal.origin.clone(), String::from(room));
         if self.passed.contains(now, &id) {
             return Verdict::Drop(Dropped::Again);
         }
@@ -454,6 +504,7 @@ mod tests {
     use alloc::vec::Vec;
     use chacha20::ChaCha20Rng;
     use rand_core::SeedableRng;
+    use serde_json::json;
 
     const ROOM: &str = "tr3o3btwwyb36pwbt3bcr3za7o5kn76p";
     const T0: u64 = 1_790_000_000_000;
@@ -498,6 +549,24 @@ mod tests {
     }
 
     #[test]
+    fn the_sdp_limit_counts_utf16_code_units_whatever_the_bytes() {
+        let n = MAX_SDP_CHARS;
+        for (sdp, ok) in [
+            ("x".repeat(n), true),
+            ("x".repeat(n + 1), false),
+            // Two bytes, one unit each: over the limit in bytes, within it in units.
+            ("é".repeat(n), true),
+            ("é".repeat(n + 1), false),
+            // Four bytes, two units each.
+            ("😀".repeat(n / 2), true),
+            (alloc::format!("{}x", "😀".repeat(n / 2)), false),
+        ] {
+            assert_eq!(within_sdp_limit(&sdp), ok, "{} bytes", sdp.len());
+            assert_eq!(within_sdp_limit(&sdp), js::utf16_len(&sdp) <= n);
+        }
+    }
+
+    #[test]
     fn a_did_is_a_did_key_z_base58_string_of_at_most_256_characters() {
         assert!(is_did(
             "did:key:zDnaeV1SzGREx4fjGtUofWfZfnH42TV5EboaJ6deJLxvmo6jd"
@@ -518,6 +587,15 @@ mod tests {
         assert!(is_did(&at_limit));
         let over = alloc::format!("did:key:z{}", "a".repeat(MAX_DID_CHARS - 8));
         assert!(!is_did(&over));
+        // The table is base58btc's alphabet, and nothing else.
+        let alphabet = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz";
+        for b in 0..=u8::MAX {
+            assert_eq!(
+                BASE58[usize::from(b)],
+                alphabet.as_bytes().contains(&b),
+                "{b}"
+            );
+        }
     }
 
     #[test]

@@ -680,18 +680,8 @@ impl<R: CryptoRng> Mesh<R> {
 
     /// Sends one frame to each of `peers` that has an open connection, written once.
     fn send_to_each<'p>(&mut self, peers: impl IntoIterator<Item = &'p str>, frame: &Frame) {
-        let mut bytes = None;
-        for peer in peers {
-            let Some(conn) = self.conns.get(peer).filter(|c| c.is_open()) else {
-                continue;
-            };
-            let bytes = bytes.get_or_insert_with(|| frame.to_bytes(&self.did));
-            self.out.push_back(Output::Send {
-                conn: conn.id,
-                peer: peer.into(),
-                bytes: bytes.clone(),
-            });
-        }
+        let did = &self.did;
+        send_each(&self.conns, &mut self.out, peers, || frame.to_bytes(did));
     }
 
     fn close_conn(&mut self, peer: &str) {
@@ -806,11 +796,15 @@ impl<R: CryptoRng> Mesh<R> {
         let Some(r) = self.rooms.get_mut(room) else {
             return false;
         };
+        // Nearly every call names a peer already tracked: one lookup, and no key made.
+        if r.peers.contains_key(peer) {
+            return true;
+        }
         if !r.make_room_for(peer) {
             self.counters.table_full += 1;
             return false;
         }
-        r.peers.entry(peer.into()).or_insert(Stage::Known);
+        r.peers.insert(peer.into(), Stage::Known);
         true
     }
 
@@ -947,13 +941,11 @@ impl<R: CryptoRng> Mesh<R> {
         let Some(r) = self.rooms.get(room) else {
             return;
         };
-        let peers: Vec<String> = r
-            .admitted()
-            .filter(|p| Some(*p) != except)
-            .map(String::from)
-            .collect();
-        let frame = Frame::new(room, SIGNAL, signal.to_payload());
-        self.send_to_each(peers.iter().map(String::as_str), &frame);
+        let peers = r.admitted().filter(|p| Some(*p) != except);
+        let did = &self.did;
+        send_each(&self.conns, &mut self.out, peers, || {
+            signal_frame::write(room, did, signal)
+        });
     }
 
     fn on_opened(&mut self, now: Timestamp, conn: ConnId, local: String, remote: String) {
@@ -1233,22 +1225,20 @@ impl<R: CryptoRng> Mesh<R> {
     // ---- frames -----------------------------------------------------------------------------
 
     fn on_frame(&mut self, now: Timestamp, conn: ConnId, bytes: &[u8]) {
-        let peer = match self.by_id.get(&conn) {
-            Some(p) if self.conns.get(p).is_some_and(Conn::is_open) => p.clone(),
-            _ => {
-                self.counters.stale_connection += 1;
-                return;
-            }
+        let open = self.by_id.get(&conn).and_then(|p| {
+            let c = self.conns.get_mut(p).filter(|c| c.is_open())?;
+            Some((p, c))
+        });
+        let Some((peer, c)) = open else {
+            self.counters.stale_connection += 1;
+            return;
         };
         let cost = u32::try_from(bytes.len()).unwrap_or(u32::MAX);
-        if !self
-            .conns
-            .get_mut(&peer)
-            .is_some_and(|c| c.bytes.try_take_n(now, cost))
-        {
+        if !c.bytes.try_take_n(now, cost) {
             self.counters.byte_rate_limited += 1;
             return;
         }
+        let peer = peer.clone();
         // The common frame first, read without a JSON tree; it answers only as the general
         // path would.
         let (room, kind, body) = match signal_frame::read(bytes) {
@@ -1277,7 +1267,7 @@ impl<R: CryptoRng> Mesh<R> {
             AUTH_PROOF => self.on_auth_proof(now, room, &peer, &body.into_json()),
             _ if !admitted => self.counters.not_admitted += 1,
             PEERS => self.on_peers(now, room, &body.into_json()),
-            SIGNAL => self.on_mesh_signal(now, room, &peer, body.into_signal()),
+            SIGNAL => self.on_mesh_signal(now, room, is_space, &peer, body.into_signal()),
             LEAVE => self.drop_peer(room, &peer),
             WHO if is_space => self.on_who(now, room, &peer, &body.into_json()),
             LIVE if is_space => self.on_live(now, room, &peer, body.into_json()),
@@ -1396,14 +1386,16 @@ impl<R: CryptoRng> Mesh<R> {
         }
     }
 
+    /// §8: a `__signal` from `from`, admitted in `room`, which does or does not `introduce`.
     fn on_mesh_signal(
         &mut self,
         now: Timestamp,
         room: &str,
+        introduces: bool,
         from: &str,
         signal: Result<Signal, Dropped>,
     ) {
-        if !self.rooms.get(room).is_some_and(Room::introduces) {
+        if !introduces {
             self.counters.signal_dropped += 1;
             return;
         }
@@ -1709,6 +1701,37 @@ impl<R: CryptoRng> Machine for Mesh<R> {
         self.introductions.prune(now);
         self.failed_proofs.prune(now);
         self.watch_access(now);
+    }
+}
+
+/// Sends one frame to each of `peers` that has an open connection in `conns`, its bytes written
+/// by `write` once, and only if some peer takes them. A function over the two tables rather than
+/// a method, so that a caller may iterate a room's peers while it sends.
+fn send_each<'p>(
+    conns: &BTreeMap<String, Conn>,
+    out: &mut VecDeque<Output>,
+    peers: impl IntoIterator<Item = &'p str>,
+    write: impl FnOnce() -> Vec<u8>,
+) {
+    let mut open = peers
+        .into_iter()
+        .filter_map(|p| Some((p, conns.get(p).filter(|c| c.is_open())?.id)))
+        .peekable();
+    if open.peek().is_none() {
+        return;
+    }
+    let mut bytes = write();
+    while let Some((peer, conn)) = open.next() {
+        // The last peer takes the bytes themselves rather than a copy.
+        let bytes = match open.peek() {
+            Some(_) => bytes.clone(),
+            None => core::mem::take(&mut bytes),
+        };
+        out.push_back(Output::Send {
+            conn,
+            peer: peer.into(),
+            bytes,
+        });
     }
 }
 

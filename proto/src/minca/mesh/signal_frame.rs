@@ -5,13 +5,15 @@
 //! tree, an allocation per field, and [`Signal::parse`] then reads the payload from that tree;
 //! [`read`] reads the room and the signal's fields from the text into borrowed strings instead.
 //! It answers only where it is sure to answer as the general path would, and `None` otherwise,
-//! for the general path to decide.
+//! for the general path to decide. [`write`] is the sending side: the frame's bytes written
+//! straight from a [`Signal`].
 
 use alloc::borrow::Cow;
+use alloc::vec::Vec;
 
 use serde::Deserialize;
 
-use super::frame::{MAX_FRAME_BYTES, SIGNAL, is_name};
+use super::frame::{self, MAX_FRAME_BYTES, SIGNAL, is_name};
 use super::introduction::{Fields, Signal};
 use crate::codec::object::{self, Object};
 
@@ -109,6 +111,13 @@ pub fn read(bytes: &[u8]) -> Option<SignalFrame<'_>> {
     })
 }
 
+/// The bytes of a `__signal` frame carrying `signal` in `room`, from `from`: what
+/// [`Frame::to_bytes`](super::frame::Frame::to_bytes) gives for the frame holding
+/// [`Signal::to_payload`], written without building the payload as a JSON tree.
+pub fn write(room: &str, from: &str, signal: &Signal) -> Vec<u8> {
+    frame::write(room, SIGNAL, from, signal)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -169,6 +178,35 @@ mod tests {
         assert!(matches!(f.room, Cow::Borrowed(_)));
         assert!(agrees(core::str::from_utf8(&bytes).unwrap()));
         assert!(agrees(&frame(GOOD)));
+    }
+
+    #[test]
+    fn a_written_signal_frame_is_the_frame_built_as_json() {
+        let mut odd = signal();
+        odd.kind = SignalKind::Answer;
+        odd.sdp = "a\"b\\c\u{1}\u{7f}é😀\r\n</script>".into();
+        odd.sig = "-_\"".into();
+        odd.hops = u64::MAX;
+        odd.at = 0;
+        for (room, s) in [("r1", signal()), ("r\"\u{0}é", odd)] {
+            let general = Frame::new(room, SIGNAL, s.to_payload()).to_bytes("did:key:zMe");
+            assert_eq!(write(room, "did:key:zMe", &s), general);
+            let back = read(&general).unwrap();
+            assert_eq!((back.room.as_ref(), &back.signal), (room, &s));
+        }
+        // The payload is the one JSON tree §8 describes, members and all.
+        assert_eq!(
+            signal().to_payload(),
+            serde_json::json!({
+                "origin": "did:key:zSource",
+                "target": "did:key:zTarget",
+                "kind": "offer",
+                "data": {"type": "offer", "sdp": "v=0\r\no=- 1 2 IN IP4 127.0.0.1\r\n"},
+                "at": 1_790_000_000_000u64,
+                "sig": "c2ln",
+                "hops": 3,
+            })
+        );
     }
 
     #[test]

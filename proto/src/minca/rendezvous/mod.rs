@@ -351,7 +351,9 @@ pub struct Rendezvous<R> {
     last_at: u64,
     /// Rooms joined, by topic.
     rooms: BTreeMap<String, RoomState>,
-    /// Times acted on per (topic, peer DID), for the life of the box.
+    /// Times acted on per (peer DID, topic), for the life of the box. The DID comes first: a
+    /// node hears few topics, so a topic first would compare equal in full on nearly every
+    /// lookup. The order is internal (the window evicts by time, and is never listed).
     acted: ReplayWindow<(String, String)>,
     out: VecDeque<Output>,
     ignored: BTreeMap<Ignored, u64>,
@@ -564,7 +566,7 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
             base64url::decode_array::<BOX_BYTES>(&message.box_).map_err(|_| Ignored::BadBox)?;
         let sender_box = P256Public(box_bytes);
         // Rule 3.
-        let pair = (String::from(topic), message.from.clone());
+        let pair = (message.from.clone(), String::from(topic));
         match self
             .acted
             .check(now, &pair, Timestamp::from_millis(message.at))
