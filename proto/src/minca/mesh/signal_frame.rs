@@ -5,7 +5,7 @@
 //! tree, an allocation per field, and [`Signal::parse`] then reads the payload from that tree;
 //! [`read`] reads the room and the signal's fields from the text into borrowed strings instead.
 //! It answers only where it is sure to answer as the general path would, and `None` otherwise,
-//! for the general path to decide. [`write`] is the sending side: the frame's bytes written
+//! for the general path to decide. [`write()`] is the sending side: the frame's bytes written
 //! straight from a [`Signal`].
 
 use alloc::borrow::Cow;
