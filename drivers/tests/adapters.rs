@@ -4,7 +4,11 @@
 //! answered and then closed on the wire, and a restart after which a queued message is still
 //! there.
 
+#[path = "common/adapter.rs"]
+mod adapter;
 mod common;
+
+use adapter::{Adapter, Running, Served};
 use common::tcp_welcome_namespaces;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -13,111 +17,52 @@ use std::sync::mpsc;
 use std::thread;
 
 use weft_drivers::airc::client::{Client, message_id, new_message};
-use weft_drivers::airc::host::{Realm, RealmHooks, RealmInput};
 use weft_drivers::airc::serve::{ServeConfig, open};
-use weft_drivers::host::{Commands, Endpoint, Host, Listener};
+use weft_drivers::host::{Endpoint, Listener};
 use weft_proto::airc::frame::AckStatus;
 use weft_proto::airc::framing::FrameDecoder;
 
-/// A server running on some adapter, and how to stop it.
-struct Running {
-    stop: Box<dyn FnOnce()>,
-    thread: thread::JoinHandle<std::io::Result<()>>,
+/// A realm server running on some adapter, and where it listens.
+struct Server {
+    running: Running<()>,
     socket: PathBuf,
     tcp: SocketAddr,
 }
 
-impl Running {
+impl Server {
+    /// A realm server on `dir`'s data on `adapter` (its store opened on the server's thread):
+    /// its client face on a Unix socket and on TCP on an ephemeral loopback port.
+    fn start(adapter: Adapter, dir: &Path) -> Self {
+        let config = ServeConfig::local(dir, "me").unwrap();
+        let socket = config.client_socket.clone();
+        let (ready, bound) = mpsc::channel();
+        let running = adapter.spawn(
+            move || {
+                let (host, mut listeners, commands) = open(&config)?;
+                let tcp = Listener::bind(&Endpoint::Tcp("127.0.0.1:0".parse().unwrap()))?;
+                let Endpoint::Tcp(addr) = tcp.endpoint()? else {
+                    unreachable!("a TCP listener has a TCP address")
+                };
+                ready.send(addr).unwrap();
+                listeners.push(tcp);
+                Ok(Served {
+                    commands: Some(commands),
+                    ..Served::new(host, listeners)
+                })
+            },
+            drop,
+        );
+        let tcp = bound.recv().expect("the server starts");
+        Self {
+            running,
+            socket,
+            tcp,
+        }
+    }
+
     fn stop(self) {
-        (self.stop)();
-        self.thread.join().unwrap().unwrap();
+        self.running.stop();
     }
-}
-
-/// How an adapter starts a realm server on `dir`'s data.
-type Start = fn(&Path) -> Running;
-
-type RealmHost = Host<Realm<chacha20::ChaCha20Rng>, RealmHooks>;
-
-/// Runs `run` on a new thread over the realm's host (its store opened in that thread) and its
-/// listeners: the Unix client face and TCP on an ephemeral loopback port.
-fn spawn(
-    dir: &Path,
-    stop: Box<dyn FnOnce()>,
-    run: impl FnOnce(&mut RealmHost, Vec<Listener>, &Commands<RealmInput>) -> std::io::Result<()>
-    + Send
-    + 'static,
-) -> Running {
-    let config = ServeConfig::local(dir, "me").unwrap();
-    let socket = config.client_socket.clone();
-    let (ready, bound) = mpsc::channel();
-    let thread = thread::spawn(move || {
-        let (mut host, mut listeners, commands) = open(&config)?;
-        let tcp = Listener::bind(&Endpoint::Tcp("127.0.0.1:0".parse().unwrap()))?;
-        let Endpoint::Tcp(addr) = tcp.endpoint()? else {
-            unreachable!("a TCP listener has a TCP address")
-        };
-        ready.send(addr).unwrap();
-        listeners.push(tcp);
-        run(&mut host, listeners, &commands)
-    });
-    let tcp = bound.recv().expect("the server starts");
-    Running {
-        stop,
-        thread,
-        socket,
-        tcp,
-    }
-}
-
-fn start_smol(dir: &Path) -> Running {
-    let (stop, stopped) = smol::channel::bounded::<()>(1);
-    spawn(
-        dir,
-        Box::new(move || stop.send_blocking(()).unwrap()),
-        move |host, listeners, commands| {
-            smol::block_on(smol::future::or(
-                weft_drivers::smol::run_commanded(host, listeners, commands),
-                async move {
-                    let _ = stopped.recv().await;
-                    Ok(())
-                },
-            ))
-        },
-    )
-}
-
-#[cfg(feature = "tokio")]
-fn start_tokio(dir: &Path) -> Running {
-    let (stop, stopped) = smol::channel::bounded::<()>(1);
-    spawn(
-        dir,
-        Box::new(move || stop.send_blocking(()).unwrap()),
-        move |host, listeners, commands| {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()?;
-            // The stop race uses smol's runtime-neutral combinator; the adapter runs on tokio.
-            runtime.block_on(smol::future::or(
-                weft_drivers::tokio::run_commanded(host, listeners, commands),
-                async move {
-                    let _ = stopped.recv().await;
-                    Ok(())
-                },
-            ))
-        },
-    )
-}
-
-fn start_blocking(dir: &Path) -> Running {
-    let (stopper, stopped) = weft_drivers::blocking::stop_signal().unwrap();
-    spawn(
-        dir,
-        Box::new(move || stopper.stop()),
-        move |host, listeners, commands| {
-            weft_drivers::blocking::run_commanded(host, listeners, commands, &stopped)
-        },
-    )
 }
 
 fn temp_dir(name: &str) -> PathBuf {
@@ -153,9 +98,9 @@ fn tcp_garbage_answer(addr: SocketAddr) -> (String, bool) {
 }
 
 /// The scenario every adapter must pass.
-fn airc_end_to_end(name: &str, start: Start) {
+fn airc_end_to_end(name: &str, adapter: Adapter) {
     let dir = temp_dir(name);
-    let server = start(&dir);
+    let server = Server::start(adapter, &dir);
 
     // A TCP peer proves no uid: it is welcomed with no namespace (AIRC §5).
     let ns = tcp_welcome_namespaces(server.tcp);
@@ -197,7 +142,7 @@ fn airc_end_to_end(name: &str, start: Start) {
     server.stop();
 
     // Restarted on the same data: the queued message is delivered when its endpoint binds.
-    let server = start(&dir);
+    let server = Server::start(adapter, &dir);
     let mut later = Client::connect(&server.socket).unwrap();
     later.bind(vec!["me/later".into()]).unwrap();
     let mut got = None;
@@ -208,16 +153,16 @@ fn airc_end_to_end(name: &str, start: Start) {
 
 #[test]
 fn an_airc_realm_delivers_acks_and_keeps_queued_messages_over_the_smol_adapter() {
-    airc_end_to_end("smol", start_smol);
+    airc_end_to_end("smol", Adapter::Smol);
 }
 
 #[cfg(feature = "tokio")]
 #[test]
 fn an_airc_realm_delivers_acks_and_keeps_queued_messages_over_the_tokio_adapter() {
-    airc_end_to_end("tokio", start_tokio);
+    airc_end_to_end("tokio", Adapter::Tokio);
 }
 
 #[test]
 fn an_airc_realm_delivers_acks_and_keeps_queued_messages_over_the_blocking_adapter() {
-    airc_end_to_end("blocking", start_blocking);
+    airc_end_to_end("blocking", Adapter::Blocking);
 }

@@ -2,54 +2,55 @@
 //! socket in `/proc/net/tcp` (and `tcp6`), and grants that uid's namespaces from the operator's
 //! table, exactly as the Unix socket's `SO_PEERCRED` path does.
 
+#[path = "common/adapter.rs"]
+mod adapter;
 mod common;
+
+use adapter::{Adapter, Running, Served};
 use common::tcp_welcome_namespaces;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
-use std::thread;
 
 use weft_drivers::airc::serve::{ServeConfig, open};
 use weft_drivers::host::Endpoint;
 use weft_proto::airc::address::Namespace;
 
-struct Running {
-    stop: smol::channel::Sender<()>,
-    thread: thread::JoinHandle<std::io::Result<()>>,
+/// A realm server on the smol adapter, and its client face's TCP address.
+struct Server {
+    running: Running<()>,
     tcp: SocketAddr,
 }
 
-impl Running {
+impl Server {
     fn stop(self) {
-        self.stop.send_blocking(()).unwrap();
-        self.thread.join().unwrap().unwrap();
+        self.running.stop();
     }
 }
 
 /// Serves a realm whose client face also listens on `tcp`, with `table` as its uid → namespaces.
-fn start(dir: &Path, tcp: &str, table: BTreeMap<u32, Vec<Namespace>>) -> Running {
+fn start(dir: &Path, tcp: &str, table: BTreeMap<u32, Vec<Namespace>>) -> Server {
     let mut config = ServeConfig::local(dir, "me").unwrap();
     config.namespaces = table;
     config.client_tcp = Some(tcp.parse().unwrap());
-    let (stop, stopped) = smol::channel::bounded::<()>(1);
     let (ready, bound) = mpsc::channel();
-    let thread = thread::spawn(move || {
-        let (mut host, listeners, commands) = open(&config)?;
-        let Ok(Endpoint::Tcp(addr)) = listeners[1].endpoint() else {
-            panic!("the second listener is the TCP face")
-        };
-        ready.send(addr).unwrap();
-        smol::block_on(smol::future::or(
-            weft_drivers::smol::run_commanded(&mut host, listeners, &commands),
-            async move {
-                let _ = stopped.recv().await;
-                Ok(())
-            },
-        ))
-    });
+    let running = Adapter::Smol.spawn(
+        move || {
+            let (host, listeners, commands) = open(&config)?;
+            let Ok(Endpoint::Tcp(addr)) = listeners[1].endpoint() else {
+                panic!("the second listener is the TCP face")
+            };
+            ready.send(addr).unwrap();
+            Ok(Served {
+                commands: Some(commands),
+                ..Served::new(host, listeners)
+            })
+        },
+        drop,
+    );
     let tcp = bound.recv().expect("the server starts");
-    Running { stop, thread, tcp }
+    Server { running, tcp }
 }
 
 fn temp_dir(name: &str) -> PathBuf {

@@ -11,8 +11,11 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;
 
+#[path = "common/adapter.rs"]
+mod adapter;
 #[path = "common/tls_ca.rs"]
 mod tls_ca;
+use adapter::{Adapter, Served};
 use tls_ca::Ca;
 
 use weft_drivers::airc::client::{Client, message_id, new_message};
@@ -51,86 +54,54 @@ fn config(dir: &Path, name: &str, ca: &Ca) -> ServeConfig {
     c
 }
 
-/// The runtime adapter a server runs on.
-#[derive(Clone, Copy, Debug)]
-enum Adapter {
-    Smol,
-    Tokio,
-    Blocking,
-}
-
-struct Running {
-    stop: Option<Box<dyn FnOnce() + Send>>,
-    thread: Option<thread::JoinHandle<std::io::Result<()>>>,
+/// A realm server running on some adapter.
+struct Server {
+    running: adapter::Running<()>,
     socket: PathBuf,
     /// The peer face's address (TLS or QUIC), when it has one.
     peer: Option<SocketAddr>,
 }
 
-impl Running {
+impl Server {
     fn start(config: ServeConfig) -> Self {
         Self::start_on(config, Adapter::Smol)
     }
 
     fn start_on(config: ServeConfig, adapter: Adapter) -> Self {
         let socket = config.client_socket.clone();
-        let (stop, stopped) = smol::channel::bounded::<()>(1);
-        let (stopper, stop_signal) = weft_drivers::blocking::stop_signal().unwrap();
         let (ready_tx, ready_rx) = mpsc::channel();
-        let thread = thread::spawn(move || {
-            let (mut host, listeners, commands) = open(&config)?;
-            let peer = listeners.iter().find_map(|l| match l {
-                Listener::Tls(..) | Listener::Quic(..) | Listener::Tcp(_) => {
-                    l.local_addr().ok().flatten()
-                }
-                _ => None,
-            });
-            ready_tx.send(peer).unwrap();
-            let stopped = async {
-                let _ = stopped.recv().await;
-                Ok(())
-            };
-            match adapter {
-                Adapter::Smol => smol::block_on(smol::future::or(
-                    weft_drivers::smol::run_commanded(&mut host, listeners, &commands),
-                    stopped,
-                )),
-                Adapter::Tokio => tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()?
-                    .block_on(smol::future::or(
-                        weft_drivers::tokio::run_commanded(&mut host, listeners, &commands),
-                        stopped,
-                    )),
-                Adapter::Blocking => weft_drivers::blocking::run_commanded(
-                    &mut host,
-                    listeners,
-                    &commands,
-                    &stop_signal,
-                ),
-            }
-        });
+        let running = adapter.spawn(
+            move || {
+                let (host, listeners, commands) = open(&config)?;
+                let peer = listeners.iter().find_map(|l| match l {
+                    Listener::Tls(..) | Listener::Quic(..) | Listener::Tcp(_) => {
+                        l.local_addr().ok().flatten()
+                    }
+                    _ => None,
+                });
+                ready_tx.send(peer).unwrap();
+                Ok(Served {
+                    commands: Some(commands),
+                    ..Served::new(host, listeners)
+                })
+            },
+            drop,
+        );
         let peer = ready_rx.recv().expect("the server starts");
-        let stop: Box<dyn FnOnce() + Send> = match adapter {
-            Adapter::Blocking => Box::new(move || stopper.stop()),
-            _ => Box::new(move || stop.send_blocking(()).unwrap()),
-        };
         Self {
-            stop: Some(stop),
-            thread: Some(thread),
+            running,
             socket,
             peer,
         }
     }
 
-    fn stop(mut self) {
-        (self.stop.take().unwrap())();
-        self.thread.take().unwrap().join().unwrap().unwrap();
+    fn stop(self) {
+        self.running.stop();
     }
 }
 
 /// Binds `me/inbox` on `server` and hands every message it receives to the returned channel.
-fn listen(server: &Running) -> mpsc::Receiver<Msg> {
+fn listen(server: &Server) -> mpsc::Receiver<Msg> {
     let mut listener = Client::connect(&server.socket).unwrap();
     listener.bind(vec!["me/inbox".into()]).unwrap();
     let (tx, rx) = mpsc::channel();
@@ -148,7 +119,7 @@ fn listen(server: &Running) -> mpsc::Receiver<Msg> {
     rx
 }
 
-fn send(server: &Running, to: &str, body: &str) -> weft_proto::airc::frame::Ack {
+fn send(server: &Server, to: &str, body: &str) -> weft_proto::airc::frame::Ack {
     let mut sender = Client::connect(&server.socket).unwrap();
     let id = message_id(&mut weft_drivers::os_rng());
     sender
@@ -159,8 +130,8 @@ fn send(server: &Running, to: &str, body: &str) -> weft_proto::airc::frame::Ack 
 /// Two realms: `b.test` listening on its peer face (over `transport`), and `a.test` with a
 /// static entry for it, each knowing the other's key.
 struct Pair {
-    a: Running,
-    b: Running,
+    a: Server,
+    b: Server,
     /// How `a.test` was started, to start it again.
     a_config: ServeConfig,
     /// `a.test`'s public key.
@@ -191,7 +162,7 @@ fn pair_on(name: &str, transport: Transport, a_trust: Option<&Ca>, adapter: Adap
         _ => b.peer.listen = Some(any),
     }
     b.known_keys = BTreeMap::from([(realm("a.test"), vec![key_a])]);
-    let b = Running::start_on(b, adapter);
+    let b = Server::start_on(b, adapter);
 
     let mut a = config(&dir_a, "a.test", &ca);
     if let Some(other) = a_trust {
@@ -207,7 +178,7 @@ fn pair_on(name: &str, transport: Transport, a_trust: Option<&Ca>, adapter: Adap
     )]);
     a.known_keys = BTreeMap::from([(realm("b.test"), vec![key_b])]);
     Pair {
-        a: Running::start_on(a.clone(), adapter),
+        a: Server::start_on(a.clone(), adapter),
         b,
         a_config: a,
         key_a,
@@ -320,7 +291,7 @@ fn a_dialler_that_does_not_trust_the_certificate_fails_the_link_and_keeps_the_me
     p.a.stop();
     let trust = p.a_config.tls.as_ref().unwrap().trust.clone().unwrap();
     std::fs::write(trust, &p.ca.pem).unwrap();
-    let a = Running::start(p.a_config.clone());
+    let a = Server::start(p.a_config.clone());
     let ack = send(&a, "//b.test/me/inbox", "next");
     assert_eq!(ack.status, AckStatus::Delivered, "{ack:?}");
     let mut bodies: Vec<String> = (0..2)
@@ -335,13 +306,13 @@ fn a_dialler_that_does_not_trust_the_certificate_fails_the_link_and_keeps_the_me
 #[test]
 fn the_realm_key_is_made_on_first_start_owner_only_and_kept_across_restarts() {
     let dir = temp_dir("key");
-    let server = Running::start(ServeConfig::local(&dir, "me").unwrap());
+    let server = Server::start(ServeConfig::local(&dir, "me").unwrap());
     server.stop();
     let path = dir.join(KEY_FILE);
     let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600);
     let first = std::fs::read(&path).unwrap();
-    let server = Running::start(ServeConfig::local(&dir, "me").unwrap());
+    let server = Server::start(ServeConfig::local(&dir, "me").unwrap());
     server.stop();
     assert_eq!(std::fs::read(&path).unwrap(), first);
 }
@@ -408,7 +379,7 @@ fn a_peer_face_on_plain_tcp_behind_a_tls_terminating_proxy_receives_a_verified_l
     b.realm = realm("b.test");
     b.peer.listen = Some("127.0.0.1:0".parse().unwrap());
     b.known_keys = BTreeMap::from([(realm("a.test"), vec![key_a])]);
-    let b = Running::start(b);
+    let b = Server::start(b);
     let proxy = tls_terminating_proxy(&ca.files(&dir_b, "b.test"), b.peer.unwrap());
 
     // a.test dials the proxy over TLS and verifies the certificate for b.test.
@@ -422,7 +393,7 @@ fn a_peer_face_on_plain_tcp_behind_a_tls_terminating_proxy_receives_a_verified_l
         },
     )]);
     a.known_keys = BTreeMap::from([(realm("b.test"), vec![key_b])]);
-    let a = Running::start(a);
+    let a = Server::start(a);
 
     let inbox = listen(&b);
     let ack = send(&a, "//b.test/me/inbox", "through the proxy");

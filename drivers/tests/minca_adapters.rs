@@ -5,16 +5,19 @@
 //! trusted by a private authority hears a client on `ws://`, and one that trusts only the default
 //! roots fails its dial.
 
+#[path = "common/adapter.rs"]
+mod adapter;
+
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::pin::Pin;
 use std::sync::{Arc, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use adapter::{Adapter, Running, Served};
 use chacha20::ChaCha20Rng;
 use rand_core::SeedableRng;
-use weft_drivers::host::{Commander, Commands, Endpoint, Hooks, Host, HostMachine, Listener};
+use weft_drivers::host::{Commander, Endpoint, Listener};
 use weft_drivers::minca::relay::{RelayHost, RelayOptions, relay_host};
 use weft_drivers::minca::relay_client::{client_config, node_host};
 use weft_drivers::ws::{WsConfig, WsInput, WsStats};
@@ -24,154 +27,6 @@ use weft_proto::minca::relay_url::RelayUrl;
 use weft_proto::minca::relay_wire::{Blob, Topic};
 
 const TOPIC: &str = "wXBid3pUqrPtazKRrLpWmkZp2Yo78jdDlSUx_3PweR0";
-
-/// A host running on some adapter's thread; stopping it hands the host back.
-struct Running<T> {
-    stop: Box<dyn FnOnce()>,
-    thread: thread::JoinHandle<std::io::Result<T>>,
-}
-
-impl<T> Running<T> {
-    fn stop(self) -> T {
-        (self.stop)();
-        self.thread.join().unwrap().unwrap()
-    }
-}
-
-/// How an adapter runs a host (built on its own thread by `make`) over `listeners`, fed the
-/// application's `commands` when given.
-trait Adapter {
-    fn spawn<M, H>(
-        make: impl FnOnce() -> Host<M, H> + Send + 'static,
-        listeners: Vec<Listener>,
-        commands: Option<Commands<M::Input>>,
-    ) -> Running<Host<M, H>>
-    where
-        M: HostMachine + 'static,
-        M::Input: Send,
-        H: Hooks<M> + 'static,
-        Host<M, H>: Send;
-}
-
-/// Runs the host `make` builds on a thread of its own with `serve`, an async adapter's loop that
-/// must end when the future it is handed (the stop signal) does.
-fn until_stopped<M, H>(
-    make: impl FnOnce() -> Host<M, H> + Send + 'static,
-    serve: impl FnOnce(
-        &mut Host<M, H>,
-        Pin<Box<dyn Future<Output = std::io::Result<()>>>>,
-    ) -> std::io::Result<()>
-    + Send
-    + 'static,
-) -> Running<Host<M, H>>
-where
-    M: HostMachine + 'static,
-    H: Hooks<M> + 'static,
-    Host<M, H>: Send,
-{
-    let (stop, stopped) = smol::channel::bounded::<()>(1);
-    let thread = thread::spawn(move || {
-        let mut host = make();
-        serve(
-            &mut host,
-            Box::pin(async move {
-                let _ = stopped.recv().await;
-                Ok(())
-            }),
-        )?;
-        Ok(host)
-    });
-    Running {
-        stop: Box::new(move || stop.send_blocking(()).unwrap()),
-        thread,
-    }
-}
-
-struct Smol;
-impl Adapter for Smol {
-    fn spawn<M, H>(
-        make: impl FnOnce() -> Host<M, H> + Send + 'static,
-        listeners: Vec<Listener>,
-        commands: Option<Commands<M::Input>>,
-    ) -> Running<Host<M, H>>
-    where
-        M: HostMachine + 'static,
-        M::Input: Send,
-        H: Hooks<M> + 'static,
-        Host<M, H>: Send,
-    {
-        until_stopped(make, move |host, stopped| {
-            let run = async {
-                match &commands {
-                    Some(c) => weft_drivers::smol::run_commanded(host, listeners, c).await,
-                    None => weft_drivers::smol::run(host, listeners).await,
-                }
-            };
-            smol::block_on(smol::future::or(run, stopped))
-        })
-    }
-}
-
-#[cfg(feature = "tokio")]
-struct Tokio;
-#[cfg(feature = "tokio")]
-impl Adapter for Tokio {
-    fn spawn<M, H>(
-        make: impl FnOnce() -> Host<M, H> + Send + 'static,
-        listeners: Vec<Listener>,
-        commands: Option<Commands<M::Input>>,
-    ) -> Running<Host<M, H>>
-    where
-        M: HostMachine + 'static,
-        M::Input: Send,
-        H: Hooks<M> + 'static,
-        Host<M, H>: Send,
-    {
-        until_stopped(make, move |host, stopped| {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()?;
-            let run = async {
-                match &commands {
-                    Some(c) => weft_drivers::tokio::run_commanded(host, listeners, c).await,
-                    None => weft_drivers::tokio::run(host, listeners).await,
-                }
-            };
-            runtime.block_on(smol::future::or(run, stopped))
-        })
-    }
-}
-
-struct Blocking;
-impl Adapter for Blocking {
-    fn spawn<M, H>(
-        make: impl FnOnce() -> Host<M, H> + Send + 'static,
-        listeners: Vec<Listener>,
-        commands: Option<Commands<M::Input>>,
-    ) -> Running<Host<M, H>>
-    where
-        M: HostMachine + 'static,
-        M::Input: Send,
-        H: Hooks<M> + 'static,
-        Host<M, H>: Send,
-    {
-        let (stopper, stopped) = weft_drivers::blocking::stop_signal().unwrap();
-        let thread = thread::spawn(move || {
-            let mut host = make();
-            match &commands {
-                Some(c) => {
-                    weft_drivers::blocking::run_commanded(&mut host, listeners, c, &stopped)?
-                }
-                None => weft_drivers::blocking::run(&mut host, listeners, &stopped)?,
-            }
-            Ok(host)
-        });
-        Running {
-            stop: Box::new(move || stopper.stop()),
-            thread,
-        }
-    }
-}
 
 type ClientInput = WsInput<weft_drivers::minca::relay_client::Dial, Input>;
 
@@ -184,31 +39,34 @@ struct Client {
 }
 
 impl Client {
-    fn start<A: Adapter>(relay: &RelayUrl, seed: u64) -> Self {
-        Self::start_with::<A>(relay, seed, client_config())
+    fn start(adapter: Adapter, relay: &RelayUrl, seed: u64) -> Self {
+        Self::start_with(adapter, relay, seed, client_config())
     }
 
-    fn start_with<A: Adapter>(relay: &RelayUrl, seed: u64, ws: WsConfig) -> Self {
+    fn start_with(adapter: Adapter, relay: &RelayUrl, seed: u64, ws: WsConfig) -> Self {
         let (commander, commands) = weft_drivers::host::commands().unwrap();
         let (heard_tx, heard) = mpsc::channel();
         let config = ClientConfig {
             relays: vec![relay.clone()],
         };
-        let running = A::spawn(
+        let running = adapter.spawn(
             move || {
                 let client =
                     RelayClient::new(config, default_provider(), ChaCha20Rng::seed_from_u64(seed));
-                node_host(client, ws, move |o| {
+                let host = node_host(client, ws, move |o| {
                     let _ = heard_tx.send(o);
+                });
+                Ok(Served {
+                    commands: Some(commands),
+                    ..Served::new(host, Vec::new())
                 })
             },
-            Vec::new(),
-            Some(commands),
+            |host| host.machine().stats(),
         );
         Self {
             commands: commander,
             heard,
-            running: Box::new(move || running.stop().machine().stats()),
+            running: Box::new(move || running.stop()),
         }
     }
 
@@ -233,16 +91,19 @@ impl Client {
     }
 }
 
-/// `weft relay`'s host on adapter `A`, listening on an ephemeral loopback port: the host, and
+/// `weft relay`'s host on `adapter`, listening on an ephemeral loopback port: the host, and
 /// its address.
-fn start_relay<A: Adapter>() -> (Running<RelayHost>, SocketAddr) {
+fn start_relay(adapter: Adapter) -> (Running<RelayHost>, SocketAddr) {
     let listener = Listener::bind(&Endpoint::Tcp("127.0.0.1:0".parse().unwrap())).unwrap();
     let Endpoint::Tcp(addr) = listener.endpoint().unwrap() else {
         unreachable!("a TCP listener has a TCP address")
     };
     let options = RelayOptions::plain(addr);
     (
-        A::spawn(move || relay_host(&options), vec![listener], None),
+        adapter.spawn(
+            move || Ok(Served::new(relay_host(&options), vec![listener])),
+            |host| host,
+        ),
         addr,
     )
 }
@@ -287,13 +148,13 @@ fn publish_until_heard(
 }
 
 /// The scenario every adapter must pass.
-fn a_blob_published_in_a_room_reaches_the_other_client<A: Adapter>() {
-    let (relay, addr) = start_relay::<A>();
+fn a_blob_published_in_a_room_reaches_the_other_client(adapter: Adapter) {
+    let (relay, addr) = start_relay(adapter);
     let url = RelayUrl::parse(&format!("ws://{addr}/")).unwrap();
     let topic = Topic::parse(TOPIC).unwrap();
 
-    let watcher = Client::start::<A>(&url, 1);
-    let publisher = Client::start::<A>(&url, 2);
+    let watcher = Client::start(adapter, &url, 1);
+    let publisher = Client::start(adapter, &url, 2);
     join(&[&watcher, &publisher], &topic);
 
     // The watcher's watch went out on open; the publisher repeats until it is heard.
@@ -311,18 +172,18 @@ fn a_blob_published_in_a_room_reaches_the_other_client<A: Adapter>() {
 
 #[test]
 fn a_blob_published_in_a_room_reaches_the_other_client_over_the_smol_adapter() {
-    a_blob_published_in_a_room_reaches_the_other_client::<Smol>();
+    a_blob_published_in_a_room_reaches_the_other_client(Adapter::Smol);
 }
 
 #[cfg(feature = "tokio")]
 #[test]
 fn a_blob_published_in_a_room_reaches_the_other_client_over_the_tokio_adapter() {
-    a_blob_published_in_a_room_reaches_the_other_client::<Tokio>();
+    a_blob_published_in_a_room_reaches_the_other_client(Adapter::Tokio);
 }
 
 #[test]
 fn a_blob_published_in_a_room_reaches_the_other_client_over_the_blocking_adapter() {
-    a_blob_published_in_a_room_reaches_the_other_client::<Blocking>();
+    a_blob_published_in_a_room_reaches_the_other_client(Adapter::Blocking);
 }
 
 /// A test certificate authority and a certificate it issued for 127.0.0.1, with its key.
@@ -433,7 +294,7 @@ fn splice(mut client: TcpStream, relay: SocketAddr, config: Arc<rustls::ServerCo
 
 #[test]
 fn a_client_dialling_wss_through_a_tls_front_hears_a_blob_from_a_client_on_ws() {
-    let (relay, addr) = start_relay::<Blocking>();
+    let (relay, addr) = start_relay(Adapter::Blocking);
     let pki = pki();
     let front = tls_front(addr, &pki);
     let ca_file = std::env::temp_dir().join(format!("weft-ws-ca-{}.pem", std::process::id()));
@@ -443,8 +304,8 @@ fn a_client_dialling_wss_through_a_tls_front_hears_a_blob_from_a_client_on_ws() 
     let topic = Topic::parse(TOPIC).unwrap();
     let secure = RelayUrl::parse(&format!("wss://{front}/")).unwrap();
     let plain = RelayUrl::parse(&format!("ws://{addr}/")).unwrap();
-    let watcher = Client::start_with::<Blocking>(&secure, 3, trusting);
-    let publisher = Client::start::<Blocking>(&plain, 4);
+    let watcher = Client::start_with(Adapter::Blocking, &secure, 3, trusting);
+    let publisher = Client::start(Adapter::Blocking, &plain, 4);
     join(&[&watcher, &publisher], &topic);
     let blob = Blob::parse("AQID").unwrap();
     let got = publish_until_heard(&publisher, &watcher, &topic, &blob);
@@ -458,11 +319,11 @@ fn a_client_dialling_wss_through_a_tls_front_hears_a_blob_from_a_client_on_ws() 
 
 #[test]
 fn a_wss_dial_to_a_certificate_no_trusted_root_vouches_for_fails_and_is_never_reachable() {
-    let (relay, addr) = start_relay::<Blocking>();
+    let (relay, addr) = start_relay(Adapter::Blocking);
     let front = tls_front(addr, &pki());
     let secure = RelayUrl::parse(&format!("wss://{front}/")).unwrap();
     // The default roots (Mozilla's) do not include the test authority.
-    let client = Client::start::<Blocking>(&secure, 5);
+    let client = Client::start(Adapter::Blocking, &secure, 5);
     client.send(Input::Join {
         topic: Topic::parse(TOPIC).unwrap(),
         relays: Vec::new(),

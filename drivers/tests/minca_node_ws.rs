@@ -5,6 +5,9 @@
 //! node socket again when it ends, with backoff, but never after refusing the node's pin.
 //! Each message crosses as one binary frame, never continued, never compressed, in order (§5).
 
+#[path = "common/adapter.rs"]
+mod adapter;
+
 use std::io::{self, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
@@ -12,6 +15,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use adapter::{Adapter, Served};
 use async_tungstenite::tungstenite;
 use chacha20::ChaCha20Rng;
 use rand_core::SeedableRng;
@@ -66,21 +70,12 @@ fn note(root: &P256Secret, session: &P256Secret) -> String {
         .unwrap()
 }
 
-/// The runtime adapter a host runs on.
-#[derive(Clone, Copy, Debug)]
-enum Adapter {
-    Smol,
-    Tokio,
-    Blocking,
-}
-
 /// A host running on its own thread with a command channel; what it delivers comes out of
-/// `heard`. Stopped (and its host handed back) by [`Running::stop`].
+/// `heard`. Stopped (and what the test reads of its host handed back) by [`Running::stop`].
 struct Running<I, E, T> {
     commands: Commander<I>,
     heard: mpsc::Receiver<E>,
-    stop: Box<dyn FnOnce()>,
-    thread: thread::JoinHandle<io::Result<T>>,
+    running: adapter::Running<T>,
 }
 
 impl<I: Send + 'static, E: Send + 'static, T: Send + 'static> Running<I, E, T> {
@@ -103,44 +98,19 @@ impl<I: Send + 'static, E: Send + 'static, T: Send + 'static> Running<I, E, T> {
     ) -> Self {
         let (commander, commands) = commands().unwrap();
         let (heard_tx, heard) = mpsc::channel();
-        // The async adapters stop on the channel, the blocking one on its signal.
-        let (stop, stopped) = smol::channel::bounded(1);
-        let (stopper, stop_signal) = weft_drivers::blocking::stop_signal().unwrap();
-        let thread = thread::spawn(move || {
-            let mut host = make(heard_tx);
-            let until_stopped = async {
-                let _ = stopped.recv().await;
-                Ok(())
-            };
-            match adapter {
-                Adapter::Smol => smol::block_on(smol::future::or(
-                    weft_drivers::smol::run_commanded(&mut host, listeners, &commands),
-                    until_stopped,
-                ))?,
-                Adapter::Tokio => tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()?
-                    .block_on(smol::future::or(
-                        weft_drivers::tokio::run_commanded(&mut host, listeners, &commands),
-                        until_stopped,
-                    ))?,
-                Adapter::Blocking => weft_drivers::blocking::run_commanded(
-                    &mut host,
-                    listeners,
-                    &commands,
-                    &stop_signal,
-                )?,
-            }
-            Ok(finish(host))
-        });
+        let running = adapter.spawn(
+            move || {
+                Ok(Served {
+                    commands: Some(commands),
+                    ..Served::new(make(heard_tx), listeners)
+                })
+            },
+            finish,
+        );
         Self {
             commands: commander,
             heard,
-            stop: Box::new(move || {
-                let _ = stop.try_send(());
-                stopper.stop();
-            }),
-            thread,
+            running,
         }
     }
 
@@ -165,8 +135,7 @@ impl<I: Send + 'static, E: Send + 'static, T: Send + 'static> Running<I, E, T> {
     }
 
     fn stop(self) -> T {
-        (self.stop)();
-        self.thread.join().unwrap().unwrap()
+        self.running.stop()
     }
 }
 
@@ -980,8 +949,7 @@ fn a_message_over_the_write_behind_bound_crosses_the_node_websocket_whole_each_w
     let fill = 6 << 20;
     assert!(fill > MAX_QUEUED_BYTES && fill + 1024 < MAX_FRAME_BYTES);
     let large = json!({"fill": "x".repeat(fill)});
-    let adapters = [Adapter::Smol, Adapter::Tokio, Adapter::Blocking];
-    for (seed, adapter) in (100..).step_by(3).zip(adapters) {
+    for (seed, &adapter) in (100..).step_by(3).zip(Adapter::ALL) {
         let (node_key, client_key) = (key(seed), key(seed + 1));
         let (addr, node) = node_on(adapter, &node_key, None);
         let client = client(&client_key, None, seed + 2);

@@ -6,8 +6,11 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+#[path = "common/adapter.rs"]
+mod adapter;
 #[path = "common/relay.rs"]
 mod relay;
+use adapter::{Adapter, Served};
 use relay::Running;
 
 #[path = "common/tls_ca.rs"]
@@ -226,14 +229,6 @@ fn turn_passwords_come_on_the_first_watch_and_a_socket_past_its_budget_is_closed
     });
 }
 
-/// The runtime adapters `weft relay`'s host runs on.
-#[derive(Clone, Copy, Debug)]
-enum Adapter {
-    Smol,
-    Tokio,
-    Blocking,
-}
-
 /// `weft relay` on `adapter`'s loop on its own thread, plain `ws://` on a loopback port; calling
 /// the closure stops it and hands back its host.
 fn relay_on(adapter: Adapter) -> (SocketAddr, Box<dyn FnOnce() -> RelayHost>) {
@@ -242,55 +237,16 @@ fn relay_on(adapter: Adapter) -> (SocketAddr, Box<dyn FnOnce() -> RelayHost>) {
         unreachable!("a TCP listener has a TCP address")
     };
     let options = RelayOptions::plain(addr);
-    if let Adapter::Blocking = adapter {
-        let (stopper, stopped) = weft_drivers::blocking::stop_signal().unwrap();
-        let thread = std::thread::spawn(move || {
-            let mut host = relay_host(&options);
-            weft_drivers::blocking::run(&mut host, vec![listener], &stopped).map(|()| host)
-        });
-        return (
-            addr,
-            Box::new(move || {
-                stopper.stop();
-                thread.join().unwrap().unwrap()
-            }),
-        );
-    }
-    let (stop, stopped) = smol::channel::bounded::<()>(1);
-    let thread = std::thread::spawn(move || -> std::io::Result<RelayHost> {
-        let mut host = relay_host(&options);
-        let until_stopped = async move {
-            let _ = stopped.recv().await;
-            Ok(())
-        };
-        if let Adapter::Tokio = adapter {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()?;
-            runtime.block_on(smol::future::or(
-                weft_drivers::tokio::run(&mut host, vec![listener]),
-                until_stopped,
-            ))?;
-        } else {
-            smol::block_on(smol::future::or(
-                weft_drivers::smol::run(&mut host, vec![listener]),
-                until_stopped,
-            ))?;
-        }
-        Ok(host)
-    });
-    (
-        addr,
-        Box::new(move || {
-            stop.send_blocking(()).unwrap();
-            thread.join().unwrap().unwrap()
-        }),
-    )
+    let running = adapter.spawn(
+        move || Ok(Served::new(relay_host(&options), vec![listener])),
+        |host| host,
+    );
+    (addr, Box::new(move || running.stop()))
 }
 
 #[test]
 fn a_socket_that_never_reads_is_cut_off_and_the_others_are_served() {
-    for adapter in [Adapter::Smol, Adapter::Tokio, Adapter::Blocking] {
+    for &adapter in Adapter::ALL {
         let (addr, stop) = relay_on(adapter);
         smol::block_on(never_read(addr, adapter));
         let host = stop();
@@ -345,42 +301,39 @@ async fn never_read(addr: SocketAddr, adapter: Adapter) {
 }
 
 /// A relay client host on the smol adapter, on its own thread: what it delivers comes out of
-/// `heard`; dropping `stop` ends it.
+/// `heard`; dropping it ends it.
 struct WssClient {
     commands: Commander<WsInput<Dial, Input>>,
     heard: std::sync::mpsc::Receiver<Output>,
-    stop: smol::channel::Sender<()>,
-    thread: Option<std::thread::JoinHandle<std::io::Result<()>>>,
+    running: Option<adapter::Running<()>>,
 }
 
 impl WssClient {
     fn start(relay: &RelayUrl, seed: u64, ws: WsConfig) -> Self {
         let (commands, inbox) = weft_drivers::host::commands().unwrap();
         let (heard_tx, heard) = std::sync::mpsc::channel();
-        let (stop, stopped) = smol::channel::bounded::<()>(1);
         let relays = vec![relay.clone()];
-        let thread = std::thread::spawn(move || {
-            let client = RelayClient::new(
-                ClientConfig { relays },
-                default_provider(),
-                ChaCha20Rng::seed_from_u64(seed),
-            );
-            let mut host = node_host(client, ws, move |o| {
-                let _ = heard_tx.send(o);
-            });
-            smol::block_on(smol::future::or(
-                weft_drivers::smol::run_commanded(&mut host, Vec::new(), &inbox),
-                async move {
-                    let _ = stopped.recv().await;
-                    Ok(())
-                },
-            ))
-        });
+        let running = Adapter::Smol.spawn(
+            move || {
+                let client = RelayClient::new(
+                    ClientConfig { relays },
+                    default_provider(),
+                    ChaCha20Rng::seed_from_u64(seed),
+                );
+                let host = node_host(client, ws, move |o| {
+                    let _ = heard_tx.send(o);
+                });
+                Ok(Served {
+                    commands: Some(inbox),
+                    ..Served::new(host, Vec::new())
+                })
+            },
+            drop,
+        );
         Self {
             commands,
             heard,
-            stop,
-            thread: Some(thread),
+            running: Some(running),
         }
     }
 
@@ -407,9 +360,8 @@ impl WssClient {
 
 impl Drop for WssClient {
     fn drop(&mut self) {
-        let _ = self.stop.send_blocking(());
-        if let Some(t) = self.thread.take() {
-            t.join().unwrap().unwrap();
+        if let Some(running) = self.running.take() {
+            running.stop();
         }
     }
 }
