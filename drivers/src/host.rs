@@ -29,7 +29,7 @@ use weft_proto::core::{ConnId, Machine, Timestamp, Wakeup};
 
 pub use crate::tls::{SecureDial, TlsServer};
 pub use write_queue::Queued;
-pub(crate) use write_queue::{Backlog, Outbox, OutboxReader, outbox};
+pub(crate) use write_queue::{Backlog, Outbox, OutboxReader, Outboxes, outbox};
 
 mod write_queue;
 

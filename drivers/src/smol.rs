@@ -50,7 +50,7 @@ use weft_proto::core::ConnId;
 
 use crate::host::{
     self, ACCEPT_RETRY, Commands, Endpoint, Event, Hooks, Host, HostMachine, Io, Listener,
-    MAX_EVENTS_PER_PASS, Outbox, OutboxReader, Peer, Queued, READ_CHUNK, Remote, Report,
+    MAX_EVENTS_PER_PASS, Outbox, OutboxReader, Outboxes, Peer, Queued, READ_CHUNK, Remote, Report,
     SecureDial, shut_down,
 };
 use crate::quic;
@@ -92,7 +92,7 @@ pub(crate) async fn bounded<T>(fut: impl Future<Output = io::Result<T>>) -> io::
 struct SmolIo<'a, 'ex> {
     ex: &'a LocalExecutor<'ex>,
     net: Sender<Net>,
-    writers: BTreeMap<ConnId, Outbox>,
+    writers: Outboxes,
     /// Handshakes of accepted connections under way (see [`MAX_PENDING_HANDSHAKES`]).
     handshakes: Rc<Cell<usize>>,
     /// QUIC client endpoints, made on the first QUIC dial of each address family (keyed by
@@ -102,28 +102,19 @@ struct SmolIo<'a, 'ex> {
 
 impl Io for SmolIo<'_, '_> {
     fn send(&mut self, conn: ConnId, bytes: Vec<u8>) {
-        if let Some(w) = self.writers.get(&conn) {
-            // A closed writer means the connection is going and its close event follows.
-            w.send(bytes);
-        }
+        self.writers.send(conn, bytes);
     }
 
     fn close(&mut self, conn: ConnId) {
-        // The writer task drains what is queued, then shuts the socket, which ends the reader.
-        self.writers.remove(&conn);
+        self.writers.close(conn);
     }
 
     fn queued(&self, conn: ConnId) -> Queued {
-        self.writers
-            .get(&conn)
-            .map_or_else(Queued::default, Outbox::queued)
+        self.writers.queued(conn)
     }
 
     fn cut(&mut self, conn: ConnId) {
-        // The writer task stops mid-write and shuts the socket, which ends the reader.
-        if let Some(w) = self.writers.remove(&conn) {
-            w.cut();
-        }
+        self.writers.cut(conn);
     }
 
     fn dial(&mut self, conn: ConnId, to: Endpoint) {
@@ -177,7 +168,7 @@ impl SmolIo<'_, '_> {
         net: Report<Stream>,
         host: &mut Host<M, H>,
     ) -> Event {
-        net.into_event(host, &mut self.writers, |conn, stream| {
+        net.into_event(host, self.writers.by_conn(), |conn, stream| {
             spawn(self.ex, &self.net, conn, stream)
         })
     }
@@ -323,7 +314,7 @@ async fn drive<M: HostMachine, H: Hooks<M>>(
     let mut io = SmolIo {
         ex,
         net,
-        writers: BTreeMap::new(),
+        writers: Outboxes::default(),
         handshakes: Rc::new(Cell::new(0)),
         quic_clients: BTreeMap::new(),
     };

@@ -25,7 +25,6 @@
 //! # Ok::<(), std::io::Error>(())
 //! ```
 
-use std::collections::BTreeMap;
 use std::io;
 
 use ::tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -38,7 +37,8 @@ use weft_proto::core::ConnId;
 use crate::bridge::{Bridge, Bridged};
 use crate::host::{
     self, ACCEPT_RETRY, Commands, Endpoint, Event, Hooks, Host, HostMachine, Io, Listener,
-    MAX_EVENTS_PER_PASS, Outbox, OutboxReader, Peer, Queued, READ_CHUNK, Remote, Report, shut_down,
+    MAX_EVENTS_PER_PASS, OutboxReader, Outboxes, Peer, Queued, READ_CHUNK, Remote, Report,
+    shut_down,
 };
 
 /// A connected socket of either kind.
@@ -52,35 +52,26 @@ type Net = Report<Stream>;
 struct TokioIo {
     tasks: JoinSet<()>,
     net: UnboundedSender<Net>,
-    writers: BTreeMap<ConnId, Outbox>,
+    writers: Outboxes,
     /// TLS and QUIC, started with the first secure listener or dial.
     bridge: Option<Bridge>,
 }
 
 impl Io for TokioIo {
     fn send(&mut self, conn: ConnId, bytes: Vec<u8>) {
-        if let Some(w) = self.writers.get(&conn) {
-            // A closed writer means the connection is going and its close event follows.
-            w.send(bytes);
-        }
+        self.writers.send(conn, bytes);
     }
 
     fn close(&mut self, conn: ConnId) {
-        // The writer task drains what is queued, then shuts the socket, which ends the reader.
-        self.writers.remove(&conn);
+        self.writers.close(conn);
     }
 
     fn queued(&self, conn: ConnId) -> Queued {
-        self.writers
-            .get(&conn)
-            .map_or_else(Queued::default, Outbox::queued)
+        self.writers.queued(conn)
     }
 
     fn cut(&mut self, conn: ConnId) {
-        // The writer task stops mid-write and shuts the socket, which ends the reader.
-        if let Some(w) = self.writers.remove(&conn) {
-            w.cut();
-        }
+        self.writers.cut(conn);
     }
 
     fn dial(&mut self, conn: ConnId, to: Endpoint) {
@@ -122,7 +113,7 @@ impl TokioIo {
 
     /// Turns a task's report into an event for the core, starting a connection's tasks.
     fn event<M: HostMachine, H: Hooks<M>>(&mut self, net: Net, host: &mut Host<M, H>) -> Event {
-        net.into_event(host, &mut self.writers, |conn, stream| {
+        net.into_event(host, self.writers.by_conn(), |conn, stream| {
             let (writer, outbox) = host::outbox();
             let net = self.net.clone();
             match stream {
@@ -180,7 +171,7 @@ async fn drive<M: HostMachine, H: Hooks<M>>(
     let mut io = TokioIo {
         tasks: JoinSet::new(),
         net: net.clone(),
-        writers: BTreeMap::new(),
+        writers: Outboxes::default(),
         bridge: None,
     };
     let mut secure = Vec::new();

@@ -1,12 +1,13 @@
 //! A connection's write queue as the host core bounds it: what each adapter reports
 //! ([`Queued`]), the one rule the core applies to it ([`Queued::passes_bound`]), the message
 //! lengths every adapter keeps to report it ([`Backlog`]), and the async adapters' queue
-//! ([`Outbox`]).
+//! ([`Outbox`], one per connection in [`Outboxes`]).
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use super::MAX_QUEUED_BYTES;
+use weft_proto::core::ConnId;
 
 /// What one connection holds for writing and its socket has not taken yet, as an adapter
 /// reports it ([`super::Io::queued`]).
@@ -143,6 +144,46 @@ impl Outbox {
     /// Stops the writer now, whatever it is in the middle of.
     pub(crate) fn cut(&self) {
         let _ = self.cut.try_send(());
+    }
+}
+
+/// The async adapters' write queues, one per connection the core may write to: what their
+/// [`super::Io`] does to send, close, measure and cut.
+#[derive(Debug, Default)]
+pub(crate) struct Outboxes(BTreeMap<ConnId, Outbox>);
+
+impl Outboxes {
+    /// Queues `bytes` on `conn`. A connection without a writer is going, and its close event
+    /// follows.
+    pub(crate) fn send(&self, conn: ConnId, bytes: Vec<u8>) {
+        if let Some(w) = self.0.get(&conn) {
+            w.send(bytes);
+        }
+    }
+
+    /// Lets `conn`'s writer task drain what is queued, then shut the socket, which ends the
+    /// reader.
+    pub(crate) fn close(&mut self, conn: ConnId) {
+        self.0.remove(&conn);
+    }
+
+    /// What `conn` holds unwritten.
+    pub(crate) fn queued(&self, conn: ConnId) -> Queued {
+        self.0
+            .get(&conn)
+            .map_or_else(Queued::default, Outbox::queued)
+    }
+
+    /// Stops `conn`'s writer task mid-write; it shuts the socket, which ends the reader.
+    pub(crate) fn cut(&mut self, conn: ConnId) {
+        if let Some(w) = self.0.remove(&conn) {
+            w.cut();
+        }
+    }
+
+    /// The queues by connection, for [`super::Report::into_event`] to add and remove.
+    pub(crate) fn by_conn(&mut self) -> &mut BTreeMap<ConnId, Outbox> {
+        &mut self.0
     }
 }
 
