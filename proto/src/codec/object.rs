@@ -55,7 +55,9 @@ pub fn read<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> Option<T> {
 /// without the checks a JSON tree makes of every value (nesting depth, numbers in range, valid
 /// escapes), so a fast path that must agree with a tree reader on every input falls back on any
 /// member it would skip. Only the top-level object is checked: `T`'s own members are read as
-/// typed values (or as `Value`s), which are checked.
+/// typed values (or as `Value`s), which are checked. This is for a `T` the general path shares,
+/// which must skip unknown members there (AIRC's `msg` and `ack`); a fast path's own structs say
+/// the same with `#[serde(deny_unknown_fields)]` at every level and are read with [`read`].
 pub fn read_named<'a, T: Deserialize<'a>>(
     bytes: &'a [u8],
     also: &'static [&'static str],
