@@ -31,11 +31,14 @@ pub const MAX_REMEMBERED_AGREEMENTS: usize = 1 << 17;
 /// 10 000-node meetup keeps every one); past this many a public half is computed when needed.
 pub const MAX_KEPT_PUBLICS: usize = 65_536;
 
+/// `K` → `(P, x(k×P))`, compressed points and the agreement. Only lookups are made, so a hash
+/// map's order never shows.
+type ByPublic = HashMap<[u8; 33], ([u8; 33], [u8; 32])>;
+
 /// Agreements by the public half of the secret that made them; see the [module docs](self).
 #[derive(Debug)]
 pub(super) struct Agreements {
-    /// `K` → `(P, x(k×P))`. Only membership is asked, so a hash map's order never shows.
-    by_public: Mutex<Option<HashMap<[u8; 33], ([u8; 33], [u8; 32])>>>,
+    by_public: Mutex<Option<ByPublic>>,
 }
 
 impl Agreements {

@@ -297,7 +297,7 @@ mod tests {
             if i > 0 {
                 out.push(',');
             }
-            if rng.next_u32() % 16 == 0 {
+            if rng.next_u32().is_multiple_of(16) {
                 out.push(' ');
             }
             let name = names[rng.next_u32() as usize % names.len()];

@@ -183,7 +183,7 @@ mod tests {
                         // Beyond the ring, far beyond, and the end of the clock.
                         3 => now.saturating_add(RING_MS - 1 + (r >> 62)),
                         4 => now.saturating_add((r >> 32) % 100_000),
-                        5 if r % 7 == 0 => u64::MAX - (r >> 62),
+                        5 if r.is_multiple_of(7) => u64::MAX - (r >> 62),
                         _ => now.saturating_add((r >> 32) % 300),
                     };
                     n += 1;
