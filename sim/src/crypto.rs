@@ -183,6 +183,17 @@ fn compressed(key: &p256::ecdsa::SigningKey) -> P256Public {
     P256Public(p256::CompressedPoint::from(key.verifying_key()).into())
 }
 
+/// `scalar×G`, compressed, computed.
+fn p256_public_for_real(scalar: &p256::NonZeroScalar) -> P256Public {
+    // aws-lc's fixed-base multiplication is several times RustCrypto's; RustCrypto's is left
+    // for when aws-lc cannot allocate.
+    #[cfg(feature = "fast-crypto")]
+    if let Some(public) = aws::mul_base(scalar) {
+        return P256Public(public);
+    }
+    compressed(&p256::ecdsa::SigningKey::from(*scalar))
+}
+
 /// `secret` × `peer`'s x-coordinate, computed; `scalar` is `secret` decoded.
 fn p256_ecdh_for_real(
     secret: &P256Secret,
@@ -446,14 +457,7 @@ impl CryptoProvider for SimCrypto {
         if let Some(public) = self.publics.get(secret.expose()) {
             return Ok(public);
         }
-        let scalar = p256_scalar(secret)?;
-        // aws-lc's fixed-base multiplication is several times RustCrypto's; RustCrypto's is
-        // left for when aws-lc cannot allocate.
-        #[cfg(feature = "fast-crypto")]
-        let public = aws::mul_base(&scalar).map(P256Public);
-        #[cfg(not(feature = "fast-crypto"))]
-        let public = None;
-        let public = public.unwrap_or_else(|| compressed(&p256::ecdsa::SigningKey::from(scalar)));
+        let public = p256_public_for_real(&p256_scalar(secret)?);
         // A seal asks again for its one-time key's half, then agrees with that key.
         self.publics.computed(secret.expose(), &public);
         Ok(public)
