@@ -16,13 +16,6 @@ use std::fmt;
 
 use serde::Deserialize;
 
-impl<'a> Sent<'a> {
-    /// What the oracle reads of `bytes`, or `None` when serde_json refuses them as a [`Sent`].
-    pub(super) fn read(bytes: &'a [u8]) -> Option<Self> {
-        fast::read(bytes).or_else(|| serde_json::from_slice(bytes).ok())
-    }
-}
-
 /// What the oracle reads of a mesh frame a node sends (§7.1); see the [module docs](self).
 #[derive(Debug, PartialEq, Eq, Deserialize)]
 pub(super) struct Sent<'a> {
@@ -35,6 +28,13 @@ pub(super) struct Sent<'a> {
     /// What names a `__signal`; empty for a payload of any other shape.
     #[serde(borrow, default)]
     pub(super) payload: SignalName<'a>,
+}
+
+impl<'a> Sent<'a> {
+    /// What the oracle reads of `bytes`, or `None` when serde_json refuses them as a [`Sent`].
+    pub(super) fn read(bytes: &'a [u8]) -> Option<Self> {
+        fast::read(bytes).or_else(|| serde_json::from_slice(bytes).ok())
+    }
 }
 
 /// What names a `__signal` (§8): its origin, target and `at`.
