@@ -32,11 +32,21 @@
 //! which no run could reproduce); P-256 verification through ring, as the drivers' fast
 //! provider does; one-time keys' public halves and ECDH through aws-lc (ring agrees only with
 //! its own ephemeral keys), each one scalar multiplication (`sim/src/crypto/aws.rs` says why
-//! not through aws-lc-rs). (Remembering ECDH agreements was tried: a meetup never repeats one.)
+//! not through aws-lc-rs).
+//!
+//! A meetup never asks for the same agreement twice, but every seal's agreement is asked for
+//! twice in another form: `e×B` by the sender, `b×E` by the recipient, the same point by the
+//! Diffie-Hellman identity. The provider remembers each agreement it computes under the public
+//! half of its secret (up to [`MAX_REMEMBERED_AGREEMENTS`]) and answers the recipient's from
+//! memory when its secret's public half is the point the sender agreed with
+//! (`sim/src/crypto/agreements.rs` says why that is exact).
 //! [`counts`] and [`ed25519_verifies`] say how much work was done and how much was remembered.
 
+mod agreements;
 #[cfg(feature = "fast-crypto")]
 mod aws;
+
+pub use agreements::{MAX_KEPT_PUBLICS, MAX_REMEMBERED_AGREEMENTS};
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Mutex;
@@ -71,14 +81,17 @@ pub struct Counts {
     pub p256_verifies: u64,
     /// Of those, the ones answered from memory.
     pub p256_verifies_remembered: u64,
-    /// P-256 ECDH agreements.
+    /// P-256 ECDH agreements asked for.
     pub p256_ecdh: u64,
+    /// Of those, the ones answered from memory (a seal's agreement, asked for by its recipient).
+    pub p256_ecdh_remembered: u64,
 }
 
 static SIGNS: AtomicU64 = AtomicU64::new(0);
 static VERIFIES: AtomicU64 = AtomicU64::new(0);
 static REMEMBERED: AtomicU64 = AtomicU64::new(0);
 static ECDH: AtomicU64 = AtomicU64::new(0);
+static ECDH_REMEMBERED: AtomicU64 = AtomicU64::new(0);
 static ED_VERIFIES: AtomicU64 = AtomicU64::new(0);
 static ED_REMEMBERED: AtomicU64 = AtomicU64::new(0);
 
@@ -99,6 +112,7 @@ pub fn counts() -> Counts {
         p256_verifies: VERIFIES.load(Ordering::Relaxed),
         p256_verifies_remembered: REMEMBERED.load(Ordering::Relaxed),
         p256_ecdh: ECDH.load(Ordering::Relaxed),
+        p256_ecdh_remembered: ECDH_REMEMBERED.load(Ordering::Relaxed),
     }
 }
 
@@ -112,6 +126,10 @@ pub struct SimCrypto {
     /// Digests ([`signed_digest`]) of the Ed25519 signatures made here. Only membership is
     /// asked, so a hash set's order never shows.
     signed: Mutex<Option<HashSet<[u8; 32]>>>,
+    /// ECDH agreements computed here, for their other side (`agreements.rs`).
+    agreements: agreements::Agreements,
+    /// Public halves of secrets that are not signing keys, known without a multiplication.
+    publics: agreements::Publics,
 }
 
 /// The one provider every simulation shares (it holds only derived keys, which are the same for
@@ -122,6 +140,8 @@ pub static SIM_CRYPTO: SimCrypto = SimCrypto {
     p256_signing: Mutex::new(BTreeMap::new()),
     p256_verifying: Mutex::new(BTreeMap::new()),
     signed: Mutex::new(None),
+    agreements: agreements::Agreements::new(),
+    publics: agreements::Publics::new(),
 };
 
 /// The provider scenarios hand their machines.
@@ -156,6 +176,49 @@ fn p256_scalar(secret: &P256Secret) -> Result<p256::NonZeroScalar, CryptoError> 
     p256::NonZeroScalar::from_repr((*secret.expose()).into())
         .into_option()
         .ok_or(CryptoError::InvalidSecretKey)
+}
+
+/// A key's public half, compressed (no multiplication: the key keeps it).
+fn compressed(key: &p256::ecdsa::SigningKey) -> P256Public {
+    P256Public(p256::CompressedPoint::from(key.verifying_key()).into())
+}
+
+/// `scalar×G`, compressed, computed.
+fn p256_public_for_real(scalar: &p256::NonZeroScalar) -> P256Public {
+    // aws-lc's fixed-base multiplication is several times RustCrypto's; RustCrypto's is left
+    // for when aws-lc cannot allocate.
+    #[cfg(feature = "fast-crypto")]
+    if let Some(public) = aws::mul_base(scalar) {
+        return P256Public(public);
+    }
+    compressed(&p256::ecdsa::SigningKey::from(*scalar))
+}
+
+/// `secret` × `peer`'s x-coordinate, computed; `scalar` is `secret` decoded.
+fn p256_ecdh_for_real(
+    secret: &P256Secret,
+    scalar: &p256::NonZeroScalar,
+    peer: &P256Public,
+) -> Result<[u8; 32], CryptoError> {
+    #[cfg(feature = "fast-crypto")]
+    {
+        // aws-lc's assembly does the variable-base multiplication several times faster than
+        // RustCrypto, and takes the compressed point as it is: most peers' points here are
+        // one-time envelope keys (Minca §2's seals), not worth decompressing and keeping.
+        // aws-lc decodes the tags `02` and `03` as RustCrypto does (x below p, with a y; a test
+        // compares them); RustCrypto also takes `05` (SEC1's compact form), which aws-lc
+        // refuses, so any other tag goes to the plain provider.
+        if !matches!(peer.0[0], 2 | 3) {
+            return crypto::default_provider().p256_ecdh(secret, peer);
+        }
+        let [_tag, x @ ..] = aws::mul(scalar, &peer.0).ok_or(CryptoError::InvalidPublicKey)?;
+        Ok(x)
+    }
+    #[cfg(not(feature = "fast-crypto"))]
+    {
+        let _ = scalar;
+        crypto::default_provider().p256_ecdh(secret, peer)
+    }
 }
 
 /// The signature schemes whose signatures are remembered, as the first byte of what each is
@@ -262,6 +325,37 @@ impl SimCrypto {
         )
     }
 
+    /// `secret`'s public half if it is known without a multiplication.
+    fn known_public(&self, secret: &P256Secret) -> Option<P256Public> {
+        let signing = self
+            .p256_signing
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(secret.expose())
+            .cloned();
+        match signing {
+            Some(key) => key.as_ref().map(compressed),
+            None => self.publics.get(secret.expose()),
+        }
+    }
+
+    /// `secret`'s agreement with `peer` when an agreement made under `peer` answers it: the
+    /// secret's public half is the point that agreement was made with (`agreements.rs`). The
+    /// secret is a valid scalar (the caller checked).
+    fn recalled_agreement(&self, secret: &P256Secret, peer: &P256Public) -> Option<[u8; 32]> {
+        let (with, shared) = self.agreements.recall(peer)?;
+        let public = match self.known_public(secret) {
+            Some(public) => public,
+            None => self.p256_public_key(secret).ok()?,
+        };
+        if public != with {
+            return None;
+        }
+        // A secret something was sealed to is a box, asked for again at every open.
+        self.publics.keep(secret.expose(), &public);
+        Some(shared)
+    }
+
     fn p256_verify_for_real(&self, public: &P256Public, msg: &[u8], sig: &[u8; 64]) -> bool {
         let Some(key) = self.p256_verifying_key(public) else {
             return false;
@@ -351,26 +445,22 @@ impl CryptoProvider for SimCrypto {
             .unwrap_or_else(|e| e.into_inner())
             .get(secret.expose())
             .cloned();
-        // A key that has signed is kept expanded. The others are not kept: most keys asked only
-        // for their public half are one-time envelope keys (Minca §2's seals), which would
-        // crowd the session keys out.
-        let compressed = |key: &p256::ecdsa::SigningKey| {
-            P256Public(p256::CompressedPoint::from(key.verifying_key()).into())
-        };
+        // A key that has signed is kept expanded. The others are not kept there: most keys
+        // asked only for their public half are one-time envelope keys (Minca §2's seals), which
+        // would crowd the session keys out; `publics` knows the few others worth knowing.
         if let Some(key) = kept {
             return key
                 .as_ref()
                 .map(compressed)
                 .ok_or(CryptoError::InvalidSecretKey);
         }
-        let scalar = p256_scalar(secret)?;
-        // aws-lc's fixed-base multiplication is several times RustCrypto's; RustCrypto's is
-        // left for when aws-lc cannot allocate.
-        #[cfg(feature = "fast-crypto")]
-        if let Some(public) = aws::mul_base(&scalar) {
-            return Ok(P256Public(public));
+        if let Some(public) = self.publics.get(secret.expose()) {
+            return Ok(public);
         }
-        Ok(compressed(&p256::ecdsa::SigningKey::from(scalar)))
+        let public = p256_public_for_real(&p256_scalar(secret)?);
+        // A seal asks again for its one-time key's half, then agrees with that key.
+        self.publics.computed(secret.expose(), &public);
+        Ok(public)
     }
 
     fn p256_sign(&self, secret: &P256Secret, msg: &[u8]) -> Result<[u8; 64], CryptoError> {
@@ -407,24 +497,19 @@ impl CryptoProvider for SimCrypto {
 
     fn p256_ecdh(&self, secret: &P256Secret, peer: &P256Public) -> Result<[u8; 32], CryptoError> {
         ECDH.fetch_add(1, Ordering::Relaxed);
-        #[cfg(feature = "fast-crypto")]
-        {
-            // aws-lc's assembly does the variable-base multiplication several times faster
-            // than RustCrypto, and takes the compressed point as it is: most peers' points here
-            // are one-time envelope keys (Minca §2's seals), not worth decompressing and keeping.
-            // The secret is checked first, as the plain provider does.
-            let scalar = p256_scalar(secret)?;
-            // aws-lc decodes the tags `02` and `03` as RustCrypto does (x below p, with a y; a
-            // test compares them); RustCrypto also takes `05` (SEC1's compact form), which
-            // aws-lc refuses, so any other tag goes to the plain provider.
-            if !matches!(peer.0[0], 2 | 3) {
-                return crypto::default_provider().p256_ecdh(secret, peer);
-            }
-            let [_tag, x @ ..] = aws::mul(&scalar, &peer.0).ok_or(CryptoError::InvalidPublicKey)?;
-            Ok(x)
+        // The secret is checked first, as the plain provider does.
+        let scalar = p256_scalar(secret)?;
+        if let Some(shared) = self.recalled_agreement(secret, peer) {
+            ECDH_REMEMBERED.fetch_add(1, Ordering::Relaxed);
+            return Ok(shared);
         }
-        #[cfg(not(feature = "fast-crypto"))]
-        crypto::default_provider().p256_ecdh(secret, peer)
+        let shared = p256_ecdh_for_real(secret, &scalar, peer)?;
+        // Remembered only when the secret's half is known for free: a seal's one-time key,
+        // just asked for (`agreements.rs`).
+        if let Some(public) = self.known_public(secret) {
+            self.agreements.remember(&public, peer, shared);
+        }
+        Ok(shared)
     }
 
     fn ed25519_public_key(&self, seed: &Ed25519Seed) -> [u8; 32] {
@@ -724,6 +809,63 @@ mod tests {
             assert_eq!(sim.p256_ecdh(&zero, &point), plain.p256_ecdh(&zero, &point));
         }
         assert!(not_points >= 20, "only {not_points} points refused");
+    }
+
+    /// A seal's two agreements, `e×B` then `b×E` (and the other way round), give the plain
+    /// provider's bytes, the second from memory; secrets whose half is not the remembered point,
+    /// bad secrets and points that are not points are computed (or refused) as the plain
+    /// provider does.
+    #[test]
+    fn remembered_agreements_are_the_plain_providers() {
+        use rand_core::Rng as _;
+        let plain = crypto::default_provider();
+        let sim = provider();
+        let mut rng = crate::stream(0xec0d, 2);
+        let mut random_secret = || {
+            let mut bytes = [0; 32];
+            rng.fill_bytes(&mut bytes);
+            P256Secret::from_bytes(bytes)
+        };
+        let remembered = || counts().p256_ecdh_remembered;
+        for round in 0..100 {
+            let (e, b, c) = (random_secret(), random_secret(), random_secret());
+            let (ep, bp) = (sim.p256_public_key(&e), plain.p256_public_key(&b));
+            assert_eq!(ep, plain.p256_public_key(&e));
+            let (Ok(ep), Ok(bp)) = (ep, bp) else {
+                continue;
+            };
+            // Even rounds seal (sender first), odd ones start from the recipient's side.
+            let (first, second) = if round % 2 == 0 {
+                ((&e, &bp), (&b, &ep))
+            } else {
+                ((&b, &ep), (&e, &bp))
+            };
+            sim.p256_public_key(first.0).unwrap();
+            let agreed = sim.p256_ecdh(first.0, first.1);
+            assert_eq!(agreed, plain.p256_ecdh(first.0, first.1));
+            // Another secret agreeing with the same point is not the remembered one's peer.
+            assert_eq!(sim.p256_ecdh(&c, second.1), plain.p256_ecdh(&c, second.1));
+            for _ in 0..2 {
+                let before = remembered();
+                sim.p256_public_key(second.0).unwrap();
+                assert_eq!(sim.p256_ecdh(second.0, second.1), agreed);
+                assert!(remembered() > before, "round {round}: answered from memory");
+            }
+            // Without asking for the half first: known or computed, the same bytes.
+            assert_eq!(sim.p256_ecdh(second.0, second.1), agreed);
+            let zero = P256Secret::from_bytes([0; 32]);
+            assert_eq!(
+                sim.p256_ecdh(&zero, second.1),
+                plain.p256_ecdh(&zero, second.1)
+            );
+            let mut not_a_point = second.1.0;
+            not_a_point[0] = 4;
+            let not_a_point = P256Public(not_a_point);
+            assert_eq!(
+                sim.p256_ecdh(second.0, &not_a_point),
+                plain.p256_ecdh(second.0, &not_a_point)
+            );
+        }
     }
 
     /// The fast signer's bytes are RustCrypto's, over many keys and messages of every length a

@@ -3,8 +3,7 @@
 //! into a report or a [`Violation`]. A scenario ([`crate::airc`], [`crate::minca`]) brings only
 //! its machines, its faults and its invariants. [`sweep`] runs one over many seeds.
 
-use std::cmp::Reverse;
-use std::collections::{BTreeSet, BinaryHeap};
+use std::collections::BTreeSet;
 use std::fmt;
 use std::io::Write;
 use std::ops::Range;
@@ -12,6 +11,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use weft_proto::core::Timestamp;
+
+mod queue;
+
+pub(crate) use queue::Queue;
 
 /// When every scenario's clock starts (Unix time), so signed time fields look like real ones.
 pub const START: Timestamp = Timestamp::from_secs(1_790_380_000);
@@ -189,62 +192,6 @@ impl<'a> Trace<'a> {
         if w.write_all(&bytes).is_err() {
             self.out = None;
         }
-    }
-}
-
-/// Events waiting for their time: the earliest first, and in the order they were queued on a
-/// tie, so a run never depends on anything but its seed.
-///
-/// The heap orders small `(time, sequence, slot)` entries and the events wait in slots, reused
-/// once taken: an event (a machine's input, often a hundred bytes or more) is moved in and out
-/// once, not shifted about by every insertion as a B-tree's values are.
-pub(crate) struct Queue<E> {
-    order: BinaryHeap<Reverse<(Timestamp, u64, usize)>>,
-    slots: Vec<Option<E>>,
-    free: Vec<usize>,
-    seq: u64,
-}
-
-impl<E> Queue<E> {
-    /// An empty queue.
-    pub(crate) fn new() -> Self {
-        Self {
-            order: BinaryHeap::new(),
-            slots: Vec::new(),
-            free: Vec::new(),
-            seq: 0,
-        }
-    }
-
-    /// Queues `ev` for `at`, after everything already queued for that time.
-    pub(crate) fn push(&mut self, at: Timestamp, ev: E) {
-        self.seq += 1;
-        let slot = match self.free.pop() {
-            Some(slot) => {
-                self.slots[slot] = Some(ev);
-                slot
-            }
-            None => {
-                self.slots.push(Some(ev));
-                self.slots.len() - 1
-            }
-        };
-        self.order.push(Reverse((at, self.seq, slot)));
-    }
-
-    /// When the next event is due.
-    pub(crate) fn next_at(&self) -> Option<Timestamp> {
-        self.order.peek().map(|Reverse((at, _, _))| *at)
-    }
-
-    /// Takes the next event.
-    pub(crate) fn pop(&mut self) -> Option<(Timestamp, E)> {
-        let Reverse((at, _, slot)) = self.order.pop()?;
-        let ev = self.slots[slot]
-            .take()
-            .expect("a queued slot holds its event");
-        self.free.push(slot);
-        Some((at, ev))
     }
 }
 

@@ -31,7 +31,6 @@
 //! Report: the time to a full mesh, relay messages per node, signals forwarded per node, replays
 //! the rendezvous ignored, and the link layer's counters ([`crate::link::LinkStats`]).
 
-use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::io::Write;
@@ -42,7 +41,6 @@ use hashbrown::{HashMap, HashSet};
 
 use chacha20::ChaCha20Rng;
 use rand_core::Rng;
-use serde::Deserialize;
 use serde_json::{Value, json};
 use weft_proto::core::{ConnId, Machine, Timestamp};
 use weft_proto::crypto::{CryptoProvider, generate_p256};
@@ -58,6 +56,10 @@ use weft_proto::minca::room::{MAX_ROOM_PEERS, Room};
 use crate::link::{Bandwidth, Direction, Kind, LinkFaults, LinkStats, Links, Partition};
 use crate::scenario::{Check, Queue, Timed, Trace, Wakeups, World, fmt_times};
 use crate::stream;
+
+mod sent;
+
+use sent::Sent;
 
 pub use crate::scenario::START;
 
@@ -477,114 +479,6 @@ impl NodeSlot {
     /// Whether this node said it admitted `peer` in `room`.
     fn admits(&self, room: &str, peer: u32) -> bool {
         self.admitted.get(room).is_some_and(|p| p.contains(&peer))
-    }
-}
-
-/// What the oracle reads of a mesh frame a node sends (§7.1), in one pass and without building a
-/// JSON tree: the machines wrote it, so it is well formed.
-#[derive(Deserialize)]
-struct Sent<'a> {
-    #[serde(borrow)]
-    room: Cow<'a, str>,
-    #[serde(rename = "type", borrow)]
-    kind: Cow<'a, str>,
-    /// What names a `__signal`; empty for a payload of any other shape.
-    #[serde(borrow, default)]
-    payload: SignalName<'a>,
-}
-
-/// What names a `__signal` (§8): its origin, target and `at`.
-#[derive(Default)]
-struct SignalName<'a> {
-    origin: Cow<'a, str>,
-    target: Cow<'a, str>,
-    at: u64,
-}
-
-/// Reads `origin`, `target` and `at` from an object payload and takes any other payload (the
-/// array of `__peers`, a `who`'s object, a live message) as naming nothing, so that the frame is
-/// read once whatever its type and the admission check never skips a frame over its payload.
-impl<'de: 'a, 'a> Deserialize<'de> for SignalName<'a> {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        Ok(match d.deserialize_any(PeekVisitor)? {
-            Peek::Object(name) => name,
-            _ => SignalName::default(),
-        })
-    }
-}
-
-/// A JSON value as the oracle's peek sees it: the strings and integers a signal is named by,
-/// the names inside an object, and nothing of anything else.
-enum Peek<'a> {
-    Str(Cow<'a, str>),
-    U64(u64),
-    Object(SignalName<'a>),
-    Other,
-}
-
-impl<'de: 'a, 'a> Deserialize<'de> for Peek<'a> {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(PeekVisitor)
-    }
-}
-
-struct PeekVisitor;
-
-impl<'de> serde::de::Visitor<'de> for PeekVisitor {
-    type Value = Peek<'de>;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("any JSON value")
-    }
-
-    fn visit_map<M: serde::de::MapAccess<'de>>(self, mut m: M) -> Result<Peek<'de>, M::Error> {
-        let mut name = SignalName::default();
-        while let Some(key) = m.next_key::<Peek<'de>>()? {
-            let Peek::Str(key) = key else {
-                m.next_value::<serde::de::IgnoredAny>()?;
-                continue;
-            };
-            match (&*key, m.next_value::<Peek<'de>>()?) {
-                ("origin", Peek::Str(v)) => name.origin = v,
-                ("target", Peek::Str(v)) => name.target = v,
-                ("at", Peek::U64(v)) => name.at = v,
-                _ => {}
-            }
-        }
-        Ok(Peek::Object(name))
-    }
-
-    fn visit_seq<S: serde::de::SeqAccess<'de>>(self, mut s: S) -> Result<Peek<'de>, S::Error> {
-        while s.next_element::<serde::de::IgnoredAny>()?.is_some() {}
-        Ok(Peek::Other)
-    }
-
-    fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Peek<'de>, E> {
-        Ok(Peek::Str(Cow::Borrowed(v)))
-    }
-
-    fn visit_str<E>(self, v: &str) -> Result<Peek<'de>, E> {
-        Ok(Peek::Str(Cow::Owned(v.to_owned())))
-    }
-
-    fn visit_u64<E>(self, v: u64) -> Result<Peek<'de>, E> {
-        Ok(Peek::U64(v))
-    }
-
-    fn visit_i64<E>(self, _: i64) -> Result<Peek<'de>, E> {
-        Ok(Peek::Other)
-    }
-
-    fn visit_f64<E>(self, _: f64) -> Result<Peek<'de>, E> {
-        Ok(Peek::Other)
-    }
-
-    fn visit_bool<E>(self, _: bool) -> Result<Peek<'de>, E> {
-        Ok(Peek::Other)
-    }
-
-    fn visit_unit<E>(self) -> Result<Peek<'de>, E> {
-        Ok(Peek::Other)
     }
 }
 
@@ -1426,7 +1320,7 @@ impl<'a> Net<'a> {
         let link = &self.links_open[&id];
         let to = usize::from(link.ends[0].0 == n);
         let (m, cm) = link.ends[to];
-        if let Ok(frame) = serde_json::from_slice::<Sent>(&bytes) {
+        if let Some(frame) = Sent::read(&bytes) {
             let handshake = [AUTH_HELLO, AUTH_PROOF, LEAVE].contains(&&*frame.kind);
             if !handshake && !self.nodes[n].admits(&frame.room, m as u32) {
                 return Err((

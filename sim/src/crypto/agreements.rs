@@ -1,0 +1,120 @@
+//! ECDH agreements remembered by the Diffie-Hellman identity, and the public halves that let
+//! one be recalled.
+//!
+//! A Minca seal (§2) draws a one-time key `e`, asks for its public half `E = e×G`, then agrees
+//! `e×B` with the recipient's box `B = b×G`; the recipient later agrees `b×E`. Both are
+//! `e×b×G`, so its x-coordinate, the agreement, is the same bytes: the recipient's variable-base
+//! multiplication repeats the sender's. Any agreement `k×P` computed for real, with `K = k×G`
+//! known, is remembered under `K` as `(P, x(k×P))`; a later agreement `s×K` is answered from
+//! it exactly when `s×G = P` (then `s×K = s×k×G = k×P`). `K` came out of this provider's own
+//! multiplication, so it is a point of the curve with a `02`/`03` tag, which every provider
+//! takes. Nothing else is ever answered from memory, so a recalled value is the bytes the
+//! plain provider gives, whoever asks.
+//!
+//! Knowing `s×G` cheaply is what makes a recall pay: [`Publics`] keeps the public half of the
+//! last secret each thread asked for (a seal asks for `E` just before agreeing with `e`, and
+//! an open asks for `B` just before agreeing with `b`) and of every secret a recall was tried
+//! for (the long-term boxes seals are made to).
+
+use std::cell::Cell;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+
+use weft_proto::crypto::P256Public;
+
+/// The most agreements remembered, about 100 bytes an entry. A seal is opened soon after it is
+/// made, so when full the memory starts again empty: only the seals in flight are lost, and
+/// their agreements are then computed for real.
+pub const MAX_REMEMBERED_AGREEMENTS: usize = 1 << 17;
+
+/// The most secrets whose public halves are kept for recalls (one box per Minca node, so a
+/// 10 000-node meetup keeps every one); past this many a public half is computed when needed.
+pub const MAX_KEPT_PUBLICS: usize = 65_536;
+
+/// `K` → `(P, x(k×P))`, compressed points and the agreement. Only lookups are made, so a hash
+/// map's order never shows.
+type ByPublic = HashMap<[u8; 33], ([u8; 33], [u8; 32])>;
+
+/// Agreements by the public half of the secret that made them; see the [module docs](self).
+#[derive(Debug)]
+pub(super) struct Agreements {
+    by_public: Mutex<Option<ByPublic>>,
+}
+
+impl Agreements {
+    /// Nothing remembered.
+    pub(super) const fn new() -> Self {
+        Self {
+            by_public: Mutex::new(None),
+        }
+    }
+
+    /// Remembers that the secret whose public half is `public` agreed `shared` with `peer`.
+    pub(super) fn remember(&self, public: &P256Public, peer: &P256Public, shared: [u8; 32]) {
+        // A poisoned lock only means another thread panicked mid-insert of an entry that is
+        // right on its own: the map is still right.
+        let mut map = self.by_public.lock().unwrap_or_else(|e| e.into_inner());
+        let map = map.get_or_insert_with(HashMap::new);
+        if map.len() >= MAX_REMEMBERED_AGREEMENTS {
+            map.clear();
+        }
+        map.insert(public.0, (peer.0, shared));
+    }
+
+    /// What the secret whose public half is `peer` agreed, and with which point: the agreement
+    /// of any secret whose public half is that point with `peer`.
+    pub(super) fn recall(&self, peer: &P256Public) -> Option<(P256Public, [u8; 32])> {
+        let map = self.by_public.lock().unwrap_or_else(|e| e.into_inner());
+        let (point, shared) = map.as_ref()?.get(&peer.0)?;
+        Some((P256Public(*point), *shared))
+    }
+}
+
+thread_local! {
+    /// The last secret this thread's provider computed a public half for, with it.
+    static LAST: Cell<Option<([u8; 32], [u8; 33])>> = const { Cell::new(None) };
+}
+
+/// Public halves known without a multiplication: the last one each thread computed and those of
+/// the secrets recalls were tried for.
+#[derive(Debug)]
+pub(super) struct Publics {
+    kept: Mutex<BTreeMap<[u8; 32], [u8; 33]>>,
+}
+
+impl Publics {
+    /// None known.
+    pub(super) const fn new() -> Self {
+        Self {
+            kept: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// `secret`'s public half, if known.
+    pub(super) fn get(&self, secret: &[u8; 32]) -> Option<P256Public> {
+        if let Some((last, public)) = LAST.get()
+            && last == *secret
+        {
+            return Some(P256Public(public));
+        }
+        self.kept
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(secret)
+            .copied()
+            .map(P256Public)
+    }
+
+    /// Notes `public` as `secret`'s, just computed: the thread's last.
+    pub(super) fn computed(&self, secret: &[u8; 32], public: &P256Public) {
+        LAST.set(Some((*secret, public.0)));
+    }
+
+    /// Keeps `public` as `secret`'s while fewer than [`MAX_KEPT_PUBLICS`] are kept.
+    pub(super) fn keep(&self, secret: &[u8; 32], public: &P256Public) {
+        let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
+        if kept.len() < MAX_KEPT_PUBLICS {
+            kept.insert(*secret, public.0);
+        }
+    }
+}
