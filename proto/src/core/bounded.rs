@@ -17,6 +17,7 @@
 //! Every evicted entry is handed back, so the caller can count it. Every operation is O(log n).
 
 use alloc::collections::{BTreeMap, BTreeSet};
+use core::borrow::Borrow;
 
 use super::Timestamp;
 
@@ -268,8 +269,13 @@ impl<K: Ord + Clone> ExpiringSet<K> {
         }
     }
 
-    /// Whether `key` is present and live at `now`.
-    pub fn contains(&self, now: Timestamp, key: &K) -> bool {
+    /// Whether `key` is present and live at `now`. `key` is anything the key borrows as, so a
+    /// caller can look up without building an owned key.
+    pub fn contains<Q>(&self, now: Timestamp, key: &Q) -> bool
+    where
+        K: Borrow<Q>,
+        Q: Ord + ?Sized,
+    {
         self.entries.get(key).is_some_and(|(exp, _)| now < *exp)
     }
 

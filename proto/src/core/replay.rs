@@ -21,6 +21,7 @@
 //! [`Verdict::SenderFull`]; a new sender at a full table gets [`Verdict::TableFull`].
 
 use alloc::collections::{BTreeMap, BTreeSet};
+use core::borrow::Borrow;
 use core::time::Duration;
 
 use super::Timestamp;
@@ -79,8 +80,13 @@ impl<K: Ord + Clone> ReplayWindow<K> {
         }
     }
 
-    /// What [`accept`](Self::accept) would answer, without recording anything.
-    pub fn check(&self, now: Timestamp, sender: &K, at: Timestamp) -> Verdict {
+    /// What [`accept`](Self::accept) would answer, without recording anything. `sender` is
+    /// anything the key borrows as, so a caller can look up without building an owned key.
+    pub fn check<Q>(&self, now: Timestamp, sender: &Q, at: Timestamp) -> Verdict
+    where
+        K: Borrow<Q>,
+        Q: Ord + ?Sized,
+    {
         let oldest = self.oldest_live(now);
         if at < oldest || at > now.saturating_add(self.window) {
             return Verdict::OutsideWindow;
