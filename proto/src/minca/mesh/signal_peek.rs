@@ -12,10 +12,10 @@
 //! reading it makes (serde_json's `ignore_str` takes invalid UTF-8 and lone surrogates such as
 //! `\ud800`; `ignore_value` takes numbers out of range such as `1e400` and nesting of any depth),
 //! and a frame the peek takes must be one [`Frame::parse`](super::frame::Frame::parse) takes too.
-//! Anything outside the subset (a `\u` escape anywhere, an escape in a key, `room`, `origin` or
-//! `target`, a field not named above or given twice, an `at` or `hops` that is not a plain
-//! non-negative integer, a `from` that is not a string, text that is not UTF-8) gets `None`,
-//! and the machine reads the frame in full as before.
+//! Anything outside the subset (a `\u` escape anywhere, an escape or a character beyond ASCII in
+//! a key, `room`, `origin` or `target`, a field not named above or given twice, an `at` or
+//! `hops` that is not a plain non-negative integer, a `from` that is not a string, text that is
+//! not UTF-8) gets `None`, and the machine reads the frame in full as before.
 
 use super::frame::{MAX_FRAME_BYTES, SIGNAL, is_name};
 use super::introduction::Routing;
@@ -39,10 +39,7 @@ pub fn peek(bytes: &[u8]) -> Option<Peek<'_>> {
     if bytes.len() > MAX_FRAME_BYTES {
         return None;
     }
-    // Every string in it is then UTF-8 as well: the escapes taken below stand for ASCII bytes,
-    // which neither complete nor break a multi-byte character.
-    let text = core::str::from_utf8(bytes).ok()?;
-    let mut c = Cursor { text, at: 0 };
+    let mut c = Cursor { bytes, at: 0 };
     let (mut room, mut kind, mut payload, mut from) = (None, None, None, false);
     c.object(|c, key| match key {
         "room" => once(&mut room, c.plain_str()?),
@@ -55,7 +52,7 @@ pub fn peek(bytes: &[u8]) -> Option<Peek<'_>> {
         _ => None,
     })?;
     c.ws();
-    if c.at != text.len() || kind? != SIGNAL {
+    if c.at != bytes.len() || kind? != SIGNAL {
         return None;
     }
     let room = room.filter(|r| is_name(r))?;
@@ -127,15 +124,15 @@ fn once_flag(seen: &mut bool) -> Option<()> {
     (!core::mem::replace(seen, true)).then_some(())
 }
 
-/// A position in the frame's text.
+/// A position in the frame's bytes.
 struct Cursor<'a> {
-    text: &'a str,
+    bytes: &'a [u8],
     at: usize,
 }
 
 impl<'a> Cursor<'a> {
     fn peek_byte(&self) -> Option<u8> {
-        self.text.as_bytes().get(self.at).copied()
+        self.bytes.get(self.at).copied()
     }
 
     /// Skips JSON whitespace, as serde_json counts it.
@@ -154,7 +151,7 @@ impl<'a> Cursor<'a> {
     /// Takes `null` after any whitespace; whether it was there.
     fn null(&mut self) -> bool {
         self.ws();
-        let there = self.text.as_bytes()[self.at..].starts_with(b"null");
+        let there = self.bytes[self.at..].starts_with(b"null");
         if there {
             self.at += 4;
         }
@@ -177,41 +174,50 @@ impl<'a> Cursor<'a> {
         }
     }
 
-    /// A string without escapes, after any whitespace: its text.
+    /// A string of ASCII without escapes or control characters, after any whitespace: its
+    /// text. Names, DIDs and keys are; anything else is left to the general path.
     fn plain_str(&mut self) -> Option<&'a str> {
         self.eat(b'"')?;
         let start = self.at;
-        let len = self.text.as_bytes()[start..]
-            .iter()
-            .position(|&b| b == b'"' || b == b'\\' || b < 0x20)?;
-        self.at += len;
+        self.at += plain_run(&self.bytes[start..]);
+        let text = &self.bytes[start..self.at];
         self.eat(b'"')?;
-        Some(&self.text[start..start + len])
+        core::str::from_utf8(text).ok()
     }
 
     /// Steps over a string, after any whitespace, taking only the escapes that stand for one
-    /// ASCII character (`\u` is refused: it may name a lone surrogate, which serde_json skips but
-    /// does not read). Control characters are refused, as JSON refuses them.
+    /// ASCII character (`\u` is refused: it may name a lone surrogate, which serde_json skips
+    /// but does not read). Control characters are refused, as JSON refuses them, and each
+    /// character beyond ASCII must be UTF-8, which serde_json's skipping does not check.
     fn skip_str(&mut self) -> Option<()> {
         self.eat(b'"')?;
-        let bytes = self.text.as_bytes();
         loop {
-            let len = bytes[self.at..]
-                .iter()
-                .position(|&b| b == b'"' || b == b'\\' || b < 0x20)?;
-            self.at += len;
-            match bytes[self.at] {
+            self.at += plain_run(&self.bytes[self.at..]);
+            let rest = &self.bytes[self.at..];
+            match *rest.first()? {
                 b'"' => {
                     self.at += 1;
                     return Some(());
                 }
                 b'\\'
                     if matches!(
-                        bytes.get(self.at + 1),
+                        rest.get(1),
                         Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't')
                     ) =>
                 {
                     self.at += 2
+                }
+                lead @ 0x80.. => {
+                    let width = match lead {
+                        0xc2..=0xdf => 2,
+                        0xe0..=0xef => 3,
+                        0xf0..=0xf4 => 4,
+                        _ => return None,
+                    };
+                    // The standard library's check: continuation bytes, no overlong form, no
+                    // surrogate, nothing past U+10FFFF.
+                    core::str::from_utf8(rest.get(..width)?).ok()?;
+                    self.at += width;
                 }
                 _ => return None,
             }
@@ -222,18 +228,55 @@ impl<'a> Cursor<'a> {
     /// that fits a `u64`, after any whitespace: the one form both paths read as that integer.
     fn integer(&mut self) -> Option<u64> {
         self.ws();
-        let bytes = self.text.as_bytes();
         let start = self.at;
         let mut n: u64 = 0;
-        while let Some(d) = bytes.get(self.at).filter(|b| b.is_ascii_digit()) {
+        while let Some(d) = self.peek_byte().filter(u8::is_ascii_digit) {
             n = n.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
             self.at += 1;
         }
         let digits = self.at - start;
-        let leading_zero = digits > 1 && bytes[start] == b'0';
-        let more = matches!(bytes.get(self.at), Some(b'.' | b'e' | b'E'));
+        let leading_zero = digits > 1 && self.bytes[start] == b'0';
+        let more = matches!(self.peek_byte(), Some(b'.' | b'e' | b'E'));
         (digits > 0 && !leading_zero && !more).then_some(n)
     }
+}
+
+/// How many leading bytes are ASCII other than control characters, `"` and `\\`: the run a string's
+/// content can be stepped over by without a look at each byte. Eight bytes at a time, with the
+/// usual word tricks (a byte's high bit marks a match, and a borrow only ever carries into a
+/// byte above a match, so the lowest match is exact).
+fn plain_run(bytes: &[u8]) -> usize {
+    const ONES: u64 = u64::from_le_bytes([1; 8]);
+    const HIGH: u64 = ONES << 7;
+    let mut n = 0;
+    for chunk in bytes.chunks_exact(8) {
+        let Ok(word) = <[u8; 8]>::try_from(chunk) else {
+            break;
+        };
+        let w = u64::from_le_bytes(word);
+        let quote = w ^ (ONES * u64::from(b'"'));
+        let slash = w ^ (ONES * u64::from(b'\\'));
+        // Below 0x20 borrows into the high bit; 0x80 and above has it already.
+        let stop = (w.wrapping_sub(ONES * 0x20)
+            | w
+            | (quote.wrapping_sub(ONES) & !quote)
+            | (slash.wrapping_sub(ONES) & !slash))
+            & HIGH;
+        if stop != 0 {
+            return n + (stop.trailing_zeros() / 8) as usize;
+        }
+        n += 8;
+    }
+    n + bytes[n..]
+        .iter()
+        .position(|&b| !is_plain(b))
+        .unwrap_or(bytes.len() - n)
+}
+
+/// Whether `b` is ASCII other than a control character (below space, as JSON counts them),
+/// `"` and `\\`.
+fn is_plain(b: u8) -> bool {
+    (0x20..0x80).contains(&b) && b != b'"' && b != b'\\'
 }
 
 #[cfg(test)]
@@ -283,6 +326,18 @@ mod tests {
         let sdp = r#"v=0\r\n\"\\\/\b\f\t\u0000"#;
         assert!(!agrees(frame(&GOOD.replace("v=0", sdp)).as_bytes()));
         let sdp = r#"v=0\r\n\"\\\/\b\f\t"#;
+        for sdp in [
+            "é",
+            "\u{7ff}",
+            "€",
+            "\u{ffff}",
+            "😀",
+            "\u{10ffff}",
+            "aé€😀b",
+        ] {
+            let t = frame(&GOOD.replace("c2ln", sdp).replace("v=0", sdp));
+            assert!(agrees(t.as_bytes()), "{t}");
+        }
         assert!(agrees(
             frame(&GOOD.replace("v=0", &format!("{sdp}\u{7f}é"))).as_bytes()
         ));
@@ -355,8 +410,10 @@ mod tests {
         let mut peeked = 0;
         for t in &texts {
             peeked += usize::from(agrees(t.as_bytes()));
-            // Every prefix: a frame cut short is not peeked, nor does it panic.
-            for end in (0..t.len()).filter(|&e| t.is_char_boundary(e)) {
+            // Every prefix: a frame cut short is not peeked, nor does it panic. (Not of the
+            // long SDPs: quadratic, and their prefixes are like the others'.)
+            let ends = if t.len() < 2_000 { t.len() } else { 0 };
+            for end in (0..ends).filter(|&e| t.is_char_boundary(e)) {
                 assert!(peek(&t.as_bytes()[..end]).is_none() || agrees(&t.as_bytes()[..end]));
             }
         }
@@ -382,14 +439,55 @@ mod tests {
             cases.push(frame(&GOOD.replace(r#""c2ln""#, junk)).into_bytes());
             cases.push(frame(GOOD).replace(r#""did:key:zPeer""#, junk).into_bytes());
         }
-        let mut sig = frame(GOOD).into_bytes();
-        let at = sig.windows(4).position(|w| w == b"c2ln").unwrap();
-        sig[at] = 0x80;
-        cases.push(sig);
+        // Bytes serde_json steps over in a skipped string without checking them as UTF-8: a
+        // lone continuation byte, overlong forms, an encoded surrogate, past U+10FFFF, a lead
+        // byte cut short (by the quote, or by another lead byte).
+        for bad in [
+            &b"\x80"[..],
+            b"\xc0\x80",
+            b"\xc1\xbf",
+            b"\xe0\x80\x80",
+            b"\xed\xa0\x80",
+            b"\xf4\x90\x80\x80",
+            b"\xf5\x80\x80\x80",
+            b"\xff",
+            b"\xe2\x82",
+            b"\xe2\xe2\x82\xac",
+        ] {
+            let mut sig = frame(GOOD).into_bytes();
+            let at = sig.windows(4).position(|w| w == b"c2ln").unwrap();
+            sig.splice(at..at, bad.iter().copied());
+            cases.push(sig);
+        }
         for case in &cases {
             assert_eq!(peek(case), None, "{}", String::from_utf8_lossy(case));
         }
         assert!(cases.iter().all(|c| Frame::parse(c).is_err()));
+    }
+
+    #[test]
+    fn the_plain_run_stops_at_the_first_byte_that_is_not_plain() {
+        for b in 0..=u8::MAX {
+            for at in 0..20 {
+                let mut bytes = alloc::vec![b'a'; 20];
+                bytes[at] = b;
+                // A second stop after the first must not move it.
+                if at + 1 < bytes.len() {
+                    bytes[at + 1] = 0x00;
+                }
+                let want = if is_plain(b) {
+                    bytes.iter().position(|&x| !is_plain(x)).unwrap_or(20)
+                } else {
+                    at
+                };
+                assert_eq!(plain_run(&bytes), want, "{b:#x} at {at}");
+                assert_eq!(plain_run(&bytes[..at]), at);
+            }
+            assert_eq!(
+                is_plain(b),
+                b.is_ascii() && !b"\"\\".contains(&b) && b >= b' '
+            );
+        }
     }
 
     #[test]
