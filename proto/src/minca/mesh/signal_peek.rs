@@ -42,17 +42,17 @@ pub fn peek(bytes: &[u8]) -> Option<Peek<'_>> {
     let mut c = Cursor { bytes, at: 0 };
     let (mut room, mut kind, mut payload, mut from) = (None, None, None, false);
     c.object(|c, key| match key {
-        "room" => once(&mut room, c.plain_str()?),
-        "type" => once(&mut kind, c.plain_str()?),
-        "payload" => once(&mut payload, payload_of(c)?),
-        "from" => {
+        b"room" => once(&mut room, c.plain_str()?),
+        b"type" => once(&mut kind, c.plain_bytes()?),
+        b"payload" => once(&mut payload, payload_of(c)?),
+        b"from" => {
             c.skip_str()?;
             once_flag(&mut from)
         }
         _ => None,
     })?;
     c.ws();
-    if c.at != bytes.len() || kind? != SIGNAL {
+    if c.at != bytes.len() || kind? != SIGNAL.as_bytes() {
         return None;
     }
     let room = room.filter(|r| is_name(r))?;
@@ -67,20 +67,20 @@ fn payload_of<'a>(c: &mut Cursor<'a>) -> Option<Routing<'a>> {
     let (mut origin, mut target, mut at, mut hops) = (None, None, None, None);
     let (mut kind, mut data, mut sig) = (false, false, false);
     c.object(|c, key| match key {
-        "origin" => once(&mut origin, c.plain_str()?),
-        "target" => once(&mut target, c.plain_str()?),
-        "at" => once(&mut at, c.integer()?),
+        b"origin" => once(&mut origin, c.plain_str()?),
+        b"target" => once(&mut target, c.plain_str()?),
+        b"at" => once(&mut at, c.integer()?),
         // `null` leaves no hops, as a missing `hops` does, on both paths.
-        "hops" => once(&mut hops, if c.null() { 0 } else { c.integer()? }),
-        "kind" => {
+        b"hops" => once(&mut hops, if c.null() { 0 } else { c.integer()? }),
+        b"kind" => {
             c.skip_str()?;
             once_flag(&mut kind)
         }
-        "sig" => {
+        b"sig" => {
             c.skip_str()?;
             once_flag(&mut sig)
         }
-        "data" => {
+        b"data" => {
             data_of(c)?;
             once_flag(&mut data)
         }
@@ -100,8 +100,8 @@ fn data_of(c: &mut Cursor<'_>) -> Option<()> {
     c.object(|c, key| {
         c.skip_str()?;
         match key {
-            "type" => once_flag(&mut kind),
-            "sdp" => once_flag(&mut sdp),
+            b"type" => once_flag(&mut kind),
+            b"sdp" => once_flag(&mut sdp),
             _ => None,
         }
     })
@@ -158,14 +158,15 @@ impl<'a> Cursor<'a> {
         there
     }
 
-    /// An object whose members `field` reads, handed each key (a string without escapes).
-    fn object(&mut self, mut field: impl FnMut(&mut Self, &'a str) -> Option<()>) -> Option<()> {
+    /// An object whose members `field` reads, handed each key (a string without escapes, as
+    /// bytes: a key is only compared, so it need not be checked as UTF-8).
+    fn object(&mut self, mut field: impl FnMut(&mut Self, &'a [u8]) -> Option<()>) -> Option<()> {
         self.eat(b'{')?;
         if self.eat(b'}').is_some() {
             return Some(());
         }
         loop {
-            let key = self.plain_str()?;
+            let key = self.plain_bytes()?;
             self.eat(b':')?;
             field(self, key)?;
             if self.eat(b',').is_none() {
@@ -177,12 +178,17 @@ impl<'a> Cursor<'a> {
     /// A string of ASCII without escapes or control characters, after any whitespace: its
     /// text. Names, DIDs and keys are; anything else is left to the general path.
     fn plain_str(&mut self) -> Option<&'a str> {
+        core::str::from_utf8(self.plain_bytes()?).ok()
+    }
+
+    /// [`plain_str`](Self::plain_str)'s bytes, not yet taken as text.
+    fn plain_bytes(&mut self) -> Option<&'a [u8]> {
         self.eat(b'"')?;
         let start = self.at;
         self.at += plain_run(&self.bytes[start..]);
         let text = &self.bytes[start..self.at];
-        self.eat(b'"')?;
-        core::str::from_utf8(text).ok()
+        (self.peek_byte()? == b'"').then(|| self.at += 1)?;
+        Some(text)
     }
 
     /// Steps over a string, after any whitespace, taking only the escapes that stand for one
@@ -400,6 +406,28 @@ mod tests {
             ("{", "\u{feff}{"),
         ] {
             texts.push(frame(GOOD).replacen(from, to, 1));
+        }
+        // Whitespace JSON takes between tokens but not raw inside a string, at a plain
+        // string's end and within it.
+        for ws in ["\n", "\t", "\r", " "] {
+            for plain in [
+                r#""r1""#,
+                r#""room""#,
+                r#""did:key:zPeer""#,
+                r#""__signal""#,
+            ] {
+                let inside = plain.replacen('"', &format!("\"{ws}"), 2).replacen(
+                    &format!("\"{ws}"),
+                    "\"",
+                    1,
+                );
+                texts.push(frame(GOOD).replacen(plain, &inside, 1));
+                let mid = format!("{}{ws}{}", &plain[..2], &plain[2..]);
+                texts.push(frame(GOOD).replacen(plain, &mid, 1));
+            }
+            for plain in ["did:key:zSource", "did:key:zTarget", "origin", "hops"] {
+                texts.push(swap(plain, &format!("{plain}{ws}")));
+            }
         }
         texts.push(format!("{}\u{0}", frame(GOOD)));
         texts.push(format!("{}\u{a0}", frame(GOOD)));
