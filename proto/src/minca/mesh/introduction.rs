@@ -217,7 +217,7 @@ pub enum New {
 
 /// The fields a copy of a signal is recognised by (§8), borrowed from wherever they were read:
 /// a [`Signal`] ([`Signal::routing`]) or a frame's text read no further
-/// ([`crate::minca::mesh::signal_frame::peek`]).
+/// ([`crate::minca::mesh::signal_peek::peek`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Routing<'a> {
     /// `origin`.
