@@ -3,7 +3,8 @@
 //! the introductions memory (§8), which must answer without panicking and stay within its bounds,
 //! and each payload through the live-message limits (§9.2). Where the fast path for `__signal`
 //! frames reads the bytes at all, it reads the room and signal the general path (through a JSON
-//! tree) reads.
+//! tree) reads; where the peek that recognises a copy reads them, the general path reads a
+//! `__signal` frame in the same room, and a signal whose routing fields are the peek's.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -12,7 +13,7 @@ use weft_proto::crypto::default_provider;
 use weft_proto::minca::mesh::frame::{Frame, SIGNAL};
 use weft_proto::minca::mesh::introduction::{Introductions, Signal, peer_list};
 use weft_proto::minca::mesh::live::LiveAllowance;
-use weft_proto::minca::mesh::signal_frame;
+use weft_proto::minca::mesh::{signal_frame, signal_peek};
 
 fuzz_target!(|input: (u32, &[u8])| {
     let (clock, bytes) = input;
@@ -25,9 +26,17 @@ fuzz_target!(|input: (u32, &[u8])| {
             .map(|f| (f.room, Signal::parse(&f.payload)));
         assert_eq!(general, Some((fast.room.into_owned(), Ok(fast.signal))));
     }
+    let peek = signal_peek::peek(bytes);
     let Ok(frame) = Frame::parse(bytes) else {
+        assert_eq!(peek, None);
         return;
     };
+    if let Some(p) = peek {
+        assert_eq!((p.room, frame.kind.as_str()), (frame.room.as_str(), SIGNAL));
+        if let Ok(s) = Signal::parse(&frame.payload) {
+            assert_eq!(s.routing(), p.signal);
+        }
+    }
     assert_eq!(Frame::parse(&frame.to_bytes(me)).as_ref(), Ok(&frame));
     let mut intro = Introductions::new();
     if frame.kind == SIGNAL {

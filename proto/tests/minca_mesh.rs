@@ -949,6 +949,51 @@ fn a_signal_passed_on_in_someone_elses_name_is_ignored_and_a_genuine_one_is_acte
 }
 
 #[test]
+fn a_copy_of_a_signal_acted_on_is_dropped_and_counted_as_before_however_it_is_written() {
+    let (mut net, dkey, ddid) = signal_setup();
+    let genuine = offer_from(&net, &dkey, &ddid, 1, R1, "v=0\r\na=x");
+    let bytes = Frame::new(R1, SIGNAL, genuine.to_payload()).to_bytes(&net.did(0));
+    net.inject(0, 1, bytes.clone());
+    net.settle();
+    assert_eq!(answers_for(&net, 1, &ddid), 1);
+    let text = String::from_utf8(bytes.clone()).unwrap();
+    let sig = format!(r#""sig":"{}""#, genuine.sig);
+    // Copies whose skipped fields differ (a forged signature, another SDP, hops gone): each is
+    // dropped before its signature, one `signal_dropped` each, as a copy read in full would be.
+    let copies = [
+        text.clone(),
+        text.replace(&sig, r#""sig":"x""#),
+        text.replace("a=x", r"a=y\t"),
+        text.replace(r#""hops":3,"#, ""),
+    ];
+    for (n, copy) in copies.iter().enumerate() {
+        net.inject(0, 1, copy.clone().into_bytes());
+        net.settle();
+        assert_eq!(
+            net.nodes[1].mesh.counters().signal_dropped,
+            n as u64 + 1,
+            "{copy}"
+        );
+    }
+    // Copies that are not JSON where a skip would not look (a lone surrogate, a number out of
+    // range, text that is not UTF-8) are bad frames, as before.
+    let mut not_utf8 = bytes.clone();
+    let at = not_utf8.windows(3).position(|w| w == b"a=x").unwrap();
+    not_utf8[at] = 0xff;
+    for copy in [
+        text.replace("a=x", r"\ud800").into_bytes(),
+        text.replace(&sig, r#""sig":1e400"#).into_bytes(),
+        not_utf8,
+    ] {
+        net.inject(0, 1, copy);
+        net.settle();
+    }
+    let c = net.nodes[1].mesh.counters();
+    assert_eq!((c.bad_frames, c.signal_dropped), (3, copies.len() as u64));
+    assert_eq!(answers_for(&net, 1, &ddid), 1);
+}
+
+#[test]
 fn a_signal_is_taken_only_from_a_peer_admitted_in_its_room() {
     let (mut net, dkey, ddid) = signal_setup();
     // Node 1 is in R2 too, but node 0 is not admitted there.

@@ -17,6 +17,7 @@
 //! Every evicted entry is handed back, so the caller can count it. Every operation is O(log n).
 
 use alloc::collections::{BTreeMap, BTreeSet};
+use core::borrow::Borrow;
 
 use super::Timestamp;
 
@@ -221,6 +222,10 @@ pub struct ExpiringSet<K: Ord + Clone> {
     /// `(expiry, seq, key)`: soonest first, ties by insertion order.
     by_expiry: BTreeSet<(Timestamp, u64, K)>,
     next_seq: u64,
+    /// The first expiry in `by_expiry`, kept by every change to it: owners ask for
+    /// [`next_expiry`](Self::next_expiry) after every event, far more often than the set
+    /// changes, and the tree's first leaf is seldom in cache by then.
+    soonest: Option<Timestamp>,
 }
 
 impl<K: Ord + Clone> ExpiringSet<K> {
@@ -231,6 +236,7 @@ impl<K: Ord + Clone> ExpiringSet<K> {
             entries: BTreeMap::new(),
             by_expiry: BTreeSet::new(),
             next_seq: 0,
+            soonest: None,
         }
     }
 
@@ -262,14 +268,20 @@ impl<K: Ord + Clone> ExpiringSet<K> {
         self.next_seq = self.next_seq.wrapping_add(1);
         self.by_expiry.insert((expires_at, seq, key.clone()));
         self.entries.insert(key, (expires_at, seq));
+        self.refresh_soonest();
         match evicted {
             Some(k) => ExpiringInsert::Evicted(k),
             None => ExpiringInsert::Added,
         }
     }
 
-    /// Whether `key` is present and live at `now`.
-    pub fn contains(&self, now: Timestamp, key: &K) -> bool {
+    /// Whether `key` is present and live at `now`. `key` is anything the key borrows as, so a
+    /// caller can look up without building an owned key.
+    pub fn contains<Q>(&self, now: Timestamp, key: &Q) -> bool
+    where
+        K: Borrow<Q>,
+        Q: Ord + ?Sized,
+    {
         self.entries.get(key).is_some_and(|(exp, _)| now < *exp)
     }
 
@@ -280,20 +292,18 @@ impl<K: Ord + Clone> ExpiringSet<K> {
 
     /// Forget `key`; whether it was present.
     pub fn remove(&mut self, key: &K) -> bool {
-        match self.entries.remove(key) {
-            Some((exp, seq)) => self.by_expiry.remove(&(exp, seq, key.clone())),
-            None => false,
-        }
+        let Some((exp, seq)) = self.entries.remove(key) else {
+            return false;
+        };
+        let removed = self.by_expiry.remove(&(exp, seq, key.clone()));
+        self.refresh_soonest();
+        removed
     }
 
     /// Forget every entry expired at `now`; how many were forgotten.
     pub fn prune(&mut self, now: Timestamp) -> usize {
         let mut n = 0;
-        while self
-            .by_expiry
-            .first()
-            .is_some_and(|(exp, _, _)| *exp <= now)
-        {
+        while self.soonest.is_some_and(|exp| exp <= now) {
             self.pop_soonest();
             n += 1;
         }
@@ -302,7 +312,7 @@ impl<K: Ord + Clone> ExpiringSet<K> {
 
     /// The soonest expiry held: a wakeup for [`prune`](Self::prune).
     pub fn next_expiry(&self) -> Option<Timestamp> {
-        self.by_expiry.first().map(|(exp, _, _)| *exp)
+        self.soonest
     }
 
     /// Entries held, including expired ones not yet pruned.
@@ -323,7 +333,13 @@ impl<K: Ord + Clone> ExpiringSet<K> {
     fn pop_soonest(&mut self) -> Option<K> {
         let (_, _, key) = self.by_expiry.pop_first()?;
         self.entries.remove(&key);
+        self.refresh_soonest();
         Some(key)
+    }
+
+    /// Sets `soonest` from the tree; called after every change to `by_expiry`.
+    fn refresh_soonest(&mut self) {
+        self.soonest = self.by_expiry.first().map(|(exp, _, _)| *exp);
     }
 }
 
@@ -473,5 +489,23 @@ mod tests {
         assert!(!e.contains(s(20), &5));
         assert!(e.contains(s(0), &5));
         assert_eq!(e.capacity(), 8);
+    }
+
+    #[test]
+    fn the_kept_soonest_expiry_is_the_trees_after_any_change() {
+        let mut e = ExpiringSet::new(8);
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        for step in 0..5_000u64 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let (key, t) = (x % 16, x % 64);
+            match x % 4 {
+                0 | 1 => drop(e.insert(s(step / 8), key, s(step / 8 + t))),
+                2 => drop(e.remove(&key)),
+                _ => drop(e.prune(s(step / 8))),
+            }
+            assert_eq!(e.next_expiry(), e.by_expiry.first().map(|(exp, _, _)| *exp));
+        }
     }
 }

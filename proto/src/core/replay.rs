@@ -21,6 +21,7 @@
 //! [`Verdict::SenderFull`]; a new sender at a full table gets [`Verdict::TableFull`].
 
 use alloc::collections::{BTreeMap, BTreeSet};
+use core::borrow::Borrow;
 use core::time::Duration;
 
 use super::Timestamp;
@@ -63,6 +64,10 @@ pub struct ReplayWindow<K: Ord + Clone> {
     /// `(newest time acted on, sender)` for every sender, so senders whose times have all aged
     /// out are found in O(log n) instead of by a scan.
     by_newest: BTreeSet<(Timestamp, K)>,
+    /// The first time in `by_newest`, kept by every change to it: owners ask for
+    /// [`next_expiry`](Self::next_expiry) after every event, far more often than the window
+    /// changes, and the tree's first leaf is seldom in cache by then.
+    oldest_newest: Option<Timestamp>,
 }
 
 impl<K: Ord + Clone> ReplayWindow<K> {
@@ -76,11 +81,17 @@ impl<K: Ord + Clone> ReplayWindow<K> {
             high_water: Timestamp::ZERO,
             senders: BTreeMap::new(),
             by_newest: BTreeSet::new(),
+            oldest_newest: None,
         }
     }
 
-    /// What [`accept`](Self::accept) would answer, without recording anything.
-    pub fn check(&self, now: Timestamp, sender: &K, at: Timestamp) -> Verdict {
+    /// What [`accept`](Self::accept) would answer, without recording anything. `sender` is
+    /// anything the key borrows as, so a caller can look up without building an owned key.
+    pub fn check<Q>(&self, now: Timestamp, sender: &Q, at: Timestamp) -> Verdict
+    where
+        K: Borrow<Q>,
+        Q: Ord + ?Sized,
+    {
         let oldest = self.oldest_live(now);
         if at < oldest || at > now.saturating_add(self.window) {
             return Verdict::OutsideWindow;
@@ -133,6 +144,7 @@ impl<K: Ord + Clone> ReplayWindow<K> {
                 self.by_newest.remove(&(old, sender.clone()));
             }
             self.by_newest.insert((newest_after, sender));
+            self.refresh_oldest_newest();
         }
         verdict
     }
@@ -142,13 +154,11 @@ impl<K: Ord + Clone> ReplayWindow<K> {
     pub fn prune(&mut self, now: Timestamp) {
         self.high_water = self.high_water.max(now);
         let oldest = self.oldest_live(now);
-        while let Some((newest, _)) = self.by_newest.first() {
-            if *newest >= oldest {
-                break;
-            }
+        while self.oldest_newest.is_some_and(|newest| newest < oldest) {
             if let Some((_, sender)) = self.by_newest.pop_first() {
                 self.senders.remove(&sender);
             }
+            self.refresh_oldest_newest();
         }
         for times in self.senders.values_mut() {
             *times = times.split_off(&oldest);
@@ -165,12 +175,16 @@ impl<K: Ord + Clone> ReplayWindow<K> {
     /// [`prune`](Self::prune). Pruning is optional (a full table prunes itself), so this only
     /// frees memory sooner.
     pub fn next_expiry(&self) -> Option<Timestamp> {
-        let (newest, _) = self.by_newest.first()?;
         Some(
-            newest
+            self.oldest_newest?
                 .saturating_add(self.window)
                 .saturating_add(Duration::from_millis(1)),
         )
+    }
+
+    /// Sets `oldest_newest` from the tree; called after every change to `by_newest`.
+    fn refresh_oldest_newest(&mut self) {
+        self.oldest_newest = self.by_newest.first().map(|(newest, _)| *newest);
     }
 
     /// The oldest `at` still inside the window (inclusive), measured from the high-water mark.
@@ -180,9 +194,7 @@ impl<K: Ord + Clone> ReplayWindow<K> {
 
     /// Whether some sender has no time at or after `oldest`, so its slot can be reused.
     fn any_expired(&self, oldest: Timestamp) -> bool {
-        self.by_newest
-            .first()
-            .is_some_and(|(newest, _)| *newest < oldest)
+        self.oldest_newest.is_some_and(|newest| newest < oldest)
     }
 }
 
@@ -330,5 +342,23 @@ mod tests {
         assert_eq!(w.accept(ms(0), "a", ms(0)), Verdict::SenderFull);
         let mut w = ReplayWindow::new(TWO_MINUTES, 1, 0);
         assert_eq!(w.accept(ms(0), "a", ms(0)), Verdict::TableFull);
+    }
+
+    #[test]
+    fn the_kept_oldest_newest_time_is_the_trees_after_any_change() {
+        let mut w = ReplayWindow::new(TWO_MINUTES, 4, 8);
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        for step in 0..5_000u64 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let now = ms(1_000_000 + step * 200);
+            let at = ms((1_000_000 + step * 200 + x % 400_000).saturating_sub(200_000));
+            match x % 3 {
+                0 | 1 => drop(w.accept(now, x % 12, at)),
+                _ => w.prune(now),
+            }
+            assert_eq!(w.oldest_newest, w.by_newest.first().map(|(t, _)| *t));
+        }
     }
 }

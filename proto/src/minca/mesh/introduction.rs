@@ -16,6 +16,7 @@ use crate::codec::js;
 use crate::core::{ExpiringSet, ReplayWindow, Timestamp, replay};
 use crate::crypto::{CryptoProvider, P256Secret};
 use crate::minca::auth;
+use crate::minca::mesh::memory_key::{Acted, ActedKey, Passed, PassedKey};
 
 /// A receiver takes at most the first 64 entries of a peer list (§8).
 pub const MAX_PEER_LIST: usize = 64;
@@ -204,6 +205,31 @@ pub enum Verdict {
     Drop(Dropped),
 }
 
+/// What a signal is for, when [`Introductions::check_copy`] finds it new.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum New {
+    /// Its target is this node: act on it once its signature checks out.
+    ForUs,
+    /// For another, with hops left: pass it on once its signature checks out.
+    ToPassOn,
+}
+
+/// The fields a copy of a signal is recognised by (§8), borrowed from wherever they were read:
+/// a [`Signal`] ([`Signal::routing`]) or a frame's text read no further
+/// ([`crate::minca::mesh::signal_peek::peek`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Routing<'a> {
+    /// `origin`.
+    pub origin: &'a str,
+    /// `target`.
+    pub target: &'a str,
+    /// `at`, Unix ms.
+    pub at: u64,
+    /// `hops`, 0 where the signal gives none.
+    pub hops: u64,
+}
+
 /// Whether `sdp` is at most [`MAX_SDP_CHARS`] as JavaScript counts. A string never has more
 /// UTF-16 code units than UTF-8 bytes, so one within the limit in bytes (every SDP in practice)
 /// is not counted character by character; every copy of a flooded signal is checked.
@@ -302,6 +328,16 @@ impl Signal {
         })
     }
 
+    /// The fields a copy of this signal is recognised by.
+    pub fn routing(&self) -> Routing<'_> {
+        Routing {
+            origin: &self.origin,
+            target: &self.target,
+            at: self.at,
+            hops: self.hops,
+        }
+    }
+
     /// The `__signal` payload.
     pub fn to_payload(&self) -> Value {
         serde_json::to_value(self).unwrap_or(Value::Null)
@@ -383,9 +419,9 @@ pub struct Introductions {
     // common `did:key:zDn` prefix. The order is internal: neither table is iterated in key order
     // for anything that leaves the node (evictions go by time and insertion order).
     /// Times acted on, per (origin, room).
-    acted: ReplayWindow<(String, String)>,
+    acted: ReplayWindow<Acted>,
     /// Signals passed on, by (at, origin, room).
-    passed: ExpiringSet<(u64, String, String)>,
+    passed: ExpiringSet<Passed>,
 }
 
 impl Default for Introductions {
@@ -439,46 +475,73 @@ impl Introductions {
         ours: &str,
         mut signal: Signal,
     ) -> Verdict {
-        if signal.origin == ours {
-            return Verdict::Drop(Dropped::FromSelf);
-        }
-        let at = Timestamp::from_millis(signal.at);
-        if at.abs_diff(now) > SIGNAL_WINDOW {
-            return Verdict::Drop(Dropped::Stale);
-        }
-        if signal.target == ours {
-            let key = (signal.origin.clone(), String::from(room));
-            match self.acted.check(now, &key, at) {
-                replay::Verdict::Fresh => {}
-                replay::Verdict::Replay => return Verdict::Drop(Dropped::Again),
-                replay::Verdict::OutsideWindow => return Verdict::Drop(Dropped::Stale),
-                _ => return Verdict::Drop(Dropped::Busy),
-            }
-            if !signal.verify(crypto, room) {
-                return Verdict::Drop(Dropped::BadSignature);
-            }
-            return match self.acted.accept(now, key, at) {
-                replay::Verdict::Fresh => Verdict::Act(signal),
-                _ => Verdict::Drop(Dropped::Busy),
-            };
-        }
-        if signal.hops == 0 {
-            return Verdict::Drop(Dropped::NoHops);
-        }
-        let id = (signal.at, signal.origin.clone(), String::from(room));
-        if self.passed.contains(now, &id) {
-            return Verdict::Drop(Dropped::Again);
-        }
+        let new = match self.check_copy(now, room, ours, &signal.routing()) {
+            Ok(new) => new,
+            Err(d) => return Verdict::Drop(d),
+        };
         if !signal.verify(crypto, room) {
             return Verdict::Drop(Dropped::BadSignature);
         }
-        // Remembered until its `at` leaves the window: a copy after that is refused as stale.
-        let expires = at
-            .saturating_add(SIGNAL_WINDOW)
-            .saturating_add(Duration::from_millis(1));
-        self.passed.insert(now, id, expires);
-        signal.hops = signal.hops.min(MAX_HOPS) - 1;
-        Verdict::Forward(signal)
+        let at = Timestamp::from_millis(signal.at);
+        match new {
+            New::ForUs => {
+                let key: Acted = (signal.origin.clone(), String::from(room));
+                match self.acted.accept(now, key, at) {
+                    replay::Verdict::Fresh => Verdict::Act(signal),
+                    _ => Verdict::Drop(Dropped::Busy),
+                }
+            }
+            New::ToPassOn => {
+                // Remembered until its `at` leaves the window: a copy after that is refused as
+                // stale.
+                let expires = at
+                    .saturating_add(SIGNAL_WINDOW)
+                    .saturating_add(Duration::from_millis(1));
+                let id: Passed = (signal.at, signal.origin.clone(), String::from(room));
+                self.passed.insert(now, id, expires);
+                signal.hops = signal.hops.min(MAX_HOPS) - 1;
+                Verdict::Forward(signal)
+            }
+        }
+    }
+
+    /// §8's checks of a signal in `room` at this node (`ours`) that come before its signature:
+    /// from this node itself, its time, then whether it was acted on or passed on before, so a
+    /// copy arriving again costs nothing. `Err` is why it is dropped; `Ok` says what the signal
+    /// is for, once its signature checks out. Its shape is not checked here: this looks at only
+    /// what it is given, so a frame read no further than that (a copy, most often) is answered
+    /// by the same rule as a signal read in full.
+    pub fn check_copy(
+        &self,
+        now: Timestamp,
+        room: &str,
+        ours: &str,
+        signal: &Routing<'_>,
+    ) -> Result<New, Dropped> {
+        if signal.origin == ours {
+            return Err(Dropped::FromSelf);
+        }
+        let at = Timestamp::from_millis(signal.at);
+        if at.abs_diff(now) > SIGNAL_WINDOW {
+            return Err(Dropped::Stale);
+        }
+        if signal.target == ours {
+            let key: &dyn ActedKey = &(signal.origin, room);
+            return match self.acted.check(now, key, at) {
+                replay::Verdict::Fresh => Ok(New::ForUs),
+                replay::Verdict::Replay => Err(Dropped::Again),
+                replay::Verdict::OutsideWindow => Err(Dropped::Stale),
+                _ => Err(Dropped::Busy),
+            };
+        }
+        if signal.hops == 0 {
+            return Err(Dropped::NoHops);
+        }
+        let id: &dyn PassedKey = &(signal.at, signal.origin, room);
+        if self.passed.contains(now, id) {
+            return Err(Dropped::Again);
+        }
+        Ok(New::ToPassOn)
     }
 
     /// Forgets what has aged out of the window.

@@ -47,6 +47,7 @@ use crate::minca::mesh::introduction::{
 };
 use crate::minca::mesh::live::{self, LIVE, LiveAllowance};
 use crate::minca::mesh::signal_frame;
+use crate::minca::mesh::signal_peek;
 use crate::minca::note::{Es256Notes, NoteChecker, account_of};
 use crate::minca::read_proof::{AccessView, Admission, Reader, Review, WHO_GRACE};
 
@@ -1239,6 +1240,10 @@ impl<R: CryptoRng> Mesh<R> {
             return;
         }
         let peer = peer.clone();
+        if self.is_signal_copy(now, &peer, bytes) {
+            self.counters.signal_dropped += 1;
+            return;
+        }
         // The common frame first, read without a JSON tree; it answers only as the general
         // path would.
         let (room, kind, body) = match signal_frame::read(bytes) {
@@ -1279,6 +1284,26 @@ impl<R: CryptoRng> Mesh<R> {
                 payload: body.into_json(),
             }),
         }
+    }
+
+    /// Whether `bytes` are a `__signal` frame that the full path below would drop by §8's
+    /// checks before the signature (most often a copy already acted on or passed on), found
+    /// from the few fields [`signal_peek::peek`] reads. The conditions are the full path's, in
+    /// its order (room known, `peer` admitted, the room introduces, then
+    /// [`Introductions::check_copy`](introduction::Introductions::check_copy)); every drop they
+    /// lead to is counted as `signal_dropped` there too, and one the peek cannot decide is left
+    /// to the full path.
+    fn is_signal_copy(&self, now: Timestamp, peer: &str, bytes: &[u8]) -> bool {
+        let Some(p) = signal_peek::peek(bytes) else {
+            return false;
+        };
+        self.rooms
+            .get(p.room)
+            .is_some_and(|r| r.is_admitted(peer) && r.introduces())
+            && self
+                .introductions
+                .check_copy(now, p.room, &self.did, &p.signal)
+                .is_err()
     }
 
     /// §6.4, §9.1: the peer's `who`. Its note gives the peer an account only if valid now and

@@ -5,6 +5,7 @@
 //! - [`live`]: §9.2, the receive limits on live messages;
 //! - [`admission`]: §7.2, what one side keeps per (room, peer);
 //! - [`signal_frame`]: the `__signal` frame read straight from its text, the common case;
+//! - [`signal_peek`]: a `__signal` frame read only as far as recognising a copy;
 //! - [`machine`]: the [`Mesh`] machine, one per node: §5.1 one connection per peer, §7.2
 //!   admission, §7.3 who connects, §8 introductions, §9 `who` and live messages.
 
@@ -13,6 +14,8 @@ pub mod frame;
 pub mod introduction;
 pub mod live;
 pub mod machine;
+mod memory_key;
 pub mod signal_frame;
+pub mod signal_peek;
 
 pub use machine::{Input, Mesh, Output, ReadAccess, RoomConfig, RoomKind};

@@ -119,7 +119,7 @@ pub fn write(room: &str, from: &str, signal: &Signal) -> Vec<u8> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::minca::mesh::frame::Frame;
     use crate::minca::mesh::introduction::{MAX_SDP_CHARS, SignalKind};
@@ -128,7 +128,7 @@ mod tests {
     use alloc::vec::Vec;
 
     /// What the general path reads: a `__signal` frame's room and its payload as a signal.
-    fn general(bytes: &[u8]) -> Option<(String, Signal)> {
+    pub(crate) fn general(bytes: &[u8]) -> Option<(String, Signal)> {
         let frame = Frame::parse(bytes).ok()?;
         if frame.kind != SIGNAL {
             return None;
@@ -150,7 +150,7 @@ mod tests {
         fast.is_some()
     }
 
-    fn signal() -> Signal {
+    pub(crate) fn signal() -> Signal {
         Signal {
             origin: "did:key:zSource".into(),
             target: "did:key:zTarget".into(),
@@ -163,11 +163,11 @@ mod tests {
     }
 
     /// A frame text with the payload's fields as given (raw JSON), around a fixed room.
-    fn frame(payload: &str) -> String {
+    pub(crate) fn frame(payload: &str) -> String {
         format!(r#"{{"from":"did:key:zPeer","payload":{payload},"room":"r1","type":"__signal"}}"#)
     }
 
-    const GOOD: &str = r#"{"origin":"did:key:zSource","target":"did:key:zTarget","kind":"offer","data":{"type":"offer","sdp":"v=0"},"at":5,"sig":"c2ln","hops":2}"#;
+    pub(crate) const GOOD: &str = r#"{"origin":"did:key:zSource","target":"did:key:zTarget","kind":"offer","data":{"type":"offer","sdp":"v=0"},"at":5,"sig":"c2ln","hops":2}"#;
 
     #[test]
     fn a_sent_signal_frame_takes_the_fast_path() {
@@ -209,8 +209,10 @@ mod tests {
         );
     }
 
-    #[test]
-    fn tricky_frames_read_alike_or_go_to_the_general_path() {
+    /// The tricky frame texts both quick readers are held to the general path on: duplicate
+    /// and escaped keys and values, numbers of every form, missing, extra and mistyped fields,
+    /// what serde skips unchecked, and SDPs either side of the limit.
+    pub(crate) fn tricky_texts() -> Vec<String> {
         let swap = |from: &str, to: &str| frame(&GOOD.replacen(from, to, 1));
         let mut texts: Vec<String> = alloc::vec![
             // Duplicate keys, plain and escaped, at both levels.
@@ -307,17 +309,30 @@ mod tests {
         for n in [MAX_SDP_CHARS, MAX_SDP_CHARS + 1] {
             texts.push(swap("v=0", &"é".repeat(n)));
         }
-        let fast: usize = texts.iter().map(|t| usize::from(agrees(t))).sum();
-        // Invalid UTF-8 inside a string, where the text is bytes.
+        texts
+    }
+
+    /// Frames whose text is not UTF-8: a byte that starts no character in `from`, and a lead
+    /// byte with no continuation in the SDP.
+    pub(crate) fn bad_utf8() -> [Vec<u8>; 2] {
         let mut bad = frame(GOOD).into_bytes();
         let at = bad.windows(5).position(|w| w == b"zPeer").unwrap();
         bad[at] = 0xff;
-        assert!(read(&bad).is_none());
-        assert_eq!(general(&bad), None);
-        bad = frame(GOOD).into_bytes();
-        let at = bad.windows(3).position(|w| w == b"v=0").unwrap();
-        bad[at] = 0xc3;
-        assert!(read(&bad).is_none());
+        let mut sdp = frame(GOOD).into_bytes();
+        let at = sdp.windows(3).position(|w| w == b"v=0").unwrap();
+        sdp[at] = 0xc3;
+        [bad, sdp]
+    }
+
+    #[test]
+    fn tricky_frames_read_alike_or_go_to_the_general_path() {
+        let texts = tricky_texts();
+        let fast: usize = texts.iter().map(|t| usize::from(agrees(t))).sum();
+        // Invalid UTF-8 inside a string, where the text is bytes.
+        for bad in bad_utf8() {
+            assert!(read(&bad).is_none());
+            assert_eq!(general(&bad), None);
+        }
         // The escapes, extra fields and the in-range SDP still read fast.
         assert!(fast >= 8, "{fast}");
     }

@@ -1,0 +1,526 @@
+//! A `__signal` frame read only as far as recognising a copy (§8).
+//!
+//! §8 floods each signal to every admitted peer in its room, so a node receives each about as
+//! many times as it has peers there, and only the first copy is new. [`peek`] reads a frame's
+//! `room` and the payload's `origin`, `target`, `at` and `hops`, and steps over `kind`, `data`,
+//! `sig` and `from` without unescaping or copying them (the SDP in `data` is most of a frame), so
+//! the machine can answer a copy with
+//! [`Introductions::check_copy`](super::introduction::Introductions::check_copy) before reading
+//! the frame in full.
+//!
+//! It reads a strict subset of JSON by hand, since serde skips a value without the checks
+//! reading it makes (serde_json's `ignore_str` takes invalid UTF-8 and lone surrogates such as
+//! `\ud800`; `ignore_value` takes numbers out of range such as `1e400` and nesting of any depth),
+//! and a frame the peek takes must be one [`Frame::parse`](super::frame::Frame::parse) takes too.
+//! Anything outside the subset (a `\u` escape anywhere, an escape or a character beyond ASCII in
+//! a key, `room`, `origin` or `target`, a field not named above or given twice, an `at` or
+//! `hops` that is not a plain non-negative integer, a `from` that is not a string, text that is
+//! not UTF-8) gets `None`, and the machine reads the frame in full as before.
+
+use super::frame::{MAX_FRAME_BYTES, SIGNAL, is_name};
+use super::introduction::Routing;
+
+/// What [`peek`] reads of a `__signal` frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Peek<'a> {
+    /// The frame's room.
+    pub room: &'a str,
+    /// The payload's fields a copy is recognised by.
+    pub signal: Routing<'a>,
+}
+
+/// Reads `room` and the signal's [`Routing`] from a `__signal` frame's bytes, when they are
+/// within the subset the [module docs](self) give. A `Some` promises that
+/// [`Frame::parse`](super::frame::Frame::parse) reads the bytes as a `__signal` frame in `room`,
+/// and that where [`Signal::parse`](super::introduction::Signal::parse) reads its payload as a
+/// signal, that signal's [`Signal::routing`](super::introduction::Signal::routing) is the one
+/// given here. Public so that a fuzz target can hold it to that.
+pub fn peek(bytes: &[u8]) -> Option<Peek<'_>> {
+    if bytes.len() > MAX_FRAME_BYTES {
+        return None;
+    }
+    let mut c = Cursor { bytes, at: 0 };
+    let (mut room, mut kind, mut payload, mut from) = (None, None, None, false);
+    c.object(|c, key| match key {
+        b"room" => once(&mut room, c.plain_str()?),
+        b"type" => once(&mut kind, c.plain_bytes()?),
+        b"payload" => once(&mut payload, payload_of(c)?),
+        b"from" => {
+            c.skip_str()?;
+            once_flag(&mut from)
+        }
+        _ => None,
+    })?;
+    c.ws();
+    if c.at != bytes.len() || kind? != SIGNAL.as_bytes() {
+        return None;
+    }
+    let room = room.filter(|r| is_name(r))?;
+    Some(Peek {
+        room,
+        signal: payload?,
+    })
+}
+
+/// The payload object: `origin`, `target`, `at` and `hops` read, the rest stepped over.
+fn payload_of<'a>(c: &mut Cursor<'a>) -> Option<Routing<'a>> {
+    let (mut origin, mut target, mut at, mut hops) = (None, None, None, None);
+    let (mut kind, mut data, mut sig) = (false, false, false);
+    c.object(|c, key| match key {
+        b"origin" => once(&mut origin, c.plain_str()?),
+        b"target" => once(&mut target, c.plain_str()?),
+        b"at" => once(&mut at, c.integer()?),
+        // `null` leaves no hops, as a missing `hops` does, on both paths.
+        b"hops" => once(&mut hops, if c.null() { 0 } else { c.integer()? }),
+        b"kind" => {
+            c.skip_str()?;
+            once_flag(&mut kind)
+        }
+        b"sig" => {
+            c.skip_str()?;
+            once_flag(&mut sig)
+        }
+        b"data" => {
+            data_of(c)?;
+            once_flag(&mut data)
+        }
+        _ => None,
+    })?;
+    Some(Routing {
+        origin: origin?,
+        target: target?,
+        at: at?,
+        hops: hops.unwrap_or(0),
+    })
+}
+
+/// The `data` object, `{type, sdp}`, stepped over.
+fn data_of(c: &mut Cursor<'_>) -> Option<()> {
+    let (mut kind, mut sdp) = (false, false);
+    c.object(|c, key| {
+        c.skip_str()?;
+        match key {
+            b"type" => once_flag(&mut kind),
+            b"sdp" => once_flag(&mut sdp),
+            _ => None,
+        }
+    })
+}
+
+/// Fills `slot` with `value`; `None` if it was full: a field given twice is left to the general
+/// path (which keeps the last).
+fn once<T>(slot: &mut Option<T>, value: T) -> Option<()> {
+    match slot {
+        Some(_) => None,
+        None => {
+            *slot = Some(value);
+            Some(())
+        }
+    }
+}
+
+/// [`once`] for a field stepped over.
+fn once_flag(seen: &mut bool) -> Option<()> {
+    (!core::mem::replace(seen, true)).then_some(())
+}
+
+/// A position in the frame's bytes.
+struct Cursor<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn peek_byte(&self) -> Option<u8> {
+        self.bytes.get(self.at).copied()
+    }
+
+    /// Skips JSON whitespace, as serde_json counts it.
+    fn ws(&mut self) {
+        while matches!(self.peek_byte(), Some(b' ' | b'\n' | b'\t' | b'\r')) {
+            self.at += 1;
+        }
+    }
+
+    /// Takes `b` after any whitespace.
+    fn eat(&mut self, b: u8) -> Option<()> {
+        self.ws();
+        (self.peek_byte()? == b).then(|| self.at += 1)
+    }
+
+    /// Takes `null` after any whitespace; whether it was there.
+    fn null(&mut self) -> bool {
+        self.ws();
+        let there = self.bytes[self.at..].starts_with(b"null");
+        if there {
+            self.at += 4;
+        }
+        there
+    }
+
+    /// An object whose members `field` reads, handed each key (a string without escapes, as
+    /// bytes: a key is only compared, so it need not be checked as UTF-8).
+    fn object(&mut self, mut field: impl FnMut(&mut Self, &'a [u8]) -> Option<()>) -> Option<()> {
+        self.eat(b'{')?;
+        if self.eat(b'}').is_some() {
+            return Some(());
+        }
+        loop {
+            let key = self.plain_bytes()?;
+            self.eat(b':')?;
+            field(self, key)?;
+            if self.eat(b',').is_none() {
+                return self.eat(b'}');
+            }
+        }
+    }
+
+    /// A string of ASCII without escapes or control characters, after any whitespace: its
+    /// text. Names, DIDs and keys are; anything else is left to the general path.
+    fn plain_str(&mut self) -> Option<&'a str> {
+        core::str::from_utf8(self.plain_bytes()?).ok()
+    }
+
+    /// [`plain_str`](Self::plain_str)'s bytes, not yet taken as text.
+    fn plain_bytes(&mut self) -> Option<&'a [u8]> {
+        self.eat(b'"')?;
+        let start = self.at;
+        self.at += plain_run(&self.bytes[start..]);
+        let text = &self.bytes[start..self.at];
+        (self.peek_byte()? == b'"').then(|| self.at += 1)?;
+        Some(text)
+    }
+
+    /// Steps over a string, after any whitespace, taking only the escapes that stand for one
+    /// ASCII character (`\u` is refused: it may name a lone surrogate, which serde_json skips
+    /// but does not read). Control characters are refused, as JSON refuses them, and each
+    /// character beyond ASCII must be UTF-8, which serde_json's skipping does not check.
+    fn skip_str(&mut self) -> Option<()> {
+        self.eat(b'"')?;
+        loop {
+            self.at += plain_run(&self.bytes[self.at..]);
+            let rest = &self.bytes[self.at..];
+            match *rest.first()? {
+                b'"' => {
+                    self.at += 1;
+                    return Some(());
+                }
+                b'\\'
+                    if matches!(
+                        rest.get(1),
+                        Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't')
+                    ) =>
+                {
+                    self.at += 2
+                }
+                lead @ 0x80.. => {
+                    let width = match lead {
+                        0xc2..=0xdf => 2,
+                        0xe0..=0xef => 3,
+                        0xf0..=0xf4 => 4,
+                        _ => return None,
+                    };
+                    // The standard library's check: continuation bytes, no overlong form, no
+                    // surrogate, nothing past U+10FFFF.
+                    core::str::from_utf8(rest.get(..width)?).ok()?;
+                    self.at += width;
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    /// A non-negative integer written plainly (no sign, fraction, exponent or leading zero)
+    /// that fits a `u64`, after any whitespace: the one form both paths read as that integer.
+    fn integer(&mut self) -> Option<u64> {
+        self.ws();
+        let start = self.at;
+        let mut n: u64 = 0;
+        while let Some(d) = self.peek_byte().filter(u8::is_ascii_digit) {
+            n = n.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
+            self.at += 1;
+        }
+        let digits = self.at - start;
+        let leading_zero = digits > 1 && self.bytes[start] == b'0';
+        let more = matches!(self.peek_byte(), Some(b'.' | b'e' | b'E'));
+        (digits > 0 && !leading_zero && !more).then_some(n)
+    }
+}
+
+/// How many leading bytes are ASCII other than control characters, `"` and `\\`: the run a string's
+/// content can be stepped over by without a look at each byte. Eight bytes at a time, with the
+/// usual word tricks (a byte's high bit marks a match, and a borrow only ever carries into a
+/// byte above a match, so the lowest match is exact).
+fn plain_run(bytes: &[u8]) -> usize {
+    const ONES: u64 = u64::from_le_bytes([1; 8]);
+    const HIGH: u64 = ONES << 7;
+    let mut n = 0;
+    for chunk in bytes.chunks_exact(8) {
+        let Ok(word) = <[u8; 8]>::try_from(chunk) else {
+            break;
+        };
+        let w = u64::from_le_bytes(word);
+        let quote = w ^ (ONES * u64::from(b'"'));
+        let slash = w ^ (ONES * u64::from(b'\\'));
+        // Below 0x20 borrows into the high bit; 0x80 and above has it already.
+        let stop = (w.wrapping_sub(ONES * 0x20)
+            | w
+            | (quote.wrapping_sub(ONES) & !quote)
+            | (slash.wrapping_sub(ONES) & !slash))
+            & HIGH;
+        if stop != 0 {
+            return n + (stop.trailing_zeros() / 8) as usize;
+        }
+        n += 8;
+    }
+    n + bytes[n..]
+        .iter()
+        .position(|&b| !is_plain(b))
+        .unwrap_or(bytes.len() - n)
+}
+
+/// Whether `b` is ASCII other than a control character (below space, as JSON counts them),
+/// `"` and `\\`.
+fn is_plain(b: u8) -> bool {
+    (0x20..0x80).contains(&b) && b != b'"' && b != b'\\'
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::minca::mesh::frame::Frame;
+    use crate::minca::mesh::introduction::Signal;
+    use crate::minca::mesh::signal_frame::tests::{GOOD, bad_utf8, frame, signal, tricky_texts};
+    use alloc::format;
+    use alloc::string::String;
+    use alloc::vec::Vec;
+
+    /// Where the peek answers, the general path reads a `__signal` frame in the same room, and
+    /// where it reads the payload as a signal, the signal's routing is the peek's. Returns
+    /// whether the peek answered.
+    fn agrees(bytes: &[u8]) -> bool {
+        let Some(p) = peek(bytes) else {
+            return false;
+        };
+        let text = String::from_utf8_lossy(bytes);
+        let f = Frame::parse(bytes).unwrap_or_else(|e| panic!("{e:?}: {text}"));
+        assert_eq!(
+            (f.room.as_str(), f.kind.as_str()),
+            (p.room, SIGNAL),
+            "{text}"
+        );
+        if let Ok(s) = Signal::parse(&f.payload) {
+            assert_eq!(s.routing(), p.signal, "{text}");
+        }
+        true
+    }
+
+    #[test]
+    fn a_sent_signal_frame_is_peeked() {
+        let bytes = Frame::new("r1", SIGNAL, signal().to_payload()).to_bytes("did:key:zMe");
+        assert!(agrees(&bytes));
+        let p = peek(&bytes).unwrap();
+        assert_eq!(p.room, "r1");
+        assert_eq!(p.signal, signal().routing());
+        let spaced = format!(
+            " \n{}\t\r\n",
+            frame(GOOD).replace(':', " : ").replace(',', " ,\t")
+        );
+        assert!(agrees(spaced.as_bytes()));
+        // The escapes an SDP holds are stepped over, as are control characters written as
+        // escapes and DEL written plainly.
+        let sdp = r#"v=0\r\n\"\\\/\b\f\t\u0000"#;
+        assert!(!agrees(frame(&GOOD.replace("v=0", sdp)).as_bytes()));
+        let sdp = r#"v=0\r\n\"\\\/\b\f\t"#;
+        for sdp in [
+            "é",
+            "\u{7ff}",
+            "€",
+            "\u{ffff}",
+            "😀",
+            "\u{10ffff}",
+            "aé€😀b",
+        ] {
+            let t = frame(&GOOD.replace("c2ln", sdp).replace("v=0", sdp));
+            assert!(agrees(t.as_bytes()), "{t}");
+        }
+        assert!(agrees(
+            frame(&GOOD.replace("v=0", &format!("{sdp}\u{7f}é"))).as_bytes()
+        ));
+    }
+
+    #[test]
+    fn tricky_frames_peek_alike_or_go_to_the_general_path() {
+        let mut texts = tricky_texts();
+        let swap = |from: &str, to: &str| frame(&GOOD.replacen(from, to, 1));
+        // What this reader in particular steps over or reads by hand.
+        for (from, to) in [
+            (r#""sig":"c2ln""#, r#""sig":"c\u0032ln""#),
+            (r#""sig":"c2ln""#, "\"sig\":\"c2\nln\""),
+            (r#""sig":"c2ln""#, "\"sig\":\"c2\u{1f}ln\""),
+            (r#""sig":"c2ln""#, r#""sig":"c2ln\"#),
+            (r#""sig":"c2ln""#, r#""sig":"c2ln\x""#),
+            (r#""sig":"c2ln""#, r#""sig":null"#),
+            (r#""sdp":"v=0""#, r#""sdp":"v=0\"#),
+            (r#""sdp":"v=0""#, r#""sdp":"v=0\\""#),
+            (r#""type":"offer""#, r#""type":"offer","type":"offer""#),
+            (r#""kind":"offer""#, r#""kind":"offer","kind":"offer""#),
+            (r#""sig":"c2ln""#, r#""sig":"c2ln","sig":"c2ln""#),
+            (r#""data":{"type":"offer","sdp":"v=0"}"#, r#""data":{}"#),
+            (
+                r#""data":{"type":"offer","sdp":"v=0"}"#,
+                r#""data":{"type":"offer","sdp":"v=0",}"#,
+            ),
+            (r#""data":{"type":"offer","sdp":"v=0"}"#, r#""data":"v=0""#),
+            (r#""at":5"#, r#""at":05"#),
+            (r#""at":5"#, r#""at":5e0"#),
+            (r#""at":5"#, r#""at":5."#),
+            (r#""at":5"#, r#""at":-0"#),
+            (r#""at":5"#, r#""at":0"#),
+            (r#""at":5"#, r#""at":5x"#),
+            (r#""hops":2"#, r#""hops":nul"#),
+            (r#""hops":2"#, r#""hops":nullx"#),
+            (r#""hops":2"#, r#""hops":00"#),
+            (r#""hops":2"#, r#""hops":0"#),
+            (r#""hops":2}"#, r#""hops":2,}"#),
+            (r#""hops":2}"#, r#""hops":2"#),
+            (
+                r#""origin":"did:key:zSource""#,
+                r#""origin":"did:key:zSo\urce""#,
+            ),
+        ] {
+            texts.push(swap(from, to));
+        }
+        for (from, to) in [
+            (r#""did:key:zPeer""#, "7"),
+            (r#""did:key:zPeer""#, "null"),
+            (r#""did:key:zPeer""#, r#""did:key:z\"Peer""#),
+            (r#""did:key:zPeer""#, r#""did:key:z\u0050eer""#),
+            (r#""from":"did:key:zPeer","#, ""),
+            (r#""room":"r1""#, r#""room":"r1","room":"r1""#),
+            (r#""type":"__signal""#, r#""type":"__signal","from":"x""#),
+            (r#""type":"__signal"}"#, r#""type":"__signal"}}"#),
+            (r#""type":"__signal"}"#, r#""type":"__signal""#),
+            (r#""type":"__signal""#, r#""type":"__signal",}"#),
+            (r#""type":"__signal""#, r#""type":"__Signal""#),
+            ("{", "\u{feff}{"),
+        ] {
+            texts.push(frame(GOOD).replacen(from, to, 1));
+        }
+        // Whitespace JSON takes between tokens but not raw inside a string, at a plain
+        // string's end and within it.
+        for ws in ["\n", "\t", "\r", " "] {
+            for plain in [
+                r#""r1""#,
+                r#""room""#,
+                r#""did:key:zPeer""#,
+                r#""__signal""#,
+            ] {
+                let inside = plain.replacen('"', &format!("\"{ws}"), 2).replacen(
+                    &format!("\"{ws}"),
+                    "\"",
+                    1,
+                );
+                texts.push(frame(GOOD).replacen(plain, &inside, 1));
+                let mid = format!("{}{ws}{}", &plain[..2], &plain[2..]);
+                texts.push(frame(GOOD).replacen(plain, &mid, 1));
+            }
+            for plain in ["did:key:zSource", "did:key:zTarget", "origin", "hops"] {
+                texts.push(swap(plain, &format!("{plain}{ws}")));
+            }
+        }
+        texts.push(format!("{}\u{0}", frame(GOOD)));
+        texts.push(format!("{}\u{a0}", frame(GOOD)));
+        texts.push(String::from(r#"{"room":"r1","type":"__signal"}"#));
+        texts.push(format!(
+            r#"{{"room":"r1","type":"__signal","payload":{GOOD}}}"#
+        ));
+        let mut peeked = 0;
+        for t in &texts {
+            peeked += usize::from(agrees(t.as_bytes()));
+            // Every prefix: a frame cut short is not peeked, nor does it panic. (Not of the
+            // long SDPs: quadratic, and their prefixes are like the others'.)
+            let ends = if t.len() < 2_000 { t.len() } else { 0 };
+            for end in (0..ends).filter(|&e| t.is_char_boundary(e)) {
+                assert!(peek(&t.as_bytes()[..end]).is_none() || agrees(&t.as_bytes()[..end]));
+            }
+        }
+        for bad in bad_utf8() {
+            assert_eq!(peek(&bad), None);
+        }
+        // What is plain still peeks: whitespace, reordered members, other numbers.
+        assert!(peeked >= 15, "{peeked}");
+    }
+
+    #[test]
+    fn a_peek_refuses_what_serde_would_skip_but_not_read() {
+        // Each of these passes serde_json's skipping of a string or a value (`ignore_str`,
+        // `ignore_value`) and fails its reading: the general path drops the frame as not JSON.
+        let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+        let mut cases: Vec<Vec<u8>> = [r"\ud800", r"\udc00", r"\ud800\u0041", r"v=0\ud83d"]
+            .iter()
+            .map(|sdp| frame(&GOOD.replace("v=0", sdp)).into_bytes())
+            .collect();
+        for junk in ["1e400", "-1e400", deep.as_str(), r#""\ud800""#] {
+            let data = format!(r#"{{"type":"offer","sdp":{junk}}}"#);
+            cases.push(frame(&GOOD.replace(r#"{"type":"offer","sdp":"v=0"}"#, &data)).into_bytes());
+            cases.push(frame(&GOOD.replace(r#""c2ln""#, junk)).into_bytes());
+            cases.push(frame(GOOD).replace(r#""did:key:zPeer""#, junk).into_bytes());
+        }
+        // Bytes serde_json steps over in a skipped string without checking them as UTF-8: a
+        // lone continuation byte, overlong forms, an encoded surrogate, past U+10FFFF, a lead
+        // byte cut short (by the quote, or by another lead byte).
+        for bad in [
+            &b"\x80"[..],
+            b"\xc0\x80",
+            b"\xc1\xbf",
+            b"\xe0\x80\x80",
+            b"\xed\xa0\x80",
+            b"\xf4\x90\x80\x80",
+            b"\xf5\x80\x80\x80",
+            b"\xff",
+            b"\xe2\x82",
+            b"\xe2\xe2\x82\xac",
+        ] {
+            let mut sig = frame(GOOD).into_bytes();
+            let at = sig.windows(4).position(|w| w == b"c2ln").unwrap();
+            sig.splice(at..at, bad.iter().copied());
+            cases.push(sig);
+        }
+        for case in &cases {
+            assert_eq!(peek(case), None, "{}", String::from_utf8_lossy(case));
+        }
+        assert!(cases.iter().all(|c| Frame::parse(c).is_err()));
+    }
+
+    #[test]
+    fn the_plain_run_stops_at_the_first_byte_that_is_not_plain() {
+        for b in 0..=u8::MAX {
+            for at in 0..20 {
+                let mut bytes = alloc::vec![b'a'; 20];
+                bytes[at] = b;
+                // A second stop after the first must not move it.
+                if at + 1 < bytes.len() {
+                    bytes[at + 1] = 0x00;
+                }
+                let want = if is_plain(b) {
+                    bytes.iter().position(|&x| !is_plain(x)).unwrap_or(20)
+                } else {
+                    at
+                };
+                assert_eq!(plain_run(&bytes), want, "{b:#x} at {at}");
+                assert_eq!(plain_run(&bytes[..at]), at);
+            }
+            assert_eq!(
+                is_plain(b),
+                b.is_ascii() && !b"\"\\".contains(&b) && b >= b' '
+            );
+        }
+    }
+
+    #[test]
+    fn an_oversized_frame_is_not_peeked() {
+        let pad = " ".repeat(MAX_FRAME_BYTES);
+        assert_eq!(peek(format!("{}{pad}", frame(GOOD)).as_bytes()), None);
+    }
+}
