@@ -16,10 +16,10 @@
 //!
 //! Every evicted entry is handed back, so the caller can count it. Every operation is O(log n).
 
-use alloc::collections::{BTreeMap, BTreeSet};
+use alloc::collections::BTreeMap;
 use core::borrow::Borrow;
 
-use super::Timestamp;
+use super::{TimerQueue, Timestamp};
 
 /// What [`BoundedMap::insert`] did.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -217,15 +217,9 @@ pub enum ExpiringInsert<K> {
 #[derive(Clone, Debug)]
 pub struct ExpiringSet<K: Ord + Clone> {
     capacity: usize,
-    /// Each key's expiry and insertion sequence number.
-    entries: BTreeMap<K, (Timestamp, u64)>,
-    /// `(expiry, seq, key)`: soonest first, ties by insertion order.
-    by_expiry: BTreeSet<(Timestamp, u64, K)>,
-    next_seq: u64,
-    /// The first expiry in `by_expiry`, kept by every change to it: owners ask for
-    /// [`next_expiry`](Self::next_expiry) after every event, far more often than the set
-    /// changes, and the tree's first leaf is seldom in cache by then.
-    soonest: Option<Timestamp>,
+    /// Each key's expiry, soonest first, ties by insertion order: a timer queue whose deadlines
+    /// are expiries.
+    expiries: TimerQueue<K>,
 }
 
 impl<K: Ord + Clone> ExpiringSet<K> {
@@ -233,17 +227,14 @@ impl<K: Ord + Clone> ExpiringSet<K> {
     pub fn new(capacity: usize) -> Self {
         Self {
             capacity,
-            entries: BTreeMap::new(),
-            by_expiry: BTreeSet::new(),
-            next_seq: 0,
-            soonest: None,
+            expiries: TimerQueue::new(),
         }
     }
 
     /// Remember `key` until `expires_at`; see [`ExpiringInsert`] and the [module docs](self).
     pub fn insert(&mut self, now: Timestamp, key: K, expires_at: Timestamp) -> ExpiringInsert<K> {
         // One lookup answers both "present and live" and "present but expired".
-        let held = self.entries.get(&key).map(|(exp, _)| now < *exp);
+        let held = self.expiries.deadline_of(&key).map(|exp| now < exp);
         if held == Some(true) {
             return ExpiringInsert::Present;
         }
@@ -257,18 +248,13 @@ impl<K: Ord + Clone> ExpiringSet<K> {
             self.remove(&key);
         }
         let mut evicted = None;
-        if self.entries.len() >= self.capacity {
+        if self.len() >= self.capacity {
             self.prune(now);
-            if self.entries.len() >= self.capacity {
-                evicted = self.pop_soonest();
+            if self.len() >= self.capacity {
+                evicted = self.expiries.pop_due(Timestamp::MAX).map(|(_, k)| k);
             }
         }
-        let seq = self.next_seq;
-        // Wrapping is unreachable in practice (584 years at 10^9 inserts a second).
-        self.next_seq = self.next_seq.wrapping_add(1);
-        self.by_expiry.insert((expires_at, seq, key.clone()));
-        self.entries.insert(key, (expires_at, seq));
-        self.refresh_soonest();
+        self.expiries.schedule(expires_at, key);
         match evicted {
             Some(k) => ExpiringInsert::Evicted(k),
             None => ExpiringInsert::Added,
@@ -282,64 +268,42 @@ impl<K: Ord + Clone> ExpiringSet<K> {
         K: Borrow<Q>,
         Q: Ord + ?Sized,
     {
-        self.entries.get(key).is_some_and(|(exp, _)| now < *exp)
+        self.expiries.deadline_of(key).is_some_and(|exp| now < exp)
     }
 
     /// When `key` expires, if present (live or not yet pruned).
     pub fn expires_at(&self, key: &K) -> Option<Timestamp> {
-        self.entries.get(key).map(|(exp, _)| *exp)
+        self.expiries.deadline_of(key)
     }
 
     /// Forget `key`; whether it was present.
     pub fn remove(&mut self, key: &K) -> bool {
-        let Some((exp, seq)) = self.entries.remove(key) else {
-            return false;
-        };
-        let removed = self.by_expiry.remove(&(exp, seq, key.clone()));
-        self.refresh_soonest();
-        removed
+        self.expiries.cancel(key)
     }
 
     /// Forget every entry expired at `now`; how many were forgotten.
     pub fn prune(&mut self, now: Timestamp) -> usize {
-        let mut n = 0;
-        while self.soonest.is_some_and(|exp| exp <= now) {
-            self.pop_soonest();
-            n += 1;
-        }
-        n
+        core::iter::from_fn(|| self.expiries.pop_due(now)).count()
     }
 
     /// The soonest expiry held: a wakeup for [`prune`](Self::prune).
     pub fn next_expiry(&self) -> Option<Timestamp> {
-        self.soonest
+        self.expiries.next_deadline()
     }
 
     /// Entries held, including expired ones not yet pruned.
     pub fn len(&self) -> usize {
-        self.entries.len()
+        self.expiries.len()
     }
 
     /// Whether no entries are held.
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.expiries.is_empty()
     }
 
     /// The most entries this set holds.
     pub fn capacity(&self) -> usize {
         self.capacity
-    }
-
-    fn pop_soonest(&mut self) -> Option<K> {
-        let (_, _, key) = self.by_expiry.pop_first()?;
-        self.entries.remove(&key);
-        self.refresh_soonest();
-        Some(key)
-    }
-
-    /// Sets `soonest` from the tree; called after every change to `by_expiry`.
-    fn refresh_soonest(&mut self) {
-        self.soonest = self.by_expiry.first().map(|(exp, _, _)| *exp);
     }
 }
 
@@ -489,23 +453,5 @@ mod tests {
         assert!(!e.contains(s(20), &5));
         assert!(e.contains(s(0), &5));
         assert_eq!(e.capacity(), 8);
-    }
-
-    #[test]
-    fn the_kept_soonest_expiry_is_the_trees_after_any_change() {
-        let mut e = ExpiringSet::new(8);
-        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-        for step in 0..5_000u64 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            let (key, t) = (x % 16, x % 64);
-            match x % 4 {
-                0 | 1 => drop(e.insert(s(step / 8), key, s(step / 8 + t))),
-                2 => drop(e.remove(&key)),
-                _ => drop(e.prune(s(step / 8))),
-            }
-            assert_eq!(e.next_expiry(), e.by_expiry.first().map(|(exp, _, _)| *exp));
-        }
     }
 }

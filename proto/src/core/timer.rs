@@ -10,6 +10,7 @@
 //! the rule that set it.
 
 use alloc::collections::{BTreeMap, BTreeSet};
+use core::borrow::Borrow;
 
 use super::{Timestamp, Wakeup};
 
@@ -90,8 +91,13 @@ impl<T: Ord + Clone> TimerQueue<T> {
         Some((at, key))
     }
 
-    /// `key`'s deadline, if it has one.
-    pub fn deadline_of(&self, key: &T) -> Option<Timestamp> {
+    /// `key`'s deadline, if it has one. `key` is anything the key borrows as, so a caller can
+    /// look up without building an owned key.
+    pub fn deadline_of<Q>(&self, key: &Q) -> Option<Timestamp>
+    where
+        T: Borrow<Q>,
+        Q: Ord + ?Sized,
+    {
         self.by_key.get(key).map(|(at, _)| *at)
     }
 
