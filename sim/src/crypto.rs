@@ -619,6 +619,17 @@ mod tests {
         }
     }
 
+    /// Random 32-byte secrets (some not valid scalars) from the seeded stream `(seed, n)`.
+    fn random_secrets(seed: u64, n: u64) -> impl FnMut() -> P256Secret {
+        use rand_core::Rng as _;
+        let mut rng = crate::stream(seed, n);
+        move || {
+            let mut bytes = [0; 32];
+            rng.fill_bytes(&mut bytes);
+            P256Secret::from_bytes(bytes)
+        }
+    }
+
     /// A signature made here verifies from memory, but only under its own key, over its own
     /// message, byte for byte; a signature made elsewhere is checked for real.
     #[test]
@@ -724,15 +735,9 @@ mod tests {
     /// which aws-lc refuses); x from p up; x with no y on the curve.
     #[test]
     fn p256_public_keys_and_ecdh_are_the_plain_providers() {
-        use rand_core::Rng as _;
         let plain = crypto::default_provider();
         let sim = provider();
-        let mut rng = crate::stream(0x9256, 1);
-        let mut random_secret = || {
-            let mut bytes = [0; 32];
-            rng.fill_bytes(&mut bytes);
-            P256Secret::from_bytes(bytes)
-        };
+        let mut random_secret = random_secrets(0x9256, 1);
         // Never signed with, so never kept: every answer is computed afresh.
         for _ in 0..200 {
             let (secret, peer) = (random_secret(), random_secret());
@@ -817,15 +822,9 @@ mod tests {
     /// provider does.
     #[test]
     fn remembered_agreements_are_the_plain_providers() {
-        use rand_core::Rng as _;
         let plain = crypto::default_provider();
         let sim = provider();
-        let mut rng = crate::stream(0xec0d, 2);
-        let mut random_secret = || {
-            let mut bytes = [0; 32];
-            rng.fill_bytes(&mut bytes);
-            P256Secret::from_bytes(bytes)
-        };
+        let mut random_secret = random_secrets(0xec0d, 2);
         let remembered = || counts().p256_ecdh_remembered;
         for round in 0..100 {
             let (e, b, c) = (random_secret(), random_secret(), random_secret());
