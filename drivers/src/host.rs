@@ -376,6 +376,14 @@ impl<I> Commander<I> {
     }
 }
 
+/// What woke an async adapter's loop, for [`Host::woke`].
+pub(crate) enum Woke<N, I> {
+    /// News from the adapter's tasks; `None` when the wait timed out.
+    Net(Option<N>),
+    /// A command; `None` once every [`Commander`] is gone.
+    Command(Option<I>),
+}
+
 /// The receiving end of a command channel, handed to an adapter's `run_commanded`.
 #[derive(Debug)]
 pub struct Commands<I> {
@@ -534,6 +542,42 @@ impl<M: HostMachine, H: Hooks<M>> Host<M, H> {
             self.feed(now, input, io)?;
         }
         self.tick(now, io)
+    }
+
+    /// Runs what woke an async adapter's loop ([`crate::smol`], `crate::tokio`): a command goes
+    /// in with every other command waiting ([`Host::command`]), and once every commander is gone
+    /// `commands` is cleared so the loop stops listening for them; news from the adapter's tasks
+    /// goes in with what else is `ready`, at most [`MAX_EVENTS_PER_PASS`] in all, each made an
+    /// event by `event` (`None`: the adapter handled it itself), through [`Host::pass`]. A wait
+    /// that timed out is news of nothing: the pass runs the machine's timeout.
+    pub(crate) fn woke<N, A: Io>(
+        &mut self,
+        woke: Woke<N, M::Input>,
+        commands: &mut Option<&Commands<M::Input>>,
+        ready: impl FnMut() -> Option<N>,
+        io: &mut A,
+        mut event: impl FnMut(&mut A, N, &mut Self) -> Option<Event>,
+    ) -> io::Result<()> {
+        match woke {
+            Woke::Command(c) => {
+                if c.is_none() {
+                    *commands = None;
+                }
+                let more = commands.map(Commands::ready).unwrap_or_default();
+                self.command(crate::now(), c.into_iter().chain(more), io)
+            }
+            Woke::Net(first) => {
+                let mut events = Vec::new();
+                for n in first
+                    .into_iter()
+                    .chain(std::iter::from_fn(ready))
+                    .take(MAX_EVENTS_PER_PASS)
+                {
+                    events.extend(event(io, n, self));
+                }
+                self.pass(crate::now(), events, io)
+            }
+        }
     }
 
     /// Feeds commands from the application, draining after each, then runs the machine's

@@ -49,9 +49,8 @@ use futures_rustls::{TlsAcceptor, TlsConnector, TlsStream};
 use weft_proto::core::ConnId;
 
 use crate::host::{
-    self, ACCEPT_RETRY, Commands, Endpoint, Event, Hooks, Host, HostMachine, Io, Listener,
-    MAX_EVENTS_PER_PASS, Outbox, OutboxReader, Outboxes, Peer, Queued, READ_CHUNK, Remote, Report,
-    SecureDial, shut_down,
+    self, ACCEPT_RETRY, Commands, Endpoint, Event, Hooks, Host, HostMachine, Io, Listener, Outbox,
+    OutboxReader, Outboxes, Peer, Queued, READ_CHUNK, Remote, Report, SecureDial, Woke, shut_down,
 };
 use crate::quic;
 use crate::tls::{HANDSHAKE_TIMEOUT, MAX_PENDING_HANDSHAKES};
@@ -280,12 +279,6 @@ pub async fn run_commanded<M: HostMachine, H: Hooks<M>>(
     ex.run(drive(&ex, host, listeners, Some(commands))).await
 }
 
-/// What woke the loop.
-enum Woke<I> {
-    Net(Option<Net>),
-    Command(Option<I>),
-}
-
 async fn drive<M: HostMachine, H: Hooks<M>>(
     ex: &LocalExecutor<'_>,
     host: &mut Host<M, H>,
@@ -337,30 +330,19 @@ async fn drive<M: HostMachine, H: Hooks<M>>(
             }
             None => woke.await,
         };
-        let first = match woke {
-            Woke::Net(n) => n,
-            Woke::Command(c) => {
-                if c.is_none() {
-                    // Every commander is gone: stop listening for them.
-                    commands = None;
+        host.woke(
+            woke,
+            &mut commands,
+            || inbox.try_recv().ok(),
+            &mut io,
+            |io, n, host| match n {
+                Net::Report(r) => Some(io.event(r, host)),
+                Net::Handshake(peer, h) => {
+                    io.handshake(peer, h);
+                    None
                 }
-                let more = commands.map(Commands::ready).unwrap_or_default();
-                host.command(crate::now(), c.into_iter().chain(more), &mut io)?;
-                continue;
-            }
-        };
-        let mut events = Vec::new();
-        for n in first
-            .into_iter()
-            .chain(std::iter::from_fn(|| inbox.try_recv().ok()))
-            .take(MAX_EVENTS_PER_PASS)
-        {
-            match n {
-                Net::Report(r) => events.push(io.event(r, host)),
-                Net::Handshake(peer, h) => io.handshake(peer, h),
-            }
-        }
-        host.pass(crate::now(), events, &mut io)?;
+            },
+        )?;
     }
 }
 

@@ -29,7 +29,7 @@ use std::io;
 
 use ::tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use ::tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
-use ::tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
+use ::tokio::sync::mpsc::{self, UnboundedSender};
 use ::tokio::task::JoinSet;
 use ::tokio::time::sleep;
 use weft_proto::core::ConnId;
@@ -37,8 +37,7 @@ use weft_proto::core::ConnId;
 use crate::bridge::{Bridge, Bridged};
 use crate::host::{
     self, ACCEPT_RETRY, Commands, Endpoint, Event, Hooks, Host, HostMachine, Io, Listener,
-    MAX_EVENTS_PER_PASS, OutboxReader, Outboxes, Peer, Queued, READ_CHUNK, Remote, Report,
-    shut_down,
+    OutboxReader, Outboxes, Peer, Queued, READ_CHUNK, Remote, Report, Woke, shut_down,
 };
 
 /// A connected socket of either kind.
@@ -156,12 +155,6 @@ pub async fn run_commanded<M: HostMachine, H: Hooks<M>>(
     drive(host, listeners, Some(commands)).await
 }
 
-/// What woke the loop.
-enum Woke<I> {
-    Net(Option<Net>),
-    Command(Option<I>),
-}
-
 async fn drive<M: HostMachine, H: Hooks<M>>(
     host: &mut Host<M, H>,
     listeners: Vec<Listener>,
@@ -211,32 +204,14 @@ async fn drive<M: HostMachine, H: Hooks<M>>(
                 .unwrap_or(Woke::Net(None)),
             None => woke.await,
         };
-        let first = match woke {
-            Woke::Net(n) => n,
-            Woke::Command(c) => {
-                if c.is_none() {
-                    // Every commander is gone: stop listening for them.
-                    commands = None;
-                }
-                let more = commands.map(Commands::ready).unwrap_or_default();
-                host.command(crate::now(), c.into_iter().chain(more), &mut io)?;
-                continue;
-            }
-        };
-        let mut events = Vec::new();
-        for n in first
-            .into_iter()
-            .chain(std::iter::from_fn(|| next_ready(&mut inbox)))
-            .take(MAX_EVENTS_PER_PASS)
-        {
-            events.push(io.event(n, host));
-        }
-        host.pass(crate::now(), events, &mut io)?;
+        host.woke(
+            woke,
+            &mut commands,
+            || inbox.try_recv().ok(),
+            &mut io,
+            |io, n, host| Some(io.event(n, host)),
+        )?;
     }
-}
-
-fn next_ready(inbox: &mut UnboundedReceiver<Net>) -> Option<Net> {
-    inbox.try_recv().ok()
 }
 
 async fn accept_tcp(index: usize, listener: TcpListener, net: UnboundedSender<Net>) {
