@@ -45,7 +45,6 @@ use serde_json::{Value, json};
 use weft_proto::core::{ConnId, Machine, Timestamp};
 use weft_proto::crypto::{CryptoProvider, generate_p256};
 use weft_proto::minca::mesh::RoomKind;
-use weft_proto::minca::mesh::frame::{AUTH_HELLO, AUTH_PROOF, LEAVE, SIGNAL};
 use weft_proto::minca::mesh::introduction::SIGNAL_WINDOW;
 use weft_proto::minca::node::{self, Join, Node, NodeConfig};
 use weft_proto::minca::relay_server::{self, RelayConfig, RelayServer};
@@ -57,9 +56,10 @@ use crate::link::{Bandwidth, Direction, Kind, LinkFaults, LinkStats, Links, Part
 use crate::scenario::{Check, Queue, Timed, Trace, Wakeups, World, fmt_times};
 use crate::stream;
 
+mod checked;
 mod sent;
 
-use sent::Sent;
+use checked::{LastSent, Numbers};
 
 pub use crate::scenario::START;
 
@@ -460,11 +460,11 @@ struct NodeSlot {
     skew_ms: i64,
     asleep: bool,
     held: Vec<node::Input>,
-    /// The peers (by number, `Net::node_of`) this node has admitted in each room, as its
+    /// The peers (by number, `Net::numbers`) this node has admitted in each room, as its
     /// outputs said.
     admitted: HashMap<String, BTreeSet<u32>>,
     /// Signals passed on and still fresh somewhere: (`at`, to peer, origin, target), nodes by
-    /// number (`Net::node_of`), forgotten once no node would take them again
+    /// number (`Net::numbers`), forgotten once no node would take them again
     /// (`Net::forget_stale_signals`).
     passed: BTreeSet<(u64, u32, u32, u32)>,
     /// Peers (by number) live messages came from.
@@ -491,7 +491,9 @@ struct Net<'a> {
     relays: Vec<RelaySlot>,
     nodes: Vec<NodeSlot>,
     /// Each node's number by its DID; a DID no node has gets the next number after them.
-    node_of: HashMap<String, u32>,
+    numbers: Numbers,
+    /// The oracle's reading of the last frame a node sent.
+    last_sent: LastSent,
     /// Nodes' wakeups, in global time, by node number.
     timers: Wakeups,
     /// Relays' wakeups, by relay number.
@@ -630,7 +632,8 @@ impl<'a> Net<'a> {
             queue: Queue::new(),
             relays,
             nodes,
-            node_of: dids.into_iter().zip(0..).collect(),
+            numbers: Numbers::new(dids),
+            last_sent: LastSent::default(),
             timers: Wakeups::new(sc.nodes),
             relay_timers: Wakeups::new(sc.relays),
             sockets: HashMap::new(),
@@ -762,17 +765,6 @@ impl<'a> Net<'a> {
         if let Some(at) = self.links.next_partition(self.now, self.end_faults) {
             self.at(at, Ev::Partition);
         }
-    }
-
-    /// The number of the node with `did` (a DID no node has gets a number of its own, so the
-    /// loop check still tells two of them apart).
-    fn number(&mut self, did: &str) -> u32 {
-        if let Some(&n) = self.node_of.get(did) {
-            return n;
-        }
-        let n = self.node_of.len() as u32;
-        self.node_of.insert(did.to_owned(), n);
-        n
     }
 
     /// Drops from node `n`'s memory of passed signals those no node would take any more (§8:
@@ -1179,7 +1171,7 @@ impl<'a> Net<'a> {
                 }
             }
             node::Output::Admitted { room, peer } => {
-                let peer = self.number(&peer);
+                let peer = self.numbers.of(&peer);
                 if self.nodes[n]
                     .admitted
                     .entry(room.as_str().to_owned())
@@ -1191,7 +1183,7 @@ impl<'a> Net<'a> {
                 }
             }
             node::Output::Departed { room, peer } => {
-                let peer = self.number(&peer);
+                let peer = self.numbers.of(&peer);
                 if let Some(peers) = self.nodes[n].admitted.get_mut(room.as_str())
                     && peers.remove(&peer)
                 {
@@ -1207,7 +1199,7 @@ impl<'a> Net<'a> {
                 kind,
                 payload,
             } => {
-                let sender = self.number(&peer);
+                let sender = self.numbers.of(&peer);
                 if !self.nodes[n].admits(room.as_str(), sender) {
                     return Err((
                         "nothing-before-admission",
@@ -1320,9 +1312,8 @@ impl<'a> Net<'a> {
         let link = &self.links_open[&id];
         let to = usize::from(link.ends[0].0 == n);
         let (m, cm) = link.ends[to];
-        if let Some(frame) = Sent::read(&bytes) {
-            let handshake = [AUTH_HELLO, AUTH_PROOF, LEAVE].contains(&&*frame.kind);
-            if !handshake && !self.nodes[n].admits(&frame.room, m as u32) {
+        if let Some(frame) = self.last_sent.read(&bytes, &mut self.numbers) {
+            if !frame.handshake && !self.nodes[n].admits(&frame.room, m as u32) {
                 return Err((
                     "nothing-before-admission",
                     format!(
@@ -1331,17 +1322,15 @@ impl<'a> Net<'a> {
                     ),
                 ));
             }
-            if frame.kind == SIGNAL {
+            if frame.signal {
                 self.report.signals += 1;
-                let signal = &frame.payload;
-                let (origin, target) = (self.number(&signal.origin), self.number(&signal.target));
-                let at = signal.at;
+                let (origin, target, at) = (frame.origin_number, frame.target_number, frame.at);
                 if !self.nodes[n].passed.insert((at, m as u32, origin, target)) {
                     return Err((
                         "introductions-never-loop",
                         format!(
                             "node {n} passed the signal (origin {}, target {}, at {at}) on to node {m} twice",
-                            signal.origin, signal.target
+                            frame.origin, frame.target
                         ),
                     ));
                 }
