@@ -57,9 +57,11 @@ use crate::scenario::{Check, Queue, Timed, Trace, Wakeups, World, fmt_times};
 use crate::stream;
 
 mod checked;
+mod passed;
 mod sent;
 
 use checked::{LastSent, Numbers};
+use passed::Passed;
 
 pub use crate::scenario::START;
 
@@ -463,10 +465,10 @@ struct NodeSlot {
     /// The peers (by number, `Net::numbers`) this node has admitted in each room, as its
     /// outputs said.
     admitted: HashMap<String, BTreeSet<u32>>,
-    /// Signals passed on and still fresh somewhere: (`at`, to peer, origin, target), nodes by
+    /// Signals passed on and still fresh somewhere, with the peers each went to, nodes by
     /// number (`Net::numbers`), forgotten once no node would take them again
     /// (`Net::forget_stale_signals`).
-    passed: BTreeSet<(u64, u32, u32, u32)>,
+    passed: Passed,
     /// Peers (by number) live messages came from.
     live_from: BTreeSet<u32>,
     /// The space the node is in.
@@ -607,7 +609,7 @@ impl<'a> Net<'a> {
                     asleep: false,
                     held: Vec::new(),
                     admitted: HashMap::new(),
-                    passed: BTreeSet::new(),
+                    passed: Passed::default(),
                     live_from: BTreeSet::new(),
                     space: n % sc.spaces.max(1),
                     conns: BTreeMap::new(),
@@ -777,10 +779,7 @@ impl<'a> Net<'a> {
             .now
             .as_millis()
             .saturating_sub(horizon.as_millis() as u64);
-        let passed = &mut self.nodes[n].passed;
-        while passed.first().is_some_and(|&(at, ..)| at < oldest) {
-            passed.pop_first();
-        }
+        self.nodes[n].passed.forget_before(oldest);
     }
 
     /// A relay's place, as partitions see the network: nodes, then relays.
@@ -1325,7 +1324,7 @@ impl<'a> Net<'a> {
             if frame.signal {
                 self.report.signals += 1;
                 let (origin, target, at) = (frame.origin_number, frame.target_number, frame.at);
-                if !self.nodes[n].passed.insert((at, m as u32, origin, target)) {
+                if !self.nodes[n].passed.insert(at, origin, target, m as u32) {
                     return Err((
                         "introductions-never-loop",
                         format!(
@@ -1569,10 +1568,10 @@ mod tests {
         let now = net.now.as_millis();
         let oldest = now - (SIGNAL_WINDOW + sc.faults.max_skew).as_millis() as u64;
         for at in [oldest - 1, oldest, now - 1_000, now] {
-            net.nodes[0].passed.insert((at, 1, 2, 3));
+            net.nodes[0].passed.insert(at, 2, 3, 1);
         }
         net.forget_stale_signals(0);
-        let kept: Vec<u64> = net.nodes[0].passed.iter().map(|&(at, ..)| at).collect();
+        let kept: Vec<u64> = net.nodes[0].passed.ats().collect();
         assert_eq!(kept, [oldest, now - 1_000, now]);
         // The oldest kept is one a node whose clock runs `max_skew` behind still takes.
         let slowest_clock = now - sc.faults.max_skew.as_millis() as u64;
