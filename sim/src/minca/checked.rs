@@ -148,8 +148,14 @@ mod tests {
         }
         assert_eq!(numbers.of("b"), 0, "a node's own number");
         assert_eq!(numbers.of("a"), 1, "the first DID no node has");
-        assert_eq!(numbers.of("c"), 2, "a frame of another type numbers nothing");
-        let hello = last.read(hello, &mut numbers).map(|r| (r.handshake, r.signal));
+        assert_eq!(
+            numbers.of("c"),
+            2,
+            "a frame of another type numbers nothing"
+        );
+        let hello = last
+            .read(hello, &mut numbers)
+            .map(|r| (r.handshake, r.signal));
         assert_eq!(hello, Some((true, false)));
     }
 }
