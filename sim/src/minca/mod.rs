@@ -37,12 +37,12 @@ use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
 
-use hashbrown::{HashMap, HashSet};
+use hashbrown::HashMap;
 
 use chacha20::ChaCha20Rng;
 use rand_core::Rng;
 use serde_json::{Value, json};
-use weft_proto::core::{ConnId, Machine, Timestamp};
+use weft_proto::core::{ConnId, Machine, Timestamp, Wakeup};
 use weft_proto::crypto::{CryptoProvider, generate_p256};
 use weft_proto::minca::mesh::RoomKind;
 use weft_proto::minca::mesh::introduction::SIGNAL_WINDOW;
@@ -59,9 +59,11 @@ use crate::stream;
 mod checked;
 mod passed;
 mod sent;
+mod severed;
 
 use checked::{LastSent, Numbers};
 use passed::Passed;
+use severed::Severed;
 
 pub use crate::scenario::START;
 
@@ -524,7 +526,7 @@ struct Net<'a> {
     /// The partition in force, if any.
     partition: Option<Partition>,
     /// Streams a partition cut: what was on the way on them is never delivered.
-    severed: HashSet<Stream>,
+    severed: Severed,
     trace: Trace<'a>,
     report: Report,
 }
@@ -654,7 +656,7 @@ impl<'a> Net<'a> {
                 .collect(),
             links: Links::new(sc.faults.link.clone(), stream(sc.seed, TAG_LINK)),
             partition: None,
-            severed: HashSet::new(),
+            severed: Severed::default(),
             trace: Trace::new(trace),
             report: Report {
                 seed: sc.seed,
@@ -736,8 +738,7 @@ impl<'a> Net<'a> {
                 let (_, n) = self.timers.pop_first().expect("a timer is set");
                 let now = self.local(n);
                 self.nodes[n].node.handle_timeout(now);
-                self.drain_node(n)?;
-                if let Some(w) = self.nodes[n].node.poll_timeout().filter(|w| w.at <= now) {
+                if let Some(w) = self.drain_node(n)?.filter(|w| w.at <= now) {
                     return Err((
                         "deadline-advances",
                         format!("node {n}: {} at {}", w.reason, w.at),
@@ -794,7 +795,7 @@ impl<'a> Net<'a> {
     /// Whether a message that crossed the network on `via` is delivered to place `to`: not when
     /// a partition cut its stream; and one the other side of a partition is a violation.
     fn crossing(&mut self, via: Via, to: usize) -> Result<bool, (&'static str, String)> {
-        if self.severed.contains(&via.stream) {
+        if self.severed.contains(via.stream) {
             self.links.stats.partition_discarded += 1;
             return Ok(false);
         }
@@ -989,19 +990,24 @@ impl<'a> Net<'a> {
         }
         let now = self.local(n);
         self.nodes[n].node.handle(now, input);
-        self.drain_node(n)
+        self.drain_node(n)?;
+        Ok(())
     }
 
-    fn refresh_node(&mut self, n: usize) {
-        let next = if self.nodes[n].asleep {
+    /// Files node `n`'s next wakeup, and answers it in the node's own time (`None` while it
+    /// sleeps), so a caller that checks it need not ask the node again.
+    fn refresh_node(&mut self, n: usize) -> Option<Wakeup> {
+        let wakeup = if self.nodes[n].asleep {
             None
         } else {
-            self.nodes[n].node.poll_timeout().map(|w| {
-                let ms = w.at.as_millis() as i64 - self.nodes[n].skew_ms;
-                Timestamp::from_millis(ms.max(0) as u64).max(self.now)
-            })
+            self.nodes[n].node.poll_timeout()
         };
+        let next = wakeup.map(|w| {
+            let ms = w.at.as_millis() as i64 - self.nodes[n].skew_ms;
+            Timestamp::from_millis(ms.max(0) as u64).max(self.now)
+        });
         self.timers.arm(n, next);
+        wakeup
     }
 
     fn refresh_relay(&mut self, r: usize) {
@@ -1013,12 +1019,13 @@ impl<'a> Net<'a> {
         self.relay_timers.arm(r, next);
     }
 
-    fn drain_node(&mut self, n: usize) -> Check {
+    /// Hands node `n`'s outputs to the network and files its next wakeup, which it answers
+    /// ([`Net::refresh_node`]).
+    fn drain_node(&mut self, n: usize) -> Result<Option<Wakeup>, (&'static str, String)> {
         while let Some(out) = self.nodes[n].node.poll() {
             self.node_output(n, out)?;
         }
-        self.refresh_node(n);
-        Ok(())
+        Ok(self.refresh_node(n))
     }
 
     fn node_output(&mut self, n: usize, out: node::Output) -> Check {
