@@ -410,12 +410,42 @@ struct Via {
     from: usize,
 }
 
+/// A node's input as it waits in the event queue: a peer's frame or a relay's text (most of a
+/// run's events) as they are, any other boxed. `node::Input` is about 110 bytes for its rare
+/// largest kinds (`Join`, `Send`), and every queued event took that much.
+#[derive(Debug)]
+enum NodeInput {
+    PeerFrame { conn: ConnId, bytes: Vec<u8> },
+    RelayText { conn: ConnId, text: String },
+    Other(Box<node::Input>),
+}
+
+impl From<node::Input> for NodeInput {
+    fn from(input: node::Input) -> Self {
+        match input {
+            node::Input::PeerFrame { conn, bytes } => Self::PeerFrame { conn, bytes },
+            node::Input::RelayText { conn, text } => Self::RelayText { conn, text },
+            other => Self::Other(Box::new(other)),
+        }
+    }
+}
+
+impl From<NodeInput> for node::Input {
+    fn from(input: NodeInput) -> Self {
+        match input {
+            NodeInput::PeerFrame { conn, bytes } => Self::PeerFrame { conn, bytes },
+            NodeInput::RelayText { conn, text } => Self::RelayText { conn, text },
+            NodeInput::Other(input) => *input,
+        }
+    }
+}
+
 #[derive(Debug)]
 enum Ev {
     /// An input for a node (held while it sleeps).
     Node {
         n: usize,
-        input: node::Input,
+        input: NodeInput,
     },
     /// An input for a relay incarnation.
     Relay {
@@ -426,7 +456,7 @@ enum Ev {
     /// A message for a node that crossed the network on a stream.
     NodeVia {
         n: usize,
-        input: node::Input,
+        input: NodeInput,
         via: Via,
     },
     /// A message for a relay incarnation that crossed the network on a stream.
@@ -843,10 +873,10 @@ impl<'a> Net<'a> {
 
     fn event(&mut self, ev: Ev) -> Check {
         match ev {
-            Ev::Node { n, input } => self.give_node(n, input)?,
+            Ev::Node { n, input } => self.give_node(n, input.into())?,
             Ev::NodeVia { n, input, via } => {
                 if self.crossing(via, n)? {
-                    self.give_node(n, input)?;
+                    self.give_node(n, input.into())?;
                 }
             }
             Ev::RelayVia {
@@ -1043,7 +1073,7 @@ impl<'a> Net<'a> {
                         latency * 2,
                         Ev::Node {
                             n,
-                            input: node::Input::RelayDialFailed { conn },
+                            input: node::Input::RelayDialFailed { conn }.into(),
                         },
                     );
                     return Ok(());
@@ -1057,7 +1087,7 @@ impl<'a> Net<'a> {
                         latency * 2,
                         Ev::Node {
                             n,
-                            input: node::Input::RelayDialFailed { conn },
+                            input: node::Input::RelayDialFailed { conn }.into(),
                         },
                     );
                     return Ok(());
@@ -1109,7 +1139,7 @@ impl<'a> Net<'a> {
                     node_opened,
                     Ev::NodeVia {
                         n,
-                        input: node::Input::RelayOpened { conn },
+                        input: node::Input::RelayOpened { conn }.into(),
                         via,
                     },
                 );
@@ -1153,7 +1183,7 @@ impl<'a> Net<'a> {
                     Duration::from_millis(1),
                     Ev::Node {
                         n,
-                        input: node::Input::LocalDescription { conn, sdp },
+                        input: node::Input::LocalDescription { conn, sdp }.into(),
                     },
                 );
             }
@@ -1164,7 +1194,7 @@ impl<'a> Net<'a> {
                     Duration::from_millis(1),
                     Ev::Node {
                         n,
-                        input: node::Input::LocalDescription { conn, sdp },
+                        input: node::Input::LocalDescription { conn, sdp }.into(),
                     },
                 );
             }
@@ -1261,7 +1291,7 @@ impl<'a> Net<'a> {
                     ICE_FAILURE,
                     Ev::Node {
                         n: a,
-                        input: node::Input::PeerClosed { conn: ca },
+                        input: node::Input::PeerClosed { conn: ca }.into(),
                     },
                 );
             }
@@ -1303,7 +1333,8 @@ impl<'a> Net<'a> {
                         conn: ca,
                         local_fingerprint: fingerprint(a),
                         remote_fingerprint: fingerprint(b),
-                    },
+                    }
+                    .into(),
                     via,
                 },
             );
@@ -1357,7 +1388,7 @@ impl<'a> Net<'a> {
             at,
             Ev::NodeVia {
                 n: m,
-                input: node::Input::PeerFrame { conn: cm, bytes },
+                input: node::Input::PeerFrame { conn: cm, bytes }.into(),
                 via,
             },
         );
@@ -1390,7 +1421,7 @@ impl<'a> Net<'a> {
                 at,
                 Ev::Node {
                     n: s.node,
-                    input: node::Input::RelayClosed { conn: s.node_conn },
+                    input: node::Input::RelayClosed { conn: s.node_conn }.into(),
                 },
             );
         }
@@ -1413,7 +1444,7 @@ impl<'a> Net<'a> {
                     at,
                     Ev::Node {
                         n,
-                        input: node::Input::PeerClosed { conn },
+                        input: node::Input::PeerClosed { conn }.into(),
                     },
                 );
             }
@@ -1485,7 +1516,8 @@ impl<'a> Net<'a> {
                                 input: node::Input::RelayText {
                                     conn: node_conn,
                                     text,
-                                },
+                                }
+                                .into(),
                                 via,
                             },
                         );
@@ -1563,6 +1595,14 @@ mod tests {
         assert_eq!(r.live_delivered, 2);
         assert!(r.full_mesh_at.is_some());
         assert_eq!(r.peer_connections, 1);
+    }
+
+    /// Every queued event takes a slot of the largest event's size, so the rare large node
+    /// inputs wait boxed ([`NodeInput`]).
+    #[test]
+    fn queued_events_stay_small() {
+        let size = std::mem::size_of::<Ev>();
+        assert!(size <= 80, "an event takes {size} bytes");
     }
 
     /// The loop check forgets a passed signal only once no node could take it again: any node's
