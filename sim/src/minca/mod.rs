@@ -57,11 +57,13 @@ use crate::scenario::{Check, Queue, Timed, Trace, Wakeups, World, fmt_times};
 use crate::stream;
 
 mod checked;
+mod open_links;
 mod passed;
 mod sent;
 mod severed;
 
 use checked::{LastSent, Numbers};
+use open_links::OpenLinks;
 use passed::Passed;
 use severed::Severed;
 
@@ -541,7 +543,7 @@ struct Net<'a> {
     next_socket: u64,
     next_relay_conn: u64,
     /// Open peer connections by id, walked in id order as the sockets are.
-    links_open: HashMap<u64, Link>,
+    links_open: OpenLinks<Link>,
     /// Open peer connections per unordered pair of nodes.
     pair_links: HashMap<(usize, usize), usize>,
     by_peer_conn: HashMap<(usize, ConnId), u64>,
@@ -561,8 +563,8 @@ struct Net<'a> {
     report: Report,
 }
 
-/// The ids in `map` whose entry `keep`s, in id order: the order the faults walk sockets and
-/// links in, whatever the hash map's.
+/// The ids in `map` whose entry `keep`s, in id order: the order the faults walk sockets in
+/// (and links, [`OpenLinks::ids`]), whatever the hash map's.
 fn sorted_ids<T>(map: &HashMap<u64, T>, keep: impl Fn(&T) -> bool) -> Vec<u64> {
     let mut ids: Vec<u64> = map
         .iter()
@@ -675,7 +677,7 @@ impl<'a> Net<'a> {
             by_relay_conn: HashMap::new(),
             next_socket: 0,
             next_relay_conn: 0,
-            links_open: HashMap::new(),
+            links_open: OpenLinks::default(),
             pair_links: HashMap::new(),
             by_peer_conn: HashMap::new(),
             next_link: 0,
@@ -861,9 +863,9 @@ impl<'a> Net<'a> {
             self.severed.insert(Stream::Socket(id));
             self.close_socket(id, true, true);
         }
-        let links = sorted_ids(&self.links_open, |l| {
-            self.separated(l.ends[0].0, l.ends[1].0)
-        });
+        let links = self
+            .links_open
+            .ids(|l| self.separated(l.ends[0].0, l.ends[1].0));
         for id in links {
             self.links.stats.partition_cuts += 1;
             self.severed.insert(Stream::Link(id));
@@ -930,7 +932,7 @@ impl<'a> Net<'a> {
             Ev::PeerDrop => {
                 if !self.links_open.is_empty() {
                     let pick = self.rng.next_u64() as usize % self.links_open.len();
-                    let id = sorted_ids(&self.links_open, |_| true)[pick];
+                    let id = self.links_open.ids(|_| true)[pick];
                     self.report.drops += 1;
                     self.log("peer-drop", json!({ "link": id }));
                     self.close_link(id, None);
@@ -974,7 +976,7 @@ impl<'a> Net<'a> {
                     self.timers.arm(n, None);
                     // A data channel does not outlive a long sleep: its peers see it fail.
                     if d > Duration::from_secs(10) {
-                        let ids = sorted_ids(&self.links_open, |l| l.ends.iter().any(|e| e.0 == n));
+                        let ids = self.links_open.ids(|l| l.ends.iter().any(|e| e.0 == n));
                         for id in ids {
                             self.close_link(id, None);
                         }
@@ -1346,7 +1348,9 @@ impl<'a> Net<'a> {
         let Some(id) = self.by_peer_conn.get(&(n, conn)).copied() else {
             return Ok(());
         };
-        let link = &self.links_open[&id];
+        let Some(link) = self.links_open.get(id) else {
+            return Ok(());
+        };
         let to = usize::from(link.ends[0].0 == n);
         let (m, cm) = link.ends[to];
         if let Some(frame) = self.last_sent.read(&bytes, &mut self.numbers) {
@@ -1374,7 +1378,7 @@ impl<'a> Net<'a> {
                 self.forget_stale_signals(n);
             }
         }
-        let Some(link) = self.links_open.get_mut(&id) else {
+        let Some(link) = self.links_open.get_mut(id) else {
             return Ok(());
         };
         let at = self
@@ -1429,7 +1433,7 @@ impl<'a> Net<'a> {
 
     /// Closes a peer connection; every end but `closer` (which closed it itself) is told.
     fn close_link(&mut self, id: u64, closer: Option<usize>) {
-        let Some(mut link) = self.links_open.remove(&id) else {
+        let Some(mut link) = self.links_open.remove(id) else {
             return;
         };
         let (a, b) = (link.ends[0].0, link.ends[1].0);
