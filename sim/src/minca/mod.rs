@@ -56,14 +56,14 @@ use crate::link::{Bandwidth, Direction, Kind, LinkFaults, LinkStats, Links, Part
 use crate::scenario::{Check, Queue, Timed, Trace, Wakeups, World, fmt_times};
 use crate::stream;
 
+mod by_id;
 mod checked;
-mod open_links;
 mod passed;
 mod sent;
 mod severed;
 
+use by_id::ById;
 use checked::{LastSent, Numbers};
-use open_links::OpenLinks;
 use passed::Passed;
 use severed::Severed;
 
@@ -534,16 +534,16 @@ struct Net<'a> {
     timers: Wakeups,
     /// Relays' wakeups, by relay number.
     relay_timers: Wakeups,
-    /// Open relay sockets by id. Hashed, as every message looks its stream up; whatever walks
-    /// them goes in id order ([`sorted_ids`]), so a run depends only on its seed.
-    sockets: HashMap<u64, Socket>,
+    /// Open relay sockets by id, walked in id order ([`ById::ids`]), so a run depends only on
+    /// its seed.
+    sockets: ById<Socket>,
     /// (node, node conn) → socket; (relay, relay conn) → socket.
     by_node_conn: HashMap<(usize, ConnId), u64>,
     by_relay_conn: HashMap<(usize, ConnId), u64>,
     next_socket: u64,
     next_relay_conn: u64,
     /// Open peer connections by id, walked in id order as the sockets are.
-    links_open: OpenLinks<Link>,
+    links_open: ById<Link>,
     /// Open peer connections per unordered pair of nodes.
     pair_links: HashMap<(usize, usize), usize>,
     by_peer_conn: HashMap<(usize, ConnId), u64>,
@@ -561,18 +561,6 @@ struct Net<'a> {
     severed: Severed,
     trace: Trace<'a>,
     report: Report,
-}
-
-/// The ids in `map` whose entry `keep`s, in id order: the order the faults walk sockets in
-/// (and links, [`OpenLinks::ids`]), whatever the hash map's.
-fn sorted_ids<T>(map: &HashMap<u64, T>, keep: impl Fn(&T) -> bool) -> Vec<u64> {
-    let mut ids: Vec<u64> = map
-        .iter()
-        .filter(|(_, v)| keep(v))
-        .map(|(id, _)| *id)
-        .collect();
-    ids.sort_unstable();
-    ids
 }
 
 fn fingerprint(n: usize) -> String {
@@ -672,12 +660,12 @@ impl<'a> Net<'a> {
             last_sent: LastSent::default(),
             timers: Wakeups::new(sc.nodes),
             relay_timers: Wakeups::new(sc.relays),
-            sockets: HashMap::new(),
+            sockets: ById::default(),
             by_node_conn: HashMap::new(),
             by_relay_conn: HashMap::new(),
             next_socket: 0,
             next_relay_conn: 0,
-            links_open: OpenLinks::default(),
+            links_open: ById::default(),
             pair_links: HashMap::new(),
             by_peer_conn: HashMap::new(),
             next_link: 0,
@@ -855,9 +843,9 @@ impl<'a> Net<'a> {
         );
         self.at(p.until, Ev::PartitionHeal);
         self.partition = Some(p);
-        let sockets = sorted_ids(&self.sockets, |s| {
-            self.separated(s.node, self.relay_place(s.relay))
-        });
+        let sockets = self
+            .sockets
+            .ids(|s| self.separated(s.node, self.relay_place(s.relay)));
         for id in sockets {
             self.links.stats.partition_cuts += 1;
             self.severed.insert(Stream::Socket(id));
@@ -922,7 +910,7 @@ impl<'a> Net<'a> {
             Ev::SocketDrop => {
                 if !self.sockets.is_empty() {
                     let pick = self.rng.next_u64() as usize % self.sockets.len();
-                    let id = sorted_ids(&self.sockets, |_| true)[pick];
+                    let id = self.sockets.ids(|_| true)[pick];
                     self.report.drops += 1;
                     self.log("socket-drop", json!({ "socket": id }));
                     self.close_socket(id, true, true);
@@ -946,7 +934,7 @@ impl<'a> Net<'a> {
                     self.log("relay-down", json!({ "relay": r }));
                     self.relays[r].server = None;
                     self.relays[r].life += 1;
-                    let ids = sorted_ids(&self.sockets, |s| s.relay == r);
+                    let ids = self.sockets.ids(|s| s.relay == r);
                     for id in ids {
                         self.close_socket(id, true, false);
                     }
@@ -1149,7 +1137,7 @@ impl<'a> Net<'a> {
             node::Output::RelaySend { conn, text } => {
                 self.report.relay_messages += 1;
                 if let Some(&id) = self.by_node_conn.get(&(n, conn))
-                    && let Some(s) = self.sockets.get_mut(&id)
+                    && let Some(s) = self.sockets.get_mut(id)
                 {
                     let at = self
                         .links
@@ -1402,7 +1390,7 @@ impl<'a> Net<'a> {
     /// Closes a relay socket: the relay is told unless it is gone, and the node unless it
     /// closed the socket itself.
     fn close_socket(&mut self, id: u64, tell_node: bool, tell_relay: bool) {
-        let Some(mut s) = self.sockets.remove(&id) else {
+        let Some(mut s) = self.sockets.remove(id) else {
             return;
         };
         self.by_node_conn.remove(&(s.node, s.node_conn));
@@ -1463,7 +1451,7 @@ impl<'a> Net<'a> {
                 relay_server::Output::Ping { conn } => {
                     // The node's WebSocket answers pings by itself, unless it sleeps.
                     if let Some(&id) = self.by_relay_conn.get(&(r, conn))
-                        && let Some(s) = self.sockets.get_mut(&id)
+                        && let Some(s) = self.sockets.get_mut(id)
                         && !self.nodes[s.node].asleep
                     {
                         // The ping goes down behind the mail, the pong up behind the node's
@@ -1506,7 +1494,7 @@ impl<'a> Net<'a> {
                         from: self.relay_place(r),
                     };
                     for text in std::iter::once(text).chain(copy) {
-                        let Some(s) = self.sockets.get_mut(&id) else {
+                        let Some(s) = self.sockets.get_mut(id) else {
                             break;
                         };
                         let at =

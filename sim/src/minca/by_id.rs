@@ -1,19 +1,20 @@
-//! The open peer connections, by id.
+//! The open streams (relay sockets, peer connections), by id.
 //!
-//! Every frame a node sends on a peer connection looks its connection up. Link ids are handed
-//! out in order from 0, so the connections sit in a vector at their id: one indexed load where a
-//! hash map probed its control bytes and then its entry, two cache misses at 1 000 nodes. The
-//! vector keeps a slot for every connection ever opened (72 bytes each: about 1.4 MiB for the
-//! 19 829 of a 1 000-node run), where the map kept only the open ones.
+//! Every message a node or relay sends looks its stream up. Stream ids are handed out in order
+//! from 0, so the streams sit in a vector at their id: one indexed load where a hash map probed
+//! its control bytes and then its entry, two cache misses in a large run; and walking them in id
+//! order, as the faults do so that a run depends only on its seed, needs no sort. The vector
+//! keeps a slot for every stream ever opened (about 80 bytes each: 1.4 MiB for the 19 829
+//! peer connections of a 1 000-node run), where the map kept only the open ones.
 
-/// Open peer connections by id; see the [module docs](self).
+/// Open streams by id; see the [module docs](self).
 #[derive(Debug)]
-pub(super) struct OpenLinks<T> {
+pub(super) struct ById<T> {
     by_id: Vec<Option<T>>,
     open: usize,
 }
 
-impl<T> Default for OpenLinks<T> {
+impl<T> Default for ById<T> {
     fn default() -> Self {
         Self {
             by_id: Vec::new(),
@@ -22,11 +23,11 @@ impl<T> Default for OpenLinks<T> {
     }
 }
 
-impl<T> OpenLinks<T> {
+impl<T> ById<T> {
     /// Opens `link` as `id` (replacing any open under it).
     pub(super) fn insert(&mut self, id: u64, link: T) {
         let Ok(at) = usize::try_from(id) else {
-            // Ids count the connections opened, so one past the address space never comes.
+            // Ids count the streams opened, so one past the address space never comes.
             return;
         };
         if at >= self.by_id.len() {
@@ -37,17 +38,17 @@ impl<T> OpenLinks<T> {
         }
     }
 
-    /// The connection open as `id`.
+    /// The stream open as `id`.
     pub(super) fn get(&self, id: u64) -> Option<&T> {
         self.by_id.get(usize::try_from(id).ok()?)?.as_ref()
     }
 
-    /// The connection open as `id`, to change.
+    /// The stream open as `id`, to change.
     pub(super) fn get_mut(&mut self, id: u64) -> Option<&mut T> {
         self.by_id.get_mut(usize::try_from(id).ok()?)?.as_mut()
     }
 
-    /// Closes the connection open as `id`, answering it.
+    /// Closes the stream open as `id`, answering it.
     pub(super) fn remove(&mut self, id: u64) -> Option<T> {
         let link = self.by_id.get_mut(usize::try_from(id).ok()?)?.take()?;
         self.open -= 1;
@@ -64,7 +65,7 @@ impl<T> OpenLinks<T> {
         self.open == 0
     }
 
-    /// The ids of the open connections that `keep`s, in id order.
+    /// The ids of the open streams that `keep`s, in id order.
     pub(super) fn ids(&self, keep: impl Fn(&T) -> bool) -> Vec<u64> {
         (0..)
             .zip(&self.by_id)
@@ -83,9 +84,9 @@ mod tests {
 
     /// Against a B-tree of the same ids: the same answers to every lookup, count and walk.
     #[test]
-    fn open_links_are_a_map_by_id() {
+    fn by_id_is_a_map_by_id() {
         let mut rng = crate::stream(0x11c5, 2);
-        let mut links = OpenLinks::default();
+        let mut links = ById::default();
         let mut map = BTreeMap::new();
         for step in 0..5_000u64 {
             let r = rng.next_u64();
