@@ -4,7 +4,7 @@
 //! from 0, so the streams sit in a vector at their id: one indexed load where a hash map probed
 //! its control bytes and then its entry, two cache misses in a large run; and walking them in id
 //! order, as the faults do so that a run depends only on its seed, needs no sort. The vector
-//! keeps a slot for every stream ever opened (about 80 bytes each: 1.4 MiB for the 19 829
+//! keeps a slot for every stream ever opened (72 to 80 bytes each: 1.4 MiB for the 19 829
 //! peer connections of a 1 000-node run), where the map kept only the open ones.
 
 /// Open streams by id; see the [module docs](self).
