@@ -37,15 +37,14 @@ use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
 
-use hashbrown::{HashMap, HashSet};
+use hashbrown::HashMap;
 
 use chacha20::ChaCha20Rng;
 use rand_core::Rng;
 use serde_json::{Value, json};
-use weft_proto::core::{ConnId, Machine, Timestamp};
+use weft_proto::core::{ConnId, Machine, Timestamp, Wakeup};
 use weft_proto::crypto::{CryptoProvider, generate_p256};
 use weft_proto::minca::mesh::RoomKind;
-use weft_proto::minca::mesh::frame::{AUTH_HELLO, AUTH_PROOF, LEAVE, SIGNAL};
 use weft_proto::minca::mesh::introduction::SIGNAL_WINDOW;
 use weft_proto::minca::node::{self, Join, Node, NodeConfig};
 use weft_proto::minca::relay_server::{self, RelayConfig, RelayServer};
@@ -57,9 +56,16 @@ use crate::link::{Bandwidth, Direction, Kind, LinkFaults, LinkStats, Links, Part
 use crate::scenario::{Check, Queue, Timed, Trace, Wakeups, World, fmt_times};
 use crate::stream;
 
+mod by_id;
+mod checked;
+mod passed;
 mod sent;
+mod severed;
 
-use sent::Sent;
+use by_id::ById;
+use checked::{LastSent, Numbers};
+use passed::Passed;
+use severed::Severed;
 
 pub use crate::scenario::START;
 
@@ -406,12 +412,42 @@ struct Via {
     from: usize,
 }
 
+/// A node's input as it waits in the event queue: a peer's frame or a relay's text (most of a
+/// run's events) as they are, any other boxed. `node::Input` is about 110 bytes for its rare
+/// largest kinds (`Join`, `Send`), and every queued event took that much.
+#[derive(Debug)]
+enum NodeInput {
+    PeerFrame { conn: ConnId, bytes: Vec<u8> },
+    RelayText { conn: ConnId, text: String },
+    Other(Box<node::Input>),
+}
+
+impl From<node::Input> for NodeInput {
+    fn from(input: node::Input) -> Self {
+        match input {
+            node::Input::PeerFrame { conn, bytes } => Self::PeerFrame { conn, bytes },
+            node::Input::RelayText { conn, text } => Self::RelayText { conn, text },
+            other => Self::Other(Box::new(other)),
+        }
+    }
+}
+
+impl From<NodeInput> for node::Input {
+    fn from(input: NodeInput) -> Self {
+        match input {
+            NodeInput::PeerFrame { conn, bytes } => Self::PeerFrame { conn, bytes },
+            NodeInput::RelayText { conn, text } => Self::RelayText { conn, text },
+            NodeInput::Other(input) => *input,
+        }
+    }
+}
+
 #[derive(Debug)]
 enum Ev {
     /// An input for a node (held while it sleeps).
     Node {
         n: usize,
-        input: node::Input,
+        input: NodeInput,
     },
     /// An input for a relay incarnation.
     Relay {
@@ -422,7 +458,7 @@ enum Ev {
     /// A message for a node that crossed the network on a stream.
     NodeVia {
         n: usize,
-        input: node::Input,
+        input: NodeInput,
         via: Via,
     },
     /// A message for a relay incarnation that crossed the network on a stream.
@@ -460,13 +496,13 @@ struct NodeSlot {
     skew_ms: i64,
     asleep: bool,
     held: Vec<node::Input>,
-    /// The peers (by number, `Net::node_of`) this node has admitted in each room, as its
+    /// The peers (by number, `Net::numbers`) this node has admitted in each room, as its
     /// outputs said.
     admitted: HashMap<String, BTreeSet<u32>>,
-    /// Signals passed on and still fresh somewhere: (`at`, to peer, origin, target), nodes by
-    /// number (`Net::node_of`), forgotten once no node would take them again
+    /// Signals passed on and still fresh somewhere, with the peers each went to, nodes by
+    /// number (`Net::numbers`), forgotten once no node would take them again
     /// (`Net::forget_stale_signals`).
-    passed: BTreeSet<(u64, u32, u32, u32)>,
+    passed: Passed,
     /// Peers (by number) live messages came from.
     live_from: BTreeSet<u32>,
     /// The space the node is in.
@@ -491,21 +527,23 @@ struct Net<'a> {
     relays: Vec<RelaySlot>,
     nodes: Vec<NodeSlot>,
     /// Each node's number by its DID; a DID no node has gets the next number after them.
-    node_of: HashMap<String, u32>,
+    numbers: Numbers,
+    /// The oracle's reading of the last frame a node sent.
+    last_sent: LastSent,
     /// Nodes' wakeups, in global time, by node number.
     timers: Wakeups,
     /// Relays' wakeups, by relay number.
     relay_timers: Wakeups,
-    /// Open relay sockets by id. Hashed, as every message looks its stream up; whatever walks
-    /// them goes in id order ([`sorted_ids`]), so a run depends only on its seed.
-    sockets: HashMap<u64, Socket>,
+    /// Open relay sockets by id, walked in id order ([`ById::ids`]), so a run depends only on
+    /// its seed.
+    sockets: ById<Socket>,
     /// (node, node conn) → socket; (relay, relay conn) → socket.
     by_node_conn: HashMap<(usize, ConnId), u64>,
     by_relay_conn: HashMap<(usize, ConnId), u64>,
     next_socket: u64,
     next_relay_conn: u64,
     /// Open peer connections by id, walked in id order as the sockets are.
-    links_open: HashMap<u64, Link>,
+    links_open: ById<Link>,
     /// Open peer connections per unordered pair of nodes.
     pair_links: HashMap<(usize, usize), usize>,
     by_peer_conn: HashMap<(usize, ConnId), u64>,
@@ -520,21 +558,9 @@ struct Net<'a> {
     /// The partition in force, if any.
     partition: Option<Partition>,
     /// Streams a partition cut: what was on the way on them is never delivered.
-    severed: HashSet<Stream>,
+    severed: Severed,
     trace: Trace<'a>,
     report: Report,
-}
-
-/// The ids in `map` whose entry `keep`s, in id order: the order the faults walk sockets and
-/// links in, whatever the hash map's.
-fn sorted_ids<T>(map: &HashMap<u64, T>, keep: impl Fn(&T) -> bool) -> Vec<u64> {
-    let mut ids: Vec<u64> = map
-        .iter()
-        .filter(|(_, v)| keep(v))
-        .map(|(id, _)| *id)
-        .collect();
-    ids.sort_unstable();
-    ids
 }
 
 fn fingerprint(n: usize) -> String {
@@ -605,7 +631,7 @@ impl<'a> Net<'a> {
                     asleep: false,
                     held: Vec::new(),
                     admitted: HashMap::new(),
-                    passed: BTreeSet::new(),
+                    passed: Passed::default(),
                     live_from: BTreeSet::new(),
                     space: n % sc.spaces.max(1),
                     conns: BTreeMap::new(),
@@ -630,15 +656,16 @@ impl<'a> Net<'a> {
             queue: Queue::new(),
             relays,
             nodes,
-            node_of: dids.into_iter().zip(0..).collect(),
+            numbers: Numbers::new(dids),
+            last_sent: LastSent::default(),
             timers: Wakeups::new(sc.nodes),
             relay_timers: Wakeups::new(sc.relays),
-            sockets: HashMap::new(),
+            sockets: ById::default(),
             by_node_conn: HashMap::new(),
             by_relay_conn: HashMap::new(),
             next_socket: 0,
             next_relay_conn: 0,
-            links_open: HashMap::new(),
+            links_open: ById::default(),
             pair_links: HashMap::new(),
             by_peer_conn: HashMap::new(),
             next_link: 0,
@@ -649,7 +676,7 @@ impl<'a> Net<'a> {
                 .collect(),
             links: Links::new(sc.faults.link.clone(), stream(sc.seed, TAG_LINK)),
             partition: None,
-            severed: HashSet::new(),
+            severed: Severed::default(),
             trace: Trace::new(trace),
             report: Report {
                 seed: sc.seed,
@@ -731,8 +758,7 @@ impl<'a> Net<'a> {
                 let (_, n) = self.timers.pop_first().expect("a timer is set");
                 let now = self.local(n);
                 self.nodes[n].node.handle_timeout(now);
-                self.drain_node(n)?;
-                if let Some(w) = self.nodes[n].node.poll_timeout().filter(|w| w.at <= now) {
+                if let Some(w) = self.drain_node(n)?.filter(|w| w.at <= now) {
                     return Err((
                         "deadline-advances",
                         format!("node {n}: {} at {}", w.reason, w.at),
@@ -764,17 +790,6 @@ impl<'a> Net<'a> {
         }
     }
 
-    /// The number of the node with `did` (a DID no node has gets a number of its own, so the
-    /// loop check still tells two of them apart).
-    fn number(&mut self, did: &str) -> u32 {
-        if let Some(&n) = self.node_of.get(did) {
-            return n;
-        }
-        let n = self.node_of.len() as u32;
-        self.node_of.insert(did.to_owned(), n);
-        n
-    }
-
     /// Drops from node `n`'s memory of passed signals those no node would take any more (§8:
     /// a signal whose `at` is more than `SIGNAL_WINDOW` from a node's clock is dropped as
     /// stale, and clocks are at most `max_skew` off), so that memory stays as small as the
@@ -785,10 +800,7 @@ impl<'a> Net<'a> {
             .now
             .as_millis()
             .saturating_sub(horizon.as_millis() as u64);
-        let passed = &mut self.nodes[n].passed;
-        while passed.first().is_some_and(|&(at, ..)| at < oldest) {
-            passed.pop_first();
-        }
+        self.nodes[n].passed.forget_before(oldest);
     }
 
     /// A relay's place, as partitions see the network: nodes, then relays.
@@ -803,7 +815,7 @@ impl<'a> Net<'a> {
     /// Whether a message that crossed the network on `via` is delivered to place `to`: not when
     /// a partition cut its stream; and one the other side of a partition is a violation.
     fn crossing(&mut self, via: Via, to: usize) -> Result<bool, (&'static str, String)> {
-        if self.severed.contains(&via.stream) {
+        if self.severed.contains(via.stream) {
             self.links.stats.partition_discarded += 1;
             return Ok(false);
         }
@@ -831,17 +843,17 @@ impl<'a> Net<'a> {
         );
         self.at(p.until, Ev::PartitionHeal);
         self.partition = Some(p);
-        let sockets = sorted_ids(&self.sockets, |s| {
-            self.separated(s.node, self.relay_place(s.relay))
-        });
+        let sockets = self
+            .sockets
+            .ids(|s| self.separated(s.node, self.relay_place(s.relay)));
         for id in sockets {
             self.links.stats.partition_cuts += 1;
             self.severed.insert(Stream::Socket(id));
             self.close_socket(id, true, true);
         }
-        let links = sorted_ids(&self.links_open, |l| {
-            self.separated(l.ends[0].0, l.ends[1].0)
-        });
+        let links = self
+            .links_open
+            .ids(|l| self.separated(l.ends[0].0, l.ends[1].0));
         for id in links {
             self.links.stats.partition_cuts += 1;
             self.severed.insert(Stream::Link(id));
@@ -851,10 +863,10 @@ impl<'a> Net<'a> {
 
     fn event(&mut self, ev: Ev) -> Check {
         match ev {
-            Ev::Node { n, input } => self.give_node(n, input)?,
+            Ev::Node { n, input } => self.give_node(n, input.into())?,
             Ev::NodeVia { n, input, via } => {
                 if self.crossing(via, n)? {
-                    self.give_node(n, input)?;
+                    self.give_node(n, input.into())?;
                 }
             }
             Ev::RelayVia {
@@ -898,7 +910,7 @@ impl<'a> Net<'a> {
             Ev::SocketDrop => {
                 if !self.sockets.is_empty() {
                     let pick = self.rng.next_u64() as usize % self.sockets.len();
-                    let id = sorted_ids(&self.sockets, |_| true)[pick];
+                    let id = self.sockets.ids(|_| true)[pick];
                     self.report.drops += 1;
                     self.log("socket-drop", json!({ "socket": id }));
                     self.close_socket(id, true, true);
@@ -908,7 +920,7 @@ impl<'a> Net<'a> {
             Ev::PeerDrop => {
                 if !self.links_open.is_empty() {
                     let pick = self.rng.next_u64() as usize % self.links_open.len();
-                    let id = sorted_ids(&self.links_open, |_| true)[pick];
+                    let id = self.links_open.ids(|_| true)[pick];
                     self.report.drops += 1;
                     self.log("peer-drop", json!({ "link": id }));
                     self.close_link(id, None);
@@ -922,7 +934,7 @@ impl<'a> Net<'a> {
                     self.log("relay-down", json!({ "relay": r }));
                     self.relays[r].server = None;
                     self.relays[r].life += 1;
-                    let ids = sorted_ids(&self.sockets, |s| s.relay == r);
+                    let ids = self.sockets.ids(|s| s.relay == r);
                     for id in ids {
                         self.close_socket(id, true, false);
                     }
@@ -952,7 +964,7 @@ impl<'a> Net<'a> {
                     self.timers.arm(n, None);
                     // A data channel does not outlive a long sleep: its peers see it fail.
                     if d > Duration::from_secs(10) {
-                        let ids = sorted_ids(&self.links_open, |l| l.ends.iter().any(|e| e.0 == n));
+                        let ids = self.links_open.ids(|l| l.ends.iter().any(|e| e.0 == n));
                         for id in ids {
                             self.close_link(id, None);
                         }
@@ -998,19 +1010,24 @@ impl<'a> Net<'a> {
         }
         let now = self.local(n);
         self.nodes[n].node.handle(now, input);
-        self.drain_node(n)
+        self.drain_node(n)?;
+        Ok(())
     }
 
-    fn refresh_node(&mut self, n: usize) {
-        let next = if self.nodes[n].asleep {
+    /// Files node `n`'s next wakeup, and answers it in the node's own time (`None` while it
+    /// sleeps), so a caller that checks it need not ask the node again.
+    fn refresh_node(&mut self, n: usize) -> Option<Wakeup> {
+        let wakeup = if self.nodes[n].asleep {
             None
         } else {
-            self.nodes[n].node.poll_timeout().map(|w| {
-                let ms = w.at.as_millis() as i64 - self.nodes[n].skew_ms;
-                Timestamp::from_millis(ms.max(0) as u64).max(self.now)
-            })
+            self.nodes[n].node.poll_timeout()
         };
+        let next = wakeup.map(|w| {
+            let ms = w.at.as_millis() as i64 - self.nodes[n].skew_ms;
+            Timestamp::from_millis(ms.max(0) as u64).max(self.now)
+        });
         self.timers.arm(n, next);
+        wakeup
     }
 
     fn refresh_relay(&mut self, r: usize) {
@@ -1022,12 +1039,13 @@ impl<'a> Net<'a> {
         self.relay_timers.arm(r, next);
     }
 
-    fn drain_node(&mut self, n: usize) -> Check {
+    /// Hands node `n`'s outputs to the network and files its next wakeup, which it answers
+    /// ([`Net::refresh_node`]).
+    fn drain_node(&mut self, n: usize) -> Result<Option<Wakeup>, (&'static str, String)> {
         while let Some(out) = self.nodes[n].node.poll() {
             self.node_output(n, out)?;
         }
-        self.refresh_node(n);
-        Ok(())
+        Ok(self.refresh_node(n))
     }
 
     fn node_output(&mut self, n: usize, out: node::Output) -> Check {
@@ -1045,7 +1063,7 @@ impl<'a> Net<'a> {
                         latency * 2,
                         Ev::Node {
                             n,
-                            input: node::Input::RelayDialFailed { conn },
+                            input: node::Input::RelayDialFailed { conn }.into(),
                         },
                     );
                     return Ok(());
@@ -1059,7 +1077,7 @@ impl<'a> Net<'a> {
                         latency * 2,
                         Ev::Node {
                             n,
-                            input: node::Input::RelayDialFailed { conn },
+                            input: node::Input::RelayDialFailed { conn }.into(),
                         },
                     );
                     return Ok(());
@@ -1111,7 +1129,7 @@ impl<'a> Net<'a> {
                     node_opened,
                     Ev::NodeVia {
                         n,
-                        input: node::Input::RelayOpened { conn },
+                        input: node::Input::RelayOpened { conn }.into(),
                         via,
                     },
                 );
@@ -1119,7 +1137,7 @@ impl<'a> Net<'a> {
             node::Output::RelaySend { conn, text } => {
                 self.report.relay_messages += 1;
                 if let Some(&id) = self.by_node_conn.get(&(n, conn))
-                    && let Some(s) = self.sockets.get_mut(&id)
+                    && let Some(s) = self.sockets.get_mut(id)
                 {
                     let at = self
                         .links
@@ -1155,7 +1173,7 @@ impl<'a> Net<'a> {
                     Duration::from_millis(1),
                     Ev::Node {
                         n,
-                        input: node::Input::LocalDescription { conn, sdp },
+                        input: node::Input::LocalDescription { conn, sdp }.into(),
                     },
                 );
             }
@@ -1166,7 +1184,7 @@ impl<'a> Net<'a> {
                     Duration::from_millis(1),
                     Ev::Node {
                         n,
-                        input: node::Input::LocalDescription { conn, sdp },
+                        input: node::Input::LocalDescription { conn, sdp }.into(),
                     },
                 );
             }
@@ -1179,7 +1197,7 @@ impl<'a> Net<'a> {
                 }
             }
             node::Output::Admitted { room, peer } => {
-                let peer = self.number(&peer);
+                let peer = self.numbers.of(&peer);
                 if self.nodes[n]
                     .admitted
                     .entry(room.as_str().to_owned())
@@ -1191,7 +1209,7 @@ impl<'a> Net<'a> {
                 }
             }
             node::Output::Departed { room, peer } => {
-                let peer = self.number(&peer);
+                let peer = self.numbers.of(&peer);
                 if let Some(peers) = self.nodes[n].admitted.get_mut(room.as_str())
                     && peers.remove(&peer)
                 {
@@ -1207,7 +1225,7 @@ impl<'a> Net<'a> {
                 kind,
                 payload,
             } => {
-                let sender = self.number(&peer);
+                let sender = self.numbers.of(&peer);
                 if !self.nodes[n].admits(room.as_str(), sender) {
                     return Err((
                         "nothing-before-admission",
@@ -1263,7 +1281,7 @@ impl<'a> Net<'a> {
                     ICE_FAILURE,
                     Ev::Node {
                         n: a,
-                        input: node::Input::PeerClosed { conn: ca },
+                        input: node::Input::PeerClosed { conn: ca }.into(),
                     },
                 );
             }
@@ -1305,7 +1323,8 @@ impl<'a> Net<'a> {
                         conn: ca,
                         local_fingerprint: fingerprint(a),
                         remote_fingerprint: fingerprint(b),
-                    },
+                    }
+                    .into(),
                     via,
                 },
             );
@@ -1317,12 +1336,13 @@ impl<'a> Net<'a> {
         let Some(id) = self.by_peer_conn.get(&(n, conn)).copied() else {
             return Ok(());
         };
-        let link = &self.links_open[&id];
+        let Some(link) = self.links_open.get(id) else {
+            return Ok(());
+        };
         let to = usize::from(link.ends[0].0 == n);
         let (m, cm) = link.ends[to];
-        if let Some(frame) = Sent::read(&bytes) {
-            let handshake = [AUTH_HELLO, AUTH_PROOF, LEAVE].contains(&&*frame.kind);
-            if !handshake && !self.nodes[n].admits(&frame.room, m as u32) {
+        if let Some(frame) = self.last_sent.read(&bytes, &mut self.numbers) {
+            if !frame.handshake && !self.nodes[n].admits(&frame.room, m as u32) {
                 return Err((
                     "nothing-before-admission",
                     format!(
@@ -1331,24 +1351,22 @@ impl<'a> Net<'a> {
                     ),
                 ));
             }
-            if frame.kind == SIGNAL {
+            if frame.signal {
                 self.report.signals += 1;
-                let signal = &frame.payload;
-                let (origin, target) = (self.number(&signal.origin), self.number(&signal.target));
-                let at = signal.at;
-                if !self.nodes[n].passed.insert((at, m as u32, origin, target)) {
+                let (origin, target, at) = (frame.origin_number, frame.target_number, frame.at);
+                if !self.nodes[n].passed.insert(at, origin, target, m as u32) {
                     return Err((
                         "introductions-never-loop",
                         format!(
                             "node {n} passed the signal (origin {}, target {}, at {at}) on to node {m} twice",
-                            signal.origin, signal.target
+                            frame.origin, frame.target
                         ),
                     ));
                 }
                 self.forget_stale_signals(n);
             }
         }
-        let Some(link) = self.links_open.get_mut(&id) else {
+        let Some(link) = self.links_open.get_mut(id) else {
             return Ok(());
         };
         let at = self
@@ -1362,7 +1380,7 @@ impl<'a> Net<'a> {
             at,
             Ev::NodeVia {
                 n: m,
-                input: node::Input::PeerFrame { conn: cm, bytes },
+                input: node::Input::PeerFrame { conn: cm, bytes }.into(),
                 via,
             },
         );
@@ -1372,7 +1390,7 @@ impl<'a> Net<'a> {
     /// Closes a relay socket: the relay is told unless it is gone, and the node unless it
     /// closed the socket itself.
     fn close_socket(&mut self, id: u64, tell_node: bool, tell_relay: bool) {
-        let Some(mut s) = self.sockets.remove(&id) else {
+        let Some(mut s) = self.sockets.remove(id) else {
             return;
         };
         self.by_node_conn.remove(&(s.node, s.node_conn));
@@ -1395,7 +1413,7 @@ impl<'a> Net<'a> {
                 at,
                 Ev::Node {
                     n: s.node,
-                    input: node::Input::RelayClosed { conn: s.node_conn },
+                    input: node::Input::RelayClosed { conn: s.node_conn }.into(),
                 },
             );
         }
@@ -1403,7 +1421,7 @@ impl<'a> Net<'a> {
 
     /// Closes a peer connection; every end but `closer` (which closed it itself) is told.
     fn close_link(&mut self, id: u64, closer: Option<usize>) {
-        let Some(mut link) = self.links_open.remove(&id) else {
+        let Some(mut link) = self.links_open.remove(id) else {
             return;
         };
         let (a, b) = (link.ends[0].0, link.ends[1].0);
@@ -1418,7 +1436,7 @@ impl<'a> Net<'a> {
                     at,
                     Ev::Node {
                         n,
-                        input: node::Input::PeerClosed { conn },
+                        input: node::Input::PeerClosed { conn }.into(),
                     },
                 );
             }
@@ -1433,7 +1451,7 @@ impl<'a> Net<'a> {
                 relay_server::Output::Ping { conn } => {
                     // The node's WebSocket answers pings by itself, unless it sleeps.
                     if let Some(&id) = self.by_relay_conn.get(&(r, conn))
-                        && let Some(s) = self.sockets.get_mut(&id)
+                        && let Some(s) = self.sockets.get_mut(id)
                         && !self.nodes[s.node].asleep
                     {
                         // The ping goes down behind the mail, the pong up behind the node's
@@ -1476,7 +1494,7 @@ impl<'a> Net<'a> {
                         from: self.relay_place(r),
                     };
                     for text in std::iter::once(text).chain(copy) {
-                        let Some(s) = self.sockets.get_mut(&id) else {
+                        let Some(s) = self.sockets.get_mut(id) else {
                             break;
                         };
                         let at =
@@ -1490,7 +1508,8 @@ impl<'a> Net<'a> {
                                 input: node::Input::RelayText {
                                     conn: node_conn,
                                     text,
-                                },
+                                }
+                                .into(),
                                 via,
                             },
                         );
@@ -1570,6 +1589,14 @@ mod tests {
         assert_eq!(r.peer_connections, 1);
     }
 
+    /// Every queued event takes a slot of the largest event's size, so the rare large node
+    /// inputs wait boxed ([`NodeInput`]).
+    #[test]
+    fn queued_events_stay_small() {
+        let size = std::mem::size_of::<Ev>();
+        assert!(size <= 80, "an event takes {size} bytes");
+    }
+
     /// The loop check forgets a passed signal only once no node could take it again: any node's
     /// clock is at most `max_skew` off, and §8 drops a signal more than `SIGNAL_WINDOW` from it.
     #[test]
@@ -1580,10 +1607,10 @@ mod tests {
         let now = net.now.as_millis();
         let oldest = now - (SIGNAL_WINDOW + sc.faults.max_skew).as_millis() as u64;
         for at in [oldest - 1, oldest, now - 1_000, now] {
-            net.nodes[0].passed.insert((at, 1, 2, 3));
+            net.nodes[0].passed.insert(at, 2, 3, 1);
         }
         net.forget_stale_signals(0);
-        let kept: Vec<u64> = net.nodes[0].passed.iter().map(|&(at, ..)| at).collect();
+        let kept: Vec<u64> = net.nodes[0].passed.ats().collect();
         assert_eq!(kept, [oldest, now - 1_000, now]);
         // The oldest kept is one a node whose clock runs `max_skew` behind still takes.
         let slowest_clock = now - sc.faults.max_skew.as_millis() as u64;
