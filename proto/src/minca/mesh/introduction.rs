@@ -473,12 +473,26 @@ impl Introductions {
         crypto: &dyn CryptoProvider,
         room: &str,
         ours: &str,
+        signal: Signal,
+    ) -> Verdict {
+        match self.check_copy(now, room, ours, &signal.routing()) {
+            Ok(new) => self.receive_new(now, crypto, room, new, signal),
+            Err(d) => Verdict::Drop(d),
+        }
+    }
+
+    /// The rest of [`Introductions::receive_signal`] for a signal that
+    /// [`Introductions::check_copy`] found `new`, at the same `now`, in the same `room`: its
+    /// signature, then acting on it or passing it on, and remembering that. For a caller that
+    /// checked for a copy before reading the signal in full.
+    pub fn receive_new(
+        &mut self,
+        now: Timestamp,
+        crypto: &dyn CryptoProvider,
+        room: &str,
+        new: New,
         mut signal: Signal,
     ) -> Verdict {
-        let new = match self.check_copy(now, room, ours, &signal.routing()) {
-            Ok(new) => new,
-            Err(d) => return Verdict::Drop(d),
-        };
         if !signal.verify(crypto, room) {
             return Verdict::Drop(Dropped::BadSignature);
         }

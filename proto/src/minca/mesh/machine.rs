@@ -43,7 +43,7 @@ use crate::minca::auth;
 use crate::minca::mesh::admission::{Admitted, Handshake, PeerWho, Stage};
 use crate::minca::mesh::frame::{AUTH_HELLO, AUTH_PROOF, Frame, LEAVE, PEERS, SIGNAL};
 use crate::minca::mesh::introduction::{
-    self, Dropped, Introductions, Signal, SignalClock, SignalKind, Verdict, is_did, we_offer,
+    self, Dropped, Introductions, New, Signal, SignalClock, SignalKind, Verdict, is_did, we_offer,
 };
 use crate::minca::mesh::live::{self, LIVE, LiveAllowance};
 use crate::minca::mesh::signal_frame;
@@ -1226,11 +1226,11 @@ impl<R: CryptoRng> Mesh<R> {
     // ---- frames -----------------------------------------------------------------------------
 
     fn on_frame(&mut self, now: Timestamp, conn: ConnId, bytes: &[u8]) {
-        let open = self.by_id.get(&conn).and_then(|p| {
-            let c = self.conns.get_mut(p).filter(|c| c.is_open())?;
-            Some((p, c))
-        });
-        let Some((peer, c)) = open else {
+        let Some(peer) = self.by_id.get(&conn) else {
+            self.counters.stale_connection += 1;
+            return;
+        };
+        let Some(c) = self.conns.get_mut(peer).filter(|c| c.is_open()) else {
             self.counters.stale_connection += 1;
             return;
         };
@@ -1239,13 +1239,26 @@ impl<R: CryptoRng> Mesh<R> {
             self.counters.byte_rate_limited += 1;
             return;
         }
-        let peer = peer.clone();
-        if self.is_signal_copy(now, &peer, bytes) {
-            self.counters.signal_dropped += 1;
+        // Most frames are copies of a flooded signal: answered from a peek, with the peer
+        // still borrowed, and the first copy read from what the peek kept.
+        if let Some(p) = signal_peek::peek(bytes) {
+            match self.peeked_signal(now, peer, &p) {
+                Ok((new, signal)) => {
+                    let peer = peer.clone();
+                    let verdict =
+                        self.introductions
+                            .receive_new(now, self.crypto, p.room, new, signal);
+                    self.follow_signal(now, p.room, &peer, verdict);
+                }
+                Err(Refused::UnknownRoom) => self.counters.unknown_room += 1,
+                Err(Refused::NotAdmitted) => self.counters.not_admitted += 1,
+                Err(Refused::Dropped) => self.counters.signal_dropped += 1,
+            }
             return;
         }
-        // The common frame first, read without a JSON tree; it answers only as the general
-        // path would.
+        let peer = peer.clone();
+        // A signal the peek left, read without a JSON tree where it can be; it answers only
+        // as the general path would.
         let (room, kind, body) = match signal_frame::read(bytes) {
             Some(f) => (f.room, Cow::Borrowed(SIGNAL), Body::Signal(f.signal)),
             None => match Frame::parse(bytes) {
@@ -1286,24 +1299,30 @@ impl<R: CryptoRng> Mesh<R> {
         }
     }
 
-    /// Whether `bytes` are a `__signal` frame that the full path below would drop by §8's
-    /// checks before the signature (most often a copy already acted on or passed on), found
-    /// from the few fields [`signal_peek::peek`] reads. The conditions are the full path's, in
-    /// its order (room known, `peer` admitted, the room introduces, then
-    /// [`Introductions::check_copy`](introduction::Introductions::check_copy)); every drop they
-    /// lead to is counted as `signal_dropped` there too, and one the peek cannot decide is left
-    /// to the full path.
-    fn is_signal_copy(&self, now: Timestamp, peer: &str, bytes: &[u8]) -> bool {
-        let Some(p) = signal_peek::peek(bytes) else {
-            return false;
-        };
-        self.rooms
-            .get(p.room)
-            .is_some_and(|r| r.is_admitted(peer) && r.introduces())
-            && self
-                .introductions
-                .check_copy(now, p.room, &self.did, &p.signal)
-                .is_err()
+    /// A `__signal` frame from `peer` that [`signal_peek::peek`] read, taken as far as its
+    /// signature: the general path's conditions in its order (room known, `peer` admitted, the
+    /// room introduces, then [`Introductions::check_copy`](introduction::Introductions::check_copy)
+    /// before the payload's shape, as both only drop), each refusal counted as there. A copy
+    /// (most frames) touches only what the peek read; only a signal found new is read in full.
+    fn peeked_signal(
+        &self,
+        now: Timestamp,
+        peer: &str,
+        p: &signal_peek::Peek<'_>,
+    ) -> Result<(New, Signal), Refused> {
+        let r = self.rooms.get(p.room).ok_or(Refused::UnknownRoom)?;
+        if !r.is_admitted(peer) {
+            return Err(Refused::NotAdmitted);
+        }
+        if !r.introduces() {
+            return Err(Refused::Dropped);
+        }
+        let new = self
+            .introductions
+            .check_copy(now, p.room, &self.did, &p.signal)
+            .map_err(|_| Refused::Dropped)?;
+        let signal = p.read_signal().map_err(|_| Refused::Dropped)?;
+        Ok((new, signal))
     }
 
     /// §6.4, §9.1: the peer's `who`. Its note gives the peer an account only if valid now and
@@ -1431,6 +1450,11 @@ impl<R: CryptoRng> Mesh<R> {
                 .receive_signal(now, self.crypto, room, &self.did, s),
             Err(d) => Verdict::Drop(d),
         };
+        self.follow_signal(now, room, from, verdict);
+    }
+
+    /// Does what the introductions memory said of a `__signal` from `from` in `room` (§8).
+    fn follow_signal(&mut self, now: Timestamp, room: &str, from: &str, verdict: Verdict) {
         match verdict {
             Verdict::Act(s) => {
                 self.on_signal(now, &s.origin, s.kind, s.sdp, Route::Mesh(room.into()))
@@ -1758,6 +1782,16 @@ fn send_each<'p>(
             bytes,
         });
     }
+}
+
+/// Why a peeked `__signal` frame goes no further, by the counter it is counted under.
+enum Refused {
+    /// The frame's room is not joined (`unknown_room`).
+    UnknownRoom,
+    /// The peer is not admitted there (`not_admitted`).
+    NotAdmitted,
+    /// §8 drops it (`signal_dropped`).
+    Dropped,
 }
 
 /// A received frame's payload: a JSON tree, or a signal already read from the text by

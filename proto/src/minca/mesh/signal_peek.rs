@@ -6,7 +6,9 @@
 //! `sig` and `from` without unescaping or copying them (the SDP in `data` is most of a frame), so
 //! the machine can answer a copy with
 //! [`Introductions::check_copy`](super::introduction::Introductions::check_copy) before reading
-//! the frame in full.
+//! the frame further. The strings stepped over are kept as where they lie in the bytes, so the
+//! first copy, which goes the full way, is read from them ([`Peek::read_signal`]) rather than a
+//! second time from the start.
 //!
 //! It reads a strict subset of JSON by hand, since serde skips a value without the checks
 //! reading it makes (serde_json's `ignore_str` takes invalid UTF-8 and lone surrogates such as
@@ -17,8 +19,11 @@
 //! `hops` that is not a plain non-negative integer, a `from` that is not a string, text that is
 //! not UTF-8) gets `None`, and the machine reads the frame in full as before.
 
+use alloc::borrow::Cow;
+use alloc::string::String;
+
 use super::frame::{MAX_FRAME_BYTES, SIGNAL, is_name};
-use super::introduction::Routing;
+use super::introduction::{Dropped, Fields, Routing, Signal};
 
 /// What [`peek`] reads of a `__signal` frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,14 +32,85 @@ pub struct Peek<'a> {
     pub room: &'a str,
     /// The payload's fields a copy is recognised by.
     pub signal: Routing<'a>,
+    /// The payload's strings stepped over, for [`Peek::read_signal`].
+    rest: Rest<'a>,
+}
+
+/// The payload's strings the peek steps over: `None` where a field is missing.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Rest<'a> {
+    kind: Option<Text<'a>>,
+    data_type: Option<Text<'a>>,
+    sdp: Option<Text<'a>>,
+    sig: Option<Text<'a>>,
+}
+
+/// A string stepped over: its bytes between the quotes, as written, and whether they hold an
+/// escape. Only the escapes that stand for one ASCII character are taken (see
+/// [`Cursor::skip_str`]), so it is read without a JSON parser.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Text<'a> {
+    raw: &'a [u8],
+    escaped: bool,
+}
+
+impl<'a> Text<'a> {
+    /// The string's value, as JSON reads it: borrowed unless it holds an escape. `None` cannot
+    /// happen for a string the peek took (each character was checked as UTF-8 as it was stepped
+    /// over); it stands for "not a string" rather than a panic.
+    fn read(self) -> Option<Cow<'a, str>> {
+        if !self.escaped {
+            return core::str::from_utf8(self.raw).ok().map(Cow::Borrowed);
+        }
+        let mut out = String::with_capacity(self.raw.len());
+        let mut rest = self.raw;
+        while let Some(at) = rest.iter().position(|&b| b == b'\\') {
+            out.push_str(core::str::from_utf8(&rest[..at]).ok()?);
+            out.push(match rest.get(at + 1)? {
+                b'b' => '\u{8}',
+                b'f' => '\u{c}',
+                b'n' => '\n',
+                b'r' => '\r',
+                b't' => '\t',
+                &c @ (b'"' | b'\\' | b'/') => char::from(c),
+                _ => return None,
+            });
+            rest = &rest[at + 2..];
+        }
+        out.push_str(core::str::from_utf8(rest).ok()?);
+        Some(Cow::Owned(out))
+    }
+}
+
+impl<'a> Peek<'a> {
+    /// The payload read as a signal, its shape checked (§8), from what the peek kept: what
+    /// [`Signal::parse`] gives for the payload [`Frame::parse`](super::frame::Frame::parse)
+    /// reads from the same bytes. The machine reads a signal this way once the peek found it
+    /// is not a copy.
+    pub fn read_signal(&self) -> Result<Signal, Dropped> {
+        let text = |t: Option<Text<'a>>| t.and_then(Text::read);
+        let r = self.rest;
+        let (kind, data_type) = (text(r.kind), text(r.data_type));
+        let (sdp, sig) = (text(r.sdp), text(r.sig));
+        Signal::from_fields(Fields {
+            origin: Some(self.signal.origin),
+            target: Some(self.signal.target),
+            kind: kind.as_deref(),
+            data_type: data_type.as_deref(),
+            sdp: sdp.as_deref(),
+            at: Some(self.signal.at),
+            sig: sig.as_deref(),
+            hops: Some(self.signal.hops),
+        })
+    }
 }
 
 /// Reads `room` and the signal's [`Routing`] from a `__signal` frame's bytes, when they are
 /// within the subset the [module docs](self) give. A `Some` promises that
 /// [`Frame::parse`](super::frame::Frame::parse) reads the bytes as a `__signal` frame in `room`,
-/// and that where [`Signal::parse`](super::introduction::Signal::parse) reads its payload as a
-/// signal, that signal's [`Signal::routing`](super::introduction::Signal::routing) is the one
-/// given here. Public so that a fuzz target can hold it to that.
+/// that where [`Signal::parse`] reads its payload as a signal, that signal's
+/// [`Signal::routing`] is the one given here, and that [`Peek::read_signal`] gives what
+/// [`Signal::parse`] gives for that payload. Public so that a fuzz target can hold it to that.
 pub fn peek(bytes: &[u8]) -> Option<Peek<'_>> {
     if bytes.len() > MAX_FRAME_BYTES {
         return None;
@@ -56,55 +132,53 @@ pub fn peek(bytes: &[u8]) -> Option<Peek<'_>> {
         return None;
     }
     let room = room.filter(|r| is_name(r))?;
-    Some(Peek {
-        room,
-        signal: payload?,
-    })
+    let (signal, rest) = payload?;
+    Some(Peek { room, signal, rest })
 }
 
-/// The payload object: `origin`, `target`, `at` and `hops` read, the rest stepped over.
-fn payload_of<'a>(c: &mut Cursor<'a>) -> Option<Routing<'a>> {
+/// The payload object: `origin`, `target`, `at` and `hops` read, the rest stepped over and kept.
+fn payload_of<'a>(c: &mut Cursor<'a>) -> Option<(Routing<'a>, Rest<'a>)> {
     let (mut origin, mut target, mut at, mut hops) = (None, None, None, None);
-    let (mut kind, mut data, mut sig) = (false, false, false);
+    let (mut kind, mut data, mut sig) = (None, None, None);
     c.object(|c, key| match key {
         b"origin" => once(&mut origin, c.plain_str()?),
         b"target" => once(&mut target, c.plain_str()?),
         b"at" => once(&mut at, c.integer()?),
         // `null` leaves no hops, as a missing `hops` does, on both paths.
         b"hops" => once(&mut hops, if c.null() { 0 } else { c.integer()? }),
-        b"kind" => {
-            c.skip_str()?;
-            once_flag(&mut kind)
-        }
-        b"sig" => {
-            c.skip_str()?;
-            once_flag(&mut sig)
-        }
-        b"data" => {
-            data_of(c)?;
-            once_flag(&mut data)
-        }
+        b"kind" => once(&mut kind, c.skip_str()?),
+        b"sig" => once(&mut sig, c.skip_str()?),
+        b"data" => once(&mut data, data_of(c)?),
         _ => None,
     })?;
-    Some(Routing {
+    let routing = Routing {
         origin: origin?,
         target: target?,
         at: at?,
         hops: hops.unwrap_or(0),
-    })
+    };
+    let (data_type, sdp) = data.unwrap_or_default();
+    let rest = Rest {
+        kind,
+        data_type,
+        sdp,
+        sig,
+    };
+    Some((routing, rest))
 }
 
-/// The `data` object, `{type, sdp}`, stepped over.
-fn data_of(c: &mut Cursor<'_>) -> Option<()> {
-    let (mut kind, mut sdp) = (false, false);
+/// The `data` object, `{type, sdp}`, stepped over and kept.
+fn data_of<'a>(c: &mut Cursor<'a>) -> Option<(Option<Text<'a>>, Option<Text<'a>>)> {
+    let (mut kind, mut sdp) = (None, None);
     c.object(|c, key| {
-        c.skip_str()?;
+        let text = c.skip_str()?;
         match key {
-            b"type" => once_flag(&mut kind),
-            b"sdp" => once_flag(&mut sdp),
+            b"type" => once(&mut kind, text),
+            b"sdp" => once(&mut sdp, text),
             _ => None,
         }
-    })
+    })?;
+    Some((kind, sdp))
 }
 
 /// Fills `slot` with `value`; `None` if it was full: a field given twice is left to the general
@@ -195,15 +269,18 @@ impl<'a> Cursor<'a> {
     /// ASCII character (`\u` is refused: it may name a lone surrogate, which serde_json skips
     /// but does not read). Control characters are refused, as JSON refuses them, and each
     /// character beyond ASCII must be UTF-8, which serde_json's skipping does not check.
-    fn skip_str(&mut self) -> Option<()> {
+    fn skip_str(&mut self) -> Option<Text<'a>> {
         self.eat(b'"')?;
+        let start = self.at;
+        let mut escaped = false;
         loop {
             self.at += plain_run(&self.bytes[self.at..]);
             let rest = &self.bytes[self.at..];
             match *rest.first()? {
                 b'"' => {
                     self.at += 1;
-                    return Some(());
+                    let raw = &self.bytes[start..self.at - 1];
+                    return Some(Text { raw, escaped });
                 }
                 b'\\'
                     if matches!(
@@ -211,6 +288,7 @@ impl<'a> Cursor<'a> {
                         Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't')
                     ) =>
                 {
+                    escaped = true;
                     self.at += 2
                 }
                 lead @ 0x80.. => {
@@ -295,9 +373,10 @@ mod tests {
     use alloc::string::String;
     use alloc::vec::Vec;
 
-    /// Where the peek answers, the general path reads a `__signal` frame in the same room, and
-    /// where it reads the payload as a signal, the signal's routing is the peek's. Returns
-    /// whether the peek answered.
+    /// Where the peek answers, the general path reads a `__signal` frame in the same room, where
+    /// it reads the payload as a signal, the signal's routing is the peek's, and the signal read
+    /// from the peek is the general path's (or both refuse it). Returns whether the peek
+    /// answered.
     fn agrees(bytes: &[u8]) -> bool {
         let Some(p) = peek(bytes) else {
             return false;
@@ -309,9 +388,11 @@ mod tests {
             (p.room, SIGNAL),
             "{text}"
         );
-        if let Ok(s) = Signal::parse(&f.payload) {
+        let general = Signal::parse(&f.payload);
+        if let Ok(s) = &general {
             assert_eq!(s.routing(), p.signal, "{text}");
         }
+        assert_eq!(p.read_signal(), general, "{text}");
         true
     }
 
@@ -347,6 +428,32 @@ mod tests {
         assert!(agrees(
             frame(&GOOD.replace("v=0", &format!("{sdp}\u{7f}é"))).as_bytes()
         ));
+    }
+
+    #[test]
+    fn a_peeked_signal_reads_its_escapes_as_json_does() {
+        let mut odd = signal();
+        odd.sdp = "v=0\r\n\"q\" \\ /\u{8}\u{c}\té😀".into();
+        odd.sig = "a\\b\"c".into();
+        let bytes = Frame::new("r1", SIGNAL, odd.to_payload()).to_bytes("did:key:zMe");
+        assert!(agrees(&bytes));
+        assert_eq!(peek(&bytes).unwrap().read_signal(), Ok(odd));
+        // `\/` is written only by hand; each escape alone, at either end, and side by side.
+        for sdp in [r"\/", r"a\/", r"\/a", r"\n\r", r"\\\\", r#"\"\""#, r"\b\f\t"] {
+            let t = frame(&GOOD.replace("v=0", sdp).replace("c2ln", sdp));
+            assert!(agrees(t.as_bytes()), "{t}");
+        }
+        // Shapes the checks refuse are refused alike: kinds that disagree, a missing `sig`.
+        for (from, to) in [
+            (r#""kind":"offer""#, r#""kind":"answer""#),
+            (r#""type":"offer""#, r#""type":"offe\r""#),
+            (r#","sig":"c2ln""#, ""),
+            (r#""sdp":"v=0""#, r#""sdq":"v=0""#),
+        ] {
+            let t = frame(&GOOD.replacen(from, to, 1));
+            assert!(peek(t.as_bytes()).is_none_or(|p| p.read_signal().is_err()), "{t}");
+            agrees(t.as_bytes());
+        }
     }
 
     #[test]
