@@ -465,7 +465,7 @@ impl Introductions {
     }
 
     /// [`Introductions::receive`] for a signal from an admitted peer whose payload is already
-    /// read (as [`crate::minca::mesh::signal_frame`] reads a whole frame): the same checks from
+    /// read: the same checks from
     /// its origin on.
     pub fn receive_signal(
         &mut self,

@@ -24,7 +24,6 @@
 //! types (§9), which go to the application. Every frame a peer sends is charged to its
 //! [`PEER_BYTE_RATE`] (§7.4).
 
-use alloc::borrow::Cow;
 use alloc::boxed::Box;
 use alloc::collections::{BTreeMap, VecDeque};
 use alloc::string::String;
@@ -1257,44 +1256,38 @@ impl<R: CryptoRng> Mesh<R> {
             return;
         }
         let peer = peer.clone();
-        // A signal the peek left, read without a JSON tree where it can be; it answers only
-        // as the general path would.
-        let (room, kind, body) = match signal_frame::read(bytes) {
-            Some(f) => (f.room, Cow::Borrowed(SIGNAL), Body::Signal(f.signal)),
-            None => match Frame::parse(bytes) {
-                Ok(f) => (
-                    Cow::Owned(f.room),
-                    Cow::Owned(f.kind),
-                    Body::Json(f.payload),
-                ),
-                Err(_) => {
-                    self.counters.bad_frames += 1;
-                    return;
-                }
-            },
+        // Everything else, and a signal outside what the peek reads, through a JSON tree.
+        let Ok(Frame {
+            room,
+            kind,
+            payload,
+        }) = Frame::parse(bytes)
+        else {
+            self.counters.bad_frames += 1;
+            return;
         };
-        let Some(r) = self.rooms.get(room.as_ref()) else {
+        let Some(r) = self.rooms.get(&room) else {
             self.counters.unknown_room += 1;
             return;
         };
         let admitted = r.is_admitted(&peer);
         let is_space = r.introduces();
-        let room = room.as_ref();
-        match kind.as_ref() {
-            AUTH_HELLO => self.on_auth_hello(now, room, &peer, &body.into_json()),
-            AUTH_PROOF => self.on_auth_proof(now, room, &peer, &body.into_json()),
+        let room = room.as_str();
+        match kind.as_str() {
+            AUTH_HELLO => self.on_auth_hello(now, room, &peer, &payload),
+            AUTH_PROOF => self.on_auth_proof(now, room, &peer, &payload),
             _ if !admitted => self.counters.not_admitted += 1,
-            PEERS => self.on_peers(now, room, &body.into_json()),
-            SIGNAL => self.on_mesh_signal(now, room, is_space, &peer, body.into_signal()),
+            PEERS => self.on_peers(now, room, &payload),
+            SIGNAL => self.on_mesh_signal(now, room, is_space, &peer, Signal::parse(&payload)),
             LEAVE => self.drop_peer(room, &peer),
-            WHO if is_space => self.on_who(now, room, &peer, &body.into_json()),
-            LIVE if is_space => self.on_live(now, room, &peer, body.into_json()),
+            WHO if is_space => self.on_who(now, room, &peer, &payload),
+            LIVE if is_space => self.on_live(now, room, &peer, payload),
             _ if is_space => self.counters.unknown_type += 1,
             _ => self.out.push_back(Output::Deliver {
                 room: room.into(),
                 peer,
-                kind: kind.into_owned(),
-                payload: body.into_json(),
+                kind,
+                payload,
             }),
         }
     }
@@ -1792,31 +1785,4 @@ enum Refused {
     NotAdmitted,
     /// §8 drops it (`signal_dropped`).
     Dropped,
-}
-
-/// A received frame's payload: a JSON tree, or a signal already read from the text by
-/// [`signal_frame::read`].
-enum Body {
-    Json(Value),
-    Signal(Signal),
-}
-
-impl Body {
-    /// The payload as JSON. Only a `__signal` frame is read early, and its payload is taken by
-    /// [`Body::into_signal`]; were another type ever read early, its payload would be written
-    /// back here rather than lost.
-    fn into_json(self) -> Value {
-        match self {
-            Body::Json(v) => v,
-            Body::Signal(s) => s.to_payload(),
-        }
-    }
-
-    /// The payload as a signal, its shape checked (§8).
-    fn into_signal(self) -> Result<Signal, Dropped> {
-        match self {
-            Body::Json(v) => Signal::parse(&v),
-            Body::Signal(s) => Ok(s),
-        }
-    }
 }

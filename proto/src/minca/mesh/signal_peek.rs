@@ -115,6 +115,56 @@ pub fn peek(bytes: &[u8]) -> Option<Peek<'_>> {
     if bytes.len() > MAX_FRAME_BYTES {
         return None;
     }
+    as_written(bytes).or_else(|| any_order(bytes))
+}
+
+/// The frame as weft writes it ([`signal_frame::write`](super::signal_frame::write)): its members
+/// in that one order, without whitespace, each read by the same step [`any_order`] reads it
+/// with, so that where this answers, that answers the same. Nearly every frame is one, and is
+/// read without tokenising and matching a dozen keys; anything else (another order,
+/// whitespace, `hops` `null` or missing) is left to [`any_order`].
+fn as_written(bytes: &[u8]) -> Option<Peek<'_>> {
+    let mut c = Cursor { bytes, at: 0 };
+    c.lit(br#"{"from":"#)?;
+    c.skip_str()?;
+    c.lit(br#","payload":{"at":"#)?;
+    let at = c.integer()?;
+    c.lit(br#","data":{"sdp":"#)?;
+    let sdp = c.skip_str()?;
+    c.lit(br#","type":"#)?;
+    let data_type = c.skip_str()?;
+    c.lit(br#"},"hops":"#)?;
+    let hops = c.integer()?;
+    c.lit(br#","kind":"#)?;
+    let kind = c.skip_str()?;
+    c.lit(br#","origin":"#)?;
+    let origin = c.plain_str()?;
+    c.lit(br#","sig":"#)?;
+    let sig = c.skip_str()?;
+    c.lit(br#","target":"#)?;
+    let target = c.plain_str()?;
+    c.lit(br#"},"room":"#)?;
+    let room = c.plain_str().filter(|r| is_name(r))?;
+    c.lit(br#","type":"__signal"}"#)?;
+    (c.at == bytes.len()).then_some(Peek {
+        room,
+        signal: Routing {
+            origin,
+            target,
+            at,
+            hops,
+        },
+        rest: Rest {
+            kind: Some(kind),
+            data_type: Some(data_type),
+            sdp: Some(sdp),
+            sig: Some(sig),
+        },
+    })
+}
+
+/// The frame with its members in any order, with any whitespace JSON takes between tokens.
+fn any_order(bytes: &[u8]) -> Option<Peek<'_>> {
     let mut c = Cursor { bytes, at: 0 };
     let (mut room, mut kind, mut payload, mut from) = (None, None, None, false);
     c.object(|c, key| match key {
@@ -220,6 +270,13 @@ impl<'a> Cursor<'a> {
     fn eat(&mut self, b: u8) -> Option<()> {
         self.ws();
         (self.peek_byte()? == b).then(|| self.at += 1)
+    }
+
+    /// Takes `text` exactly, with no whitespace before it.
+    fn lit(&mut self, text: &[u8]) -> Option<()> {
+        self.bytes[self.at..]
+            .starts_with(text)
+            .then(|| self.at += text.len())
     }
 
     /// Takes `null` after any whitespace; whether it was there.
@@ -430,6 +487,54 @@ mod tests {
         ));
     }
 
+    /// Where the frame as written is read, the frame in any order is read alike.
+    fn written_agrees(bytes: &[u8]) -> bool {
+        let Some(w) = as_written(bytes) else {
+            return false;
+        };
+        assert_eq!(
+            Some(w),
+            any_order(bytes),
+            "{}",
+            String::from_utf8_lossy(bytes)
+        );
+        true
+    }
+
+    #[test]
+    fn a_frame_as_written_is_read_as_in_any_order() {
+        let mut odd = signal();
+        odd.sdp = "v=0\r\n\"é😀".into();
+        odd.hops = 0;
+        for s in [signal(), odd] {
+            let bytes = Frame::new("r1", SIGNAL, s.to_payload()).to_bytes("did:key:zMe");
+            assert!(written_agrees(&bytes));
+            assert!(agrees(&bytes));
+            // Cut short, a byte left out or changed anywhere: not read as written, or read
+            // alike (an SDP a byte shorter, say).
+            for at in 0..bytes.len() {
+                let mut cut = bytes.clone();
+                cut.remove(at);
+                written_agrees(&cut);
+                written_agrees(&bytes[..at]);
+                for b in [b' ', b'"', b'\\', b'0', b'{', b'}', b',', 0x80, 0xc3] {
+                    let mut changed = bytes.clone();
+                    changed[at] = b;
+                    written_agrees(&changed);
+                    agrees(&changed);
+                }
+            }
+        }
+        // Written otherwise, left to the reader of any order.
+        let t = frame(GOOD);
+        assert!(as_written(t.as_bytes()).is_none() && agrees(t.as_bytes()));
+        let t = Frame::new("r1", SIGNAL, signal().to_payload()).to_bytes("did:key:zMe");
+        let nulled = String::from_utf8(t)
+            .unwrap()
+            .replace(r#""hops":3"#, r#""hops":null"#);
+        assert!(as_written(nulled.as_bytes()).is_none() && agrees(nulled.as_bytes()));
+    }
+
     #[test]
     fn a_peeked_signal_reads_its_escapes_as_json_does() {
         let mut odd = signal();
@@ -439,7 +544,9 @@ mod tests {
         assert!(agrees(&bytes));
         assert_eq!(peek(&bytes).unwrap().read_signal(), Ok(odd));
         // `\/` is written only by hand; each escape alone, at either end, and side by side.
-        for sdp in [r"\/", r"a\/", r"\/a", r"\n\r", r"\\\\", r#"\"\""#, r"\b\f\t"] {
+        for sdp in [
+            r"\/", r"a\/", r"\/a", r"\n\r", r"\\\\", r#"\"\""#, r"\b\f\t",
+        ] {
             let t = frame(&GOOD.replace("v=0", sdp).replace("c2ln", sdp));
             assert!(agrees(t.as_bytes()), "{t}");
         }
@@ -451,7 +558,10 @@ mod tests {
             (r#""sdp":"v=0""#, r#""sdq":"v=0""#),
         ] {
             let t = frame(&GOOD.replacen(from, to, 1));
-            assert!(peek(t.as_bytes()).is_none_or(|p| p.read_signal().is_err()), "{t}");
+            assert!(
+                peek(t.as_bytes()).is_none_or(|p| p.read_signal().is_err()),
+                "{t}"
+            );
             agrees(t.as_bytes());
         }
     }
@@ -545,6 +655,7 @@ mod tests {
         let mut peeked = 0;
         for t in &texts {
             peeked += usize::from(agrees(t.as_bytes()));
+            written_agrees(t.as_bytes());
             // Every prefix: a frame cut short is not peeked, nor does it panic. (Not of the
             // long SDPs: quadratic, and their prefixes are like the others'.)
             let ends = if t.len() < 2_000 { t.len() } else { 0 };
