@@ -16,6 +16,7 @@ pub mod introduction;
 pub mod live;
 pub mod machine;
 mod memory_key;
+mod plain_json;
 pub mod signal_frame;
 pub mod signal_peek;
 

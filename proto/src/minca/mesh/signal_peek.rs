@@ -10,20 +10,16 @@
 //! first copy, which goes the full way, is read from them ([`Peek::read_signal`]) rather than a
 //! second time from the start.
 //!
-//! It reads a strict subset of JSON by hand, since serde skips a value without the checks
-//! reading it makes (serde_json's `ignore_str` takes invalid UTF-8 and lone surrogates such as
-//! `\ud800`; `ignore_value` takes numbers out of range such as `1e400` and nesting of any depth),
-//! and a frame the peek takes must be one [`Frame::parse`](super::frame::Frame::parse) takes too.
-//! Anything outside the subset (a `\u` escape anywhere, an escape or a character beyond ASCII in
-//! a key, `room`, `origin` or `target`, a field not named above or given twice, an `at` or
-//! `hops` that is not a plain non-negative integer, a `from` that is not a string, text that is
-//! not UTF-8) gets `None`, and the machine reads the frame in full as before.
-
-use alloc::borrow::Cow;
-use alloc::string::String;
+//! It reads the frame with [`plain_json`](super::plain_json)'s strict subset of JSON. Anything
+//! outside it (a `\u` escape anywhere, an escape or a character beyond ASCII in a key, `room`,
+//! `origin` or `target`, a field not named above or given twice, an `at` or `hops` that is not a
+//! plain non-negative integer, a `from` that is not a string, text that is not UTF-8) gets
+//! `None`, and the machine reads the frame in full.
 
 use super::frame::{MAX_FRAME_BYTES, SIGNAL, is_name};
 use super::introduction::{Dropped, Fields, Routing, Signal};
+use super::plain_json::{Cursor, Text};
+use super::signal_frame::LAYOUT;
 
 /// What [`peek`] reads of a `__signal` frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,43 +39,6 @@ struct Rest<'a> {
     data_type: Option<Text<'a>>,
     sdp: Option<Text<'a>>,
     sig: Option<Text<'a>>,
-}
-
-/// A string stepped over: its bytes between the quotes, as written, and whether they hold an
-/// escape. Only the escapes that stand for one ASCII character are taken (see
-/// [`Cursor::skip_str`]), so it is read without a JSON parser.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Text<'a> {
-    raw: &'a [u8],
-    escaped: bool,
-}
-
-impl<'a> Text<'a> {
-    /// The string's value, as JSON reads it: borrowed unless it holds an escape. `None` cannot
-    /// happen for a string the peek took (each character was checked as UTF-8 as it was stepped
-    /// over); it stands for "not a string" rather than a panic.
-    fn read(self) -> Option<Cow<'a, str>> {
-        if !self.escaped {
-            return core::str::from_utf8(self.raw).ok().map(Cow::Borrowed);
-        }
-        let mut out = String::with_capacity(self.raw.len());
-        let mut rest = self.raw;
-        while let Some(at) = rest.iter().position(|&b| b == b'\\') {
-            out.push_str(core::str::from_utf8(&rest[..at]).ok()?);
-            out.push(match rest.get(at + 1)? {
-                b'b' => '\u{8}',
-                b'f' => '\u{c}',
-                b'n' => '\n',
-                b'r' => '\r',
-                b't' => '\t',
-                &c @ (b'"' | b'\\' | b'/') => char::from(c),
-                _ => return None,
-            });
-            rest = &rest[at + 2..];
-        }
-        out.push_str(core::str::from_utf8(rest).ok()?);
-        Some(Cow::Owned(out))
-    }
 }
 
 impl<'a> Peek<'a> {
@@ -119,34 +78,47 @@ pub fn peek(bytes: &[u8]) -> Option<Peek<'_>> {
 }
 
 /// The frame as weft writes it ([`signal_frame::write`](super::signal_frame::write)): its members
-/// in that one order, without whitespace, each read by the same step [`any_order`] reads it
+/// in that one order ([`LAYOUT`]), without whitespace, each read by the same step [`any_order`] reads it
 /// with, so that where this answers, that answers the same. Nearly every frame is one, and is
 /// read without tokenising and matching a dozen keys; anything else (another order,
 /// whitespace, `hops` `null` or missing) is left to [`any_order`].
 fn as_written(bytes: &[u8]) -> Option<Peek<'_>> {
-    let mut c = Cursor { bytes, at: 0 };
-    c.lit(br#"{"from":"#)?;
+    let mut c = Cursor::new(bytes);
+    let [
+        from_,
+        at,
+        sdp,
+        data_type,
+        hops,
+        kind,
+        origin,
+        sig,
+        target,
+        room,
+        end,
+    ] = LAYOUT;
+    c.lit(from_)?;
     c.skip_str()?;
-    c.lit(br#","payload":{"at":"#)?;
+    c.lit(at)?;
     let at = c.integer()?;
-    c.lit(br#","data":{"sdp":"#)?;
+    c.lit(sdp)?;
     let sdp = c.skip_str()?;
-    c.lit(br#","type":"#)?;
+    c.lit(data_type)?;
     let data_type = c.skip_str()?;
-    c.lit(br#"},"hops":"#)?;
+    c.lit(hops)?;
     let hops = c.integer()?;
-    c.lit(br#","kind":"#)?;
+    c.lit(kind)?;
     let kind = c.skip_str()?;
-    c.lit(br#","origin":"#)?;
+    c.lit(origin)?;
     let origin = c.plain_str()?;
-    c.lit(br#","sig":"#)?;
+    c.lit(sig)?;
     let sig = c.skip_str()?;
-    c.lit(br#","target":"#)?;
+    c.lit(target)?;
     let target = c.plain_str()?;
-    c.lit(br#"},"room":"#)?;
+    c.lit(room)?;
     let room = c.plain_str().filter(|r| is_name(r))?;
-    c.lit(br#","type":"__signal"}"#)?;
-    (c.at == bytes.len()).then_some(Peek {
+    c.lit(end)?;
+    (c.at_end()).then_some(Peek {
         room,
         signal: Routing {
             origin,
@@ -165,7 +137,7 @@ fn as_written(bytes: &[u8]) -> Option<Peek<'_>> {
 
 /// The frame with its members in any order, with any whitespace JSON takes between tokens.
 fn any_order(bytes: &[u8]) -> Option<Peek<'_>> {
-    let mut c = Cursor { bytes, at: 0 };
+    let mut c = Cursor::new(bytes);
     let (mut room, mut kind, mut payload, mut from) = (None, None, None, false);
     c.object(|c, key| match key {
         b"room" => once(&mut room, c.plain_str()?),
@@ -178,7 +150,7 @@ fn any_order(bytes: &[u8]) -> Option<Peek<'_>> {
         _ => None,
     })?;
     c.ws();
-    if c.at != bytes.len() || kind? != SIGNAL.as_bytes() {
+    if !c.at_end() || kind? != SIGNAL.as_bytes() {
         return None;
     }
     let room = room.filter(|r| is_name(r))?;
@@ -246,178 +218,6 @@ fn once<T>(slot: &mut Option<T>, value: T) -> Option<()> {
 /// [`once`] for a field stepped over.
 fn once_flag(seen: &mut bool) -> Option<()> {
     (!core::mem::replace(seen, true)).then_some(())
-}
-
-/// A position in the frame's bytes.
-struct Cursor<'a> {
-    bytes: &'a [u8],
-    at: usize,
-}
-
-impl<'a> Cursor<'a> {
-    fn peek_byte(&self) -> Option<u8> {
-        self.bytes.get(self.at).copied()
-    }
-
-    /// Skips JSON whitespace, as serde_json counts it.
-    fn ws(&mut self) {
-        while matches!(self.peek_byte(), Some(b' ' | b'\n' | b'\t' | b'\r')) {
-            self.at += 1;
-        }
-    }
-
-    /// Takes `b` after any whitespace.
-    fn eat(&mut self, b: u8) -> Option<()> {
-        self.ws();
-        (self.peek_byte()? == b).then(|| self.at += 1)
-    }
-
-    /// Takes `text` exactly, with no whitespace before it.
-    fn lit(&mut self, text: &[u8]) -> Option<()> {
-        self.bytes[self.at..]
-            .starts_with(text)
-            .then(|| self.at += text.len())
-    }
-
-    /// Takes `null` after any whitespace; whether it was there.
-    fn null(&mut self) -> bool {
-        self.ws();
-        let there = self.bytes[self.at..].starts_with(b"null");
-        if there {
-            self.at += 4;
-        }
-        there
-    }
-
-    /// An object whose members `field` reads, handed each key (a string without escapes, as
-    /// bytes: a key is only compared, so it need not be checked as UTF-8).
-    fn object(&mut self, mut field: impl FnMut(&mut Self, &'a [u8]) -> Option<()>) -> Option<()> {
-        self.eat(b'{')?;
-        if self.eat(b'}').is_some() {
-            return Some(());
-        }
-        loop {
-            let key = self.plain_bytes()?;
-            self.eat(b':')?;
-            field(self, key)?;
-            if self.eat(b',').is_none() {
-                return self.eat(b'}');
-            }
-        }
-    }
-
-    /// A string of ASCII without escapes or control characters, after any whitespace: its
-    /// text. Names, DIDs and keys are; anything else is left to the general path.
-    fn plain_str(&mut self) -> Option<&'a str> {
-        core::str::from_utf8(self.plain_bytes()?).ok()
-    }
-
-    /// [`plain_str`](Self::plain_str)'s bytes, not yet taken as text.
-    fn plain_bytes(&mut self) -> Option<&'a [u8]> {
-        self.eat(b'"')?;
-        let start = self.at;
-        self.at += plain_run(&self.bytes[start..]);
-        let text = &self.bytes[start..self.at];
-        (self.peek_byte()? == b'"').then(|| self.at += 1)?;
-        Some(text)
-    }
-
-    /// Steps over a string, after any whitespace, taking only the escapes that stand for one
-    /// ASCII character (`\u` is refused: it may name a lone surrogate, which serde_json skips
-    /// but does not read). Control characters are refused, as JSON refuses them, and each
-    /// character beyond ASCII must be UTF-8, which serde_json's skipping does not check.
-    fn skip_str(&mut self) -> Option<Text<'a>> {
-        self.eat(b'"')?;
-        let start = self.at;
-        let mut escaped = false;
-        loop {
-            self.at += plain_run(&self.bytes[self.at..]);
-            let rest = &self.bytes[self.at..];
-            match *rest.first()? {
-                b'"' => {
-                    self.at += 1;
-                    let raw = &self.bytes[start..self.at - 1];
-                    return Some(Text { raw, escaped });
-                }
-                b'\\'
-                    if matches!(
-                        rest.get(1),
-                        Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't')
-                    ) =>
-                {
-                    escaped = true;
-                    self.at += 2
-                }
-                lead @ 0x80.. => {
-                    let width = match lead {
-                        0xc2..=0xdf => 2,
-                        0xe0..=0xef => 3,
-                        0xf0..=0xf4 => 4,
-                        _ => return None,
-                    };
-                    // The standard library's check: continuation bytes, no overlong form, no
-                    // surrogate, nothing past U+10FFFF.
-                    core::str::from_utf8(rest.get(..width)?).ok()?;
-                    self.at += width;
-                }
-                _ => return None,
-            }
-        }
-    }
-
-    /// A non-negative integer written plainly (no sign, fraction, exponent or leading zero)
-    /// that fits a `u64`, after any whitespace: the one form both paths read as that integer.
-    fn integer(&mut self) -> Option<u64> {
-        self.ws();
-        let start = self.at;
-        let mut n: u64 = 0;
-        while let Some(d) = self.peek_byte().filter(u8::is_ascii_digit) {
-            n = n.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
-            self.at += 1;
-        }
-        let digits = self.at - start;
-        let leading_zero = digits > 1 && self.bytes[start] == b'0';
-        let more = matches!(self.peek_byte(), Some(b'.' | b'e' | b'E'));
-        (digits > 0 && !leading_zero && !more).then_some(n)
-    }
-}
-
-/// How many leading bytes are ASCII other than control characters, `"` and `\\`: the run a string's
-/// content can be stepped over by without a look at each byte. Eight bytes at a time, with the
-/// usual word tricks (a byte's high bit marks a match, and a borrow only ever carries into a
-/// byte above a match, so the lowest match is exact).
-fn plain_run(bytes: &[u8]) -> usize {
-    const ONES: u64 = u64::from_le_bytes([1; 8]);
-    const HIGH: u64 = ONES << 7;
-    let mut n = 0;
-    for chunk in bytes.chunks_exact(8) {
-        let Ok(word) = <[u8; 8]>::try_from(chunk) else {
-            break;
-        };
-        let w = u64::from_le_bytes(word);
-        let quote = w ^ (ONES * u64::from(b'"'));
-        let slash = w ^ (ONES * u64::from(b'\\'));
-        // Below 0x20 borrows into the high bit; 0x80 and above has it already.
-        let stop = (w.wrapping_sub(ONES * 0x20)
-            | w
-            | (quote.wrapping_sub(ONES) & !quote)
-            | (slash.wrapping_sub(ONES) & !slash))
-            & HIGH;
-        if stop != 0 {
-            return n + (stop.trailing_zeros() / 8) as usize;
-        }
-        n += 8;
-    }
-    n + bytes[n..]
-        .iter()
-        .position(|&b| !is_plain(b))
-        .unwrap_or(bytes.len() - n)
-}
-
-/// Whether `b` is ASCII other than a control character (below space, as JSON counts them),
-/// `"` and `\\`.
-fn is_plain(b: u8) -> bool {
-    (0x20..0x80).contains(&b) && b != b'"' && b != b'\\'
 }
 
 #[cfg(test)]
@@ -709,31 +509,6 @@ mod tests {
             assert_eq!(peek(case), None, "{}", String::from_utf8_lossy(case));
         }
         assert!(cases.iter().all(|c| Frame::parse(c).is_err()));
-    }
-
-    #[test]
-    fn the_plain_run_stops_at_the_first_byte_that_is_not_plain() {
-        for b in 0..=u8::MAX {
-            for at in 0..20 {
-                let mut bytes = alloc::vec![b'a'; 20];
-                bytes[at] = b;
-                // A second stop after the first must not move it.
-                if at + 1 < bytes.len() {
-                    bytes[at + 1] = 0x00;
-                }
-                let want = if is_plain(b) {
-                    bytes.iter().position(|&x| !is_plain(x)).unwrap_or(20)
-                } else {
-                    at
-                };
-                assert_eq!(plain_run(&bytes), want, "{b:#x} at {at}");
-                assert_eq!(plain_run(&bytes[..at]), at);
-            }
-            assert_eq!(
-                is_plain(b),
-                b.is_ascii() && !b"\"\\".contains(&b) && b >= b' '
-            );
-        }
     }
 
     #[test]
