@@ -4,26 +4,36 @@
 //! and each payload through the live-message limits (§9.2). Where the peek that recognises a copy
 //! reads the bytes at all, the general path (through a JSON tree) reads a `__signal` frame in the
 //! same room, a signal whose routing fields are the peek's, and the signal the peek reads in full
-//! (or refuses it alike).
+//! (or refuses it alike). Where the `__peers` peek reads them, the general path reads a
+//! `__peers` frame in the same room whose list starts with the peek's entries.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use weft_proto::core::Timestamp;
 use weft_proto::crypto::default_provider;
 use weft_proto::minca::mesh::frame::{Frame, SIGNAL};
-use weft_proto::minca::mesh::introduction::{Introductions, Signal, peer_list};
+use weft_proto::minca::mesh::frame::PEERS;
+use weft_proto::minca::mesh::introduction::{Introductions, MAX_PEER_LIST, Signal, peer_list};
 use weft_proto::minca::mesh::live::LiveAllowance;
-use weft_proto::minca::mesh::signal_peek;
+use weft_proto::minca::mesh::{peers_peek, signal_peek};
 
 fuzz_target!(|input: (u32, &[u8])| {
     let (clock, bytes) = input;
     let now = Timestamp::from_millis(1_790_000_000_000 + u64::from(clock));
     let me = "did:key:zDnaeV1SzGREx4fjGtUofWfZfnH42TV5EboaJ6deJLxvmo6jd";
     let peek = signal_peek::peek(bytes);
+    let peers = peers_peek::peek(bytes);
     let Ok(frame) = Frame::parse(bytes) else {
-        assert_eq!(peek, None);
+        assert_eq!((peek, peers), (None, None));
         return;
     };
+    if let Some(p) = peers {
+        assert_eq!((p.room, frame.kind.as_str()), (frame.room.as_str(), PEERS));
+        let general: Option<Vec<Option<&str>>> = frame.payload.as_array().map(|entries| {
+            entries.iter().take(MAX_PEER_LIST).map(|e| e.as_str()).collect()
+        });
+        assert_eq!(general, Some(p.entries.iter().copied().map(Some).collect()));
+    }
     if let Some(p) = peek {
         assert_eq!((p.room, frame.kind.as_str()), (frame.room.as_str(), SIGNAL));
         let general = Signal::parse(&frame.payload);

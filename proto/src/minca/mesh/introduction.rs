@@ -75,14 +75,25 @@ pub fn we_offer(ours: &str, theirs: &str) -> bool {
     js::cmp(ours, theirs) == Ordering::Less
 }
 
-/// The peers a `__peers` payload names that count (§8): the first 64 entries, skipping anything
-/// that is not a DID, and this node itself (it cannot connect to itself).
-pub fn peer_list<'a>(payload: &'a Value, ours: &'a str) -> impl Iterator<Item = &'a str> + 'a {
-    payload
-        .as_array()
+/// The peers a `__peers` payload names that count (§8): see [`listed`].
+pub fn peer_list<'a>(payload: &'a Value, ours: &str) -> impl Iterator<Item = &'a str> {
+    listed(
+        payload.as_array().into_iter().flatten().map(Value::as_str),
+        ours,
+    )
+}
+
+/// The peers a `__peers` list's `entries` name that count (§8), `None` standing for an entry
+/// that is not a string: the first 64 entries, skipping anything that is not a DID, and this
+/// node itself (it cannot connect to itself).
+pub fn listed<'a>(
+    entries: impl IntoIterator<Item = Option<&'a str>>,
+    ours: &str,
+) -> impl Iterator<Item = &'a str> {
+    entries
         .into_iter()
-        .flat_map(|entries| entries.iter().take(MAX_PEER_LIST))
-        .filter_map(Value::as_str)
+        .take(MAX_PEER_LIST)
+        .flatten()
         .filter(move |did| is_did(did) && *did != ours)
 }
 

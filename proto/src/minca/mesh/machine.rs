@@ -24,6 +24,7 @@
 //! types (§9), which go to the application. Every frame a peer sends is charged to its
 //! [`PEER_BYTE_RATE`] (§7.4).
 
+use alloc::borrow::Cow;
 use alloc::boxed::Box;
 use alloc::collections::{BTreeMap, VecDeque};
 use alloc::string::String;
@@ -45,6 +46,7 @@ use crate::minca::mesh::introduction::{
     self, Dropped, Introductions, New, Signal, SignalClock, SignalKind, Verdict, is_did, we_offer,
 };
 use crate::minca::mesh::live::{self, LIVE, LiveAllowance};
+use crate::minca::mesh::peers_peek;
 use crate::minca::mesh::signal_frame;
 use crate::minca::mesh::signal_peek;
 use crate::minca::note::{Es256Notes, NoteChecker, account_of};
@@ -206,6 +208,26 @@ pub enum Route {
     Relay(String),
     /// As a `__signal` over the mesh in this room (§8).
     Mesh(String),
+}
+
+/// How a peer was heard of in a room, and so which [`Route`] an offer to it would take there:
+/// the route itself names the room, and is made only for an offer (most peers heard of are
+/// connected already).
+#[derive(Clone, Copy)]
+enum Via {
+    /// A hello heard through the room's relays.
+    Relay,
+    /// A `__peers` list in the room.
+    Mesh,
+}
+
+impl Via {
+    fn route(self, room: &str) -> Route {
+        match self {
+            Via::Relay => Route::Relay(room.into()),
+            Via::Mesh => Route::Mesh(room.into()),
+        }
+    }
 }
 
 /// Everything the mesh can be told.
@@ -810,7 +832,7 @@ impl<R: CryptoRng> Mesh<R> {
 
     /// §7.3 and §8: `peer` is in `room`. Greet if connected; else offer if we are the lesser DID
     /// and nothing was started; else wait.
-    fn meet(&mut self, now: Timestamp, room: &str, peer: &str, route: Route) {
+    fn meet(&mut self, now: Timestamp, room: &str, peer: &str, via: Via) {
         if !self.know(room, peer) {
             return;
         }
@@ -819,7 +841,7 @@ impl<R: CryptoRng> Mesh<R> {
             Some(_) => {}
             None => {
                 if we_offer(&self.did, peer) && !self.cooling(now, room, peer) {
-                    self.offer_to(now, peer, route);
+                    self.offer_to(now, peer, via.route(room));
                 }
             }
         }
@@ -1256,38 +1278,51 @@ impl<R: CryptoRng> Mesh<R> {
             return;
         }
         let peer = peer.clone();
-        // Everything else, and a signal outside what the peek reads, through a JSON tree.
-        let Ok(Frame {
-            room,
-            kind,
-            payload,
-        }) = Frame::parse(bytes)
-        else {
-            self.counters.bad_frames += 1;
-            return;
+        // Everything else, and a signal outside what the peek reads, through a JSON tree; a
+        // peer list as weft writes it without one. Either answers as the general path would.
+        let (room, kind, body) = match peers_peek::peek(bytes) {
+            Some(p) => (
+                Cow::Borrowed(p.room),
+                Cow::Borrowed(PEERS),
+                Body::Peers(p.entries),
+            ),
+            None => match Frame::parse(bytes) {
+                Ok(f) => (
+                    Cow::Owned(f.room),
+                    Cow::Owned(f.kind),
+                    Body::Json(f.payload),
+                ),
+                Err(_) => {
+                    self.counters.bad_frames += 1;
+                    return;
+                }
+            },
         };
-        let Some(r) = self.rooms.get(&room) else {
+        let Some(r) = self.rooms.get(room.as_ref()) else {
             self.counters.unknown_room += 1;
             return;
         };
         let admitted = r.is_admitted(&peer);
         let is_space = r.introduces();
-        let room = room.as_str();
-        match kind.as_str() {
-            AUTH_HELLO => self.on_auth_hello(now, room, &peer, &payload),
-            AUTH_PROOF => self.on_auth_proof(now, room, &peer, &payload),
+        let room = room.as_ref();
+        match kind.as_ref() {
+            AUTH_HELLO => self.on_auth_hello(now, room, &peer, &body.into_json()),
+            AUTH_PROOF => self.on_auth_proof(now, room, &peer, &body.into_json()),
             _ if !admitted => self.counters.not_admitted += 1,
-            PEERS => self.on_peers(now, room, &payload),
-            SIGNAL => self.on_mesh_signal(now, room, is_space, &peer, Signal::parse(&payload)),
+            PEERS => self.on_peers(now, room, &body),
+            SIGNAL => {
+                let signal = Signal::parse(&body.into_json());
+                self.on_mesh_signal(now, room, is_space, &peer, signal)
+            }
             LEAVE => self.drop_peer(room, &peer),
-            WHO if is_space => self.on_who(now, room, &peer, &payload),
-            LIVE if is_space => self.on_live(now, room, &peer, payload),
+            WHO if is_space => self.on_who(now, room, &peer, &body.into_json()),
+            LIVE if is_space => self.on_live(now, room, &peer, body.into_json()),
             _ if is_space => self.counters.unknown_type += 1,
             _ => self.out.push_back(Output::Deliver {
                 room: room.into(),
                 peer,
-                kind,
-                payload,
+                kind: kind.into_owned(),
+                payload: body.into_json(),
             }),
         }
     }
@@ -1410,16 +1445,19 @@ impl<R: CryptoRng> Mesh<R> {
         }
     }
 
-    fn on_peers(&mut self, now: Timestamp, room: &str, payload: &Value) {
+    fn on_peers(&mut self, now: Timestamp, room: &str, body: &Body<'_>) {
         if !self.rooms.get(room).is_some_and(Room::introduces) {
             self.counters.ignored_inputs += 1;
             return;
         }
-        let listed: Vec<String> = introduction::peer_list(payload, &self.did)
-            .map(String::from)
-            .collect();
+        let listed: Vec<&str> = match body {
+            Body::Json(payload) => introduction::peer_list(payload, &self.did).collect(),
+            Body::Peers(entries) => {
+                introduction::listed(entries.iter().copied().map(Some), &self.did).collect()
+            }
+        };
         for p in listed {
-            self.meet(now, room, &p, Route::Mesh(room.into()));
+            self.meet(now, room, p, Via::Mesh);
         }
     }
 
@@ -1632,7 +1670,7 @@ impl<R: CryptoRng> Mesh<R> {
                     self.counters.ignored_inputs += 1;
                     return;
                 }
-                self.meet(now, &room, &peer, Route::Relay(room.clone()));
+                self.meet(now, &room, &peer, Via::Relay);
             }
             Input::RelaySignal {
                 room,
@@ -1774,6 +1812,24 @@ fn send_each<'p>(
             peer: peer.into(),
             bytes,
         });
+    }
+}
+
+/// A received frame's payload: a JSON tree, or a peer list [`peers_peek::peek`] read.
+enum Body<'a> {
+    Json(Value),
+    Peers(Vec<&'a str>),
+}
+
+impl Body<'_> {
+    /// The payload as JSON. Only a `__peers` frame is read early, and its list is taken as it
+    /// is by [`Mesh::on_peers`]; were another type ever read early, its payload would be
+    /// written back here rather than lost.
+    fn into_json(self) -> Value {
+        match self {
+            Body::Json(v) => v,
+            Body::Peers(entries) => introduction::peer_list_payload(entries),
+        }
     }
 }
 

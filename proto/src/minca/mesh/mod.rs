@@ -4,6 +4,7 @@
 //! - [`introduction`]: §8, `__peers` and `__signal`, and who offers (§7.3);
 //! - [`live`]: §9.2, the receive limits on live messages;
 //! - [`admission`]: §7.2, what one side keeps per (room, peer);
+//! - [`peers_peek`]: a `__peers` frame read from its text;
 //! - [`signal_frame`]: the `__signal` frame written straight from a signal;
 //! - [`signal_peek`]: a `__signal` frame read from its text, only as far as recognising a copy
 //!   unless it is new;
@@ -16,6 +17,7 @@ pub mod introduction;
 pub mod live;
 pub mod machine;
 mod memory_key;
+pub mod peers_peek;
 mod plain_json;
 pub mod signal_frame;
 pub mod signal_peek;

@@ -12,6 +12,33 @@
 use alloc::borrow::Cow;
 use alloc::string::String;
 
+use super::frame::{ENVELOPE, MAX_FRAME_BYTES, is_name};
+
+/// A frame of type `kind` laid out as weft writes it ([`ENVELOPE`]), its payload read by
+/// `payload`: the room and what that gives. Each value is read by the step a reader of any
+/// order would read it with, so such a reader answers alike wherever this answers.
+pub(super) fn as_written<'a, P>(
+    bytes: &'a [u8],
+    kind: &str,
+    payload: impl FnOnce(&mut Cursor<'a>) -> Option<P>,
+) -> Option<(&'a str, P)> {
+    if bytes.len() > MAX_FRAME_BYTES {
+        return None;
+    }
+    let [from_, payload_, room_, kind_, end] = ENVELOPE;
+    let mut c = Cursor::new(bytes);
+    c.lit(from_)?;
+    c.skip_str()?;
+    c.lit(payload_)?;
+    let payload = payload(&mut c)?;
+    c.lit(room_)?;
+    let room = c.plain_str().filter(|r| is_name(r))?;
+    c.lit(kind_)?;
+    (c.plain_bytes()? == kind.as_bytes()).then_some(())?;
+    c.lit(end)?;
+    c.at_end().then_some((room, payload))
+}
+
 /// A string stepped over: its bytes between the quotes, as written, and whether they hold an
 /// escape. Only the escapes that stand for one ASCII character are taken (see
 /// [`Cursor::skip_str`]), so it is read without a JSON parser.

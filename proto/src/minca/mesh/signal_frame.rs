@@ -3,21 +3,21 @@
 //! Signals are nearly all of a mesh's traffic: each is flooded through a room until its hops run
 //! out, and a node writes each one it passes on. [`write()`] writes the frame's bytes from the
 //! signal's fields, without a JSON tree or a serializer: the frame's members always come in one
-//! order ([`LAYOUT`]), and the receiving side, [`signal_peek`](super::signal_peek), reads a frame
+//! order ([`ENVELOPE`], [`LAYOUT`]), and the receiving side, [`signal_peek`](super::signal_peek), reads a frame
 //! laid out so without matching keys.
 
 use alloc::vec::Vec;
 
+use super::frame::{ENVELOPE, SIGNAL};
 use super::introduction::Signal;
 use super::plain_json::plain_run;
 
-/// A `__signal` frame as written, between its values: the members in the order a
-/// `serde_json::Map` keeps them (sorted), so the bytes are those of the frame built as a JSON
-/// tree, and without whitespace. The values go between the pieces in this order: `from`, `at`,
-/// `sdp`, `data.type`, `hops`, `kind`, `origin`, `sig`, `target`, `room`.
-pub(super) const LAYOUT: [&[u8]; 11] = [
-    br#"{"from":"#,
-    br#","payload":{"at":"#,
+/// A `__signal` payload as written, between its values: the members in the order a
+/// `serde_json::Map` keeps them (sorted), so the bytes are those of the payload built as a JSON
+/// tree, and without whitespace. The values go between the pieces in this order: `at`, `sdp`,
+/// `data.type`, `hops`, `kind`, `origin`, `sig`, `target`.
+pub(super) const LAYOUT: [&[u8]; 9] = [
+    br#"{"at":"#,
     br#","data":{"sdp":"#,
     br#","type":"#,
     br#"},"hops":"#,
@@ -25,13 +25,12 @@ pub(super) const LAYOUT: [&[u8]; 11] = [
     br#","origin":"#,
     br#","sig":"#,
     br#","target":"#,
-    br#"},"room":"#,
-    br#","type":"__signal"}"#,
+    b"}",
 ];
 
 /// The bytes of a `__signal` frame carrying `signal` in `room`, from `from`: what
 /// [`Frame::to_bytes`](super::frame::Frame::to_bytes) gives for the frame holding
-/// [`Signal::to_payload`].
+/// [`Signal::to_payload`], laid out as [`ENVELOPE`] and [`LAYOUT`] say.
 pub fn write(room: &str, from: &str, signal: &Signal) -> Vec<u8> {
     let strings = [
         from,
@@ -41,28 +40,23 @@ pub fn write(room: &str, from: &str, signal: &Signal) -> Vec<u8> {
         &signal.target,
         room,
     ];
-    let size = LAYOUT.iter().map(|p| p.len()).sum::<usize>()
+    let size = ENVELOPE
+        .iter()
+        .chain(&LAYOUT)
+        .map(|p| p.len())
+        .sum::<usize>()
         + strings.iter().map(|s| s.len() + 2).sum::<usize>()
         + 2 * 20
         + 2 * "answer".len()
-        + 4;
+        + SIGNAL.len()
+        + 6;
     let mut out = Vec::with_capacity(size);
     let kind = signal.kind.as_str();
-    let [
-        from_,
-        at,
-        sdp,
-        data_type,
-        hops,
-        kind_,
-        origin,
-        sig,
-        target,
-        room_,
-        end,
-    ] = LAYOUT;
+    let [from_, payload, room_, type_, end] = ENVELOPE;
+    let [at, sdp, data_type, hops, kind_, origin, sig, target, close] = LAYOUT;
     out.extend_from_slice(from_);
     string(&mut out, from);
+    out.extend_from_slice(payload);
     out.extend_from_slice(at);
     number(&mut out, signal.at);
     out.extend_from_slice(sdp);
@@ -79,8 +73,11 @@ pub fn write(room: &str, from: &str, signal: &Signal) -> Vec<u8> {
     string(&mut out, &signal.sig);
     out.extend_from_slice(target);
     string(&mut out, &signal.target);
+    out.extend_from_slice(close);
     out.extend_from_slice(room_);
     string(&mut out, room);
+    out.extend_from_slice(type_);
+    string(&mut out, SIGNAL);
     out.extend_from_slice(end);
     out
 }
@@ -117,7 +114,7 @@ fn number(out: &mut Vec<u8>, mut n: u64) {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::minca::mesh::frame::{Frame, SIGNAL};
+    use crate::minca::mesh::frame::Frame;
     use crate::minca::mesh::introduction::{MAX_SDP_CHARS, SignalKind};
     use alloc::format;
     use alloc::string::String;

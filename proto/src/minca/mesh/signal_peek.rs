@@ -18,7 +18,7 @@
 
 use super::frame::{MAX_FRAME_BYTES, SIGNAL, is_name};
 use super::introduction::{Dropped, Fields, Routing, Signal};
-use super::plain_json::{Cursor, Text};
+use super::plain_json::{self, Cursor, Text};
 use super::signal_frame::LAYOUT;
 
 /// What [`peek`] reads of a `__signal` frame.
@@ -78,61 +78,45 @@ pub fn peek(bytes: &[u8]) -> Option<Peek<'_>> {
 }
 
 /// The frame as weft writes it ([`signal_frame::write`](super::signal_frame::write)): its members
-/// in that one order ([`LAYOUT`]), without whitespace, each read by the same step [`any_order`] reads it
+/// in that one order ([`ENVELOPE`](super::frame::ENVELOPE), [`LAYOUT`]), without whitespace, each read by the same step [`any_order`] reads it
 /// with, so that where this answers, that answers the same. Nearly every frame is one, and is
 /// read without tokenising and matching a dozen keys; anything else (another order,
 /// whitespace, `hops` `null` or missing) is left to [`any_order`].
 fn as_written(bytes: &[u8]) -> Option<Peek<'_>> {
-    let mut c = Cursor::new(bytes);
-    let [
-        from_,
-        at,
-        sdp,
-        data_type,
-        hops,
-        kind,
-        origin,
-        sig,
-        target,
-        room,
-        end,
-    ] = LAYOUT;
-    c.lit(from_)?;
-    c.skip_str()?;
-    c.lit(at)?;
-    let at = c.integer()?;
-    c.lit(sdp)?;
-    let sdp = c.skip_str()?;
-    c.lit(data_type)?;
-    let data_type = c.skip_str()?;
-    c.lit(hops)?;
-    let hops = c.integer()?;
-    c.lit(kind)?;
-    let kind = c.skip_str()?;
-    c.lit(origin)?;
-    let origin = c.plain_str()?;
-    c.lit(sig)?;
-    let sig = c.skip_str()?;
-    c.lit(target)?;
-    let target = c.plain_str()?;
-    c.lit(room)?;
-    let room = c.plain_str().filter(|r| is_name(r))?;
-    c.lit(end)?;
-    (c.at_end()).then_some(Peek {
-        room,
-        signal: Routing {
+    let (room, (signal, rest)) = plain_json::as_written(bytes, SIGNAL, |c| {
+        let [at, sdp, data_type, hops, kind, origin, sig, target, close] = LAYOUT;
+        c.lit(at)?;
+        let at = c.integer()?;
+        c.lit(sdp)?;
+        let sdp = c.skip_str()?;
+        c.lit(data_type)?;
+        let data_type = c.skip_str()?;
+        c.lit(hops)?;
+        let hops = c.integer()?;
+        c.lit(kind)?;
+        let kind = c.skip_str()?;
+        c.lit(origin)?;
+        let origin = c.plain_str()?;
+        c.lit(sig)?;
+        let sig = c.skip_str()?;
+        c.lit(target)?;
+        let target = c.plain_str()?;
+        c.lit(close)?;
+        let routing = Routing {
             origin,
             target,
             at,
             hops,
-        },
-        rest: Rest {
+        };
+        let rest = Rest {
             kind: Some(kind),
             data_type: Some(data_type),
             sdp: Some(sdp),
             sig: Some(sig),
-        },
-    })
+        };
+        Some((routing, rest))
+    })?;
+    Some(Peek { room, signal, rest })
 }
 
 /// The frame with its members in any order, with any whitespace JSON takes between tokens.
