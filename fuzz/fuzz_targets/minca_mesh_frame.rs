@@ -11,8 +11,7 @@
 use libfuzzer_sys::fuzz_target;
 use weft_proto::core::Timestamp;
 use weft_proto::crypto::default_provider;
-use weft_proto::minca::mesh::frame::{Frame, SIGNAL};
-use weft_proto::minca::mesh::frame::PEERS;
+use weft_proto::minca::mesh::frame::{Frame, PEERS, SIGNAL};
 use weft_proto::minca::mesh::introduction::{Introductions, MAX_PEER_LIST, Signal, peer_list};
 use weft_proto::minca::mesh::live::LiveAllowance;
 use weft_proto::minca::mesh::{peers_peek, signal_peek};
