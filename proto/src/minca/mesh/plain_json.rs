@@ -111,6 +111,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// Takes `text` exactly, with no whitespace before it.
+    #[inline]
     pub(super) fn lit(&mut self, text: &[u8]) -> Option<()> {
         self.bytes[self.at..]
             .starts_with(text)
