@@ -111,7 +111,6 @@ impl<'a> Cursor<'a> {
     }
 
     /// Takes `text` exactly, with no whitespace before it.
-    #[inline]
     pub(super) fn lit(&mut self, text: &[u8]) -> Option<()> {
         self.bytes[self.at..]
             .starts_with(text)
