@@ -1823,8 +1823,9 @@ enum Body<'a> {
 
 impl Body<'_> {
     /// The payload as JSON. Only a `__peers` frame is read early, and its list is taken as it
-    /// is by [`Mesh::on_peers`]; were another type ever read early, its payload would be
-    /// written back here rather than lost.
+    /// is by [`Mesh::on_peers`] (written back, it would hold only the entries kept, the first
+    /// 64); were another type ever read early, its payload would be written back here rather
+    /// than lost.
     fn into_json(self) -> Value {
         match self {
             Body::Json(v) => v,
