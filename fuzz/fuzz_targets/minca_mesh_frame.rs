@@ -1,41 +1,45 @@
 //! `minca::mesh` on arbitrary bytes: a mesh frame (§7.1) or a named error, never a panic; a parsed
 //! frame re-serializes to bytes that parse to the same frame. Each `__signal` payload goes through
 //! the introductions memory (§8), which must answer without panicking and stay within its bounds,
-//! and each payload through the live-message limits (§9.2). Where the fast path for `__signal`
-//! frames reads the bytes at all, it reads the room and signal the general path (through a JSON
-//! tree) reads; where the peek that recognises a copy reads them, the general path reads a
-//! `__signal` frame in the same room, and a signal whose routing fields are the peek's.
+//! and each payload through the live-message limits (§9.2). Where the peek that recognises a copy
+//! reads the bytes at all, the general path (through a JSON tree) reads a `__signal` frame in the
+//! same room, a signal whose routing fields are the peek's, and the signal the peek reads in full
+//! (or refuses it alike). Where the `__peers` peek reads them, the general path reads a
+//! `__peers` frame in the same room whose list starts with the peek's entries.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use weft_proto::core::Timestamp;
 use weft_proto::crypto::default_provider;
-use weft_proto::minca::mesh::frame::{Frame, SIGNAL};
-use weft_proto::minca::mesh::introduction::{Introductions, Signal, peer_list};
+use weft_proto::minca::mesh::frame::{Frame, PEERS, SIGNAL};
+use weft_proto::minca::mesh::introduction::{Introductions, MAX_PEER_LIST, Signal, peer_list};
 use weft_proto::minca::mesh::live::LiveAllowance;
-use weft_proto::minca::mesh::{signal_frame, signal_peek};
+use weft_proto::minca::mesh::{peers_peek, signal_peek};
 
 fuzz_target!(|input: (u32, &[u8])| {
     let (clock, bytes) = input;
     let now = Timestamp::from_millis(1_790_000_000_000 + u64::from(clock));
     let me = "did:key:zDnaeV1SzGREx4fjGtUofWfZfnH42TV5EboaJ6deJLxvmo6jd";
-    if let Some(fast) = signal_frame::read(bytes) {
-        let general = Frame::parse(bytes)
-            .ok()
-            .filter(|f| f.kind == SIGNAL)
-            .map(|f| (f.room, Signal::parse(&f.payload)));
-        assert_eq!(general, Some((fast.room.into_owned(), Ok(fast.signal))));
-    }
     let peek = signal_peek::peek(bytes);
+    let peers = peers_peek::peek(bytes);
     let Ok(frame) = Frame::parse(bytes) else {
-        assert_eq!(peek, None);
+        assert_eq!((peek, peers), (None, None));
         return;
     };
+    if let Some(p) = peers {
+        assert_eq!((p.room, frame.kind.as_str()), (frame.room.as_str(), PEERS));
+        let general: Option<Vec<Option<&str>>> = frame.payload.as_array().map(|entries| {
+            entries.iter().take(MAX_PEER_LIST).map(|e| e.as_str()).collect()
+        });
+        assert_eq!(general, Some(p.entries.iter().copied().map(Some).collect()));
+    }
     if let Some(p) = peek {
         assert_eq!((p.room, frame.kind.as_str()), (frame.room.as_str(), SIGNAL));
-        if let Ok(s) = Signal::parse(&frame.payload) {
+        let general = Signal::parse(&frame.payload);
+        if let Ok(s) = &general {
             assert_eq!(s.routing(), p.signal);
         }
+        assert_eq!(p.read_signal(), general);
     }
     assert_eq!(Frame::parse(&frame.to_bytes(me)).as_ref(), Ok(&frame));
     let mut intro = Introductions::new();

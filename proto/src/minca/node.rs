@@ -846,14 +846,17 @@ impl<R: CryptoRng> Node<R> {
     }
 
     fn route_mesh(&mut self, out: mesh::Output) {
-        let ice = self.ice.clone();
         let event = match out {
-            mesh::Output::CreateOffer { conn, peer } => Output::CreateOffer { conn, peer, ice },
+            mesh::Output::CreateOffer { conn, peer } => Output::CreateOffer {
+                conn,
+                peer,
+                ice: self.ice.clone(),
+            },
             mesh::Output::CreateAnswer { conn, peer, offer } => Output::CreateAnswer {
                 conn,
                 peer,
                 offer,
-                ice,
+                ice: self.ice.clone(),
             },
             mesh::Output::ApplyAnswer { conn, answer } => Output::ApplyAnswer { conn, answer },
             mesh::Output::Send { conn, bytes, .. } => Output::PeerSend { conn, bytes },

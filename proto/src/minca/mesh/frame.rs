@@ -88,6 +88,18 @@ pub(crate) fn write(room: &str, kind: &str, from: &str, payload: &impl Serialize
     .unwrap_or_default()
 }
 
+/// A frame as [`write`] lays it out, between its values (`from`, `payload`, `room`, `type`):
+/// the members in the order a `serde_json::Map` keeps them, without whitespace. The commonest
+/// frames are written and read by hand laid out so
+/// ([`signal_frame`](super::signal_frame), [`plain_json::as_written`](super::plain_json::as_written)).
+pub(super) const ENVELOPE: [&[u8]; 5] = [
+    br#"{"from":"#,
+    br#","payload":"#,
+    br#","room":"#,
+    br#","type":"#,
+    b"}",
+];
+
 fn name(object: &Map<String, Value>, field: &str) -> Option<String> {
     match object.get(field) {
         Some(Value::String(s)) if is_name(s) => Some(s.clone()),
@@ -150,6 +162,19 @@ mod tests {
             bytes,
             br#"{"from":"did:key:zMe","payload":{"x":1},"room":"room1","type":"live"}"#
         );
+    }
+
+    #[test]
+    fn a_written_frame_is_laid_out_as_the_envelope_says() {
+        let bytes = write("r1", "t", "did:key:zMe", &json!([1]));
+        let values: [&[u8]; 4] = [br#""did:key:zMe""#, b"[1]", br#""r1""#, br#""t""#];
+        let mut laid: Vec<u8> = Vec::new();
+        for (piece, value) in ENVELOPE.iter().zip(values) {
+            laid.extend_from_slice(piece);
+            laid.extend_from_slice(value);
+        }
+        laid.extend_from_slice(ENVELOPE[4]);
+        assert_eq!(bytes, laid);
     }
 
     #[test]

@@ -75,14 +75,25 @@ pub fn we_offer(ours: &str, theirs: &str) -> bool {
     js::cmp(ours, theirs) == Ordering::Less
 }
 
-/// The peers a `__peers` payload names that count (§8): the first 64 entries, skipping anything
-/// that is not a DID, and this node itself (it cannot connect to itself).
-pub fn peer_list<'a>(payload: &'a Value, ours: &'a str) -> impl Iterator<Item = &'a str> + 'a {
-    payload
-        .as_array()
+/// The peers a `__peers` payload names that count (§8): see [`listed`].
+pub fn peer_list<'a>(payload: &'a Value, ours: &str) -> impl Iterator<Item = &'a str> {
+    listed(
+        payload.as_array().into_iter().flatten().map(Value::as_str),
+        ours,
+    )
+}
+
+/// The peers a `__peers` list's `entries` name that count (§8), `None` standing for an entry
+/// that is not a string: the first 64 entries, skipping anything that is not a DID, and this
+/// node itself (it cannot connect to itself).
+pub fn listed<'a>(
+    entries: impl IntoIterator<Item = Option<&'a str>>,
+    ours: &str,
+) -> impl Iterator<Item = &'a str> {
+    entries
         .into_iter()
-        .flat_map(|entries| entries.iter().take(MAX_PEER_LIST))
-        .filter_map(Value::as_str)
+        .take(MAX_PEER_LIST)
+        .flatten()
         .filter(move |did| is_did(did) && *did != ours)
 }
 
@@ -137,7 +148,9 @@ pub struct Signal {
     pub hops: u64,
 }
 
-/// The string a signal's origin signs (§8).
+/// The string a signal's origin signs (§8): `prefix|room|origin|target|kind|at|sdp`. Built
+/// piece by piece into one allocation of the right size: every new signal a node receives is
+/// verified over it, and `format!` cost ten times the copying.
 pub fn label(
     room: &str,
     origin: &str,
@@ -146,10 +159,18 @@ pub fn label(
     at: u64,
     sdp: &str,
 ) -> String {
-    alloc::format!(
-        "{LABEL_PREFIX}|{room}|{origin}|{target}|{}|{at}|{sdp}",
-        kind.as_str()
-    )
+    use core::fmt::Write;
+    let parts = [LABEL_PREFIX, room, origin, target, kind.as_str()];
+    let size = parts.iter().map(|p| p.len() + 1).sum::<usize>() + 21 + sdp.len();
+    let mut l = String::with_capacity(size);
+    for p in parts {
+        l.push_str(p);
+        l.push('|');
+    }
+    // Writing to a `String` cannot fail.
+    let _ = write!(l, "{at}|");
+    l.push_str(sdp);
+    l
 }
 
 /// Why a received signal is dropped. Every drop is silent on the wire (§8 names no answer); the
@@ -465,7 +486,7 @@ impl Introductions {
     }
 
     /// [`Introductions::receive`] for a signal from an admitted peer whose payload is already
-    /// read (as [`crate::minca::mesh::signal_frame`] reads a whole frame): the same checks from
+    /// read: the same checks from
     /// its origin on.
     pub fn receive_signal(
         &mut self,
@@ -473,12 +494,26 @@ impl Introductions {
         crypto: &dyn CryptoProvider,
         room: &str,
         ours: &str,
+        signal: Signal,
+    ) -> Verdict {
+        match self.check_copy(now, room, ours, &signal.routing()) {
+            Ok(new) => self.receive_new(now, crypto, room, new, signal),
+            Err(d) => Verdict::Drop(d),
+        }
+    }
+
+    /// The rest of [`Introductions::receive_signal`] for a signal that
+    /// [`Introductions::check_copy`] found `new`, at the same `now`, in the same `room`: its
+    /// signature, then acting on it or passing it on, and remembering that. For a caller that
+    /// checked for a copy before reading the signal in full.
+    pub fn receive_new(
+        &mut self,
+        now: Timestamp,
+        crypto: &dyn CryptoProvider,
+        room: &str,
+        new: New,
         mut signal: Signal,
     ) -> Verdict {
-        let new = match self.check_copy(now, room, ours, &signal.routing()) {
-            Ok(new) => new,
-            Err(d) => return Verdict::Drop(d),
-        };
         if !signal.verify(crypto, room) {
             return Verdict::Drop(Dropped::BadSignature);
         }
@@ -609,6 +644,22 @@ mod tests {
 
     fn receive(i: &mut Introductions, at: u64, me: &str, payload: &Value) -> Verdict {
         i.receive(now(at), default_provider(), ROOM, me, true, payload)
+    }
+
+    #[test]
+    fn the_label_is_the_fields_joined_by_bars() {
+        for (kind, at, sdp) in [
+            (SignalKind::Offer, 0, ""),
+            (SignalKind::Answer, u64::MAX, "v=0\r\n|é"),
+        ] {
+            assert_eq!(
+                label(ROOM, "did:key:zA", "did:key:zB", kind, at, sdp),
+                alloc::format!(
+                    "{LABEL_PREFIX}|{ROOM}|did:key:zA|did:key:zB|{}|{at}|{sdp}",
+                    kind.as_str()
+                )
+            );
+        }
     }
 
     #[test]

@@ -43,9 +43,10 @@ use crate::minca::auth;
 use crate::minca::mesh::admission::{Admitted, Handshake, PeerWho, Stage};
 use crate::minca::mesh::frame::{AUTH_HELLO, AUTH_PROOF, Frame, LEAVE, PEERS, SIGNAL};
 use crate::minca::mesh::introduction::{
-    self, Dropped, Introductions, Signal, SignalClock, SignalKind, Verdict, is_did, we_offer,
+    self, Dropped, Introductions, New, Signal, SignalClock, SignalKind, Verdict, is_did, we_offer,
 };
 use crate::minca::mesh::live::{self, LIVE, LiveAllowance};
+use crate::minca::mesh::peers_peek;
 use crate::minca::mesh::signal_frame;
 use crate::minca::mesh::signal_peek;
 use crate::minca::note::{Es256Notes, NoteChecker, account_of};
@@ -207,6 +208,26 @@ pub enum Route {
     Relay(String),
     /// As a `__signal` over the mesh in this room (§8).
     Mesh(String),
+}
+
+/// How a peer was heard of in a room, and so which [`Route`] an offer to it would take there:
+/// the route itself names the room, and is made only for an offer (most peers heard of are
+/// connected already).
+#[derive(Clone, Copy)]
+enum Via {
+    /// A hello heard through the room's relays.
+    Relay,
+    /// A `__peers` list in the room.
+    Mesh,
+}
+
+impl Via {
+    fn route(self, room: &str) -> Route {
+        match self {
+            Via::Relay => Route::Relay(room.into()),
+            Via::Mesh => Route::Mesh(room.into()),
+        }
+    }
 }
 
 /// Everything the mesh can be told.
@@ -811,7 +832,7 @@ impl<R: CryptoRng> Mesh<R> {
 
     /// §7.3 and §8: `peer` is in `room`. Greet if connected; else offer if we are the lesser DID
     /// and nothing was started; else wait.
-    fn meet(&mut self, now: Timestamp, room: &str, peer: &str, route: Route) {
+    fn meet(&mut self, now: Timestamp, room: &str, peer: &str, via: Via) {
         if !self.know(room, peer) {
             return;
         }
@@ -820,7 +841,7 @@ impl<R: CryptoRng> Mesh<R> {
             Some(_) => {}
             None => {
                 if we_offer(&self.did, peer) && !self.cooling(now, room, peer) {
-                    self.offer_to(now, peer, route);
+                    self.offer_to(now, peer, via.route(room));
                 }
             }
         }
@@ -1226,11 +1247,11 @@ impl<R: CryptoRng> Mesh<R> {
     // ---- frames -----------------------------------------------------------------------------
 
     fn on_frame(&mut self, now: Timestamp, conn: ConnId, bytes: &[u8]) {
-        let open = self.by_id.get(&conn).and_then(|p| {
-            let c = self.conns.get_mut(p).filter(|c| c.is_open())?;
-            Some((p, c))
-        });
-        let Some((peer, c)) = open else {
+        let Some(peer) = self.by_id.get(&conn) else {
+            self.counters.stale_connection += 1;
+            return;
+        };
+        let Some(c) = self.conns.get_mut(peer).filter(|c| c.is_open()) else {
             self.counters.stale_connection += 1;
             return;
         };
@@ -1239,15 +1260,32 @@ impl<R: CryptoRng> Mesh<R> {
             self.counters.byte_rate_limited += 1;
             return;
         }
-        let peer = peer.clone();
-        if self.is_signal_copy(now, &peer, bytes) {
-            self.counters.signal_dropped += 1;
+        // Most frames are copies of a flooded signal: answered from a peek, with the peer
+        // still borrowed, and the first copy read from what the peek kept.
+        if let Some(p) = signal_peek::peek(bytes) {
+            match self.peeked_signal(now, peer, &p) {
+                Ok((new, signal)) => {
+                    let peer = peer.clone();
+                    let verdict =
+                        self.introductions
+                            .receive_new(now, self.crypto, p.room, new, signal);
+                    self.follow_signal(now, p.room, &peer, verdict);
+                }
+                Err(Refused::UnknownRoom) => self.counters.unknown_room += 1,
+                Err(Refused::NotAdmitted) => self.counters.not_admitted += 1,
+                Err(Refused::Dropped) => self.counters.signal_dropped += 1,
+            }
             return;
         }
-        // The common frame first, read without a JSON tree; it answers only as the general
-        // path would.
-        let (room, kind, body) = match signal_frame::read(bytes) {
-            Some(f) => (f.room, Cow::Borrowed(SIGNAL), Body::Signal(f.signal)),
+        let peer = peer.clone();
+        // Everything else, and a signal outside what the peek reads, through a JSON tree; a
+        // peer list as weft writes it without one. Either answers as the general path would.
+        let (room, kind, body) = match peers_peek::peek(bytes) {
+            Some(p) => (
+                Cow::Borrowed(p.room),
+                Cow::Borrowed(PEERS),
+                Body::Peers(p.entries),
+            ),
             None => match Frame::parse(bytes) {
                 Ok(f) => (
                     Cow::Owned(f.room),
@@ -1271,8 +1309,11 @@ impl<R: CryptoRng> Mesh<R> {
             AUTH_HELLO => self.on_auth_hello(now, room, &peer, &body.into_json()),
             AUTH_PROOF => self.on_auth_proof(now, room, &peer, &body.into_json()),
             _ if !admitted => self.counters.not_admitted += 1,
-            PEERS => self.on_peers(now, room, &body.into_json()),
-            SIGNAL => self.on_mesh_signal(now, room, is_space, &peer, body.into_signal()),
+            PEERS => self.on_peers(now, room, &body),
+            SIGNAL => {
+                let signal = Signal::parse(&body.into_json());
+                self.on_mesh_signal(now, room, is_space, &peer, signal)
+            }
             LEAVE => self.drop_peer(room, &peer),
             WHO if is_space => self.on_who(now, room, &peer, &body.into_json()),
             LIVE if is_space => self.on_live(now, room, &peer, body.into_json()),
@@ -1286,24 +1327,30 @@ impl<R: CryptoRng> Mesh<R> {
         }
     }
 
-    /// Whether `bytes` are a `__signal` frame that the full path below would drop by §8's
-    /// checks before the signature (most often a copy already acted on or passed on), found
-    /// from the few fields [`signal_peek::peek`] reads. The conditions are the full path's, in
-    /// its order (room known, `peer` admitted, the room introduces, then
-    /// [`Introductions::check_copy`](introduction::Introductions::check_copy)); every drop they
-    /// lead to is counted as `signal_dropped` there too, and one the peek cannot decide is left
-    /// to the full path.
-    fn is_signal_copy(&self, now: Timestamp, peer: &str, bytes: &[u8]) -> bool {
-        let Some(p) = signal_peek::peek(bytes) else {
-            return false;
-        };
-        self.rooms
-            .get(p.room)
-            .is_some_and(|r| r.is_admitted(peer) && r.introduces())
-            && self
-                .introductions
-                .check_copy(now, p.room, &self.did, &p.signal)
-                .is_err()
+    /// A `__signal` frame from `peer` that [`signal_peek::peek`] read, taken as far as its
+    /// signature: the general path's conditions in its order (room known, `peer` admitted, the
+    /// room introduces, then [`Introductions::check_copy`](introduction::Introductions::check_copy)
+    /// before the payload's shape, as both only drop), each refusal counted as there. A copy
+    /// (most frames) touches only what the peek read; only a signal found new is read in full.
+    fn peeked_signal(
+        &self,
+        now: Timestamp,
+        peer: &str,
+        p: &signal_peek::Peek<'_>,
+    ) -> Result<(New, Signal), Refused> {
+        let r = self.rooms.get(p.room).ok_or(Refused::UnknownRoom)?;
+        if !r.is_admitted(peer) {
+            return Err(Refused::NotAdmitted);
+        }
+        if !r.introduces() {
+            return Err(Refused::Dropped);
+        }
+        let new = self
+            .introductions
+            .check_copy(now, p.room, &self.did, &p.signal)
+            .map_err(|_| Refused::Dropped)?;
+        let signal = p.read_signal().map_err(|_| Refused::Dropped)?;
+        Ok((new, signal))
     }
 
     /// §6.4, §9.1: the peer's `who`. Its note gives the peer an account only if valid now and
@@ -1398,16 +1445,19 @@ impl<R: CryptoRng> Mesh<R> {
         }
     }
 
-    fn on_peers(&mut self, now: Timestamp, room: &str, payload: &Value) {
+    fn on_peers(&mut self, now: Timestamp, room: &str, body: &Body<'_>) {
         if !self.rooms.get(room).is_some_and(Room::introduces) {
             self.counters.ignored_inputs += 1;
             return;
         }
-        let listed: Vec<String> = introduction::peer_list(payload, &self.did)
-            .map(String::from)
-            .collect();
+        let listed: Vec<&str> = match body {
+            Body::Json(payload) => introduction::peer_list(payload, &self.did).collect(),
+            Body::Peers(entries) => {
+                introduction::listed(entries.iter().copied().map(Some), &self.did).collect()
+            }
+        };
         for p in listed {
-            self.meet(now, room, &p, Route::Mesh(room.into()));
+            self.meet(now, room, p, Via::Mesh);
         }
     }
 
@@ -1431,6 +1481,11 @@ impl<R: CryptoRng> Mesh<R> {
                 .receive_signal(now, self.crypto, room, &self.did, s),
             Err(d) => Verdict::Drop(d),
         };
+        self.follow_signal(now, room, from, verdict);
+    }
+
+    /// Does what the introductions memory said of a `__signal` from `from` in `room` (§8).
+    fn follow_signal(&mut self, now: Timestamp, room: &str, from: &str, verdict: Verdict) {
         match verdict {
             Verdict::Act(s) => {
                 self.on_signal(now, &s.origin, s.kind, s.sdp, Route::Mesh(room.into()))
@@ -1615,7 +1670,7 @@ impl<R: CryptoRng> Mesh<R> {
                     self.counters.ignored_inputs += 1;
                     return;
                 }
-                self.meet(now, &room, &peer, Route::Relay(room.clone()));
+                self.meet(now, &room, &peer, Via::Relay);
             }
             Input::RelaySignal {
                 room,
@@ -1760,29 +1815,31 @@ fn send_each<'p>(
     }
 }
 
-/// A received frame's payload: a JSON tree, or a signal already read from the text by
-/// [`signal_frame::read`].
-enum Body {
+/// A received frame's payload: a JSON tree, or a peer list [`peers_peek::peek`] read.
+enum Body<'a> {
     Json(Value),
-    Signal(Signal),
+    Peers(Vec<&'a str>),
 }
 
-impl Body {
-    /// The payload as JSON. Only a `__signal` frame is read early, and its payload is taken by
-    /// [`Body::into_signal`]; were another type ever read early, its payload would be written
-    /// back here rather than lost.
+impl Body<'_> {
+    /// The payload as JSON. Only a `__peers` frame is read early, and its list is taken as it
+    /// is by [`Mesh::on_peers`] (written back, it would hold only the entries kept, the first
+    /// 64); were another type ever read early, its payload would be written back here rather
+    /// than lost.
     fn into_json(self) -> Value {
         match self {
             Body::Json(v) => v,
-            Body::Signal(s) => s.to_payload(),
+            Body::Peers(entries) => introduction::peer_list_payload(entries),
         }
     }
+}
 
-    /// The payload as a signal, its shape checked (§8).
-    fn into_signal(self) -> Result<Signal, Dropped> {
-        match self {
-            Body::Json(v) => Signal::parse(&v),
-            Body::Signal(s) => Ok(s),
-        }
-    }
+/// Why a peeked `__signal` frame goes no further, by the counter it is counted under.
+enum Refused {
+    /// The frame's room is not joined (`unknown_room`).
+    UnknownRoom,
+    /// The peer is not admitted there (`not_admitted`).
+    NotAdmitted,
+    /// §8 drops it (`signal_dropped`).
+    Dropped,
 }

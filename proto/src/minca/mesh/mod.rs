@@ -4,8 +4,10 @@
 //! - [`introduction`]: §8, `__peers` and `__signal`, and who offers (§7.3);
 //! - [`live`]: §9.2, the receive limits on live messages;
 //! - [`admission`]: §7.2, what one side keeps per (room, peer);
-//! - [`signal_frame`]: the `__signal` frame read straight from its text, the common case;
-//! - [`signal_peek`]: a `__signal` frame read only as far as recognising a copy;
+//! - [`peers_peek`]: a `__peers` frame read from its text;
+//! - [`signal_frame`]: the `__signal` frame written straight from a signal;
+//! - [`signal_peek`]: a `__signal` frame read from its text, only as far as recognising a copy
+//!   unless it is new;
 //! - [`machine`]: the [`Mesh`] machine, one per node: §5.1 one connection per peer, §7.2
 //!   admission, §7.3 who connects, §8 introductions, §9 `who` and live messages.
 
@@ -15,6 +17,8 @@ pub mod introduction;
 pub mod live;
 pub mod machine;
 mod memory_key;
+pub mod peers_peek;
+mod plain_json;
 pub mod signal_frame;
 pub mod signal_peek;
 

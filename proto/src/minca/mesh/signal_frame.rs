@@ -1,121 +1,114 @@
-//! The `__signal` frame (§7.1, §8) read straight from its bytes.
+//! The `__signal` frame (§7.1, §8) written straight from a [`Signal`].
 //!
 //! Signals are nearly all of a mesh's traffic: each is flooded through a room until its hops run
-//! out. [`Frame::parse`](super::frame::Frame::parse) reads a frame through a `serde_json::Value`
-//! tree, an allocation per field, and [`Signal::parse`] then reads the payload from that tree;
-//! [`read`] reads the room and the signal's fields from the text into borrowed strings instead.
-//! It answers only where it is sure to answer as the general path would, and `None` otherwise,
-//! for the general path to decide. [`write()`] is the sending side: the frame's bytes written
-//! straight from a [`Signal`].
+//! out, and a node writes each one it passes on. [`write()`] writes the frame's bytes from the
+//! signal's fields, without a JSON tree or a serializer: the frame's members always come in one
+//! order ([`ENVELOPE`], [`LAYOUT`]), and the receiving side, [`signal_peek`](super::signal_peek), reads a frame
+//! laid out so without matching keys.
 
-use alloc::borrow::Cow;
 use alloc::vec::Vec;
 
-use serde::Deserialize;
+use super::frame::{ENVELOPE, SIGNAL};
+use super::introduction::Signal;
+use super::plain_json::plain_run;
 
-use super::frame::{self, MAX_FRAME_BYTES, SIGNAL, is_name};
-use super::introduction::{Fields, Signal};
-use crate::codec::object::{self, Object};
-
-/// A `__signal` frame whose payload has the shape §8 gives.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SignalFrame<'a> {
-    /// The room the frame belongs to.
-    pub room: Cow<'a, str>,
-    /// The payload, its shape checked (not its time or signature).
-    pub signal: Signal,
-}
-
-// Strings are `Cow`: borrowed from the text unless they hold escapes, which are read as the
-// general path reads them. A field given twice is an error here (the general path keeps the
-// last), and so is any field not named below: serde skips an unknown field without the checks a
-// JSON tree makes (nesting depth, numbers in range, escapes naming characters, UTF-8), so the
-// general path reads such a frame.
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Wire<'a> {
-    #[serde(borrow)]
-    room: Cow<'a, str>,
-    #[serde(borrow, rename = "type")]
-    kind: Cow<'a, str>,
-    #[serde(borrow)]
-    payload: Object<Payload<'a>>,
-    // Informational only (§7.1): read to check it as the general path does, then not used.
-    #[serde(borrow, default)]
-    #[allow(dead_code)]
-    from: Option<Cow<'a, str>>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Payload<'a> {
-    #[serde(borrow)]
-    origin: Cow<'a, str>,
-    #[serde(borrow)]
-    target: Cow<'a, str>,
-    #[serde(borrow)]
-    kind: Cow<'a, str>,
-    #[serde(borrow)]
-    data: Object<Data<'a>>,
-    // Only a JSON integer reads as `u64`; a float such as `1.0`, which the general path takes,
-    // is an error here and goes there.
-    at: u64,
-    #[serde(borrow)]
-    sig: Cow<'a, str>,
-    // Missing and `null` leave no hops on both paths.
-    #[serde(default)]
-    hops: Option<u64>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Data<'a> {
-    #[serde(borrow, rename = "type")]
-    kind: Cow<'a, str>,
-    #[serde(borrow)]
-    sdp: Cow<'a, str>,
-}
-
-/// The frame `bytes` hold, when they are plainly a `__signal` frame with a well-shaped signal:
-/// then [`Frame::parse`](super::frame::Frame::parse) gives a `__signal` frame in `room` whose
-/// payload [`Signal::parse`] reads as `signal`. `None` says nothing: any other frame, any text
-/// this path could read differently (a field given twice, a float `at`, anything not an object)
-/// and any error are left to the general path, which gives its own answer. The mesh machine
-/// reads frames this way first; this is public so that a fuzz target can hold the two paths to
-/// the same answer.
-pub fn read(bytes: &[u8]) -> Option<SignalFrame<'_>> {
-    if bytes.len() > MAX_FRAME_BYTES {
-        return None;
-    }
-    let wire: Wire<'_> = object::read(bytes)?;
-    if wire.kind != SIGNAL || !is_name(&wire.room) {
-        return None;
-    }
-    let p = wire.payload.0;
-    let data = p.data.0;
-    let signal = Signal::from_fields(Fields {
-        origin: Some(&p.origin),
-        target: Some(&p.target),
-        kind: Some(&p.kind),
-        data_type: Some(&data.kind),
-        sdp: Some(&data.sdp),
-        at: Some(p.at),
-        sig: Some(&p.sig),
-        hops: p.hops,
-    })
-    .ok()?;
-    Some(SignalFrame {
-        room: wire.room,
-        signal,
-    })
-}
+/// A `__signal` payload as written, between its values: the members in the order a
+/// `serde_json::Map` keeps them (sorted), so the bytes are those of the payload built as a JSON
+/// tree, and without whitespace. The values go between the pieces in this order: `at`, `sdp`,
+/// `data.type`, `hops`, `kind`, `origin`, `sig`, `target`.
+pub(super) const LAYOUT: [&[u8]; 9] = [
+    br#"{"at":"#,
+    br#","data":{"sdp":"#,
+    br#","type":"#,
+    br#"},"hops":"#,
+    br#","kind":"#,
+    br#","origin":"#,
+    br#","sig":"#,
+    br#","target":"#,
+    b"}",
+];
 
 /// The bytes of a `__signal` frame carrying `signal` in `room`, from `from`: what
 /// [`Frame::to_bytes`](super::frame::Frame::to_bytes) gives for the frame holding
-/// [`Signal::to_payload`], written without building the payload as a JSON tree.
+/// [`Signal::to_payload`], laid out as [`ENVELOPE`] and [`LAYOUT`] say.
 pub fn write(room: &str, from: &str, signal: &Signal) -> Vec<u8> {
-    frame::write(room, SIGNAL, from, signal)
+    let strings = [
+        from,
+        &signal.sdp,
+        &signal.origin,
+        &signal.sig,
+        &signal.target,
+        room,
+    ];
+    let size = ENVELOPE
+        .iter()
+        .chain(&LAYOUT)
+        .map(|p| p.len())
+        .sum::<usize>()
+        + strings.iter().map(|s| s.len() + 2).sum::<usize>()
+        + 2 * 20
+        + 2 * "answer".len()
+        + SIGNAL.len()
+        + 6;
+    let mut out = Vec::with_capacity(size);
+    let kind = signal.kind.as_str();
+    let [from_, payload, room_, type_, end] = ENVELOPE;
+    let [at, sdp, data_type, hops, kind_, origin, sig, target, close] = LAYOUT;
+    out.extend_from_slice(from_);
+    string(&mut out, from);
+    out.extend_from_slice(payload);
+    out.extend_from_slice(at);
+    number(&mut out, signal.at);
+    out.extend_from_slice(sdp);
+    string(&mut out, &signal.sdp);
+    out.extend_from_slice(data_type);
+    string(&mut out, kind);
+    out.extend_from_slice(hops);
+    number(&mut out, signal.hops);
+    out.extend_from_slice(kind_);
+    string(&mut out, kind);
+    out.extend_from_slice(origin);
+    string(&mut out, &signal.origin);
+    out.extend_from_slice(sig);
+    string(&mut out, &signal.sig);
+    out.extend_from_slice(target);
+    string(&mut out, &signal.target);
+    out.extend_from_slice(close);
+    out.extend_from_slice(room_);
+    string(&mut out, room);
+    out.extend_from_slice(type_);
+    string(&mut out, SIGNAL);
+    out.extend_from_slice(end);
+    out
+}
+
+/// A JSON string as serde_json writes it. A string with nothing to escape (every SDP a
+/// simulator makes, every DID, room and signature) is copied between quotes; anything else is
+/// left to serde_json, whose escaping is the general path's.
+fn string(out: &mut Vec<u8>, s: &str) {
+    if plain_run(s.as_bytes()) == s.len() {
+        out.push(b'"');
+        out.extend_from_slice(s.as_bytes());
+        out.push(b'"');
+    } else {
+        out.extend(serde_json::to_vec(s).unwrap_or_default());
+    }
+}
+
+/// A non-negative integer in decimal, as serde_json writes one.
+fn number(out: &mut Vec<u8>, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        // `n % 10` is a single digit.
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[at..]);
 }
 
 #[cfg(test)]
@@ -134,20 +127,6 @@ pub(crate) mod tests {
             return None;
         }
         Some((frame.room, Signal::parse(&frame.payload).ok()?))
-    }
-
-    /// Where the fast path answers, the general path gives the same answer; returns whether
-    /// the fast path answered.
-    fn agrees(text: &str) -> bool {
-        let fast = read(text.as_bytes());
-        if let Some(f) = &fast {
-            assert_eq!(
-                general(text.as_bytes()),
-                Some((String::from(f.room.as_ref()), f.signal.clone())),
-                "{text}"
-            );
-        }
-        fast.is_some()
     }
 
     pub(crate) fn signal() -> Signal {
@@ -170,17 +149,6 @@ pub(crate) mod tests {
     pub(crate) const GOOD: &str = r#"{"origin":"did:key:zSource","target":"did:key:zTarget","kind":"offer","data":{"type":"offer","sdp":"v=0"},"at":5,"sig":"c2ln","hops":2}"#;
 
     #[test]
-    fn a_sent_signal_frame_takes_the_fast_path() {
-        let bytes = Frame::new("r1", SIGNAL, signal().to_payload()).to_bytes("did:key:zMe");
-        let f = read(&bytes).unwrap();
-        assert_eq!(f.room, "r1");
-        assert_eq!(f.signal, signal());
-        assert!(matches!(f.room, Cow::Borrowed(_)));
-        assert!(agrees(core::str::from_utf8(&bytes).unwrap()));
-        assert!(agrees(&frame(GOOD)));
-    }
-
-    #[test]
     fn a_written_signal_frame_is_the_frame_built_as_json() {
         let mut odd = signal();
         odd.kind = SignalKind::Answer;
@@ -189,10 +157,14 @@ pub(crate) mod tests {
         odd.hops = u64::MAX;
         odd.at = 0;
         for (room, s) in [("r1", signal()), ("r\"\u{0}é", odd)] {
-            let general = Frame::new(room, SIGNAL, s.to_payload()).to_bytes("did:key:zMe");
-            assert_eq!(write(room, "did:key:zMe", &s), general);
-            let back = read(&general).unwrap();
-            assert_eq!((back.room.as_ref(), &back.signal), (room, &s));
+            let built = Frame::new(room, SIGNAL, s.to_payload()).to_bytes("did:key:zMe");
+            assert_eq!(write(room, "did:key:zMe", &s), built);
+            for n in [0, 9, 10, 99, 1_790_000_000_000, u64::MAX] {
+                let mut text = Vec::new();
+                number(&mut text, n);
+                assert_eq!(text, format!("{n}").into_bytes());
+            }
+            assert_eq!(general(&built), Some((room.into(), s)));
         }
         // The payload is the one JSON tree §8 describes, members and all.
         assert_eq!(
@@ -209,7 +181,7 @@ pub(crate) mod tests {
         );
     }
 
-    /// The tricky frame texts both quick readers are held to the general path on: duplicate
+    /// The tricky frame texts the peek is held to the general path on: duplicate
     /// and escaped keys and values, numbers of every form, missing, extra and mistyped fields,
     /// what serde skips unchecked, and SDPs either side of the limit.
     pub(crate) fn tricky_texts() -> Vec<String> {
@@ -322,18 +294,5 @@ pub(crate) mod tests {
         let at = sdp.windows(3).position(|w| w == b"v=0").unwrap();
         sdp[at] = 0xc3;
         [bad, sdp]
-    }
-
-    #[test]
-    fn tricky_frames_read_alike_or_go_to_the_general_path() {
-        let texts = tricky_texts();
-        let fast: usize = texts.iter().map(|t| usize::from(agrees(t))).sum();
-        // Invalid UTF-8 inside a string, where the text is bytes.
-        for bad in bad_utf8() {
-            assert!(read(&bad).is_none());
-            assert_eq!(general(&bad), None);
-        }
-        // The escapes, extra fields and the in-range SDP still read fast.
-        assert!(fast >= 8, "{fast}");
     }
 }
