@@ -90,8 +90,8 @@ pub(crate) fn write(room: &str, kind: &str, from: &str, payload: &impl Serialize
 
 /// A frame as [`write`] lays it out, between its values (`from`, `payload`, `room`, `type`):
 /// the members in the order a `serde_json::Map` keeps them, without whitespace. The commonest
-/// frames are written and read by hand laid out so
-/// ([`signal_frame`](super::signal_frame), [`plain_json::as_written`](super::plain_json::as_written)).
+/// frames are read by hand laid out so ([`signal_peek`](super::signal_peek),
+/// [`plain_json::as_written`](super::plain_json::as_written)).
 pub(super) const ENVELOPE: [&[u8]; 5] = [
     br#"{"from":"#,
     br#","payload":"#,

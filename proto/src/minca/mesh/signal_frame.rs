@@ -1,16 +1,17 @@
 //! The `__signal` frame (§7.1, §8) written straight from a [`Signal`].
 //!
 //! Signals are nearly all of a mesh's traffic: each is flooded through a room until its hops run
-//! out, and a node writes each one it passes on. [`write()`] writes the frame's bytes from the
-//! signal's fields, without a JSON tree or a serializer: the frame's members always come in one
-//! order ([`ENVELOPE`], [`LAYOUT`]), and the receiving side, [`signal_peek`](super::signal_peek), reads a frame
-//! laid out so without matching keys.
+//! out, and a node writes each one it passes on. [`write()`] serializes the frame from the
+//! signal's fields, without a JSON tree: its members always come in one order ([`ENVELOPE`],
+//! [`LAYOUT`]), and the receiving side, [`signal_peek`](super::signal_peek), reads a frame laid
+//! out so without matching keys.
 
 use alloc::vec::Vec;
 
-use super::frame::{ENVELOPE, SIGNAL};
+#[cfg(doc)]
+use super::frame::ENVELOPE;
+use super::frame::{self, SIGNAL};
 use super::introduction::Signal;
-use super::plain_json::plain_run;
 
 /// A `__signal` payload as written, between its values: the members in the order a
 /// `serde_json::Map` keeps them (sorted), so the bytes are those of the payload built as a JSON
@@ -32,83 +33,7 @@ pub(super) const LAYOUT: [&[u8]; 9] = [
 /// [`Frame::to_bytes`](super::frame::Frame::to_bytes) gives for the frame holding
 /// [`Signal::to_payload`], laid out as [`ENVELOPE`] and [`LAYOUT`] say.
 pub fn write(room: &str, from: &str, signal: &Signal) -> Vec<u8> {
-    let strings = [
-        from,
-        &signal.sdp,
-        &signal.origin,
-        &signal.sig,
-        &signal.target,
-        room,
-    ];
-    let size = ENVELOPE
-        .iter()
-        .chain(&LAYOUT)
-        .map(|p| p.len())
-        .sum::<usize>()
-        + strings.iter().map(|s| s.len() + 2).sum::<usize>()
-        + 2 * 20
-        + 2 * "answer".len()
-        + SIGNAL.len()
-        + 6;
-    let mut out = Vec::with_capacity(size);
-    let kind = signal.kind.as_str();
-    let [from_, payload, room_, type_, end] = ENVELOPE;
-    let [at, sdp, data_type, hops, kind_, origin, sig, target, close] = LAYOUT;
-    out.extend_from_slice(from_);
-    string(&mut out, from);
-    out.extend_from_slice(payload);
-    out.extend_from_slice(at);
-    number(&mut out, signal.at);
-    out.extend_from_slice(sdp);
-    string(&mut out, &signal.sdp);
-    out.extend_from_slice(data_type);
-    string(&mut out, kind);
-    out.extend_from_slice(hops);
-    number(&mut out, signal.hops);
-    out.extend_from_slice(kind_);
-    string(&mut out, kind);
-    out.extend_from_slice(origin);
-    string(&mut out, &signal.origin);
-    out.extend_from_slice(sig);
-    string(&mut out, &signal.sig);
-    out.extend_from_slice(target);
-    string(&mut out, &signal.target);
-    out.extend_from_slice(close);
-    out.extend_from_slice(room_);
-    string(&mut out, room);
-    out.extend_from_slice(type_);
-    string(&mut out, SIGNAL);
-    out.extend_from_slice(end);
-    out
-}
-
-/// A JSON string as serde_json writes it. A string with nothing to escape (every SDP a
-/// simulator makes, every DID, room and signature) is copied between quotes; anything else is
-/// left to serde_json, whose escaping is the general path's.
-fn string(out: &mut Vec<u8>, s: &str) {
-    if plain_run(s.as_bytes()) == s.len() {
-        out.push(b'"');
-        out.extend_from_slice(s.as_bytes());
-        out.push(b'"');
-    } else {
-        out.extend(serde_json::to_vec(s).unwrap_or_default());
-    }
-}
-
-/// A non-negative integer in decimal, as serde_json writes one.
-fn number(out: &mut Vec<u8>, mut n: u64) {
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    loop {
-        at -= 1;
-        // `n % 10` is a single digit.
-        digits[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&digits[at..]);
+    frame::write(room, SIGNAL, from, signal)
 }
 
 #[cfg(test)]
@@ -159,11 +84,6 @@ pub(crate) mod tests {
         for (room, s) in [("r1", signal()), ("r\"\u{0}é", odd)] {
             let built = Frame::new(room, SIGNAL, s.to_payload()).to_bytes("did:key:zMe");
             assert_eq!(write(room, "did:key:zMe", &s), built);
-            for n in [0, 9, 10, 99, 1_790_000_000_000, u64::MAX] {
-                let mut text = Vec::new();
-                number(&mut text, n);
-                assert_eq!(text, format!("{n}").into_bytes());
-            }
             assert_eq!(general(&built), Some((room.into(), s)));
         }
         // The payload is the one JSON tree §8 describes, members and all.
