@@ -79,11 +79,10 @@ fn decoded_len(chars: usize) -> Option<usize> {
     Some(chars / 4 * 3 + tail)
 }
 
-/// Decodes `text` into `out` (of exactly [`decoded_len`] bytes, or it refuses) when it is
-/// canonical: every character in the alphabet and the last one's unused bits zero. False for
-/// anything else, which the caller hands to [`decode_slow`]: the fast path only ever answers what
-/// that decoder would (the one spelling per value), so its errors stay data-encoding's, position
-/// and all.
+/// Decodes `text` into `out` (of exactly [`decoded_len`] bytes, or it refuses) when it is canonical: every character in
+/// the alphabet and the last one's unused bits zero. False for anything else, which the caller
+/// hands to [`decode_slow`]: the fast path only ever answers what that decoder would (the one
+/// spelling per value), so its errors stay data-encoding's, position and all.
 fn decode_canonical(text: &[u8], out: &mut [u8]) -> bool {
     if decoded_len(text.len()) != Some(out.len()) {
         return false;

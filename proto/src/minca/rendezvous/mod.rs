@@ -9,8 +9,6 @@
 //!   a room and joining it again forgets none of them (§2 rule 3; [`ReplayWindow`]);
 //! - per room, each peer heard and the box of the newest message acted on from it, at most
 //!   [`MAX_ROOM_PEERS`], each forgotten after [`PEER_FORGET_AFTER`] unheard;
-//! - per room, the blobs that reached rule 3 lately (at most [`RECENT_BLOB_CHARS`] of text), so
-//!   that a copy through another relay is answered without opening it again (not asked by §2);
 //! - per room, when it last said hello, so a hello back goes out at most once every
 //!   [`HELLO_BACK_INTERVAL`] and a due one is said once when that is up.
 //!
@@ -86,8 +84,8 @@ pub const MAX_REMEMBERED_PAIRS: usize = 2 * MAX_ROOMS * MAX_ROOM_PEERS;
 /// Characters of the blobs a room remembers reaching rule 3 with, for knowing a copy of one
 /// (through a second relay, or a relay's duplicate) without opening it again: the newest blobs
 /// whose text fits in all, at least the newest one. About ten hellos; a copy comes a link's
-/// latency after its original, long before ten more messages. Not a protocol value: a copy it
-/// misses goes the whole way to the same answer (docs/performance.md, the sixth pass).
+/// latency after its original, long before ten more messages. Not a protocol value: a copy it misses goes the
+/// whole way to the same answer (docs/performance.md, the sixth pass).
 pub const RECENT_BLOB_CHARS: usize = 4096;
 
 /// A relay socket, named by the host (the same id in [`Input::RelayOpened`],
