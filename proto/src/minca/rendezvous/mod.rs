@@ -81,11 +81,10 @@ pub const HELLO_EVERY: Duration = Duration::from_secs(120);
 /// forget a time still inside the window.
 pub const MAX_REMEMBERED_PAIRS: usize = 2 * MAX_ROOMS * MAX_ROOM_PEERS;
 
-/// Characters of the blobs a room remembers reaching rule 3 with, for knowing a copy of one
-/// (through a second relay, or a relay's duplicate) without opening it again: the newest blobs
-/// whose text fits in all, at least the newest one. About ten hellos; a copy comes a link's
-/// latency after its original, long before ten more messages. Not a protocol value: a copy it misses goes the
-/// whole way to the same answer (docs/performance.md, the sixth pass).
+/// Characters of the blobs a room remembers acting on, for knowing a copy of one (through a
+/// second relay, or a relay's duplicate) without opening it again: the newest blobs whose text
+/// fits in all, at least the newest one. About ten hellos; a copy comes a link's latency after
+/// its original, long before ten more messages. A fill-in value (docs/decisions.md).
 pub const RECENT_BLOB_CHARS: usize = 4096;
 
 /// A relay socket, named by the host (the same id in [`Input::RelayOpened`],
@@ -328,7 +327,7 @@ struct RoomState {
     blob_aad: alloc::vec::Vec<u8>,
     /// The room as the replay window files it ([`Pair`]).
     scope: [u8; 32],
-    /// Blobs that passed rule 3 here lately, oldest first ([`RECENT_BLOB_CHARS`]).
+    /// Blobs acted on here lately, oldest first ([`RECENT_BLOB_CHARS`]).
     recent: RecentBlobs,
     /// At most [`MAX_ROOM_PEERS`], keyed by DID.
     peers: BTreeMap<String, Peer>,
@@ -340,47 +339,33 @@ struct RoomState {
     admitted: BTreeSet<String>,
 }
 
-/// Blobs that passed rule 3 in a room lately, each with the pair and `at` it carried and what
-/// the cheap part of rules 4 and 5 said of it, so that a copy is answered without opening it.
-/// The same text under the same topic opens to the same message, which passed rules 1 and 2's
-/// cheap part (pure functions of the text, the room and this node's DID), so rule 3 on the
-/// remembered pair and `at` is the verdict the whole path would reach, and past it rules 4 and
-/// 5's cheap part (pure functions of the message and this node's DID) say what they said. The
-/// text is compared in full, never a digest, so that holds for any input.
+/// Blobs a room acted on lately, each with the pair and `at` it carried, so that a copy is
+/// answered by the replay window alone. The same text under the same topic opens to the same
+/// message, which passed rules 1 and 2's cheap part (pure functions of the text, the room and
+/// this node's DID), so rule 3 on the remembered pair and `at` is the verdict the whole path
+/// would reach. The text is compared in full, never a digest, so that holds for any input.
 #[derive(Clone, Debug, Default)]
 struct RecentBlobs {
-    blobs: VecDeque<Recent>,
+    blobs: VecDeque<(String, Pair, u64)>,
     chars: usize,
 }
 
-/// One of [`RecentBlobs`].
-#[derive(Clone, Debug)]
-struct Recent {
-    blob: String,
-    pair: Pair,
-    at: u64,
-    /// Why rules 4 and 5's cheap part ignored it (a signal for another peer, most often), or
-    /// `None` if they passed it.
-    rules_4_5: Option<Ignored>,
-}
-
 impl RecentBlobs {
-    /// What was remembered of a blob with exactly this text.
-    fn find(&self, blob: &str) -> Option<&Recent> {
-        self.blobs.iter().rev().find(|r| r.blob == blob)
+    /// The pair and `at` a blob with exactly this text carried when acted on.
+    fn find(&self, blob: &str) -> Option<(Pair, u64)> {
+        self.blobs
+            .iter()
+            .rev()
+            .find(|(b, ..)| b == blob)
+            .map(|&(_, pair, at)| (pair, at))
     }
 
-    fn remember(&mut self, blob: &str, pair: Pair, at: u64, rules_4_5: Option<Ignored>) {
+    fn remember(&mut self, blob: &str, pair: Pair, at: u64) {
         self.chars += blob.len();
-        self.blobs.push_back(Recent {
-            blob: String::from(blob),
-            pair,
-            at,
-            rules_4_5,
-        });
+        self.blobs.push_back((String::from(blob), pair, at));
         while self.chars > RECENT_BLOB_CHARS && self.blobs.len() > 1 {
-            if let Some(old) = self.blobs.pop_front() {
-                self.chars -= old.blob.len();
+            if let Some((old, ..)) = self.blobs.pop_front() {
+                self.chars -= old.len();
             }
         }
     }
@@ -640,17 +625,11 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
         if blob.len() > MAX_BLOB_CHARS {
             return Err(Ignored::TooLong);
         }
-        // A copy of a blob that reached rule 3: rules 3 to 5's cheap part answer as they would
-        // after opening it. One acted on is Fresh again only if its time was forgotten, which
-        // happens below the window's lower edge, so never; it would go the whole way regardless.
-        if let Some(recent) = state.recent.find(blob) {
-            rule_3(
-                self.acted
-                    .check(now, &recent.pair, Timestamp::from_millis(recent.at)),
-            )?;
-            if let Some(reason) = recent.rules_4_5 {
-                return Err(reason);
-            }
+        // A copy of a blob acted on: rule 3 answers as it would after opening it. Fresh only if
+        // its time was forgotten, which happens below the window's lower edge, so not here; the
+        // whole path would say so all the same.
+        if let Some((pair, at)) = state.recent.find(blob) {
+            rule_3(self.acted.check(now, &pair, Timestamp::from_millis(at)))?;
         }
         // Rule 1.
         let plaintext = open_blob_bound(self.crypto, &state.key, &state.blob_aad, blob)
@@ -684,16 +663,12 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
                 .check(now, &pair, Timestamp::from_millis(message.at)),
         )?;
         // Rules 4 and 5, the cheap part.
-        let rules_4_5 = match (message.kind, &message.signal) {
-            (Kind::Hello, None) if !message.half_signal => None,
-            (Kind::Hello, _) => Some(Ignored::HelloWithSignal),
-            (_, None) => Some(Ignored::BadFields),
-            (_, Some((to, _))) if *to != self.did => Some(Ignored::NotForMe),
-            _ => None,
-        };
-        if let Some(reason) = rules_4_5 {
-            state.recent.remember(blob, pair, message.at, Some(reason));
-            return Err(reason);
+        match (message.kind, &message.signal) {
+            (Kind::Hello, None) if !message.half_signal => {}
+            (Kind::Hello, _) => return Err(Ignored::HelloWithSignal),
+            (_, None) => return Err(Ignored::BadFields),
+            (_, Some((to, _))) if *to != self.did => return Err(Ignored::NotForMe),
+            _ => {}
         }
         // §2: "a hello or signal from a new peer in a full room MUST be ignored".
         state.forget_unheard(now);
@@ -735,7 +710,7 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
             // check() said Fresh at the same `now`; kept total all the same.
             _ => return Err(Ignored::MemoryFull),
         }
-        state.recent.remember(blob, pair, message.at, None);
+        state.recent.remember(blob, pair, message.at);
         self.act(now, topic, message, from_key, sender_box, signal);
         Ok(())
     }

@@ -717,13 +717,6 @@ fn a_third_peer_in_the_room_hears_the_offer_pass_but_cannot_open_it() {
     let outs = deliver(&mut third, t(3), &room(), &offer);
     assert!(outs.is_empty());
     assert_eq!(third.ignored(Ignored::NotForMe), 1);
-    // Its copy through a second relay is passed over alike (known by its text, not opened),
-    // and so is one past the window, as stale.
-    assert!(deliver(&mut third, t(4), &room(), &offer).is_empty());
-    assert_eq!(third.ignored(Ignored::NotForMe), 2);
-    assert!(third.rooms[&topic(&room())].recent.find(&offer).is_some());
-    assert!(deliver(&mut third, t(secs(200)), &room(), &offer).is_empty());
-    assert_eq!(third.ignored(Ignored::Stale), 1);
     let m = open(&room(), &offer);
     let (to, sdp) = m.signal.unwrap();
     assert_eq!(to, b.did());
@@ -1200,7 +1193,7 @@ fn a_copy_is_known_by_its_text_within_a_bound_and_answered_as_the_whole_path_wou
         assert_eq!(heard(&deliver(&mut a, t(0), &room(), hello)).len(), 1);
     }
     let recent = &a.rooms[&topic(&room())].recent;
-    let chars: usize = recent.blobs.iter().map(|r| r.blob.len()).sum();
+    let chars: usize = recent.blobs.iter().map(|(b, ..)| b.len()).sum();
     assert_eq!(recent.chars, chars);
     assert!(chars <= RECENT_BLOB_CHARS && recent.blobs.len() < hellos.len());
     assert!(recent.find(&hellos[0]).is_none());
