@@ -81,12 +81,6 @@ pub const HELLO_EVERY: Duration = Duration::from_secs(120);
 /// forget a time still inside the window.
 pub const MAX_REMEMBERED_PAIRS: usize = 2 * MAX_ROOMS * MAX_ROOM_PEERS;
 
-/// Characters of the blobs a room remembers acting on, for knowing a copy of one (through a
-/// second relay, or a relay's duplicate) without opening it again: the newest blobs whose text
-/// fits in all, at least the newest one. About ten hellos; a copy comes a link's latency after
-/// its original, long before ten more messages. A fill-in value (docs/decisions.md).
-pub const RECENT_BLOB_CHARS: usize = 4096;
-
 /// A relay socket, named by the host (the same id in [`Input::RelayOpened`],
 /// [`Input::Blob`] and [`Relays::One`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -327,8 +321,6 @@ struct RoomState {
     blob_aad: alloc::vec::Vec<u8>,
     /// The room as the replay window files it ([`Pair`]).
     scope: [u8; 32],
-    /// Blobs acted on here lately, oldest first ([`RECENT_BLOB_CHARS`]).
-    recent: RecentBlobs,
     /// At most [`MAX_ROOM_PEERS`], keyed by DID.
     peers: BTreeMap<String, Peer>,
     /// When this node last said hello to every relay of the room.
@@ -337,38 +329,6 @@ struct RoomState {
     hello_back_due: bool,
     /// Peers the mesh has admitted here, at most [`MAX_ROOM_PEERS`] (the mesh's own bound).
     admitted: BTreeSet<String>,
-}
-
-/// Blobs a room acted on lately, each with the pair and `at` it carried, so that a copy is
-/// answered by the replay window alone. The same text under the same topic opens to the same
-/// message, which passed rules 1 and 2's cheap part (pure functions of the text, the room and
-/// this node's DID), so rule 3 on the remembered pair and `at` is the verdict the whole path
-/// would reach. The text is compared in full, never a digest, so that holds for any input.
-#[derive(Clone, Debug, Default)]
-struct RecentBlobs {
-    blobs: VecDeque<(String, Pair, u64)>,
-    chars: usize,
-}
-
-impl RecentBlobs {
-    /// The pair and `at` a blob with exactly this text carried when acted on.
-    fn find(&self, blob: &str) -> Option<(Pair, u64)> {
-        self.blobs
-            .iter()
-            .rev()
-            .find(|(b, ..)| b == blob)
-            .map(|&(_, pair, at)| (pair, at))
-    }
-
-    fn remember(&mut self, blob: &str, pair: Pair, at: u64) {
-        self.chars += blob.len();
-        self.blobs.push_back((String::from(blob), pair, at));
-        while self.chars > RECENT_BLOB_CHARS && self.blobs.len() > 1 {
-            if let Some((old, ..)) = self.blobs.pop_front() {
-                self.chars -= old.len();
-            }
-        }
-    }
 }
 
 impl RoomState {
@@ -396,17 +356,6 @@ impl RoomState {
 struct Pair {
     peer: [u8; BOX_BYTES],
     room: [u8; 32],
-}
-
-/// Rule 3's verdict as the reason a blob is ignored, if it is.
-fn rule_3(verdict: Verdict) -> Result<(), Ignored> {
-    match verdict {
-        Verdict::Fresh => Ok(()),
-        Verdict::Replay => Err(Ignored::Replay),
-        Verdict::OutsideWindow => Err(Ignored::Stale),
-        Verdict::SenderFull => Err(Ignored::PeerFlooding),
-        _ => Err(Ignored::MemoryFull),
-    }
 }
 
 /// The rendezvous machine of one node; see the [module docs](self).
@@ -589,7 +538,6 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
                 key,
                 blob_aad: message::blob_aad(&topic),
                 scope: self.crypto.sha256(&[topic.as_bytes()]),
-                recent: RecentBlobs::default(),
                 peers: BTreeMap::new(),
                 last_hello: now,
                 hello_back_due: false,
@@ -625,12 +573,6 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
         if blob.len() > MAX_BLOB_CHARS {
             return Err(Ignored::TooLong);
         }
-        // A copy of a blob acted on: rule 3 answers as it would after opening it. Fresh only if
-        // its time was forgotten, which happens below the window's lower edge, so not here; the
-        // whole path would say so all the same.
-        if let Some((pair, at)) = state.recent.find(blob) {
-            rule_3(self.acted.check(now, &pair, Timestamp::from_millis(at)))?;
-        }
         // Rule 1.
         let plaintext = open_blob_bound(self.crypto, &state.key, &state.blob_aad, blob)
             .ok_or(Ignored::DoesNotOpen)?;
@@ -658,10 +600,16 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
             peer: from_key.0,
             room: state.scope,
         };
-        rule_3(
-            self.acted
-                .check(now, &pair, Timestamp::from_millis(message.at)),
-        )?;
+        match self
+            .acted
+            .check(now, &pair, Timestamp::from_millis(message.at))
+        {
+            Verdict::Fresh => {}
+            Verdict::Replay => return Err(Ignored::Replay),
+            Verdict::OutsideWindow => return Err(Ignored::Stale),
+            Verdict::SenderFull => return Err(Ignored::PeerFlooding),
+            _ => return Err(Ignored::MemoryFull),
+        }
         // Rules 4 and 5, the cheap part.
         match (message.kind, &message.signal) {
             (Kind::Hello, None) if !message.half_signal => {}
@@ -710,7 +658,6 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
             // check() said Fresh at the same `now`; kept total all the same.
             _ => return Err(Ignored::MemoryFull),
         }
-        state.recent.remember(blob, pair, message.at);
         self.act(now, topic, message, from_key, sender_box, signal);
         Ok(())
     }

@@ -1182,33 +1182,3 @@ fn a_restarted_peer_with_a_new_box_is_said_hello_back_though_still_admitted() {
     assert_eq!(hellos_back(&mut b, secs(50), &hello_new), 1);
     assert_eq!(b.hello_backs_spared(), 0);
 }
-
-#[test]
-fn a_copy_is_known_by_its_text_within_a_bound_and_answered_as_the_whole_path_would() {
-    let (mut a, _) = joined(node(1), t(0), &room());
-    let hellos: Vec<String> = (2..30)
-        .map(|seed| joined(node(seed), t(0), &room()).1)
-        .collect();
-    for hello in &hellos {
-        assert_eq!(heard(&deliver(&mut a, t(0), &room(), hello)).len(), 1);
-    }
-    let recent = &a.rooms[&topic(&room())].recent;
-    let chars: usize = recent.blobs.iter().map(|(b, ..)| b.len()).sum();
-    assert_eq!(recent.chars, chars);
-    assert!(chars <= RECENT_BLOB_CHARS && recent.blobs.len() < hellos.len());
-    assert!(recent.find(&hellos[0]).is_none());
-    assert!(recent.find(&hellos[hellos.len() - 1]).is_some());
-    // A copy of a remembered blob and of a forgotten one: both replays, as the whole path says.
-    for hello in [&hellos[0], &hellos[hellos.len() - 1]] {
-        assert!(deliver(&mut a, t(1), &room(), hello).is_empty());
-    }
-    assert_eq!(a.ignored(Ignored::Replay), 2);
-    // Past the window both are stale, remembered or not.
-    a.handle_timeout(t(secs(200)));
-    drain(&mut a);
-    for hello in [&hellos[0], &hellos[hellos.len() - 1]] {
-        assert!(deliver(&mut a, t(secs(200)), &room(), hello).is_empty());
-    }
-    assert_eq!(a.ignored(Ignored::Stale), 2);
-    assert_eq!(a.ignored_total(), 4);
-}
