@@ -73,13 +73,12 @@ fn decode_valid(text: &[u8]) -> Option<Vec<u8>> {
     }
     let mut out = Vec::with_capacity(zeros + 4 * limbs.len());
     out.resize(zeros, 0);
-    for limb in limbs.iter().rev() {
-        out.extend_from_slice(&limb.to_be_bytes());
+    let mut digits = limbs.iter().rev().flat_map(|l| l.to_be_bytes());
+    // The number's leading zero bytes are not written (its most significant limb may have some).
+    if let Some(first) = digits.by_ref().find(|&b| b != 0) {
+        out.push(first);
+        out.extend(digits);
     }
-    // The number's own leading zero bytes (its most significant limb may have some) are not part
-    // of its spelling.
-    let leading = out[zeros..].iter().take_while(|&&b| b == 0).count();
-    out.drain(zeros..zeros + leading);
     Some(out)
 }
 

@@ -48,24 +48,19 @@ fn decode_slow(text: &str) -> Result<Vec<u8>, DecodeError> {
 /// The 64 characters in order of value.
 const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
 
-/// Set in a table entry of a byte that is not in [`ALPHABET`]: above the 24 bits four
-/// characters spell, so one test after a whole text finds any.
-const NOT_BASE64URL: u32 = 1 << 31;
+/// A byte that is not in [`ALPHABET`]; its top bits are set, which no 6-bit value has.
+const NOT_BASE64URL: u8 = 0xff;
 
-/// `VALUES[k][byte]`: the byte's value in [`ALPHABET`] shifted to its place among four
-/// characters (`k` = 0 is the first, the most significant), or [`NOT_BASE64URL`]. Pre-shifted so
-/// that a group of four is four loads and three ORs.
-static VALUES: [[u32; 256]; 4] = [shifted(18), shifted(12), shifted(6), shifted(0)];
-
-const fn shifted(shift: u32) -> [u32; 256] {
+/// Each byte's value in [`ALPHABET`], or [`NOT_BASE64URL`].
+const VALUES: [u8; 256] = {
     let mut table = [NOT_BASE64URL; 256];
     let mut i = 0;
     while i < ALPHABET.len() {
-        table[ALPHABET[i] as usize] = (i as u32) << shift;
+        table[ALPHABET[i] as usize] = i as u8;
         i += 1;
     }
     table
-}
+};
 
 /// The byte count `chars` characters of unpadded base64url spell, or `None` for a count no
 /// text has (one character past a group of four).
@@ -89,27 +84,26 @@ fn decode_canonical(text: &[u8], out: &mut [u8]) -> bool {
     }
     let mut groups = text.chunks_exact(4);
     let mut triples = out.chunks_exact_mut(3);
-    let mut seen = 0;
     for (group, triple) in (&mut groups).zip(&mut triples) {
-        let n = VALUES[0][usize::from(group[0])]
-            | VALUES[1][usize::from(group[1])]
-            | VALUES[2][usize::from(group[2])]
-            | VALUES[3][usize::from(group[3])];
-        seen |= n;
-        triple[0] = (n >> 16) as u8;
-        triple[1] = (n >> 8) as u8;
-        triple[2] = n as u8;
-    }
-    if seen & NOT_BASE64URL != 0 {
-        return false;
+        let (a, b, c, d) = (
+            VALUES[usize::from(group[0])],
+            VALUES[usize::from(group[1])],
+            VALUES[usize::from(group[2])],
+            VALUES[usize::from(group[3])],
+        );
+        if (a | b | c | d) > 63 {
+            return false;
+        }
+        let n = u32::from(a) << 18 | u32::from(b) << 12 | u32::from(c) << 6 | u32::from(d);
+        triple.copy_from_slice(&n.to_be_bytes()[1..]);
     }
     let tail = triples.into_remainder();
     let n = groups
         .remainder()
         .iter()
-        .try_fold(0u32, |n, &ch| match VALUES[3][usize::from(ch)] {
+        .try_fold(0u32, |n, &ch| match VALUES[usize::from(ch)] {
             NOT_BASE64URL => None,
-            v => Some(n << 6 | v),
+            v => Some(n << 6 | u32::from(v)),
         });
     match (n, tail) {
         (Some(0), []) => true,
