@@ -54,8 +54,10 @@ pub enum OpenError {
     Decrypt,
 }
 
-/// The associated data binding an envelope to its label and bound.
-fn aad(label: &str, bound: &Value) -> Vec<u8> {
+/// The associated data binding an envelope to its label and bound: what [`open_bound`] takes, for
+/// a receiver that opens many envelopes under one label and bound (a room's blobs) and so writes
+/// it once.
+pub fn aad(label: &str, bound: &Value) -> Vec<u8> {
     let mut out = Vec::with_capacity(label.len() + 64);
     out.extend_from_slice(label.as_bytes());
     out.push(0);
@@ -96,6 +98,16 @@ pub fn open(
     bound: &Value,
     envelope: &[u8],
 ) -> Result<Vec<u8>, OpenError> {
+    open_bound(crypto, key, &aad(label, bound), envelope)
+}
+
+/// [`open`] with the label and bound already written as associated data by [`aad`].
+pub fn open_bound(
+    crypto: &dyn CryptoProvider,
+    key: &[u8; 32],
+    aad: &[u8],
+    envelope: &[u8],
+) -> Result<Vec<u8>, OpenError> {
     let body = envelope
         .strip_prefix(&[VERSION])
         .filter(|b| b.len() >= NONCE_BYTES + TAG_BYTES)
@@ -103,7 +115,7 @@ pub fn open(
     let (n, sealed) = body.split_at(NONCE_BYTES);
     let n: [u8; NONCE_BYTES] = n.try_into().map_err(|_| OpenError::Malformed)?;
     crypto
-        .aes256gcm_open(key, &n, &aad(label, bound), sealed)
+        .aes256gcm_open(key, &n, aad, sealed)
         .map_err(|_| OpenError::Decrypt)
 }
 

@@ -724,17 +724,12 @@ impl<R: CryptoRng> Node<R> {
             relay_client::Output::Close { conn } => {
                 self.out.push_back(Output::RelayClose { conn });
             }
-            relay_client::Output::Blob { relay, topic, blob } => {
-                self.blob_to_rendezvous(relay, topic, blob)
+            relay_client::Output::Blob { topic, blob, .. } => {
+                self.blob_to_rendezvous(&topic, &blob)
             }
-            relay_client::Output::Fetched {
-                relay,
-                topic,
-                blobs,
-                ..
-            } => {
-                for blob in blobs {
-                    self.blob_to_rendezvous(relay.clone(), topic.clone(), blob);
+            relay_client::Output::Fetched { topic, blobs, .. } => {
+                for blob in &blobs {
+                    self.blob_to_rendezvous(&topic, blob);
                 }
             }
             relay_client::Output::FetchUnsent { .. } => {}
@@ -774,16 +769,11 @@ impl<R: CryptoRng> Node<R> {
         (room, peer)
     }
 
-    fn blob_to_rendezvous(&mut self, relay: RelayUrl, topic: Topic, blob: Blob) {
-        let relay = self.relay_id(&relay);
-        self.rendezvous.handle(
-            self.now,
-            rendezvous::Input::Blob {
-                relay,
-                topic: topic.as_str().into(),
-                blob: blob.as_str().into(),
-            },
-        );
+    /// Hands a relay's blob to the rendezvous, borrowed: it does not ask which relay a blob came
+    /// through (a copy through another is a replay by its `at`), so no relay id is looked up.
+    fn blob_to_rendezvous(&mut self, topic: &Topic, blob: &Blob) {
+        self.rendezvous
+            .receive_blob(self.now, topic.as_str(), blob.as_str());
     }
 
     fn route_rendezvous(&mut self, out: rendezvous::Output) {

@@ -741,11 +741,12 @@ impl<R: CryptoRng> RelayClient<R> {
     }
 
     fn text(&mut self, now: Timestamp, conn: ConnId, text: &str) {
-        let Some(url) = self.conns.get(&conn).cloned() else {
+        // Borrowed, not cloned: most frames (a `pong`, a page's `mail`) need no copy of the URL.
+        let Some(url) = self.conns.get(&conn) else {
             self.stats.stray_reports += 1;
             return;
         };
-        let Some(relay) = self.relays.get_mut(&url) else {
+        let Some(relay) = self.relays.get_mut(url) else {
             self.stats.stray_reports += 1;
             return;
         };
@@ -771,11 +772,10 @@ impl<R: CryptoRng> RelayClient<R> {
                 open.push(vec![answer], SendClass::App);
             }
         }
-        let watched = open.watched.clone();
         for heard in decoded.heard {
             match heard {
                 Heard::Blob(topic, blob) => {
-                    if watched.contains(&topic) {
+                    if open.watched.contains(&topic) {
                         self.outputs.push_back(Output::Blob {
                             relay: url.clone(),
                             topic,

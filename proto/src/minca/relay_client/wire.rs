@@ -251,11 +251,13 @@ impl MincaCodec {
         };
         match message {
             RelayMessage::Mail(mail) => {
-                let owed = self.owed.get_mut(&mail.topic).and_then(VecDeque::pop_front);
-                if self.owed.get(&mail.topic).is_some_and(VecDeque::is_empty) {
-                    self.owed.remove(&mail.topic);
+                let mut owed = None;
+                if let Some(queue) = self.owed.get_mut(&mail.topic) {
+                    owed = queue.pop_front();
+                    if queue.is_empty() {
+                        self.owed.remove(&mail.topic);
+                    }
                 }
-                let blobs: Vec<Blob> = mail.items.iter().map(|i| i.blob.clone()).collect();
                 match (owed, self.reads.get_mut(&mail.topic)) {
                     (Some(Owed::Page), Some(read)) => {
                         let next = read.on_page(&mail);
@@ -267,16 +269,22 @@ impl MincaCodec {
                             self.reads.remove(&mail.topic);
                         }
                         out.heard.push(Heard::Page {
+                            blobs: mail.items.into_iter().map(|i| i.blob).collect(),
                             topic: mail.topic,
-                            blobs,
                             done,
                         });
                     }
-                    _ => out.heard.extend(
-                        blobs
-                            .into_iter()
-                            .map(|blob| Heard::Blob(mail.topic.clone(), blob)),
-                    ),
+                    // Pushed blobs, most often one: the mail's topic and blobs are moved out,
+                    // the topic copied only for the blobs before the last.
+                    _ => {
+                        let mut items = mail.items;
+                        if let Some(last) = items.pop() {
+                            for item in items {
+                                out.heard.push(Heard::Blob(mail.topic.clone(), item.blob));
+                            }
+                            out.heard.push(Heard::Blob(mail.topic, last.blob));
+                        }
+                    }
                 }
             }
             RelayMessage::Ice(servers) => out.heard.push(Heard::Ice(servers)),

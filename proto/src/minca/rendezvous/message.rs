@@ -16,7 +16,6 @@
 //! the message holds. `box` in the description's bound is the sender's own box (§2's last
 //! paragraph), so a message re-wrapped with another box opens nothing.
 
-use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 
@@ -255,10 +254,33 @@ pub fn signed_text(
     to: &str,
     sdp: &str,
 ) -> String {
-    format!(
-        "{SIG_LABEL}|{topic}|{}|{at}|{from}|{box_}|{to}|{sdp}",
-        kind.as_str()
-    )
+    // Written into one buffer of the exact size: every received message is checked against it.
+    let mut digits = [0u8; 20];
+    let at = decimal(at, &mut digits);
+    let parts = [SIG_LABEL, topic, kind.as_str(), at, from, box_, to, sdp];
+    let mut text = String::with_capacity(parts.iter().map(|p| p.len() + 1).sum());
+    for (i, part) in parts.iter().enumerate() {
+        if i > 0 {
+            text.push('|');
+        }
+        text.push_str(part);
+    }
+    text
+}
+
+/// `n` in decimal, written at the end of `buf` (20 digits hold any `u64`).
+fn decimal(mut n: u64, buf: &mut [u8; 20]) -> &str {
+    let mut start = buf.len();
+    loop {
+        start -= 1;
+        buf[start] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    // Only ASCII digits were written.
+    core::str::from_utf8(&buf[start..]).unwrap_or_default()
 }
 
 /// The bound a description is sealed with: `{ topic, from, to, box }`, `box` the sender's.
@@ -297,8 +319,24 @@ pub fn open_blob(
     topic: &str,
     blob: &str,
 ) -> Option<Vec<u8>> {
+    open_blob_bound(crypto, room_key, &blob_aad(topic), blob)
+}
+
+/// The associated data every blob under `topic` is sealed with, for [`open_blob_bound`]: a room
+/// writes it once, not once per blob.
+pub fn blob_aad(topic: &str) -> Vec<u8> {
+    envelope::aad(BLOB_LABEL, &blob_bound(topic))
+}
+
+/// [`open_blob`] with the topic's [`blob_aad`].
+pub fn open_blob_bound(
+    crypto: &dyn CryptoProvider,
+    room_key: &[u8; 32],
+    aad: &[u8],
+    blob: &str,
+) -> Option<Vec<u8>> {
     let bytes = base64url::decode(blob).ok()?;
-    envelope::open(crypto, room_key, BLOB_LABEL, &blob_bound(topic), &bytes).ok()
+    envelope::open_bound(crypto, room_key, aad, &bytes).ok()
 }
 
 /// `base64url(sealTo(recipient, "minca/rendezvous-signal/v1", { topic, from, to, box },
@@ -330,6 +368,7 @@ pub fn open_description(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use alloc::format;
 
     /// Where the fast path answers, the general path gives the same message, and `parse` always
     /// answers as the general path; returns whether the fast path answered.
@@ -341,6 +380,28 @@ mod tests {
         }
         assert_eq!(Message::parse(bytes), Message::parse_tree(bytes), "{text}");
         fast.is_some()
+    }
+
+    #[test]
+    fn the_signed_text_joins_the_fields_with_bars() {
+        for at in [0, 7, 10, 1_790_000_000_000, u64::MAX] {
+            assert_eq!(
+                signed_text(
+                    "t",
+                    Kind::Offer,
+                    at,
+                    "did:key:zA",
+                    "Ax",
+                    "did:key:zB",
+                    "c2Rw"
+                ),
+                format!("{SIG_LABEL}|t|offer|{at}|did:key:zA|Ax|did:key:zB|c2Rw")
+            );
+        }
+        assert_eq!(
+            signed_text("", Kind::Hello, 5, "", "", "", ""),
+            "minca/rendezvous-sig/v1||hello|5||||"
+        );
     }
 
     #[test]

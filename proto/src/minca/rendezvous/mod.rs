@@ -42,7 +42,7 @@ use serde_json::Value;
 
 pub use message::{BLOB_LABEL, Kind, Message, SIG_LABEL, SIGNAL_LABEL};
 
-use self::message::{ShapeError, open_blob, open_description, seal_blob, seal_description};
+use self::message::{ShapeError, open_blob_bound, open_description, seal_blob, seal_description};
 use crate::codec::did_key::DidKey;
 use crate::codec::{base64url, js};
 use crate::core::replay::Verdict;
@@ -300,6 +300,9 @@ impl Ignored {
 /// A peer as a room remembers it.
 #[derive(Clone, Debug)]
 struct Peer {
+    /// The key its DID names, so that a message from a peer the room knows is not decoded from
+    /// base58 again (a did:key has one spelling per key, so the DID and the key are one).
+    key: P256Public,
     /// The box of the newest message acted on from it here, and that message's `at`.
     newest: (u64, P256Public),
     /// The box the newest offer acted on from it here carried, and that offer's `at`.
@@ -313,6 +316,11 @@ struct Peer {
 struct RoomState {
     room: Room,
     key: [u8; 32],
+    /// What every blob of the room is sealed with besides its key ([`message::blob_aad`]),
+    /// written once at the join rather than for every blob.
+    blob_aad: alloc::vec::Vec<u8>,
+    /// The room as the replay window files it ([`Pair`]).
+    scope: [u8; 32],
     /// At most [`MAX_ROOM_PEERS`], keyed by DID.
     peers: BTreeMap<String, Peer>,
     /// When this node last said hello to every relay of the room.
@@ -339,6 +347,17 @@ impl RoomState {
     }
 }
 
+/// A (peer, room) pair whose times acted on are remembered together (§2 rule 3), as fixed-size
+/// bytes: the peer's P-256 point (its DID has one spelling per key) and SHA-256 of the room's
+/// topic. The point comes first: a node hears few rooms, so a room first would compare equal in
+/// full on nearly every lookup; points differ within a byte or two. The order is internal (the
+/// window evicts by time, and is never listed).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Pair {
+    peer: [u8; BOX_BYTES],
+    room: [u8; 32],
+}
+
 /// The rendezvous machine of one node; see the [module docs](self).
 pub struct Rendezvous<R> {
     crypto: &'static dyn CryptoProvider,
@@ -351,10 +370,8 @@ pub struct Rendezvous<R> {
     last_at: u64,
     /// Rooms joined, by topic.
     rooms: BTreeMap<String, RoomState>,
-    /// Times acted on per (peer DID, topic), for the life of the box. The DID comes first: a
-    /// node hears few topics, so a topic first would compare equal in full on nearly every
-    /// lookup. The order is internal (the window evicts by time, and is never listed).
-    acted: ReplayWindow<(String, String)>,
+    /// Times acted on per (peer, room), for the life of the box.
+    acted: ReplayWindow<Pair>,
     out: VecDeque<Output>,
     ignored: BTreeMap<Ignored, u64>,
     /// Hellos back not said because the peer was admitted with the same box.
@@ -519,6 +536,8 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
             RoomState {
                 room,
                 key,
+                blob_aad: message::blob_aad(&topic),
+                scope: self.crypto.sha256(&[topic.as_bytes()]),
                 peers: BTreeMap::new(),
                 last_hello: now,
                 hello_back_due: false,
@@ -535,6 +554,13 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
         }
     }
 
+    /// [`Input::Blob`] from borrowed text, for a host that holds the topic and blob in types of
+    /// its own: the same rules, without copying either into a `String` first. The relay is not
+    /// asked for: a copy through another relay is a replay by its `at` (§3).
+    pub fn receive_blob(&mut self, now: Timestamp, topic: &str, blob: &str) {
+        self.receive(now, topic, blob);
+    }
+
     /// §2's five rules, then what the receiver does.
     fn receive(&mut self, now: Timestamp, topic: &str, blob: &str) {
         if let Err(reason) = self.try_receive(now, topic, blob) {
@@ -548,8 +574,8 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
             return Err(Ignored::TooLong);
         }
         // Rule 1.
-        let plaintext =
-            open_blob(self.crypto, &state.key, topic, blob).ok_or(Ignored::DoesNotOpen)?;
+        let plaintext = open_blob_bound(self.crypto, &state.key, &state.blob_aad, blob)
+            .ok_or(Ignored::DoesNotOpen)?;
         let message = Message::parse(&plaintext).map_err(|e| match e {
             ShapeError::NotObject => Ignored::NotObject,
             ShapeError::Fields => Ignored::BadFields,
@@ -559,14 +585,21 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
         if message.from == self.did {
             return Err(Ignored::OwnMessage);
         }
-        let Ok(DidKey::P256(_)) = DidKey::parse(&message.from) else {
-            return Err(Ignored::BadFrom);
+        let from_key = match state.peers.get(&message.from) {
+            Some(peer) => peer.key,
+            None => match DidKey::parse(&message.from) {
+                Ok(DidKey::P256(point)) => P256Public(point),
+                _ => return Err(Ignored::BadFrom),
+            },
         };
         let box_bytes =
             base64url::decode_array::<BOX_BYTES>(&message.box_).map_err(|_| Ignored::BadBox)?;
         let sender_box = P256Public(box_bytes);
         // Rule 3.
-        let pair = (message.from.clone(), String::from(topic));
+        let pair = Pair {
+            peer: from_key.0,
+            room: state.scope,
+        };
         match self
             .acted
             .check(now, &pair, Timestamp::from_millis(message.at))
@@ -625,7 +658,7 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
             // check() said Fresh at the same `now`; kept total all the same.
             _ => return Err(Ignored::MemoryFull),
         }
-        self.act(now, topic, message, sender_box, signal);
+        self.act(now, topic, message, from_key, sender_box, signal);
         Ok(())
     }
 
@@ -635,6 +668,7 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
         now: Timestamp,
         topic: &str,
         message: Message,
+        from_key: P256Public,
         sender_box: P256Public,
         signal: Option<(SignalKind, Value)>,
     ) {
@@ -653,6 +687,7 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
             .peers
             .entry(message.from.clone())
             .or_insert_with(|| Peer {
+                key: from_key,
                 newest: (at, sender_box),
                 offer: None,
                 heard: now,
