@@ -2,8 +2,8 @@
 //!
 //! Every admission in a space sends one to the newcomer and one about it to each other admitted
 //! peer, so after `__signal` it is the frame a mesh receives most. [`peek`] reads it laid out as
-//! weft writes it ([`ENVELOPE`](super::frame::ENVELOPE), without whitespace), its payload an array
-//! of plain strings ([`plain_json`](super::plain_json)); anything else is `None`, and the machine
+//! weft writes it (`frame::ENVELOPE`, without whitespace), its payload an array
+//! of plain strings (`plain_json`); anything else is `None`, and the machine
 //! reads the frame in full.
 
 use alloc::vec::Vec;

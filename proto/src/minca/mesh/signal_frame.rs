@@ -2,14 +2,12 @@
 //!
 //! Signals are nearly all of a mesh's traffic: each is flooded through a room until its hops run
 //! out, and a node writes each one it passes on. [`write()`] serializes the frame from the
-//! signal's fields, without a JSON tree: its members always come in one order ([`ENVELOPE`],
-//! [`LAYOUT`]), and the receiving side, [`signal_peek`](super::signal_peek), reads a frame laid
+//! signal's fields, without a JSON tree: its members always come in one order (`frame::ENVELOPE`,
+//! `LAYOUT`), and the receiving side, [`signal_peek`](super::signal_peek), reads a frame laid
 //! out so without matching keys.
 
 use alloc::vec::Vec;
 
-#[cfg(doc)]
-use super::frame::ENVELOPE;
 use super::frame::{self, SIGNAL};
 use super::introduction::Signal;
 
@@ -31,7 +29,7 @@ pub(super) const LAYOUT: [&[u8]; 9] = [
 
 /// The bytes of a `__signal` frame carrying `signal` in `room`, from `from`: what
 /// [`Frame::to_bytes`](super::frame::Frame::to_bytes) gives for the frame holding
-/// [`Signal::to_payload`], laid out as [`ENVELOPE`] and [`LAYOUT`] say.
+/// [`Signal::to_payload`], laid out as `frame::ENVELOPE` and `LAYOUT` say.
 pub fn write(room: &str, from: &str, signal: &Signal) -> Vec<u8> {
     frame::write(room, SIGNAL, from, signal)
 }

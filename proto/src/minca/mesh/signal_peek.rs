@@ -10,7 +10,7 @@
 //! first copy, which goes the full way, is read from them ([`Peek::read_signal`]) rather than a
 //! second time from the start.
 //!
-//! It reads the frame with [`plain_json`](super::plain_json)'s strict subset of JSON. Anything
+//! It reads the frame with `plain_json`'s strict subset of JSON. Anything
 //! outside it (a `\u` escape anywhere, an escape or a character beyond ASCII in a key, `room`,
 //! `origin` or `target`, a field not named above or given twice, an `at` or `hops` that is not a
 //! plain non-negative integer, a `from` that is not a string, text that is not UTF-8) gets
