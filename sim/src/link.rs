@@ -21,9 +21,10 @@
 //!   with [`Links::duplicate`] and sends as a second message on the same stream. Two relays
 //!   deliver in any order because each socket draws its own latencies.
 //! - **Partitions** ([`Partition`]): during the faulty phase, at a mean interval, a random set
-//!   of at most a third ([`MAX_PARTITION_SHARE`]) of a scenario's places (nodes, relays, realm
-//!   servers, clients) is cut from the rest for a drawn time, then healed, always before the
-//!   faulty phase ends. A stream across the cut stalls and is dropped when the cut starts (as a
+//!   of at most a third ([`MAX_PARTITION_SHARE`]) of the places (nodes, relays, realm servers,
+//!   clients) of one region is cut from the rest of the network for a drawn time, then healed,
+//!   always before the faulty phase ends. A scenario says what its regions are (the whole
+//!   network, or one per group that shares a network, such as a space's nodes with the relays). A stream across the cut stalls and is dropped when the cut starts (as a
 //!   transport's timeout would after a while; both ends are told it closed, and what was on the
 //!   way across is never delivered), a dial across fails, and nothing crosses: each scenario
 //!   checks **nothing-crosses-a-partition** on every delivery.
@@ -53,8 +54,8 @@ pub const MAX_RETRANSMITS: u32 = 5;
 /// and then draw a delay longer than the run.
 pub const JITTER_CAP: u32 = 25;
 
-/// A partition cuts at most this share of a scenario's places (one, numerator and denominator)
-/// from the rest: the small side of a real partition (an office, a region, one relay's host).
+/// A partition cuts at most this share of one region's places (numerator and denominator) from
+/// the rest: the small side of a real partition (an office, a region, one relay's host).
 pub const MAX_PARTITION_SHARE: (usize, usize) = (1, 3);
 
 /// A relay socket's rate per direction, in bytes per second: 1 Mbit/s, a slow home uplink or a
@@ -353,17 +354,30 @@ impl Links {
         (at < end).then_some(at)
     }
 
-    /// Cuts a random set of at most [`MAX_PARTITION_SHARE`] of `places` places (at least one)
-    /// from the rest, from `now` until a drawn time no later than `end`.
-    pub fn partition(&mut self, places: usize, now: Timestamp, end: Timestamp) -> Partition {
+    /// Cuts a random set of at most [`MAX_PARTITION_SHARE`] of one region's places (at least
+    /// one) from the rest of the `places` places, from `now` until a drawn time no later than
+    /// `end`. `regions` lists each region's places; the region is drawn when there are several,
+    /// and with none the whole network is the one region (no draw, so a scenario with one region
+    /// draws the same partitions either way).
+    pub fn partition(
+        &mut self,
+        places: usize,
+        regions: &[Vec<usize>],
+        now: Timestamp,
+        end: Timestamp,
+    ) -> Partition {
+        let mut order: Vec<usize> = match regions {
+            [] => (0..places).collect(),
+            [one] => one.clone(),
+            many => many[(self.rng.next_u64() % many.len() as u64) as usize].clone(),
+        };
         let (num, den) = MAX_PARTITION_SHARE;
-        let most = (places * num / den).max(1);
+        let most = (order.len() * num / den).max(1);
         let size = 1 + (self.rng.next_u64() % most as u64) as usize;
         // A partial Fisher–Yates shuffle: the first `size` places drawn without repeats.
-        let mut order: Vec<usize> = (0..places).collect();
         let mut small = vec![false; places];
-        for i in 0..size.min(places) {
-            let j = i + (self.rng.next_u64() % (places - i) as u64) as usize;
+        for i in 0..size.min(order.len()) {
+            let j = i + (self.rng.next_u64() % (order.len() - i) as u64) as usize;
             order.swap(i, j);
             small[order[i]] = true;
         }
@@ -521,7 +535,7 @@ mod tests {
             ..LinkFaults::none(Duration::ZERO)
         });
         for _ in 0..200 {
-            let p = l.partition(10, t(0), t(15_000));
+            let p = l.partition(10, &[], t(0), t(15_000));
             let small = p.small_side();
             assert!((1..=3).contains(&small.len()), "{small:?}");
             assert!(p.until >= t(5_000) && p.until <= t(15_000));
@@ -532,6 +546,40 @@ mod tests {
             }
         }
         assert_eq!(l.stats.partitions, 200);
+    }
+
+    #[test]
+    fn a_partition_falls_in_one_region_and_cuts_at_most_a_third_of_it() {
+        let mut l = links(LinkFaults::none(Duration::ZERO));
+        // Two groups of six sharing places 12 and 13 (say, two spaces and their relays).
+        let regions = [
+            vec![0, 2, 4, 6, 8, 10, 12, 13],
+            vec![1, 3, 5, 7, 9, 11, 12, 13],
+        ];
+        let mut fell_in = [false; 2];
+        for _ in 0..200 {
+            let small = l.partition(14, &regions, t(0), t(15_000)).small_side();
+            assert!((1..=2).contains(&small.len()), "{small:?}");
+            let region = regions
+                .iter()
+                .position(|r| small.iter().all(|p| r.contains(p)))
+                .expect("every cut place is of one region");
+            fell_in[region] = true;
+        }
+        assert_eq!(fell_in, [true, true]);
+    }
+
+    #[test]
+    fn one_region_of_every_place_draws_as_the_whole_network_does() {
+        let faults = LinkFaults::none(Duration::ZERO);
+        let (mut whole, mut one) = (links(faults.clone()), links(faults));
+        let all: Vec<usize> = (0..10).collect();
+        for _ in 0..50 {
+            assert_eq!(
+                whole.partition(10, &[], t(0), t(15_000)),
+                one.partition(10, core::slice::from_ref(&all), t(0), t(15_000))
+            );
+        }
     }
 
     #[test]

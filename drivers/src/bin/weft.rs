@@ -307,7 +307,9 @@ struct SimLinkArgs {
     #[arg(long, value_name = "off|kind|BYTES", value_parser = parse_bandwidth)]
     bandwidth: Option<weft_sim::link::Bandwidth>,
     /// Mean virtual seconds between partitions in the faulty phase (0: none); each cuts up to a
-    /// third of the network off for a while, and all heal before the quiet phase. Default 60
+    /// third of a region off for a while (minca-meetup: one space, unless
+    /// `--partition-region network`; airc-realms: the whole network), and all heal before the
+    /// quiet phase. Default 60
     /// (minca-meetup), 40 (airc-realms).
     #[arg(long, value_name = "SECS")]
     partition_every: Option<u64>,
@@ -327,6 +329,15 @@ impl SimLinkArgs {
         if let Some(secs) = self.partition_every {
             f.partition_every = (secs > 0).then(|| std::time::Duration::from_secs(secs));
         }
+    }
+}
+
+fn parse_partition_region(s: &str) -> Result<weft_sim::minca::PartitionRegion, String> {
+    use weft_sim::minca::PartitionRegion;
+    match s {
+        "space" => Ok(PartitionRegion::Space),
+        "network" => Ok(PartitionRegion::Network),
+        _ => Err("want space or network".into()),
     }
 }
 
@@ -362,6 +373,10 @@ struct MincaMeetupArgs {
     /// copy as a replay). Default 20.
     #[arg(long, value_name = "PERMILLE")]
     duplicates: Option<u32>,
+    /// What one partition may cut up to a third of: `space` (one space's nodes with the
+    /// relays) or `network` (all nodes, in every space at once). Default `space`.
+    #[arg(long, value_name = "space|network", value_parser = parse_partition_region)]
+    partition_region: Option<weft_sim::minca::PartitionRegion>,
     #[command(flatten)]
     link: SimLinkArgs,
     #[command(flatten)]
@@ -874,6 +889,9 @@ fn sim_minca_meetup(args: &MincaMeetupArgs) -> ExitCode {
         args.link.apply(&mut base.faults.link);
         if let Some(d) = args.duplicates {
             base.faults.link.duplicate_permille = d.min(1000);
+        }
+        if let Some(region) = args.partition_region {
+            base.faults.partition_region = region;
         }
         let scenario = Scenario {
             nodes: args.nodes,

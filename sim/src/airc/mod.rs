@@ -631,7 +631,7 @@ impl<'a> Net<'a> {
         let places = self.sc.realms + self.sc.clients;
         let p = self
             .links
-            .partition(places, self.now, START + self.sc.duration);
+            .partition(places, &[], self.now, START + self.sc.duration);
         trace!(
             self,
             json!({"ev":"partition","small":p.small_side(),"until":p.until.as_millis().saturating_sub(START.as_millis())})

@@ -135,6 +135,23 @@ pub struct Faults {
     pub max_skew: Duration,
     /// Nodes join at random times within this long of the start.
     pub join_spread: Duration,
+    /// Which places one partition may cut.
+    pub partition_region: PartitionRegion,
+}
+
+/// Which places one partition may cut: at most a third of one region's
+/// ([`crate::link::MAX_PARTITION_SHARE`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PartitionRegion {
+    /// One space's nodes, with the relays: the network one group meets on splits (a venue's
+    /// Wi-Fi, an office's uplink), or a relay is cut off from part of the group. Like every other
+    /// fault of the scenario (a sleep, a dropped socket, a relay restart), one partition touches
+    /// a bounded part of the network however large it grows. With one space, the whole network.
+    #[default]
+    Space,
+    /// The whole network: up to a third of all nodes, in every space at once. The stress this
+    /// puts on each node does not shrink as the network grows, unlike every other fault's.
+    Network,
 }
 
 impl Default for Faults {
@@ -157,6 +174,7 @@ impl Default for Faults {
             sleep: (Duration::from_secs(5), Duration::from_secs(90)),
             max_skew: Duration::from_secs(5),
             join_spread: Duration::from_secs(10),
+            partition_region: PartitionRegion::default(),
         }
     }
 }
@@ -555,6 +573,8 @@ struct Net<'a> {
     /// Each space's room.
     rooms: Vec<Room>,
     links: Links,
+    /// The places of each region a partition may fall in (none: the whole network).
+    partition_regions: Vec<Vec<usize>>,
     /// The partition in force, if any.
     partition: Option<Partition>,
     /// Streams a partition cut: what was on the way on them is never delivered.
@@ -596,6 +616,24 @@ fn uniform(rng: &mut ChaCha20Rng, (lo, hi): (Duration, Duration)) -> Duration {
 /// An exponential-ish wait with mean `mean`: uniform on [0, 2·mean], enough for scheduling faults.
 fn every(rng: &mut ChaCha20Rng, mean: Duration) -> Duration {
     uniform(rng, (Duration::from_millis(1), mean * 2))
+}
+
+/// The places each partition region holds (see [`PartitionRegion`]): nodes are places
+/// `0..nodes` and relays the places after them; node `n` is in space `n % spaces`.
+fn partition_regions(sc: &Scenario) -> Vec<Vec<usize>> {
+    let spaces = sc.spaces.max(1);
+    if sc.faults.partition_region == PartitionRegion::Network || spaces == 1 {
+        return Vec::new();
+    }
+    let relays = sc.nodes..sc.nodes + sc.relays;
+    (0..spaces)
+        .map(|s| {
+            (s..sc.nodes)
+                .step_by(spaces)
+                .chain(relays.clone())
+                .collect()
+        })
+        .collect()
 }
 
 impl<'a> Net<'a> {
@@ -675,6 +713,7 @@ impl<'a> Net<'a> {
                 .map(|s| Room::of_space(crypto(), &space_id(s)))
                 .collect(),
             links: Links::new(sc.faults.link.clone(), stream(sc.seed, TAG_LINK)),
+            partition_regions: partition_regions(sc),
             partition: None,
             severed: Severed::default(),
             trace: Trace::new(trace),
@@ -803,7 +842,8 @@ impl<'a> Net<'a> {
         self.nodes[n].passed.forget_before(oldest);
     }
 
-    /// A relay's place, as partitions see the network: nodes, then relays.
+    /// A relay's place, as partitions see the network: nodes, then relays (the numbering
+    /// [`partition_regions`] follows too).
     fn relay_place(&self, r: usize) -> usize {
         self.nodes.len() + r
     }
@@ -836,7 +876,9 @@ impl<'a> Net<'a> {
     /// on it is lost; dials and new peer connections across fail until it heals.
     fn start_partition(&mut self) {
         let places = self.nodes.len() + self.relays.len();
-        let p = self.links.partition(places, self.now, self.end_faults);
+        let p = self
+            .links
+            .partition(places, &self.partition_regions, self.now, self.end_faults);
         self.log(
             "partition",
             json!({ "small": p.small_side(), "until": p.until.as_millis().saturating_sub(START.as_millis()) }),
