@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use weft_sim::minca::{Report, SCALE_SPACE_NODES, Scenario, run};
+use weft_sim::minca::{PartitionRegion, Report, SCALE_SPACE_NODES, Scenario, run};
 use weft_sim::scenario::sweep;
 
 mod common;
@@ -124,4 +124,58 @@ fn spaces_side_by_side_each_meet_in_a_full_mesh() {
     let r = passes(run(&sc, None));
     assert_full_mesh(&r, nodes, SCALE_SPACE_NODES);
     assert!(r.drops > 0, "{r}");
+}
+
+/// The small side of each partition of a run, read from its trace: places `0..nodes` are nodes
+/// and the places after them relays.
+fn partitions_cut(sc: &Scenario) -> Vec<Vec<usize>> {
+    let mut trace = Vec::new();
+    passes(run(sc, Some(&mut trace)));
+    String::from_utf8(trace)
+        .expect("a trace is UTF-8")
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("a trace line is JSON"))
+        .filter(|l| l["ev"] == "partition")
+        .map(|l| serde_json::from_value(l["d"]["small"].clone()).expect("places"))
+        .collect()
+}
+
+/// By default a partition falls in one space: what it cuts is nodes of that space (node `n` is in
+/// space `n % spaces`) and relays. Cutting across the whole network stays available, and then
+/// one partition reaches into several spaces.
+#[test]
+fn a_partition_cuts_within_one_space_unless_told_to_cut_across_the_network() {
+    let spaces = 3;
+    let sc = |seed, region| {
+        let mut sc = Scenario {
+            nodes: spaces * 6,
+            spaces,
+            ..Scenario::small(seed)
+        };
+        sc.faults.link.partition_every = Some(Duration::from_secs(5));
+        sc.faults.partition_region = region;
+        sc
+    };
+    let spaces_cut = |cut: &[usize]| {
+        let mut s: Vec<usize> = cut
+            .iter()
+            .filter(|&&p| p < spaces * 6)
+            .map(|p| p % spaces)
+            .collect();
+        s.sort_unstable();
+        s.dedup();
+        s.len()
+    };
+    let (mut within, mut across) = (0, 0);
+    for seed in 0..4 {
+        for cut in partitions_cut(&sc(seed, PartitionRegion::Space)) {
+            assert!(spaces_cut(&cut) <= 1, "{cut:?}");
+            within += 1;
+        }
+        across += partitions_cut(&sc(seed, PartitionRegion::Network))
+            .iter()
+            .filter(|cut| spaces_cut(cut) > 1)
+            .count();
+    }
+    assert!(within > 0 && across > 0, "{within} {across}");
 }
