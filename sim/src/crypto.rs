@@ -49,7 +49,6 @@ mod signing;
 
 pub use agreements::{MAX_KEPT_PUBLICS, MAX_REMEMBERED_AGREEMENTS};
 
-use std::collections::{BTreeMap, HashSet};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -120,13 +119,13 @@ pub fn counts() -> Counts {
 /// RustCrypto with expanded Ed25519 keys kept; see the [module docs](self).
 #[derive(Debug)]
 pub struct SimCrypto {
-    signing: Mutex<BTreeMap<[u8; 32], Expanded>>,
-    verifying: Mutex<BTreeMap<[u8; 32], Option<VerifyingKey>>>,
-    p256_signing: Mutex<BTreeMap<[u8; 32], Option<signing::P256Key>>>,
-    p256_verifying: Mutex<BTreeMap<[u8; 33], Option<p256::ecdsa::VerifyingKey>>>,
+    signing: Kept<[u8; 32], Expanded>,
+    verifying: Kept<[u8; 32], Option<VerifyingKey>>,
+    p256_signing: Kept<[u8; 32], Option<signing::P256Key>>,
+    p256_verifying: Kept<[u8; 33], Option<p256::ecdsa::VerifyingKey>>,
     /// Digests ([`signed_digest`]) of the Ed25519 signatures made here. Only membership is
     /// asked, so a hash set's order never shows.
-    signed: Mutex<Option<HashSet<[u8; 32]>>>,
+    signed: Mutex<Option<hashbrown::HashSet<[u8; 32]>>>,
     /// ECDH agreements computed here, for their other side (`agreements.rs`).
     agreements: agreements::Agreements,
     /// Public halves of secrets that are not signing keys, known without a multiplication.
@@ -136,10 +135,10 @@ pub struct SimCrypto {
 /// The one provider every simulation shares (it holds only derived keys, which are the same for
 /// every run that uses them).
 pub static SIM_CRYPTO: SimCrypto = SimCrypto {
-    signing: Mutex::new(BTreeMap::new()),
-    verifying: Mutex::new(BTreeMap::new()),
-    p256_signing: Mutex::new(BTreeMap::new()),
-    p256_verifying: Mutex::new(BTreeMap::new()),
+    signing: Kept::new(),
+    verifying: Kept::new(),
+    p256_signing: Kept::new(),
+    p256_verifying: Kept::new(),
     signed: Mutex::new(None),
     agreements: agreements::Agreements::new(),
     publics: agreements::Publics::new(),
@@ -150,25 +149,39 @@ pub fn provider() -> &'static dyn CryptoProvider {
     &SIM_CRYPTO
 }
 
-/// Finds `key` in `cache`, or makes it and keeps it while there are fewer than `max`.
-fn cached<K: Ord + Copy, V: Clone>(
-    cache: &Mutex<BTreeMap<K, V>>,
-    key: &K,
-    max: usize,
-    make: impl FnOnce() -> V,
-) -> V {
-    // A poisoned lock only means another thread panicked mid-insert of a value that is derived
-    // from its key alone: the map is still right.
-    if let Some(v) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(key) {
-        return v.clone();
+/// Values derived from their keys alone, kept under a lock. Hashed, not ordered: only lookups
+/// are asked, so no order ever shows, and a lookup hashes once where an ordered map compared
+/// keys a dozen times. Empty (`None`) until first used, so it can start in a static.
+#[derive(Debug)]
+struct Kept<K, V>(Mutex<Option<hashbrown::HashMap<K, V>>>);
+
+impl<K: std::hash::Hash + Eq + Copy, V: Clone> Kept<K, V> {
+    const fn new() -> Self {
+        Kept(Mutex::new(None))
     }
-    // Made outside the lock, so parallel runs do not wait on each other's curve arithmetic.
-    let v = make();
-    let mut map = cache.lock().unwrap_or_else(|e| e.into_inner());
-    if map.len() < max {
-        map.insert(*key, v.clone());
+
+    /// The value kept for `key`, if any.
+    fn get(&self, key: &K) -> Option<V> {
+        // A poisoned lock only means another thread panicked mid-insert of a value that is
+        // derived from its key alone: the map is still right.
+        let map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        map.as_ref()?.get(key).cloned()
     }
-    v
+
+    /// Finds `key`, or makes its value and keeps it while there are fewer than `max`.
+    fn get_or_make(&self, key: &K, max: usize, make: impl FnOnce() -> V) -> V {
+        if let Some(v) = self.get(key) {
+            return v;
+        }
+        // Made outside the lock, so parallel runs do not wait on each other's curve arithmetic.
+        let v = make();
+        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let map = map.get_or_insert_with(hashbrown::HashMap::new);
+        if map.len() < max {
+            map.insert(*key, v.clone());
+        }
+        v
+    }
 }
 
 /// `secret` as a P-256 scalar: RustCrypto's rule (not zero, below the group order), which the
@@ -276,16 +289,17 @@ impl Expanded {
 
 impl SimCrypto {
     fn signing_key(&self, seed: &Ed25519Seed) -> Expanded {
-        cached(&self.signing, seed.expose(), MAX_EXPANDED_KEYS, || {
-            Expanded::new(seed.expose())
-        })
+        self.signing
+            .get_or_make(seed.expose(), MAX_EXPANDED_KEYS, || {
+                Expanded::new(seed.expose())
+            })
     }
 
     /// Remembers that `sig` over `msg` was made here under `public`.
     fn remember_signed(&self, scheme: Scheme, public: &[u8], sig: &[u8; 64], msg: &[u8]) {
         let digest = signed_digest(scheme, public, sig, msg);
         let mut set = self.signed.lock().unwrap_or_else(|e| e.into_inner());
-        let set = set.get_or_insert_with(HashSet::new);
+        let set = set.get_or_insert_with(hashbrown::HashSet::new);
         if set.len() >= MAX_REMEMBERED_SIGNATURES {
             set.clear();
         }
@@ -304,32 +318,23 @@ impl SimCrypto {
 
     /// `secret` expanded for signing, and kept: a key that signs is used again (a session key).
     fn p256_signing_key(&self, secret: &P256Secret) -> Option<signing::P256Key> {
-        cached(
-            &self.p256_signing,
-            secret.expose(),
-            MAX_EXPANDED_P256_KEYS,
-            || p256_scalar(secret).ok().map(signing::P256Key::new),
-        )
+        self.p256_signing
+            .get_or_make(secret.expose(), MAX_EXPANDED_P256_KEYS, || {
+                p256_scalar(secret).ok().map(signing::P256Key::new)
+            })
     }
 
     /// `public` decompressed, once per key (a square root), or `None` when it is not a point.
     fn p256_verifying_key(&self, public: &P256Public) -> Option<p256::ecdsa::VerifyingKey> {
-        cached(
-            &self.p256_verifying,
-            &public.0,
-            MAX_EXPANDED_P256_KEYS,
-            || p256::ecdsa::VerifyingKey::from_sec1_bytes(&public.0).ok(),
-        )
+        self.p256_verifying
+            .get_or_make(&public.0, MAX_EXPANDED_P256_KEYS, || {
+                p256::ecdsa::VerifyingKey::from_sec1_bytes(&public.0).ok()
+            })
     }
 
     /// `secret`'s public half if it is known without a multiplication.
     fn known_public(&self, secret: &P256Secret) -> Option<P256Public> {
-        let signing = self
-            .p256_signing
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(secret.expose())
-            .cloned();
+        let signing = self.p256_signing.get(secret.expose());
         match signing {
             Some(key) => key.as_ref().map(signing::P256Key::public),
             None => self.publics.get(secret.expose()),
@@ -397,12 +402,7 @@ impl CryptoProvider for SimCrypto {
     }
 
     fn p256_public_key(&self, secret: &P256Secret) -> Result<P256Public, CryptoError> {
-        let kept = self
-            .p256_signing
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(secret.expose())
-            .cloned();
+        let kept = self.p256_signing.get(secret.expose());
         // A key that has signed is kept expanded. The others are not kept there: most keys
         // asked only for their public half are one-time envelope keys (Minca §2's seals), which
         // would crowd the session keys out; `publics` knows the few others worth knowing.
@@ -484,7 +484,7 @@ impl CryptoProvider for SimCrypto {
             ED_REMEMBERED.fetch_add(1, Ordering::Relaxed);
             return true;
         }
-        let key = cached(&self.verifying, public, MAX_EXPANDED_KEYS, || {
+        let key = self.verifying.get_or_make(public, MAX_EXPANDED_KEYS, || {
             VerifyingKey::from_bytes(public).ok()
         });
         key.is_some_and(|k| {
