@@ -124,7 +124,6 @@ mod tests {
     /// digest block boundary might matter for, and so is the public half.
     #[test]
     fn the_fast_p256_signer_gives_rustcryptos_signatures() {
-        use weft_proto::crypto::CryptoProvider as _;
         let sim = super::super::provider();
         for n in 0u8..64 {
             let mut bytes = [n.wrapping_mul(151).wrapping_add(3); 32];
