@@ -9,7 +9,7 @@
 //!
 //! The rest stays RustCrypto's. aws-lc signs with a given nonce too, but its constant-time
 //! inversion of the nonce costs more than crypto-bigint's variable-time one (about 18 µs a
-//! signature against 16.5 µs; its `BN_mod_inverse_odd` takes 19 µs for the inversion alone,
+//! signature against 16.7 µs; its `BN_mod_inverse_odd` takes 19 µs for the inversion alone,
 //! against 3 µs).
 
 use weft_proto::crypto::P256Public;
