@@ -27,9 +27,9 @@
 //!
 //! With the `fast-crypto` feature the arithmetic goes through assembly where the bytes stay the
 //! same: Ed25519 signatures through aws-lc-rs (RFC 8032 signing is deterministic); a P-256
-//! signature's `k×G` through aws-lc, with RFC 6979's nonce and the rest of ECDSA from
-//! RustCrypto's own crates (ring and aws-lc-rs sign only with nonces of their own drawing,
-//! which no run could reproduce); P-256 verification through ring, as the drivers' fast
+//! signature's `k×G` and a signing key's public half through aws-lc, with RFC 6979's nonce and
+//! the rest of ECDSA from RustCrypto's own crates (ring and aws-lc-rs sign only with nonces of
+//! their own drawing, which no run could reproduce; `sim/src/crypto/signing.rs`); P-256 verification through ring, as the drivers' fast
 //! provider does; one-time keys' public halves and ECDH through aws-lc (ring agrees only with
 //! its own ephemeral keys), each one scalar multiplication (`sim/src/crypto/aws.rs` says why
 //! not through aws-lc-rs).
@@ -45,10 +45,10 @@
 mod agreements;
 #[cfg(feature = "fast-crypto")]
 mod aws;
+mod signing;
 
 pub use agreements::{MAX_KEPT_PUBLICS, MAX_REMEMBERED_AGREEMENTS};
 
-use std::collections::{BTreeMap, HashSet};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -119,13 +119,13 @@ pub fn counts() -> Counts {
 /// RustCrypto with expanded Ed25519 keys kept; see the [module docs](self).
 #[derive(Debug)]
 pub struct SimCrypto {
-    signing: Mutex<BTreeMap<[u8; 32], Expanded>>,
-    verifying: Mutex<BTreeMap<[u8; 32], Option<VerifyingKey>>>,
-    p256_signing: Mutex<BTreeMap<[u8; 32], Option<p256::ecdsa::SigningKey>>>,
-    p256_verifying: Mutex<BTreeMap<[u8; 33], Option<p256::ecdsa::VerifyingKey>>>,
+    signing: Kept<[u8; 32], Expanded>,
+    verifying: Kept<[u8; 32], Option<VerifyingKey>>,
+    p256_signing: Kept<[u8; 32], Option<signing::P256Key>>,
+    p256_verifying: Kept<[u8; 33], Option<p256::ecdsa::VerifyingKey>>,
     /// Digests ([`signed_digest`]) of the Ed25519 signatures made here. Only membership is
     /// asked, so a hash set's order never shows.
-    signed: Mutex<Option<HashSet<[u8; 32]>>>,
+    signed: Mutex<Option<hashbrown::HashSet<[u8; 32]>>>,
     /// ECDH agreements computed here, for their other side (`agreements.rs`).
     agreements: agreements::Agreements,
     /// Public halves of secrets that are not signing keys, known without a multiplication.
@@ -135,10 +135,10 @@ pub struct SimCrypto {
 /// The one provider every simulation shares (it holds only derived keys, which are the same for
 /// every run that uses them).
 pub static SIM_CRYPTO: SimCrypto = SimCrypto {
-    signing: Mutex::new(BTreeMap::new()),
-    verifying: Mutex::new(BTreeMap::new()),
-    p256_signing: Mutex::new(BTreeMap::new()),
-    p256_verifying: Mutex::new(BTreeMap::new()),
+    signing: Kept::new(),
+    verifying: Kept::new(),
+    p256_signing: Kept::new(),
+    p256_verifying: Kept::new(),
     signed: Mutex::new(None),
     agreements: agreements::Agreements::new(),
     publics: agreements::Publics::new(),
@@ -149,25 +149,39 @@ pub fn provider() -> &'static dyn CryptoProvider {
     &SIM_CRYPTO
 }
 
-/// Finds `key` in `cache`, or makes it and keeps it while there are fewer than `max`.
-fn cached<K: Ord + Copy, V: Clone>(
-    cache: &Mutex<BTreeMap<K, V>>,
-    key: &K,
-    max: usize,
-    make: impl FnOnce() -> V,
-) -> V {
-    // A poisoned lock only means another thread panicked mid-insert of a value that is derived
-    // from its key alone: the map is still right.
-    if let Some(v) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(key) {
-        return v.clone();
+/// Values derived from their keys alone, kept under a lock. Hashed, not ordered: only lookups
+/// are asked, so no order ever shows, and a lookup hashes once where an ordered map compared
+/// keys a dozen times. Empty (`None`) until first used, so it can start in a static.
+#[derive(Debug)]
+struct Kept<K, V>(Mutex<Option<hashbrown::HashMap<K, V>>>);
+
+impl<K: std::hash::Hash + Eq + Copy, V: Clone> Kept<K, V> {
+    const fn new() -> Self {
+        Kept(Mutex::new(None))
     }
-    // Made outside the lock, so parallel runs do not wait on each other's curve arithmetic.
-    let v = make();
-    let mut map = cache.lock().unwrap_or_else(|e| e.into_inner());
-    if map.len() < max {
-        map.insert(*key, v.clone());
+
+    /// The value kept for `key`, if any.
+    fn get(&self, key: &K) -> Option<V> {
+        // A poisoned lock only means another thread panicked mid-insert of a value that is
+        // derived from its key alone: the map is still right.
+        let map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        map.as_ref()?.get(key).cloned()
     }
-    v
+
+    /// Finds `key`, or makes its value and keeps it while there are fewer than `max`.
+    fn get_or_make(&self, key: &K, max: usize, make: impl FnOnce() -> V) -> V {
+        if let Some(v) = self.get(key) {
+            return v;
+        }
+        // Made outside the lock, so parallel runs do not wait on each other's curve arithmetic.
+        let v = make();
+        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let map = map.get_or_insert_with(hashbrown::HashMap::new);
+        if map.len() < max {
+            map.insert(*key, v.clone());
+        }
+        v
+    }
 }
 
 /// `secret` as a P-256 scalar: RustCrypto's rule (not zero, below the group order), which the
@@ -178,11 +192,6 @@ fn p256_scalar(secret: &P256Secret) -> Result<p256::NonZeroScalar, CryptoError> 
         .ok_or(CryptoError::InvalidSecretKey)
 }
 
-/// A key's public half, compressed (no multiplication: the key keeps it).
-fn compressed(key: &p256::ecdsa::SigningKey) -> P256Public {
-    P256Public(p256::CompressedPoint::from(key.verifying_key()).into())
-}
-
 /// `scalar×G`, compressed, computed.
 fn p256_public_for_real(scalar: &p256::NonZeroScalar) -> P256Public {
     // aws-lc's fixed-base multiplication is several times RustCrypto's; RustCrypto's is left
@@ -191,7 +200,8 @@ fn p256_public_for_real(scalar: &p256::NonZeroScalar) -> P256Public {
     if let Some(public) = aws::mul_base(scalar) {
         return P256Public(public);
     }
-    compressed(&p256::ecdsa::SigningKey::from(*scalar))
+    let key = p256::ecdsa::SigningKey::from(*scalar);
+    P256Public(p256::CompressedPoint::from(key.verifying_key()).into())
 }
 
 /// `secret` × `peer`'s x-coordinate, computed; `scalar` is `secret` decoded.
@@ -279,16 +289,17 @@ impl Expanded {
 
 impl SimCrypto {
     fn signing_key(&self, seed: &Ed25519Seed) -> Expanded {
-        cached(&self.signing, seed.expose(), MAX_EXPANDED_KEYS, || {
-            Expanded::new(seed.expose())
-        })
+        self.signing
+            .get_or_make(seed.expose(), MAX_EXPANDED_KEYS, || {
+                Expanded::new(seed.expose())
+            })
     }
 
     /// Remembers that `sig` over `msg` was made here under `public`.
     fn remember_signed(&self, scheme: Scheme, public: &[u8], sig: &[u8; 64], msg: &[u8]) {
         let digest = signed_digest(scheme, public, sig, msg);
         let mut set = self.signed.lock().unwrap_or_else(|e| e.into_inner());
-        let set = set.get_or_insert_with(HashSet::new);
+        let set = set.get_or_insert_with(hashbrown::HashSet::new);
         if set.len() >= MAX_REMEMBERED_SIGNATURES {
             set.clear();
         }
@@ -306,35 +317,26 @@ impl SimCrypto {
     }
 
     /// `secret` expanded for signing, and kept: a key that signs is used again (a session key).
-    fn p256_signing_key(&self, secret: &P256Secret) -> Option<p256::ecdsa::SigningKey> {
-        cached(
-            &self.p256_signing,
-            secret.expose(),
-            MAX_EXPANDED_P256_KEYS,
-            || p256_scalar(secret).ok().map(p256::ecdsa::SigningKey::from),
-        )
+    fn p256_signing_key(&self, secret: &P256Secret) -> Option<signing::P256Key> {
+        self.p256_signing
+            .get_or_make(secret.expose(), MAX_EXPANDED_P256_KEYS, || {
+                p256_scalar(secret).ok().map(signing::P256Key::new)
+            })
     }
 
     /// `public` decompressed, once per key (a square root), or `None` when it is not a point.
     fn p256_verifying_key(&self, public: &P256Public) -> Option<p256::ecdsa::VerifyingKey> {
-        cached(
-            &self.p256_verifying,
-            &public.0,
-            MAX_EXPANDED_P256_KEYS,
-            || p256::ecdsa::VerifyingKey::from_sec1_bytes(&public.0).ok(),
-        )
+        self.p256_verifying
+            .get_or_make(&public.0, MAX_EXPANDED_P256_KEYS, || {
+                p256::ecdsa::VerifyingKey::from_sec1_bytes(&public.0).ok()
+            })
     }
 
     /// `secret`'s public half if it is known without a multiplication.
     fn known_public(&self, secret: &P256Secret) -> Option<P256Public> {
-        let signing = self
-            .p256_signing
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(secret.expose())
-            .cloned();
+        let signing = self.p256_signing.get(secret.expose());
         match signing {
-            Some(key) => key.as_ref().map(compressed),
+            Some(key) => key.as_ref().map(signing::P256Key::public),
             None => self.publics.get(secret.expose()),
         }
     }
@@ -382,45 +384,6 @@ impl SimCrypto {
     }
 }
 
-/// ECDSA over P-256 with SHA-256 and RFC 6979's nonce, as RustCrypto's `SigningKey::sign`
-/// computes it (the same bytes; a test compares them), except that `k×G` is aws-lc's
-/// fixed-base multiplication: RustCrypto's, even with its tables, was most of a signature's
-/// cost (about 170 µs a signature, against 25 µs through aws-lc-rs, which paid `k×G` twice,
-/// and 15 µs here). `None` only if aws-lc cannot allocate.
-#[cfg(feature = "fast-crypto")]
-fn rfc6979_sign(key: &p256::ecdsa::SigningKey, digest: &[u8; 32]) -> Option<[u8; 64]> {
-    use p256::elliptic_curve::ops::{Invert as _, Reduce};
-    use p256::elliptic_curve::{Curve, Field as _, PrimeField};
-    use p256::{NistP256, NonZeroScalar, Scalar, U256};
-
-    let reduce = |bytes: &[u8]| <Scalar as Reduce<U256>>::reduce(&U256::from_be_slice(bytes));
-    let d = key.as_nonzero_scalar();
-    let z = reduce(digest);
-    let order = NistP256::ORDER;
-    let mut nonces =
-        rfc6979::KGenerator::<sha2::Sha256, U256>::new(&d.to_repr(), digest, &[], &order);
-    loop {
-        let mut k = p256::FieldBytes::default();
-        nonces.fill_next_k(&mut k);
-        let Some(k) = NonZeroScalar::from_repr(k).into_option() else {
-            continue;
-        };
-        // `r` is the x-coordinate of `k×G`, after the compressed point's tag byte.
-        let kg = aws::mul_base(&k)?;
-        let r = reduce(&kg[1..]);
-        // The inverse is unique, so a variable-time inversion gives RustCrypto's value; the
-        // simulator's nonces are no secret worth a constant-time one.
-        let s = *k.invert_vartime() * (z + r * d.as_ref());
-        if bool::from(r.is_zero()) || bool::from(s.is_zero()) {
-            continue;
-        }
-        let mut sig = [0; 64];
-        sig[..32].copy_from_slice(&r.to_repr());
-        sig[32..].copy_from_slice(&s.to_repr());
-        return Some(sig);
-    }
-}
-
 impl CryptoProvider for SimCrypto {
     fn name(&self) -> &'static str {
         "rustcrypto (simulator: expanded keys kept, p256 verifications remembered)"
@@ -439,19 +402,14 @@ impl CryptoProvider for SimCrypto {
     }
 
     fn p256_public_key(&self, secret: &P256Secret) -> Result<P256Public, CryptoError> {
-        let kept = self
-            .p256_signing
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(secret.expose())
-            .cloned();
+        let kept = self.p256_signing.get(secret.expose());
         // A key that has signed is kept expanded. The others are not kept there: most keys
         // asked only for their public half are one-time envelope keys (Minca §2's seals), which
         // would crowd the session keys out; `publics` knows the few others worth knowing.
         if let Some(key) = kept {
             return key
                 .as_ref()
-                .map(compressed)
+                .map(signing::P256Key::public)
                 .ok_or(CryptoError::InvalidSecretKey);
         }
         if let Some(public) = self.publics.get(secret.expose()) {
@@ -469,16 +427,8 @@ impl CryptoProvider for SimCrypto {
             .p256_signing_key(secret)
             .ok_or(CryptoError::InvalidSecretKey)?;
         // RFC 6979, as the plain provider signs: the same bytes for the same key and message.
-        let rustcrypto = || -> [u8; 64] {
-            let sig: p256::ecdsa::Signature = key.sign(msg);
-            sig.to_bytes().into()
-        };
-        #[cfg(feature = "fast-crypto")]
-        let sig = rfc6979_sign(&key, &self.sha256(&[msg])).unwrap_or_else(rustcrypto);
-        #[cfg(not(feature = "fast-crypto"))]
-        let sig = rustcrypto();
-        let public = p256::CompressedPoint::from(key.verifying_key());
-        self.remember_signed(Scheme::P256, &public, &sig, msg);
+        let sig = key.sign(msg, &self.sha256(&[msg]));
+        self.remember_signed(Scheme::P256, &key.public().0, &sig, msg);
         Ok(sig)
     }
 
@@ -534,7 +484,7 @@ impl CryptoProvider for SimCrypto {
             ED_REMEMBERED.fetch_add(1, Ordering::Relaxed);
             return true;
         }
-        let key = cached(&self.verifying, public, MAX_EXPANDED_KEYS, || {
+        let key = self.verifying.get_or_make(public, MAX_EXPANDED_KEYS, || {
             VerifyingKey::from_bytes(public).ok()
         });
         key.is_some_and(|k| {
@@ -863,27 +813,6 @@ mod tests {
             assert_eq!(
                 sim.p256_ecdh(second.0, &not_a_point),
                 plain.p256_ecdh(second.0, &not_a_point)
-            );
-        }
-    }
-
-    /// The fast signer's bytes are RustCrypto's, over many keys and messages of every length a
-    /// digest block boundary might matter for.
-    #[cfg(feature = "fast-crypto")]
-    #[test]
-    fn the_fast_p256_signer_gives_rustcryptos_signatures() {
-        use p256::ecdsa::signature::Signer as _;
-        let sim = provider();
-        for n in 0u8..64 {
-            let mut bytes = [n.wrapping_mul(151).wrapping_add(3); 32];
-            bytes[0] = 0x7f - n;
-            let key = p256::ecdsa::SigningKey::from_bytes(&bytes.into()).unwrap();
-            let msg = vec![n; usize::from(n) * 3];
-            let plain: p256::ecdsa::Signature = key.sign(&msg);
-            let digest = sim.sha256(&[&msg]);
-            assert_eq!(
-                rfc6979_sign(&key, &digest),
-                Some(<[u8; 64]>::from(plain.to_bytes()))
             );
         }
     }

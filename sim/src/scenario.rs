@@ -3,7 +3,8 @@
 //! into a report or a [`Violation`]. A scenario ([`crate::airc`], [`crate::minca`]) brings only
 //! its machines, its faults and its invariants. [`sweep`] runs one over many seeds.
 
-use std::collections::BTreeSet;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::fmt;
 use std::io::Write;
 use std::ops::Range;
@@ -195,10 +196,21 @@ impl<'a> Trace<'a> {
     }
 }
 
+/// How many filed wakeups [`Wakeups`] lets pile up per machine, counting ones since moved or
+/// taken, before it sweeps those out. A simulator tuning, no protocol value: the sweep costs a
+/// pass over the machines, so it should come seldom, and what piles up is 16 bytes a wakeup.
+const WAKEUPS_PER_SLOT: usize = 4;
+
 /// Each machine's next wakeup, kept ordered so the run never asks every machine: the earliest
 /// first, the lower slot on a tie. A slot is the machine's number in its world.
+///
+/// A machine's wakeup moves far more often than one comes due (most inputs push a deadline
+/// back), so a move only files the new time in a heap; the old one stays there, stale, until
+/// it reaches the top and is thrown away, or a sweep drops it. An ordered set paid a removal
+/// and an insertion per move.
 pub(crate) struct Wakeups {
-    order: BTreeSet<(Timestamp, usize)>,
+    /// Wakeups filed, earliest first: one counts while its slot is still armed at its time.
+    order: BinaryHeap<Reverse<(Timestamp, usize)>>,
     armed: Vec<Option<Timestamp>>,
 }
 
@@ -206,7 +218,7 @@ impl Wakeups {
     /// No wakeups, for machines numbered `0..slots`.
     pub(crate) fn new(slots: usize) -> Self {
         Self {
-            order: BTreeSet::new(),
+            order: BinaryHeap::new(),
             armed: vec![None; slots],
         }
     }
@@ -219,25 +231,48 @@ impl Wakeups {
         if *armed == next {
             return;
         }
-        if let Some(at) = armed.take() {
-            self.order.remove(&(at, slot));
-        }
-        if let Some(at) = next {
-            self.order.insert((at, slot));
-        }
         *armed = next;
+        let Some(at) = next else {
+            return;
+        };
+        // Two filings of one slot at one time are one wakeup: whichever is taken first
+        // disarms the slot, and the other is stale from then on.
+        self.order.push(Reverse((at, slot)));
+        if self.order.len() > WAKEUPS_PER_SLOT * self.armed.len().max(16) {
+            self.sweep();
+        }
     }
 
     /// The earliest wakeup and its slot.
-    pub(crate) fn first(&self) -> Option<(Timestamp, usize)> {
-        self.order.first().copied()
+    pub(crate) fn first(&mut self) -> Option<(Timestamp, usize)> {
+        self.drop_stale();
+        self.order.peek().map(|w| w.0)
     }
 
     /// Takes the earliest wakeup; its slot has none until armed again.
     pub(crate) fn pop_first(&mut self) -> Option<(Timestamp, usize)> {
-        let (at, slot) = self.order.pop_first()?;
+        self.drop_stale();
+        let Reverse((at, slot)) = self.order.pop()?;
         self.armed[slot] = None;
         Some((at, slot))
+    }
+
+    /// Throws away stale wakeups at the top, so it holds a live one (or nothing).
+    fn drop_stale(&mut self) {
+        while let Some(&Reverse((at, slot))) = self.order.peek() {
+            if self.armed[slot] == Some(at) {
+                return;
+            }
+            self.order.pop();
+        }
+    }
+
+    /// Files the live wakeups afresh, without the stale ones.
+    fn sweep(&mut self) {
+        let live = self.armed.iter().enumerate();
+        self.order = live
+            .filter_map(|(slot, at)| at.map(|at| Reverse((at, slot))))
+            .collect();
     }
 }
 
@@ -291,6 +326,33 @@ mod tests {
             "a popped slot can be armed again"
         );
         assert_eq!(w.pop_first(), Some((t(9), 1)));
+        assert_eq!(w.pop_first(), None);
+    }
+
+    #[test]
+    fn a_wakeup_moved_away_and_back_comes_once() {
+        let t = |ms| START + Duration::from_millis(ms);
+        let mut w = Wakeups::new(2);
+        w.arm(0, Some(t(5)));
+        w.arm(0, Some(t(8)));
+        w.arm(0, Some(t(5)));
+        w.arm(1, Some(t(6)));
+        assert_eq!(w.pop_first(), Some((t(5), 0)));
+        assert_eq!(w.pop_first(), Some((t(6), 1)));
+        assert_eq!(w.pop_first(), None, "the stale filings of slot 0 are gone");
+    }
+
+    #[test]
+    fn many_moves_keep_the_order_right_across_sweeps() {
+        let t = |ms| START + Duration::from_millis(ms);
+        let mut w = Wakeups::new(3);
+        for ms in 0..1_000 {
+            w.arm(ms as usize % 3, Some(t(1_000 - ms)));
+        }
+        assert!(w.order.len() <= WAKEUPS_PER_SLOT * 16 + 1);
+        assert_eq!(w.pop_first(), Some((t(1), 0)));
+        assert_eq!(w.pop_first(), Some((t(2), 2)));
+        assert_eq!(w.pop_first(), Some((t(3), 1)));
         assert_eq!(w.pop_first(), None);
     }
 }

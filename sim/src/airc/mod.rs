@@ -731,7 +731,7 @@ impl<'a> Net<'a> {
     }
 
     /// The earliest machine wakeup: servers first, then clients, by index on a tie.
-    fn next_timer(&self) -> Option<(Timestamp, Who)> {
+    fn next_timer(&mut self) -> Option<(Timestamp, Who)> {
         let (at, slot) = self.timers.first()?;
         let who = match slot.checked_sub(self.sc.realms) {
             None => Who::Server(slot),
