@@ -46,6 +46,7 @@ use crate::minca::mesh::introduction::{
     self, Dropped, Introductions, New, Signal, SignalClock, SignalKind, Verdict, is_did, we_offer,
 };
 use crate::minca::mesh::live::{self, LIVE, LiveAllowance};
+use crate::minca::mesh::memory_key::DidMap;
 use crate::minca::mesh::peers_peek;
 use crate::minca::mesh::signal_frame;
 use crate::minca::mesh::signal_peek;
@@ -531,7 +532,7 @@ struct Room {
     space_id: String,
     kind: RoomKind,
     note: Option<String>,
-    peers: BTreeMap<String, Stage>,
+    peers: DidMap<Stage>,
     /// The access history as last looked at (a private space).
     view: AccessView,
 }
@@ -549,7 +550,7 @@ impl Room {
         self.peers
             .iter()
             .filter(|(_, s)| s.is_admitted())
-            .map(|(p, _)| p.as_str())
+            .map(|(p, _)| p)
     }
 
     fn is_admitted(&self, peer: &str) -> bool {
@@ -582,7 +583,7 @@ impl Room {
             .peers
             .iter()
             .find(|(_, s)| !s.uses_connection())
-            .map(|(p, _)| p.clone());
+            .map(|(p, _)| String::from(p));
         match known {
             Some(p) => {
                 self.peers.remove(&p);
@@ -600,7 +601,7 @@ pub struct Mesh<R: CryptoRng> {
     crypto: &'static dyn CryptoProvider,
     rng: R,
     rooms: BTreeMap<String, Room>,
-    conns: BTreeMap<String, Conn>,
+    conns: DidMap<Conn>,
     by_id: BTreeMap<ConnId, String>,
     next_conn: u64,
     handshakes: TimerQueue<(String, String)>,
@@ -627,7 +628,7 @@ impl<R: CryptoRng> Mesh<R> {
             crypto,
             rng,
             rooms: BTreeMap::new(),
-            conns: BTreeMap::new(),
+            conns: DidMap::default(),
             by_id: BTreeMap::new(),
             next_conn: 0,
             handshakes: TimerQueue::new(),
@@ -777,7 +778,7 @@ impl<R: CryptoRng> Mesh<R> {
         let id = ConnId(self.next_conn);
         self.next_conn += 1;
         self.conns.insert(
-            peer.into(),
+            peer,
             Conn {
                 id,
                 state,
@@ -826,7 +827,7 @@ impl<R: CryptoRng> Mesh<R> {
             self.counters.table_full += 1;
             return false;
         }
-        r.peers.insert(peer.into(), Stage::Known);
+        r.peers.insert(peer, Stage::Known);
         true
     }
 
@@ -1399,7 +1400,7 @@ impl<R: CryptoRng> Mesh<R> {
                     reader: Some(reader),
                     ..
                 }) if access.review(reader, now) == Review::LetGo => {
-                    Some((p.clone(), reader.account().map(String::from)))
+                    Some((String::from(p), reader.account().map(String::from)))
                 }
                 _ => None,
             })
@@ -1408,7 +1409,7 @@ impl<R: CryptoRng> Mesh<R> {
         // What a peer could not prove may hold now (a new read key, a reader added): its
         // backoff in this room ends with the history that made it fail.
         for peer in r.peers.keys() {
-            self.failed_proofs.remove(&(room.into(), peer.clone()));
+            self.failed_proofs.remove(&(room.into(), peer.into()));
         }
         for (peer, account) in going {
             // While a new key is due, a former member let go is turned away when it reconnects
@@ -1564,7 +1565,7 @@ impl<R: CryptoRng> Mesh<R> {
                 space_id: config.space_id,
                 kind: config.kind,
                 note: config.note,
-                peers: BTreeMap::new(),
+                peers: DidMap::default(),
                 view,
             },
         );
@@ -1575,7 +1576,7 @@ impl<R: CryptoRng> Mesh<R> {
             self.counters.ignored_inputs += 1;
             return;
         };
-        let peers: Vec<String> = r.peers.keys().cloned().collect();
+        let peers: Vec<String> = r.peers.keys().map(String::from).collect();
         let admitted: Vec<String> = r.admitted().map(String::from).collect();
         let leave = Frame::new(room, LEAVE, json!({ "room": room }));
         self.send_to_each(admitted.iter().map(String::as_str), &leave);
@@ -1620,11 +1621,11 @@ impl<R: CryptoRng> Mesh<R> {
         let targets: Vec<String> = r
             .peers
             .iter()
-            .filter(|(p, _)| to.as_deref().is_none_or(|t| t == p.as_str()))
+            .filter(|(p, _)| to.as_deref().is_none_or(|t| t == *p))
             .filter_map(|(p, s)| match s {
                 // Live goes only after our `who`, never to a former member (§9.1, §9.2).
                 Stage::Admitted(a) if !is_live || (a.who_sent && !r.shows_former_member(a)) => {
-                    Some(p.clone())
+                    Some(String::from(p))
                 }
                 _ => None,
             })
@@ -1788,7 +1789,7 @@ impl<R: CryptoRng> Machine for Mesh<R> {
 /// by `write` once, and only if some peer takes them. A function over the two tables rather than
 /// a method, so that a caller may iterate a room's peers while it sends.
 fn send_each<'p>(
-    conns: &BTreeMap<String, Conn>,
+    conns: &DidMap<Conn>,
     out: &mut VecDeque<Output>,
     peers: impl IntoIterator<Item = &'p str>,
     write: impl FnOnce() -> Vec<u8>,
