@@ -7,17 +7,16 @@
 //! the owned and the borrowed tuple coerce to, compared by the same parts in the same order.
 //!
 //! The mesh's tables of peers ([`DidMap`]) are keyed by DIDs: 57 characters that all begin
-//! `did:key:zDn`, held on the heap. Searched as `String`s, every comparison of a lookup reads
-//! another key's heap text (a cache miss at a thousand nodes) and compares the shared prefix
-//! again. A [`Did`] key also holds its first [`HEAD_BYTES`] inline as one integer that orders as
-//! those bytes do, so a search compares integers within the tree's nodes and reads a key's text
+//! `did:key:zDn`, held on the heap. Searched as `String`s in a B-tree, every comparison of a
+//! lookup reads another key's heap text (a cache miss at a thousand nodes) and compares the shared
+//! prefix again. A [`DidMap`] also holds each DID's first [`HEAD_BYTES`] as one integer that orders
+//! as those bytes do, so a search compares integers within one small array and reads a key's text
 //! only on a tie: for DIDs, the key it finds.
 
-use alloc::collections::BTreeMap;
 use alloc::string::String;
+use alloc::vec::Vec;
 use core::borrow::Borrow;
 use core::cmp::Ordering;
-use core::fmt;
 
 /// An acted-on signal's key: (origin, room).
 pub(crate) type Acted = (String, String);
@@ -95,10 +94,10 @@ macro_rules! by_parts {
 
 by_parts!(ActedKey, Acted);
 by_parts!(PassedKey, Passed);
-by_parts!(DidKey, Did);
 
-/// The bytes of a [`Did`] held inline: `did:key:zDn` and five more characters of base58, which
-/// tell a few hundred peers apart on all but a handful of ties (each only a text comparison).
+/// The bytes of a DID a [`DidMap`] holds inline: `did:key:zDn` and five more characters of
+/// base58, which tell a few hundred peers apart on all but a handful of ties (each only a text
+/// comparison).
 pub(crate) const HEAD_BYTES: usize = 16;
 
 /// The first [`HEAD_BYTES`] of `text` as a big-endian integer, zero-padded. Integers that differ
@@ -111,133 +110,111 @@ fn head(text: &str) -> u128 {
     u128::from_be_bytes(bytes)
 }
 
-/// An owned DID as a table key: ordered and compared exactly as its text.
-#[derive(Clone)]
-pub(crate) struct Did {
-    head: u128,
-    text: String,
+/// A table keyed by DIDs (any text is accepted), iterated in the texts' order, as a
+/// `BTreeMap<String, V>` is: the order a room's peers are flooded to.
+///
+/// Two sorted vectors: the heads, searched by bisection without leaving one small array, and the
+/// entries. An insertion or removal moves the entries after it, so the table is for the mesh's
+/// bounded tables (a room's 64 peers, 256 connections), which are looked up far more often than
+/// changed.
+#[derive(Clone, Debug)]
+pub(crate) struct DidMap<V> {
+    /// `head` of each entry's DID, in the entries' order.
+    heads: Vec<u128>,
+    /// The entries, in DID order.
+    entries: Vec<(String, V)>,
 }
 
-impl Did {
-    fn new(text: String) -> Self {
+impl<V> Default for DidMap<V> {
+    fn default() -> Self {
         Self {
-            head: head(&text),
-            text,
+            heads: Vec::new(),
+            entries: Vec::new(),
         }
     }
 }
 
-impl fmt::Debug for Did {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(&self.text, f)
-    }
-}
-
-impl PartialEq for Did {
-    fn eq(&self, other: &Self) -> bool {
-        self.parts() == other.parts()
-    }
-}
-
-impl Eq for Did {}
-
-impl PartialOrd for Did {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for Did {
-    fn cmp(&self, other: &Self) -> Ordering {
-        self.parts().cmp(&other.parts())
-    }
-}
-
-/// (head, text), owned or borrowed.
-pub(crate) trait DidKey {
-    /// The head and the whole text.
-    fn parts(&self) -> (u128, &str);
-}
-
-impl DidKey for Did {
-    fn parts(&self) -> (u128, &str) {
-        (self.head, &self.text)
-    }
-}
-
-impl DidKey for (u128, &str) {
-    fn parts(&self) -> (u128, &str) {
-        *self
-    }
-}
-
-/// A table keyed by DIDs (any text is accepted), iterated in the texts' order, as a
-/// `BTreeMap<String, V>` is: the order a room's peers are flooded to.
-#[derive(Clone, Debug)]
-pub(crate) struct DidMap<V>(BTreeMap<Did, V>);
-
-impl<V> Default for DidMap<V> {
-    fn default() -> Self {
-        Self(BTreeMap::new())
-    }
-}
-
-/// The borrowed key of `text`, for a lookup.
-fn probe(text: &str) -> (u128, &str) {
-    (head(text), text)
-}
-
 impl<V> DidMap<V> {
+    /// The index of `did`'s entry, or where it would go.
+    fn find(&self, did: &str) -> Result<usize, usize> {
+        let h = head(did);
+        let mut i = self.heads.partition_point(|&x| x < h);
+        // Entries that share the head follow in text order.
+        while let (Some(&x), Some((text, _))) = (self.heads.get(i), self.entries.get(i))
+            && x == h
+        {
+            match text.as_str().cmp(did) {
+                Ordering::Less => i += 1,
+                Ordering::Equal => return Ok(i),
+                Ordering::Greater => break,
+            }
+        }
+        Err(i)
+    }
+
     /// The entry of `did`.
     pub(crate) fn get(&self, did: &str) -> Option<&V> {
-        self.0.get(&probe(did) as &dyn DidKey)
+        let i = self.find(did).ok()?;
+        self.entries.get(i).map(|(_, v)| v)
     }
 
     /// The entry of `did`, to change.
     pub(crate) fn get_mut(&mut self, did: &str) -> Option<&mut V> {
-        self.0.get_mut(&probe(did) as &dyn DidKey)
+        let i = self.find(did).ok()?;
+        self.entries.get_mut(i).map(|(_, v)| v)
     }
 
     /// Whether `did` has an entry.
     pub(crate) fn contains_key(&self, did: &str) -> bool {
-        self.get(did).is_some()
+        self.find(did).is_ok()
     }
 
     /// Sets the entry of `did`, returning the one it replaced.
-    pub(crate) fn insert(&mut self, did: impl Into<String>, value: V) -> Option<V> {
-        self.0.insert(Did::new(did.into()), value)
+    pub(crate) fn insert(&mut self, did: impl Into<String> + AsRef<str>, value: V) -> Option<V> {
+        match self.find(did.as_ref()) {
+            Ok(i) => self
+                .entries
+                .get_mut(i)
+                .map(|(_, v)| core::mem::replace(v, value)),
+            Err(i) => {
+                self.heads.insert(i, head(did.as_ref()));
+                self.entries.insert(i, (did.into(), value));
+                None
+            }
+        }
     }
 
     /// Removes the entry of `did`.
     pub(crate) fn remove(&mut self, did: &str) -> Option<V> {
-        self.0.remove(&probe(did) as &dyn DidKey)
+        let i = self.find(did).ok()?;
+        self.heads.remove(i);
+        Some(self.entries.remove(i).1)
     }
 
     /// How many entries there are.
     pub(crate) fn len(&self) -> usize {
-        self.0.len()
+        self.entries.len()
     }
 
     /// The entries, in DID order.
     pub(crate) fn iter(&self) -> impl Iterator<Item = (&str, &V)> {
-        self.0.iter().map(|(d, v)| (d.text.as_str(), v))
+        self.entries.iter().map(|(d, v)| (d.as_str(), v))
     }
 
     /// The DIDs, in order.
     pub(crate) fn keys(&self) -> impl Iterator<Item = &str> {
-        self.0.keys().map(|d| d.text.as_str())
+        self.entries.iter().map(|(d, _)| d.as_str())
     }
 
     /// The values, in DID order.
     pub(crate) fn values(&self) -> impl Iterator<Item = &V> {
-        self.0.values()
+        self.entries.iter().map(|(_, v)| v)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use alloc::vec::Vec;
 
     #[test]
     fn borrowed_keys_order_as_the_owned_keys_do() {
@@ -268,7 +245,7 @@ mod tests {
     }
 
     #[test]
-    fn did_keys_order_and_compare_as_their_texts() {
+    fn a_did_map_lists_in_text_order_whatever_the_heads() {
         let texts = [
             "",
             "a",
@@ -279,21 +256,26 @@ mod tests {
             "did:key:zDnaeAAAA\0",
             "did:key:zDnaeAAAB",
             "did:key:zDnaeAAAAz",
+            "did:key:zDnaeAAAAa",
             "did:key:zDnaf",
             "did:key:zDo",
             "é",
             "\u{10FFFF}",
         ];
-        for x in texts {
-            for y in texts {
-                let (dx, dy) = (Did::new(x.into()), Did::new(y.into()));
-                assert_eq!(dx.cmp(&dy), x.cmp(y), "{x:?} {y:?}");
-                assert_eq!(dx == dy, x == y);
-                let (px, py) = (probe(x), probe(y));
-                let (bx, by): (&dyn DidKey, &dyn DidKey) = (&px, &py);
-                assert_eq!(bx.cmp(by), x.cmp(y));
-                assert_eq!(Borrow::<dyn DidKey>::borrow(&dx).cmp(by), x.cmp(y));
+        let mut sorted = texts.to_vec();
+        sorted.sort_unstable();
+        // Inserted forwards and backwards: each finds its place among ties on the head.
+        for order in [texts.to_vec(), texts.iter().rev().copied().collect()] {
+            let mut m = DidMap::default();
+            for t in &order {
+                assert_eq!(m.insert(*t, t.len()), None);
             }
+            assert_eq!(m.keys().collect::<Vec<_>>(), sorted);
+            for t in texts {
+                assert_eq!(m.get(t), Some(&t.len()), "{t:?}");
+            }
+            assert!(!m.contains_key("did:key:zDnaeAAA"));
+            assert!(!m.contains_key("did:key:zDnaeAAAAb"));
         }
     }
 
