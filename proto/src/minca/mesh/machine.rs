@@ -547,8 +547,13 @@ impl Room {
     }
 
     fn admitted(&self) -> impl Iterator<Item = &str> {
+        self.admitted_but(None)
+    }
+
+    /// The admitted peers but `except`, in DID order.
+    fn admitted_but(&self, except: Option<&str>) -> impl Iterator<Item = &str> {
         self.peers
-            .iter()
+            .iter_but(except)
             .filter(|(_, s)| s.is_admitted())
             .map(|(p, _)| p)
     }
@@ -857,7 +862,9 @@ impl<R: CryptoRng> Mesh<R> {
             .rooms
             .get(room)
             .is_some_and(|r| r.access().is_some_and(|a| a.view() != r.view));
+        // The set is nearly always empty: no key is made for it then.
         let cooling = !moved
+            && !self.failed_proofs.is_empty()
             && self
                 .failed_proofs
                 .contains(now, &(room.into(), peer.into()));
@@ -964,9 +971,17 @@ impl<R: CryptoRng> Mesh<R> {
         let Some(r) = self.rooms.get(room) else {
             return;
         };
-        let peers = r.admitted().filter(|p| Some(*p) != except);
+        // An admitted peer's connection is the one it was admitted on: no lookup per peer.
+        let conns = &self.conns;
+        let targets = r.peers.iter_but(except).filter_map(|(p, s)| match s {
+            Stage::Admitted(a) => {
+                debug_assert!(conns.get(p).is_some_and(|c| c.is_open() && c.id == a.conn));
+                Some((p, a.conn))
+            }
+            _ => None,
+        });
         let did = &self.did;
-        send_each(&self.conns, &mut self.out, peers, || {
+        send_to_open(&mut self.out, targets, || {
             signal_frame::write(room, did, signal)
         });
     }
@@ -1179,6 +1194,10 @@ impl<R: CryptoRng> Mesh<R> {
 
     /// §7.2, §8, §9.1: admit a peer whose handshake is done, send it `who`, and introduce.
     fn admit_if_done(&mut self, now: Timestamp, room: &str, peer: &str) {
+        // Handshake frames come only on the peer's open connection; an admission is held to it.
+        let Some(conn) = self.conns.get(peer).filter(|c| c.is_open()).map(|c| c.id) else {
+            return;
+        };
         let Some(r) = self.rooms.get_mut(room) else {
             return;
         };
@@ -1195,6 +1214,7 @@ impl<R: CryptoRng> Mesh<R> {
         // The verifier remembers the key it let each reader in on (§6.3).
         let reader = admission.filter(|_| private).map(|a| Reader::new(a, now));
         *stage = Stage::Admitted(Admitted {
+            conn,
             live: LiveAllowance::new(now),
             who_sent: false,
             former_member: false,
@@ -1207,11 +1227,7 @@ impl<R: CryptoRng> Mesh<R> {
             reader,
         });
         let note = r.note.clone();
-        let others: Vec<String> = r
-            .admitted()
-            .filter(|p| *p != peer)
-            .map(String::from)
-            .collect();
+        let others: Vec<String> = r.admitted_but(Some(peer)).map(String::from).collect();
         self.handshakes.cancel(&(room.into(), peer.into()));
         self.out.push_back(Output::Admitted {
             room: room.into(),
@@ -1794,10 +1810,20 @@ fn send_each<'p>(
     peers: impl IntoIterator<Item = &'p str>,
     write: impl FnOnce() -> Vec<u8>,
 ) {
-    let mut open = peers
+    let open = peers
         .into_iter()
-        .filter_map(|p| Some((p, conns.get(p).filter(|c| c.is_open())?.id)))
-        .peekable();
+        .filter_map(|p| Some((p, conns.get(p).filter(|c| c.is_open())?.id)));
+    send_to_open(out, open, write);
+}
+
+/// Sends one frame to each (peer, open connection) of `open`, written by `write` once, and only
+/// if there is one.
+fn send_to_open<'p>(
+    out: &mut VecDeque<Output>,
+    open: impl IntoIterator<Item = (&'p str, ConnId)>,
+    write: impl FnOnce() -> Vec<u8>,
+) {
+    let mut open = open.into_iter().peekable();
     if open.peek().is_none() {
         return;
     }
