@@ -195,6 +195,39 @@ impl<V> DidMap<V> {
         }
     }
 
+    /// The entry of `did`, made by `make` if there was none, and whether it was made: one search
+    /// where a lookup and an insertion would take two.
+    pub(crate) fn get_or_insert_with(
+        &mut self,
+        did: &str,
+        make: impl FnOnce() -> V,
+    ) -> (&mut V, bool) {
+        let (i, made) = match self.find(did) {
+            Ok(i) => (i, false),
+            Err(i) => {
+                self.heads.insert(i, head(did));
+                self.entries.insert(i, (did.into(), make()));
+                (i, true)
+            }
+        };
+        // `i` is in bounds: found, or just inserted there.
+        let (_, v) = &mut self.entries[i];
+        (v, made)
+    }
+
+    /// Keeps only the entries `keep` says to, in order.
+    pub(crate) fn retain(&mut self, mut keep: impl FnMut(&str, &mut V) -> bool) {
+        let mut i = 0;
+        while let Some((d, v)) = self.entries.get_mut(i) {
+            if keep(d, v) {
+                i += 1;
+            } else {
+                self.heads.remove(i);
+                self.entries.remove(i);
+            }
+        }
+    }
+
     /// Removes the entry of `did`.
     pub(crate) fn remove(&mut self, did: &str) -> Option<V> {
         let i = self.find(did).ok()?;
@@ -323,5 +356,12 @@ mod tests {
         assert_eq!(but(Some("did:key:zDnaeA2")), ["did:key:zDnaeA1", "did:key:zDnaeB", "x"]);
         assert_eq!(but(Some("y")), but(None));
         assert_eq!(but(None), m.keys().collect::<Vec<_>>());
+        let (v, made) = m.get_or_insert_with("did:key:zDnaeA0", || 7);
+        assert_eq!((*v, made), (7, true));
+        *v += 1;
+        assert_eq!(m.get_or_insert_with("did:key:zDnaeA0", || 0), (&mut 8, false));
+        m.retain(|d, v| d != "x" && *v != 2);
+        assert_eq!(m.keys().collect::<Vec<_>>(), ["did:key:zDnaeA0", "did:key:zDnaeB"]);
+        assert_eq!(m.get("did:key:zDnaeB"), Some(&0));
     }
 }
