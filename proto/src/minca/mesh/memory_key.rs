@@ -6,12 +6,12 @@
 //! borrow as a tuple of `&str`s, so each key shape here is a small trait whose trait object both
 //! the owned and the borrowed tuple coerce to, compared by the same parts in the same order.
 //!
-//! The mesh's tables of peers ([`DidMap`]) are keyed by DIDs: 57 characters that all begin
-//! `did:key:zDn`, held on the heap. Searched as `String`s in a B-tree, every comparison of a
-//! lookup reads another key's heap text (a cache miss at a thousand nodes) and compares the shared
-//! prefix again. A [`DidMap`] also holds each DID's first [`HEAD_BYTES`] as one integer that orders
-//! as those bytes do, so a search compares integers within one small array and reads a key's text
-//! only on a tie: for DIDs, the key it finds.
+//! The mesh's and the rendezvous' tables of peers ([`DidMap`]) are keyed by DIDs: 57 characters
+//! that all begin `did:key:zDn`, held on the heap. Searched as `String`s in a B-tree, every
+//! comparison of a lookup reads another key's heap text (a cache miss at a thousand nodes) and
+//! compares the shared prefix again. A [`DidMap`] also holds each DID's first [`HEAD_BYTES`] as
+//! one integer that orders as those bytes do, so a search compares integers within one small
+//! array and reads a key's text only on a tie: for DIDs, the key it finds.
 
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -117,10 +117,9 @@ fn head(text: &str) -> u128 {
 /// A table keyed by DIDs (any text is accepted), iterated in the texts' order, as a
 /// `BTreeMap<String, V>` is: the order a room's peers are flooded to.
 ///
-/// Two sorted vectors: the heads, searched by bisection without leaving one small array, and the
-/// entries. An insertion or removal moves the entries after it, so the table is for the mesh's
-/// bounded tables (a room's 64 peers, 256 connections), which are looked up far more often than
-/// changed.
+/// Two sorted vectors: the heads, scanned in one small array, and the entries. An insertion or
+/// removal moves the entries after it, so the table is for bounded tables (a room's 64 peers, the
+/// mesh's 256 connections), which are looked up far more often than changed.
 #[derive(Clone, Debug)]
 pub(crate) struct DidMap<V> {
     /// `head` of each entry's DID, in the entries' order.
