@@ -839,6 +839,11 @@ impl<R: CryptoRng> Mesh<R> {
     /// §7.3 and §8: `peer` is in `room`. Greet if connected; else offer if we are the lesser DID
     /// and nothing was started; else wait.
     fn meet(&mut self, now: Timestamp, room: &str, peer: &str, via: Via) {
+        // Most of a `__peers` list and every later hello name a peer admitted here: on its open
+        // connection, so greeting would find nothing to do. One lookup rather than seven.
+        if self.is_admitted(room, peer) {
+            return;
+        }
         if !self.know(room, peer) {
             return;
         }
