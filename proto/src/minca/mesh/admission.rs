@@ -8,7 +8,7 @@
 
 use alloc::string::String;
 
-use crate::core::Timestamp;
+use crate::core::{ConnId, Timestamp};
 use crate::minca::mesh::live::LiveAllowance;
 use crate::minca::read_proof::{Admission, Reader};
 
@@ -75,6 +75,10 @@ impl PeerWho {
 /// What this side keeps for a peer admitted in a room.
 #[derive(Clone, Debug)]
 pub struct Admitted {
+    /// The open connection the peer was admitted on. It stays the peer's while the peer is
+    /// admitted anywhere: a connection that closes or is replaced ends every admission on it
+    /// (§5.1, §7.2), so a flood reaches the peer without looking its connection up.
+    pub conn: ConnId,
     /// The peer's receive allowance for live messages (§9.2).
     pub live: LiveAllowance,
     /// Whether this side's `who` went to the peer: live messages go only after it (§9.1, §9.2).

@@ -46,6 +46,7 @@ use crate::minca::mesh::introduction::{
     self, Dropped, Introductions, New, Signal, SignalClock, SignalKind, Verdict, is_did, we_offer,
 };
 use crate::minca::mesh::live::{self, LIVE, LiveAllowance};
+use crate::minca::mesh::memory_key::DidMap;
 use crate::minca::mesh::peers_peek;
 use crate::minca::mesh::signal_frame;
 use crate::minca::mesh::signal_peek;
@@ -531,7 +532,7 @@ struct Room {
     space_id: String,
     kind: RoomKind,
     note: Option<String>,
-    peers: BTreeMap<String, Stage>,
+    peers: DidMap<Stage>,
     /// The access history as last looked at (a private space).
     view: AccessView,
 }
@@ -546,10 +547,15 @@ impl Room {
     }
 
     fn admitted(&self) -> impl Iterator<Item = &str> {
+        self.admitted_but(None)
+    }
+
+    /// The admitted peers but `except`, in DID order.
+    fn admitted_but(&self, except: Option<&str>) -> impl Iterator<Item = &str> {
         self.peers
-            .iter()
+            .iter_but(except)
             .filter(|(_, s)| s.is_admitted())
-            .map(|(p, _)| p.as_str())
+            .map(|(p, _)| p)
     }
 
     fn is_admitted(&self, peer: &str) -> bool {
@@ -582,7 +588,7 @@ impl Room {
             .peers
             .iter()
             .find(|(_, s)| !s.uses_connection())
-            .map(|(p, _)| p.clone());
+            .map(|(p, _)| String::from(p));
         match known {
             Some(p) => {
                 self.peers.remove(&p);
@@ -600,7 +606,7 @@ pub struct Mesh<R: CryptoRng> {
     crypto: &'static dyn CryptoProvider,
     rng: R,
     rooms: BTreeMap<String, Room>,
-    conns: BTreeMap<String, Conn>,
+    conns: DidMap<Conn>,
     by_id: BTreeMap<ConnId, String>,
     next_conn: u64,
     handshakes: TimerQueue<(String, String)>,
@@ -627,7 +633,7 @@ impl<R: CryptoRng> Mesh<R> {
             crypto,
             rng,
             rooms: BTreeMap::new(),
-            conns: BTreeMap::new(),
+            conns: DidMap::default(),
             by_id: BTreeMap::new(),
             next_conn: 0,
             handshakes: TimerQueue::new(),
@@ -777,7 +783,7 @@ impl<R: CryptoRng> Mesh<R> {
         let id = ConnId(self.next_conn);
         self.next_conn += 1;
         self.conns.insert(
-            peer.into(),
+            peer,
             Conn {
                 id,
                 state,
@@ -826,13 +832,18 @@ impl<R: CryptoRng> Mesh<R> {
             self.counters.table_full += 1;
             return false;
         }
-        r.peers.insert(peer.into(), Stage::Known);
+        r.peers.insert(peer, Stage::Known);
         true
     }
 
     /// §7.3 and §8: `peer` is in `room`. Greet if connected; else offer if we are the lesser DID
     /// and nothing was started; else wait.
     fn meet(&mut self, now: Timestamp, room: &str, peer: &str, via: Via) {
+        // Most of a `__peers` list and every later hello name a peer admitted here: on its open
+        // connection, so greeting would find nothing to do. One lookup rather than seven.
+        if self.is_admitted(room, peer) {
+            return;
+        }
         if !self.know(room, peer) {
             return;
         }
@@ -856,7 +867,9 @@ impl<R: CryptoRng> Mesh<R> {
             .rooms
             .get(room)
             .is_some_and(|r| r.access().is_some_and(|a| a.view() != r.view));
+        // The set is nearly always empty: no key is made for it then.
         let cooling = !moved
+            && !self.failed_proofs.is_empty()
             && self
                 .failed_proofs
                 .contains(now, &(room.into(), peer.into()));
@@ -963,9 +976,17 @@ impl<R: CryptoRng> Mesh<R> {
         let Some(r) = self.rooms.get(room) else {
             return;
         };
-        let peers = r.admitted().filter(|p| Some(*p) != except);
+        // An admitted peer's connection is the one it was admitted on: no lookup per peer.
+        let conns = &self.conns;
+        let targets = r.peers.iter_but(except).filter_map(|(p, s)| match s {
+            Stage::Admitted(a) => {
+                debug_assert!(conns.get(p).is_some_and(|c| c.is_open() && c.id == a.conn));
+                Some((p, a.conn))
+            }
+            _ => None,
+        });
         let did = &self.did;
-        send_each(&self.conns, &mut self.out, peers, || {
+        send_to_open(&mut self.out, targets, || {
             signal_frame::write(room, did, signal)
         });
     }
@@ -1178,6 +1199,10 @@ impl<R: CryptoRng> Mesh<R> {
 
     /// §7.2, §8, §9.1: admit a peer whose handshake is done, send it `who`, and introduce.
     fn admit_if_done(&mut self, now: Timestamp, room: &str, peer: &str) {
+        // Handshake frames come only on the peer's open connection; an admission is held to it.
+        let Some(conn) = self.conns.get(peer).filter(|c| c.is_open()).map(|c| c.id) else {
+            return;
+        };
         let Some(r) = self.rooms.get_mut(room) else {
             return;
         };
@@ -1194,6 +1219,7 @@ impl<R: CryptoRng> Mesh<R> {
         // The verifier remembers the key it let each reader in on (§6.3).
         let reader = admission.filter(|_| private).map(|a| Reader::new(a, now));
         *stage = Stage::Admitted(Admitted {
+            conn,
             live: LiveAllowance::new(now),
             who_sent: false,
             former_member: false,
@@ -1206,11 +1232,7 @@ impl<R: CryptoRng> Mesh<R> {
             reader,
         });
         let note = r.note.clone();
-        let others: Vec<String> = r
-            .admitted()
-            .filter(|p| *p != peer)
-            .map(String::from)
-            .collect();
+        let others: Vec<String> = r.admitted_but(Some(peer)).map(String::from).collect();
         self.handshakes.cancel(&(room.into(), peer.into()));
         self.out.push_back(Output::Admitted {
             room: room.into(),
@@ -1399,7 +1421,7 @@ impl<R: CryptoRng> Mesh<R> {
                     reader: Some(reader),
                     ..
                 }) if access.review(reader, now) == Review::LetGo => {
-                    Some((p.clone(), reader.account().map(String::from)))
+                    Some((String::from(p), reader.account().map(String::from)))
                 }
                 _ => None,
             })
@@ -1408,7 +1430,7 @@ impl<R: CryptoRng> Mesh<R> {
         // What a peer could not prove may hold now (a new read key, a reader added): its
         // backoff in this room ends with the history that made it fail.
         for peer in r.peers.keys() {
-            self.failed_proofs.remove(&(room.into(), peer.clone()));
+            self.failed_proofs.remove(&(room.into(), peer.into()));
         }
         for (peer, account) in going {
             // While a new key is due, a former member let go is turned away when it reconnects
@@ -1564,7 +1586,7 @@ impl<R: CryptoRng> Mesh<R> {
                 space_id: config.space_id,
                 kind: config.kind,
                 note: config.note,
-                peers: BTreeMap::new(),
+                peers: DidMap::default(),
                 view,
             },
         );
@@ -1575,7 +1597,7 @@ impl<R: CryptoRng> Mesh<R> {
             self.counters.ignored_inputs += 1;
             return;
         };
-        let peers: Vec<String> = r.peers.keys().cloned().collect();
+        let peers: Vec<String> = r.peers.keys().map(String::from).collect();
         let admitted: Vec<String> = r.admitted().map(String::from).collect();
         let leave = Frame::new(room, LEAVE, json!({ "room": room }));
         self.send_to_each(admitted.iter().map(String::as_str), &leave);
@@ -1620,11 +1642,11 @@ impl<R: CryptoRng> Mesh<R> {
         let targets: Vec<String> = r
             .peers
             .iter()
-            .filter(|(p, _)| to.as_deref().is_none_or(|t| t == p.as_str()))
+            .filter(|(p, _)| to.as_deref().is_none_or(|t| t == *p))
             .filter_map(|(p, s)| match s {
                 // Live goes only after our `who`, never to a former member (§9.1, §9.2).
                 Stage::Admitted(a) if !is_live || (a.who_sent && !r.shows_former_member(a)) => {
-                    Some(p.clone())
+                    Some(String::from(p))
                 }
                 _ => None,
             })
@@ -1788,15 +1810,25 @@ impl<R: CryptoRng> Machine for Mesh<R> {
 /// by `write` once, and only if some peer takes them. A function over the two tables rather than
 /// a method, so that a caller may iterate a room's peers while it sends.
 fn send_each<'p>(
-    conns: &BTreeMap<String, Conn>,
+    conns: &DidMap<Conn>,
     out: &mut VecDeque<Output>,
     peers: impl IntoIterator<Item = &'p str>,
     write: impl FnOnce() -> Vec<u8>,
 ) {
-    let mut open = peers
+    let open = peers
         .into_iter()
-        .filter_map(|p| Some((p, conns.get(p).filter(|c| c.is_open())?.id)))
-        .peekable();
+        .filter_map(|p| Some((p, conns.get(p).filter(|c| c.is_open())?.id)));
+    send_to_open(out, open, write);
+}
+
+/// Sends one frame to each (peer, open connection) of `open`, written by `write` once, and only
+/// if there is one.
+fn send_to_open<'p>(
+    out: &mut VecDeque<Output>,
+    open: impl IntoIterator<Item = (&'p str, ConnId)>,
+    write: impl FnOnce() -> Vec<u8>,
+) {
+    let mut open = open.into_iter().peekable();
     if open.peek().is_none() {
         return;
     }

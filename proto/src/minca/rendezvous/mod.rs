@@ -34,7 +34,7 @@ pub mod message;
 #[cfg(test)]
 mod tests;
 
-use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
+use alloc::collections::{BTreeMap, VecDeque};
 use alloc::string::String;
 use core::time::Duration;
 
@@ -50,6 +50,7 @@ use crate::core::{Machine, ReplayWindow, Timestamp, Wakeup};
 use crate::crypto::{CryptoError, CryptoProvider, P256Public, P256Secret, generate_p256};
 use crate::minca::auth;
 use crate::minca::envelope::BOX_BYTES;
+use crate::minca::mesh::memory_key::DidMap;
 use crate::minca::relay_wire::MAX_BLOB_CHARS;
 use crate::minca::room::Room;
 
@@ -322,13 +323,13 @@ struct RoomState {
     /// The room as the replay window files it ([`Pair`]).
     scope: [u8; 32],
     /// At most [`MAX_ROOM_PEERS`], keyed by DID.
-    peers: BTreeMap<String, Peer>,
+    peers: DidMap<Peer>,
     /// When this node last said hello to every relay of the room.
     last_hello: Timestamp,
     /// A hello back was asked for within [`HELLO_BACK_INTERVAL`] of `last_hello`.
     hello_back_due: bool,
     /// Peers the mesh has admitted here, at most [`MAX_ROOM_PEERS`] (the mesh's own bound).
-    admitted: BTreeSet<String>,
+    admitted: DidMap<()>,
 }
 
 impl RoomState {
@@ -445,7 +446,7 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
             .map(|r| {
                 r.peers
                     .iter()
-                    .map(|(did, p)| (did.clone(), base64url::encode(&p.newest.1.0)))
+                    .map(|(did, p)| (did.into(), base64url::encode(&p.newest.1.0)))
                     .collect()
             })
             .unwrap_or_default()
@@ -538,10 +539,10 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
                 key,
                 blob_aad: message::blob_aad(&topic),
                 scope: self.crypto.sha256(&[topic.as_bytes()]),
-                peers: BTreeMap::new(),
+                peers: DidMap::default(),
                 last_hello: now,
                 hello_back_due: false,
-                admitted: BTreeSet::new(),
+                admitted: DidMap::default(),
             },
         );
         self.say_hello(now, &topic, Relays::All);
@@ -678,20 +679,14 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
         let at = message.at;
         // A restarted peer says hello with a new box while this side may still hold its old
         // connection: that hello is answered as if from a stranger.
-        let known_box = state
-            .peers
-            .get(&message.from)
-            .is_some_and(|p| p.newest.1 == sender_box);
-        let spare_hello_back = known_box && state.admitted.contains(&message.from);
-        let peer = state
-            .peers
-            .entry(message.from.clone())
-            .or_insert_with(|| Peer {
-                key: from_key,
-                newest: (at, sender_box),
-                offer: None,
-                heard: now,
-            });
+        let (peer, heard_first) = state.peers.get_or_insert_with(&message.from, || Peer {
+            key: from_key,
+            newest: (at, sender_box),
+            offer: None,
+            heard: now,
+        });
+        let known_box = !heard_first && peer.newest.1 == sender_box;
+        let spare_hello_back = known_box && state.admitted.contains_key(&message.from);
         peer.heard = now;
         // An older message, replayed after a newer one, doesn't change the box.
         if at > peer.newest.0 {
@@ -737,7 +732,7 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
         if !admitted {
             state.admitted.remove(&peer);
         } else if state.admitted.len() < MAX_ROOM_PEERS {
-            state.admitted.insert(peer);
+            state.admitted.insert(peer, ());
         }
     }
 
