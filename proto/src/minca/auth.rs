@@ -88,8 +88,16 @@ pub fn verify(crypto: &dyn CryptoProvider, did: &str, label: &str, sig: &str) ->
     let Ok(DidKey::P256(point)) = DidKey::parse(did) else {
         return false;
     };
+    verify_by(crypto, &P256Public(point), label, sig)
+}
+
+/// Checks a base64url signature over `label` against `key`, the key a signer's DID names, for a
+/// caller that decoded that DID before (a did:key has one spelling per key).
+///
+/// False for a signature that is not 64 bytes of base64url, or one that does not verify.
+pub fn verify_by(crypto: &dyn CryptoProvider, key: &P256Public, label: &str, sig: &str) -> bool {
     let Ok(sig) = base64url::decode_array::<64>(sig) else {
         return false;
     };
-    crypto.p256_verify(&P256Public(point), label.as_bytes(), &sig)
+    crypto.p256_verify(key, label.as_bytes(), &sig)
 }
