@@ -398,6 +398,11 @@ pub struct RelayClient<R> {
     stats: Stats,
     provider: &'static dyn CryptoProvider,
     rng: R,
+    /// [`Machine::poll_timeout`]'s answer, kept by the end of every `handle` and
+    /// `handle_timeout` (the only calls that change what it depends on): the owner asks after
+    /// every event of its own, most of which never reach this client, and the answer visits
+    /// every relay.
+    wakeup: Option<Wakeup>,
 }
 
 impl<R> core::fmt::Debug for RelayClient<R> {
@@ -442,6 +447,7 @@ impl<R: CryptoRng> RelayClient<R> {
             stats,
             provider,
             rng,
+            wakeup: None,
         }
     }
 
@@ -1032,6 +1038,7 @@ impl<R: CryptoRng> Machine for RelayClient<R> {
             }
         }
         self.drive(now);
+        self.wakeup = self.next_wakeup();
     }
 
     fn poll(&mut self) -> Option<Output> {
@@ -1039,6 +1046,21 @@ impl<R: CryptoRng> Machine for RelayClient<R> {
     }
 
     fn poll_timeout(&self) -> Option<Wakeup> {
+        debug_assert_eq!(self.wakeup, self.next_wakeup());
+        self.wakeup
+    }
+
+    fn handle_timeout(&mut self, now: Timestamp) {
+        self.check_sleep(now);
+        self.drive(now);
+        self.wakeup = self.next_wakeup();
+    }
+}
+
+impl<R> RelayClient<R> {
+    /// The earliest of every relay's deadlines and the TURN servers' expiry, as the client's state
+    /// stands: what [`Machine::poll_timeout`] answers.
+    fn next_wakeup(&self) -> Option<Wakeup> {
         let mut next: Option<Wakeup> = None;
         for relay in self.relays.values() {
             let wake = match &relay.socket {
@@ -1066,10 +1088,5 @@ impl<R: CryptoRng> Machine for RelayClient<R> {
             .as_ref()
             .map(|t| Wakeup::new(t.expires_at, "turn servers expire"));
         Wakeup::earliest(next, turn)
-    }
-
-    fn handle_timeout(&mut self, now: Timestamp) {
-        self.check_sleep(now);
-        self.drive(now);
     }
 }
