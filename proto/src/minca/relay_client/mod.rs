@@ -376,6 +376,22 @@ struct Relay {
     has_turn: bool,
 }
 
+impl Relay {
+    /// Whether [`RelayClient::drive`] has something to do for this relay at `now`: a redial or
+    /// a dial timeout due, a ping due, or sends queued.
+    fn has_work(&self, now: Timestamp) -> bool {
+        match &self.socket {
+            Socket::Waiting { at } => *at <= now,
+            Socket::Dialing { since, .. } => {
+                now.as_millis() >= since.as_millis().saturating_add(DIAL_TIMEOUT_MS)
+            }
+            Socket::Open { open, .. } => {
+                !open.queue.is_empty() || (self.codec.pings() && now >= open.next_ping)
+            }
+        }
+    }
+}
+
 /// Whether a send comes from the application (bounded by [`MAX_QUEUED_SENDS`]) or from the
 /// client's own upkeep (bounded by construction).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -890,7 +906,15 @@ impl<R: CryptoRng> RelayClient<R> {
     /// Dials what is due, gives up on slow dials, pings and gives up on silent sockets, and sends
     /// what the pacer allows.
     fn drive(&mut self, now: Timestamp) {
-        let urls: Vec<RelayUrl> = self.relays.keys().cloned().collect();
+        // Runs after every input, and most find nothing due: only a relay with something to do
+        // is named and looked up again. Handling one relay changes no other's state, so choosing
+        // them first picks the relays the loop would have acted on, in the same order.
+        let urls: Vec<RelayUrl> = self
+            .relays
+            .iter()
+            .filter(|(_, r)| r.has_work(now))
+            .map(|(u, _)| u.clone())
+            .collect();
         for url in urls {
             let Some(relay) = self.relays.get_mut(&url) else {
                 continue;
