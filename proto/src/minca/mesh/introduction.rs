@@ -1041,7 +1041,10 @@ mod tests {
         let mut i = Introductions::new();
         for k in 0..10 {
             let s = signal(a, &b.did, T0 + k).to_payload();
-            assert!(matches!(receive(&mut i, T0 + k, me, &s), Verdict::Forward(_)));
+            assert!(matches!(
+                receive(&mut i, T0 + k, me, &s),
+                Verdict::Forward(_)
+            ));
         }
         let s = signal(a, me, T0).to_payload();
         assert!(matches!(receive(&mut i, T0, me, &s), Verdict::Act(_)));
@@ -1081,7 +1084,10 @@ mod tests {
         };
         assert!(passed_holds(&i, T0 + 120_000, T0));
         assert!(!passed_holds(&i, later, T0));
-        assert_eq!(i.check_copy(now(later), ROOM, me, &gone), Err(Dropped::Stale));
+        assert_eq!(
+            i.check_copy(now(later), ROOM, me, &gone),
+            Err(Dropped::Stale)
+        );
         // The origin's old time neither blocks nor counts against a new one.
         let s = signal(a, me, later).to_payload();
         assert!(matches!(receive(&mut i, later, me, &s), Verdict::Act(_)));
