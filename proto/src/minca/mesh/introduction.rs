@@ -433,6 +433,13 @@ impl SignalClock {
 }
 
 /// What a node remembers of the signals it acted on and passed on, across its rooms (§8).
+///
+/// The memory expires lazily: what has aged out is dropped when the memory is next written
+/// ([`Introductions::receive_new`]) or when its owner calls [`Introductions::prune`], never on a
+/// wakeup of its own. An aged-out entry answers nothing meanwhile (both tables judge by `now`),
+/// and each table prunes before it refuses at its bound, so the bounds hold exactly as when it
+/// was pruned the moment anything expired; a wakeup per expiry was a node event that did nothing
+/// else.
 #[derive(Clone, Debug)]
 pub struct Introductions {
     // Keys put their most discriminating part first: every copy of a flooded signal is looked
@@ -518,6 +525,7 @@ impl Introductions {
             return Verdict::Drop(Dropped::BadSignature);
         }
         let at = Timestamp::from_millis(signal.at);
+        self.prune(now);
         match new {
             New::ForUs => {
                 let key: Acted = (signal.origin.clone(), String::from(room));
@@ -579,18 +587,15 @@ impl Introductions {
         Ok(New::ToPassOn)
     }
 
-    /// Forgets what has aged out of the window.
+    /// Forgets what has aged out of the window. Cheap when nothing has: both tables keep their
+    /// soonest expiry at hand, and the acted-on table, whose pruning visits every origin, is
+    /// pruned only once a whole origin has aged out (its other origins' old times are dropped
+    /// as they send again).
     pub fn prune(&mut self, now: Timestamp) {
-        self.acted.prune(now);
-        self.passed.prune(now);
-    }
-
-    /// When something next ages out, for the owner's `poll_timeout`.
-    pub fn next_expiry(&self) -> Option<Timestamp> {
-        match (self.acted.next_expiry(), self.passed.next_expiry()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
+        if self.acted.next_expiry().is_some_and(|at| at <= now) {
+            self.acted.prune(now);
         }
+        self.passed.prune(now);
     }
 }
 
@@ -987,14 +992,167 @@ mod tests {
         let mut i = Introductions::new();
         let s = signal(a, &b.did, T0).to_payload();
         assert!(matches!(receive(&mut i, T0, me, &s), Verdict::Forward(_)));
-        assert!(i.next_expiry().is_some());
+        assert_eq!(i.passed.len(), 1);
+        // Still inside the window at its edge: a copy, and pruning keeps it.
+        i.prune(now(T0 + 120_000));
+        assert_eq!(i.passed.len(), 1);
+        assert_eq!(
+            receive(&mut i, T0 + 120_000, me, &s),
+            Verdict::Drop(Dropped::Again)
+        );
         i.prune(now(T0 + 120_001));
-        assert_eq!(i.next_expiry(), None);
+        assert!(i.passed.is_empty());
         // A copy after that is refused by its time, never passed on again.
         assert_eq!(
             receive(&mut i, T0 + 120_001, me, &s),
             Verdict::Drop(Dropped::Stale)
         );
+    }
+
+    /// Fills the acted-on table with `n` origins named from `name` (not real DIDs: the table
+    /// does not care) that each acted once at `at`.
+    fn fill_acted(i: &mut Introductions, name: &str, n: usize, at: u64) {
+        for k in 0..n {
+            let key: Acted = (alloc::format!("{name}{k}"), ROOM.into());
+            let v = i.acted.accept(now(at), key, now(at));
+            assert_eq!(v, replay::Verdict::Fresh);
+        }
+    }
+
+    /// Fills the passed-on table with `n` signals from one origin, sent at `at`.
+    fn fill_passed(i: &mut Introductions, n: usize, at: u64) {
+        for k in 0..n as u64 {
+            let id: Passed = (at + k, "did:key:zFiller".into(), ROOM.into());
+            let expires = now(at + k) + SIGNAL_WINDOW + Duration::from_millis(1);
+            i.passed.insert(now(at), id, expires);
+        }
+    }
+
+    /// Whether the passed-on table holds the filler signal sent at `at`, live at `t`.
+    fn passed_holds(i: &Introductions, t: u64, at: u64) -> bool {
+        let id: &dyn PassedKey = &(at, "did:key:zFiller", ROOM);
+        i.passed.contains(now(t), id)
+    }
+
+    #[test]
+    fn the_memory_forgets_what_aged_out_when_next_written() {
+        let p = peers(4);
+        let (me, a, b, c) = (&p[0].did, &p[1], &p[2], &p[3]);
+        let mut i = Introductions::new();
+        for k in 0..10 {
+            let s = signal(a, &b.did, T0 + k).to_payload();
+            assert!(matches!(
+                receive(&mut i, T0 + k, me, &s),
+                Verdict::Forward(_)
+            ));
+        }
+        let s = signal(a, me, T0).to_payload();
+        assert!(matches!(receive(&mut i, T0, me, &s), Verdict::Act(_)));
+        assert_eq!((i.passed.len(), i.acted.len_senders()), (10, 1));
+        // Long after, with no pruning in between: what aged out is still held, and answers
+        // nothing (a copy is stale by its time).
+        let later = T0 + 10 * 120_000;
+        assert_eq!(
+            receive(&mut i, later, me, &s),
+            Verdict::Drop(Dropped::Stale)
+        );
+        assert_eq!((i.passed.len(), i.acted.len_senders()), (10, 1));
+        // The next signal written forgets it all, whichever table it goes to.
+        let fresh = signal(c, &b.did, later).to_payload();
+        assert!(matches!(
+            receive(&mut i, later, me, &fresh),
+            Verdict::Forward(_)
+        ));
+        assert_eq!((i.passed.len(), i.acted.len_senders()), (1, 0));
+    }
+
+    #[test]
+    fn an_aged_out_entry_is_not_a_replay_even_before_it_is_pruned() {
+        let p = peers(2);
+        let (me, a) = (&p[0].did, &p[1]);
+        let mut i = Introductions::new();
+        // Held but aged out at `later`: the tables answer by `now`, not by what they hold.
+        fill_passed(&mut i, 1, T0);
+        let key: Acted = (a.did.clone(), ROOM.into());
+        assert!(i.acted.accept(now(T0), key.clone(), now(T0)).is_fresh());
+        let later = T0 + 120_001;
+        assert_eq!(
+            i.acted.check(now(later), &key, now(T0)),
+            replay::Verdict::OutsideWindow
+        );
+        assert_eq!(i.acted.len_senders(), 1);
+        let gone = Routing {
+            origin: "did:key:zFiller",
+            target: &a.did,
+            at: T0,
+            hops: 3,
+        };
+        assert!(passed_holds(&i, T0 + 120_000, T0));
+        assert!(!passed_holds(&i, later, T0));
+        assert_eq!(
+            i.check_copy(now(later), ROOM, me, &gone),
+            Err(Dropped::Stale)
+        );
+        // The origin's old time neither blocks nor counts against a new one.
+        let s = signal(a, me, later).to_payload();
+        assert!(matches!(receive(&mut i, later, me, &s), Verdict::Act(_)));
+        assert_eq!(i.passed.len(), 0);
+    }
+
+    #[test]
+    fn the_tables_stay_bounded_however_long_the_run() {
+        let p = peers(3);
+        let (me, a, b) = (&p[0].did, &p[1], &p[2]);
+        let mut i = Introductions::new();
+        // Full tables, then new signals well after the window, many times over.
+        for round in 0..4u64 {
+            let t = T0 + round * 200_000;
+            fill_acted(&mut i, "o", MAX_ORIGINS, t);
+            fill_passed(&mut i, MAX_PASSED_ON, t);
+            assert_eq!(i.acted.len_senders(), MAX_ORIGINS);
+            assert_eq!(i.passed.len(), MAX_PASSED_ON);
+            let s = signal(a, &b.did, t + 150_000).to_payload();
+            assert!(matches!(
+                receive(&mut i, t + 150_000, me, &s),
+                Verdict::Forward(_)
+            ));
+            assert_eq!((i.acted.len_senders(), i.passed.len()), (0, 1));
+        }
+    }
+
+    #[test]
+    fn the_refusal_at_the_bound_prunes_first_and_refuses_only_live_entries() {
+        let p = peers(3);
+        let (me, a, b) = (&p[0].did, &p[1], &p[2]);
+        // 1 024 live origins: a new one is not heard.
+        let mut i = Introductions::new();
+        fill_acted(&mut i, "o", MAX_ORIGINS, T0);
+        let s = signal(a, me, T0 + 1).to_payload();
+        assert_eq!(
+            receive(&mut i, T0 + 1, me, &s),
+            Verdict::Drop(Dropped::Busy)
+        );
+        // One of them aged out, none pruned: the new origin takes its place.
+        let mut i = Introductions::new();
+        fill_acted(&mut i, "old", 1, T0);
+        fill_acted(&mut i, "new", MAX_ORIGINS - 1, T0 + 2);
+        assert_eq!(i.acted.len_senders(), MAX_ORIGINS);
+        let later = T0 + 120_001;
+        let s = signal(a, me, later).to_payload();
+        assert!(matches!(receive(&mut i, later, me, &s), Verdict::Act(_)));
+        assert_eq!(i.acted.len_senders(), MAX_ORIGINS);
+        // A full passed-on table with one aged-out entry: pruned, not a live entry evicted.
+        let mut i = Introductions::new();
+        fill_passed(&mut i, MAX_PASSED_ON, T0);
+        let later = T0 + 120_001;
+        let s = signal(a, &b.did, later).to_payload();
+        assert!(matches!(
+            receive(&mut i, later, me, &s),
+            Verdict::Forward(_)
+        ));
+        assert_eq!(i.passed.len(), MAX_PASSED_ON);
+        assert!(!passed_holds(&i, later, T0));
+        assert!(passed_holds(&i, later, T0 + 1));
     }
 
     #[test]

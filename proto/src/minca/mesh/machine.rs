@@ -1755,17 +1755,13 @@ impl<R: CryptoRng> Machine for Mesh<R> {
         self.out.pop_front()
     }
 
+    // The signal memory (`introductions`) asks for no wakeup: it expires lazily.
     fn poll_timeout(&self) -> Option<Wakeup> {
-        let intro = self
-            .introductions
-            .next_expiry()
-            .map(|at| Wakeup::new(at, "signal memory ages out"));
         [
             self.handshakes.wakeup("handshake timeout"),
             self.who_grace.wakeup("who grace"),
             self.attempts.wakeup("connection attempt timeout"),
             self.unclaimed.wakeup("unclaimed connection"),
-            intro,
         ]
         .into_iter()
         .fold(None, Wakeup::earliest)

@@ -376,6 +376,22 @@ struct Relay {
     has_turn: bool,
 }
 
+impl Relay {
+    /// Whether [`RelayClient::drive`] has something to do for this relay at `now`: a redial or
+    /// a dial timeout due, a ping due, or sends queued.
+    fn has_work(&self, now: Timestamp) -> bool {
+        match &self.socket {
+            Socket::Waiting { at } => *at <= now,
+            Socket::Dialing { since, .. } => {
+                now.as_millis() >= since.as_millis().saturating_add(DIAL_TIMEOUT_MS)
+            }
+            Socket::Open { open, .. } => {
+                !open.queue.is_empty() || (self.codec.pings() && now >= open.next_ping)
+            }
+        }
+    }
+}
+
 /// Whether a send comes from the application (bounded by [`MAX_QUEUED_SENDS`]) or from the
 /// client's own upkeep (bounded by construction).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -398,6 +414,11 @@ pub struct RelayClient<R> {
     stats: Stats,
     provider: &'static dyn CryptoProvider,
     rng: R,
+    /// [`Machine::poll_timeout`]'s answer, kept by the end of every `handle` and
+    /// `handle_timeout` (the only calls that change what it depends on): the owner asks after
+    /// every event of its own, most of which never reach this client, and the answer visits
+    /// every relay.
+    wakeup: Option<Wakeup>,
 }
 
 impl<R> core::fmt::Debug for RelayClient<R> {
@@ -442,6 +463,7 @@ impl<R: CryptoRng> RelayClient<R> {
             stats,
             provider,
             rng,
+            wakeup: None,
         }
     }
 
@@ -884,7 +906,15 @@ impl<R: CryptoRng> RelayClient<R> {
     /// Dials what is due, gives up on slow dials, pings and gives up on silent sockets, and sends
     /// what the pacer allows.
     fn drive(&mut self, now: Timestamp) {
-        let urls: Vec<RelayUrl> = self.relays.keys().cloned().collect();
+        // Runs after every input, and most find nothing due: only a relay with something to do
+        // is named and looked up again. Handling one relay changes no other's state, so choosing
+        // them first picks the relays the loop would have acted on, in the same order.
+        let urls: Vec<RelayUrl> = self
+            .relays
+            .iter()
+            .filter(|(_, r)| r.has_work(now))
+            .map(|(u, _)| u.clone())
+            .collect();
         for url in urls {
             let Some(relay) = self.relays.get_mut(&url) else {
                 continue;
@@ -1032,6 +1062,7 @@ impl<R: CryptoRng> Machine for RelayClient<R> {
             }
         }
         self.drive(now);
+        self.wakeup = self.next_wakeup();
     }
 
     fn poll(&mut self) -> Option<Output> {
@@ -1039,6 +1070,21 @@ impl<R: CryptoRng> Machine for RelayClient<R> {
     }
 
     fn poll_timeout(&self) -> Option<Wakeup> {
+        debug_assert_eq!(self.wakeup, self.next_wakeup());
+        self.wakeup
+    }
+
+    fn handle_timeout(&mut self, now: Timestamp) {
+        self.check_sleep(now);
+        self.drive(now);
+        self.wakeup = self.next_wakeup();
+    }
+}
+
+impl<R> RelayClient<R> {
+    /// The earliest of every relay's deadlines and the TURN servers' expiry, as the client's state
+    /// stands: what [`Machine::poll_timeout`] answers.
+    fn next_wakeup(&self) -> Option<Wakeup> {
         let mut next: Option<Wakeup> = None;
         for relay in self.relays.values() {
             let wake = match &relay.socket {
@@ -1066,10 +1112,5 @@ impl<R: CryptoRng> Machine for RelayClient<R> {
             .as_ref()
             .map(|t| Wakeup::new(t.expires_at, "turn servers expire"));
         Wakeup::earliest(next, turn)
-    }
-
-    fn handle_timeout(&mut self, now: Timestamp) {
-        self.check_sleep(now);
-        self.drive(now);
     }
 }
