@@ -218,9 +218,10 @@ impl Scenario {
 }
 
 /// Events a node may cost per minute of virtual time before a run counts as a livelock. An honest
-/// run takes about 250 with the default faults (1 000 nodes over 13 minutes: 3 207 440 events;
-/// docs/performance.md), so this bound is four times past any real run and still stops one that
-/// spins.
+/// run takes about 90 with the default faults (1 000 nodes over 13 minutes: 1 131 539 events;
+/// docs/performance.md) and about 230 when partitions cut across the whole network
+/// ([`PartitionRegion::Network`]: 2 971 116), so this bound is four times past any real run and
+/// still stops one that spins.
 pub const EVENTS_PER_NODE_MINUTE: u64 = 1_000;
 
 impl Scenario {
