@@ -27,6 +27,7 @@
 //! the node's peer-connection inputs and outputs.
 
 pub mod auth;
+pub(crate) mod did_map;
 pub mod envelope;
 pub mod mesh;
 pub mod node;

@@ -1,20 +1,12 @@
-//! Table keys looked up from borrowed parts: the signal memory's (§8) and the DID tables'.
+//! The keys of the signal memory (§8), looked up from borrowed parts.
 //!
 //! The memory stores owned keys, but every copy of a flooded signal is looked up, and building
 //! an owned key for each (two `String`s) cost more than the lookup. A table keyed by `K` can be
 //! searched with any `Q` that `K` borrows as, ordered as `K` is; a tuple of `String`s cannot
 //! borrow as a tuple of `&str`s, so each key shape here is a small trait whose trait object both
 //! the owned and the borrowed tuple coerce to, compared by the same parts in the same order.
-//!
-//! The mesh's and the rendezvous' tables of peers ([`DidMap`]) are keyed by DIDs: 57 characters
-//! that all begin `did:key:zDn`, held on the heap. Searched as `String`s in a B-tree, every
-//! comparison of a lookup reads another key's heap text (a cache miss at a thousand nodes) and
-//! compares the shared prefix again. A [`DidMap`] also holds each DID's first [`HEAD_BYTES`] as
-//! one integer that orders as those bytes do, so a search compares integers within one small
-//! array and reads a key's text only on a tie: for DIDs, the key it finds.
 
 use alloc::string::String;
-use alloc::vec::Vec;
 use core::borrow::Borrow;
 use core::cmp::Ordering;
 
@@ -95,179 +87,10 @@ macro_rules! by_parts {
 by_parts!(ActedKey, Acted);
 by_parts!(PassedKey, Passed);
 
-/// The bytes of a DID a [`DidMap`] holds inline: `did:key:zDn` and five more characters of
-/// base58, which tell a few hundred peers apart on all but a handful of ties (each only a text
-/// comparison).
-pub(crate) const HEAD_BYTES: usize = 16;
-
-/// The first [`HEAD_BYTES`] of `text` as a big-endian integer, zero-padded. Integers that differ
-/// order as the texts do (a text that ends inside the head is a prefix of the other up to the
-/// first difference, and sorts first); equal integers say nothing, and the texts decide.
-fn head(text: &str) -> u128 {
-    // Every DID is longer than the head: one load, no copy.
-    if let Some(bytes) = text.as_bytes().first_chunk::<HEAD_BYTES>() {
-        return u128::from_be_bytes(*bytes);
-    }
-    let mut bytes = [0; HEAD_BYTES];
-    let n = text.len().min(HEAD_BYTES);
-    bytes[..n].copy_from_slice(&text.as_bytes()[..n]);
-    u128::from_be_bytes(bytes)
-}
-
-/// A table keyed by DIDs (any text is accepted), iterated in the texts' order, as a
-/// `BTreeMap<String, V>` is: the order a room's peers are flooded to.
-///
-/// Two sorted vectors: the heads, scanned in one small array, and the entries. An insertion or
-/// removal moves the entries after it, so the table is for bounded tables (a room's 64 peers, the
-/// mesh's 256 connections), which are looked up far more often than changed.
-#[derive(Clone, Debug)]
-pub(crate) struct DidMap<V> {
-    /// `head` of each entry's DID, in the entries' order.
-    heads: Vec<u128>,
-    /// The entries, in DID order.
-    entries: Vec<(String, V)>,
-}
-
-impl<V> Default for DidMap<V> {
-    fn default() -> Self {
-        Self {
-            heads: Vec::new(),
-            entries: Vec::new(),
-        }
-    }
-}
-
-impl<V> DidMap<V> {
-    /// The index of `did`'s entry, or where it would go.
-    fn find(&self, did: &str) -> Result<usize, usize> {
-        let h = head(did);
-        // A scan rather than a bisection: the heads are read in order, as the prefetcher
-        // expects, and the loop's one exit is predicted, where each step of a bisection over
-        // random DIDs is a coin toss.
-        let mut i = self
-            .heads
-            .iter()
-            .position(|&x| x >= h)
-            .unwrap_or(self.heads.len());
-        // Entries that share the head follow in text order.
-        while let (Some(&x), Some((text, _))) = (self.heads.get(i), self.entries.get(i))
-            && x == h
-        {
-            match text.as_str().cmp(did) {
-                Ordering::Less => i += 1,
-                Ordering::Equal => return Ok(i),
-                Ordering::Greater => break,
-            }
-        }
-        Err(i)
-    }
-
-    /// The entry of `did`.
-    pub(crate) fn get(&self, did: &str) -> Option<&V> {
-        let i = self.find(did).ok()?;
-        self.entries.get(i).map(|(_, v)| v)
-    }
-
-    /// The entry of `did`, to change.
-    pub(crate) fn get_mut(&mut self, did: &str) -> Option<&mut V> {
-        let i = self.find(did).ok()?;
-        self.entries.get_mut(i).map(|(_, v)| v)
-    }
-
-    /// Whether `did` has an entry.
-    pub(crate) fn contains_key(&self, did: &str) -> bool {
-        self.find(did).is_ok()
-    }
-
-    /// Sets the entry of `did`, returning the one it replaced.
-    pub(crate) fn insert(&mut self, did: impl Into<String> + AsRef<str>, value: V) -> Option<V> {
-        match self.find(did.as_ref()) {
-            Ok(i) => self
-                .entries
-                .get_mut(i)
-                .map(|(_, v)| core::mem::replace(v, value)),
-            Err(i) => {
-                self.heads.insert(i, head(did.as_ref()));
-                self.entries.insert(i, (did.into(), value));
-                None
-            }
-        }
-    }
-
-    /// The entry of `did`, made by `make` if there was none, and whether it was made: one search
-    /// where a lookup and an insertion would take two.
-    pub(crate) fn get_or_insert_with(
-        &mut self,
-        did: &str,
-        make: impl FnOnce() -> V,
-    ) -> (&mut V, bool) {
-        let (i, made) = match self.find(did) {
-            Ok(i) => (i, false),
-            Err(i) => {
-                self.heads.insert(i, head(did));
-                self.entries.insert(i, (did.into(), make()));
-                (i, true)
-            }
-        };
-        // `i` is in bounds: found, or just inserted there.
-        let (_, v) = &mut self.entries[i];
-        (v, made)
-    }
-
-    /// Keeps only the entries `keep` says to, in order.
-    pub(crate) fn retain(&mut self, mut keep: impl FnMut(&str, &mut V) -> bool) {
-        let mut i = 0;
-        while let Some((d, v)) = self.entries.get_mut(i) {
-            if keep(d, v) {
-                i += 1;
-            } else {
-                self.heads.remove(i);
-                self.entries.remove(i);
-            }
-        }
-    }
-
-    /// Removes the entry of `did`.
-    pub(crate) fn remove(&mut self, did: &str) -> Option<V> {
-        let i = self.find(did).ok()?;
-        self.heads.remove(i);
-        Some(self.entries.remove(i).1)
-    }
-
-    /// How many entries there are.
-    pub(crate) fn len(&self) -> usize {
-        self.entries.len()
-    }
-
-    /// The entries, in DID order.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = (&str, &V)> {
-        self.entries.iter().map(|(d, v)| (d.as_str(), v))
-    }
-
-    /// The entries in DID order, but `did`'s: found once, rather than compared with each.
-    pub(crate) fn iter_but(&self, did: Option<&str>) -> impl Iterator<Item = (&str, &V)> {
-        let skip = did.and_then(|d| self.find(d).ok());
-        self.entries
-            .iter()
-            .enumerate()
-            .filter(move |(i, _)| Some(*i) != skip)
-            .map(|(_, (d, v))| (d.as_str(), v))
-    }
-
-    /// The DIDs, in order.
-    pub(crate) fn keys(&self) -> impl Iterator<Item = &str> {
-        self.entries.iter().map(|(d, _)| d.as_str())
-    }
-
-    /// The values, in DID order.
-    pub(crate) fn values(&self) -> impl Iterator<Item = &V> {
-        self.entries.iter().map(|(_, v)| v)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use alloc::vec::Vec;
 
     #[test]
     fn borrowed_keys_order_as_the_owned_keys_do() {
@@ -295,85 +118,5 @@ mod tests {
                 assert_eq!(Borrow::<dyn ActedKey>::borrow(&ax).cmp(dy), ax.cmp(&ay));
             }
         }
-    }
-
-    #[test]
-    fn a_did_map_lists_in_text_order_whatever_the_heads() {
-        let texts = [
-            "",
-            "a",
-            "a\0",
-            "a\0b",
-            "did:key:zDn",
-            "did:key:zDnaeAAAA",
-            "did:key:zDnaeAAAA\0",
-            "did:key:zDnaeAAAB",
-            "did:key:zDnaeAAAAz",
-            "did:key:zDnaeAAAAa",
-            "did:key:zDnaf",
-            "did:key:zDo",
-            "é",
-            "\u{10FFFF}",
-        ];
-        let mut sorted = texts.to_vec();
-        sorted.sort_unstable();
-        // Inserted forwards and backwards: each finds its place among ties on the head.
-        for order in [texts.to_vec(), texts.iter().rev().copied().collect()] {
-            let mut m = DidMap::default();
-            for t in &order {
-                assert_eq!(m.insert(*t, t.len()), None);
-            }
-            assert_eq!(m.keys().collect::<Vec<_>>(), sorted);
-            for t in texts {
-                assert_eq!(m.get(t), Some(&t.len()), "{t:?}");
-            }
-            assert!(!m.contains_key("did:key:zDnaeAAA"));
-            assert!(!m.contains_key("did:key:zDnaeAAAAb"));
-        }
-    }
-
-    #[test]
-    fn a_did_map_finds_removes_and_lists_in_text_order() {
-        let mut m = DidMap::default();
-        let dids = [
-            "did:key:zDnaeB",
-            "did:key:zDnaeA2",
-            "did:key:zDnaeA1",
-            "x",
-            "",
-        ];
-        for (i, d) in dids.iter().enumerate() {
-            assert_eq!(m.insert(*d, i), None);
-        }
-        assert_eq!(m.insert("x", 9), Some(3));
-        let mut sorted = dids.to_vec();
-        sorted.sort_unstable();
-        assert_eq!(m.keys().collect::<Vec<_>>(), sorted);
-        assert_eq!(m.get("did:key:zDnaeA1"), Some(&2));
-        assert_eq!(m.get("did:key:zDnaeA"), None);
-        *m.get_mut("").unwrap() += 10;
-        assert_eq!(m.remove(""), Some(14));
-        assert!(!m.contains_key(""));
-        assert_eq!(m.len(), 4);
-        assert_eq!(m.values().sum::<usize>(), 12);
-        assert_eq!(m.iter().next(), Some(("did:key:zDnaeA1", &2)));
-        let but = |d| m.iter_but(d).map(|(k, _)| k).collect::<Vec<_>>();
-        assert_eq!(
-            but(Some("did:key:zDnaeA2")),
-            ["did:key:zDnaeA1", "did:key:zDnaeB", "x"]
-        );
-        assert_eq!(but(Some("y")), but(None));
-        assert_eq!(but(None), m.keys().collect::<Vec<_>>());
-        let (v, made) = m.get_or_insert_with("did:key:zDnaeA0", || 7);
-        assert_eq!((*v, made), (7, true));
-        *v += 1;
-        assert_eq!(
-            m.get_or_insert_with("did:key:zDnaeA0", || 0),
-            (&mut 8, false)
-        );
-        m.retain(|d, v| d != "x" && *v != 2);
-        let kept = ["did:key:zDnaeA0", "did:key:zDnaeA2", "did:key:zDnaeB"];
-        assert_eq!(m.keys().collect::<Vec<_>>(), kept);
-        assert_eq!(m.get("did:key:zDnaeB"), Some(&0));
     }
 }

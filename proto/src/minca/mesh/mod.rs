@@ -16,7 +16,7 @@ pub mod frame;
 pub mod introduction;
 pub mod live;
 pub mod machine;
-pub(crate) mod memory_key;
+mod memory_key;
 pub mod peers_peek;
 mod plain_json;
 pub mod signal_frame;

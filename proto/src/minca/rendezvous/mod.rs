@@ -49,8 +49,8 @@ use crate::core::replay::Verdict;
 use crate::core::{Machine, ReplayWindow, Timestamp, Wakeup};
 use crate::crypto::{CryptoError, CryptoProvider, P256Public, P256Secret, generate_p256};
 use crate::minca::auth;
+use crate::minca::did_map::DidMap;
 use crate::minca::envelope::BOX_BYTES;
-use crate::minca::mesh::memory_key::DidMap;
 use crate::minca::relay_wire::MAX_BLOB_CHARS;
 use crate::minca::room::Room;
 
