@@ -36,20 +36,12 @@ impl std::fmt::Debug for P256Key {
 impl P256Key {
     /// `scalar` expanded: its public half computed once.
     pub(super) fn new(scalar: p256::NonZeroScalar) -> Self {
-        #[cfg(feature = "fast-crypto")]
-        {
-            P256Key {
-                public: super::p256_public_for_real(&scalar),
-                scalar,
-            }
-        }
-        #[cfg(not(feature = "fast-crypto"))]
-        {
-            let rustcrypto = p256::ecdsa::SigningKey::from(scalar);
-            P256Key {
-                public: P256Public(p256::CompressedPoint::from(rustcrypto.verifying_key()).into()),
-                rustcrypto,
-            }
+        P256Key {
+            public: super::p256_public_for_real(&scalar),
+            #[cfg(feature = "fast-crypto")]
+            scalar,
+            #[cfg(not(feature = "fast-crypto"))]
+            rustcrypto: p256::ecdsa::SigningKey::from(scalar),
         }
     }
 
