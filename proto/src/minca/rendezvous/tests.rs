@@ -986,6 +986,13 @@ fn a_message_from_itself_from_a_non_p256_did_or_with_a_box_off_the_curve_is_igno
         .len(),
         1
     );
+    // b is known now, with the box it acted on checked: a new box off the curve from it is
+    // still checked, and ignored.
+    let mut m = hello_from(&b, T0 + 3);
+    m.box_ = base64url::encode(&[9u8; 33]);
+    let before = a.ignored(Ignored::BadBox);
+    assert!(deliver(&mut a, t(0), &room(), &forge(&room(), &key_b, m)).is_empty());
+    assert_eq!(a.ignored(Ignored::BadBox), before + 1);
 }
 
 #[test]
