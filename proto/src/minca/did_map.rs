@@ -1,19 +1,49 @@
 //! A table keyed by DIDs, for the mesh's and the rendezvous' tables of peers (Minca §2, §7).
 //!
-//! DIDs are 57 characters that all begin `did:key:zDn`, held on the heap. Searched as `String`s
-//! in a B-tree, every comparison of a lookup reads another key's heap text (a cache miss at a
+//! DIDs are 57 characters that all begin `did:key:zDn`. Searched as heap `String`s in a B-tree, every comparison of a lookup reads another key's heap text (a cache miss at a
 //! thousand nodes) and compares the shared prefix again. A [`DidMap`] also holds each DID's first
 //! [`HEAD_BYTES`] as one integer that orders as those bytes do, so a search compares integers
 //! within one small array and reads a key's text only on a tie: for DIDs, the key it finds.
+//! That text is held in the entry itself ([`INLINE_BYTES`]), so confirming the key found reads
+//! the line the entry's value is on, not one more heap allocation.
 
 use alloc::string::String;
 use alloc::vec::Vec;
+use arrayvec::ArrayString;
 use core::cmp::Ordering;
 
 /// The bytes of a DID a [`DidMap`] holds inline: `did:key:zDn` and five more characters of
 /// base58, which tell a few hundred peers apart on all but a handful of ties (each only a text
 /// comparison).
 pub(crate) const HEAD_BYTES: usize = 16;
+
+/// The longest DID a [`DidMap`] holds in its entry rather than on the heap: a P-256 did:key
+/// is 57 bytes, an Ed25519 one 56. A tuning of about 48 bytes an entry against one cache miss a
+/// lookup, no protocol value: longer texts (up to what a table's owner accepts) work the same.
+pub(crate) const INLINE_BYTES: usize = 64;
+
+/// A DID as a [`DidMap`] entry holds it.
+#[derive(Clone, Debug)]
+enum Key {
+    Inline(ArrayString<INLINE_BYTES>),
+    Heap(String),
+}
+
+impl Key {
+    fn new(did: impl Into<String> + AsRef<str>) -> Self {
+        match ArrayString::from(did.as_ref()) {
+            Ok(inline) => Key::Inline(inline),
+            Err(_) => Key::Heap(did.into()),
+        }
+    }
+
+    fn as_str(&self) -> &str {
+        match self {
+            Key::Inline(s) => s.as_str(),
+            Key::Heap(s) => s.as_str(),
+        }
+    }
+}
 
 /// The first [`HEAD_BYTES`] of `text` as a big-endian integer, zero-padded. Integers that differ
 /// order as the texts do (a text that ends inside the head is a prefix of the other up to the
@@ -40,7 +70,7 @@ pub(crate) struct DidMap<V> {
     /// `head` of each entry's DID, in the entries' order.
     heads: Vec<u128>,
     /// The entries, in DID order.
-    entries: Vec<(String, V)>,
+    entries: Vec<(Key, V)>,
 }
 
 impl<V> Default for DidMap<V> {
@@ -103,7 +133,7 @@ impl<V> DidMap<V> {
                 .map(|(_, v)| core::mem::replace(v, value)),
             Err(i) => {
                 self.heads.insert(i, head(did.as_ref()));
-                self.entries.insert(i, (did.into(), value));
+                self.entries.insert(i, (Key::new(did), value));
                 None
             }
         }
@@ -120,7 +150,7 @@ impl<V> DidMap<V> {
             Ok(i) => (i, false),
             Err(i) => {
                 self.heads.insert(i, head(did));
-                self.entries.insert(i, (did.into(), make()));
+                self.entries.insert(i, (Key::new(did), make()));
                 (i, true)
             }
         };
@@ -133,7 +163,7 @@ impl<V> DidMap<V> {
     pub(crate) fn retain(&mut self, mut keep: impl FnMut(&str, &mut V) -> bool) {
         let mut i = 0;
         while let Some((d, v)) = self.entries.get_mut(i) {
-            if keep(d, v) {
+            if keep(d.as_str(), v) {
                 i += 1;
             } else {
                 self.heads.remove(i);
@@ -183,6 +213,7 @@ impl<V> DidMap<V> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use alloc::format;
 
     #[test]
     fn a_did_map_lists_in_text_order_whatever_the_heads() {
@@ -217,6 +248,30 @@ mod tests {
             assert!(!m.contains_key("did:key:zDnaeAAA"));
             assert!(!m.contains_key("did:key:zDnaeAAAAb"));
         }
+    }
+
+    #[test]
+    fn a_text_longer_than_an_entry_holds_is_kept_on_the_heap_and_found_the_same() {
+        let short = "did:key:zDnaeShort";
+        let at_bound = "d".repeat(INLINE_BYTES);
+        let long = "d".repeat(INLINE_BYTES + 1);
+        let longer = format!("{long}z");
+        let mut m = DidMap::default();
+        for (i, t) in [short, &longer, &at_bound, &long].into_iter().enumerate() {
+            assert_eq!(m.insert(t, i), None);
+        }
+        let held: Vec<bool> = m
+            .entries
+            .iter()
+            .map(|(k, _)| matches!(k, Key::Inline(_)))
+            .collect();
+        // In text order: 64 `d`s, 65, 65 and a `z`, then the DID.
+        assert_eq!(held, [true, false, false, true]);
+        assert_eq!(m.get(&long), Some(&3));
+        assert_eq!(m.get(&longer), Some(&1));
+        assert_eq!(m.get(&at_bound), Some(&2));
+        assert_eq!(m.remove(&long), Some(3));
+        assert_eq!(m.keys().collect::<Vec<_>>(), [&at_bound, &longer, short]);
     }
 
     #[test]
