@@ -189,6 +189,11 @@ impl<V> DidMap<V> {
         self.entries.iter().map(|(d, v)| (d.as_str(), v))
     }
 
+    /// The entries, in DID order, to change.
+    pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = (&str, &mut V)> {
+        self.entries.iter_mut().map(|(d, v)| (d.as_str(), v))
+    }
+
     /// The entries in DID order, but `did`'s: found once, rather than compared with each.
     pub(crate) fn iter_but(&self, did: Option<&str>) -> impl Iterator<Item = (&str, &V)> {
         let skip = did.and_then(|d| self.find(d).ok());

@@ -605,7 +605,7 @@ pub struct Mesh<R: CryptoRng> {
     key: P256Secret,
     crypto: &'static dyn CryptoProvider,
     rng: R,
-    rooms: BTreeMap<String, Room>,
+    rooms: DidMap<Room>,
     conns: DidMap<Conn>,
     by_id: BTreeMap<ConnId, String>,
     next_conn: u64,
@@ -632,7 +632,7 @@ impl<R: CryptoRng> Mesh<R> {
             key,
             crypto,
             rng,
-            rooms: BTreeMap::new(),
+            rooms: DidMap::default(),
             conns: DidMap::default(),
             by_id: BTreeMap::new(),
             next_conn: 0,
@@ -729,13 +729,13 @@ impl<R: CryptoRng> Mesh<R> {
             if let Some(stage) = room.peers.get_mut(peer) {
                 if stage.is_admitted() {
                     self.out.push_back(Output::Departed {
-                        room: name.clone(),
+                        room: name.into(),
                         peer: peer.into(),
                     });
                 }
                 if stage.uses_connection() {
-                    self.handshakes.cancel(&(name.clone(), peer.into()));
-                    self.who_grace.cancel(&(name.clone(), peer.into()));
+                    self.handshakes.cancel(&(name.into(), peer.into()));
+                    self.who_grace.cancel(&(name.into(), peer.into()));
                 }
                 *stage = Stage::Known;
             }
@@ -1007,7 +1007,7 @@ impl<R: CryptoRng> Mesh<R> {
             .rooms
             .iter()
             .filter(|(_, r)| matches!(r.peers.get(&peer), Some(Stage::Known)))
-            .map(|(n, _)| n.clone())
+            .map(|(n, _)| String::from(n))
             .collect();
         for room in rooms {
             self.greet(now, &room, &peer);
@@ -1460,7 +1460,7 @@ impl<R: CryptoRng> Mesh<R> {
             .rooms
             .iter()
             .filter(|(_, r)| r.access().is_some_and(|a| a.view() != r.view))
-            .map(|(n, _)| n.clone())
+            .map(|(n, _)| String::from(n))
             .collect();
         for room in moved {
             self.review_room(now, &room);
