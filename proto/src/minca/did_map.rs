@@ -22,25 +22,28 @@ pub(crate) const HEAD_BYTES: usize = 16;
 /// lookup, no protocol value: longer texts (up to what a table's owner accepts) work the same.
 pub(crate) const INLINE_BYTES: usize = 64;
 
-/// A DID as a [`DidMap`] entry holds it.
+/// A DID's text as a table holds it: in the table's own memory up to [`INLINE_BYTES`], on the
+/// heap beyond.
 #[derive(Clone, Debug)]
-enum Key {
+pub(crate) enum DidText {
     Inline(ArrayString<INLINE_BYTES>),
     Heap(String),
 }
 
-impl Key {
-    fn new(did: impl Into<String> + AsRef<str>) -> Self {
+impl DidText {
+    /// `did`'s text, inline if it fits.
+    pub(crate) fn new(did: impl Into<String> + AsRef<str>) -> Self {
         match ArrayString::from(did.as_ref()) {
-            Ok(inline) => Key::Inline(inline),
-            Err(_) => Key::Heap(did.into()),
+            Ok(inline) => DidText::Inline(inline),
+            Err(_) => DidText::Heap(did.into()),
         }
     }
 
-    fn as_str(&self) -> &str {
+    /// The text.
+    pub(crate) fn as_str(&self) -> &str {
         match self {
-            Key::Inline(s) => s.as_str(),
-            Key::Heap(s) => s.as_str(),
+            DidText::Inline(s) => s.as_str(),
+            DidText::Heap(s) => s.as_str(),
         }
     }
 }
@@ -70,7 +73,7 @@ pub(crate) struct DidMap<V> {
     /// `head` of each entry's DID, in the entries' order.
     heads: Vec<u128>,
     /// The entries, in DID order.
-    entries: Vec<(Key, V)>,
+    entries: Vec<(DidText, V)>,
 }
 
 impl<V> Default for DidMap<V> {
@@ -133,7 +136,7 @@ impl<V> DidMap<V> {
                 .map(|(_, v)| core::mem::replace(v, value)),
             Err(i) => {
                 self.heads.insert(i, head(did.as_ref()));
-                self.entries.insert(i, (Key::new(did), value));
+                self.entries.insert(i, (DidText::new(did), value));
                 None
             }
         }
@@ -150,7 +153,7 @@ impl<V> DidMap<V> {
             Ok(i) => (i, false),
             Err(i) => {
                 self.heads.insert(i, head(did));
-                self.entries.insert(i, (Key::new(did), make()));
+                self.entries.insert(i, (DidText::new(did), make()));
                 (i, true)
             }
         };
@@ -268,7 +271,7 @@ mod tests {
         let held: Vec<bool> = m
             .entries
             .iter()
-            .map(|(k, _)| matches!(k, Key::Inline(_)))
+            .map(|(k, _)| matches!(k, DidText::Inline(_)))
             .collect();
         // In text order: 64 `d`s, 65, 65 and a `z`, then the DID.
         assert_eq!(held, [true, false, false, true]);

@@ -40,7 +40,7 @@ use crate::core::{
 };
 use crate::crypto::{CryptoProvider, P256Secret};
 use crate::minca::auth;
-use crate::minca::did_map::DidMap;
+use crate::minca::did_map::{DidMap, DidText};
 use crate::minca::mesh::admission::{Admitted, Handshake, PeerWho, Stage};
 use crate::minca::mesh::frame::{AUTH_HELLO, AUTH_PROOF, Frame, LEAVE, PEERS, SIGNAL};
 use crate::minca::mesh::introduction::{
@@ -607,7 +607,7 @@ pub struct Mesh<R: CryptoRng> {
     rng: R,
     rooms: DidMap<Room>,
     conns: DidMap<Conn>,
-    by_id: BTreeMap<ConnId, String>,
+    by_id: BTreeMap<ConnId, DidText>,
     next_conn: u64,
     handshakes: TimerQueue<(String, String)>,
     who_grace: TimerQueue<(String, String)>,
@@ -792,7 +792,7 @@ impl<R: CryptoRng> Mesh<R> {
                 bytes: PEER_BYTE_RATE.bucket(now),
             },
         );
-        self.by_id.insert(id, peer.into());
+        self.by_id.insert(id, DidText::new(peer));
         self.attempts
             .schedule(now.saturating_add(ATTEMPT_TIMEOUT), id);
         Some(id)
@@ -924,7 +924,7 @@ impl<R: CryptoRng> Mesh<R> {
     }
 
     fn on_local_description(&mut self, now: Timestamp, conn: ConnId, sdp: String) {
-        let Some(peer) = self.by_id.get(&conn).cloned() else {
+        let Some(peer) = self.by_id.get(&conn).map(|p| String::from(p.as_str())) else {
             self.counters.ignored_inputs += 1;
             return;
         };
@@ -992,7 +992,7 @@ impl<R: CryptoRng> Mesh<R> {
     }
 
     fn on_opened(&mut self, now: Timestamp, conn: ConnId, local: String, remote: String) {
-        let Some(peer) = self.by_id.get(&conn).cloned() else {
+        let Some(peer) = self.by_id.get(&conn).map(|p| String::from(p.as_str())) else {
             self.counters.ignored_inputs += 1;
             return;
         };
@@ -1019,10 +1019,10 @@ impl<R: CryptoRng> Mesh<R> {
             self.counters.ignored_inputs += 1;
             return;
         };
-        self.conns.remove(&peer);
+        self.conns.remove(peer.as_str());
         self.attempts.cancel(&conn);
         self.unclaimed.cancel(&conn);
-        self.forget_peer_stages(&peer);
+        self.forget_peer_stages(peer.as_str());
     }
 
     // ---- admission (§7.2) -------------------------------------------------------------------
@@ -1273,7 +1273,7 @@ impl<R: CryptoRng> Mesh<R> {
             self.counters.stale_connection += 1;
             return;
         };
-        let Some(c) = self.conns.get_mut(peer).filter(|c| c.is_open()) else {
+        let Some(c) = self.conns.get_mut(peer.as_str()).filter(|c| c.is_open()) else {
             self.counters.stale_connection += 1;
             return;
         };
@@ -1285,13 +1285,13 @@ impl<R: CryptoRng> Mesh<R> {
         // Most frames are copies of a flooded signal: answered from a peek, with the peer
         // still borrowed, and the first copy read from what the peek kept.
         if let Some(p) = signal_peek::peek(bytes) {
-            match self.peeked_signal(now, peer, &p) {
+            match self.peeked_signal(now, peer.as_str(), &p) {
                 Ok((new, signal)) => {
                     let peer = peer.clone();
                     let verdict =
                         self.introductions
                             .receive_new(now, self.crypto, p.room, new, signal);
-                    self.follow_signal(now, p.room, &peer, verdict);
+                    self.follow_signal(now, p.room, peer.as_str(), verdict);
                 }
                 Err(Refused::UnknownRoom) => self.counters.unknown_room += 1,
                 Err(Refused::NotAdmitted) => self.counters.not_admitted += 1,
@@ -1299,7 +1299,9 @@ impl<R: CryptoRng> Mesh<R> {
             }
             return;
         }
-        let peer = peer.clone();
+        // Copied out of `by_id` (inline, no allocation) so `self` can change below.
+        let held = peer.clone();
+        let peer = held.as_str();
         // Everything else, and a signal outside what the peek reads, through a JSON tree; a
         // peer list as weft writes it without one. Either answers as the general path would.
         let (room, kind, body) = match peers_peek::peek(bytes) {
@@ -1324,25 +1326,25 @@ impl<R: CryptoRng> Mesh<R> {
             self.counters.unknown_room += 1;
             return;
         };
-        let admitted = r.is_admitted(&peer);
+        let admitted = r.is_admitted(peer);
         let is_space = r.introduces();
         let room = room.as_ref();
         match kind.as_ref() {
-            AUTH_HELLO => self.on_auth_hello(now, room, &peer, &body.into_json()),
-            AUTH_PROOF => self.on_auth_proof(now, room, &peer, &body.into_json()),
+            AUTH_HELLO => self.on_auth_hello(now, room, peer, &body.into_json()),
+            AUTH_PROOF => self.on_auth_proof(now, room, peer, &body.into_json()),
             _ if !admitted => self.counters.not_admitted += 1,
             PEERS => self.on_peers(now, room, &body),
             SIGNAL => {
                 let signal = Signal::parse(&body.into_json());
-                self.on_mesh_signal(now, room, is_space, &peer, signal)
+                self.on_mesh_signal(now, room, is_space, peer, signal)
             }
-            LEAVE => self.drop_peer(room, &peer),
-            WHO if is_space => self.on_who(now, room, &peer, &body.into_json()),
-            LIVE if is_space => self.on_live(now, room, &peer, body.into_json()),
+            LEAVE => self.drop_peer(room, peer),
+            WHO if is_space => self.on_who(now, room, peer, &body.into_json()),
+            LIVE if is_space => self.on_live(now, room, peer, body.into_json()),
             _ if is_space => self.counters.unknown_type += 1,
             _ => self.out.push_back(Output::Deliver {
                 room: room.into(),
-                peer,
+                peer: peer.into(),
                 kind: kind.into_owned(),
                 payload: body.into_json(),
             }),
@@ -1778,7 +1780,7 @@ impl<R: CryptoRng> Machine for Mesh<R> {
             }
         }
         while let Some((_, conn)) = self.attempts.pop_due(now) {
-            if let Some(peer) = self.by_id.get(&conn).cloned()
+            if let Some(peer) = self.by_id.get(&conn).map(|p| String::from(p.as_str()))
                 && !self.conns.get(&peer).is_some_and(Conn::is_open)
             {
                 self.counters.attempt_timeouts += 1;
@@ -1786,7 +1788,7 @@ impl<R: CryptoRng> Machine for Mesh<R> {
             }
         }
         while let Some((_, conn)) = self.unclaimed.pop_due(now) {
-            if let Some(peer) = self.by_id.get(&conn).cloned()
+            if let Some(peer) = self.by_id.get(&conn).map(|p| String::from(p.as_str()))
                 && !self.uses_connection(&peer)
             {
                 self.counters.idle_closed += 1;
