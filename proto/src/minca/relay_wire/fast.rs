@@ -1,5 +1,5 @@
-//! The relay messages that carry nearly all traffic, read straight from their text: `mail` on the
-//! client, `drop` and `fetch` on the relay.
+//! The relay messages that carry nearly all traffic, read straight from their text: `mail` and
+//! `pong` on the client, `drop`, `fetch` and `ping` on the relay.
 //!
 //! The general path reads a frame into a `serde_json::Value` tree, an allocation per member, and
 //! then the members from the tree. Here a frame is read into borrowed strings and numbers, and
@@ -8,15 +8,16 @@
 //! given twice (the tree keeps the last), an unknown field (serde skips it without the checks a
 //! tree makes: nesting depth, numbers in range, escapes naming characters), `null` where the
 //! general path wants a value, a float such as `1.0`, anything not an object and any error are
-//! left to the general path, which gives its own answer or error.
+//! left to the general path, which gives its own answer or error. A `ping` or `pong` is taken
+//! only as this crate writes it, byte for byte; any other spelling goes the general way.
 
 use alloc::vec::Vec;
 
 use serde::Deserialize;
 
 use super::{
-    Blob, ClientMessage, Mail, MailItem, RelayMessage, RelayWireError, Topic, Ttl, check_seqs,
-    safe_integer,
+    Blob, ClientMessage, ItemRef, MailRef, PING_TEXT, PONG_TEXT, RelayFrame, RelayWireError, Topic,
+    Ttl, safe_integer,
 };
 use crate::codec::object::{self, Object, Text, present};
 
@@ -63,6 +64,9 @@ struct ItemWire<'a> {
 
 /// See [`ClientMessage::from_text_common`].
 pub(super) fn client_message(text: &str) -> Option<ClientMessage> {
+    if text == PING_TEXT {
+        return Some(ClientMessage::Ping);
+    }
     let wire: ClientWire<'_> = object::read(text.as_bytes())?;
     let topic = Topic::parse(&wire.topic.0).ok()?;
     let optional = |n: Option<u64>, error| n.map(|n| safe_integer(Some(n), error)).transpose();
@@ -83,37 +87,31 @@ pub(super) fn client_message(text: &str) -> Option<ClientMessage> {
     }
 }
 
-/// See [`RelayMessage::from_text_common`].
-pub(super) fn relay_message(text: &str) -> Option<RelayMessage> {
+/// See [`super::RelayMessage::from_text_common`].
+pub(super) fn relay_frame(text: &str) -> Option<RelayFrame<'_>> {
+    if text == PONG_TEXT {
+        return Some(RelayFrame::Pong);
+    }
     let wire: MailWire<'_> = object::read(text.as_bytes())?;
     if wire.kind.0 != "mail" {
         return None;
     }
-    let topic = Topic::parse(&wire.topic.0).ok()?;
     let items = wire
         .items
         .into_iter()
-        .map(|Object(item)| {
-            Ok(MailItem {
-                blob: Blob::parse(&item.blob.0)?,
-                seq: item
-                    .seq
-                    .map(|n| safe_integer(Some(n), RelayWireError::BadSeq))
-                    .transpose()?,
-            })
+        .map(|Object(item)| ItemRef {
+            blob: item.blob.0,
+            seq: item.seq,
         })
-        .collect::<Result<Vec<_>, RelayWireError>>()
-        .ok()?;
-    check_seqs(&items).ok()?;
-    Some(RelayMessage::Mail(Mail {
-        topic,
-        items,
-        more: wire.more.unwrap_or(false),
-    }))
+        .collect();
+    MailRef::checked(wire.topic.0, items, wire.more.unwrap_or(false))
+        .ok()
+        .map(RelayFrame::Mail)
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::RelayMessage;
     use super::*;
     use alloc::format;
     use alloc::string::String;
