@@ -457,7 +457,6 @@ pub struct RelayClient<R> {
     configured: BTreeSet<RelayUrl>,
     rooms: BTreeMap<Topic, Room>,
     relays: BTreeMap<RelayUrl, Relay>,
-    conns: BTreeMap<ConnId, RelayUrl>,
     next_conn: u64,
     last_now: Option<Timestamp>,
     reachable: Option<bool>,
@@ -506,7 +505,6 @@ impl<R: CryptoRng> RelayClient<R> {
             configured,
             rooms: BTreeMap::new(),
             relays: BTreeMap::new(),
-            conns: BTreeMap::new(),
             next_conn: 0,
             last_now: None,
             reachable: None,
@@ -587,6 +585,23 @@ impl<R: CryptoRng> RelayClient<R> {
         }
     }
 
+    /// The relay whose socket (dialling or open) is `conn`. Found by the socket rather than kept
+    /// in a table by `conn`: a client has a few relays, so a scan of their sockets is cheaper than
+    /// a search that compares URLs, and nothing has to be kept in step with the sockets.
+    fn relay_on(&mut self, conn: ConnId) -> Option<(&RelayUrl, &mut Relay)> {
+        Self::relay_in(&mut self.relays, conn)
+    }
+
+    /// [`RelayClient::relay_on`] borrowing only the relay table.
+    fn relay_in(
+        relays: &mut BTreeMap<RelayUrl, Relay>,
+        conn: ConnId,
+    ) -> Option<(&RelayUrl, &mut Relay)> {
+        relays.iter_mut().find(|(_, relay)| {
+            matches!(relay.socket, Socket::Dialing { conn: c, .. } | Socket::Open { conn: c, .. } if c == conn)
+        })
+    }
+
     /// Whether the room `topic` watches on `relay` (§4: the configured relays and its own).
     fn room_uses(&self, topic: &Topic, relay: &RelayUrl) -> bool {
         self.configured.contains(relay)
@@ -640,7 +655,6 @@ impl<R: CryptoRng> RelayClient<R> {
             if let Some(relay) = self.relays.remove(&url) {
                 match relay.socket {
                     Socket::Dialing { conn, .. } | Socket::Open { conn, .. } => {
-                        self.conns.remove(&conn);
                         self.outputs.push_back(Output::Close { conn });
                     }
                     Socket::Waiting { .. } => {}
@@ -804,15 +818,12 @@ impl<R: CryptoRng> RelayClient<R> {
     }
 
     fn opened(&mut self, now: Timestamp, conn: ConnId) {
-        let Some(url) = self.conns.get(&conn).cloned() else {
+        let Some((url, relay)) = self.relay_on(conn) else {
             self.stats.stray_reports += 1;
             return;
         };
-        let Some(relay) = self.relays.get_mut(&url) else {
-            self.stats.stray_reports += 1;
-            return;
-        };
-        if !matches!(relay.socket, Socket::Dialing { conn: c, .. } if c == conn) {
+        let url = url.clone();
+        if !matches!(relay.socket, Socket::Dialing { .. }) {
             self.stats.stray_reports += 1;
             return;
         }
@@ -847,11 +858,7 @@ impl<R: CryptoRng> RelayClient<R> {
         mut deliver: Option<&mut dyn FnMut(Delivered<'_>)>,
     ) {
         // Borrowed, not cloned: most frames (a `pong`, a page's `mail`) need no copy of the URL.
-        let Some(url) = self.conns.get(&conn) else {
-            self.stats.stray_reports += 1;
-            return;
-        };
-        let Some(relay) = self.relays.get_mut(url) else {
+        let Some((url, relay)) = Self::relay_in(&mut self.relays, conn) else {
             self.stats.stray_reports += 1;
             return;
         };
@@ -922,9 +929,6 @@ impl<R: CryptoRng> RelayClient<R> {
         let Some(relay) = self.relays.get_mut(url) else {
             return;
         };
-        if let Socket::Dialing { conn, .. } | Socket::Open { conn, .. } = relay.socket {
-            self.conns.remove(&conn);
-        }
         for topic in relay.codec.reset() {
             self.outputs.push_back(Output::Fetched {
                 relay: url.clone(),
@@ -962,10 +966,11 @@ impl<R: CryptoRng> RelayClient<R> {
     }
 
     fn socket_gone(&mut self, now: Timestamp, conn: ConnId) {
-        let Some(url) = self.conns.get(&conn).cloned() else {
+        let Some((url, _)) = self.relay_on(conn) else {
             self.stats.stray_reports += 1;
             return;
         };
+        let url = url.clone();
         self.lost(now, &url, None);
         self.update_reachable();
     }
@@ -1017,7 +1022,6 @@ impl<R: CryptoRng> RelayClient<R> {
                     let conn = ConnId(self.next_conn);
                     self.next_conn += 1;
                     relay.socket = Socket::Dialing { conn, since: now };
-                    self.conns.insert(conn, url.clone());
                     self.outputs.push_back(Output::Dial {
                         conn,
                         relay: url.clone(),
