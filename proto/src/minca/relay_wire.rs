@@ -527,24 +527,12 @@ impl RelayMessage {
     pub fn to_text(&self) -> String {
         let mut out = String::new();
         match self {
-            Self::Mail(mail) => {
-                out.push_str("{\"type\":\"mail\",\"topic\":\"");
-                out.push_str(mail.topic.as_str());
-                out.push_str("\",\"items\":[");
-                for (i, item) in mail.items.iter().enumerate() {
-                    if i > 0 {
-                        out.push(',');
-                    }
-                    out.push_str("{\"blob\":\"");
-                    out.push_str(item.blob.as_str());
-                    out.push('"');
-                    if let Some(seq) = item.seq {
-                        let _ = write!(out, ",\"seq\":{seq}");
-                    }
-                    out.push('}');
-                }
-                let _ = write!(out, "],\"more\":{}}}", mail.more);
-            }
+            Self::Mail(mail) => write_mail(
+                &mut out,
+                &mail.topic,
+                mail.items.iter().map(|i| (&i.blob, i.seq)),
+                mail.more,
+            ),
             Self::Ice(servers) => {
                 out.push_str("{\"type\":\"ice\",\"payload\":");
                 out.push_str(&js::stringify(&servers.to_payload()));
@@ -554,6 +542,39 @@ impl RelayMessage {
         }
         out
     }
+
+    /// The text of a one-blob `mail` saying no `more`: what a relay pushes to a topic's
+    /// watchers, written without building the [`Mail`] first.
+    pub fn pushed_text(topic: &Topic, blob: &Blob, seq: Option<u64>) -> String {
+        let mut out = String::new();
+        write_mail(&mut out, topic, core::iter::once((blob, seq)), false);
+        out
+    }
+}
+
+/// Writes a `mail` (topics and blobs are checked base64url, so they need no JSON escaping).
+fn write_mail<'a>(
+    out: &mut String,
+    topic: &Topic,
+    items: impl Iterator<Item = (&'a Blob, Option<u64>)>,
+    more: bool,
+) {
+    out.push_str("{\"type\":\"mail\",\"topic\":\"");
+    out.push_str(topic.as_str());
+    out.push_str("\",\"items\":[");
+    for (i, (blob, seq)) in items.enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str("{\"blob\":\"");
+        out.push_str(blob.as_str());
+        out.push('"');
+        if let Some(seq) = seq {
+            let _ = write!(out, ",\"seq\":{seq}");
+        }
+        out.push('}');
+    }
+    let _ = write!(out, "],\"more\":{more}}}");
 }
 
 /// A relay → client message as [`RelayMessage::read`] gives it: a `mail` borrows from the frame.
@@ -1445,6 +1466,22 @@ mod tests {
         let s = IceServers::from_relay(&ice_payload(json!([turn(json!("turn:a"))]))).unwrap();
         assert!(s.is_current(Timestamp::from_millis(1_789_999_999_999)));
         assert!(!s.is_current(Timestamp::from_millis(1_790_000_000_000)));
+    }
+
+    #[test]
+    fn a_pushed_mail_is_written_as_the_mail_it_is() {
+        for seq in [None, Some(0), Some(MAX_SAFE_INTEGER)] {
+            let blob = Blob::parse("AQID").unwrap();
+            let mail = RelayMessage::Mail(Mail {
+                topic: topic(),
+                items: vec![MailItem {
+                    blob: blob.clone(),
+                    seq,
+                }],
+                more: false,
+            });
+            assert_eq!(RelayMessage::pushed_text(&topic(), &blob, seq), mail.to_text());
+        }
     }
 
     #[test]

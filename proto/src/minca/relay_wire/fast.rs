@@ -67,6 +67,9 @@ pub(super) fn client_message(text: &str) -> Option<ClientMessage> {
     if text == PING_TEXT {
         return Some(ClientMessage::Ping);
     }
+    if let Some(drop) = drop_as_written(text) {
+        return Some(drop);
+    }
     let wire: ClientWire<'_> = object::read(text.as_bytes())?;
     let topic = Topic::parse(&wire.topic.0).ok()?;
     let optional = |n: Option<u64>, error| n.map(|n| safe_integer(Some(n), error)).transpose();
@@ -154,6 +157,23 @@ fn mail_as_written(text: &str) -> Option<MailRef<'_>> {
         _ => return None,
     };
     MailRef::checked(topic.into(), items, more).ok()
+}
+
+/// A `drop` exactly as [`ClientMessage::to_text`] writes it, read by position as
+/// [`mail_as_written`] reads a `mail`, and for the same reasons.
+fn drop_as_written(text: &str) -> Option<ClientMessage> {
+    let rest = text.strip_prefix(r#"{"type":"drop","topic":""#)?;
+    let (topic, rest) = rest.split_once('"')?;
+    let (blob, rest) = rest.strip_prefix(r#","blob":""#)?.split_once('"')?;
+    let (ttl, rest) = integer_as_written(rest.strip_prefix(r#","ttl":"#)?)?;
+    if rest != "}" {
+        return None;
+    }
+    Some(ClientMessage::Drop {
+        topic: Topic::parse(topic).ok()?,
+        blob: Blob::parse(blob).ok()?,
+        ttl: Ttl::from_millis(ttl).ok()?,
+    })
 }
 
 /// A non-negative integer at the start of `text` as JSON spells it (no sign, no leading zero, no
@@ -327,6 +347,14 @@ mod tests {
             };
             let text = RelayMessage::Mail(mail.clone()).to_text();
             assert_eq!(mail_as_written(&text).map(|m| m.to_mail()), Some(mail));
+        }
+        for ttl in [0, 1, super::super::MAX_SAFE_INTEGER] {
+            let drop = ClientMessage::Drop {
+                topic: topic.clone(),
+                blob: Blob::parse("AQID").unwrap(),
+                ttl: Ttl::from_millis(ttl).unwrap(),
+            };
+            assert_eq!(drop_as_written(&drop.to_text()), Some(drop));
         }
         assert_eq!(integer_as_written("12,"), Some((12, ",")));
         for refused in ["", "-1", "01", "1.5", "1e3", "18446744073709551616"] {
