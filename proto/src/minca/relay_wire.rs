@@ -1480,7 +1480,10 @@ mod tests {
                 }],
                 more: false,
             });
-            assert_eq!(RelayMessage::pushed_text(&topic(), &blob, seq), mail.to_text());
+            assert_eq!(
+                RelayMessage::pushed_text(&topic(), &blob, seq),
+                mail.to_text()
+            );
         }
     }
 

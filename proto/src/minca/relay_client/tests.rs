@@ -1284,10 +1284,15 @@ fn handle_text_hands_out_what_text_would_queue_in_the_same_order_and_counts_the_
     // The first blob's first character escaped: read through an owned copy, not the frame.
     let escaped = format!("\\u{:04x}{}", b.as_bytes()[0], &b[1..]);
     let frames = [
-        format!(r#"{{"type":"mail","topic":"{topic}","items":[{{"blob":"{a}"}},{{"blob":"{b}","seq":3}}],"more":false}}"#),
+        format!(
+            r#"{{"type":"mail","topic":"{topic}","items":[{{"blob":"{a}"}},{{"blob":"{b}","seq":3}}],"more":false}}"#
+        ),
         format!(r#"{{"type":"mail","topic":"{topic}","items":[{{"blob":"{escaped}"}}]}}"#),
         format!(r#"{{"items":[{{"blob":"{a}"}}],"type":"mail","topic":"{topic}"}}"#),
-        format!(r#"{{"type":"mail","topic":"{}","items":[{{"blob":"{a}"}}]}}"#, room(2)),
+        format!(
+            r#"{{"type":"mail","topic":"{}","items":[{{"blob":"{a}"}}]}}"#,
+            room(2)
+        ),
         format!(r#"{{"type":"mail","topic":"{topic}","items":[{{"blob":"{a}="}}]}}"#),
         r#"{"type":"pong"}"#.to_string(),
         r#"{ "type" : "pong" }"#.to_string(),

@@ -338,7 +338,10 @@ mod tests {
             (vec![], false),
             (vec![item("AQID", None)], false),
             (vec![item("AQID", Some(0)), item("BA", None)], true),
-            (vec![item("AQID", Some(7)), item("BA", Some(1 << 40))], false),
+            (
+                vec![item("AQID", Some(7)), item("BA", Some(1 << 40))],
+                false,
+            ),
         ] {
             let mail = super::super::Mail {
                 topic: topic.clone(),
