@@ -926,7 +926,6 @@ fn kind_name(kind: SignalKind) -> &'static str {
     }
 }
 
-/// The SDP of an opened description, when it is a session description of the signal's kind.
 /// Hands a relay's blobs to the rendezvous, borrowed: it does not ask which relay a blob came
 /// through (a copy through another is a replay by its `at`), so no relay id is looked up, and a
 /// page's `done` says nothing it needs.
@@ -947,6 +946,7 @@ fn deliver<R: CryptoRng>(
     }
 }
 
+/// The SDP of an opened description, when it is a session description of the signal's kind.
 fn description_sdp(kind: SignalKind, description: Value) -> Option<String> {
     let Value::Object(mut d) = description else {
         return None;

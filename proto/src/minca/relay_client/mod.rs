@@ -597,8 +597,9 @@ impl<R: CryptoRng> RelayClient<R> {
         relays: &mut BTreeMap<RelayUrl, Relay>,
         conn: ConnId,
     ) -> Option<(&RelayUrl, &mut Relay)> {
-        relays.iter_mut().find(|(_, relay)| {
-            matches!(relay.socket, Socket::Dialing { conn: c, .. } | Socket::Open { conn: c, .. } if c == conn)
+        relays.iter_mut().find(|(_, relay)| match relay.socket {
+            Socket::Dialing { conn: c, .. } | Socket::Open { conn: c, .. } => c == conn,
+            Socket::Waiting { .. } => false,
         })
     }
 
