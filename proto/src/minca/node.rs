@@ -724,14 +724,30 @@ impl<R: CryptoRng> Node<R> {
             relay_client::Output::Close { conn } => {
                 self.out.push_back(Output::RelayClose { conn });
             }
-            relay_client::Output::Blob { topic, blob, .. } => {
-                self.blob_to_rendezvous(&topic, &blob)
-            }
-            relay_client::Output::Fetched { topic, blobs, .. } => {
-                for blob in &blobs {
-                    self.blob_to_rendezvous(&topic, blob);
-                }
-            }
+            relay_client::Output::Blob { relay, topic, blob } => deliver(
+                &mut self.rendezvous,
+                now,
+                relay_client::Delivered::Blob {
+                    relay: &relay,
+                    topic: topic.as_str(),
+                    blob: blob.as_str(),
+                },
+            ),
+            relay_client::Output::Fetched {
+                relay,
+                topic,
+                blobs,
+                done,
+            } => deliver(
+                &mut self.rendezvous,
+                now,
+                relay_client::Delivered::Page {
+                    relay: &relay,
+                    topic,
+                    blobs,
+                    done,
+                },
+            ),
             relay_client::Output::FetchUnsent { .. } => {}
             relay_client::Output::RelayState { relay, state } => {
                 match state {
@@ -767,13 +783,6 @@ impl<R: CryptoRng> Node<R> {
         };
         self.rendezvous.handle(self.now, input);
         (room, peer)
-    }
-
-    /// Hands a relay's blob to the rendezvous, borrowed: it does not ask which relay a blob came
-    /// through (a copy through another is a replay by its `at`), so no relay id is looked up.
-    fn blob_to_rendezvous(&mut self, topic: &Topic, blob: &Blob) {
-        self.rendezvous
-            .receive_blob(self.now, topic.as_str(), blob.as_str());
     }
 
     fn route_rendezvous(&mut self, out: rendezvous::Output) {
@@ -917,6 +926,26 @@ fn kind_name(kind: SignalKind) -> &'static str {
     }
 }
 
+/// Hands a relay's blobs to the rendezvous, borrowed: it does not ask which relay a blob came
+/// through (a copy through another is a replay by its `at`), so no relay id is looked up, and a
+/// page's `done` says nothing it needs.
+fn deliver<R: CryptoRng>(
+    rendezvous: &mut Rendezvous<R>,
+    now: Timestamp,
+    delivered: relay_client::Delivered<'_>,
+) {
+    match delivered {
+        relay_client::Delivered::Blob { topic, blob, .. } => {
+            rendezvous.receive_blob(now, topic, blob);
+        }
+        relay_client::Delivered::Page { topic, blobs, .. } => {
+            for blob in &blobs {
+                rendezvous.receive_blob(now, topic.as_str(), blob.as_str());
+            }
+        }
+    }
+}
+
 /// The SDP of an opened description, when it is a session description of the signal's kind.
 fn description_sdp(kind: SignalKind, description: Value) -> Option<String> {
     let Value::Object(mut d) = description else {
@@ -974,9 +1003,12 @@ impl<R: CryptoRng> Machine for Node<R> {
                 self.relays
                     .handle(now, relay_client::Input::Opened { conn });
             }
+            // Blobs go from the frame to the rendezvous as they are read, never copied.
             Input::RelayText { conn, text } => {
-                self.relays
-                    .handle(now, relay_client::Input::Text { conn, text });
+                let rendezvous = &mut self.rendezvous;
+                self.relays.handle_text(now, conn, &text, &mut |delivered| {
+                    deliver(rendezvous, now, delivered)
+                });
             }
             Input::RelayClosed { conn } => {
                 self.relays

@@ -564,11 +564,6 @@ impl<R: CryptoRng> RelayServer<R> {
             Some(expires) => self.keep(&topic, &blob, expires),
             None => None,
         };
-        let mail = RelayMessage::Mail(Mail {
-            topic: topic.clone(),
-            items: alloc::vec![MailItem { blob, seq }],
-            more: false,
-        });
         let Some(state) = self.topics.get(&topic) else {
             return;
         };
@@ -582,7 +577,7 @@ impl<R: CryptoRng> RelayServer<R> {
         if others.is_empty() {
             return;
         }
-        let text = mail.to_text();
+        let text = RelayMessage::pushed_text(&topic, &blob, seq);
         self.stats.delivered += others.len() as u64;
         for c in others {
             self.out.push_back(Output::Send {

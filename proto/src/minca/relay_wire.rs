@@ -24,8 +24,10 @@
 //! fields in the order of the spec's examples, and leaves out fields at their defaults; whatever
 //! parses re-serializes to text that parses to the same message.
 
+use alloc::borrow::Cow;
 use alloc::string::String;
 use alloc::vec::Vec;
+use core::borrow::Borrow;
 use core::fmt;
 use core::fmt::Write as _;
 
@@ -166,12 +168,15 @@ pub struct Topic(String);
 impl Topic {
     /// Checks a topic as it appears on the wire.
     pub fn parse(text: &str) -> Result<Self, RelayWireError> {
-        // The length check first: it is cheap and bounds the decode.
-        if text.len() != TOPIC_CHARS {
-            return Err(RelayWireError::BadTopic);
-        }
-        base64url::decode_array::<TOPIC_BYTES>(text).map_err(|_| RelayWireError::BadTopic)?;
+        check_topic(text)?;
         Ok(Self(String::from(text)))
+    }
+
+    /// The topic whose text passed [`Topic::parse`]'s check already (a [`MailRef`]'s), copied
+    /// without checking it again.
+    pub(crate) fn from_checked(text: &str) -> Self {
+        debug_assert!(check_topic(text).is_ok());
+        Self(String::from(text))
     }
 
     /// The topic of a 32-byte hash (see [`crate::minca::room::Room::topic`]).
@@ -183,6 +188,23 @@ impl Topic {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+}
+
+/// Lets topic-keyed tables be searched with a topic still borrowed from a frame: a `Topic` orders
+/// and compares exactly as its text does.
+impl Borrow<str> for Topic {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
+fn check_topic(text: &str) -> Result<(), RelayWireError> {
+    // The length check first: it is cheap and bounds the decode.
+    if text.len() != TOPIC_CHARS {
+        return Err(RelayWireError::BadTopic);
+    }
+    base64url::decode_array::<TOPIC_BYTES>(text).map_err(|_| RelayWireError::BadTopic)?;
+    Ok(())
 }
 
 impl fmt::Display for Topic {
@@ -201,6 +223,13 @@ impl Blob {
     pub fn parse(text: &str) -> Result<Self, RelayWireError> {
         check_blob(text)?;
         Ok(Self(String::from(text)))
+    }
+
+    /// The blob whose text passed [`Blob::parse`]'s check already (a [`MailRef`]'s), copied
+    /// without checking it again.
+    pub(crate) fn from_checked(text: &str) -> Self {
+        debug_assert!(check_blob(text).is_ok());
+        Self(String::from(text))
     }
 
     /// Encodes `bytes` as a blob; refused if empty or if the encoding would exceed
@@ -383,11 +412,17 @@ impl ClientMessage {
                 );
             }
             Self::Ice => out.push_str("{\"type\":\"ice\"}"),
-            Self::Ping => out.push_str("{\"type\":\"ping\"}"),
+            Self::Ping => out.push_str(PING_TEXT),
         }
         out
     }
 }
+
+/// A `ping` as this crate writes it: the fast paths take exactly this text without a parse.
+const PING_TEXT: &str = "{\"type\":\"ping\"}";
+
+/// A `pong` as this crate writes it (see [`PING_TEXT`]).
+const PONG_TEXT: &str = "{\"type\":\"pong\"}";
 
 /// One blob on a `mail` page.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -437,20 +472,27 @@ impl RelayMessage {
     /// Parses one text frame from a relay. An `ice` offer with no usable server is
     /// [`RelayWireError::UnusableIce`]: the client drops it (§2.1).
     pub fn parse(text: &str) -> Result<Self, RelayWireError> {
-        match Self::from_text_common(text) {
-            Some(m) => Ok(m),
-            None => Self::parse_tree(text),
+        Self::read(text).map(Self::from)
+    }
+
+    /// [`RelayMessage::parse`] with a `mail`'s topic and blobs left in the frame where they need
+    /// no unescaping: a client hands most blobs on without keeping them, so copying each into a
+    /// [`Blob`] first would be work thrown away.
+    pub fn read(text: &str) -> Result<RelayFrame<'_>, RelayWireError> {
+        match fast::relay_frame(text) {
+            Some(frame) => Ok(frame),
+            None => Self::parse_tree(text).map(RelayFrame::from),
         }
     }
 
-    /// The message that carries nearly all of a client's traffic (`mail`) read straight from its
-    /// text, without the JSON tree [`RelayMessage::parse_tree`] reads. `None` for every other
-    /// message and for any text this path could read differently from the general one (not an
-    /// object, a field given twice, any error), so that path decides those, with its own errors.
-    /// [`RelayMessage::parse`] is the way to read a frame; this is public so that a fuzz target
-    /// can hold the two paths to the same answer.
+    /// The messages that carry nearly all of a client's traffic (`mail`, `pong`) read straight
+    /// from their text, without the JSON tree [`RelayMessage::parse_tree`] reads. `None` for
+    /// every other message and for any text this path could read differently from the general
+    /// one (not an object, a field given twice, any error), so that path decides those, with its
+    /// own errors. [`RelayMessage::parse`] is the way to read a frame; this is public so that a
+    /// fuzz target can hold the two paths to the same answer.
     pub fn from_text_common(text: &str) -> Option<Self> {
-        fast::relay_message(text)
+        fast::relay_frame(text).map(Self::from)
     }
 
     /// [`RelayMessage::parse`] without its fast path: every message read through a JSON tree.
@@ -467,7 +509,7 @@ impl RelayMessage {
                     .iter()
                     .map(mail_item)
                     .collect::<Result<Vec<_>, _>>()?;
-                check_seqs(&items)?;
+                check_seqs(items.iter().map(|i| i.seq))?;
                 let more = optional_bool(&obj, "more", RelayWireError::BadMore)?.unwrap_or(false);
                 Ok(Self::Mail(Mail { topic, items, more }))
             }
@@ -485,32 +527,162 @@ impl RelayMessage {
     pub fn to_text(&self) -> String {
         let mut out = String::new();
         match self {
-            Self::Mail(mail) => {
-                out.push_str("{\"type\":\"mail\",\"topic\":\"");
-                out.push_str(mail.topic.as_str());
-                out.push_str("\",\"items\":[");
-                for (i, item) in mail.items.iter().enumerate() {
-                    if i > 0 {
-                        out.push(',');
-                    }
-                    out.push_str("{\"blob\":\"");
-                    out.push_str(item.blob.as_str());
-                    out.push('"');
-                    if let Some(seq) = item.seq {
-                        let _ = write!(out, ",\"seq\":{seq}");
-                    }
-                    out.push('}');
-                }
-                let _ = write!(out, "],\"more\":{}}}", mail.more);
-            }
+            Self::Mail(mail) => write_mail(
+                &mut out,
+                &mail.topic,
+                mail.items.iter().map(|i| (&i.blob, i.seq)),
+                mail.more,
+            ),
             Self::Ice(servers) => {
                 out.push_str("{\"type\":\"ice\",\"payload\":");
                 out.push_str(&js::stringify(&servers.to_payload()));
                 out.push('}');
             }
-            Self::Pong => out.push_str("{\"type\":\"pong\"}"),
+            Self::Pong => out.push_str(PONG_TEXT),
         }
         out
+    }
+
+    /// The text of a one-blob `mail` saying no `more`: what a relay pushes to a topic's
+    /// watchers, written without building the [`Mail`] first.
+    pub fn pushed_text(topic: &Topic, blob: &Blob, seq: Option<u64>) -> String {
+        let mut out = String::new();
+        write_mail(&mut out, topic, core::iter::once((blob, seq)), false);
+        out
+    }
+}
+
+/// Writes a `mail` (topics and blobs are checked base64url, so they need no JSON escaping).
+fn write_mail<'a>(
+    out: &mut String,
+    topic: &Topic,
+    items: impl Iterator<Item = (&'a Blob, Option<u64>)>,
+    more: bool,
+) {
+    out.push_str("{\"type\":\"mail\",\"topic\":\"");
+    out.push_str(topic.as_str());
+    out.push_str("\",\"items\":[");
+    for (i, (blob, seq)) in items.enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str("{\"blob\":\"");
+        out.push_str(blob.as_str());
+        out.push('"');
+        if let Some(seq) = seq {
+            let _ = write!(out, ",\"seq\":{seq}");
+        }
+        out.push('}');
+    }
+    let _ = write!(out, "],\"more\":{more}}}");
+}
+
+/// A relay → client message as [`RelayMessage::read`] gives it: a `mail` borrows from the frame.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RelayFrame<'a> {
+    /// Blobs under a topic.
+    Mail(MailRef<'a>),
+    /// TURN servers, already filtered as §2.1 says.
+    Ice(IceServers),
+    /// The answer to a `ping`.
+    Pong,
+}
+
+impl From<RelayMessage> for RelayFrame<'_> {
+    fn from(message: RelayMessage) -> Self {
+        match message {
+            RelayMessage::Mail(mail) => Self::Mail(MailRef::from(mail)),
+            RelayMessage::Ice(servers) => Self::Ice(servers),
+            RelayMessage::Pong => Self::Pong,
+        }
+    }
+}
+
+impl From<RelayFrame<'_>> for RelayMessage {
+    fn from(frame: RelayFrame<'_>) -> Self {
+        match frame {
+            RelayFrame::Mail(mail) => Self::Mail(mail.to_mail()),
+            RelayFrame::Ice(servers) => Self::Ice(servers),
+            RelayFrame::Pong => Self::Pong,
+        }
+    }
+}
+
+/// A [`Mail`] whose topic and blobs are still the frame's text (or owned, where the frame escaped
+/// them), checked as [`Topic::parse`] and [`Blob::parse`] check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MailRef<'a> {
+    topic: Cow<'a, str>,
+    items: Vec<ItemRef<'a>>,
+    more: bool,
+}
+
+/// One blob of a [`MailRef`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct ItemRef<'a> {
+    blob: Cow<'a, str>,
+    seq: Option<u64>,
+}
+
+impl<'a> MailRef<'a> {
+    /// Checks what a `mail` names: the topic, every blob, every `seq` and their order.
+    fn checked(
+        topic: Cow<'a, str>,
+        items: Vec<ItemRef<'a>>,
+        more: bool,
+    ) -> Result<Self, RelayWireError> {
+        check_topic(&topic)?;
+        for item in &items {
+            check_blob(&item.blob)?;
+            if let Some(seq) = item.seq {
+                safe_integer(Some(seq), RelayWireError::BadSeq)?;
+            }
+        }
+        check_seqs(items.iter().map(|i| i.seq))?;
+        Ok(Self { topic, items, more })
+    }
+
+    /// The topic's text, checked.
+    pub fn topic(&self) -> &str {
+        &self.topic
+    }
+
+    /// The blobs' text, checked, in page order.
+    pub fn blobs(&self) -> impl DoubleEndedIterator<Item = &str> + ExactSizeIterator {
+        self.items.iter().map(|i| &*i.blob)
+    }
+
+    /// The owned message.
+    pub fn to_mail(&self) -> Mail {
+        Mail {
+            topic: Topic::from_checked(&self.topic),
+            items: self
+                .items
+                .iter()
+                .map(|i| MailItem {
+                    blob: Blob::from_checked(&i.blob),
+                    seq: i.seq,
+                })
+                .collect(),
+            more: self.more,
+        }
+    }
+}
+
+impl From<Mail> for MailRef<'_> {
+    fn from(mail: Mail) -> Self {
+        Self {
+            topic: Cow::Owned(mail.topic.0),
+            items: mail
+                .items
+                .into_iter()
+                .map(|i| ItemRef {
+                    blob: Cow::Owned(i.blob.0),
+                    seq: i.seq,
+                })
+                .collect(),
+            more: mail.more,
+        }
     }
 }
 
@@ -739,9 +911,9 @@ fn safe_integer(n: Option<u64>, error: RelayWireError) -> Result<u64, RelayWireE
 }
 
 /// §1.4: "seq increases with every blob the relay keeps", so along a page too.
-fn check_seqs(items: &[MailItem]) -> Result<(), RelayWireError> {
+fn check_seqs(seqs: impl Iterator<Item = Option<u64>>) -> Result<(), RelayWireError> {
     let mut last = None;
-    for seq in items.iter().filter_map(|i| i.seq) {
+    for seq in seqs.flatten() {
         if last.is_some_and(|l| seq <= l) {
             return Err(RelayWireError::SeqNotIncreasing);
         }
@@ -1294,6 +1466,25 @@ mod tests {
         let s = IceServers::from_relay(&ice_payload(json!([turn(json!("turn:a"))]))).unwrap();
         assert!(s.is_current(Timestamp::from_millis(1_789_999_999_999)));
         assert!(!s.is_current(Timestamp::from_millis(1_790_000_000_000)));
+    }
+
+    #[test]
+    fn a_pushed_mail_is_written_as_the_mail_it_is() {
+        for seq in [None, Some(0), Some(MAX_SAFE_INTEGER)] {
+            let blob = Blob::parse("AQID").unwrap();
+            let mail = RelayMessage::Mail(Mail {
+                topic: topic(),
+                items: vec![MailItem {
+                    blob: blob.clone(),
+                    seq,
+                }],
+                more: false,
+            });
+            assert_eq!(
+                RelayMessage::pushed_text(&topic(), &blob, seq),
+                mail.to_text()
+            );
+        }
     }
 
     #[test]

@@ -271,6 +271,58 @@ pub enum Output {
     },
 }
 
+/// What a relay's frame carried for the application, as [`RelayClient::handle_text`] hands it
+/// out: the [`Output::Blob`] and [`Output::Fetched`] that [`Input::Text`] would have queued, a
+/// pushed blob still borrowed from the frame.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Delivered<'a> {
+    /// A blob arrived under a watched topic ([`Output::Blob`]).
+    Blob {
+        /// The relay it came through.
+        relay: &'a RelayUrl,
+        /// The topic's text (checked as [`Topic::parse`] checks).
+        topic: &'a str,
+        /// The blob's text (checked as [`Blob::parse`] checks).
+        blob: &'a str,
+    },
+    /// A page of a [`Input::Fetch`] from one relay ([`Output::Fetched`]).
+    Page {
+        /// The relay.
+        relay: &'a RelayUrl,
+        /// The topic.
+        topic: Topic,
+        /// The blobs on the page.
+        blobs: Vec<Blob>,
+        /// Whether this relay's read is over.
+        done: bool,
+    },
+}
+
+impl Delivered<'_> {
+    /// The output [`Input::Text`] queues for it.
+    fn into_output(self) -> Output {
+        match self {
+            Self::Blob { relay, topic, blob } => Output::Blob {
+                relay: relay.clone(),
+                topic: Topic::from_checked(topic),
+                blob: Blob::from_checked(blob),
+            },
+            Self::Page {
+                relay,
+                topic,
+                blobs,
+                done,
+            } => Output::Fetched {
+                relay: relay.clone(),
+                topic,
+                blobs,
+                done,
+            },
+        }
+    }
+}
+
 /// The client's configuration.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ClientConfig {
@@ -405,7 +457,6 @@ pub struct RelayClient<R> {
     configured: BTreeSet<RelayUrl>,
     rooms: BTreeMap<Topic, Room>,
     relays: BTreeMap<RelayUrl, Relay>,
-    conns: BTreeMap<ConnId, RelayUrl>,
     next_conn: u64,
     last_now: Option<Timestamp>,
     reachable: Option<bool>,
@@ -454,7 +505,6 @@ impl<R: CryptoRng> RelayClient<R> {
             configured,
             rooms: BTreeMap::new(),
             relays: BTreeMap::new(),
-            conns: BTreeMap::new(),
             next_conn: 0,
             last_now: None,
             reachable: None,
@@ -465,6 +515,29 @@ impl<R: CryptoRng> RelayClient<R> {
             rng,
             wakeup: None,
         }
+    }
+
+    /// [`Input::Text`] with what the frame carries for the application (the [`Output::Blob`]s
+    /// and [`Output::Fetched`] it would queue) handed to `deliver` as it is read, in order, a
+    /// pushed blob still borrowed from `text`: for a host that hands blobs on and keeps none,
+    /// which is most of what a client hears. Everything else is queued as for [`Input::Text`].
+    pub fn handle_text(
+        &mut self,
+        now: Timestamp,
+        conn: ConnId,
+        text: &str,
+        deliver: &mut dyn FnMut(Delivered<'_>),
+    ) {
+        self.check_sleep(now);
+        self.text(now, conn, text, Some(deliver));
+        self.settle(now);
+    }
+
+    /// What ends every input: what is due is done, and the wakeup kept for
+    /// [`Machine::poll_timeout`].
+    fn settle(&mut self, now: Timestamp) {
+        self.drive(now);
+        self.wakeup = self.next_wakeup();
     }
 
     /// What the client ignored or refused so far.
@@ -510,6 +583,24 @@ impl<R: CryptoRng> RelayClient<R> {
             Some(Socket::Open { open, .. }) => open.queue.len(),
             _ => 0,
         }
+    }
+
+    /// The relay whose socket (dialling or open) is `conn`. Found by the socket rather than kept
+    /// in a table by `conn`: a client has a few relays, so a scan of their sockets is cheaper than
+    /// a search that compares URLs, and nothing has to be kept in step with the sockets.
+    fn relay_on(&mut self, conn: ConnId) -> Option<(&RelayUrl, &mut Relay)> {
+        Self::relay_in(&mut self.relays, conn)
+    }
+
+    /// [`RelayClient::relay_on`] borrowing only the relay table.
+    fn relay_in(
+        relays: &mut BTreeMap<RelayUrl, Relay>,
+        conn: ConnId,
+    ) -> Option<(&RelayUrl, &mut Relay)> {
+        relays.iter_mut().find(|(_, relay)| match relay.socket {
+            Socket::Dialing { conn: c, .. } | Socket::Open { conn: c, .. } => c == conn,
+            Socket::Waiting { .. } => false,
+        })
     }
 
     /// Whether the room `topic` watches on `relay` (§4: the configured relays and its own).
@@ -565,7 +656,6 @@ impl<R: CryptoRng> RelayClient<R> {
             if let Some(relay) = self.relays.remove(&url) {
                 match relay.socket {
                     Socket::Dialing { conn, .. } | Socket::Open { conn, .. } => {
-                        self.conns.remove(&conn);
                         self.outputs.push_back(Output::Close { conn });
                     }
                     Socket::Waiting { .. } => {}
@@ -729,15 +819,12 @@ impl<R: CryptoRng> RelayClient<R> {
     }
 
     fn opened(&mut self, now: Timestamp, conn: ConnId) {
-        let Some(url) = self.conns.get(&conn).cloned() else {
+        let Some((url, relay)) = self.relay_on(conn) else {
             self.stats.stray_reports += 1;
             return;
         };
-        let Some(relay) = self.relays.get_mut(&url) else {
-            self.stats.stray_reports += 1;
-            return;
-        };
-        if !matches!(relay.socket, Socket::Dialing { conn: c, .. } if c == conn) {
+        let url = url.clone();
+        if !matches!(relay.socket, Socket::Dialing { .. }) {
             self.stats.stray_reports += 1;
             return;
         }
@@ -762,17 +849,29 @@ impl<R: CryptoRng> RelayClient<R> {
         self.sync_watches(now, &url);
     }
 
-    fn text(&mut self, now: Timestamp, conn: ConnId, text: &str) {
+    /// A frame on `conn`: what it carries for the application goes to `deliver`, or without one
+    /// is queued as outputs.
+    fn text(
+        &mut self,
+        now: Timestamp,
+        conn: ConnId,
+        text: &str,
+        mut deliver: Option<&mut dyn FnMut(Delivered<'_>)>,
+    ) {
         // Borrowed, not cloned: most frames (a `pong`, a page's `mail`) need no copy of the URL.
-        let Some(url) = self.conns.get(&conn) else {
+        let Some((url, relay)) = Self::relay_in(&mut self.relays, conn) else {
             self.stats.stray_reports += 1;
             return;
         };
-        let Some(relay) = self.relays.get_mut(url) else {
-            self.stats.stray_reports += 1;
-            return;
-        };
-        let Socket::Open { open, .. } = &mut relay.socket else {
+        let Relay {
+            codec,
+            socket,
+            backoff,
+            answers_pings,
+            ice,
+            has_turn,
+        } = relay;
+        let Socket::Open { open, .. } = socket else {
             self.stats.stray_reports += 1;
             return;
         };
@@ -782,9 +881,38 @@ impl<R: CryptoRng> RelayClient<R> {
         open.pings_unanswered = 0;
         if !open.answered {
             open.answered = true;
-            relay.backoff.reset();
+            backoff.reset();
         }
-        let decoded = relay.codec.decode(now, &mut self.rng, text);
+        let (stats, outputs, watched) = (&mut self.stats, &mut self.outputs, &open.watched);
+        let mut hand_out = |delivered: Delivered<'_>| match deliver.as_deref_mut() {
+            Some(deliver) => deliver(delivered),
+            None => outputs.push_back(delivered.into_output()),
+        };
+        let decoded = codec.decode(now, &mut self.rng, text, &mut |heard| match heard {
+            Heard::Blob(topic, blob) => {
+                if watched.contains(topic) {
+                    hand_out(Delivered::Blob {
+                        relay: url,
+                        topic,
+                        blob,
+                    });
+                } else {
+                    stats.unwatched_blobs += 1;
+                }
+            }
+            Heard::Page { topic, blobs, done } => hand_out(Delivered::Page {
+                relay: url,
+                topic,
+                blobs,
+                done,
+            }),
+            Heard::Ice(servers) => {
+                *has_turn = true;
+                *ice = Some(servers);
+            }
+            Heard::Pong => *answers_pings = true,
+            Heard::Refused => stats.refused += 1,
+        });
         if decoded.malformed {
             self.stats.malformed_frames += 1;
         }
@@ -792,33 +920,6 @@ impl<R: CryptoRng> RelayClient<R> {
         for answer in decoded.answers {
             if !open.app_full(&mut self.stats) {
                 open.push(vec![answer], SendClass::App);
-            }
-        }
-        for heard in decoded.heard {
-            match heard {
-                Heard::Blob(topic, blob) => {
-                    if open.watched.contains(&topic) {
-                        self.outputs.push_back(Output::Blob {
-                            relay: url.clone(),
-                            topic,
-                            blob,
-                        });
-                    } else {
-                        self.stats.unwatched_blobs += 1;
-                    }
-                }
-                Heard::Page { topic, blobs, done } => self.outputs.push_back(Output::Fetched {
-                    relay: url.clone(),
-                    topic,
-                    blobs,
-                    done,
-                }),
-                Heard::Ice(servers) => {
-                    relay.has_turn = true;
-                    relay.ice = Some(servers);
-                }
-                Heard::Pong => relay.answers_pings = true,
-                Heard::Refused => self.stats.refused += 1,
             }
         }
         self.update_reachable();
@@ -829,9 +930,6 @@ impl<R: CryptoRng> RelayClient<R> {
         let Some(relay) = self.relays.get_mut(url) else {
             return;
         };
-        if let Socket::Dialing { conn, .. } | Socket::Open { conn, .. } = relay.socket {
-            self.conns.remove(&conn);
-        }
         for topic in relay.codec.reset() {
             self.outputs.push_back(Output::Fetched {
                 relay: url.clone(),
@@ -869,10 +967,11 @@ impl<R: CryptoRng> RelayClient<R> {
     }
 
     fn socket_gone(&mut self, now: Timestamp, conn: ConnId) {
-        let Some(url) = self.conns.get(&conn).cloned() else {
+        let Some((url, _)) = self.relay_on(conn) else {
             self.stats.stray_reports += 1;
             return;
         };
+        let url = url.clone();
         self.lost(now, &url, None);
         self.update_reachable();
     }
@@ -924,7 +1023,6 @@ impl<R: CryptoRng> RelayClient<R> {
                     let conn = ConnId(self.next_conn);
                     self.next_conn += 1;
                     relay.socket = Socket::Dialing { conn, since: now };
-                    self.conns.insert(conn, url.clone());
                     self.outputs.push_back(Output::Dial {
                         conn,
                         relay: url.clone(),
@@ -1052,7 +1150,7 @@ impl<R: CryptoRng> Machine for RelayClient<R> {
             Input::Fetch { topic } => self.fetch(now, topic),
             Input::RequestIce => self.request_ice(now),
             Input::Opened { conn } => self.opened(now, conn),
-            Input::Text { conn, text } => self.text(now, conn, &text),
+            Input::Text { conn, text } => self.text(now, conn, &text, None),
             Input::Closed { conn } | Input::DialFailed { conn } => self.socket_gone(now, conn),
             Input::Online => {
                 let urls: Vec<RelayUrl> = self.relays.keys().cloned().collect();
@@ -1061,8 +1159,7 @@ impl<R: CryptoRng> Machine for RelayClient<R> {
                 }
             }
         }
-        self.drive(now);
-        self.wakeup = self.next_wakeup();
+        self.settle(now);
     }
 
     fn poll(&mut self) -> Option<Output> {
@@ -1076,8 +1173,7 @@ impl<R: CryptoRng> Machine for RelayClient<R> {
 
     fn handle_timeout(&mut self, now: Timestamp) {
         self.check_sleep(now);
-        self.drive(now);
-        self.wakeup = self.next_wakeup();
+        self.settle(now);
     }
 }
 

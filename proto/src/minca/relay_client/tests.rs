@@ -1274,3 +1274,56 @@ fn room_churn_faster_than_the_pacer_redials_the_socket_instead_of_queueing_witho
     assert!(net.fakes[A].watched(&room(1)));
     assert!(net.client.queued(&url(A)) <= MAX_QUEUED_FRAMES);
 }
+
+#[test]
+fn handle_text_hands_out_what_text_would_queue_in_the_same_order_and_counts_the_same() {
+    let topic = room(1).as_str().to_string();
+    let blob_a = blob(7);
+    let blob_b = blob(8);
+    let (a, b) = (blob_a.as_str(), blob_b.as_str());
+    // The first blob's first character escaped: read through an owned copy, not the frame.
+    let escaped = format!("\\u{:04x}{}", b.as_bytes()[0], &b[1..]);
+    let frames = [
+        format!(
+            r#"{{"type":"mail","topic":"{topic}","items":[{{"blob":"{a}"}},{{"blob":"{b}","seq":3}}],"more":false}}"#
+        ),
+        format!(r#"{{"type":"mail","topic":"{topic}","items":[{{"blob":"{escaped}"}}]}}"#),
+        format!(r#"{{"items":[{{"blob":"{a}"}}],"type":"mail","topic":"{topic}"}}"#),
+        format!(
+            r#"{{"type":"mail","topic":"{}","items":[{{"blob":"{a}"}}]}}"#,
+            room(2)
+        ),
+        format!(r#"{{"type":"mail","topic":"{topic}","items":[{{"blob":"{a}="}}]}}"#),
+        r#"{"type":"pong"}"#.to_string(),
+        r#"{ "type" : "pong" }"#.to_string(),
+        "not json".to_string(),
+    ];
+    let mut queued = Net::new(&[A]);
+    let mut handed = Net::new(&[A]);
+    for net in [&mut queued, &mut handed] {
+        net.join(room(1), &[]);
+        net.take();
+    }
+    let conn = handed.conn_of(A).unwrap();
+    let mut blobs = 0;
+    for frame in &frames {
+        queued.relay_says(A, frame);
+        let mut outputs = Vec::new();
+        let now = handed.now;
+        handed
+            .client
+            .handle_text(now, conn, frame, &mut |d| outputs.push(d.into_output()));
+        while let Some(out) = handed.client.poll() {
+            outputs.push(out);
+        }
+        blobs += outputs
+            .iter()
+            .filter(|o| matches!(o, Output::Blob { .. }))
+            .count();
+        assert_eq!(queued.take(), outputs, "{frame}");
+    }
+    assert_eq!(blobs, 4);
+    assert_eq!(queued.client.stats(), handed.client.stats());
+    let stats = handed.client.stats();
+    assert_eq!((stats.unwatched_blobs, stats.malformed_frames), (1, 2));
+}

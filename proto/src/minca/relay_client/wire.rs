@@ -26,7 +26,7 @@ use crate::minca::nostr_kind::{FETCH_LIMIT, MAX_SUBSCRIPTIONS};
 use crate::minca::nostr_kind::{LinkEvent, NostrLink};
 use crate::minca::relay_url::{RelayKind, RelayUrl};
 use crate::minca::relay_wire::{
-    Blob, ClientMessage, IceServers, RelayMessage, Topic, TopicRead, Ttl,
+    Blob, ClientMessage, IceServers, RelayFrame, RelayMessage, Topic, TopicRead, Ttl,
 };
 
 /// Answers a Minca relay socket may owe per topic at once: the answer to a watch and to a read of
@@ -52,11 +52,12 @@ pub(super) enum Intent {
     Ping,
 }
 
-/// What a relay's frame meant.
+/// What a relay's frame meant, handed out while the frame is read: a pushed blob is still the
+/// frame's text.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Heard {
-    /// A blob under a watched topic.
-    Blob(Topic, Blob),
+pub(super) enum Heard<'a> {
+    /// A blob pushed under a topic, both checked (§1.4).
+    Blob(&'a str, &'a str),
     /// A page of a read; `done` when no more pages of it will come.
     Page {
         /// The topic read.
@@ -75,11 +76,9 @@ pub(super) enum Heard {
     Refused,
 }
 
-/// The result of reading one frame.
+/// The result of reading one frame, besides what it meant (handed out as [`Heard`]).
 #[derive(Debug, Default)]
 pub(super) struct Decoded {
-    /// What the frame meant (empty for a frame that meant nothing usable).
-    pub(super) heard: Vec<Heard>,
     /// Frames the kind sends in answer (the next page of a read).
     pub(super) replies: Vec<String>,
     /// Frames the kind sends on behalf of earlier application sends (a Nostr `AUTH`, the event or
@@ -137,16 +136,18 @@ impl Codec {
         }
     }
 
-    /// Reads one text frame that arrived at `now`.
+    /// Reads one text frame that arrived at `now`, handing what it meant to `heard` in order
+    /// (nothing for a frame that meant nothing usable).
     pub(super) fn decode(
         &mut self,
         now: Timestamp,
         rng: &mut dyn CryptoRng,
         text: &str,
+        heard: &mut dyn FnMut(Heard<'_>),
     ) -> Decoded {
         match self {
-            Self::Minca(c) => c.decode(text),
-            Self::Nostr(c) => c.decode(now, rng, text),
+            Self::Minca(c) => c.decode(text, heard),
+            Self::Nostr(c) => c.decode(now, rng, text, heard),
         }
     }
 
@@ -240,9 +241,9 @@ impl MincaCodec {
         }
     }
 
-    fn decode(&mut self, text: &str) -> Decoded {
+    fn decode(&mut self, text: &str, heard: &mut dyn FnMut(Heard<'_>)) -> Decoded {
         let mut out = Decoded::default();
-        let message = match RelayMessage::parse(text) {
+        let message = match RelayMessage::read(text) {
             Ok(m) => m,
             Err(_) => {
                 out.malformed = true;
@@ -250,16 +251,19 @@ impl MincaCodec {
             }
         };
         match message {
-            RelayMessage::Mail(mail) => {
+            RelayFrame::Mail(mail) => {
+                let topic = mail.topic();
                 let mut owed = None;
-                if let Some(queue) = self.owed.get_mut(&mail.topic) {
+                if let Some(queue) = self.owed.get_mut(topic) {
                     owed = queue.pop_front();
                     if queue.is_empty() {
-                        self.owed.remove(&mail.topic);
+                        self.owed.remove(topic);
                     }
                 }
-                match (owed, self.reads.get_mut(&mail.topic)) {
+                match (owed, self.reads.get_mut(topic)) {
+                    // Pages are rare (a fetch's): read as an owned mail, as the reader takes it.
                     (Some(Owed::Page), Some(read)) => {
+                        let mail = mail.to_mail();
                         let next = read.on_page(&mail);
                         let done = next.is_none();
                         if let Some(next) = next {
@@ -268,27 +272,22 @@ impl MincaCodec {
                         } else {
                             self.reads.remove(&mail.topic);
                         }
-                        out.heard.push(Heard::Page {
+                        heard(Heard::Page {
                             blobs: mail.items.into_iter().map(|i| i.blob).collect(),
                             topic: mail.topic,
                             done,
                         });
                     }
-                    // Pushed blobs, most often one: the mail's topic and blobs are moved out,
-                    // the topic copied only for the blobs before the last.
+                    // Pushed blobs, nearly all a client hears: handed out as the frame's text.
                     _ => {
-                        let mut items = mail.items;
-                        if let Some(last) = items.pop() {
-                            for item in items {
-                                out.heard.push(Heard::Blob(mail.topic.clone(), item.blob));
-                            }
-                            out.heard.push(Heard::Blob(mail.topic, last.blob));
+                        for blob in mail.blobs() {
+                            heard(Heard::Blob(topic, blob));
                         }
                     }
                 }
             }
-            RelayMessage::Ice(servers) => out.heard.push(Heard::Ice(servers)),
-            RelayMessage::Pong => out.heard.push(Heard::Pong),
+            RelayFrame::Ice(servers) => heard(Heard::Ice(servers)),
+            RelayFrame::Pong => heard(Heard::Pong),
         }
         out
     }
@@ -346,7 +345,13 @@ impl NostrCodec {
         frame.into_iter().collect()
     }
 
-    fn decode(&mut self, now: Timestamp, rng: &mut dyn CryptoRng, text: &str) -> Decoded {
+    fn decode(
+        &mut self,
+        now: Timestamp,
+        rng: &mut dyn CryptoRng,
+        text: &str,
+        heard: &mut dyn FnMut(Heard<'_>),
+    ) -> Decoded {
         let malformed_before = self.link.stats().malformed;
         let mut out = Decoded::default();
         for event in self.link.on_text(now, rng, text) {
@@ -361,16 +366,20 @@ impl NostrCodec {
                     Some(page) if page.len() < FETCH_LIMIT as usize => page.push(blob),
                     // Past the limit the relay gave more than asked: the page is full.
                     Some(_) => {}
-                    None => out.heard.push(Heard::Blob(topic, blob)),
+                    None => heard(Heard::Blob(topic.as_str(), blob.as_str())),
                 },
-                LinkEvent::Blob { topic, blob, .. } => out.heard.push(Heard::Blob(topic, blob)),
-                LinkEvent::FetchDone { topic } => out.heard.extend(self.end_read(topic)),
-                LinkEvent::Closed {
-                    topic, fetch: true, ..
-                } => out.heard.extend(self.end_read(topic)),
-                LinkEvent::Closed { .. } | LinkEvent::Refused { .. } => {
-                    out.heard.push(Heard::Refused)
+                LinkEvent::Blob { topic, blob, .. } => {
+                    heard(Heard::Blob(topic.as_str(), blob.as_str()))
                 }
+                LinkEvent::FetchDone { topic }
+                | LinkEvent::Closed {
+                    topic, fetch: true, ..
+                } => {
+                    if let Some(page) = self.end_read(topic) {
+                        heard(page);
+                    }
+                }
+                LinkEvent::Closed { .. } | LinkEvent::Refused { .. } => heard(Heard::Refused),
                 // A drop or publish taken needs nothing more: a Minca relay does not confirm one
                 // either. Notices are for logs, which a sans-IO machine does not keep.
                 _ => {}
@@ -381,7 +390,7 @@ impl NostrCodec {
     }
 
     /// The page of a read that ended, if the read was under way.
-    fn end_read(&mut self, topic: Topic) -> Option<Heard> {
+    fn end_read(&mut self, topic: Topic) -> Option<Heard<'static>> {
         let blobs = self.reads.remove(&topic)?;
         Some(Heard::Page {
             topic,

@@ -1,5 +1,5 @@
-//! The relay messages that carry nearly all traffic, read straight from their text: `mail` on the
-//! client, `drop` and `fetch` on the relay.
+//! The relay messages that carry nearly all traffic, read straight from their text: `mail` and
+//! `pong` on the client, `drop`, `fetch` and `ping` on the relay.
 //!
 //! The general path reads a frame into a `serde_json::Value` tree, an allocation per member, and
 //! then the members from the tree. Here a frame is read into borrowed strings and numbers, and
@@ -8,15 +8,16 @@
 //! given twice (the tree keeps the last), an unknown field (serde skips it without the checks a
 //! tree makes: nesting depth, numbers in range, escapes naming characters), `null` where the
 //! general path wants a value, a float such as `1.0`, anything not an object and any error are
-//! left to the general path, which gives its own answer or error.
+//! left to the general path, which gives its own answer or error. A `ping` or `pong` is taken
+//! only as this crate writes it, byte for byte; any other spelling goes the general way.
 
 use alloc::vec::Vec;
 
 use serde::Deserialize;
 
 use super::{
-    Blob, ClientMessage, Mail, MailItem, RelayMessage, RelayWireError, Topic, Ttl, check_seqs,
-    safe_integer,
+    Blob, ClientMessage, ItemRef, MailRef, PING_TEXT, PONG_TEXT, RelayFrame, RelayWireError, Topic,
+    Ttl, safe_integer,
 };
 use crate::codec::object::{self, Object, Text, present};
 
@@ -63,6 +64,12 @@ struct ItemWire<'a> {
 
 /// See [`ClientMessage::from_text_common`].
 pub(super) fn client_message(text: &str) -> Option<ClientMessage> {
+    if text == PING_TEXT {
+        return Some(ClientMessage::Ping);
+    }
+    if let Some(drop) = drop_as_written(text) {
+        return Some(drop);
+    }
     let wire: ClientWire<'_> = object::read(text.as_bytes())?;
     let topic = Topic::parse(&wire.topic.0).ok()?;
     let optional = |n: Option<u64>, error| n.map(|n| safe_integer(Some(n), error)).transpose();
@@ -83,37 +90,109 @@ pub(super) fn client_message(text: &str) -> Option<ClientMessage> {
     }
 }
 
-/// See [`RelayMessage::from_text_common`].
-pub(super) fn relay_message(text: &str) -> Option<RelayMessage> {
+/// See [`super::RelayMessage::from_text_common`].
+pub(super) fn relay_frame(text: &str) -> Option<RelayFrame<'_>> {
+    if text == PONG_TEXT {
+        return Some(RelayFrame::Pong);
+    }
+    if let Some(mail) = mail_as_written(text) {
+        return Some(RelayFrame::Mail(mail));
+    }
     let wire: MailWire<'_> = object::read(text.as_bytes())?;
     if wire.kind.0 != "mail" {
         return None;
     }
-    let topic = Topic::parse(&wire.topic.0).ok()?;
     let items = wire
         .items
         .into_iter()
-        .map(|Object(item)| {
-            Ok(MailItem {
-                blob: Blob::parse(&item.blob.0)?,
-                seq: item
-                    .seq
-                    .map(|n| safe_integer(Some(n), RelayWireError::BadSeq))
-                    .transpose()?,
-            })
+        .map(|Object(item)| ItemRef {
+            blob: item.blob.0,
+            seq: item.seq,
         })
-        .collect::<Result<Vec<_>, RelayWireError>>()
-        .ok()?;
-    check_seqs(&items).ok()?;
-    Some(RelayMessage::Mail(Mail {
-        topic,
-        items,
-        more: wire.more.unwrap_or(false),
-    }))
+        .collect();
+    MailRef::checked(wire.topic.0, items, wire.more.unwrap_or(false))
+        .ok()
+        .map(RelayFrame::Mail)
+}
+
+/// A `mail` exactly as [`super::RelayMessage::to_text`] writes it (every relay of this crate),
+/// read by position with no JSON parser: a relay's blob is most of each frame, and a parser looks
+/// at every one of its bytes for escapes twice over. Only base64url text passes the checks that
+/// follow, so a string here holds no escape and no control character, and is what a JSON parser
+/// would read; any other spelling, or a check failing, is left to the paths above.
+fn mail_as_written(text: &str) -> Option<MailRef<'_>> {
+    let rest = text.strip_prefix(r#"{"type":"mail","topic":""#)?;
+    let (topic, rest) = rest.split_once('"')?;
+    let mut rest = rest.strip_prefix(r#","items":["#)?;
+    let mut items = Vec::new();
+    if let Some(after) = rest.strip_prefix(']') {
+        rest = after;
+    } else {
+        loop {
+            let (blob, after) = rest.strip_prefix(r#"{"blob":""#)?.split_once('"')?;
+            let (seq, after) = match after.strip_prefix(r#","seq":"#) {
+                Some(number) => {
+                    let (n, after) = integer_as_written(number)?;
+                    (Some(n), after)
+                }
+                None => (None, after),
+            };
+            items.push(ItemRef {
+                blob: blob.into(),
+                seq,
+            });
+            let after = after.strip_prefix('}')?;
+            match after.strip_prefix(',') {
+                Some(next) => rest = next,
+                None => {
+                    rest = after.strip_prefix(']')?;
+                    break;
+                }
+            }
+        }
+    }
+    let more = match rest {
+        r#","more":true}"# => true,
+        r#","more":false}"# => false,
+        _ => return None,
+    };
+    MailRef::checked(topic.into(), items, more).ok()
+}
+
+/// A `drop` exactly as [`ClientMessage::to_text`] writes it, read by position as
+/// [`mail_as_written`] reads a `mail`, and for the same reasons.
+fn drop_as_written(text: &str) -> Option<ClientMessage> {
+    let rest = text.strip_prefix(r#"{"type":"drop","topic":""#)?;
+    let (topic, rest) = rest.split_once('"')?;
+    let (blob, rest) = rest.strip_prefix(r#","blob":""#)?.split_once('"')?;
+    let (ttl, rest) = integer_as_written(rest.strip_prefix(r#","ttl":"#)?)?;
+    if rest != "}" {
+        return None;
+    }
+    Some(ClientMessage::Drop {
+        topic: Topic::parse(topic).ok()?,
+        blob: Blob::parse(blob).ok()?,
+        ttl: Ttl::from_millis(ttl).ok()?,
+    })
+}
+
+/// A non-negative integer at the start of `text` as JSON spells it (no sign, no leading zero, no
+/// fraction or exponent after it) that fits a `u64`, and the text after it.
+fn integer_as_written(text: &str) -> Option<(u64, &str)> {
+    let digits = text.bytes().take_while(u8::is_ascii_digit).count();
+    let (number, rest) = text.split_at(digits);
+    if number.is_empty() || (number.len() > 1 && number.starts_with('0')) {
+        return None;
+    }
+    if rest.starts_with(['.', 'e', 'E']) {
+        return None;
+    }
+    Some((number.parse().ok()?, rest))
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::RelayMessage;
     use super::*;
     use alloc::format;
     use alloc::string::String;
@@ -169,6 +248,9 @@ mod tests {
             edit(r#""AQID""#, r#""AQI\ud800""#);
             // Numbers as floats, negatives, huge; missing, null and wrong types.
             for n in [
+                "01",
+                "00",
+                "0",
                 "1.0",
                 "-1",
                 "-0",
@@ -211,6 +293,25 @@ mod tests {
             out.push(format!("{base} "));
             out.push(format!("{base},"));
         }
+        // Mails as this crate writes them, and near misses.
+        for items in [
+            "",
+            r#"{"blob":"AQID"}"#,
+            r#"{"blob":"AQID","seq":0},{"blob":"BA","seq":9007199254740991}"#,
+            r#"{"blob":"AQID","seq":9007199254740992}"#,
+            r#"{"blob":"AQID","seq":2},{"blob":"BA","seq":2}"#,
+            r#"{"blob":"AQI\u0044"}"#,
+            r#"{"blob":"AQID",}"#,
+            r#"{"blob":"AQID"},"#,
+            r#"{"blob":"AQID","seq":1e1}"#,
+        ] {
+            for more in ["true", "false", "1"] {
+                out.push(format!(
+                    r#"{{"type":"mail","topic":"{TOPIC}","items":[{items}],"more":{more}}}"#
+                ));
+            }
+        }
+        out.push(format!(r#"{{"type":"mail","topic":"{TOPIC}","items":[]}}"#));
         out.push(format!(r#"["drop","{TOPIC}","AQID",0]"#));
         out.push(r#"{"type":"ping"}"#.into());
         out.push(r#"{"type":"pong"}"#.into());
@@ -224,5 +325,43 @@ mod tests {
         // The plain messages, escaped members and extra items still read fast.
         assert!(fast >= 10, "{fast}");
         assert_eq!(agrees(&texts[0]) + agrees(&texts[1]) + agrees(&texts[2]), 3);
+    }
+
+    #[test]
+    fn mails_as_this_crate_writes_them_are_read_by_position() {
+        let topic = Topic::parse(TOPIC).unwrap();
+        let item = |blob: &str, seq| super::super::MailItem {
+            blob: Blob::parse(blob).unwrap(),
+            seq,
+        };
+        for (items, more) in [
+            (vec![], false),
+            (vec![item("AQID", None)], false),
+            (vec![item("AQID", Some(0)), item("BA", None)], true),
+            (
+                vec![item("AQID", Some(7)), item("BA", Some(1 << 40))],
+                false,
+            ),
+        ] {
+            let mail = super::super::Mail {
+                topic: topic.clone(),
+                items,
+                more,
+            };
+            let text = RelayMessage::Mail(mail.clone()).to_text();
+            assert_eq!(mail_as_written(&text).map(|m| m.to_mail()), Some(mail));
+        }
+        for ttl in [0, 1, super::super::MAX_SAFE_INTEGER] {
+            let drop = ClientMessage::Drop {
+                topic: topic.clone(),
+                blob: Blob::parse("AQID").unwrap(),
+                ttl: Ttl::from_millis(ttl).unwrap(),
+            };
+            assert_eq!(drop_as_written(&drop.to_text()), Some(drop));
+        }
+        assert_eq!(integer_as_written("12,"), Some((12, ",")));
+        for refused in ["", "-1", "01", "1.5", "1e3", "18446744073709551616"] {
+            assert_eq!(integer_as_written(refused), None, "{refused}");
+        }
     }
 }
