@@ -94,6 +94,11 @@ impl<E> Queue<E> {
         let slot = match self.free.pop() {
             Some(slot) => {
                 self.slots[slot] = Slot { ev, next: NONE };
+                // The slot the next push fills: freed a while ago, so cold when the event that
+                // pushed this one pushes again (§8's flood: a dozen in a row).
+                if let Some(&next) = self.free.last() {
+                    prefetch(&self.slots[next]);
+                }
                 slot
             }
             None => {
