@@ -28,8 +28,13 @@
 //! checks run in the rules' order except that the cheap parts of rules 2–5 come before the
 //! signature and the box's point check, and a new peer in a full room is turned away before
 //! either: every reason leads to the same answer (ignore), so only the counter differs.
+//!
+//! A room remembers the last [`SEEN_BLOBS_PER_ROOM`] blobs it got past rule 3's check, with what
+//! that check needs: the same blob again (most often the copy through a second relay) is checked
+//! against the times acted on without being opened again, with the answer the full path gives.
 
 pub mod message;
+mod seen;
 
 #[cfg(test)]
 mod tests;
@@ -43,6 +48,8 @@ use serde_json::Value;
 pub use message::{BLOB_LABEL, Kind, Message, SIG_LABEL, SIGNAL_LABEL};
 
 use self::message::{ShapeError, open_blob_bound, open_description, seal_blob, seal_description};
+use self::seen::{Seen, SeenBlobs, Then};
+pub use self::seen::SEEN_BLOBS_PER_ROOM;
 use crate::codec::did_key::DidKey;
 use crate::codec::{base64url, js};
 use crate::core::replay::Verdict;
@@ -338,6 +345,8 @@ struct RoomState {
     hello_back_due: bool,
     /// Peers the mesh has admitted here, at most [`MAX_ROOM_PEERS`] (the mesh's own bound).
     admitted: DidMap<()>,
+    /// Blobs decided on here, so that a copy through another relay is not opened again.
+    seen: SeenBlobs,
 }
 
 impl RoomState {
@@ -365,6 +374,29 @@ impl RoomState {
 struct Pair {
     peer: [u8; BOX_BYTES],
     room: [u8; 32],
+}
+
+/// Rule 3's answer from the window's verdict.
+fn rule_3(verdict: Verdict) -> Result<(), Ignored> {
+    match verdict {
+        Verdict::Fresh => Ok(()),
+        Verdict::Replay => Err(Ignored::Replay),
+        Verdict::OutsideWindow => Err(Ignored::Stale),
+        Verdict::SenderFull => Err(Ignored::PeerFlooding),
+        _ => Err(Ignored::MemoryFull),
+    }
+}
+
+/// The cheap part of rules 4 and 5: a hello carries no signal, an offer or answer carries one
+/// for `me`.
+fn rules_4_and_5_cheap(message: &Message, me: &str) -> Result<(), Ignored> {
+    match (message.kind, &message.signal) {
+        (Kind::Hello, None) if !message.half_signal => Ok(()),
+        (Kind::Hello, _) => Err(Ignored::HelloWithSignal),
+        (_, None) => Err(Ignored::BadFields),
+        (_, Some((to, _))) if to != me => Err(Ignored::NotForMe),
+        _ => Ok(()),
+    }
 }
 
 /// The rendezvous machine of one node; see the [module docs](self).
@@ -551,6 +583,7 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
                 last_hello: now,
                 hello_back_due: false,
                 admitted: DidMap::default(),
+                seen: SeenBlobs::default(),
             },
         );
         self.say_hello(now, &topic, Relays::All);
@@ -582,6 +615,19 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
         if blob.len() > MAX_BLOB_CHARS {
             return Err(Ignored::TooLong);
         }
+        // The same text again: everything up to rule 3 would come out as it did (see `seen`).
+        if let Some(seen) = state.seen.get(blob) {
+            let pair = Pair {
+                peer: seen.peer,
+                room: state.scope,
+            };
+            let then = seen.then;
+            rule_3(self.acted.check(now, &pair, Timestamp::from_millis(seen.at)))?;
+            if let Then::Ignored(reason) = then {
+                return Err(reason);
+            }
+            // Acted on, yet fresh: the window cannot say so, but the full path decides.
+        }
         // Rule 1.
         let plaintext = open_blob_bound(self.crypto, &state.key, &state.blob_aad, blob)
             .ok_or(Ignored::DoesNotOpen)?;
@@ -612,23 +658,19 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
             peer: from_key.0,
             room: state.scope,
         };
-        match self
-            .acted
-            .check(now, &pair, Timestamp::from_millis(message.at))
-        {
-            Verdict::Fresh => {}
-            Verdict::Replay => return Err(Ignored::Replay),
-            Verdict::OutsideWindow => return Err(Ignored::Stale),
-            Verdict::SenderFull => return Err(Ignored::PeerFlooding),
-            _ => return Err(Ignored::MemoryFull),
-        }
+        rule_3(
+            self.acted
+                .check(now, &pair, Timestamp::from_millis(message.at)),
+        )?;
+        let seen = |then| Seen {
+            peer: from_key.0,
+            at: message.at,
+            then,
+        };
         // Rules 4 and 5, the cheap part.
-        match (message.kind, &message.signal) {
-            (Kind::Hello, None) if !message.half_signal => {}
-            (Kind::Hello, _) => return Err(Ignored::HelloWithSignal),
-            (_, None) => return Err(Ignored::BadFields),
-            (_, Some((to, _))) if *to != self.did => return Err(Ignored::NotForMe),
-            _ => {}
+        if let Err(reason) = rules_4_and_5_cheap(&message, &self.did) {
+            state.seen.remember(blob, seen(Then::Ignored(reason)));
+            return Err(reason);
         }
         // §2: "a hello or signal from a new peer in a full room MUST be ignored".
         state.forget_unheard(now);
@@ -670,6 +712,7 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
             // check() said Fresh at the same `now`; kept total all the same.
             _ => return Err(Ignored::MemoryFull),
         }
+        state.seen.remember(blob, seen(Then::Acted));
         self.act(now, topic, message, from_key, sender_box, signal);
         Ok(())
     }
