@@ -47,7 +47,9 @@ use serde_json::Value;
 
 pub use message::{BLOB_LABEL, Kind, Message, SIG_LABEL, SIGNAL_LABEL};
 
-use self::message::{ShapeError, open_blob_bound, open_description, seal_blob, seal_description};
+use self::message::{
+    ShapeError, open_blob_bound, open_description, seal_description, seal_message,
+};
 use self::seen::{Seen, SeenBlobs, Then};
 pub use self::seen::SEEN_BLOBS_PER_ROOM;
 use crate::codec::did_key::DidKey;
@@ -519,7 +521,7 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
             return;
         };
         message.sig = sig;
-        let blob = seal_blob(self.crypto, &mut self.rng, &key, topic, &message.to_json());
+        let blob = seal_message(self.crypto, &mut self.rng, &key, topic, &message);
         self.out.push_back(Output::Publish {
             room,
             topic: topic.into(),
@@ -754,7 +756,13 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
             peer.offer = Some((at, sender_box));
         }
         let room = state.room.clone();
-        let peer_box = base64url::encode(&peer.newest.1.0);
+        // The box decoder is strict (one accepted spelling per point), so the text the box came
+        // in is its encoding.
+        let peer_box = if peer.newest.1 == sender_box {
+            message.box_
+        } else {
+            base64url::encode(&peer.newest.1.0)
+        };
         self.out.push_back(Output::PeerHeard {
             room: room.clone(),
             did: message.from.clone(),
