@@ -485,7 +485,14 @@ mod tests {
         };
         let check = |m: &Message| assert_eq!(m.to_json_text(), js::stringify(&m.to_json()));
         check(&m);
-        for odd in ["", "\"", "a\\b", "\u{1}\n\t\u{1f}", "/\u{7f}\u{2028}é😀", "9"] {
+        for odd in [
+            "",
+            "\"",
+            "a\\b",
+            "\u{1}\n\t\u{1f}",
+            "/\u{7f}\u{2028}é😀",
+            "9",
+        ] {
             m.from = odd.into();
             m.sig = format!("{odd}x");
             check(&m);

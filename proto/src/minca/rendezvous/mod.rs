@@ -29,9 +29,10 @@
 //! signature and the box's point check, and a new peer in a full room is turned away before
 //! either: every reason leads to the same answer (ignore), so only the counter differs.
 //!
-//! A room remembers the last [`SEEN_BLOBS_PER_ROOM`] blobs it got past rule 3's check, with what
-//! that check needs: the same blob again (most often the copy through a second relay) is checked
-//! against the times acted on without being opened again, with the answer the full path gives.
+//! The machine remembers the last [`SEEN_BLOBS`] blobs it got past rule 3's check, with what that
+//! check needs: the same blob again in the same room (most often the copy through a second relay)
+//! is checked against the times acted on without being opened again, with the answer the full
+//! path gives.
 
 pub mod message;
 mod seen;
@@ -50,8 +51,8 @@ pub use message::{BLOB_LABEL, Kind, Message, SIG_LABEL, SIGNAL_LABEL};
 use self::message::{
     ShapeError, open_blob_bound, open_description, seal_description, seal_message,
 };
+pub use self::seen::SEEN_BLOBS;
 use self::seen::{Seen, SeenBlobs, Then};
-pub use self::seen::SEEN_BLOBS_PER_ROOM;
 use crate::codec::did_key::DidKey;
 use crate::codec::{base64url, js};
 use crate::core::replay::Verdict;
@@ -347,8 +348,6 @@ struct RoomState {
     hello_back_due: bool,
     /// Peers the mesh has admitted here, at most [`MAX_ROOM_PEERS`] (the mesh's own bound).
     admitted: DidMap<()>,
-    /// Blobs decided on here, so that a copy through another relay is not opened again.
-    seen: SeenBlobs,
 }
 
 impl RoomState {
@@ -415,6 +414,8 @@ pub struct Rendezvous<R> {
     rooms: BTreeMap<String, RoomState>,
     /// Times acted on per (peer, room), for the life of the box.
     acted: ReplayWindow<Pair>,
+    /// Blobs lately decided on, so that a copy through another relay is not opened again.
+    seen: SeenBlobs,
     out: VecDeque<Output>,
     ignored: BTreeMap<Ignored, u64>,
     /// Hellos back not said because the peer was admitted with the same box.
@@ -443,6 +444,7 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
             last_at: 0,
             rooms: BTreeMap::new(),
             acted: ReplayWindow::new(AT_WINDOW, MAX_ACTED_PER_PEER, MAX_REMEMBERED_PAIRS),
+            seen: SeenBlobs::default(),
             out: VecDeque::new(),
             ignored: BTreeMap::new(),
             hello_backs_spared: 0,
@@ -585,7 +587,6 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
                 last_hello: now,
                 hello_back_due: false,
                 admitted: DidMap::default(),
-                seen: SeenBlobs::default(),
             },
         );
         self.say_hello(now, &topic, Relays::All);
@@ -618,13 +619,16 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
             return Err(Ignored::TooLong);
         }
         // The same text again: everything up to rule 3 would come out as it did (see `seen`).
-        if let Some(seen) = state.seen.get(blob) {
+        if let Some(seen) = self.seen.get(&state.scope, blob) {
             let pair = Pair {
                 peer: seen.peer,
                 room: state.scope,
             };
             let then = seen.then;
-            rule_3(self.acted.check(now, &pair, Timestamp::from_millis(seen.at)))?;
+            rule_3(
+                self.acted
+                    .check(now, &pair, Timestamp::from_millis(seen.at)),
+            )?;
             if let Then::Ignored(reason) = then {
                 return Err(reason);
             }
@@ -671,7 +675,8 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
         };
         // Rules 4 and 5, the cheap part.
         if let Err(reason) = rules_4_and_5_cheap(&message, &self.did) {
-            state.seen.remember(blob, seen(Then::Ignored(reason)));
+            self.seen
+                .remember(&state.scope, blob, seen(Then::Ignored(reason)));
             return Err(reason);
         }
         // §2: "a hello or signal from a new peer in a full room MUST be ignored".
@@ -714,7 +719,7 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
             // check() said Fresh at the same `now`; kept total all the same.
             _ => return Err(Ignored::MemoryFull),
         }
-        state.seen.remember(blob, seen(Then::Acted));
+        self.seen.remember(&state.scope, blob, seen(Then::Acted));
         self.act(now, topic, message, from_key, sender_box, signal);
         Ok(())
     }

@@ -1249,7 +1249,7 @@ fn a_blob_forgotten_by_the_room_is_still_a_replay_when_it_comes_again() {
     let (b, hello_b) = joined(node(2), t(0), &room());
     deliver(&mut a, t(1), &room(), &hello_b);
     // More blobs since than the room remembers, all acted on.
-    for i in 0..SEEN_BLOBS_PER_ROOM as u64 {
+    for i in 0..SEEN_BLOBS as u64 {
         let blob = forge(&room(), &session(2), hello_from(&b, T0 + 10 + i));
         assert_eq!(heard(&deliver(&mut a, t(2), &room(), &blob)).len(), 1);
     }
