@@ -1244,11 +1244,11 @@ fn a_blob_turned_away_from_a_full_room_is_checked_in_full_when_it_comes_again() 
 }
 
 #[test]
-fn a_blob_forgotten_by_the_room_is_still_a_replay_when_it_comes_again() {
+fn a_blob_forgotten_by_the_memory_is_still_a_replay_when_it_comes_again() {
     let (mut a, _) = joined(node(1), t(0), &room());
     let (b, hello_b) = joined(node(2), t(0), &room());
     deliver(&mut a, t(1), &room(), &hello_b);
-    // More blobs since than the room remembers, all acted on.
+    // More blobs since than the machine remembers, all acted on.
     for i in 0..SEEN_BLOBS as u64 {
         let blob = forge(&room(), &session(2), hello_from(&b, T0 + 10 + i));
         assert_eq!(heard(&deliver(&mut a, t(2), &room(), &blob)).len(), 1);
@@ -1269,5 +1269,17 @@ fn a_blob_changed_in_its_middle_is_ignored_whether_or_not_taken_for_the_one_reme
     assert!(deliver(&mut a, t(2), &room(), &changed).is_empty());
     // Remembered by length and tail, it is ignored all the same; a tag that does not verify
     // would be the full path's reason.
+    assert_eq!(a.ignored_total(), 1);
+}
+
+#[test]
+fn a_blob_remembered_in_one_room_is_checked_in_full_under_another_rooms_topic() {
+    let (mut a, _) = joined(node(1), t(0), &room());
+    a.handle(t(0), Input::Join(other_room()));
+    drain(&mut a);
+    let (_, hello_b) = joined(node(2), t(0), &room());
+    assert_eq!(heard(&deliver(&mut a, t(1), &room(), &hello_b)).len(), 1);
+    assert!(deliver(&mut a, t(2), &other_room(), &hello_b).is_empty());
+    assert_eq!(a.ignored(Ignored::DoesNotOpen), 1);
     assert_eq!(a.ignored_total(), 1);
 }
