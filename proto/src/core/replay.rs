@@ -21,6 +21,7 @@
 //! [`Verdict::SenderFull`]; a new sender at a full table gets [`Verdict::TableFull`].
 
 use alloc::collections::{BTreeMap, BTreeSet};
+use alloc::vec::Vec;
 use core::borrow::Borrow;
 use core::time::Duration;
 
@@ -59,8 +60,11 @@ pub struct ReplayWindow<K: Ord + Clone> {
     max_senders: usize,
     /// The latest `now` seen by a mutating call; the lower edge is measured from here.
     high_water: Timestamp,
-    /// Times acted on, per sender. Every set is non-empty.
-    senders: BTreeMap<K, BTreeSet<Timestamp>>,
+    /// Times acted on, per sender, ascending and without repeats. Every list is non-empty.
+    /// Sorted vectors rather than sets: a sender most often has one or a few times, which a
+    /// vector holds in one small allocation, where a set's node is bigger and an accept that
+    /// drops aged-out times (a split) allocated a new one.
+    senders: BTreeMap<K, Vec<Timestamp>>,
     /// `(newest time acted on, sender)` for every sender, so senders whose times have all aged
     /// out are found in O(log n) instead of by a scan.
     by_newest: BTreeSet<(Timestamp, K)>,
@@ -98,7 +102,7 @@ impl<K: Ord + Clone> ReplayWindow<K> {
         }
         match self.senders.get(sender) {
             Some(times) => {
-                if times.contains(&at) {
+                if times.binary_search(&at).is_ok() {
                     Verdict::Replay
                 } else if live_count(times, oldest) >= self.per_sender {
                     Verdict::SenderFull
@@ -136,8 +140,10 @@ impl<K: Ord + Clone> ReplayWindow<K> {
         let newest_before = times.last().copied();
         // Forgetting aged-out times is safe: they are below the lower edge, which never moves
         // back (it follows the high-water mark), so a replay of any of them is OutsideWindow.
-        *times = times.split_off(&oldest);
-        times.insert(at);
+        forget_before(times, oldest);
+        // check() said `at` is not among them.
+        let place = times.partition_point(|t| *t < at);
+        times.insert(place, at);
         let newest_after = times.last().copied().unwrap_or(at);
         if newest_before != Some(newest_after) {
             if let Some(old) = newest_before {
@@ -161,7 +167,7 @@ impl<K: Ord + Clone> ReplayWindow<K> {
             self.refresh_oldest_newest();
         }
         for times in self.senders.values_mut() {
-            *times = times.split_off(&oldest);
+            forget_before(times, oldest);
         }
     }
 
@@ -198,9 +204,17 @@ impl<K: Ord + Clone> ReplayWindow<K> {
     }
 }
 
-/// Times in `times` at or after `oldest`.
-fn live_count(times: &BTreeSet<Timestamp>, oldest: Timestamp) -> usize {
-    times.range(oldest..).count()
+/// Times in `times` (ascending) at or after `oldest`.
+fn live_count(times: &[Timestamp], oldest: Timestamp) -> usize {
+    times.len() - times.partition_point(|t| *t < oldest)
+}
+
+/// Drops the times in `times` (ascending) before `oldest`.
+fn forget_before(times: &mut Vec<Timestamp>, oldest: Timestamp) {
+    let aged = times.partition_point(|t| *t < oldest);
+    if aged > 0 {
+        times.drain(..aged);
+    }
 }
 
 #[cfg(test)]

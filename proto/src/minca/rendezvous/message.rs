@@ -241,6 +241,40 @@ impl Message {
         obj.insert("sig".into(), Value::from(self.sig.as_str()));
         Value::Object(obj)
     }
+
+    /// `js::stringify(&self.to_json())`, the text a blob seals, written without visiting it a
+    /// character at a time: every field but `at` is text that is nearly always plain (base64url, a
+    /// DID), copied whole when it needs no escape. The members come in the order of the object
+    /// [`Message::to_json`] builds, whatever the [`Map`]'s order is (no key is an array index,
+    /// which `JSON.stringify` would put first).
+    pub fn to_json_text(&self) -> String {
+        let Value::Object(obj) = self.to_json() else {
+            return String::new();
+        };
+        let chars: usize = obj
+            .iter()
+            .map(|(k, v)| k.len() + v.as_str().map_or(20, str::len) + 6)
+            .sum();
+        let mut text = String::with_capacity(chars + 2);
+        text.push('{');
+        for (i, (key, value)) in obj.iter().enumerate() {
+            if i > 0 {
+                text.push(',');
+            }
+            write_plain_or_quoted(&mut text, key);
+            text.push(':');
+            match value {
+                Value::String(s) => write_plain_or_quoted(&mut text, s),
+                Value::Number(n) if n.as_u64().is_some() => {
+                    let mut digits = [0u8; 20];
+                    text.push_str(decimal(n.as_u64().unwrap_or_default(), &mut digits));
+                }
+                other => text.push_str(&js::stringify(other)),
+            }
+        }
+        text.push('}');
+        text
+    }
 }
 
 /// `"minca/rendezvous-sig/v1|" + topic + "|" + kind + "|" + at + "|" + from + "|" + box + "|" +
@@ -268,6 +302,18 @@ pub fn signed_text(
     text
 }
 
+/// `s` as a JSON string: copied between quotes when nothing in it is escaped (no `"`, `\\` or
+/// control character), else as [`js::stringify`] quotes it.
+fn write_plain_or_quoted(text: &mut String, s: &str) {
+    if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+        text.push('"');
+        text.push_str(s);
+        text.push('"');
+    } else {
+        text.push_str(&js::stringify(&Value::from(s)));
+    }
+}
+
 /// `n` in decimal, written at the end of `buf` (20 digits hold any `u64`).
 fn decimal(mut n: u64, buf: &mut [u8; 20]) -> &str {
     let mut start = buf.len();
@@ -293,7 +339,8 @@ pub fn blob_bound(topic: &str) -> Value {
     json!({ "topic": topic })
 }
 
-/// `base64url(sealEnvelope(room key, "minca/rendezvous/v1", { topic }, UTF-8(JSON(message))))`.
+/// `base64url(sealEnvelope(room key, "minca/rendezvous/v1", { topic }, UTF-8(JSON(message))))`
+/// for any JSON value (a message of any shape, for tests); [`seal_message`] for a [`Message`].
 pub fn seal_blob(
     crypto: &dyn CryptoProvider,
     rng: &mut dyn rand_core::CryptoRng,
@@ -301,14 +348,35 @@ pub fn seal_blob(
     topic: &str,
     message: &Value,
 ) -> String {
-    let plaintext = js::stringify(message).into_bytes();
+    seal_text(crypto, rng, room_key, topic, &js::stringify(message))
+}
+
+/// [`seal_blob`] of `message.to_json()`, written by [`Message::to_json_text`].
+pub fn seal_message(
+    crypto: &dyn CryptoProvider,
+    rng: &mut dyn rand_core::CryptoRng,
+    room_key: &[u8; 32],
+    topic: &str,
+    message: &Message,
+) -> String {
+    seal_text(crypto, rng, room_key, topic, &message.to_json_text())
+}
+
+/// Seals a message's JSON text as a blob.
+fn seal_text(
+    crypto: &dyn CryptoProvider,
+    rng: &mut dyn rand_core::CryptoRng,
+    room_key: &[u8; 32],
+    topic: &str,
+    json: &str,
+) -> String {
     base64url::encode(&envelope::seal(
         crypto,
         rng,
         room_key,
         BLOB_LABEL,
         &blob_bound(topic),
-        &plaintext,
+        json.as_bytes(),
     ))
 }
 
@@ -402,6 +470,39 @@ mod tests {
             signed_text("", Kind::Hello, 5, "", "", "", ""),
             "minca/rendezvous-sig/v1||hello|5||||"
         );
+    }
+
+    #[test]
+    fn a_messages_json_text_is_what_stringify_writes() {
+        let mut m = Message {
+            kind: Kind::Offer,
+            at: 1_790_000_000_000,
+            from: "did:key:zA".into(),
+            box_: "Ax-_".into(),
+            signal: Some(("did:key:zB".into(), "c2Rw".into())),
+            half_signal: false,
+            sig: "c2ln".into(),
+        };
+        let check = |m: &Message| assert_eq!(m.to_json_text(), js::stringify(&m.to_json()));
+        check(&m);
+        for odd in [
+            "",
+            "\"",
+            "a\\b",
+            "\u{1}\n\t\u{1f}",
+            "/\u{7f}\u{2028}é😀",
+            "9",
+        ] {
+            m.from = odd.into();
+            m.sig = format!("{odd}x");
+            check(&m);
+        }
+        for at in [0, 9, u64::MAX] {
+            m.at = at;
+            m.kind = Kind::Hello;
+            m.signal = None;
+            check(&m);
+        }
     }
 
     #[test]

@@ -28,8 +28,14 @@
 //! checks run in the rules' order except that the cheap parts of rules 2–5 come before the
 //! signature and the box's point check, and a new peer in a full room is turned away before
 //! either: every reason leads to the same answer (ignore), so only the counter differs.
+//!
+//! The machine remembers the last [`SEEN_BLOBS`] blobs it got past rule 3's check, with what that
+//! check needs: the same blob again in the same room (most often the copy through a second relay)
+//! is checked against the times acted on without being opened again, with the answer the full
+//! path gives.
 
 pub mod message;
+mod seen;
 
 #[cfg(test)]
 mod tests;
@@ -42,7 +48,11 @@ use serde_json::Value;
 
 pub use message::{BLOB_LABEL, Kind, Message, SIG_LABEL, SIGNAL_LABEL};
 
-use self::message::{ShapeError, open_blob_bound, open_description, seal_blob, seal_description};
+use self::message::{
+    ShapeError, open_blob_bound, open_description, seal_description, seal_message,
+};
+pub use self::seen::SEEN_BLOBS;
+use self::seen::{Seen, SeenBlobs, Then};
 use crate::codec::did_key::DidKey;
 use crate::codec::{base64url, js};
 use crate::core::replay::Verdict;
@@ -367,6 +377,29 @@ struct Pair {
     room: [u8; 32],
 }
 
+/// Rule 3's answer from the window's verdict.
+fn rule_3(verdict: Verdict) -> Result<(), Ignored> {
+    match verdict {
+        Verdict::Fresh => Ok(()),
+        Verdict::Replay => Err(Ignored::Replay),
+        Verdict::OutsideWindow => Err(Ignored::Stale),
+        Verdict::SenderFull => Err(Ignored::PeerFlooding),
+        _ => Err(Ignored::MemoryFull),
+    }
+}
+
+/// The cheap part of rules 4 and 5: a hello carries no signal, an offer or answer carries one
+/// for `me`.
+fn rules_4_and_5_cheap(message: &Message, me: &str) -> Result<(), Ignored> {
+    match (message.kind, &message.signal) {
+        (Kind::Hello, None) if !message.half_signal => Ok(()),
+        (Kind::Hello, _) => Err(Ignored::HelloWithSignal),
+        (_, None) => Err(Ignored::BadFields),
+        (_, Some((to, _))) if to != me => Err(Ignored::NotForMe),
+        _ => Ok(()),
+    }
+}
+
 /// The rendezvous machine of one node; see the [module docs](self).
 pub struct Rendezvous<R> {
     crypto: &'static dyn CryptoProvider,
@@ -381,6 +414,8 @@ pub struct Rendezvous<R> {
     rooms: BTreeMap<String, RoomState>,
     /// Times acted on per (peer, room), for the life of the box.
     acted: ReplayWindow<Pair>,
+    /// Blobs lately decided on, so that a copy through another relay is not opened again.
+    seen: SeenBlobs,
     out: VecDeque<Output>,
     ignored: BTreeMap<Ignored, u64>,
     /// Hellos back not said because the peer was admitted with the same box.
@@ -409,6 +444,7 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
             last_at: 0,
             rooms: BTreeMap::new(),
             acted: ReplayWindow::new(AT_WINDOW, MAX_ACTED_PER_PEER, MAX_REMEMBERED_PAIRS),
+            seen: SeenBlobs::default(),
             out: VecDeque::new(),
             ignored: BTreeMap::new(),
             hello_backs_spared: 0,
@@ -487,7 +523,7 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
             return;
         };
         message.sig = sig;
-        let blob = seal_blob(self.crypto, &mut self.rng, &key, topic, &message.to_json());
+        let blob = seal_message(self.crypto, &mut self.rng, &key, topic, &message);
         self.out.push_back(Output::Publish {
             room,
             topic: topic.into(),
@@ -582,6 +618,22 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
         if blob.len() > MAX_BLOB_CHARS {
             return Err(Ignored::TooLong);
         }
+        // The same text again: everything up to rule 3 would come out as it did (see `seen`).
+        if let Some(seen) = self.seen.get(&state.scope, blob) {
+            let pair = Pair {
+                peer: seen.peer,
+                room: state.scope,
+            };
+            let then = seen.then;
+            rule_3(
+                self.acted
+                    .check(now, &pair, Timestamp::from_millis(seen.at)),
+            )?;
+            if let Then::Ignored(reason) = then {
+                return Err(reason);
+            }
+            // Acted on, yet fresh: the window cannot say so, but the full path decides.
+        }
         // Rule 1.
         let plaintext = open_blob_bound(self.crypto, &state.key, &state.blob_aad, blob)
             .ok_or(Ignored::DoesNotOpen)?;
@@ -612,23 +664,20 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
             peer: from_key.0,
             room: state.scope,
         };
-        match self
-            .acted
-            .check(now, &pair, Timestamp::from_millis(message.at))
-        {
-            Verdict::Fresh => {}
-            Verdict::Replay => return Err(Ignored::Replay),
-            Verdict::OutsideWindow => return Err(Ignored::Stale),
-            Verdict::SenderFull => return Err(Ignored::PeerFlooding),
-            _ => return Err(Ignored::MemoryFull),
-        }
+        rule_3(
+            self.acted
+                .check(now, &pair, Timestamp::from_millis(message.at)),
+        )?;
+        let seen = |then| Seen {
+            peer: from_key.0,
+            at: message.at,
+            then,
+        };
         // Rules 4 and 5, the cheap part.
-        match (message.kind, &message.signal) {
-            (Kind::Hello, None) if !message.half_signal => {}
-            (Kind::Hello, _) => return Err(Ignored::HelloWithSignal),
-            (_, None) => return Err(Ignored::BadFields),
-            (_, Some((to, _))) if *to != self.did => return Err(Ignored::NotForMe),
-            _ => {}
+        if let Err(reason) = rules_4_and_5_cheap(&message, &self.did) {
+            self.seen
+                .remember(&state.scope, blob, seen(Then::Ignored(reason)));
+            return Err(reason);
         }
         // §2: "a hello or signal from a new peer in a full room MUST be ignored".
         state.forget_unheard(now);
@@ -670,6 +719,7 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
             // check() said Fresh at the same `now`; kept total all the same.
             _ => return Err(Ignored::MemoryFull),
         }
+        self.seen.remember(&state.scope, blob, seen(Then::Acted));
         self.act(now, topic, message, from_key, sender_box, signal);
         Ok(())
     }
@@ -711,7 +761,13 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
             peer.offer = Some((at, sender_box));
         }
         let room = state.room.clone();
-        let peer_box = base64url::encode(&peer.newest.1.0);
+        // The box decoder is strict (one accepted spelling per point), so the text the box came
+        // in is its encoding.
+        let peer_box = if peer.newest.1 == sender_box {
+            message.box_
+        } else {
+            base64url::encode(&peer.newest.1.0)
+        };
         self.out.push_back(Output::PeerHeard {
             room: room.clone(),
             did: message.from.clone(),
