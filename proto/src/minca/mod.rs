@@ -27,7 +27,6 @@
 //! the node's peer-connection inputs and outputs.
 
 pub mod auth;
-pub(crate) mod did_map;
 pub mod envelope;
 pub mod mesh;
 pub mod node;
@@ -43,4 +42,5 @@ pub mod relay_wire;
 pub mod rendezvous;
 pub mod room;
 pub mod space_access;
+pub(crate) mod text_map;
 pub mod turn;

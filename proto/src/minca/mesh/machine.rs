@@ -40,7 +40,6 @@ use crate::core::{
 };
 use crate::crypto::{CryptoProvider, P256Secret};
 use crate::minca::auth;
-use crate::minca::did_map::{DidMap, DidText};
 use crate::minca::mesh::admission::{Admitted, Handshake, PeerWho, Stage};
 use crate::minca::mesh::frame::{AUTH_HELLO, AUTH_PROOF, Frame, LEAVE, PEERS, SIGNAL};
 use crate::minca::mesh::introduction::{
@@ -52,6 +51,7 @@ use crate::minca::mesh::signal_frame;
 use crate::minca::mesh::signal_peek;
 use crate::minca::note::{Es256Notes, NoteChecker, account_of};
 use crate::minca::read_proof::{AccessView, Admission, Reader, Review, WHO_GRACE};
+use crate::minca::text_map::{KeyText, TextMap};
 
 /// A handshake not finished within 10 s is abandoned (§7.2).
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -532,7 +532,7 @@ struct Room {
     space_id: String,
     kind: RoomKind,
     note: Option<String>,
-    peers: DidMap<Stage>,
+    peers: TextMap<Stage>,
     /// The access history as last looked at (a private space).
     view: AccessView,
 }
@@ -605,9 +605,9 @@ pub struct Mesh<R: CryptoRng> {
     key: P256Secret,
     crypto: &'static dyn CryptoProvider,
     rng: R,
-    rooms: DidMap<Room>,
-    conns: DidMap<Conn>,
-    by_id: BTreeMap<ConnId, DidText>,
+    rooms: TextMap<Room>,
+    conns: TextMap<Conn>,
+    by_id: BTreeMap<ConnId, KeyText>,
     next_conn: u64,
     handshakes: TimerQueue<(String, String)>,
     who_grace: TimerQueue<(String, String)>,
@@ -632,8 +632,8 @@ impl<R: CryptoRng> Mesh<R> {
             key,
             crypto,
             rng,
-            rooms: DidMap::default(),
-            conns: DidMap::default(),
+            rooms: TextMap::default(),
+            conns: TextMap::default(),
             by_id: BTreeMap::new(),
             next_conn: 0,
             handshakes: TimerQueue::new(),
@@ -792,7 +792,7 @@ impl<R: CryptoRng> Mesh<R> {
                 bytes: PEER_BYTE_RATE.bucket(now),
             },
         );
-        self.by_id.insert(id, DidText::new(peer));
+        self.by_id.insert(id, KeyText::new(peer));
         self.attempts
             .schedule(now.saturating_add(ATTEMPT_TIMEOUT), id);
         Some(id)
@@ -1588,7 +1588,7 @@ impl<R: CryptoRng> Mesh<R> {
                 space_id: config.space_id,
                 kind: config.kind,
                 note: config.note,
-                peers: DidMap::default(),
+                peers: TextMap::default(),
                 view,
             },
         );
@@ -1808,7 +1808,7 @@ impl<R: CryptoRng> Machine for Mesh<R> {
 /// by `write` once, and only if some peer takes them. A function over the two tables rather than
 /// a method, so that a caller may iterate a room's peers while it sends.
 fn send_each<'p>(
-    conns: &DidMap<Conn>,
+    conns: &TextMap<Conn>,
     out: &mut VecDeque<Output>,
     peers: impl IntoIterator<Item = &'p str>,
     write: impl FnOnce() -> Vec<u8>,

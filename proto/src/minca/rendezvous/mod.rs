@@ -59,10 +59,10 @@ use crate::core::replay::Verdict;
 use crate::core::{Machine, ReplayWindow, Timestamp, Wakeup};
 use crate::crypto::{CryptoError, CryptoProvider, P256Public, P256Secret, generate_p256};
 use crate::minca::auth;
-use crate::minca::did_map::DidMap;
 use crate::minca::envelope::BOX_BYTES;
 use crate::minca::relay_wire::MAX_BLOB_CHARS;
 use crate::minca::room::Room;
+use crate::minca::text_map::TextMap;
 
 /// How far a message's `at` may be from the receiver's clock, either way, and how long the times
 /// acted on are remembered (§2 rule 3: "within 2 minutes of its own clock").
@@ -341,13 +341,13 @@ struct RoomState {
     /// The room as the replay window files it ([`Pair`]).
     scope: [u8; 32],
     /// At most [`MAX_ROOM_PEERS`], keyed by DID.
-    peers: DidMap<Peer>,
+    peers: TextMap<Peer>,
     /// When this node last said hello to every relay of the room.
     last_hello: Timestamp,
     /// A hello back was asked for within [`HELLO_BACK_INTERVAL`] of `last_hello`.
     hello_back_due: bool,
     /// Peers the mesh has admitted here, at most [`MAX_ROOM_PEERS`] (the mesh's own bound).
-    admitted: DidMap<()>,
+    admitted: TextMap<()>,
 }
 
 impl RoomState {
@@ -411,7 +411,7 @@ pub struct Rendezvous<R> {
     /// The last `at` this node signed: each message gets a greater one (§2 rule 3).
     last_at: u64,
     /// Rooms joined, by topic.
-    rooms: BTreeMap<String, RoomState>,
+    rooms: TextMap<RoomState>,
     /// Times acted on per (peer, room), for the life of the box.
     acted: ReplayWindow<Pair>,
     /// Blobs lately decided on, so that a copy through another relay is not opened again.
@@ -442,7 +442,7 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
             box_secret,
             box_text,
             last_at: 0,
-            rooms: BTreeMap::new(),
+            rooms: TextMap::default(),
             acted: ReplayWindow::new(AT_WINDOW, MAX_ACTED_PER_PEER, MAX_REMEMBERED_PAIRS),
             seen: SeenBlobs::default(),
             out: VecDeque::new(),
@@ -583,17 +583,17 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
                 key,
                 blob_aad: message::blob_aad(&topic),
                 scope: self.crypto.sha256(&[topic.as_bytes()]),
-                peers: DidMap::default(),
+                peers: TextMap::default(),
                 last_hello: now,
                 hello_back_due: false,
-                admitted: DidMap::default(),
+                admitted: TextMap::default(),
             },
         );
         self.say_hello(now, &topic, Relays::All);
     }
 
     fn relay_opened(&mut self, now: Timestamp, relay: RelayId) {
-        let topics: alloc::vec::Vec<String> = self.rooms.keys().cloned().collect();
+        let topics: alloc::vec::Vec<String> = self.rooms.keys().map(String::from).collect();
         for topic in topics {
             self.say_hello(now, &topic, Relays::One(relay));
         }
@@ -911,7 +911,7 @@ impl<R: rand_core::CryptoRng> Machine for Rendezvous<R> {
             .iter_mut()
             .filter_map(|(topic, r)| {
                 r.forget_unheard(now);
-                (now >= r.next_hello()).then(|| topic.clone())
+                (now >= r.next_hello()).then(|| String::from(topic))
             })
             .collect();
         for topic in due {

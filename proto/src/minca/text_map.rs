@@ -1,49 +1,52 @@
-//! A table keyed by DIDs, for the mesh's and the rendezvous' tables of peers (Minca §2, §7).
+//! A table keyed by short texts: the mesh's and the rendezvous' peers by DID, their rooms by name
+//! or topic (Minca §2, §7).
 //!
-//! DIDs are 57 characters that all begin `did:key:zDn`. Searched as heap `String`s in a B-tree, every comparison of a lookup reads another key's heap text (a cache miss at a
-//! thousand nodes) and compares the shared prefix again. A [`DidMap`] also holds each DID's first
-//! [`HEAD_BYTES`] as one integer that orders as those bytes do, so a search compares integers
-//! within one small array and reads a key's text only on a tie: for DIDs, the key it finds.
-//! That text is held in the entry itself ([`INLINE_BYTES`]), so confirming the key found reads
-//! the line the entry's value is on, not one more heap allocation.
+//! DIDs are 57 characters that all begin `did:key:zDn`; room names 32 and topics 43 characters
+//! of random-looking text. Searched as heap `String`s in a B-tree, every comparison of a lookup
+//! reads another key's heap text (a cache miss at a thousand nodes) and, for DIDs, compares the
+//! shared prefix again. A [`TextMap`] also holds each key's first [`HEAD_BYTES`] as one integer
+//! that orders as those bytes do, so a search compares integers within one small array and reads
+//! a key's text only on a tie: the key it finds, most often. That text is held in the entry
+//! itself up to [`INLINE_BYTES`], so confirming the key found reads the line the entry's value is
+//! on, not one more heap allocation.
 
 use alloc::string::String;
 use alloc::vec::Vec;
 use arrayvec::ArrayString;
 use core::cmp::Ordering;
 
-/// The bytes of a DID a [`DidMap`] holds inline: `did:key:zDn` and five more characters of
-/// base58, which tell a few hundred peers apart on all but a handful of ties (each only a text
-/// comparison).
+/// The bytes of a key a [`TextMap`] compares as one integer: for a DID `did:key:zDn` and five
+/// more characters of base58, which tell a few hundred peers apart on all but a handful of ties
+/// (each only a text comparison).
 pub(crate) const HEAD_BYTES: usize = 16;
 
-/// The longest DID a [`DidMap`] holds in its entry rather than on the heap: a P-256 did:key
-/// is 57 bytes, an Ed25519 one 56. A tuning of about 48 bytes an entry against one cache miss a
+/// The longest key a [`TextMap`] holds in its entry rather than on the heap: a P-256 did:key
+/// is 57 bytes, an Ed25519 one 56, a topic 43. A tuning of about 48 bytes an entry against one cache miss a
 /// lookup, no protocol value: longer texts (up to what a table's owner accepts) work the same.
 pub(crate) const INLINE_BYTES: usize = 64;
 
-/// A DID's text as a table holds it: in the table's own memory up to [`INLINE_BYTES`], on the
-/// heap beyond.
+/// A key's text (a DID's, most often) as a table holds it: in the table's own memory up to
+/// [`INLINE_BYTES`], on the heap beyond.
 #[derive(Clone, Debug)]
-pub(crate) enum DidText {
+pub(crate) enum KeyText {
     Inline(ArrayString<INLINE_BYTES>),
     Heap(String),
 }
 
-impl DidText {
+impl KeyText {
     /// `did`'s text, inline if it fits.
     pub(crate) fn new(did: impl Into<String> + AsRef<str>) -> Self {
         match ArrayString::from(did.as_ref()) {
-            Ok(inline) => DidText::Inline(inline),
-            Err(_) => DidText::Heap(did.into()),
+            Ok(inline) => KeyText::Inline(inline),
+            Err(_) => KeyText::Heap(did.into()),
         }
     }
 
     /// The text.
     pub(crate) fn as_str(&self) -> &str {
         match self {
-            DidText::Inline(s) => s.as_str(),
-            DidText::Heap(s) => s.as_str(),
+            KeyText::Inline(s) => s.as_str(),
+            KeyText::Heap(s) => s.as_str(),
         }
     }
 }
@@ -52,7 +55,7 @@ impl DidText {
 /// order as the texts do (a text that ends inside the head is a prefix of the other up to the
 /// first difference, and sorts first); equal integers say nothing, and the texts decide.
 fn head(text: &str) -> u128 {
-    // Every DID is longer than the head: one load, no copy.
+    // Every DID, topic and room name is longer than the head: one load, no copy.
     if let Some(bytes) = text.as_bytes().first_chunk::<HEAD_BYTES>() {
         return u128::from_be_bytes(*bytes);
     }
@@ -62,21 +65,21 @@ fn head(text: &str) -> u128 {
     u128::from_be_bytes(bytes)
 }
 
-/// A table keyed by DIDs (any text is accepted), iterated in the texts' order, as a
+/// A table keyed by texts (DIDs, most often), iterated in the texts' order, as a
 /// `BTreeMap<String, V>` is: the order a room's peers are flooded to.
 ///
 /// Two sorted vectors: the heads, scanned in one small array, and the entries. An insertion or
 /// removal moves the entries after it, so the table is for bounded tables (a room's 64 peers, the
-/// mesh's 256 connections), which are looked up far more often than changed.
+/// mesh's 256 connections, a node's 128 rooms), which are looked up far more often than changed.
 #[derive(Clone, Debug)]
-pub(crate) struct DidMap<V> {
+pub(crate) struct TextMap<V> {
     /// `head` of each entry's DID, in the entries' order.
     heads: Vec<u128>,
     /// The entries, in DID order.
-    entries: Vec<(DidText, V)>,
+    entries: Vec<(KeyText, V)>,
 }
 
-impl<V> Default for DidMap<V> {
+impl<V> Default for TextMap<V> {
     fn default() -> Self {
         Self {
             heads: Vec::new(),
@@ -85,7 +88,7 @@ impl<V> Default for DidMap<V> {
     }
 }
 
-impl<V> DidMap<V> {
+impl<V> TextMap<V> {
     /// The index of `did`'s entry, or where it would go.
     fn find(&self, did: &str) -> Result<usize, usize> {
         let h = head(did);
@@ -136,7 +139,7 @@ impl<V> DidMap<V> {
                 .map(|(_, v)| core::mem::replace(v, value)),
             Err(i) => {
                 self.heads.insert(i, head(did.as_ref()));
-                self.entries.insert(i, (DidText::new(did), value));
+                self.entries.insert(i, (KeyText::new(did), value));
                 None
             }
         }
@@ -153,7 +156,7 @@ impl<V> DidMap<V> {
             Ok(i) => (i, false),
             Err(i) => {
                 self.heads.insert(i, head(did));
-                self.entries.insert(i, (DidText::new(did), make()));
+                self.entries.insert(i, (KeyText::new(did), make()));
                 (i, true)
             }
         };
@@ -245,7 +248,7 @@ mod tests {
         sorted.sort_unstable();
         // Inserted forwards and backwards: each finds its place among ties on the head.
         for order in [texts.to_vec(), texts.iter().rev().copied().collect()] {
-            let mut m = DidMap::default();
+            let mut m = TextMap::default();
             for t in &order {
                 assert_eq!(m.insert(*t, t.len()), None);
             }
@@ -264,14 +267,14 @@ mod tests {
         let at_bound = "d".repeat(INLINE_BYTES);
         let long = "d".repeat(INLINE_BYTES + 1);
         let longer = format!("{long}z");
-        let mut m = DidMap::default();
+        let mut m = TextMap::default();
         for (i, t) in [short, &longer, &at_bound, &long].into_iter().enumerate() {
             assert_eq!(m.insert(t, i), None);
         }
         let held: Vec<bool> = m
             .entries
             .iter()
-            .map(|(k, _)| matches!(k, DidText::Inline(_)))
+            .map(|(k, _)| matches!(k, KeyText::Inline(_)))
             .collect();
         // In text order: 64 `d`s, 65, 65 and a `z`, then the DID.
         assert_eq!(held, [true, false, false, true]);
@@ -284,7 +287,7 @@ mod tests {
 
     #[test]
     fn a_did_map_finds_removes_and_lists_in_text_order() {
-        let mut m = DidMap::default();
+        let mut m = TextMap::default();
         let dids = [
             "did:key:zDnaeB",
             "did:key:zDnaeA2",
