@@ -25,7 +25,35 @@ pub fn decode(text: &str) -> Result<Vec<u8>, DecodeError> {
 ///
 /// Anything that decodes to another length is [`DecodeError::WrongLength`].
 pub fn decode_array<const N: usize>(text: &str) -> Result<[u8; N], DecodeError> {
+    // Straight into the array when the length is right and the text is good; anything else
+    // through `decode`, whose error is the one to give.
+    let mut out = [0; N];
+    if BASE64URL_NOPAD.decode_len(text.len()) == Ok(N)
+        && BASE64URL_NOPAD
+            .decode_mut(text.as_bytes(), &mut out)
+            .is_ok()
+    {
+        return Ok(out);
+    }
     super::to_array(decode(text)?)
+}
+
+/// How many characters [`check`] decodes at a time: whole groups of four, so each piece decodes
+/// on its own, into a buffer on the stack.
+const CHECK_CHARS: usize = 1024;
+
+/// Whether `text` is what [`decode`] accepts, with its error if not, without keeping (or
+/// allocating for) the bytes: for a field checked here and decoded later, where it is used.
+pub fn check(text: &str) -> Result<(), DecodeError> {
+    let mut buf = [0; CHECK_CHARS / 4 * 3];
+    let good = text.as_bytes().chunks(CHECK_CHARS).all(|piece| {
+        BASE64URL_NOPAD
+            .decode_len(piece.len())
+            .ok()
+            .and_then(|n| buf.get_mut(..n))
+            .is_some_and(|out| BASE64URL_NOPAD.decode_mut(piece, out).is_ok())
+    });
+    if good { Ok(()) } else { decode(text).map(drop) }
 }
 
 #[cfg(test)]
@@ -129,5 +157,47 @@ mod tests {
                 actual: 0
             })
         );
+    }
+
+    #[test]
+    fn check_and_decode_array_answer_as_decode_does() {
+        use alloc::format;
+        use alloc::string::String;
+        let mut texts: Vec<String> = [
+            "", "Zg", "Zh", "Zm8", "Zm9", "Z", "Zg=", "Zg==", "+/8", "-_8",
+        ]
+        .iter()
+        .map(|t| String::from(*t))
+        .collect();
+        // Long texts, across the pieces `check` decodes, good and broken at and around a piece's
+        // edge and at the end.
+        for len in [
+            CHECK_CHARS - 1,
+            CHECK_CHARS,
+            CHECK_CHARS + 2,
+            3 * CHECK_CHARS + 3,
+        ] {
+            let bytes: Vec<u8> = (0..len * 3 / 4).map(|i| (i * 7) as u8).collect();
+            let good = encode(&bytes);
+            texts.push(good.clone());
+            for at in [0, CHECK_CHARS - 1, CHECK_CHARS, good.len() - 1] {
+                for bad in ['=', '+', '/', '\u{e9}', ' '] {
+                    if let Some((i, _)) = good.char_indices().nth(at) {
+                        let mut t = good.clone();
+                        t.replace_range(i..i + 1, bad.encode_utf8(&mut [0; 4]));
+                        texts.push(t);
+                    }
+                }
+            }
+            texts.push(format!("{good}A"));
+            texts.push(format!("{good}="));
+        }
+        for t in &texts {
+            assert_eq!(check(t), decode(t).map(drop), "{t:?}");
+            let expected = decode(t).and_then(super::super::to_array::<2>);
+            assert_eq!(decode_array::<2>(t), expected, "{t:?}");
+            let expected = decode(t).and_then(super::super::to_array::<768>);
+            assert_eq!(decode_array::<768>(t), expected, "{t:?}");
+        }
     }
 }

@@ -266,9 +266,7 @@ fn check_blob(text: &str) -> Result<(), RelayWireError> {
             chars: js::utf16_len(text),
         });
     }
-    base64url::decode(text)
-        .map(drop)
-        .map_err(|_| RelayWireError::BadBlob)
+    base64url::check(text).map_err(|_| RelayWireError::BadBlob)
 }
 
 /// How long a relay keeps a dropped blob, in milliseconds (§1.4, §11).
