@@ -548,11 +548,16 @@ impl RelayMessage {
     /// The text of a one-blob `mail` saying no `more`: what a relay pushes to a topic's
     /// watchers, written without building the [`Mail`] first.
     pub fn pushed_text(topic: &Topic, blob: &Blob, seq: Option<u64>) -> String {
-        let mut out = String::new();
+        // Sized up front: a blob is up to 12 000 characters, and growing by doubling copies it.
+        let mut out = String::with_capacity(PUSHED_TEXT_FRAME + blob.as_str().len());
         write_mail(&mut out, topic, core::iter::once((blob, seq)), false);
         out
     }
 }
+
+/// The characters of a one-blob `mail` other than the blob: the frame around it, the topic and the
+/// longest `seq`.
+const PUSHED_TEXT_FRAME: usize = 96 + TOPIC_CHARS;
 
 /// Writes a `mail` (topics and blobs are checked base64url, so they need no JSON escaping).
 fn write_mail<'a>(
@@ -576,7 +581,11 @@ fn write_mail<'a>(
         }
         out.push('}');
     }
-    let _ = write!(out, "],\"more\":{more}}}");
+    out.push_str(if more {
+        "],\"more\":true}"
+    } else {
+        "],\"more\":false}"
+    });
 }
 
 /// A relay → client message as [`RelayMessage::read`] gives it: a `mail` borrows from the frame.
