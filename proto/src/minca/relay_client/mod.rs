@@ -1276,10 +1276,9 @@ impl<R> RelayClient<R> {
     /// The earliest of every relay's deadlines and the TURN servers' expiry, as the client's state
     /// stands: what [`Machine::poll_timeout`] answers.
     fn next_wakeup(&self) -> Option<Wakeup> {
-        let relays = self
-            .relays
-            .values()
-            .fold(None, |next, r| Wakeup::earliest(next, r.wakeup(self.last_now)));
+        let relays = self.relays.values().fold(None, |next, r| {
+            Wakeup::earliest(next, r.wakeup(self.last_now))
+        });
         Wakeup::earliest(relays, self.turn_wakeup())
     }
 
