@@ -624,7 +624,7 @@ impl From<RelayFrame<'_>> for RelayMessage {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MailRef<'a> {
     topic: Cow<'a, str>,
-    items: Vec<ItemRef<'a>>,
+    items: Items<'a>,
     more: bool,
 }
 
@@ -635,21 +635,72 @@ struct ItemRef<'a> {
     seq: Option<u64>,
 }
 
+/// A [`MailRef`]'s blobs: nearly every `mail` a client hears is one pushed blob, held here without
+/// a heap allocation; a page of several is a `Vec`.
+#[derive(Debug, Clone)]
+enum Items<'a> {
+    One([ItemRef<'a>; 1]),
+    Many(Vec<ItemRef<'a>>),
+}
+
+impl<'a> Items<'a> {
+    fn as_slice(&self) -> &[ItemRef<'a>] {
+        match self {
+            Self::One(one) => one,
+            Self::Many(many) => many,
+        }
+    }
+
+    fn push(&mut self, item: ItemRef<'a>) {
+        match self {
+            Self::Many(many) if many.is_empty() => *self = Self::One([item]),
+            Self::Many(many) => many.push(item),
+            Self::One(_) => {
+                let Self::One([first]) = core::mem::replace(self, Self::Many(Vec::new())) else {
+                    return;
+                };
+                *self = Self::Many(alloc::vec![first, item]);
+            }
+        }
+    }
+}
+
+impl Default for Items<'_> {
+    fn default() -> Self {
+        Self::Many(Vec::new())
+    }
+}
+
+impl<'a> FromIterator<ItemRef<'a>> for Items<'a> {
+    fn from_iter<I: IntoIterator<Item = ItemRef<'a>>>(iter: I) -> Self {
+        let mut items = Self::default();
+        for item in iter {
+            items.push(item);
+        }
+        items
+    }
+}
+
+// By content: one blob compares equal however it is held.
+impl PartialEq for Items<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
+impl Eq for Items<'_> {}
+
 impl<'a> MailRef<'a> {
     /// Checks what a `mail` names: the topic, every blob, every `seq` and their order.
-    fn checked(
-        topic: Cow<'a, str>,
-        items: Vec<ItemRef<'a>>,
-        more: bool,
-    ) -> Result<Self, RelayWireError> {
+    fn checked(topic: Cow<'a, str>, items: Items<'a>, more: bool) -> Result<Self, RelayWireError> {
         check_topic(&topic)?;
-        for item in &items {
+        for item in items.as_slice() {
             check_blob(&item.blob)?;
             if let Some(seq) = item.seq {
                 safe_integer(Some(seq), RelayWireError::BadSeq)?;
             }
         }
-        check_seqs(items.iter().map(|i| i.seq))?;
+        check_seqs(items.as_slice().iter().map(|i| i.seq))?;
         Ok(Self { topic, items, more })
     }
 
@@ -660,7 +711,7 @@ impl<'a> MailRef<'a> {
 
     /// The blobs' text, checked, in page order.
     pub fn blobs(&self) -> impl DoubleEndedIterator<Item = &str> + ExactSizeIterator {
-        self.items.iter().map(|i| &*i.blob)
+        self.items.as_slice().iter().map(|i| &*i.blob)
     }
 
     /// The owned message.
@@ -669,6 +720,7 @@ impl<'a> MailRef<'a> {
             topic: Topic::from_checked(&self.topic),
             items: self
                 .items
+                .as_slice()
                 .iter()
                 .map(|i| MailItem {
                     blob: Blob::from_checked(&i.blob),
