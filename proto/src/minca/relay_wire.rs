@@ -1532,6 +1532,34 @@ mod tests {
     }
 
     #[test]
+    fn a_mail_of_any_number_of_blobs_reads_back_in_order() {
+        for n in 0..4u64 {
+            for more in [false, true] {
+                let items: Vec<MailItem> = (1..=n)
+                    .map(|seq| MailItem {
+                        blob: Blob::from_bytes(&[seq as u8; 3]).unwrap(),
+                        seq: Some(seq),
+                    })
+                    .collect();
+                let mail = Mail {
+                    topic: topic(),
+                    items,
+                    more,
+                };
+                let text = RelayMessage::Mail(mail.clone()).to_text();
+                let Ok(RelayFrame::Mail(read)) = RelayMessage::read(&text) else {
+                    panic!("a mail");
+                };
+                let blobs: Vec<&str> = read.blobs().collect();
+                let written: Vec<&str> = mail.items.iter().map(|i| i.blob.as_str()).collect();
+                assert_eq!(blobs, written);
+                assert_eq!(read.to_mail(), mail);
+                assert_eq!(read, MailRef::from(mail));
+            }
+        }
+    }
+
+    #[test]
     fn a_pushed_mail_is_written_as_the_mail_it_is() {
         for seq in [None, Some(0), Some(MAX_SAFE_INTEGER)] {
             let blob = Blob::parse("AQID").unwrap();
