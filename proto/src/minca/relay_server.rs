@@ -567,23 +567,29 @@ impl<R: CryptoRng> RelayServer<R> {
         let Some(state) = self.topics.get(&topic) else {
             return;
         };
-        let others: Vec<ConnId> = state
-            .watchers
-            .iter()
-            .copied()
-            .filter(|&c| c != conn)
-            .take(MAX_WATCHERS_PER_TOPIC - 1)
-            .collect();
-        if others.is_empty() {
+        // Read twice rather than collected: the count says whether to write the text at all.
+        let others = || {
+            state
+                .watchers
+                .iter()
+                .copied()
+                .filter(|&c| c != conn)
+                .take(MAX_WATCHERS_PER_TOPIC - 1)
+        };
+        let count = others().count();
+        if count == 0 {
             return;
         }
-        let text = RelayMessage::pushed_text(&topic, &blob, seq);
-        self.stats.delivered += others.len() as u64;
-        for c in others {
-            self.out.push_back(Output::Send {
-                conn: c,
-                text: text.clone(),
-            });
+        let mut text = RelayMessage::pushed_text(&topic, &blob, seq);
+        self.stats.delivered += count as u64;
+        for (i, c) in others().enumerate() {
+            // Each socket gets its own copy; the last takes the original.
+            let text = if i + 1 == count {
+                core::mem::take(&mut text)
+            } else {
+                text.clone()
+            };
+            self.out.push_back(Output::Send { conn: c, text });
         }
     }
 

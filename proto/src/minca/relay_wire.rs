@@ -548,11 +548,16 @@ impl RelayMessage {
     /// The text of a one-blob `mail` saying no `more`: what a relay pushes to a topic's
     /// watchers, written without building the [`Mail`] first.
     pub fn pushed_text(topic: &Topic, blob: &Blob, seq: Option<u64>) -> String {
-        let mut out = String::new();
+        // Sized up front: a blob is up to 12 000 characters, and growing by doubling copies it.
+        let mut out = String::with_capacity(PUSHED_TEXT_FRAME + blob.as_str().len());
         write_mail(&mut out, topic, core::iter::once((blob, seq)), false);
         out
     }
 }
+
+/// The characters of a one-blob `mail` other than the blob: the frame around it, the topic and the
+/// longest `seq`.
+const PUSHED_TEXT_FRAME: usize = 96 + TOPIC_CHARS;
 
 /// Writes a `mail` (topics and blobs are checked base64url, so they need no JSON escaping).
 fn write_mail<'a>(
@@ -576,7 +581,11 @@ fn write_mail<'a>(
         }
         out.push('}');
     }
-    let _ = write!(out, "],\"more\":{more}}}");
+    out.push_str(if more {
+        "],\"more\":true}"
+    } else {
+        "],\"more\":false}"
+    });
 }
 
 /// A relay → client message as [`RelayMessage::read`] gives it: a `mail` borrows from the frame.
@@ -615,7 +624,7 @@ impl From<RelayFrame<'_>> for RelayMessage {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MailRef<'a> {
     topic: Cow<'a, str>,
-    items: Vec<ItemRef<'a>>,
+    items: Items<'a>,
     more: bool,
 }
 
@@ -626,21 +635,72 @@ struct ItemRef<'a> {
     seq: Option<u64>,
 }
 
+/// A [`MailRef`]'s blobs: nearly every `mail` a client hears is one pushed blob, held here without
+/// a heap allocation; a page of several is a `Vec`.
+#[derive(Debug, Clone)]
+enum Items<'a> {
+    One([ItemRef<'a>; 1]),
+    Many(Vec<ItemRef<'a>>),
+}
+
+impl<'a> Items<'a> {
+    fn as_slice(&self) -> &[ItemRef<'a>] {
+        match self {
+            Self::One(one) => one,
+            Self::Many(many) => many,
+        }
+    }
+
+    fn push(&mut self, item: ItemRef<'a>) {
+        match self {
+            Self::Many(many) if many.is_empty() => *self = Self::One([item]),
+            Self::Many(many) => many.push(item),
+            Self::One(_) => {
+                let Self::One([first]) = core::mem::replace(self, Self::Many(Vec::new())) else {
+                    return;
+                };
+                *self = Self::Many(alloc::vec![first, item]);
+            }
+        }
+    }
+}
+
+impl Default for Items<'_> {
+    fn default() -> Self {
+        Self::Many(Vec::new())
+    }
+}
+
+impl<'a> FromIterator<ItemRef<'a>> for Items<'a> {
+    fn from_iter<I: IntoIterator<Item = ItemRef<'a>>>(iter: I) -> Self {
+        let mut items = Self::default();
+        for item in iter {
+            items.push(item);
+        }
+        items
+    }
+}
+
+// By content: one blob compares equal however it is held.
+impl PartialEq for Items<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
+impl Eq for Items<'_> {}
+
 impl<'a> MailRef<'a> {
     /// Checks what a `mail` names: the topic, every blob, every `seq` and their order.
-    fn checked(
-        topic: Cow<'a, str>,
-        items: Vec<ItemRef<'a>>,
-        more: bool,
-    ) -> Result<Self, RelayWireError> {
+    fn checked(topic: Cow<'a, str>, items: Items<'a>, more: bool) -> Result<Self, RelayWireError> {
         check_topic(&topic)?;
-        for item in &items {
+        for item in items.as_slice() {
             check_blob(&item.blob)?;
             if let Some(seq) = item.seq {
                 safe_integer(Some(seq), RelayWireError::BadSeq)?;
             }
         }
-        check_seqs(items.iter().map(|i| i.seq))?;
+        check_seqs(items.as_slice().iter().map(|i| i.seq))?;
         Ok(Self { topic, items, more })
     }
 
@@ -651,7 +711,7 @@ impl<'a> MailRef<'a> {
 
     /// The blobs' text, checked, in page order.
     pub fn blobs(&self) -> impl DoubleEndedIterator<Item = &str> + ExactSizeIterator {
-        self.items.iter().map(|i| &*i.blob)
+        self.items.as_slice().iter().map(|i| &*i.blob)
     }
 
     /// The owned message.
@@ -660,6 +720,7 @@ impl<'a> MailRef<'a> {
             topic: Topic::from_checked(&self.topic),
             items: self
                 .items
+                .as_slice()
                 .iter()
                 .map(|i| MailItem {
                     blob: Blob::from_checked(&i.blob),
@@ -1468,6 +1529,34 @@ mod tests {
         let s = IceServers::from_relay(&ice_payload(json!([turn(json!("turn:a"))]))).unwrap();
         assert!(s.is_current(Timestamp::from_millis(1_789_999_999_999)));
         assert!(!s.is_current(Timestamp::from_millis(1_790_000_000_000)));
+    }
+
+    #[test]
+    fn a_mail_of_any_number_of_blobs_reads_back_in_order() {
+        for n in 0..4u64 {
+            for more in [false, true] {
+                let items: Vec<MailItem> = (1..=n)
+                    .map(|seq| MailItem {
+                        blob: Blob::from_bytes(&[seq as u8; 3]).unwrap(),
+                        seq: Some(seq),
+                    })
+                    .collect();
+                let mail = Mail {
+                    topic: topic(),
+                    items,
+                    more,
+                };
+                let text = RelayMessage::Mail(mail.clone()).to_text();
+                let Ok(RelayFrame::Mail(read)) = RelayMessage::read(&text) else {
+                    panic!("a mail");
+                };
+                let blobs: Vec<&str> = read.blobs().collect();
+                let written: Vec<&str> = mail.items.iter().map(|i| i.blob.as_str()).collect();
+                assert_eq!(blobs, written);
+                assert_eq!(read.to_mail(), mail);
+                assert_eq!(read, MailRef::from(mail));
+            }
+        }
     }
 
     #[test]

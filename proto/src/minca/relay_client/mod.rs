@@ -442,6 +442,108 @@ impl Relay {
             }
         }
     }
+
+    /// This relay's next deadline: a redial, a dial timeout, a ping, or the pacer letting a queued
+    /// send go (`last_now` is the client's latest time).
+    fn wakeup(&self, last_now: Option<Timestamp>) -> Option<Wakeup> {
+        match &self.socket {
+            Socket::Waiting { at } => Some(Wakeup::new(*at, "relay redial")),
+            Socket::Dialing { since, .. } => Some(Wakeup::new(
+                since.saturating_add(Duration::from_millis(DIAL_TIMEOUT_MS)),
+                "relay dial timeout",
+            )),
+            Socket::Open { open, .. } => {
+                let ping = self
+                    .codec
+                    .pings()
+                    .then(|| Wakeup::new(open.next_ping, "relay ping"));
+                let pace = (!open.queue.is_empty()).then(|| {
+                    let now = last_now.unwrap_or(Timestamp::ZERO);
+                    Wakeup::new(open.bucket.next_available(now), "relay send pacing")
+                });
+                Wakeup::earliest(ping, pace)
+            }
+        }
+    }
+
+    /// The socket is gone (closed, failed, timed out): forget it and schedule a redial at
+    /// `redial_at`, or after the backoff. On the relay itself, so that a pass over every relay can
+    /// do it without looking the relay up again.
+    fn lose<R: CryptoRng>(
+        &mut self,
+        now: Timestamp,
+        url: &RelayUrl,
+        redial_at: Option<Timestamp>,
+        outputs: &mut VecDeque<Output>,
+        rng: &mut R,
+    ) {
+        for topic in self.codec.reset() {
+            outputs.push_back(Output::Fetched {
+                relay: url.clone(),
+                topic,
+                blobs: Vec::new(),
+                done: true,
+            });
+        }
+        let at = redial_at.unwrap_or_else(|| now.saturating_add(self.backoff.next_delay(rng)));
+        self.socket = Socket::Waiting { at };
+        outputs.push_back(Output::RelayState {
+            relay: url.clone(),
+            state: RelayState::Waiting {
+                retry_at: at,
+                failures: self.backoff.attempts(),
+            },
+        });
+    }
+
+    /// Closes the socket (if any) and redials, at `now` when `immediately` (§2.1: sleep, online),
+    /// else after the backoff (a dead socket).
+    fn close_and_redial<R: CryptoRng>(
+        &mut self,
+        now: Timestamp,
+        url: &RelayUrl,
+        immediately: bool,
+        outputs: &mut VecDeque<Output>,
+        rng: &mut R,
+    ) {
+        if let Socket::Dialing { conn, .. } | Socket::Open { conn, .. } = self.socket {
+            outputs.push_back(Output::Close { conn });
+        }
+        if immediately {
+            self.backoff.reset();
+            self.lose(now, url, Some(now), outputs, rng);
+        } else {
+            self.lose(now, url, None, outputs, rng);
+        }
+    }
+}
+
+/// What a pass over the relays saw for §3 reachability: whether any socket is open, and whether
+/// every relay waits to redial after failing at least once since it last answered.
+#[derive(Clone, Copy, Debug)]
+struct Survey {
+    relays: usize,
+    any_open: bool,
+    all_failed: bool,
+}
+
+impl Default for Survey {
+    fn default() -> Self {
+        Self {
+            relays: 0,
+            any_open: false,
+            all_failed: true,
+        }
+    }
+}
+
+impl Survey {
+    fn note(&mut self, relay: &Relay) {
+        self.relays += 1;
+        self.any_open |= matches!(relay.socket, Socket::Open { .. });
+        self.all_failed &=
+            matches!(relay.socket, Socket::Waiting { .. }) && relay.backoff.attempts() > 0;
+    }
 }
 
 /// Whether a send comes from the application (bounded by [`MAX_QUEUED_SENDS`]) or from the
@@ -536,8 +638,11 @@ impl<R: CryptoRng> RelayClient<R> {
     /// What ends every input: what is due is done, and the wakeup kept for
     /// [`Machine::poll_timeout`].
     fn settle(&mut self, now: Timestamp) {
-        self.drive(now);
-        self.wakeup = self.next_wakeup();
+        // One pass over the relays drives them and reads what reachability and the wakeup need.
+        let (survey, wakeup) = self.drive(now);
+        self.reach(survey);
+        self.update_turn(now);
+        self.wakeup = Wakeup::earliest(wakeup, self.turn_wakeup());
     }
 
     /// What the client ignored or refused so far.
@@ -922,47 +1027,21 @@ impl<R: CryptoRng> RelayClient<R> {
                 open.push(vec![answer], SendClass::App);
             }
         }
-        self.update_reachable();
+        // No reachability update: a frame changes no socket's state, and the settle that ends
+        // every input updates it.
     }
 
     /// The socket is gone (closed, failed, timed out): forget it and schedule a redial.
     fn lost(&mut self, now: Timestamp, url: &RelayUrl, redial_at: Option<Timestamp>) {
-        let Some(relay) = self.relays.get_mut(url) else {
-            return;
-        };
-        for topic in relay.codec.reset() {
-            self.outputs.push_back(Output::Fetched {
-                relay: url.clone(),
-                topic,
-                blobs: Vec::new(),
-                done: true,
-            });
+        if let Some(relay) = self.relays.get_mut(url) {
+            relay.lose(now, url, redial_at, &mut self.outputs, &mut self.rng);
         }
-        let at = redial_at
-            .unwrap_or_else(|| now.saturating_add(relay.backoff.next_delay(&mut self.rng)));
-        relay.socket = Socket::Waiting { at };
-        self.outputs.push_back(Output::RelayState {
-            relay: url.clone(),
-            state: RelayState::Waiting {
-                retry_at: at,
-                failures: relay.backoff.attempts(),
-            },
-        });
     }
 
-    /// Closes the socket (if any) and redials at `now` (§2.1: sleep, online, dead socket).
+    /// Closes the socket (if any) and redials (see [`Relay::close_and_redial`]).
     fn close_and_redial(&mut self, now: Timestamp, url: &RelayUrl, immediately: bool) {
-        let Some(relay) = self.relays.get_mut(url) else {
-            return;
-        };
-        if let Socket::Dialing { conn, .. } | Socket::Open { conn, .. } = relay.socket {
-            self.outputs.push_back(Output::Close { conn });
-        }
-        if immediately {
-            relay.backoff.reset();
-            self.lost(now, url, Some(now));
-        } else {
-            self.lost(now, url, None);
+        if let Some(relay) = self.relays.get_mut(url) {
+            relay.close_and_redial(now, url, immediately, &mut self.outputs, &mut self.rng);
         }
     }
 
@@ -1003,95 +1082,111 @@ impl<R: CryptoRng> RelayClient<R> {
     }
 
     /// Dials what is due, gives up on slow dials, pings and gives up on silent sockets, and sends
-    /// what the pacer allows.
-    fn drive(&mut self, now: Timestamp) {
-        // Runs after every input, and most find nothing due: only a relay with something to do
-        // is named and looked up again. Handling one relay changes no other's state, so choosing
-        // them first picks the relays the loop would have acted on, in the same order.
-        let urls: Vec<RelayUrl> = self
-            .relays
-            .iter()
-            .filter(|(_, r)| r.has_work(now))
-            .map(|(u, _)| u.clone())
-            .collect();
-        for url in urls {
-            let Some(relay) = self.relays.get_mut(&url) else {
-                continue;
-            };
-            match &mut relay.socket {
-                Socket::Waiting { at } if *at <= now => {
-                    let conn = ConnId(self.next_conn);
-                    self.next_conn += 1;
-                    relay.socket = Socket::Dialing { conn, since: now };
-                    self.outputs.push_back(Output::Dial {
-                        conn,
-                        relay: url.clone(),
-                        url: url.dial_url(),
-                    });
-                    self.outputs.push_back(Output::RelayState {
-                        relay: url.clone(),
-                        state: RelayState::Dialing,
-                    });
-                }
-                Socket::Dialing { since, .. }
-                    if now.as_millis() >= since.as_millis().saturating_add(DIAL_TIMEOUT_MS) =>
-                {
-                    self.stats.dial_timeouts += 1;
-                    self.close_and_redial(now, &url, false);
-                }
-                Socket::Open { open, .. } if relay.codec.pings() && now >= open.next_ping => {
-                    if relay.answers_pings && open.pings_unanswered >= PINGS_BEFORE_REDIAL {
-                        self.stats.ping_timeouts += 1;
-                        self.close_and_redial(now, &url, false);
-                        continue;
-                    }
-                    open.pings_unanswered += 1;
-                    open.next_ping = now.saturating_add(Duration::from_millis(PING_IDLE_MS));
-                    let frames = relay.codec.encode(now, &mut self.rng, Intent::Ping);
-                    open.queue
-                        .extend(frames.into_iter().map(|f| (f, SendClass::Upkeep)));
-                }
-                _ => {}
+    /// what the pacer allows; answers what the relays look like afterwards (for reachability) and
+    /// their earliest deadline.
+    fn drive(&mut self, now: Timestamp) -> (Survey, Option<Wakeup>) {
+        // Runs after every input, and most find nothing due; handling one relay changes no other's
+        // state, so one pass in URL order acts on each as a pass per relay would, and reads each
+        // relay once it is done with it.
+        let Self {
+            relays,
+            outputs,
+            stats,
+            rng,
+            next_conn,
+            last_now,
+            ..
+        } = self;
+        let mut survey = Survey::default();
+        let mut wakeup = None;
+        for (url, relay) in relays.iter_mut() {
+            if relay.has_work(now) {
+                Self::drive_relay(now, url, relay, outputs, stats, rng, next_conn);
             }
-            if let Some(Relay {
-                socket: Socket::Open { conn, open },
-                ..
-            }) = self.relays.get_mut(&url)
+            survey.note(relay);
+            wakeup = Wakeup::earliest(wakeup, relay.wakeup(*last_now));
+        }
+        (survey, wakeup)
+    }
+
+    /// [`Self::drive`] for one relay that has work at `now`.
+    fn drive_relay(
+        now: Timestamp,
+        url: &RelayUrl,
+        relay: &mut Relay,
+        outputs: &mut VecDeque<Output>,
+        stats: &mut Stats,
+        rng: &mut R,
+        next_conn: &mut u64,
+    ) {
+        match &mut relay.socket {
+            Socket::Waiting { at } if *at <= now => {
+                let conn = ConnId(*next_conn);
+                *next_conn += 1;
+                relay.socket = Socket::Dialing { conn, since: now };
+                outputs.push_back(Output::Dial {
+                    conn,
+                    relay: url.clone(),
+                    url: url.dial_url(),
+                });
+                outputs.push_back(Output::RelayState {
+                    relay: url.clone(),
+                    state: RelayState::Dialing,
+                });
+            }
+            Socket::Dialing { since, .. }
+                if now.as_millis() >= since.as_millis().saturating_add(DIAL_TIMEOUT_MS) =>
             {
-                while !open.queue.is_empty() && open.bucket.try_take(now) {
-                    let Some((text, class)) = open.queue.pop_front() else {
-                        break;
-                    };
-                    if class == SendClass::App {
-                        open.app_queued -= 1;
-                    }
-                    self.outputs.push_back(Output::Send { conn: *conn, text });
+                stats.dial_timeouts += 1;
+                relay.close_and_redial(now, url, false, outputs, rng);
+            }
+            Socket::Open { open, .. } if relay.codec.pings() && now >= open.next_ping => {
+                if relay.answers_pings && open.pings_unanswered >= PINGS_BEFORE_REDIAL {
+                    stats.ping_timeouts += 1;
+                    relay.close_and_redial(now, url, false, outputs, rng);
+                    return;
                 }
+                open.pings_unanswered += 1;
+                open.next_ping = now.saturating_add(Duration::from_millis(PING_IDLE_MS));
+                let frames = relay.codec.encode(now, rng, Intent::Ping);
+                open.queue
+                    .extend(frames.into_iter().map(|f| (f, SendClass::Upkeep)));
+            }
+            _ => {}
+        }
+        if let Socket::Open { conn, open } = &mut relay.socket {
+            while !open.queue.is_empty() && open.bucket.try_take(now) {
+                let Some((text, class)) = open.queue.pop_front() else {
+                    break;
+                };
+                if class == SendClass::App {
+                    open.app_queued -= 1;
+                }
+                outputs.push_back(Output::Send { conn: *conn, text });
             }
         }
-        self.update_reachable();
-        self.update_turn(now);
     }
 
     /// §3: reachable once any relay answers; unreachable once none is open and every relay has
     /// failed at least once since it last answered.
     fn update_reachable(&mut self) {
-        if self.relays.is_empty() {
+        let mut survey = Survey::default();
+        for relay in self.relays.values() {
+            survey.note(relay);
+        }
+        self.reach(survey);
+    }
+
+    /// [`Self::update_reachable`] from a pass that already looked at every relay.
+    fn reach(&mut self, survey: Survey) {
+        if survey.relays == 0 {
             // In no room: the next join starts connecting afresh, and reports it.
             self.reachable = None;
             return;
         }
-        let any_open = self
-            .relays
-            .values()
-            .any(|r| matches!(r.socket, Socket::Open { .. }));
-        let all_failed = self
-            .relays
-            .values()
-            .all(|r| matches!(r.socket, Socket::Waiting { .. }) && r.backoff.attempts() > 0);
-        let now_reachable = if any_open {
+        let now_reachable = if survey.any_open {
             Some(true)
-        } else if all_failed {
+        } else if survey.all_failed {
             Some(false)
         } else {
             self.reachable
@@ -1181,32 +1276,16 @@ impl<R> RelayClient<R> {
     /// The earliest of every relay's deadlines and the TURN servers' expiry, as the client's state
     /// stands: what [`Machine::poll_timeout`] answers.
     fn next_wakeup(&self) -> Option<Wakeup> {
-        let mut next: Option<Wakeup> = None;
-        for relay in self.relays.values() {
-            let wake = match &relay.socket {
-                Socket::Waiting { at } => Some(Wakeup::new(*at, "relay redial")),
-                Socket::Dialing { since, .. } => Some(Wakeup::new(
-                    since.saturating_add(Duration::from_millis(DIAL_TIMEOUT_MS)),
-                    "relay dial timeout",
-                )),
-                Socket::Open { open, .. } => {
-                    let ping = relay
-                        .codec
-                        .pings()
-                        .then(|| Wakeup::new(open.next_ping, "relay ping"));
-                    let pace = (!open.queue.is_empty()).then(|| {
-                        let now = self.last_now.unwrap_or(Timestamp::ZERO);
-                        Wakeup::new(open.bucket.next_available(now), "relay send pacing")
-                    });
-                    Wakeup::earliest(ping, pace)
-                }
-            };
-            next = Wakeup::earliest(next, wake);
-        }
-        let turn = self
-            .turn
+        let relays = self.relays.values().fold(None, |next, r| {
+            Wakeup::earliest(next, r.wakeup(self.last_now))
+        });
+        Wakeup::earliest(relays, self.turn_wakeup())
+    }
+
+    /// When the TURN servers handed out expire.
+    fn turn_wakeup(&self) -> Option<Wakeup> {
+        self.turn
             .as_ref()
-            .map(|t| Wakeup::new(t.expires_at, "turn servers expire"));
-        Wakeup::earliest(next, turn)
+            .map(|t| Wakeup::new(t.expires_at, "turn servers expire"))
     }
 }

@@ -16,8 +16,8 @@ use alloc::vec::Vec;
 use serde::Deserialize;
 
 use super::{
-    Blob, ClientMessage, ItemRef, MailRef, PING_TEXT, PONG_TEXT, RelayFrame, RelayWireError, Topic,
-    Ttl, safe_integer,
+    Blob, ClientMessage, ItemRef, Items, MailRef, PING_TEXT, PONG_TEXT, RelayFrame, RelayWireError,
+    Topic, Ttl, safe_integer,
 };
 use crate::codec::object::{self, Object, Text, present};
 
@@ -124,7 +124,7 @@ fn mail_as_written(text: &str) -> Option<MailRef<'_>> {
     let rest = text.strip_prefix(r#"{"type":"mail","topic":""#)?;
     let (topic, rest) = rest.split_once('"')?;
     let mut rest = rest.strip_prefix(r#","items":["#)?;
-    let mut items = Vec::new();
+    let mut items = Items::default();
     if let Some(after) = rest.strip_prefix(']') {
         rest = after;
     } else {
