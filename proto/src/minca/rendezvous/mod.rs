@@ -420,6 +420,9 @@ pub struct Rendezvous<R> {
     ignored: BTreeMap<Ignored, u64>,
     /// Hellos back not said because the peer was admitted with the same box.
     hello_backs_spared: u64,
+    /// What [`Machine::poll_timeout`] answers, kept after every input: the host asks after every
+    /// event of the node, most of which are not this machine's.
+    wakeup: Option<Wakeup>,
 }
 
 impl<R: rand_core::CryptoRng> Rendezvous<R> {
@@ -448,6 +451,8 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
             out: VecDeque::new(),
             ignored: BTreeMap::new(),
             hello_backs_spared: 0,
+            // No room and no time acted on: nothing to wake for.
+            wakeup: None,
         })
     }
 
@@ -604,6 +609,33 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
     /// asked for: a copy through another relay is a replay by its `at` (§3).
     pub fn receive_blob(&mut self, now: Timestamp, topic: &str, blob: &str) {
         self.receive(now, topic, blob);
+        self.settle();
+    }
+
+    /// What ends every input: the wakeup kept for [`Machine::poll_timeout`].
+    fn settle(&mut self) {
+        self.wakeup = self.next_wakeup();
+    }
+
+    /// The earliest hello due in a room and the replay memory's next expiry, as the state stands.
+    fn next_wakeup(&self) -> Option<Wakeup> {
+        let hello = self
+            .rooms
+            .values()
+            .map(|r| {
+                let reason = if r.hello_back_due {
+                    "rendezvous hello back"
+                } else {
+                    "rendezvous hello"
+                };
+                Wakeup::new(r.next_hello(), reason)
+            })
+            .fold(None, |a, b| Wakeup::earliest(a, Some(b)));
+        let memory = self
+            .acted
+            .next_expiry()
+            .map(|at| Wakeup::new(at, "rendezvous replay memory"));
+        Wakeup::earliest(hello, memory)
     }
 
     /// §2's five rules, then what the receiver does.
@@ -887,6 +919,7 @@ impl<R: rand_core::CryptoRng> Machine for Rendezvous<R> {
                 description,
             } => self.send_signal(now, room, to, kind, description),
         }
+        self.settle();
     }
 
     fn poll(&mut self) -> Option<Output> {
@@ -894,23 +927,8 @@ impl<R: rand_core::CryptoRng> Machine for Rendezvous<R> {
     }
 
     fn poll_timeout(&self) -> Option<Wakeup> {
-        let hello = self
-            .rooms
-            .values()
-            .map(|r| {
-                let reason = if r.hello_back_due {
-                    "rendezvous hello back"
-                } else {
-                    "rendezvous hello"
-                };
-                Wakeup::new(r.next_hello(), reason)
-            })
-            .fold(None, |a, b| Wakeup::earliest(a, Some(b)));
-        let memory = self
-            .acted
-            .next_expiry()
-            .map(|at| Wakeup::new(at, "rendezvous replay memory"));
-        Wakeup::earliest(hello, memory)
+        debug_assert_eq!(self.wakeup, self.next_wakeup());
+        self.wakeup
     }
 
     fn handle_timeout(&mut self, now: Timestamp) {
@@ -926,5 +944,6 @@ impl<R: rand_core::CryptoRng> Machine for Rendezvous<R> {
             self.say_hello(now, &topic, Relays::All);
         }
         self.acted.prune(now);
+        self.settle();
     }
 }
