@@ -329,7 +329,7 @@ impl<'a> MessageRef<'a> {
     /// A message exactly as [`Message::to_json_text`] writes it (members in the order of the
     /// [`Map`] it writes from, no space), read by position with no JSON parser, as
     /// `relay_wire`'s `mail_as_written` reads a relay's mail: every received message is one, and
-    /// a parser looks at each byte of its `sdp` and `sig` for escapes twice over. A string here
+    /// a parser looks at each byte of its `sdp` and `sig` for escapes and copies each string. A string here
     /// must hold no `\` and no control character, so it ends at the first `"` and is the text a
     /// JSON parser would read; any other text, spelling or number is `None`, left to
     /// [`Message::parse_general`], which gives the answer or error.
@@ -376,7 +376,8 @@ impl<'a> MessageRef<'a> {
     }
 }
 
-/// `,"key":"value"` at the start of `text`, with a value holding no escape and no control character: the value and the text after its closing quote.
+/// `,"key":"value"` at the start of `text`, with a value holding no escape and no control
+/// character: the value and the text after its closing quote.
 fn member<'t>(text: &'t str, key: &str) -> Option<(&'t str, &'t str)> {
     let rest = text.strip_prefix(",\"")?.strip_prefix(key)?;
     let rest = rest.strip_prefix("\":\"")?;
@@ -388,9 +389,9 @@ fn member<'t>(text: &'t str, key: &str) -> Option<(&'t str, &'t str)> {
     Some((rest.get(..end)?, rest.get(end + 1..)?))
 }
 
-/// Where the first `"`, `\\` or control character in `bytes` is (`bytes.len()` if none): the end
+/// Where the first `"`, `\` or control character in `bytes` is (`bytes.len()` if none): the end
 /// of a JSON string's plain text. Eight bytes at a time, as a JSON parser does it, because an
-/// `sdp` is most of a message: in each word, a byte equal to `"` or `\\` or below 0x20 sets its
+/// `sdp` is most of a message: in each word, a byte equal to `"` or `\` or below 0x20 sets its
 /// top bit, and a byte above the first one found may be set wrongly by the borrow, which the
 /// lowest set bit is never.
 fn string_end(bytes: &[u8]) -> usize {
@@ -434,7 +435,7 @@ fn optional_member<'t>(text: &'t str, key: &str) -> Option<(Option<&'t str>, &'t
 
 /// A non-negative integer at the start of `text` as JSON spells it (no sign, no leading zero, no
 /// fraction or exponent after it) that fits a `u64`, and the text after it.
-// The same reading as `relay_wire`'s; kept here while that module is another helper's.
+// The same reading as `relay_wire::fast`'s, which is private to that module.
 fn integer_as_written(text: &str) -> Option<(u64, &str)> {
     let digits = text.bytes().take_while(u8::is_ascii_digit).count();
     let (number, rest) = text.split_at(digits);
