@@ -187,11 +187,16 @@ fuzz_target!(|ops: Vec<Op>| {
     for op in ops.into_iter().take(128) {
         let input = match op {
             Op::Raw { room, blob } => {
-                // The raw text as a message plaintext too: where the fast path reads it at all,
-                // it reads what the general path (through a JSON tree) reads.
+                // The raw text as a message plaintext too: where a fast path (by position, or
+                // serde without a tree) reads it at all, it reads what the tree reads.
+                let tree = Message::parse_tree(blob.as_bytes());
                 if let Some(fast) = Message::from_text_common(blob.as_bytes()) {
-                    assert_eq!(Message::parse_tree(blob.as_bytes()), Ok(fast));
+                    assert_eq!(tree, Ok(fast));
                 }
+                if let Some(fast) = Message::from_text_as_written(blob.as_bytes()) {
+                    assert_eq!(tree, Ok(fast));
+                }
+                assert_eq!(Message::parse(blob.as_bytes()), tree);
                 let r = pick(room);
                 Some(Input::Blob {
                     relay: RelayId(0),

@@ -131,9 +131,40 @@ fn at(value: Option<&Value>) -> Result<u64, ShapeError> {
 impl Message {
     /// Reads a message from the plaintext of a room-key seal (UTF-8 JSON).
     pub fn parse(plaintext: &[u8]) -> Result<Self, ShapeError> {
+        match MessageRef::as_written(plaintext) {
+            Some(m) => Ok(m.to_message()),
+            None => Self::parse_general(plaintext),
+        }
+    }
+
+    /// [`Message::parse`] for a text [`MessageRef::as_written`] did not read.
+    pub(crate) fn parse_general(plaintext: &[u8]) -> Result<Self, ShapeError> {
         match Self::from_text_common(plaintext) {
             Some(m) => Ok(m),
             None => Self::parse_tree(plaintext),
+        }
+    }
+
+    /// [`Message::parse`] for a message exactly as [`Message::to_json_text`] writes it, read by
+    /// position; `None` for any other text. Public so that a fuzz target can hold it to the
+    /// answer of the other paths.
+    pub fn from_text_as_written(plaintext: &[u8]) -> Option<Self> {
+        MessageRef::as_written(plaintext).map(MessageRef::to_message)
+    }
+
+    /// The message's fields, borrowed.
+    pub(crate) fn view(&self) -> MessageRef<'_> {
+        MessageRef {
+            kind: self.kind,
+            at: self.at,
+            from: &self.from,
+            box_: &self.box_,
+            signal: self
+                .signal
+                .as_ref()
+                .map(|(to, sdp)| (to.as_str(), sdp.as_str())),
+            half_signal: self.half_signal,
+            sig: &self.sig,
         }
     }
 
@@ -220,11 +251,7 @@ impl Message {
 
     /// The string `sig` signs, for this message under `topic`.
     pub fn signed_text(&self, topic: &str) -> String {
-        let (to, sdp) = match &self.signal {
-            Some((to, sdp)) => (to.as_str(), sdp.as_str()),
-            None => ("", ""),
-        };
-        signed_text(topic, self.kind, self.at, &self.from, &self.box_, to, sdp)
+        self.view().signed_text(topic)
     }
 
     /// The message as the JSON object a sender writes.
@@ -275,6 +302,150 @@ impl Message {
         text.push('}');
         text
     }
+}
+
+/// A message's fields borrowed from the text they were read from ([`MessageRef::as_written`]) or
+/// from a [`Message`] ([`Message::view`]): the receiver checks one and acts on it, and makes owned
+/// text only of what it hands on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct MessageRef<'a> {
+    /// See [`Message::kind`].
+    pub kind: Kind,
+    /// See [`Message::at`].
+    pub at: u64,
+    /// See [`Message::from`].
+    pub from: &'a str,
+    /// See [`Message::box_`].
+    pub box_: &'a str,
+    /// See [`Message::signal`].
+    pub signal: Option<(&'a str, &'a str)>,
+    /// See [`Message::half_signal`].
+    pub half_signal: bool,
+    /// See [`Message::sig`].
+    pub sig: &'a str,
+}
+
+impl<'a> MessageRef<'a> {
+    /// A message exactly as [`Message::to_json_text`] writes it (members in the order of the
+    /// [`Map`] it writes from, no space), read by position with no JSON parser, as
+    /// `relay_wire`'s `mail_as_written` reads a relay's mail: every received message is one, and
+    /// a parser looks at each byte of its `sdp` and `sig` for escapes and copies each string. A string here
+    /// must hold no `\` and no control character, so it ends at the first `"` and is the text a
+    /// JSON parser would read; any other text, spelling or number is `None`, left to
+    /// [`Message::parse_general`], which gives the answer or error.
+    pub(crate) fn as_written(plaintext: &'a [u8]) -> Option<Self> {
+        let text = core::str::from_utf8(plaintext).ok()?;
+        let (at, rest) = integer_as_written(text.strip_prefix(r#"{"at":"#)?)?;
+        let (box_, rest) = member(rest, "box")?;
+        let (from, rest) = member(rest, "from")?;
+        let (kind, rest) = member(rest, "kind")?;
+        let (sdp, rest) = optional_member(rest, "sdp")?;
+        let (sig, rest) = member(rest, "sig")?;
+        let (to, rest) = optional_member(rest, "to")?;
+        if rest != "}" {
+            return None;
+        }
+        Some(Self {
+            kind: Kind::parse(kind)?,
+            at,
+            from,
+            box_,
+            signal: to.zip(sdp),
+            half_signal: to.is_some() != sdp.is_some(),
+            sig,
+        })
+    }
+
+    /// The message, owned.
+    pub(crate) fn to_message(self) -> Message {
+        Message {
+            kind: self.kind,
+            at: self.at,
+            from: self.from.into(),
+            box_: self.box_.into(),
+            signal: self.signal.map(|(to, sdp)| (to.into(), sdp.into())),
+            half_signal: self.half_signal,
+            sig: self.sig.into(),
+        }
+    }
+
+    /// The string `sig` signs, for this message under `topic`.
+    pub(crate) fn signed_text(&self, topic: &str) -> String {
+        let (to, sdp) = self.signal.unwrap_or(("", ""));
+        signed_text(topic, self.kind, self.at, self.from, self.box_, to, sdp)
+    }
+}
+
+/// `,"key":"value"` at the start of `text`, with a value holding no escape and no control
+/// character: the value and the text after its closing quote.
+fn member<'t>(text: &'t str, key: &str) -> Option<(&'t str, &'t str)> {
+    let rest = text.strip_prefix(",\"")?.strip_prefix(key)?;
+    let rest = rest.strip_prefix("\":\"")?;
+    let end = string_end(rest.as_bytes());
+    if rest.as_bytes().get(end) != Some(&b'"') {
+        return None;
+    }
+    // `end` is at an ASCII quote, so both sides are whole characters.
+    Some((rest.get(..end)?, rest.get(end + 1..)?))
+}
+
+/// Where the first `"`, `\` or control character in `bytes` is (`bytes.len()` if none): the end
+/// of a JSON string's plain text. Eight bytes at a time, as a JSON parser does it, because an
+/// `sdp` is most of a message: in each word, a byte equal to `"` or `\` or below 0x20 sets its
+/// top bit, and a byte above the first one found may be set wrongly by the borrow, which the
+/// lowest set bit is never.
+fn string_end(bytes: &[u8]) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const TOPS: u64 = 0x8080_8080_8080_8080;
+    let mut chunks = bytes.chunks_exact(8);
+    let mut at = 0;
+    for chunk in &mut chunks {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        let v = u64::from_le_bytes(word);
+        let zero_in = |x: u64| x.wrapping_sub(ONES) & !x;
+        let found = (zero_in(v ^ (ONES * u64::from(b'"')))
+            | zero_in(v ^ (ONES * u64::from(b'\\')))
+            | (v.wrapping_sub(ONES * 0x20) & !v))
+            & TOPS;
+        if found != 0 {
+            return at + (found.trailing_zeros() / 8) as usize;
+        }
+        at += 8;
+    }
+    let tail = chunks.remainder();
+    at + tail
+        .iter()
+        .position(|&b| b == b'"' || b == b'\\' || b < 0x20)
+        .unwrap_or(tail.len())
+}
+
+/// [`member`] for a member that may be absent: `None` only when it is there but not as written.
+fn optional_member<'t>(text: &'t str, key: &str) -> Option<(Option<&'t str>, &'t str)> {
+    let there = text
+        .strip_prefix(",\"")
+        .and_then(|r| r.strip_prefix(key))
+        .is_some_and(|r| r.starts_with('"'));
+    if !there {
+        return Some((None, text));
+    }
+    let (value, rest) = member(text, key)?;
+    Some((Some(value), rest))
+}
+
+/// A non-negative integer at the start of `text` as JSON spells it (no sign, no leading zero, no
+/// fraction or exponent after it) that fits a `u64`, and the text after it.
+// The same reading as `relay_wire::fast`'s, which is private to that module.
+fn integer_as_written(text: &str) -> Option<(u64, &str)> {
+    let digits = text.bytes().take_while(u8::is_ascii_digit).count();
+    let (number, rest) = text.split_at(digits);
+    if number.is_empty() || (number.len() > 1 && number.starts_with('0')) {
+        return None;
+    }
+    if rest.starts_with(['.', 'e', 'E']) {
+        return None;
+    }
+    Some((number.parse().ok()?, rest))
 }
 
 /// `"minca/rendezvous-sig/v1|" + topic + "|" + kind + "|" + at + "|" + from + "|" + box + "|" +
@@ -436,18 +607,179 @@ pub fn open_description(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use alloc::format;
+    use alloc::{format, vec};
 
-    /// Where the fast path answers, the general path gives the same message, and `parse` always
-    /// answers as the general path; returns whether the fast path answered.
+    /// Where a fast path (by position, or serde without a tree) answers, the tree gives the same
+    /// message, and `parse` always answers as the tree; returns whether `from_text_common`
+    /// answered.
     fn agrees(text: &str) -> bool {
-        let bytes = text.as_bytes();
+        agrees_bytes(text.as_bytes()).1
+    }
+
+    /// [`agrees`] for any bytes; returns whether each fast path (by position, serde) answered.
+    fn agrees_bytes(bytes: &[u8]) -> (bool, bool) {
+        let tree = Message::parse_tree(bytes);
+        let by_position = Message::from_text_as_written(bytes);
+        if let Some(m) = &by_position {
+            assert_eq!(tree.as_ref(), Ok(m), "{bytes:?}");
+            assert_eq!(MessageRef::as_written(bytes), Some(m.view()));
+        }
         let fast = Message::from_text_common(bytes);
         if let Some(m) = &fast {
-            assert_eq!(Message::parse_tree(bytes).as_ref(), Ok(m), "{text}");
+            assert_eq!(tree.as_ref(), Ok(m), "{bytes:?}");
         }
-        assert_eq!(Message::parse(bytes), Message::parse_tree(bytes), "{text}");
-        fast.is_some()
+        assert_eq!(Message::parse(bytes), tree, "{bytes:?}");
+        assert_eq!(Message::parse_general(bytes), tree, "{bytes:?}");
+        (by_position.is_some(), fast.is_some())
+    }
+
+    #[test]
+    fn a_strings_end_is_the_first_quote_backslash_or_control_character() {
+        let slow = |bytes: &[u8]| {
+            bytes
+                .iter()
+                .position(|&b| b == b'"' || b == b'\\' || b < 0x20)
+                .unwrap_or(bytes.len())
+        };
+        let stops = [b'"', b'\\', 0, 0x1f, b'\n'];
+        let others = [
+            b'a', b' ', b'!', b'#', b'[', b']', 0x7f, 0x80, 0xff, 0x21, 0x5b, 0x5d,
+        ];
+        for len in 0..20 {
+            for pos in 0..=len {
+                for &stop in &stops {
+                    for &other in &others {
+                        let mut bytes = vec![other; len];
+                        if pos < len {
+                            bytes[pos] = stop;
+                            // Bytes after the first stop that a borrow could upset.
+                            for b in &mut bytes[pos + 1..] {
+                                *b = stop.wrapping_add(1);
+                            }
+                        }
+                        assert_eq!(string_end(&bytes), slow(&bytes), "{bytes:?}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_message_as_written_reads_by_position_as_the_tree_reads_it() {
+        let offer = Message {
+            kind: Kind::Offer,
+            at: 1_790_000_000_000,
+            from: "did:key:zDnaeA".into(),
+            box_: "Ax-_".into(),
+            signal: Some(("did:key:zDnaeB".into(), "c2Rw".into())),
+            half_signal: false,
+            sig: "c2ln".into(),
+        };
+        let hello = Message {
+            kind: Kind::Hello,
+            at: 5,
+            signal: None,
+            ..offer.clone()
+        };
+        let answer = Message {
+            kind: Kind::Answer,
+            at: 0,
+            ..offer.clone()
+        };
+        let mut messages = vec![offer.clone(), hello.clone(), answer];
+        // Strings a parser reads differently from their text, or refuses.
+        for odd in [
+            "",
+            "\"",
+            "a\\b",
+            "\u{1}\n",
+            "\u{7f}\u{2028}é😀",
+            "\u{0}",
+            "}",
+            ",",
+        ] {
+            for field in 0..5 {
+                let mut m = offer.clone();
+                let text = format!("x{odd}y");
+                match field {
+                    0 => m.from = text,
+                    1 => m.box_ = text,
+                    2 => m.sig = text,
+                    3 => m.signal = Some((text, "c2Rw".into())),
+                    _ => m.signal = Some(("did:key:zDnaeB".into(), text)),
+                }
+                messages.push(m);
+            }
+        }
+        for at in [1, 9, 10, 1 << 53, u64::MAX] {
+            messages.push(Message {
+                at,
+                ..hello.clone()
+            });
+        }
+        let mut texts: Vec<String> = Vec::new();
+        let mut written = 0;
+        for m in &messages {
+            let text = m.to_json_text();
+            let (by_position, _) = agrees_bytes(text.as_bytes());
+            written += usize::from(by_position);
+            // Every cut, every byte dropped or doubled, and escapes where a plain byte was.
+            for i in 0..=text.len() {
+                if !text.is_char_boundary(i) {
+                    continue;
+                }
+                let (head, tail) = text.split_at(i);
+                texts.push(head.into());
+                let mut chars = tail.chars();
+                if let Some(c) = chars.next() {
+                    texts.push(format!("{head}{}", chars.as_str()));
+                    texts.push(format!("{head}{c}{tail}"));
+                    texts.push(format!(
+                        "{head}\\u{:04x}{}",
+                        u32::from(c) & 0xffff,
+                        chars.as_str()
+                    ));
+                    texts.push(format!("{head} {tail}"));
+                }
+            }
+            // Members given twice, extra members, half signals, other kinds and numbers.
+            let body = &text[1..];
+            texts.push(format!(r#"{{"at":6,{body}"#));
+            texts.push(format!(r#"{{"kind":"hello",{body}"#));
+            texts.push(text.replacen("}", r#","to":"did:key:zC"}"#, 1));
+            texts.push(text.replacen("}", r#","x":1}"#, 1));
+            texts.push(text.replacen(r#","sdp":"c2Rw""#, "", 1));
+            texts.push(text.replacen(r#","to":"did:key:zDnaeB""#, "", 1));
+            texts.push(text.replacen(r#""sig":"#, r#""sdp":"c2Rw","sig":"#, 1));
+            texts.push(text.replacen(r#""sig":"c2ln""#, r#""sig":"c2ln","to":"t""#, 1));
+            texts.push(text.replacen(r#""offer""#, r#""Offer""#, 1));
+            texts.push(text.replacen(r#""hello""#, r#""hi""#, 1));
+            for at in [
+                "-1",
+                "01",
+                "5.0",
+                "5e0",
+                "18446744073709551616",
+                "null",
+                r#""5""#,
+            ] {
+                texts.push(format!(
+                    "{{\"at\":{at},{}",
+                    body.split_once(',').map_or("", |(_, r)| r)
+                ));
+            }
+        }
+        assert!(written >= 8, "{written}");
+        for text in &texts {
+            agrees_bytes(text.as_bytes());
+        }
+        // Not UTF-8, inside a string and outside one.
+        let text = hello.to_json_text().into_bytes();
+        for i in 0..text.len() {
+            let mut bytes = text.clone();
+            bytes[i] = 0xff;
+            agrees_bytes(&bytes);
+        }
     }
 
     #[test]

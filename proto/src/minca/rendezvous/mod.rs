@@ -49,7 +49,7 @@ use serde_json::Value;
 pub use message::{BLOB_LABEL, Kind, Message, SIG_LABEL, SIGNAL_LABEL};
 
 use self::message::{
-    ShapeError, open_blob_bound, open_description, seal_description, seal_message,
+    MessageRef, ShapeError, open_blob_bound, open_description, seal_description, seal_message,
 };
 pub use self::seen::SEEN_BLOBS;
 use self::seen::{Seen, SeenBlobs, Then};
@@ -390,8 +390,8 @@ fn rule_3(verdict: Verdict) -> Result<(), Ignored> {
 
 /// The cheap part of rules 4 and 5: a hello carries no signal, an offer or answer carries one
 /// for `me`.
-fn rules_4_and_5_cheap(message: &Message, me: &str) -> Result<(), Ignored> {
-    match (message.kind, &message.signal) {
+fn rules_4_and_5_cheap(message: &MessageRef<'_>, me: &str) -> Result<(), Ignored> {
+    match (message.kind, message.signal) {
         (Kind::Hello, None) if !message.half_signal => Ok(()),
         (Kind::Hello, _) => Err(Ignored::HelloWithSignal),
         (_, None) => Err(Ignored::BadFields),
@@ -420,6 +420,9 @@ pub struct Rendezvous<R> {
     ignored: BTreeMap<Ignored, u64>,
     /// Hellos back not said because the peer was admitted with the same box.
     hello_backs_spared: u64,
+    /// What [`Machine::poll_timeout`] answers, kept after every input: the host asks after every
+    /// event of the node, most of which are not this machine's.
+    wakeup: Option<Wakeup>,
 }
 
 impl<R: rand_core::CryptoRng> Rendezvous<R> {
@@ -448,6 +451,8 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
             out: VecDeque::new(),
             ignored: BTreeMap::new(),
             hello_backs_spared: 0,
+            // No room and no time acted on: nothing to wake for.
+            wakeup: None,
         })
     }
 
@@ -604,6 +609,33 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
     /// asked for: a copy through another relay is a replay by its `at` (§3).
     pub fn receive_blob(&mut self, now: Timestamp, topic: &str, blob: &str) {
         self.receive(now, topic, blob);
+        self.settle();
+    }
+
+    /// What ends every input: the wakeup kept for [`Machine::poll_timeout`].
+    fn settle(&mut self) {
+        self.wakeup = self.next_wakeup();
+    }
+
+    /// The earliest hello due in a room and the replay memory's next expiry, as the state stands.
+    fn next_wakeup(&self) -> Option<Wakeup> {
+        let hello = self
+            .rooms
+            .values()
+            .map(|r| {
+                let reason = if r.hello_back_due {
+                    "rendezvous hello back"
+                } else {
+                    "rendezvous hello"
+                };
+                Wakeup::new(r.next_hello(), reason)
+            })
+            .fold(None, |a, b| Wakeup::earliest(a, Some(b)));
+        let memory = self
+            .acted
+            .next_expiry()
+            .map(|at| Wakeup::new(at, "rendezvous replay memory"));
+        Wakeup::earliest(hello, memory)
     }
 
     /// §2's five rules, then what the receiver does.
@@ -637,25 +669,33 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
         // Rule 1.
         let plaintext = open_blob_bound(self.crypto, &state.key, &state.blob_aad, blob)
             .ok_or(Ignored::DoesNotOpen)?;
-        let message = Message::parse(&plaintext).map_err(|e| match e {
-            ShapeError::NotObject => Ignored::NotObject,
-            ShapeError::Fields => Ignored::BadFields,
-            ShapeError::At => Ignored::BadAt,
-        })?;
+        // Nearly every message is read in place; only another spelling is copied out.
+        let parsed;
+        let message = match MessageRef::as_written(&plaintext) {
+            Some(m) => m,
+            None => {
+                parsed = Message::parse_general(&plaintext).map_err(|e| match e {
+                    ShapeError::NotObject => Ignored::NotObject,
+                    ShapeError::Fields => Ignored::BadFields,
+                    ShapeError::At => Ignored::BadAt,
+                })?;
+                parsed.view()
+            }
+        };
         // Rule 2, the cheap part.
         if message.from == self.did {
             return Err(Ignored::OwnMessage);
         }
-        let known = state.peers.get(&message.from);
+        let known = state.peers.get(message.from);
         let from_key = match known {
             Some(peer) => peer.key,
-            None => match DidKey::parse(&message.from) {
+            None => match DidKey::parse(message.from) {
                 Ok(DidKey::P256(point)) => P256Public(point),
                 _ => return Err(Ignored::BadFrom),
             },
         };
         let box_bytes =
-            base64url::decode_array::<BOX_BYTES>(&message.box_).map_err(|_| Ignored::BadBox)?;
+            base64url::decode_array::<BOX_BYTES>(message.box_).map_err(|_| Ignored::BadBox)?;
         let sender_box = P256Public(box_bytes);
         // A box this room acted on from the peer was checked to be a point then.
         let box_checked = known.is_some_and(|peer| peer.has_box(&sender_box));
@@ -681,7 +721,7 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
         }
         // §2: "a hello or signal from a new peer in a full room MUST be ignored".
         state.forget_unheard(now);
-        if !state.peers.contains_key(&message.from) && state.peers.len() >= MAX_ROOM_PEERS {
+        if !state.peers.contains_key(message.from) && state.peers.len() >= MAX_ROOM_PEERS {
             return Err(Ignored::RoomFull);
         }
         // Rule 2, the costly part.
@@ -689,7 +729,7 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
             self.crypto,
             &from_key,
             &message.signed_text(topic),
-            &message.sig,
+            message.sig,
         ) {
             return Err(Ignored::BadSignature);
         }
@@ -697,9 +737,9 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
             return Err(Ignored::BadBox);
         }
         // Rule 5, the costly part.
-        let signal = match (&message.signal, message.kind) {
+        let signal = match (message.signal, message.kind) {
             (Some((to, sdp)), Kind::Offer | Kind::Answer) => {
-                let bound = message::signal_bound(topic, &message.from, to, &message.box_);
+                let bound = message::signal_bound(topic, message.from, to, message.box_);
                 let description = open_description(self.crypto, &self.box_secret, &bound, sdp)
                     .ok_or(Ignored::SdpDoesNotOpen)?;
                 let kind = if message.kind == Kind::Offer {
@@ -729,7 +769,7 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
         &mut self,
         now: Timestamp,
         topic: &str,
-        message: Message,
+        message: MessageRef<'_>,
         from_key: P256Public,
         sender_box: P256Public,
         signal: Option<(SignalKind, Value)>,
@@ -740,14 +780,14 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
         let at = message.at;
         // A restarted peer says hello with a new box while this side may still hold its old
         // connection: that hello is answered as if from a stranger.
-        let (peer, heard_first) = state.peers.get_or_insert_with(&message.from, || Peer {
+        let (peer, heard_first) = state.peers.get_or_insert_with(message.from, || Peer {
             key: from_key,
             newest: (at, sender_box),
             offer: None,
             heard: now,
         });
         let known_box = !heard_first && peer.newest.1 == sender_box;
-        let spare_hello_back = known_box && state.admitted.contains_key(&message.from);
+        let spare_hello_back = known_box && state.admitted.contains_key(message.from);
         peer.heard = now;
         // An older message, replayed after a newer one, doesn't change the box.
         if at > peer.newest.0 {
@@ -764,26 +804,26 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
         // The box decoder is strict (one accepted spelling per point), so the text the box came
         // in is its encoding.
         let peer_box = if peer.newest.1 == sender_box {
-            message.box_
+            message.box_.into()
         } else {
             base64url::encode(&peer.newest.1.0)
         };
         self.out.push_back(Output::PeerHeard {
             room: room.clone(),
-            did: message.from.clone(),
+            did: message.from.into(),
             peer_box,
         });
         match signal {
             Some((kind, description)) => self.out.push_back(Output::SignalReceived {
                 room,
-                from: message.from,
+                from: message.from.into(),
                 kind,
                 description,
             }),
-            None if js::cmp(&message.from, &self.did).is_gt() => {
+            None if js::cmp(message.from, &self.did).is_gt() => {
                 self.out.push_back(Output::OfferTo {
                     room,
-                    did: message.from,
+                    did: message.from.into(),
                 });
             }
             None if spare_hello_back => self.hello_backs_spared += 1,
@@ -879,6 +919,7 @@ impl<R: rand_core::CryptoRng> Machine for Rendezvous<R> {
                 description,
             } => self.send_signal(now, room, to, kind, description),
         }
+        self.settle();
     }
 
     fn poll(&mut self) -> Option<Output> {
@@ -886,23 +927,8 @@ impl<R: rand_core::CryptoRng> Machine for Rendezvous<R> {
     }
 
     fn poll_timeout(&self) -> Option<Wakeup> {
-        let hello = self
-            .rooms
-            .values()
-            .map(|r| {
-                let reason = if r.hello_back_due {
-                    "rendezvous hello back"
-                } else {
-                    "rendezvous hello"
-                };
-                Wakeup::new(r.next_hello(), reason)
-            })
-            .fold(None, |a, b| Wakeup::earliest(a, Some(b)));
-        let memory = self
-            .acted
-            .next_expiry()
-            .map(|at| Wakeup::new(at, "rendezvous replay memory"));
-        Wakeup::earliest(hello, memory)
+        debug_assert_eq!(self.wakeup, self.next_wakeup());
+        self.wakeup
     }
 
     fn handle_timeout(&mut self, now: Timestamp) {
@@ -918,5 +944,6 @@ impl<R: rand_core::CryptoRng> Machine for Rendezvous<R> {
             self.say_hello(now, &topic, Relays::All);
         }
         self.acted.prune(now);
+        self.settle();
     }
 }
