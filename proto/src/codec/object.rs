@@ -165,6 +165,21 @@ impl<'de, A: MapAccess<'de>> MapAccess<'de> for KeysIn<A> {
     }
 }
 
+/// A non-negative integer at the start of `text` as JSON spells it (no sign, no leading zero, no
+/// fraction or exponent after it) that fits a `u64`, and the text after it: for fast paths that
+/// read a message by position, as weft writes it.
+pub(crate) fn integer_as_written(text: &str) -> Option<(u64, &str)> {
+    let digits = text.bytes().take_while(u8::is_ascii_digit).count();
+    let (number, rest) = text.split_at(digits);
+    if number.is_empty() || (number.len() > 1 && number.starts_with('0')) {
+        return None;
+    }
+    if rest.starts_with(['.', 'e', 'E']) {
+        return None;
+    }
+    Some((number.parse().ok()?, rest))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -239,6 +254,15 @@ mod tests {
             b"7",
         ] {
             assert_eq!(read_named::<Renamed>(bad, &[]), None);
+        }
+    }
+
+    #[test]
+    fn an_integer_as_written_is_json_s_plain_non_negative_integer() {
+        assert_eq!(integer_as_written("12,"), Some((12, ",")));
+        assert_eq!(integer_as_written("0}"), Some((0, "}")));
+        for refused in ["", "-1", "01", "1.5", "1e3", "18446744073709551616"] {
+            assert_eq!(integer_as_written(refused), None, "{refused}");
         }
     }
 }

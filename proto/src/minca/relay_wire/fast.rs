@@ -19,7 +19,7 @@ use super::{
     Blob, ClientMessage, ItemRef, Items, MailRef, PING_TEXT, PONG_TEXT, RelayFrame, RelayWireError,
     Topic, Ttl, safe_integer,
 };
-use crate::codec::object::{self, Object, Text, present};
+use crate::codec::object::{self, Object, Text, integer_as_written, present};
 
 /// A client → relay message; which members count depends on `type`, as on the general path.
 #[derive(Deserialize)]
@@ -174,20 +174,6 @@ fn drop_as_written(text: &str) -> Option<ClientMessage> {
         blob: Blob::parse(blob).ok()?,
         ttl: Ttl::from_millis(ttl).ok()?,
     })
-}
-
-/// A non-negative integer at the start of `text` as JSON spells it (no sign, no leading zero, no
-/// fraction or exponent after it) that fits a `u64`, and the text after it.
-fn integer_as_written(text: &str) -> Option<(u64, &str)> {
-    let digits = text.bytes().take_while(u8::is_ascii_digit).count();
-    let (number, rest) = text.split_at(digits);
-    if number.is_empty() || (number.len() > 1 && number.starts_with('0')) {
-        return None;
-    }
-    if rest.starts_with(['.', 'e', 'E']) {
-        return None;
-    }
-    Some((number.parse().ok()?, rest))
 }
 
 #[cfg(test)]
@@ -358,10 +344,6 @@ mod tests {
                 ttl: Ttl::from_millis(ttl).unwrap(),
             };
             assert_eq!(drop_as_written(&drop.to_text()), Some(drop));
-        }
-        assert_eq!(integer_as_written("12,"), Some((12, ",")));
-        for refused in ["", "-1", "01", "1.5", "1e3", "18446744073709551616"] {
-            assert_eq!(integer_as_written(refused), None, "{refused}");
         }
     }
 }

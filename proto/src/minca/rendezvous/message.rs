@@ -21,7 +21,7 @@ use alloc::vec::Vec;
 
 use serde_json::{Map, Value, json};
 
-use crate::codec::object::{self, Text, present};
+use crate::codec::object::{self, Text, integer_as_written, present};
 use crate::codec::{base64url, js};
 use crate::crypto::{CryptoProvider, P256Public, P256Secret};
 use crate::minca::envelope;
@@ -431,21 +431,6 @@ fn optional_member<'t>(text: &'t str, key: &str) -> Option<(Option<&'t str>, &'t
     }
     let (value, rest) = member(text, key)?;
     Some((Some(value), rest))
-}
-
-/// A non-negative integer at the start of `text` as JSON spells it (no sign, no leading zero, no
-/// fraction or exponent after it) that fits a `u64`, and the text after it.
-// The same reading as `relay_wire::fast`'s, which is private to that module.
-fn integer_as_written(text: &str) -> Option<(u64, &str)> {
-    let digits = text.bytes().take_while(u8::is_ascii_digit).count();
-    let (number, rest) = text.split_at(digits);
-    if number.is_empty() || (number.len() > 1 && number.starts_with('0')) {
-        return None;
-    }
-    if rest.starts_with(['.', 'e', 'E']) {
-        return None;
-    }
-    Some((number.parse().ok()?, rest))
 }
 
 /// `"minca/rendezvous-sig/v1|" + topic + "|" + kind + "|" + at + "|" + from + "|" + box + "|" +
