@@ -3,6 +3,8 @@
 //! into a report or a [`Violation`]. A scenario ([`crate::airc`], [`crate::minca`]) brings only
 //! its machines, its faults and its invariants. [`sweep`] runs one over many seeds.
 
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::fmt;
 use std::io::Write;
 use std::ops::Range;
@@ -11,10 +13,8 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use weft_proto::core::Timestamp;
 
-mod quad_heap;
 mod queue;
 
-use quad_heap::QuadHeap;
 pub(crate) use queue::Queue;
 
 /// When every scenario's clock starts (Unix time), so signed time fields look like real ones.
@@ -210,7 +210,7 @@ const WAKEUPS_PER_SLOT: usize = 4;
 /// and an insertion per move.
 pub(crate) struct Wakeups {
     /// Wakeups filed, earliest first: one counts while its slot is still armed at its time.
-    order: QuadHeap<(Timestamp, usize)>,
+    order: BinaryHeap<Reverse<(Timestamp, usize)>>,
     armed: Vec<Option<Timestamp>>,
 }
 
@@ -218,7 +218,7 @@ impl Wakeups {
     /// No wakeups, for machines numbered `0..slots`.
     pub(crate) fn new(slots: usize) -> Self {
         Self {
-            order: QuadHeap::new(),
+            order: BinaryHeap::new(),
             armed: vec![None; slots],
         }
     }
@@ -237,7 +237,7 @@ impl Wakeups {
         };
         // Two filings of one slot at one time are one wakeup: whichever is taken first
         // disarms the slot, and the other is stale from then on.
-        self.order.push((at, slot));
+        self.order.push(Reverse((at, slot)));
         if self.order.len() > WAKEUPS_PER_SLOT * self.armed.len().max(16) {
             self.sweep();
         }
@@ -246,20 +246,20 @@ impl Wakeups {
     /// The earliest wakeup and its slot.
     pub(crate) fn first(&mut self) -> Option<(Timestamp, usize)> {
         self.drop_stale();
-        self.order.peek().copied()
+        self.order.peek().map(|w| w.0)
     }
 
     /// Takes the earliest wakeup; its slot has none until armed again.
     pub(crate) fn pop_first(&mut self) -> Option<(Timestamp, usize)> {
         self.drop_stale();
-        let (at, slot) = self.order.pop()?;
+        let Reverse((at, slot)) = self.order.pop()?;
         self.armed[slot] = None;
         Some((at, slot))
     }
 
     /// Throws away stale wakeups at the top, so it holds a live one (or nothing).
     fn drop_stale(&mut self) {
-        while let Some(&(at, slot)) = self.order.peek() {
+        while let Some(&Reverse((at, slot))) = self.order.peek() {
             if self.armed[slot] == Some(at) {
                 return;
             }
@@ -271,7 +271,7 @@ impl Wakeups {
     fn sweep(&mut self) {
         let live = self.armed.iter().enumerate();
         self.order = live
-            .filter_map(|(slot, at)| at.map(|at| (at, slot)))
+            .filter_map(|(slot, at)| at.map(|at| Reverse((at, slot))))
             .collect();
     }
 }
