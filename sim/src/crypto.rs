@@ -45,6 +45,7 @@
 mod agreements;
 #[cfg(feature = "fast-crypto")]
 mod aws;
+mod digest_set;
 mod signing;
 
 pub use agreements::{MAX_KEPT_PUBLICS, MAX_REMEMBERED_AGREEMENTS};
@@ -125,7 +126,7 @@ pub struct SimCrypto {
     p256_verifying: Kept<[u8; 33], Option<p256::ecdsa::VerifyingKey>>,
     /// Digests ([`signed_digest`]) of the Ed25519 signatures made here. Only membership is
     /// asked, so a hash set's order never shows.
-    signed: Mutex<Option<hashbrown::HashSet<[u8; 32]>>>,
+    signed: Mutex<Option<digest_set::DigestSet>>,
     /// ECDH agreements computed here, for their other side (`agreements.rs`).
     agreements: agreements::Agreements,
     /// Public halves of secrets that are not signing keys, known without a multiplication.
@@ -241,8 +242,8 @@ enum Scheme {
 
 /// What a made signature is remembered under: the scheme, then its fixed-length key and
 /// signature, so no two (scheme, key, signature, message) share a digest input.
-fn signed_digest(scheme: Scheme, public: &[u8], sig: &[u8; 64], msg: &[u8]) -> [u8; 32] {
-    crypto::default_provider().sha256(&[&[scheme as u8], public, sig, msg])
+fn signed_digest(scheme: Scheme, public: &[u8], sig: &[u8; 64], msg: &[u8]) -> digest_set::Digest {
+    digest_set::Digest(crypto::default_provider().sha256(&[&[scheme as u8], public, sig, msg]))
 }
 
 /// An expanded signing key: dalek's (which also gives the public key), and with `fast-crypto`
@@ -299,7 +300,7 @@ impl SimCrypto {
     fn remember_signed(&self, scheme: Scheme, public: &[u8], sig: &[u8; 64], msg: &[u8]) {
         let digest = signed_digest(scheme, public, sig, msg);
         let mut set = self.signed.lock().unwrap_or_else(|e| e.into_inner());
-        let set = set.get_or_insert_with(hashbrown::HashSet::new);
+        let set = set.get_or_insert_with(digest_set::DigestSet::default);
         if set.len() >= MAX_REMEMBERED_SIGNATURES {
             set.clear();
         }

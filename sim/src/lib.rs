@@ -142,6 +142,7 @@ pub mod airc;
 pub mod crypto;
 pub mod link;
 pub mod minca;
+mod prefetch;
 pub mod scenario;
 
 /// A seed for one stream of randomness: the scenario's seed mixed with the stream's tag

@@ -43,6 +43,14 @@ impl<T> ById<T> {
         self.by_id.get(usize::try_from(id).ok()?)?.as_ref()
     }
 
+    /// Starts bringing `id`'s slot into the cache, so a [`ById::get`] soon after need not
+    /// wait for it.
+    pub(super) fn prefetch(&self, id: u64) {
+        if let Some(slot) = usize::try_from(id).ok().and_then(|at| self.by_id.get(at)) {
+            crate::prefetch::prefetch(slot);
+        }
+    }
+
     /// The stream open as `id`, to change.
     pub(super) fn get_mut(&mut self, id: u64) -> Option<&mut T> {
         self.by_id.get_mut(usize::try_from(id).ok()?)?.as_mut()
