@@ -180,6 +180,45 @@ pub(crate) fn integer_as_written(text: &str) -> Option<(u64, &str)> {
     Some((number.parse().ok()?, rest))
 }
 
+/// How many leading bytes are ASCII other than control characters, `"` and `\\`: the run a string's
+/// content can be stepped over by without a look at each byte (the mesh's frames, a rendezvous
+/// message as written). Eight bytes at a time, with the
+/// usual word tricks (a byte's high bit marks a match, and a borrow only ever carries into a
+/// byte above a match, so the lowest match is exact).
+pub(crate) fn plain_run(bytes: &[u8]) -> usize {
+    const ONES: u64 = u64::from_le_bytes([1; 8]);
+    const HIGH: u64 = ONES << 7;
+    let mut n = 0;
+    for chunk in bytes.chunks_exact(8) {
+        let Ok(word) = <[u8; 8]>::try_from(chunk) else {
+            break;
+        };
+        let w = u64::from_le_bytes(word);
+        let quote = w ^ (ONES * u64::from(b'"'));
+        let slash = w ^ (ONES * u64::from(b'\\'));
+        // Below 0x20 borrows into the high bit; 0x80 and above has it already.
+        let stop = (w.wrapping_sub(ONES * 0x20)
+            | w
+            | (quote.wrapping_sub(ONES) & !quote)
+            | (slash.wrapping_sub(ONES) & !slash))
+            & HIGH;
+        if stop != 0 {
+            return n + (stop.trailing_zeros() / 8) as usize;
+        }
+        n += 8;
+    }
+    n + bytes[n..]
+        .iter()
+        .position(|&b| !is_plain(b))
+        .unwrap_or(bytes.len() - n)
+}
+
+/// Whether `b` is ASCII other than a control character (below space, as JSON counts them),
+/// `"` and `\\`.
+fn is_plain(b: u8) -> bool {
+    (0x20..0x80).contains(&b) && b != b'"' && b != b'\\'
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -263,6 +302,31 @@ mod tests {
         assert_eq!(integer_as_written("0}"), Some((0, "}")));
         for refused in ["", "-1", "01", "1.5", "1e3", "18446744073709551616"] {
             assert_eq!(integer_as_written(refused), None, "{refused}");
+        }
+    }
+
+    #[test]
+    fn the_plain_run_stops_at_the_first_byte_that_is_not_plain() {
+        for b in 0..=u8::MAX {
+            for at in 0..20 {
+                let mut bytes = alloc::vec![b'a'; 20];
+                bytes[at] = b;
+                // A second stop after the first must not move it.
+                if at + 1 < bytes.len() {
+                    bytes[at + 1] = 0x00;
+                }
+                let want = if is_plain(b) {
+                    bytes.iter().position(|&x| !is_plain(x)).unwrap_or(20)
+                } else {
+                    at
+                };
+                assert_eq!(plain_run(&bytes), want, "{b:#x} at {at}");
+                assert_eq!(plain_run(&bytes[..at]), at);
+            }
+            assert_eq!(
+                is_plain(b),
+                b.is_ascii() && !b"\"\\".contains(&b) && b >= b' '
+            );
         }
     }
 }

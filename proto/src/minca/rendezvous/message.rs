@@ -21,7 +21,7 @@ use alloc::vec::Vec;
 
 use serde_json::{Map, Value, json};
 
-use crate::codec::object::{self, Text, integer_as_written, present};
+use crate::codec::object::{self, Text, integer_as_written, plain_run, present};
 use crate::codec::{base64url, js};
 use crate::crypto::{CryptoProvider, P256Public, P256Secret};
 use crate::minca::envelope;
@@ -329,10 +329,10 @@ impl<'a> MessageRef<'a> {
     /// A message exactly as [`Message::to_json_text`] writes it (members in the order of the
     /// [`Map`] it writes from, no space), read by position with no JSON parser, as
     /// `relay_wire`'s `mail_as_written` reads a relay's mail: every received message is one, and
-    /// a parser looks at each byte of its `sdp` and `sig` for escapes and copies each string. A string here
-    /// must hold no `\` and no control character, so it ends at the first `"` and is the text a
-    /// JSON parser would read; any other text, spelling or number is `None`, left to
-    /// [`Message::parse_general`], which gives the answer or error.
+    /// a parser looks at each byte of its `sdp` and `sig` for escapes and copies each string. A
+    /// string here must be plain ASCII ([`plain_run`]: no `\`, no control character), so it ends
+    /// at the first `"` and is the text a JSON parser would read; any other text, spelling or
+    /// number is `None`, left to [`Message::parse_general`], which gives the answer or error.
     pub(crate) fn as_written(plaintext: &'a [u8]) -> Option<Self> {
         let text = core::str::from_utf8(plaintext).ok()?;
         let (at, rest) = integer_as_written(text.strip_prefix(r#"{"at":"#)?)?;
@@ -376,48 +376,17 @@ impl<'a> MessageRef<'a> {
     }
 }
 
-/// `,"key":"value"` at the start of `text`, with a value holding no escape and no control
-/// character: the value and the text after its closing quote.
+/// `,"key":"value"` at the start of `text`, with a value of plain ASCII (no escape, no control
+/// character: see [`plain_run`]): the value and the text after its closing quote.
 fn member<'t>(text: &'t str, key: &str) -> Option<(&'t str, &'t str)> {
     let rest = text.strip_prefix(",\"")?.strip_prefix(key)?;
     let rest = rest.strip_prefix("\":\"")?;
-    let end = string_end(rest.as_bytes());
+    let end = plain_run(rest.as_bytes());
     if rest.as_bytes().get(end) != Some(&b'"') {
         return None;
     }
     // `end` is at an ASCII quote, so both sides are whole characters.
     Some((rest.get(..end)?, rest.get(end + 1..)?))
-}
-
-/// Where the first `"`, `\` or control character in `bytes` is (`bytes.len()` if none): the end
-/// of a JSON string's plain text. Eight bytes at a time, as a JSON parser does it, because an
-/// `sdp` is most of a message: in each word, a byte equal to `"` or `\` or below 0x20 sets its
-/// top bit, and a byte above the first one found may be set wrongly by the borrow, which the
-/// lowest set bit is never.
-fn string_end(bytes: &[u8]) -> usize {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const TOPS: u64 = 0x8080_8080_8080_8080;
-    let mut chunks = bytes.chunks_exact(8);
-    let mut at = 0;
-    for chunk in &mut chunks {
-        let mut word = [0u8; 8];
-        word.copy_from_slice(chunk);
-        let v = u64::from_le_bytes(word);
-        let zero_in = |x: u64| x.wrapping_sub(ONES) & !x;
-        let found = (zero_in(v ^ (ONES * u64::from(b'"')))
-            | zero_in(v ^ (ONES * u64::from(b'\\')))
-            | (v.wrapping_sub(ONES * 0x20) & !v))
-            & TOPS;
-        if found != 0 {
-            return at + (found.trailing_zeros() / 8) as usize;
-        }
-        at += 8;
-    }
-    let tail = chunks.remainder();
-    at + tail
-        .iter()
-        .position(|&b| b == b'"' || b == b'\\' || b < 0x20)
-        .unwrap_or(tail.len())
 }
 
 /// [`member`] for a member that may be absent: `None` only when it is there but not as written.
@@ -616,37 +585,6 @@ mod tests {
         assert_eq!(Message::parse(bytes), tree, "{bytes:?}");
         assert_eq!(Message::parse_general(bytes), tree, "{bytes:?}");
         (by_position.is_some(), fast.is_some())
-    }
-
-    #[test]
-    fn a_strings_end_is_the_first_quote_backslash_or_control_character() {
-        let slow = |bytes: &[u8]| {
-            bytes
-                .iter()
-                .position(|&b| b == b'"' || b == b'\\' || b < 0x20)
-                .unwrap_or(bytes.len())
-        };
-        let stops = [b'"', b'\\', 0, 0x1f, b'\n'];
-        let others = [
-            b'a', b' ', b'!', b'#', b'[', b']', 0x7f, 0x80, 0xff, 0x21, 0x5b, 0x5d,
-        ];
-        for len in 0..20 {
-            for pos in 0..=len {
-                for &stop in &stops {
-                    for &other in &others {
-                        let mut bytes = vec![other; len];
-                        if pos < len {
-                            bytes[pos] = stop;
-                            // Bytes after the first stop that a borrow could upset.
-                            for b in &mut bytes[pos + 1..] {
-                                *b = stop.wrapping_add(1);
-                            }
-                        }
-                        assert_eq!(string_end(&bytes), slow(&bytes), "{bytes:?}");
-                    }
-                }
-            }
-        }
     }
 
     #[test]
