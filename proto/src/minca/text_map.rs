@@ -12,7 +12,7 @@
 
 use alloc::string::String;
 use alloc::vec::Vec;
-use arrayvec::ArrayString;
+use arrayvec::{ArrayString, ArrayVec};
 use core::cmp::Ordering;
 
 /// The bytes of a key a [`TextMap`] compares as one integer: for a DID `did:key:zDn` and five
@@ -24,6 +24,12 @@ pub(crate) const HEAD_BYTES: usize = 16;
 /// is 57 bytes, an Ed25519 one 56, a topic 43. A tuning of about 48 bytes an entry against one cache miss a
 /// lookup, no protocol value: longer texts (up to what a table's owner accepts) work the same.
 pub(crate) const INLINE_BYTES: usize = 64;
+
+/// How many heads a [`TextMap`] holds in its own memory before it moves them to the heap: a
+/// room's peers at a meetup, a node's few rooms and connections. A tuning of 256 bytes a table
+/// against one cache miss a lookup (the table itself sits in its owner's memory, most often on
+/// a line the lookup has just read), no protocol value.
+pub(crate) const INLINE_HEADS: usize = 16;
 
 /// A key's text (a DID's, most often) as a table holds it: in the table's own memory up to
 /// [`INLINE_BYTES`], on the heap beyond.
@@ -65,16 +71,54 @@ fn head(text: &str) -> u128 {
     u128::from_be_bytes(bytes)
 }
 
+/// The heads of a [`TextMap`]'s entries, in the table's own memory up to [`INLINE_HEADS`], then
+/// on the heap (and there to stay: a table that grew once is likely to again).
+#[derive(Clone, Debug)]
+enum Heads {
+    Inline(ArrayVec<u128, INLINE_HEADS>),
+    Heap(Vec<u128>),
+}
+
+impl Heads {
+    fn as_slice(&self) -> &[u128] {
+        match self {
+            Heads::Inline(heads) => heads,
+            Heads::Heap(heads) => heads,
+        }
+    }
+
+    fn insert(&mut self, i: usize, head: u128) {
+        match self {
+            Heads::Inline(heads) if heads.is_full() => {
+                let mut moved = Vec::with_capacity(2 * INLINE_HEADS);
+                moved.extend_from_slice(heads);
+                moved.insert(i, head);
+                *self = Heads::Heap(moved);
+            }
+            Heads::Inline(heads) => heads.insert(i, head),
+            Heads::Heap(heads) => heads.insert(i, head),
+        }
+    }
+
+    fn remove(&mut self, i: usize) {
+        match self {
+            Heads::Inline(heads) => drop(heads.remove(i)),
+            Heads::Heap(heads) => drop(heads.remove(i)),
+        }
+    }
+}
+
 /// A table keyed by texts (DIDs, most often), iterated in the texts' order, as a
 /// `BTreeMap<String, V>` is: the order a room's peers are flooded to.
 ///
-/// Two sorted vectors: the heads, scanned in one small array, and the entries. An insertion or
-/// removal moves the entries after it, so the table is for bounded tables (a room's 64 peers, the
-/// mesh's 256 connections, a node's 128 rooms), which are looked up far more often than changed.
+/// Two sorted arrays: the heads, scanned in one small array (in the table's own memory while
+/// there are few), and the entries. An insertion or removal moves the entries after it, so the
+/// table is for bounded tables (a room's 64 peers, the mesh's 256 connections, a node's 128
+/// rooms), which are looked up far more often than changed.
 #[derive(Clone, Debug)]
 pub(crate) struct TextMap<V> {
     /// `head` of each entry's DID, in the entries' order.
-    heads: Vec<u128>,
+    heads: Heads,
     /// The entries, in DID order.
     entries: Vec<(KeyText, V)>,
 }
@@ -82,7 +126,7 @@ pub(crate) struct TextMap<V> {
 impl<V> Default for TextMap<V> {
     fn default() -> Self {
         Self {
-            heads: Vec::new(),
+            heads: Heads::Inline(ArrayVec::new()),
             entries: Vec::new(),
         }
     }
@@ -95,13 +139,10 @@ impl<V> TextMap<V> {
         // A scan rather than a bisection: the heads are read in order, as the prefetcher
         // expects, and the loop's one exit is predicted, where each step of a bisection over
         // random DIDs is a coin toss.
-        let mut i = self
-            .heads
-            .iter()
-            .position(|&x| x >= h)
-            .unwrap_or(self.heads.len());
+        let heads = self.heads.as_slice();
+        let mut i = heads.iter().position(|&x| x >= h).unwrap_or(heads.len());
         // Entries that share the head follow in text order.
-        while let (Some(&x), Some((text, _))) = (self.heads.get(i), self.entries.get(i))
+        while let (Some(&x), Some((text, _))) = (heads.get(i), self.entries.get(i))
             && x == h
         {
             match text.as_str().cmp(did) {
@@ -328,5 +369,39 @@ mod tests {
         let kept = ["did:key:zDnaeA0", "did:key:zDnaeA2", "did:key:zDnaeB"];
         assert_eq!(m.keys().collect::<Vec<_>>(), kept);
         assert_eq!(m.get("did:key:zDnaeB"), Some(&0));
+    }
+
+    /// Past [`INLINE_HEADS`] entries the heads move to the heap; insertions and removals on
+    /// either side of the move keep the table a `BTreeMap`'s equal.
+    #[test]
+    fn a_table_that_outgrows_its_inline_heads_answers_as_a_btree_map_does() {
+        use alloc::collections::BTreeMap;
+        use alloc::string::ToString;
+        let mut m = TextMap::default();
+        let mut model = BTreeMap::new();
+        // A fixed stride through 0..97 visits every number once, in a scrambled order; DIDs
+        // that share their head with others, and short texts that do not.
+        let key = |n: usize| match n % 3 {
+            0 => format!("did:key:zDnae{n:03}"),
+            1 => format!("did:key:zDnaeSameHeadAlways{n}"),
+            _ => n.to_string(),
+        };
+        for step in 0..3 * INLINE_HEADS {
+            let n = step * 37 % 97;
+            assert_eq!(m.insert(key(n), n), model.insert(key(n), n));
+            if step % 5 == 4 {
+                let gone = key(step * 11 % 97);
+                assert_eq!(m.remove(&gone), model.remove(&gone));
+            }
+            assert_eq!(m.len(), model.len());
+            assert!(m.keys().eq(model.keys().map(String::as_str)));
+            for n in 0..97 {
+                assert_eq!(m.get(&key(n)), model.get(&key(n)), "{}", key(n));
+            }
+        }
+        assert!(matches!(m.heads, Heads::Heap(_)));
+        m.retain(|_, v| *v % 2 == 0);
+        model.retain(|_, v| *v % 2 == 0);
+        assert!(m.iter().eq(model.iter().map(|(k, v)| (k.as_str(), v))));
     }
 }
