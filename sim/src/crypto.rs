@@ -39,9 +39,9 @@
 //! Diffie-Hellman identity. The provider remembers each agreement it computes under the public
 //! half of its secret (up to [`MAX_REMEMBERED_AGREEMENTS`]) and answers the recipient's from
 //! memory when its secret's public half is the point the sender agreed with
-//! (`sim/src/crypto/agreements.rs` says why that is exact). A box answered that way is kept
-//! with its secret, so the next sender's `e×B` is computed as `(e·b)×G`, a fixed-base
-//! multiplication.
+//! (`sim/src/crypto/agreements.rs` says why that is exact). A point whose secret is known
+//! here (a box whose half was computed here) is agreed with as `(e·b)×G`, a fixed-base
+//! multiplication, where `e×B` is a variable-base one.
 //! [`counts`] and [`ed25519_verifies`] say how much work was done and how much was remembered.
 
 mod agreements;
@@ -50,7 +50,7 @@ mod aws;
 mod digest_set;
 mod signing;
 
-pub use agreements::{MAX_KEPT_PUBLICS, MAX_REMEMBERED_AGREEMENTS};
+pub use agreements::{MAX_KEPT_PUBLICS, MAX_KNOWN_SECRETS, MAX_REMEMBERED_AGREEMENTS};
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -447,9 +447,11 @@ impl CryptoProvider for SimCrypto {
         if let Some(public) = self.publics.get(secret.expose()) {
             return Ok(public);
         }
-        let public = p256_public_for_real(&p256_scalar(secret)?);
-        // A seal asks again for its one-time key's half, then agrees with that key.
-        self.publics.computed(secret.expose(), &public);
+        let scalar = p256_scalar(secret)?;
+        let public = p256_public_for_real(&scalar);
+        // A seal asks again for its one-time key's half, then agrees with that key; a box's
+        // half is sealed to.
+        self.publics.computed(secret.expose(), &scalar, &public);
         Ok(public)
     }
 
@@ -855,10 +857,11 @@ mod tests {
         }
     }
 
-    /// Once a box's owner has opened a seal, seals to that box are agreed as `(e·b)×G`: the
-    /// plain provider's bytes over many boxes and one-time keys, and only for the box's exact
-    /// point: a point whose secret is unknown here, the box's point negated (same x, other
-    /// tag), and bytes that are no point go the ordinary way, with the plain provider's answer.
+    /// Once this provider has computed a box's half (its owner asked for it, or opened a seal),
+    /// seals to that box are agreed as `(e·b)×G`: the plain provider's bytes over many boxes and
+    /// one-time keys, and only for the box's exact point: a point whose secret is unknown here,
+    /// the box's point negated (same x, other tag), and bytes that are no point go the ordinary
+    /// way, with the plain provider's answer.
     #[test]
     fn agreements_with_kept_boxes_are_the_plain_providers() {
         let plain = crypto::default_provider();
@@ -873,14 +876,17 @@ mod tests {
         let fixed = || counts().p256_ecdh_fixed_base;
         for round in 0..40 {
             let (b, bp) = valid();
-            // Before any open, `b` is unknown here: computed the ordinary way.
+            // Before this provider computes `b`'s half, `b` is unknown here: the ordinary way.
             assert!(SIM_CRYPTO.publics.secret_of(&bp).is_none());
             let (e, ep) = valid();
             assert_eq!(sim.p256_public_key(&e), Ok(ep));
             assert_eq!(sim.p256_ecdh(&e, &bp), plain.p256_ecdh(&e, &bp));
-            // The owner opens it (recalled), which keeps the box with its secret.
-            assert_eq!(sim.p256_public_key(&b), Ok(bp));
-            assert_eq!(sim.p256_ecdh(&b, &ep), plain.p256_ecdh(&b, &ep));
+            if round % 2 == 0 {
+                // The owner opens it (recalled), which keeps the box with its secret.
+                assert_eq!(sim.p256_ecdh(&b, &ep), plain.p256_ecdh(&b, &ep));
+            } else {
+                assert_eq!(sim.p256_public_key(&b), Ok(bp));
+            }
             assert!(SIM_CRYPTO.publics.secret_of(&bp).is_some(), "round {round}");
             for _ in 0..5 {
                 let (e, ep) = valid();

@@ -16,12 +16,15 @@
 //! an open asks for `B` just before agreeing with `b`) and of every secret a recall was tried
 //! for (the long-term boxes seals are made to).
 //!
-//! The same kept boxes make the sender's side cheaper: once `B = b×G` is kept with `b`, the
-//! next seal's `e×B` is `e×b×G = (e·b mod n)×G`, one fixed-base multiplication (several times
-//! cheaper than a variable-base one, and no decompression of `B`). [`Publics::secret_of`]
-//! answers only for the exact bytes this provider computed as `b×G` (a `02`/`03` point), so
-//! any other encoding, a point whose secret is unknown, or bytes that are not a point go the
-//! ordinary way, and the x-coordinate is the plain provider's bytes whichever way it went.
+//! Knowing the secret behind a point makes the sender's side cheaper: when `B = b×G` was
+//! computed here from `b`, a seal's `e×B` is `e×b×G = (e·b mod n)×G`, one fixed-base
+//! multiplication (several times cheaper than a variable-base one, and no decompression of
+//! `B`). [`Publics`] keeps every public half it computes with its secret (up to
+//! [`MAX_KNOWN_SECRETS`]: a box's half is computed when its node starts, long before the first
+//! seal to it) and every box a recall kept. [`Publics::secret_of`] answers only for the exact
+//! bytes this provider computed as `b×G` (a `02`/`03` point), so any other encoding, a point
+//! whose secret is unknown, or bytes that are not a point go the ordinary way, and the
+//! x-coordinate is the plain provider's bytes whichever way it went.
 
 use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap};
@@ -39,6 +42,12 @@ pub const MAX_REMEMBERED_AGREEMENTS: usize = 1 << 17;
 /// box per Minca node, so a 10 000-node meetup keeps every one); past this many a public half
 /// is computed when needed, and an agreement with a box is a variable-base multiplication.
 pub const MAX_KEPT_PUBLICS: usize = 65_536;
+
+/// The most public halves kept with their secrets for fixed-base agreements, about 100 bytes an
+/// entry: every half computed here (most are seals' one-time keys, never agreed with, but a
+/// 10 000-node meetup computes fewer than this many, boxes included) and every box a recall
+/// kept. When full it starts again empty: a box is kept again at its owner's next open.
+pub const MAX_KNOWN_SECRETS: usize = 1 << 17;
 
 /// `K` → `(P, x(k×P))`, compressed points and the agreement. Only lookups are made, so a hash
 /// map's order never shows.
@@ -99,12 +108,24 @@ pub(super) struct Publics {
     kept: Mutex<Kept>,
 }
 
-/// The kept boxes, both ways round, always the same pairs.
+/// Secrets and their public halves, as computed here.
 struct Kept {
-    /// Secret (its bytes) → public half.
+    /// The kept boxes: secret (its bytes) → public half.
     halves: BTreeMap<[u8; 32], [u8; 33]>,
-    /// Public half (exactly as computed here) → secret.
-    secrets: BTreeMap<[u8; 33], NonZeroScalar>,
+    /// Public half (exactly as computed here) → secret: the kept boxes, and the halves computed
+    /// lately. Empty (`None`) until first used, so it can start in a static.
+    secrets: Option<HashMap<[u8; 33], NonZeroScalar>>,
+}
+
+impl Kept {
+    /// Notes `secret` as the one behind `public`, starting again empty when full.
+    fn know(&mut self, secret: &NonZeroScalar, public: &P256Public) {
+        let secrets = self.secrets.get_or_insert_with(HashMap::new);
+        if secrets.len() >= MAX_KNOWN_SECRETS {
+            secrets.clear();
+        }
+        secrets.insert(public.0, *secret);
+    }
 }
 
 impl std::fmt::Debug for Publics {
@@ -123,15 +144,15 @@ impl Publics {
         Self {
             kept: Mutex::new(Kept {
                 halves: BTreeMap::new(),
-                secrets: BTreeMap::new(),
+                secrets: None,
             }),
         }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Kept> {
         // A poisoned lock only means another thread panicked mid-insert of a pair that is
-        // right on its own; the two maps are filled one after the other, and a pair missing
-        // from one of them is only a shortcut not taken.
+        // right on its own; a pair missing from one of the two maps is only a shortcut not
+        // taken.
         self.kept.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -147,12 +168,14 @@ impl Publics {
 
     /// The secret whose public half this provider computed as exactly these bytes, if kept.
     pub(super) fn secret_of(&self, public: &P256Public) -> Option<NonZeroScalar> {
-        self.lock().secrets.get(&public.0).copied()
+        self.lock().secrets.as_ref()?.get(&public.0).copied()
     }
 
-    /// Notes `public` as `secret`'s, just computed: the thread's last.
-    pub(super) fn computed(&self, secret: &[u8; 32], public: &P256Public) {
-        LAST.set(Some((*secret, public.0)));
+    /// Notes `public` as the half of `secret` (whose bytes are `bytes`), just computed as
+    /// `secret×G`: the thread's last, and known the other way round for a while.
+    pub(super) fn computed(&self, bytes: &[u8; 32], secret: &NonZeroScalar, public: &P256Public) {
+        LAST.set(Some((*bytes, public.0)));
+        self.lock().know(secret, public);
     }
 
     /// Keeps `public` as the half of `secret` (whose bytes are `bytes`), both ways round, while
@@ -162,7 +185,7 @@ impl Publics {
         let mut kept = self.lock();
         if kept.halves.len() < MAX_KEPT_PUBLICS {
             kept.halves.insert(*bytes, public.0);
-            kept.secrets.insert(public.0, *secret);
         }
+        kept.know(secret, public);
     }
 }
