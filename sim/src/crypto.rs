@@ -48,6 +48,8 @@ mod agreements;
 #[cfg(feature = "fast-crypto")]
 mod aws;
 mod digest_set;
+#[cfg(feature = "fast-crypto")]
+mod invert;
 mod signing;
 
 pub use agreements::{MAX_KEPT_PUBLICS, MAX_KNOWN_SECRETS, MAX_REMEMBERED_AGREEMENTS};

@@ -7,10 +7,11 @@
 //! (about 170 µs a signature, against 25 µs through aws-lc-rs, which paid `k×G` twice, and
 //! 15 µs here), and building RustCrypto's key paid it once more for the public half.
 //!
-//! The rest stays RustCrypto's. aws-lc signs with a given nonce too, but its constant-time
-//! inversion of the nonce costs more than crypto-bigint's variable-time one (about 18 µs a
-//! signature against 16.7 µs; its `BN_mod_inverse_odd` takes 19 µs for the inversion alone,
-//! against 3 µs).
+//! The rest stays RustCrypto's, but for the nonce's inversion (`invert.rs`: a variable-time
+//! safegcd, about a tenth of crypto-bigint's `invert_vartime`, which took a quarter of a
+//! signature's time). aws-lc signs with a given nonce too, but its constant-time inversion of
+//! the nonce costs more (about 18 µs a signature against 16.7 µs with crypto-bigint's; its
+//! `BN_mod_inverse_odd` takes 19 µs for the inversion alone, against 3 µs).
 
 use weft_proto::crypto::P256Public;
 
@@ -77,7 +78,7 @@ fn rustcrypto_sign(key: &p256::ecdsa::SigningKey, msg: &[u8]) -> [u8; 64] {
 /// if aws-lc cannot allocate.
 #[cfg(feature = "fast-crypto")]
 fn rfc6979_sign(d: &p256::NonZeroScalar, digest: &[u8; 32]) -> Option<[u8; 64]> {
-    use p256::elliptic_curve::ops::{Invert as _, Reduce};
+    use p256::elliptic_curve::ops::Reduce;
     use p256::elliptic_curve::{Curve, Field as _, PrimeField};
     use p256::{NistP256, NonZeroScalar, Scalar, U256};
 
@@ -95,9 +96,9 @@ fn rfc6979_sign(d: &p256::NonZeroScalar, digest: &[u8; 32]) -> Option<[u8; 64]> 
         // `r` is the x-coordinate of `k×G`, after the compressed point's tag byte.
         let kg = super::aws::mul_base(&k)?;
         let r = reduce(&kg[1..]);
-        // The inverse is unique, so a variable-time inversion gives RustCrypto's value; the
-        // simulator's nonces are no secret worth a constant-time one.
-        let s = *k.invert_vartime() * (z + r * d.as_ref());
+        // The inverse is unique, so a variable-time inversion gives RustCrypto's value
+        // (`invert.rs`).
+        let s = super::invert::invert(&k) * (z + r * d.as_ref());
         if bool::from(r.is_zero()) || bool::from(s.is_zero()) {
             continue;
         }
