@@ -50,6 +50,8 @@ mod aws;
 mod digest_set;
 #[cfg(feature = "fast-crypto")]
 mod invert;
+#[cfg(feature = "fast-crypto")]
+mod nonce;
 mod signing;
 
 pub use agreements::{MAX_KEPT_PUBLICS, MAX_KNOWN_SECRETS, MAX_REMEMBERED_AGREEMENTS};
