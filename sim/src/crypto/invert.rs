@@ -154,7 +154,10 @@ fn divsteps_62_var(mut eta: i64, f0: u64, g0: u64) -> (i64, Transition) {
             (v, r) = (r, v.wrapping_neg());
             let limit = (eta + 1).min(i64::from(i)) as u32;
             let m = (u64::MAX >> (64 - limit)) & 63;
-            w = f.wrapping_mul(g).wrapping_mul(f.wrapping_mul(f).wrapping_sub(2)) & m;
+            w = f
+                .wrapping_mul(g)
+                .wrapping_mul(f.wrapping_mul(f).wrapping_sub(2))
+                & m;
         } else {
             let limit = (eta + 1).min(i64::from(i)) as u32;
             let m = (u64::MAX >> (64 - limit)) & 15;
