@@ -28,8 +28,9 @@
 //! With the `fast-crypto` feature the arithmetic goes through assembly where the bytes stay the
 //! same: Ed25519 signatures through aws-lc-rs (RFC 8032 signing is deterministic); a P-256
 //! signature's `k×G` and a signing key's public half through aws-lc, with RFC 6979's nonce and
-//! the rest of ECDSA from RustCrypto's own crates (ring and aws-lc-rs sign only with nonces of
-//! their own drawing, which no run could reproduce; `sim/src/crypto/signing.rs`); P-256 verification through ring, as the drivers' fast
+//! the rest of ECDSA as RustCrypto's own crates compute them (ring and aws-lc-rs sign only with
+//! nonces of their own drawing, which no run could reproduce; `sim/src/crypto/signing.rs`);
+//! P-256 verification through ring, as the drivers' fast
 //! provider does; one-time keys' public halves and ECDH through aws-lc (ring agrees only with
 //! its own ephemeral keys), each one scalar multiplication (`sim/src/crypto/aws.rs` says why
 //! not through aws-lc-rs).
@@ -93,7 +94,7 @@ pub struct Counts {
     /// Of those, the ones answered from memory (a seal's agreement, asked for by its recipient).
     pub p256_ecdh_remembered: u64,
     /// Of those computed, the ones computed as `(s·b)×G` because this provider knew the secret
-    /// `b` of the peer's point (a seal to a box whose owner has opened one before); the rest
+    /// `b` of the peer's point (it computed that point from `b`: a seal to a box); the rest
     /// were variable-base multiplications (or refusals).
     pub p256_ecdh_fixed_base: u64,
 }
@@ -905,8 +906,13 @@ mod tests {
             let (_, unknown) = valid();
             let mut negated = bp;
             negated.0[0] ^= 1;
+            // About half of all x have a y: the next x after the box's that has none.
             let mut off_curve = bp;
             off_curve.0[32] ^= 1;
+            while plain.p256_is_point(&off_curve) {
+                off_curve.0[32] = off_curve.0[32].wrapping_add(1);
+            }
+            assert!(plain.p256_ecdh(&e, &off_curve).is_err());
             let mut uncompressed_tag = bp;
             uncompressed_tag.0[0] = 4;
             for peer in [unknown, negated, off_curve, uncompressed_tag] {

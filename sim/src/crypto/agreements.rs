@@ -38,9 +38,8 @@ use weft_proto::crypto::P256Public;
 /// their agreements are then computed for real.
 pub const MAX_REMEMBERED_AGREEMENTS: usize = 1 << 17;
 
-/// The most secrets whose public halves are kept for recalls and fixed-base agreements (one
-/// box per Minca node, so a 10 000-node meetup keeps every one); past this many a public half
-/// is computed when needed, and an agreement with a box is a variable-base multiplication.
+/// The most secrets whose public halves are kept for recalls (one box per Minca node, so a
+/// 10 000-node meetup keeps every one); past this many a public half is computed when needed.
 pub const MAX_KEPT_PUBLICS: usize = 65_536;
 
 /// The most public halves kept with their secrets for fixed-base agreements, about 100 bytes an
@@ -103,7 +102,8 @@ thread_local! {
 }
 
 /// Public halves known without a multiplication: the last one each thread computed and those of
-/// the secrets recalls were tried for, which are also known the other way, half to secret.
+/// the secrets recalls were tried for; and the other way round, the secrets behind the halves
+/// computed lately and behind those kept.
 pub(super) struct Publics {
     kept: Mutex<Kept>,
 }
@@ -149,6 +149,7 @@ impl Publics {
         }
     }
 
+    /// The maps, locked.
     fn lock(&self) -> std::sync::MutexGuard<'_, Kept> {
         // A poisoned lock only means another thread panicked mid-insert of a pair that is
         // right on its own; a pair missing from one of the two maps is only a shortcut not

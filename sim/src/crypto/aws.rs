@@ -13,8 +13,8 @@
 //! owned by a guard that frees it on drop.
 //!
 //! Each thread reuses one set of objects ([`Scratch`]): a multiplication that made its own
-//! paid four allocations and frees through glibc (the scalar, the product, and the `BN_CTX`
-//! aws-lc makes for itself when given none), about 1 % of its instructions.
+//! allocated and freed through glibc the scalar, the product (and the peer's point), and the
+//! `BN_CTX` aws-lc makes for itself when given none: about 1 % of its instructions.
 
 use std::cell::RefCell;
 use std::ptr::{self, NonNull};

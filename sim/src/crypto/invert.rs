@@ -3,8 +3,9 @@
 //! `secp256k1_modinv64_var` does it (its `modinv64_impl.h` explains every step).
 //!
 //! A signature inverts its nonce. crypto-bigint's `invert_vartime` (what p256 offers) runs the
-//! same algorithm one division step at a time, about 28 000 instructions an inversion, a
-//! quarter of a signature's cost besides `k×G`; this takes about a tenth of that. The
+//! same algorithm one division step at a time: about 28 000 instructions an inversion, and in
+//! `perf` a fifth of a signature's time (half of it besides `k×G`); this takes about 11 000,
+//! its check included. The
 //! simulator's nonces are no secret worth a constant-time inversion, and the inverse is
 //! unique, so the signature's bytes do not depend on how it was found. [`invert`] checks its
 //! answer with one multiplication and falls back to crypto-bigint's if it is wrong, so a

@@ -7,11 +7,14 @@
 //! (about 170 µs a signature, against 25 µs through aws-lc-rs, which paid `k×G` twice, and
 //! 15 µs here), and building RustCrypto's key paid it once more for the public half.
 //!
-//! The rest stays RustCrypto's, but for the nonce's inversion (`invert.rs`: a variable-time
-//! safegcd, about a tenth of crypto-bigint's `invert_vartime`, which took a quarter of a
-//! signature's time). aws-lc signs with a given nonce too, but its constant-time inversion of
-//! the nonce costs more (about 18 µs a signature against 16.7 µs with crypto-bigint's; its
-//! `BN_mod_inverse_odd` takes 19 µs for the inversion alone, against 3 µs).
+//! The rest is RustCrypto's arithmetic but for two steps that give the same bytes for less:
+//! RFC 6979's first nonce (`nonce.rs`: half the SHA-256 work of the `rfc6979` crate, which
+//! still draws any further nonce) and the nonce's inversion (`invert.rs`: a variable-time
+//! safegcd, about 40 % of crypto-bigint's `invert_vartime` in instructions, which took a
+//! fifth of a signature's time). aws-lc signs with a given nonce too, but its constant-time
+//! inversion of the nonce costs more (about 18 µs a signature against 16.7 µs with
+//! crypto-bigint's; its `BN_mod_inverse_odd` takes 19 µs for the inversion alone, against
+//! 3 µs).
 
 use weft_proto::crypto::P256Public;
 
