@@ -28,8 +28,9 @@
 //! With the `fast-crypto` feature the arithmetic goes through assembly where the bytes stay the
 //! same: Ed25519 signatures through aws-lc-rs (RFC 8032 signing is deterministic); a P-256
 //! signature's `k×G` and a signing key's public half through aws-lc, with RFC 6979's nonce and
-//! the rest of ECDSA from RustCrypto's own crates (ring and aws-lc-rs sign only with nonces of
-//! their own drawing, which no run could reproduce; `sim/src/crypto/signing.rs`); P-256 verification through ring, as the drivers' fast
+//! the rest of ECDSA as RustCrypto's own crates compute them (ring and aws-lc-rs sign only with
+//! nonces of their own drawing, which no run could reproduce; `sim/src/crypto/signing.rs`);
+//! P-256 verification through ring, as the drivers' fast
 //! provider does; one-time keys' public halves and ECDH through aws-lc (ring agrees only with
 //! its own ephemeral keys), each one scalar multiplication (`sim/src/crypto/aws.rs` says why
 //! not through aws-lc-rs).
@@ -39,16 +40,22 @@
 //! Diffie-Hellman identity. The provider remembers each agreement it computes under the public
 //! half of its secret (up to [`MAX_REMEMBERED_AGREEMENTS`]) and answers the recipient's from
 //! memory when its secret's public half is the point the sender agreed with
-//! (`sim/src/crypto/agreements.rs` says why that is exact).
+//! (`sim/src/crypto/agreements.rs` says why that is exact). A point whose secret is known
+//! here (a box whose half was computed here) is agreed with as `(e·b)×G`, a fixed-base
+//! multiplication, where `e×B` is a variable-base one.
 //! [`counts`] and [`ed25519_verifies`] say how much work was done and how much was remembered.
 
 mod agreements;
 #[cfg(feature = "fast-crypto")]
 mod aws;
 mod digest_set;
+#[cfg(feature = "fast-crypto")]
+mod invert;
+#[cfg(feature = "fast-crypto")]
+mod nonce;
 mod signing;
 
-pub use agreements::{MAX_KEPT_PUBLICS, MAX_REMEMBERED_AGREEMENTS};
+pub use agreements::{MAX_KEPT_PUBLICS, MAX_KNOWN_SECRETS, MAX_REMEMBERED_AGREEMENTS};
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -86,6 +93,10 @@ pub struct Counts {
     pub p256_ecdh: u64,
     /// Of those, the ones answered from memory (a seal's agreement, asked for by its recipient).
     pub p256_ecdh_remembered: u64,
+    /// Of those computed, the ones computed as `(s·b)×G` because this provider knew the secret
+    /// `b` of the peer's point (it computed that point from `b`: a seal to a box); the rest
+    /// were variable-base multiplications (or refusals).
+    pub p256_ecdh_fixed_base: u64,
 }
 
 static SIGNS: AtomicU64 = AtomicU64::new(0);
@@ -93,6 +104,7 @@ static VERIFIES: AtomicU64 = AtomicU64::new(0);
 static REMEMBERED: AtomicU64 = AtomicU64::new(0);
 static ECDH: AtomicU64 = AtomicU64::new(0);
 static ECDH_REMEMBERED: AtomicU64 = AtomicU64::new(0);
+static ECDH_FIXED_BASE: AtomicU64 = AtomicU64::new(0);
 static ED_VERIFIES: AtomicU64 = AtomicU64::new(0);
 static ED_REMEMBERED: AtomicU64 = AtomicU64::new(0);
 
@@ -114,6 +126,7 @@ pub fn counts() -> Counts {
         p256_verifies_remembered: REMEMBERED.load(Ordering::Relaxed),
         p256_ecdh: ECDH.load(Ordering::Relaxed),
         p256_ecdh_remembered: ECDH_REMEMBERED.load(Ordering::Relaxed),
+        p256_ecdh_fixed_base: ECDH_FIXED_BASE.load(Ordering::Relaxed),
     }
 }
 
@@ -153,8 +166,17 @@ pub fn provider() -> &'static dyn CryptoProvider {
 /// Values derived from their keys alone, kept under a lock. Hashed, not ordered: only lookups
 /// are asked, so no order ever shows, and a lookup hashes once where an ordered map compared
 /// keys a dozen times. Empty (`None`) until first used, so it can start in a static.
-#[derive(Debug)]
 struct Kept<K, V>(Mutex<Option<hashbrown::HashMap<K, V>>>);
+
+impl<K, V> std::fmt::Debug for Kept<K, V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The keys of some are secrets (seeds, scalars): only how many are kept is shown.
+        let map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        f.debug_tuple("Kept")
+            .field(&map.as_ref().map_or(0, hashbrown::HashMap::len))
+            .finish()
+    }
+}
 
 impl<K: std::hash::Hash + Eq + Copy, V: Clone> Kept<K, V> {
     const fn new() -> Self {
@@ -203,6 +225,14 @@ fn p256_public_for_real(scalar: &p256::NonZeroScalar) -> P256Public {
     }
     let key = p256::ecdsa::SigningKey::from(*scalar);
     P256Public(p256::CompressedPoint::from(key.verifying_key()).into())
+}
+
+/// The x-coordinate of `(scalar·known)×G`, which is that of `scalar×B` for `B = known×G`: one
+/// fixed-base multiplication where `scalar×B` is a variable-base one. Both scalars are non-zero
+/// modulo the prime order, so their product is too and the point is never infinity.
+fn p256_ecdh_fixed_base(scalar: &p256::NonZeroScalar, known: &p256::NonZeroScalar) -> [u8; 32] {
+    let P256Public([_tag, x @ ..]) = p256_public_for_real(&(*scalar * *known));
+    x
 }
 
 /// `secret` × `peer`'s x-coordinate, computed; `scalar` is `secret` decoded.
@@ -343,9 +373,14 @@ impl SimCrypto {
     }
 
     /// `secret`'s agreement with `peer` when an agreement made under `peer` answers it: the
-    /// secret's public half is the point that agreement was made with (`agreements.rs`). The
-    /// secret is a valid scalar (the caller checked).
-    fn recalled_agreement(&self, secret: &P256Secret, peer: &P256Public) -> Option<[u8; 32]> {
+    /// secret's public half is the point that agreement was made with (`agreements.rs`);
+    /// `scalar` is `secret` decoded.
+    fn recalled_agreement(
+        &self,
+        secret: &P256Secret,
+        scalar: &p256::NonZeroScalar,
+        peer: &P256Public,
+    ) -> Option<[u8; 32]> {
         let (with, shared) = self.agreements.recall(peer)?;
         let public = match self.known_public(secret) {
             Some(public) => public,
@@ -354,8 +389,9 @@ impl SimCrypto {
         if public != with {
             return None;
         }
-        // A secret something was sealed to is a box, asked for again at every open.
-        self.publics.keep(secret.expose(), &public);
+        // A secret something was sealed to is a box, asked for again at every open, and sealed
+        // to again: `public` was computed here from it, as `keep` asks.
+        self.publics.keep(secret.expose(), scalar, &public);
         Some(shared)
     }
 
@@ -416,9 +452,11 @@ impl CryptoProvider for SimCrypto {
         if let Some(public) = self.publics.get(secret.expose()) {
             return Ok(public);
         }
-        let public = p256_public_for_real(&p256_scalar(secret)?);
-        // A seal asks again for its one-time key's half, then agrees with that key.
-        self.publics.computed(secret.expose(), &public);
+        let scalar = p256_scalar(secret)?;
+        let public = p256_public_for_real(&scalar);
+        // A seal asks again for its one-time key's half, then agrees with that key; a box's
+        // half is sealed to.
+        self.publics.computed(secret.expose(), &scalar, &public);
         Ok(public)
     }
 
@@ -450,11 +488,17 @@ impl CryptoProvider for SimCrypto {
         ECDH.fetch_add(1, Ordering::Relaxed);
         // The secret is checked first, as the plain provider does.
         let scalar = p256_scalar(secret)?;
-        if let Some(shared) = self.recalled_agreement(secret, peer) {
+        if let Some(shared) = self.recalled_agreement(secret, &scalar, peer) {
             ECDH_REMEMBERED.fetch_add(1, Ordering::Relaxed);
             return Ok(shared);
         }
-        let shared = p256_ecdh_for_real(secret, &scalar, peer)?;
+        let shared = match self.publics.secret_of(peer) {
+            Some(known) => {
+                ECDH_FIXED_BASE.fetch_add(1, Ordering::Relaxed);
+                p256_ecdh_fixed_base(&scalar, &known)
+            }
+            None => p256_ecdh_for_real(secret, &scalar, peer)?,
+        };
         // Remembered only when the secret's half is known for free: a seal's one-time key,
         // just asked for (`agreements.rs`).
         if let Some(public) = self.known_public(secret) {
@@ -816,5 +860,82 @@ mod tests {
                 plain.p256_ecdh(second.0, &not_a_point)
             );
         }
+    }
+
+    /// Once this provider has computed a box's half (its owner asked for it, or opened a seal),
+    /// seals to that box are agreed as `(e·b)×G`: the plain provider's bytes over many boxes and
+    /// one-time keys, and only for the box's exact point: a point whose secret is unknown here,
+    /// the box's point negated (same x, other tag), and bytes that are no point go the ordinary
+    /// way, with the plain provider's answer.
+    #[test]
+    fn agreements_with_kept_boxes_are_the_plain_providers() {
+        let plain = crypto::default_provider();
+        let sim = provider();
+        let mut random_secret = random_secrets(0xb0c5, 3);
+        let mut valid = || loop {
+            let secret = random_secret();
+            if let Ok(public) = plain.p256_public_key(&secret) {
+                return (secret, public);
+            }
+        };
+        let fixed = || counts().p256_ecdh_fixed_base;
+        for round in 0..40 {
+            let (b, bp) = valid();
+            // Before this provider computes `b`'s half, `b` is unknown here: the ordinary way.
+            assert!(SIM_CRYPTO.publics.secret_of(&bp).is_none());
+            let (e, ep) = valid();
+            assert_eq!(sim.p256_public_key(&e), Ok(ep));
+            assert_eq!(sim.p256_ecdh(&e, &bp), plain.p256_ecdh(&e, &bp));
+            if round % 2 == 0 {
+                // The owner opens it (recalled), which keeps the box with its secret.
+                assert_eq!(sim.p256_ecdh(&b, &ep), plain.p256_ecdh(&b, &ep));
+            } else {
+                assert_eq!(sim.p256_public_key(&b), Ok(bp));
+            }
+            assert!(SIM_CRYPTO.publics.secret_of(&bp).is_some(), "round {round}");
+            for _ in 0..5 {
+                let (e, ep) = valid();
+                let before = fixed();
+                assert_eq!(sim.p256_public_key(&e), Ok(ep));
+                assert_eq!(sim.p256_ecdh(&e, &bp), plain.p256_ecdh(&e, &bp));
+                assert!(fixed() > before, "round {round}: fixed-base");
+                // The recipient's side is still recalled, the same bytes.
+                assert_eq!(sim.p256_ecdh(&b, &ep), plain.p256_ecdh(&b, &ep));
+            }
+            let (e, _) = valid();
+            let (_, unknown) = valid();
+            let mut negated = bp;
+            negated.0[0] ^= 1;
+            // About half of all x have a y: the next x after the box's that has none.
+            let mut off_curve = bp;
+            off_curve.0[32] ^= 1;
+            while plain.p256_is_point(&off_curve) {
+                off_curve.0[32] = off_curve.0[32].wrapping_add(1);
+            }
+            assert!(plain.p256_ecdh(&e, &off_curve).is_err());
+            let mut uncompressed_tag = bp;
+            uncompressed_tag.0[0] = 4;
+            for peer in [unknown, negated, off_curve, uncompressed_tag] {
+                assert!(SIM_CRYPTO.publics.secret_of(&peer).is_none());
+                assert_eq!(sim.p256_ecdh(&e, &peer), plain.p256_ecdh(&e, &peer));
+            }
+            // A bad secret is still refused first, as the plain provider does.
+            let zero = P256Secret::from_bytes([0; 32]);
+            assert_eq!(sim.p256_ecdh(&zero, &bp), plain.p256_ecdh(&zero, &bp));
+        }
+    }
+
+    /// No secret reaches the provider's `Debug`: kept keys, boxes and agreements show counts.
+    #[test]
+    fn debug_shows_no_secret() {
+        let sim = provider();
+        let secret = P256Secret::from_bytes([0x5e; 32]);
+        let public = sim.p256_public_key(&secret).unwrap();
+        sim.p256_sign(&secret, b"m").unwrap();
+        let scalar = p256_scalar(&secret).unwrap();
+        SIM_CRYPTO.publics.keep(secret.expose(), &scalar, &public);
+        let shown = format!("{SIM_CRYPTO:?}");
+        assert!(!shown.contains("94, 94, 94"), "{shown}");
+        assert!(!shown.to_lowercase().contains("5e5e5e"), "{shown}");
     }
 }

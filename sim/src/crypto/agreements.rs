@@ -15,11 +15,22 @@
 //! last secret each thread asked for (a seal asks for `E` just before agreeing with `e`, and
 //! an open asks for `B` just before agreeing with `b`) and of every secret a recall was tried
 //! for (the long-term boxes seals are made to).
+//!
+//! Knowing the secret behind a point makes the sender's side cheaper: when `B = b×G` was
+//! computed here from `b`, a seal's `e×B` is `e×b×G = (e·b mod n)×G`, one fixed-base
+//! multiplication (several times cheaper than a variable-base one, and no decompression of
+//! `B`). [`Publics`] keeps every public half it computes with its secret (up to
+//! [`MAX_KNOWN_SECRETS`]: a box's half is computed when its node starts, long before the first
+//! seal to it) and every box a recall kept. [`Publics::secret_of`] answers only for the exact
+//! bytes this provider computed as `b×G` (a `02`/`03` point), so any other encoding, a point
+//! whose secret is unknown, or bytes that are not a point go the ordinary way, and the
+//! x-coordinate is the plain provider's bytes whichever way it went.
 
 use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
+use p256::NonZeroScalar;
 use weft_proto::crypto::P256Public;
 
 /// The most agreements remembered, about 100 bytes an entry. A seal is opened soon after it is
@@ -31,14 +42,29 @@ pub const MAX_REMEMBERED_AGREEMENTS: usize = 1 << 17;
 /// 10 000-node meetup keeps every one); past this many a public half is computed when needed.
 pub const MAX_KEPT_PUBLICS: usize = 65_536;
 
+/// The most public halves kept with their secrets for fixed-base agreements, about 100 bytes an
+/// entry: every half computed here (most are seals' one-time keys, never agreed with, but a
+/// 10 000-node meetup computes fewer than this many, boxes included) and every box a recall
+/// kept. When full it starts again empty: a box is kept again at its owner's next open.
+pub const MAX_KNOWN_SECRETS: usize = 1 << 17;
+
 /// `K` → `(P, x(k×P))`, compressed points and the agreement. Only lookups are made, so a hash
 /// map's order never shows.
 type ByPublic = HashMap<[u8; 33], ([u8; 33], [u8; 32])>;
 
 /// Agreements by the public half of the secret that made them; see the [module docs](self).
-#[derive(Debug)]
 pub(super) struct Agreements {
     by_public: Mutex<Option<ByPublic>>,
+}
+
+impl std::fmt::Debug for Agreements {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The agreements are shared secrets: only how many there are is shown.
+        let map = self.by_public.lock().unwrap_or_else(|e| e.into_inner());
+        f.debug_struct("Agreements")
+            .field("remembered", &map.as_ref().map_or(0, HashMap::len))
+            .finish()
+    }
 }
 
 impl Agreements {
@@ -76,18 +102,59 @@ thread_local! {
 }
 
 /// Public halves known without a multiplication: the last one each thread computed and those of
-/// the secrets recalls were tried for.
-#[derive(Debug)]
+/// the secrets recalls were tried for; and the other way round, the secrets behind the halves
+/// computed lately and behind those kept.
 pub(super) struct Publics {
-    kept: Mutex<BTreeMap<[u8; 32], [u8; 33]>>,
+    kept: Mutex<Kept>,
+}
+
+/// Secrets and their public halves, as computed here.
+struct Kept {
+    /// The kept boxes: secret (its bytes) → public half.
+    halves: BTreeMap<[u8; 32], [u8; 33]>,
+    /// Public half (exactly as computed here) → secret: the kept boxes, and the halves computed
+    /// lately. Empty (`None`) until first used, so it can start in a static.
+    secrets: Option<HashMap<[u8; 33], NonZeroScalar>>,
+}
+
+impl Kept {
+    /// Notes `secret` as the one behind `public`, starting again empty when full.
+    fn know(&mut self, secret: &NonZeroScalar, public: &P256Public) {
+        let secrets = self.secrets.get_or_insert_with(HashMap::new);
+        if secrets.len() >= MAX_KNOWN_SECRETS {
+            secrets.clear();
+        }
+        secrets.insert(public.0, *secret);
+    }
+}
+
+impl std::fmt::Debug for Publics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Secret material: only how many are kept is shown.
+        let kept = self.lock();
+        f.debug_struct("Publics")
+            .field("kept", &kept.halves.len())
+            .finish()
+    }
 }
 
 impl Publics {
     /// None known.
     pub(super) const fn new() -> Self {
         Self {
-            kept: Mutex::new(BTreeMap::new()),
+            kept: Mutex::new(Kept {
+                halves: BTreeMap::new(),
+                secrets: None,
+            }),
         }
+    }
+
+    /// The maps, locked.
+    fn lock(&self) -> std::sync::MutexGuard<'_, Kept> {
+        // A poisoned lock only means another thread panicked mid-insert of a pair that is
+        // right on its own; a pair missing from one of the two maps is only a shortcut not
+        // taken.
+        self.kept.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// `secret`'s public half, if known.
@@ -97,24 +164,29 @@ impl Publics {
         {
             return Some(P256Public(public));
         }
-        self.kept
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(secret)
-            .copied()
-            .map(P256Public)
+        self.lock().halves.get(secret).copied().map(P256Public)
     }
 
-    /// Notes `public` as `secret`'s, just computed: the thread's last.
-    pub(super) fn computed(&self, secret: &[u8; 32], public: &P256Public) {
-        LAST.set(Some((*secret, public.0)));
+    /// The secret whose public half this provider computed as exactly these bytes, if kept.
+    pub(super) fn secret_of(&self, public: &P256Public) -> Option<NonZeroScalar> {
+        self.lock().secrets.as_ref()?.get(&public.0).copied()
     }
 
-    /// Keeps `public` as `secret`'s while fewer than [`MAX_KEPT_PUBLICS`] are kept.
-    pub(super) fn keep(&self, secret: &[u8; 32], public: &P256Public) {
-        let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
-        if kept.len() < MAX_KEPT_PUBLICS {
-            kept.insert(*secret, public.0);
+    /// Notes `public` as the half of `secret` (whose bytes are `bytes`), just computed as
+    /// `secret×G`: the thread's last, and known the other way round for a while.
+    pub(super) fn computed(&self, bytes: &[u8; 32], secret: &NonZeroScalar, public: &P256Public) {
+        LAST.set(Some((*bytes, public.0)));
+        self.lock().know(secret, public);
+    }
+
+    /// Keeps `public` as the half of `secret` (whose bytes are `bytes`), both ways round, while
+    /// fewer than [`MAX_KEPT_PUBLICS`] are kept. `public` must be `secret×G` as this provider
+    /// computed it: [`Publics::secret_of`] answers agreements with it.
+    pub(super) fn keep(&self, bytes: &[u8; 32], secret: &NonZeroScalar, public: &P256Public) {
+        let mut kept = self.lock();
+        if kept.halves.len() < MAX_KEPT_PUBLICS {
+            kept.halves.insert(*bytes, public.0);
         }
+        kept.know(secret, public);
     }
 }

@@ -10,8 +10,13 @@
 //! Scalars come in as [`NonZeroScalar`]s, already in `[1, n)`: `EC_POINT_mul` would quietly
 //! reduce a larger one where the plain provider refuses it, so that check stays where the
 //! caller decodes the secret, with RustCrypto's own rule. Every aws-lc object made here is
-//! owned by a guard that frees it on drop, whatever path returns.
+//! owned by a guard that frees it on drop.
+//!
+//! Each thread reuses one set of objects ([`Scratch`]): a multiplication that made its own
+//! allocated and freed through glibc the scalar, the product (and the peer's point), and the
+//! `BN_CTX` aws-lc makes for itself when given none: about 1 % of its instructions.
 
+use std::cell::RefCell;
 use std::ptr::{self, NonNull};
 
 use aws_lc_sys as sys;
@@ -21,54 +26,98 @@ use p256::elliptic_curve::PrimeField as _;
 /// A SEC1 compressed point: the parity of y (`02` or `03`), then x, big-endian.
 pub(super) type Compressed = [u8; 33];
 
-/// `k×G`, compressed. `None` only if aws-lc cannot allocate.
+/// `k×G`, compressed. `None` only if aws-lc cannot allocate (or the thread is ending).
 pub(super) fn mul_base(k: &NonZeroScalar) -> Option<Compressed> {
-    let (k, product) = (Bignum::from_scalar(k)?, Point::new()?);
-    // SAFETY: `product` and `k` are live objects this module owns (their guards are alive to the
-    // end of the function), `product` belongs to `group()`; a null point with a null scalar is
-    // `EC_POINT_mul`'s documented way to ask for the base-point term alone; a null `BN_CTX` makes
-    // aws-lc use its own.
-    let ok = unsafe {
-        sys::EC_POINT_mul(
-            group(),
-            product.0.as_ptr(),
-            k.0.as_ptr(),
-            ptr::null(),
-            ptr::null(),
-            ptr::null_mut(),
-        )
-    };
-    if ok != 1 {
-        return None;
-    }
-    product.to_compressed()
+    with_scratch(|s| {
+        s.scalar.set(k)?;
+        // SAFETY: `product`, `scalar` and `ctx` are live objects this thread's scratch owns and
+        // lends to this call alone; `product` belongs to `group()`; a null point with a null
+        // scalar is `EC_POINT_mul`'s documented way to ask for the base-point term alone.
+        let ok = unsafe {
+            sys::EC_POINT_mul(
+                group(),
+                s.product.0.as_ptr(),
+                s.scalar.0.as_ptr(),
+                ptr::null(),
+                ptr::null(),
+                s.ctx.0.as_ptr(),
+            )
+        };
+        if ok != 1 {
+            return None;
+        }
+        s.product.to_compressed()
+    })
 }
 
 /// `k×q`, compressed, where `q` is a compressed point. `None` when `q` is not a point on
-/// P-256 (a bad tag, x not below p, or no y for x), or if aws-lc cannot allocate.
+/// P-256 (a bad tag, x not below p, or no y for x), or if aws-lc cannot allocate (or the
+/// thread is ending).
 pub(super) fn mul(k: &NonZeroScalar, q: &Compressed) -> Option<Compressed> {
-    let (q, k, product) = (
-        Point::from_compressed(q)?,
-        Bignum::from_scalar(k)?,
-        Point::new()?,
-    );
-    // SAFETY: `product`, `q` and `k` are live objects this module owns, both points belong to
-    // `group()`; a null `g_scalar` asks for the `q×k` term alone; a null `BN_CTX` makes aws-lc
-    // use its own.
-    let ok = unsafe {
-        sys::EC_POINT_mul(
-            group(),
-            product.0.as_ptr(),
-            ptr::null(),
-            q.0.as_ptr(),
-            k.0.as_ptr(),
-            ptr::null_mut(),
-        )
-    };
-    if ok != 1 {
-        return None;
+    with_scratch(|s| {
+        s.peer.set_compressed(q, &s.ctx)?;
+        s.scalar.set(k)?;
+        // SAFETY: `product`, `peer`, `scalar` and `ctx` are live objects this thread's scratch
+        // owns and lends to this call alone, both points belong to `group()` and are distinct;
+        // a null `g_scalar` asks for the `q×k` term alone.
+        let ok = unsafe {
+            sys::EC_POINT_mul(
+                group(),
+                s.product.0.as_ptr(),
+                ptr::null(),
+                s.peer.0.as_ptr(),
+                s.scalar.0.as_ptr(),
+                s.ctx.0.as_ptr(),
+            )
+        };
+        if ok != 1 {
+            return None;
+        }
+        s.product.to_compressed()
+    })
+}
+
+/// The aws-lc objects one thread multiplies with, made on its first multiplication and freed
+/// when the thread ends. Whatever a call leaves in them is overwritten by the next.
+struct Scratch {
+    ctx: BnCtx,
+    scalar: Bignum,
+    peer: Point,
+    product: Point,
+}
+
+impl Scratch {
+    /// A fresh set, or `None` if aws-lc cannot allocate (whatever was made is freed).
+    fn new() -> Option<Self> {
+        Some(Scratch {
+            ctx: BnCtx::new()?,
+            scalar: Bignum::new()?,
+            peer: Point::new()?,
+            product: Point::new()?,
+        })
     }
-    product.to_compressed()
+}
+
+thread_local! {
+    /// This thread's [`Scratch`], once made.
+    static SCRATCH: RefCell<Option<Scratch>> = const { RefCell::new(None) };
+}
+
+/// `f` with this thread's [`Scratch`], made if need be. `None` if it cannot be made, if the
+/// thread is ending (its scratch is gone), or if `f` says so. Nothing here calls back into this
+/// module while `f` runs, so the scratch is never lent twice; if it were, the second borrow
+/// would be refused (`None`) rather than shared.
+fn with_scratch<T>(f: impl FnOnce(&mut Scratch) -> Option<T>) -> Option<T> {
+    SCRATCH
+        .try_with(|cell| {
+            let mut slot = cell.try_borrow_mut().ok()?;
+            if slot.is_none() {
+                *slot = Some(Scratch::new()?);
+            }
+            f(slot.as_mut()?)
+        })
+        .ok()
+        .flatten()
 }
 
 /// aws-lc's P-256 group.
@@ -89,24 +138,24 @@ impl Point {
         NonNull::new(unsafe { sys::EC_POINT_new(group()) }).map(Point)
     }
 
-    /// The point `bytes` encodes, or `None` when it encodes no point on the curve:
-    /// `EC_POINT_oct2point` checks the tag, the length, that x is below p, and that x has a y.
-    /// A refusal leaves an entry in aws-lc's per-thread error queue, a fixed-size ring that
-    /// nothing here reads, so it needs no clearing.
-    fn from_compressed(bytes: &Compressed) -> Option<Self> {
-        let point = Self::new()?;
-        // SAFETY: `point` is a live point of `group()`; `bytes` is readable for the length
-        // passed; a null `BN_CTX` makes aws-lc use its own.
+    /// Sets the point to the one `bytes` encodes; `None` when it encodes no point on the
+    /// curve (the point is then unspecified): `EC_POINT_oct2point` checks the tag, the length,
+    /// that x is below p, and that x has a y. A refusal leaves an entry in aws-lc's per-thread
+    /// error queue, a fixed-size ring that nothing here reads, so it needs no clearing.
+    fn set_compressed(&mut self, bytes: &Compressed, ctx: &BnCtx) -> Option<()> {
+        // SAFETY: `self` is a live point of `group()` and `ctx` a live context, both owned by
+        // the caller's scratch and used by nothing else during the call; `bytes` is readable
+        // for the length passed.
         let ok = unsafe {
             sys::EC_POINT_oct2point(
                 group(),
-                point.0.as_ptr(),
+                self.0.as_ptr(),
                 bytes.as_ptr(),
                 bytes.len(),
-                ptr::null_mut(),
+                ctx.0.as_ptr(),
             )
         };
-        (ok == 1).then_some(point)
+        (ok == 1).then_some(())
     }
 
     /// The point compressed; `None` for the point at infinity, which encodes as one byte (no
@@ -114,7 +163,8 @@ impl Point {
     fn to_compressed(&self) -> Option<Compressed> {
         let mut out = [0; 33];
         // SAFETY: `self` is a live point of `group()`; `out` is writable for the length passed,
-        // and aws-lc writes at most that many bytes; a null `BN_CTX` makes aws-lc use its own.
+        // and aws-lc writes at most that many bytes; `EC_POINT_point2oct` ignores its `BN_CTX`
+        // (it makes none either).
         let written = unsafe {
             sys::EC_POINT_point2oct(
                 group(),
@@ -141,20 +191,48 @@ impl Drop for Point {
 struct Bignum(NonNull<sys::BIGNUM>);
 
 impl Bignum {
-    /// `k` as a `BIGNUM`, or `None` if aws-lc cannot allocate.
-    fn from_scalar(k: &NonZeroScalar) -> Option<Self> {
+    /// A fresh number (zero), or `None` if aws-lc cannot allocate.
+    fn new() -> Option<Self> {
+        // SAFETY: no arguments; a null return (no memory) becomes `None`, and a non-null one
+        // is a heap `BIGNUM` we now own.
+        NonNull::new(unsafe { sys::BN_new() }).map(Bignum)
+    }
+
+    /// Sets the number to `k`; `None` if aws-lc cannot grow it.
+    fn set(&mut self, k: &NonZeroScalar) -> Option<()> {
         let bytes = k.to_repr();
-        // SAFETY: `bytes` is readable for the length passed; a null `ret` asks for a fresh
-        // `BIGNUM`, which we then own; a null return (no memory) becomes `None`.
-        NonNull::new(unsafe { sys::BN_bin2bn(bytes.as_ptr(), bytes.len(), ptr::null_mut()) })
-            .map(Bignum)
+        // SAFETY: `bytes` is readable for the length passed; `self` is a live `BIGNUM` owned
+        // by the caller's scratch, which `BN_bin2bn` overwrites and returns (null only if it
+        // could not grow it, which leaves it still ours to free).
+        let set = unsafe { sys::BN_bin2bn(bytes.as_ptr(), bytes.len(), self.0.as_ptr()) };
+        (!set.is_null()).then_some(())
     }
 }
 
 impl Drop for Bignum {
     fn drop(&mut self) {
-        // SAFETY: the number was made by `BN_bin2bn` with a null `ret`, so it is a heap
-        // `BIGNUM` owned by this guard alone, and is not used after this.
+        // SAFETY: the number was made by `BN_new`, so it is a heap `BIGNUM` owned by this
+        // guard alone, and is not used after this.
         unsafe { sys::BN_free(self.0.as_ptr()) }
+    }
+}
+
+/// A `BN_CTX`, aws-lc's pool of temporary numbers, freed when dropped.
+struct BnCtx(NonNull<sys::BN_CTX>);
+
+impl BnCtx {
+    /// A fresh context, or `None` if aws-lc cannot allocate.
+    fn new() -> Option<Self> {
+        // SAFETY: no arguments; a null return (no memory) becomes `None`, and a non-null one
+        // is a context we now own.
+        NonNull::new(unsafe { sys::BN_CTX_new() }).map(BnCtx)
+    }
+}
+
+impl Drop for BnCtx {
+    fn drop(&mut self) {
+        // SAFETY: the context was made by `BN_CTX_new`, is owned by this guard alone, and is
+        // not used after this.
+        unsafe { sys::BN_CTX_free(self.0.as_ptr()) }
     }
 }
