@@ -468,7 +468,6 @@ impl GameNode {
                 // The transport finds the peer by the connection.
                 let out = mesh::Output::Send {
                     conn,
-                    peer: String::new(),
                     bytes,
                 };
                 transport.handle_mesh_output(now, out);

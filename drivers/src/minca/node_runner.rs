@@ -616,7 +616,6 @@ impl NodeMachine {
             }
             node::Output::PeerSend { conn, bytes } => mesh::Output::Send {
                 conn,
-                peer: String::new(),
                 bytes,
             },
             node::Output::PeerClose { conn } => mesh::Output::Close { conn },

@@ -353,12 +353,11 @@ pub enum Output {
         /// The answer.
         answer: String,
     },
-    /// Send a binary frame on `conn`.
+    /// Send a binary frame on `conn`. The connection alone names the peer: the host made it
+    /// for the peer of [`Output::CreateOffer`] or [`Output::CreateAnswer`].
     Send {
         /// The connection.
         conn: ConnId,
-        /// The peer at its other end.
-        peer: String,
         /// The frame.
         bytes: Vec<u8>,
     },
@@ -981,7 +980,7 @@ impl<R: CryptoRng> Mesh<R> {
         let targets = r.peers.iter_but(except).filter_map(|(p, s)| match s {
             Stage::Admitted(a) => {
                 debug_assert!(conns.get(p).is_some_and(|c| c.is_open() && c.id == a.conn));
-                Some((p, a.conn))
+                Some(a.conn)
             }
             _ => None,
         });
@@ -1815,15 +1814,15 @@ fn send_each<'p>(
 ) {
     let open = peers
         .into_iter()
-        .filter_map(|p| Some((p, conns.get(p).filter(|c| c.is_open())?.id)));
+        .filter_map(|p| Some(conns.get(p).filter(|c| c.is_open())?.id));
     send_to_open(out, open, write);
 }
 
-/// Sends one frame to each (peer, open connection) of `open`, written by `write` once, and only
-/// if there is one.
-fn send_to_open<'p>(
+/// Sends one frame on each open connection of `open`, written by `write` once, and only if
+/// there is one.
+fn send_to_open(
     out: &mut VecDeque<Output>,
-    open: impl IntoIterator<Item = (&'p str, ConnId)>,
+    open: impl IntoIterator<Item = ConnId>,
     write: impl FnOnce() -> Vec<u8>,
 ) {
     let mut open = open.into_iter().peekable();
@@ -1831,17 +1830,13 @@ fn send_to_open<'p>(
         return;
     }
     let mut bytes = write();
-    while let Some((peer, conn)) = open.next() {
+    while let Some(conn) = open.next() {
         // The last peer takes the bytes themselves rather than a copy.
         let bytes = match open.peek() {
             Some(_) => bytes.clone(),
             None => core::mem::take(&mut bytes),
         };
-        out.push_back(Output::Send {
-            conn,
-            peer: peer.into(),
-            bytes,
-        });
+        out.push_back(Output::Send { conn, bytes });
     }
 }
 
