@@ -466,10 +466,7 @@ impl GameNode {
             }
             O::PeerSend { conn, bytes } => {
                 // The transport finds the peer by the connection.
-                let out = mesh::Output::Send {
-                    conn,
-                    bytes,
-                };
+                let out = mesh::Output::Send { conn, bytes };
                 transport.handle_mesh_output(now, out);
             }
             O::PeerClose { conn } => {
