@@ -919,9 +919,9 @@ impl<R: CryptoRng> Mesh<R> {
                     &self.key,
                     &room,
                     &self.did,
-                    &peer,
+                    peer,
                     kind,
-                    &sdp,
+                    sdp,
                     at,
                 );
                 if let Some(signal) = signal {
