@@ -896,7 +896,7 @@ fn offer_from(
         key,
         room,
         origin,
-        &net.did(to),
+        net.did(to),
         SignalKind::Offer,
         sdp,
         net.now,
