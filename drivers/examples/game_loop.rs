@@ -465,7 +465,6 @@ impl GameNode {
                 transport.handle_mesh_output(now, mesh::Output::ApplyAnswer { conn, answer });
             }
             O::PeerSend { conn, bytes } => {
-                // The transport finds the peer by the connection.
                 let out = mesh::Output::Send { conn, bytes };
                 transport.handle_mesh_output(now, out);
             }
