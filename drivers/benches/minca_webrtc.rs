@@ -364,7 +364,6 @@ fn live_over_data_channel() {
         while sent - received < WINDOW {
             let out = Output::Send {
                 conn: ConnId(0),
-                peer: "b".into(),
                 bytes: frame.clone(),
             };
             d[0].transport.handle_mesh_output(weft_drivers::now(), out);

@@ -465,12 +465,7 @@ impl GameNode {
                 transport.handle_mesh_output(now, mesh::Output::ApplyAnswer { conn, answer });
             }
             O::PeerSend { conn, bytes } => {
-                // The transport finds the peer by the connection.
-                let out = mesh::Output::Send {
-                    conn,
-                    peer: String::new(),
-                    bytes,
-                };
+                let out = mesh::Output::Send { conn, bytes };
                 transport.handle_mesh_output(now, out);
             }
             O::PeerClose { conn } => {

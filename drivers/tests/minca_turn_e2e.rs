@@ -250,7 +250,6 @@ fn through_coturn(test: &str, host: &str) {
         a.output(
             Output::Send {
                 conn,
-                peer: "did:key:b".into(),
                 bytes: bytes.clone(),
             },
             None,
@@ -259,7 +258,6 @@ fn through_coturn(test: &str, host: &str) {
     b.output(
         Output::Send {
             conn: B,
-            peer: "did:key:a".into(),
             bytes: b"back through coturn".to_vec(),
         },
         None,

@@ -345,7 +345,7 @@ impl Net {
                         },
                     );
                 }
-                Output::Send { conn, bytes, .. } => {
+                Output::Send { conn, bytes } => {
                     if let Some(&(j, cj)) = self.links.get(&(i, conn)) {
                         if let Ok(frame) = Frame::parse(&bytes) {
                             let lost = self.lost.iter().any(|(f, k)| *f == i && *k == frame.kind);
@@ -896,7 +896,7 @@ fn offer_from(
         key,
         room,
         origin,
-        &net.did(to),
+        net.did(to),
         SignalKind::Offer,
         sdp,
         net.now,

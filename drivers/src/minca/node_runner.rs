@@ -614,11 +614,7 @@ impl NodeMachine {
             node::Output::ApplyAnswer { conn, answer } => {
                 mesh::Output::ApplyAnswer { conn, answer }
             }
-            node::Output::PeerSend { conn, bytes } => mesh::Output::Send {
-                conn,
-                peer: String::new(),
-                bytes,
-            },
+            node::Output::PeerSend { conn, bytes } => mesh::Output::Send { conn, bytes },
             node::Output::PeerClose { conn } => mesh::Output::Close { conn },
             other => {
                 self.out.push_back(RunnerOutput::Node(other));

@@ -121,7 +121,7 @@ impl Pair {
                         self.queue.push_back((k, opened));
                     }
                 }
-                Output::Send { conn, bytes, .. } => {
+                Output::Send { conn, bytes } => {
                     if let Some(&(j, cj)) = self.links.get(&(i, conn)) {
                         self.frames += 1;
                         self.queue.push_back((j, Input::Frame { conn: cj, bytes }));

@@ -858,7 +858,7 @@ impl<R: CryptoRng> Node<R> {
                 ice: self.ice.clone(),
             },
             mesh::Output::ApplyAnswer { conn, answer } => Output::ApplyAnswer { conn, answer },
-            mesh::Output::Send { conn, bytes, .. } => Output::PeerSend { conn, bytes },
+            mesh::Output::Send { conn, bytes } => Output::PeerSend { conn, bytes },
             mesh::Output::Close { conn } => Output::PeerClose { conn },
             mesh::Output::ToRendezvous {
                 room,

@@ -385,7 +385,7 @@ impl Transport {
                 self.start(now, conn, peer, Pending::Answer(offer), ice)
             }
             Output::ApplyAnswer { conn, answer } => self.apply_answer(now, conn, &answer),
-            Output::Send { conn, bytes, .. } => self.send(now, conn, bytes),
+            Output::Send { conn, bytes } => self.send(now, conn, bytes),
             Output::Close { conn } => self.close(now, conn),
             other => return Some(other),
         }
@@ -1363,7 +1363,6 @@ mod tests {
                 now,
                 Output::Send {
                     conn: A,
-                    peer: "did:key:b".into(),
                     bytes: vec![i; 1 + usize::from(i) * 300],
                 },
             );
@@ -1372,7 +1371,6 @@ mod tests {
             now,
             Output::Send {
                 conn: B,
-                peer: "did:key:a".into(),
                 bytes: b"back".to_vec(),
             },
         );
@@ -1530,7 +1528,6 @@ mod tests {
             T0,
             Output::Send {
                 conn: ConnId(99),
-                peer: "did:key:b".into(),
                 bytes: vec![1],
             },
         );

@@ -380,7 +380,6 @@ fn a_relay_only_pair_opens_its_channel_through_the_turn_server_and_frames_cross_
         net.now,
         Output::Send {
             conn: A,
-            peer: "did:key:b".into(),
             bytes: b"through the relay".to_vec(),
         },
     );
@@ -388,7 +387,6 @@ fn a_relay_only_pair_opens_its_channel_through_the_turn_server_and_frames_cross_
         net.now,
         Output::Send {
             conn: B,
-            peer: "did:key:a".into(),
             bytes: vec![7; 3_000],
         },
     );
@@ -599,7 +597,6 @@ fn messages_are_neither_fragmented_nor_reordered_nor_duplicated() {
                 now,
                 Output::Send {
                     conn: A,
-                    peer: "did:key:b".into(),
                     bytes: sent[next].clone(),
                 },
             );
@@ -630,7 +627,6 @@ fn messages_are_neither_fragmented_nor_reordered_nor_duplicated() {
         now,
         Output::Send {
             conn: A,
-            peer: "did:key:b".into(),
             bytes: vec![1; largest + 1],
         },
     );

@@ -16,7 +16,7 @@ use crate::codec::js;
 use crate::core::{ExpiringSet, ReplayWindow, Timestamp, replay};
 use crate::crypto::{CryptoProvider, P256Secret};
 use crate::minca::auth;
-use crate::minca::mesh::memory_key::{Acted, ActedKey, Passed, PassedKey};
+use crate::minca::mesh::memory_key::{Acted, ActedKey, ActedRef, Passed, PassedKey};
 
 /// A receiver takes at most the first 64 entries of a peer list (§8).
 pub const MAX_PEER_LIST: usize = 64;
@@ -272,24 +272,26 @@ fn integer(value: Option<&Value>) -> Option<u64> {
 }
 
 impl Signal {
-    /// A signal from `origin` (whose session key is `key`) to `target`, signed.
+    /// A signal from `origin` (whose session key is `key`) to `target`, signed. `target` and
+    /// `sdp` are taken as they are when owned (the mesh's own signals), not copied.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         crypto: &dyn CryptoProvider,
         key: &P256Secret,
         room: &str,
         origin: &str,
-        target: &str,
+        target: impl Into<String>,
         kind: SignalKind,
-        sdp: &str,
+        sdp: impl Into<String>,
         at: u64,
     ) -> Option<Self> {
-        let sig = auth::sign(crypto, key, &label(room, origin, target, kind, at, sdp))?;
+        let (target, sdp) = (target.into(), sdp.into());
+        let sig = auth::sign(crypto, key, &label(room, origin, &target, kind, at, &sdp))?;
         Some(Self {
             origin: origin.into(),
-            target: target.into(),
+            target,
             kind,
-            sdp: sdp.into(),
+            sdp,
             at,
             sig,
             hops: MAX_HOPS,
@@ -444,8 +446,9 @@ impl SignalClock {
 pub struct Introductions {
     // Keys put their most discriminating part first: every copy of a flooded signal is looked
     // up, and a room compared first would compare equal in full every time, then the DIDs'
-    // common `did:key:zDn` prefix. The order is internal: neither table is iterated in key order
-    // for anything that leaves the node (evictions go by time and insertion order).
+    // common `did:key:zDn` prefix (an acted-on key leads with an integer of the origin's tail,
+    // `memory_key::Acted`). The order is internal: neither table is iterated in key order for
+    // anything that leaves the node (evictions go by time and insertion order).
     /// Times acted on, per (origin, room).
     acted: ReplayWindow<Acted>,
     /// Signals passed on, by (at, origin, room).
@@ -528,7 +531,7 @@ impl Introductions {
         self.prune(now);
         match new {
             New::ForUs => {
-                let key: Acted = (signal.origin.clone(), String::from(room));
+                let key = Acted::new(signal.origin.as_str(), room);
                 match self.acted.accept(now, key, at) {
                     replay::Verdict::Fresh => Verdict::Act(signal),
                     _ => Verdict::Drop(Dropped::Busy),
@@ -569,7 +572,7 @@ impl Introductions {
             return Err(Dropped::Stale);
         }
         if signal.target == ours {
-            let key: &dyn ActedKey = &(signal.origin, room);
+            let key: &dyn ActedKey = &ActedRef::new(signal.origin, room);
             return match self.acted.check(now, key, at) {
                 replay::Verdict::Fresh => Ok(New::ForUs),
                 replay::Verdict::Replay => Err(Dropped::Again),
@@ -1013,7 +1016,7 @@ mod tests {
     /// does not care) that each acted once at `at`.
     fn fill_acted(i: &mut Introductions, name: &str, n: usize, at: u64) {
         for k in 0..n {
-            let key: Acted = (alloc::format!("{name}{k}"), ROOM.into());
+            let key = Acted::new(alloc::format!("{name}{k}"), ROOM);
             let v = i.acted.accept(now(at), key, now(at));
             assert_eq!(v, replay::Verdict::Fresh);
         }
@@ -1073,7 +1076,7 @@ mod tests {
         let mut i = Introductions::new();
         // Held but aged out at `later`: the tables answer by `now`, not by what they hold.
         fill_passed(&mut i, 1, T0);
-        let key: Acted = (a.did.clone(), ROOM.into());
+        let key = Acted::new(a.did.as_str(), ROOM);
         assert!(i.acted.accept(now(T0), key.clone(), now(T0)).is_fresh());
         let later = T0 + 120_001;
         assert_eq!(

@@ -26,7 +26,7 @@
 
 use alloc::borrow::Cow;
 use alloc::boxed::Box;
-use alloc::collections::{BTreeMap, VecDeque};
+use alloc::collections::VecDeque;
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::time::Duration;
@@ -35,12 +35,11 @@ use rand_core::CryptoRng;
 use serde_json::{Map, Value, json};
 
 use crate::codec::did_key::DidKey;
-use crate::core::{
-    BucketConfig, ConnId, ExpiringSet, Machine, TimerQueue, Timestamp, TokenBucket, Wakeup,
-};
+use crate::core::{BucketConfig, ConnId, ExpiringSet, Machine, TimerQueue, Timestamp, Wakeup};
 use crate::crypto::{CryptoProvider, P256Secret};
 use crate::minca::auth;
 use crate::minca::mesh::admission::{Admitted, Handshake, PeerWho, Stage};
+use crate::minca::mesh::conns::{Conn, ConnState, Conns};
 use crate::minca::mesh::frame::{AUTH_HELLO, AUTH_PROOF, Frame, LEAVE, PEERS, SIGNAL};
 use crate::minca::mesh::introduction::{
     self, Dropped, Introductions, New, Signal, SignalClock, SignalKind, Verdict, is_did, we_offer,
@@ -353,12 +352,11 @@ pub enum Output {
         /// The answer.
         answer: String,
     },
-    /// Send a binary frame on `conn`.
+    /// Send a binary frame on `conn`. The connection alone names the peer: the host made it
+    /// for the peer of [`Output::CreateOffer`] or [`Output::CreateAnswer`].
     Send {
         /// The connection.
         conn: ConnId,
-        /// The peer at its other end.
-        peer: String,
         /// The frame.
         bytes: Vec<u8>,
     },
@@ -496,38 +494,6 @@ pub struct Counters {
     pub proof_backoff: u64,
 }
 
-/// Where a connection is.
-#[derive(Clone, Debug)]
-enum ConnState {
-    /// We asked for an offer; not yet sent.
-    MakingOffer,
-    /// Our offer went out; waiting for the answer.
-    Offered,
-    /// We asked for an answer; not yet sent.
-    MakingAnswer,
-    /// Answer applied or sent; waiting for the channel.
-    Connecting,
-    /// The data channel is open.
-    Open { local: String, remote: String },
-}
-
-#[derive(Clone, Debug)]
-struct Conn {
-    id: ConnId,
-    state: ConnState,
-    route: Route,
-    /// Whether any room ever took the connection up.
-    claimed: bool,
-    /// The peer's allowance of bytes (§7.4).
-    bytes: TokenBucket,
-}
-
-impl Conn {
-    fn is_open(&self) -> bool {
-        matches!(self.state, ConnState::Open { .. })
-    }
-}
-
 struct Room {
     space_id: String,
     kind: RoomKind,
@@ -606,8 +572,7 @@ pub struct Mesh<R: CryptoRng> {
     crypto: &'static dyn CryptoProvider,
     rng: R,
     rooms: TextMap<Room>,
-    conns: TextMap<Conn>,
-    by_id: BTreeMap<ConnId, KeyText>,
+    conns: Conns,
     next_conn: u64,
     handshakes: TimerQueue<(String, String)>,
     who_grace: TimerQueue<(String, String)>,
@@ -633,8 +598,7 @@ impl<R: CryptoRng> Mesh<R> {
             crypto,
             rng,
             rooms: TextMap::default(),
-            conns: TextMap::default(),
-            by_id: BTreeMap::new(),
+            conns: Conns::default(),
             next_conn: 0,
             handshakes: TimerQueue::new(),
             who_grace: TimerQueue::new(),
@@ -714,7 +678,6 @@ impl<R: CryptoRng> Mesh<R> {
 
     fn close_conn(&mut self, peer: &str) {
         if let Some(conn) = self.conns.remove(peer) {
-            self.by_id.remove(&conn.id);
             self.attempts.cancel(&conn.id);
             self.unclaimed.cancel(&conn.id);
             self.out.push_back(Output::Close { conn: conn.id });
@@ -770,7 +733,7 @@ impl<R: CryptoRng> Mesh<R> {
         state: ConnState,
         route: Route,
     ) -> Option<ConnId> {
-        if !self.conns.contains_key(peer) && self.conns.len() >= MAX_CONNECTIONS {
+        if !self.conns.has(peer) && self.conns.len() >= MAX_CONNECTIONS {
             self.counters.table_full += 1;
             return None;
         }
@@ -782,17 +745,14 @@ impl<R: CryptoRng> Mesh<R> {
         }
         let id = ConnId(self.next_conn);
         self.next_conn += 1;
-        self.conns.insert(
-            peer,
-            Conn {
-                id,
-                state,
-                route,
-                claimed: false,
-                bytes: PEER_BYTE_RATE.bucket(now),
-            },
-        );
-        self.by_id.insert(id, KeyText::new(peer));
+        self.conns.insert(Conn {
+            id,
+            peer: KeyText::new(peer),
+            state,
+            route,
+            claimed: false,
+            bytes: PEER_BYTE_RATE.bucket(now),
+        });
         self.attempts
             .schedule(now.saturating_add(ATTEMPT_TIMEOUT), id);
         Some(id)
@@ -801,8 +761,10 @@ impl<R: CryptoRng> Mesh<R> {
     /// Connections that introductions started and that no room admitted the peer on yet (§7.4).
     fn half_open_introduced(&self) -> usize {
         self.conns
-            .iter()
-            .filter(|(p, c)| matches!(c.route, Route::Mesh(_)) && !self.admitted_anywhere(p))
+            .values()
+            .filter(|c| {
+                matches!(c.route, Route::Mesh(_)) && !self.admitted_anywhere(c.peer.as_str())
+            })
             .count()
     }
 
@@ -900,7 +862,7 @@ impl<R: CryptoRng> Mesh<R> {
                 }
                 // The offer says the peer is in this room: greet there once the channel opens.
                 self.know(&room, from);
-                if self.conns.contains_key(from) {
+                if self.conns.has(from) {
                     self.close_conn(from);
                 }
                 if let Some(conn) = self.new_conn(now, from, ConnState::MakingAnswer, route) {
@@ -924,13 +886,11 @@ impl<R: CryptoRng> Mesh<R> {
     }
 
     fn on_local_description(&mut self, now: Timestamp, conn: ConnId, sdp: String) {
-        let Some(peer) = self.by_id.get(&conn).map(|p| String::from(p.as_str())) else {
+        let Some(c) = self.conns.by_id_mut(conn) else {
             self.counters.ignored_inputs += 1;
             return;
         };
-        let Some(c) = self.conns.get_mut(&peer) else {
-            return;
-        };
+        let peer = String::from(c.peer.as_str());
         let kind = match c.state {
             ConnState::MakingOffer => {
                 c.state = ConnState::Offered;
@@ -959,9 +919,9 @@ impl<R: CryptoRng> Mesh<R> {
                     &self.key,
                     &room,
                     &self.did,
-                    &peer,
+                    peer,
                     kind,
-                    &sdp,
+                    sdp,
                     at,
                 );
                 if let Some(signal) = signal {
@@ -981,7 +941,7 @@ impl<R: CryptoRng> Mesh<R> {
         let targets = r.peers.iter_but(except).filter_map(|(p, s)| match s {
             Stage::Admitted(a) => {
                 debug_assert!(conns.get(p).is_some_and(|c| c.is_open() && c.id == a.conn));
-                Some((p, a.conn))
+                Some(a.conn)
             }
             _ => None,
         });
@@ -992,13 +952,11 @@ impl<R: CryptoRng> Mesh<R> {
     }
 
     fn on_opened(&mut self, now: Timestamp, conn: ConnId, local: String, remote: String) {
-        let Some(peer) = self.by_id.get(&conn).map(|p| String::from(p.as_str())) else {
+        let Some(c) = self.conns.by_id_mut(conn) else {
             self.counters.ignored_inputs += 1;
             return;
         };
-        let Some(c) = self.conns.get_mut(&peer) else {
-            return;
-        };
+        let peer = String::from(c.peer.as_str());
         c.state = ConnState::Open { local, remote };
         self.attempts.cancel(&conn);
         self.unclaimed
@@ -1015,14 +973,13 @@ impl<R: CryptoRng> Mesh<R> {
     }
 
     fn on_closed(&mut self, conn: ConnId) {
-        let Some(peer) = self.by_id.remove(&conn) else {
+        let Some(c) = self.conns.remove_id(conn) else {
             self.counters.ignored_inputs += 1;
             return;
         };
-        self.conns.remove(peer.as_str());
         self.attempts.cancel(&conn);
         self.unclaimed.cancel(&conn);
-        self.forget_peer_stages(peer.as_str());
+        self.forget_peer_stages(c.peer.as_str());
     }
 
     // ---- admission (§7.2) -------------------------------------------------------------------
@@ -1269,11 +1226,8 @@ impl<R: CryptoRng> Mesh<R> {
     // ---- frames -----------------------------------------------------------------------------
 
     fn on_frame(&mut self, now: Timestamp, conn: ConnId, bytes: &[u8]) {
-        let Some(peer) = self.by_id.get(&conn) else {
-            self.counters.stale_connection += 1;
-            return;
-        };
-        let Some(c) = self.conns.get_mut(peer.as_str()).filter(|c| c.is_open()) else {
+        // The connection's entry holds its peer: one search for both.
+        let Some(c) = self.conns.by_id_mut(conn).filter(|c| c.is_open()) else {
             self.counters.stale_connection += 1;
             return;
         };
@@ -1282,10 +1236,12 @@ impl<R: CryptoRng> Mesh<R> {
             self.counters.byte_rate_limited += 1;
             return;
         }
+        let peer = &c.peer;
         // Most frames are copies of a flooded signal: answered from a peek, with the peer
         // still borrowed, and the first copy read from what the peek kept.
         if let Some(p) = signal_peek::peek(bytes) {
-            match self.peeked_signal(now, peer.as_str(), &p) {
+            let (rooms, memory) = (&self.rooms, &self.introductions);
+            match peeked_signal(rooms, memory, &self.did, now, peer.as_str(), &p) {
                 Ok((new, signal)) => {
                     let peer = peer.clone();
                     let verdict =
@@ -1299,7 +1255,7 @@ impl<R: CryptoRng> Mesh<R> {
             }
             return;
         }
-        // Copied out of `by_id` (inline, no allocation) so `self` can change below.
+        // Copied out of the connection (inline, no allocation) so `self` can change below.
         let held = peer.clone();
         let peer = held.as_str();
         // Everything else, and a signal outside what the peek reads, through a JSON tree; a
@@ -1349,32 +1305,6 @@ impl<R: CryptoRng> Mesh<R> {
                 payload: body.into_json(),
             }),
         }
-    }
-
-    /// A `__signal` frame from `peer` that [`signal_peek::peek`] read, taken as far as its
-    /// signature: the general path's conditions in its order (room known, `peer` admitted, the
-    /// room introduces, then [`Introductions::check_copy`](introduction::Introductions::check_copy)
-    /// before the payload's shape, as both only drop), each refusal counted as there. A copy
-    /// (most frames) touches only what the peek read; only a signal found new is read in full.
-    fn peeked_signal(
-        &self,
-        now: Timestamp,
-        peer: &str,
-        p: &signal_peek::Peek<'_>,
-    ) -> Result<(New, Signal), Refused> {
-        let r = self.rooms.get(p.room).ok_or(Refused::UnknownRoom)?;
-        if !r.is_admitted(peer) {
-            return Err(Refused::NotAdmitted);
-        }
-        if !r.introduces() {
-            return Err(Refused::Dropped);
-        }
-        let new = self
-            .introductions
-            .check_copy(now, p.room, &self.did, &p.signal)
-            .map_err(|_| Refused::Dropped)?;
-        let signal = p.read_signal().map_err(|_| Refused::Dropped)?;
-        Ok((new, signal))
     }
 
     /// §6.4, §9.1: the peer's `who`. Its note gives the peer an account only if valid now and
@@ -1780,15 +1710,21 @@ impl<R: CryptoRng> Machine for Mesh<R> {
             }
         }
         while let Some((_, conn)) = self.attempts.pop_due(now) {
-            if let Some(peer) = self.by_id.get(&conn).map(|p| String::from(p.as_str()))
-                && !self.conns.get(&peer).is_some_and(Conn::is_open)
+            if let Some(peer) = self
+                .conns
+                .by_id(conn)
+                .filter(|c| !c.is_open())
+                .map(|c| String::from(c.peer.as_str()))
             {
                 self.counters.attempt_timeouts += 1;
                 self.close_conn(&peer);
             }
         }
         while let Some((_, conn)) = self.unclaimed.pop_due(now) {
-            if let Some(peer) = self.by_id.get(&conn).map(|p| String::from(p.as_str()))
+            if let Some(peer) = self
+                .conns
+                .by_id(conn)
+                .map(|c| String::from(c.peer.as_str()))
                 && !self.uses_connection(&peer)
             {
                 self.counters.idle_closed += 1;
@@ -1808,22 +1744,22 @@ impl<R: CryptoRng> Machine for Mesh<R> {
 /// by `write` once, and only if some peer takes them. A function over the two tables rather than
 /// a method, so that a caller may iterate a room's peers while it sends.
 fn send_each<'p>(
-    conns: &TextMap<Conn>,
+    conns: &Conns,
     out: &mut VecDeque<Output>,
     peers: impl IntoIterator<Item = &'p str>,
     write: impl FnOnce() -> Vec<u8>,
 ) {
     let open = peers
         .into_iter()
-        .filter_map(|p| Some((p, conns.get(p).filter(|c| c.is_open())?.id)));
+        .filter_map(|p| Some(conns.get(p).filter(|c| c.is_open())?.id));
     send_to_open(out, open, write);
 }
 
-/// Sends one frame to each (peer, open connection) of `open`, written by `write` once, and only
-/// if there is one.
-fn send_to_open<'p>(
+/// Sends one frame on each open connection of `open`, written by `write` once, and only if
+/// there is one.
+fn send_to_open(
     out: &mut VecDeque<Output>,
-    open: impl IntoIterator<Item = (&'p str, ConnId)>,
+    open: impl IntoIterator<Item = ConnId>,
     write: impl FnOnce() -> Vec<u8>,
 ) {
     let mut open = open.into_iter().peekable();
@@ -1831,18 +1767,43 @@ fn send_to_open<'p>(
         return;
     }
     let mut bytes = write();
-    while let Some((peer, conn)) = open.next() {
+    while let Some(conn) = open.next() {
         // The last peer takes the bytes themselves rather than a copy.
         let bytes = match open.peek() {
             Some(_) => bytes.clone(),
             None => core::mem::take(&mut bytes),
         };
-        out.push_back(Output::Send {
-            conn,
-            peer: peer.into(),
-            bytes,
-        });
+        out.push_back(Output::Send { conn, bytes });
     }
+}
+
+/// A `__signal` frame from `peer` that [`signal_peek::peek`] read, taken as far as its
+/// signature, `ours` being this node: the general path's conditions in its order (room known,
+/// `peer` admitted, the room introduces, then
+/// [`Introductions::check_copy`](introduction::Introductions::check_copy) before the payload's
+/// shape, as both only drop), each refusal counted as there. A copy (most frames) touches only
+/// what the peek read; only a signal found new is read in full. A function of the tables it
+/// reads rather than a method, so that `peer` may stay borrowed from its connection's entry.
+fn peeked_signal(
+    rooms: &TextMap<Room>,
+    memory: &Introductions,
+    ours: &str,
+    now: Timestamp,
+    peer: &str,
+    p: &signal_peek::Peek<'_>,
+) -> Result<(New, Signal), Refused> {
+    let r = rooms.get(p.room).ok_or(Refused::UnknownRoom)?;
+    if !r.is_admitted(peer) {
+        return Err(Refused::NotAdmitted);
+    }
+    if !r.introduces() {
+        return Err(Refused::Dropped);
+    }
+    let new = memory
+        .check_copy(now, p.room, ours, &p.signal)
+        .map_err(|_| Refused::Dropped)?;
+    let signal = p.read_signal().map_err(|_| Refused::Dropped)?;
+    Ok((new, signal))
 }
 
 /// A received frame's payload: a JSON tree, or a peer list [`peers_peek::peek`] read.

@@ -4,33 +4,110 @@
 //! an owned key for each (two `String`s) cost more than the lookup. A table keyed by `K` can be
 //! searched with any `Q` that `K` borrows as, ordered as `K` is; a tuple of `String`s cannot
 //! borrow as a tuple of `&str`s, so each key shape here is a small trait whose trait object both
-//! the owned and the borrowed tuple coerce to, compared by the same parts in the same order.
+//! the owned and the borrowed key coerce to, compared by the same parts in the same order.
+//!
+//! A copy of a signal for this node is looked up by (origin, room) among every origin heard in
+//! the window. Compared as texts, each step of that search read another origin's heap text (a
+//! cache miss at ten thousand nodes) and compared the `did:key:zDn` every DID begins with again.
+//! So an acted-on key leads with its origin's [`tag`], held in the key itself: the search
+//! compares integers and reads texts only to confirm the key it found.
 
 use alloc::string::String;
 use core::borrow::Borrow;
 use core::cmp::Ordering;
 
-/// An acted-on signal's key: (origin, room).
-pub(crate) type Acted = (String, String);
+/// The last 16 bytes of `origin` as an integer (zero-padded in front if shorter). A DID's tail
+/// is random base58, where its head is the same for every P-256 key, so two origins nearly
+/// always differ here; equal tags leave the texts to decide. The order it gives is internal:
+/// neither table is iterated in key order for anything that leaves the node.
+fn tag(origin: &str) -> u128 {
+    let bytes = origin.as_bytes();
+    if let Some(tail) = bytes.last_chunk::<16>() {
+        return u128::from_be_bytes(*tail);
+    }
+    let mut tail = [0; 16];
+    tail[16 - bytes.len()..].copy_from_slice(bytes);
+    u128::from_be_bytes(tail)
+}
+
+/// An acted-on signal's key: (origin, room), with the origin's [`tag`].
+#[derive(Clone, Debug)]
+pub(crate) struct Acted {
+    tag: u128,
+    origin: String,
+    room: String,
+}
+
+impl Acted {
+    /// The key of `origin`'s signals in `room`.
+    pub(crate) fn new(origin: impl Into<String>, room: impl Into<String>) -> Self {
+        let origin = origin.into();
+        Self {
+            tag: tag(&origin),
+            origin,
+            room: room.into(),
+        }
+    }
+}
+
+/// An acted-on signal's key, borrowed: what a copy is looked up by.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ActedRef<'a> {
+    tag: u128,
+    origin: &'a str,
+    room: &'a str,
+}
+
+impl<'a> ActedRef<'a> {
+    /// The key of `origin`'s signals in `room`.
+    pub(crate) fn new(origin: &'a str, room: &'a str) -> Self {
+        Self {
+            tag: tag(origin),
+            origin,
+            room,
+        }
+    }
+}
 
 /// A passed-on signal's key: (at, origin, room).
 pub(crate) type Passed = (u64, String, String);
 
 /// (origin, room), owned or borrowed.
 pub(crate) trait ActedKey {
-    /// The parts, in the owned tuple's order.
-    fn parts(&self) -> (&str, &str);
+    /// The parts, in the order they are compared: the origin's tag, the origin, the room.
+    fn parts(&self) -> (u128, &str, &str);
 }
 
 impl ActedKey for Acted {
-    fn parts(&self) -> (&str, &str) {
-        (&self.0, &self.1)
+    fn parts(&self) -> (u128, &str, &str) {
+        (self.tag, &self.origin, &self.room)
     }
 }
 
-impl ActedKey for (&str, &str) {
-    fn parts(&self) -> (&str, &str) {
-        *self
+impl ActedKey for ActedRef<'_> {
+    fn parts(&self) -> (u128, &str, &str) {
+        (self.tag, self.origin, self.room)
+    }
+}
+
+// The owned key orders by the same parts as its trait object, as `Borrow` asks.
+impl PartialEq for Acted {
+    fn eq(&self, other: &Self) -> bool {
+        self.parts() == other.parts()
+    }
+}
+
+impl Eq for Acted {}
+
+impl PartialOrd for Acted {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Acted {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.parts().cmp(&other.parts())
     }
 }
 
@@ -94,7 +171,21 @@ mod tests {
 
     #[test]
     fn borrowed_keys_order_as_the_owned_keys_do() {
-        let words = ["", "a", "ab", "b", "did:key:zDn", "did:key:zDo", "é"];
+        // Short texts; long ones whose tails differ; long ones whose tails are equal (the
+        // texts decide).
+        let words = [
+            "",
+            "a",
+            "ab",
+            "b",
+            "did:key:zDn",
+            "did:key:zDo",
+            "é",
+            "did:key:zDnaeAAAAAAAAAAAAAAAAAAAz",
+            "did:key:zDnaeAAAAAAAAAAAAAAAAAAAy",
+            "did:key:zDnaaQQQQQQQQQQQQQQQQ",
+            "did:key:zDnabQQQQQQQQQQQQQQQQ",
+        ];
         let mut owned: Vec<Passed> = Vec::new();
         for at in [0, 1, u64::MAX] {
             for o in words {
@@ -109,13 +200,16 @@ mod tests {
                 let (dx, dy): (&dyn PassedKey, &dyn PassedKey) = (&bx, &by);
                 assert_eq!(dx.cmp(dy), x.cmp(y));
                 assert_eq!(Borrow::<dyn PassedKey>::borrow(x).cmp(dy), x.cmp(y));
-                let (ax, ay): (Acted, Acted) =
-                    ((x.1.clone(), x.2.clone()), (y.1.clone(), y.2.clone()));
-                let (ex, ey) = ((ax.0.as_str(), ax.1.as_str()), (&*ay.0, &*ay.1));
+                let (ax, ay) = (Acted::new(&*x.1, &*x.2), Acted::new(&*y.1, &*y.2));
+                let (ex, ey) = (ActedRef::new(&x.1, &x.2), ActedRef::new(&y.1, &y.2));
                 let (dx, dy): (&dyn ActedKey, &dyn ActedKey) = (&ex, &ey);
                 assert_eq!(dx.cmp(dy), ax.cmp(&ay));
                 assert_eq!(dx == dy, ax == ay);
+                // Keys are equal exactly when their texts are, whatever the tags.
+                assert_eq!(ax == ay, (&x.1, &x.2) == (&y.1, &y.2));
                 assert_eq!(Borrow::<dyn ActedKey>::borrow(&ax).cmp(dy), ax.cmp(&ay));
+                // The order is total: reversed, it is the reverse.
+                assert_eq!(ay.cmp(&ax), ax.cmp(&ay).reverse());
             }
         }
     }

@@ -4,6 +4,7 @@
 //! - [`introduction`]: §8, `__peers` and `__signal`, and who offers (§7.3);
 //! - [`live`]: §9.2, the receive limits on live messages;
 //! - [`admission`]: §7.2, what one side keeps per (room, peer);
+//! - `conns`: §5.1, the connections, one per peer, found by id or by peer;
 //! - [`peers_peek`]: a `__peers` frame read from its text;
 //! - [`signal_frame`]: the `__signal` frame written straight from a signal;
 //! - [`signal_peek`]: a `__signal` frame read from its text, only as far as recognising a copy
@@ -12,6 +13,7 @@
 //!   admission, §7.3 who connects, §8 introductions, §9 `who` and live messages.
 
 pub mod admission;
+mod conns;
 pub mod frame;
 pub mod introduction;
 pub mod live;
