@@ -430,7 +430,7 @@ pub fn signed_text(
 /// `s` as a JSON string: copied between quotes when nothing in it is escaped (no `"`, `\\` or
 /// control character), else as [`js::stringify`] quotes it.
 fn write_plain_or_quoted(text: &mut String, s: &str) {
-    if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+    if needs_no_escape(s) {
         text.push('"');
         text.push_str(s);
         text.push('"');
@@ -457,6 +457,39 @@ fn decimal(mut n: u64, buf: &mut [u8; 20]) -> &str {
 /// The bound a description is sealed with: `{ topic, from, to, box }`, `box` the sender's.
 pub fn signal_bound(topic: &str, from: &str, to: &str, sender_box: &str) -> Value {
     json!({ "topic": topic, "from": from, "to": to, "box": sender_box })
+}
+
+/// The associated data a description is sealed with: [`envelope::aad`] of [`SIGNAL_LABEL`] and
+/// [`signal_bound`], written straight out when no field needs an escape (DIDs and base64url never
+/// do), as canonical JSON writes it: members in code-point order, each string between quotes.
+pub fn signal_aad(topic: &str, from: &str, to: &str, sender_box: &str) -> Vec<u8> {
+    let members = [
+        ("box", sender_box),
+        ("from", from),
+        ("to", to),
+        ("topic", topic),
+    ];
+    if !members.iter().all(|(_, v)| needs_no_escape(v)) {
+        return envelope::aad(SIGNAL_LABEL, &signal_bound(topic, from, to, sender_box));
+    }
+    let chars: usize = members.iter().map(|(k, v)| k.len() + v.len() + 6).sum();
+    let mut out = Vec::with_capacity(SIGNAL_LABEL.len() + 2 + chars);
+    out.extend_from_slice(SIGNAL_LABEL.as_bytes());
+    out.push(0);
+    for (i, (key, value)) in members.iter().enumerate() {
+        out.extend_from_slice(if i == 0 { b"{\"" } else { b",\"" });
+        out.extend_from_slice(key.as_bytes());
+        out.extend_from_slice(b"\":\"");
+        out.extend_from_slice(value.as_bytes());
+        out.push(b'"');
+    }
+    out.push(b'}');
+    out
+}
+
+/// Whether `s` is written in JSON as itself between quotes: no `"`, `\\` or control character.
+fn needs_no_escape(s: &str) -> bool {
+    s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\')
 }
 
 /// The bound a blob is sealed with: `{ topic }`.
@@ -533,28 +566,32 @@ pub fn open_blob_bound(
 }
 
 /// `base64url(sealTo(recipient, "minca/rendezvous-signal/v1", { topic, from, to, box },
-/// UTF-8(JSON(description))))`; `None` when `recipient` is not a P-256 point.
+/// UTF-8(JSON(description))))`, the bound written by [`signal_aad`]; `None` when `recipient` is
+/// not a P-256 point.
 pub fn seal_description(
     crypto: &dyn CryptoProvider,
     rng: &mut dyn rand_core::CryptoRng,
     recipient: &P256Public,
-    bound: &Value,
+    aad: &[u8],
     description: &Value,
 ) -> Option<String> {
     let plaintext = js::stringify(description).into_bytes();
-    envelope::seal_to(crypto, rng, recipient, SIGNAL_LABEL, bound, &plaintext)
+    envelope::seal_to_bound(crypto, rng, recipient, SIGNAL_LABEL, aad, &plaintext)
         .map(|s| base64url::encode(&s))
 }
 
-/// Opens an `sdp` with this node's box secret, and reads the description as JSON (§2 rule 5).
+/// Opens an `sdp` with this node's box (its secret and public half) under the bound written by
+/// [`signal_aad`], and reads the description as JSON (§2 rule 5).
 pub fn open_description(
     crypto: &dyn CryptoProvider,
     box_secret: &P256Secret,
-    bound: &Value,
+    own_box: &P256Public,
+    aad: &[u8],
     sdp: &str,
 ) -> Option<Value> {
     let bytes = base64url::decode(sdp).ok()?;
-    let plaintext = envelope::open_to(crypto, box_secret, SIGNAL_LABEL, bound, &bytes).ok()?;
+    let plaintext =
+        envelope::open_to_bound(crypto, box_secret, own_box, SIGNAL_LABEL, aad, &bytes).ok()?;
     serde_json::from_slice(&plaintext).ok()
 }
 
@@ -702,6 +739,23 @@ mod tests {
             let mut bytes = text.clone();
             bytes[i] = 0xff;
             agrees_bytes(&bytes);
+        }
+    }
+
+    #[test]
+    fn the_signal_aad_is_the_bound_written_canonically() {
+        let plain = ["did:key:zDnaeA", "Ax-_", "", "t0pic", "é😀\u{7f}"];
+        let odd = ["\"", "a\\b", "\u{1}\n", "\u{1f}x"];
+        for &a in plain.iter().chain(&odd) {
+            for &b in plain.iter().chain(&odd) {
+                for (topic, from, to, sender_box) in
+                    [(a, b, "to", "bx"), ("t", a, b, "bx"), ("t", "f", a, b)]
+                {
+                    let want =
+                        envelope::aad(SIGNAL_LABEL, &signal_bound(topic, from, to, sender_box));
+                    assert_eq!(signal_aad(topic, from, to, sender_box), want);
+                }
+            }
         }
     }
 

@@ -407,6 +407,9 @@ pub struct Rendezvous<R> {
     session: P256Secret,
     did: String,
     box_secret: P256Secret,
+    /// The box's public half: what a description sealed to this node is opened with, besides the
+    /// secret (kept rather than derived again at every open).
+    box_public: P256Public,
     box_text: String,
     /// The last `at` this node signed: each message gets a greater one (§2 rule 3).
     last_at: u64,
@@ -436,13 +439,15 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
         let public = crypto.p256_public_key(&session)?;
         let did = DidKey::P256(public.0).to_did();
         let box_secret = generate_p256(crypto, &mut rng);
-        let box_text = base64url::encode(&crypto.p256_public_key(&box_secret)?.0);
+        let box_public = crypto.p256_public_key(&box_secret)?;
+        let box_text = base64url::encode(&box_public.0);
         Ok(Self {
             crypto,
             rng,
             session,
             did,
             box_secret,
+            box_public,
             box_text,
             last_at: 0,
             rooms: TextMap::default(),
@@ -739,9 +744,10 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
         // Rule 5, the costly part.
         let signal = match (message.signal, message.kind) {
             (Some((to, sdp)), Kind::Offer | Kind::Answer) => {
-                let bound = message::signal_bound(topic, message.from, to, message.box_);
-                let description = open_description(self.crypto, &self.box_secret, &bound, sdp)
-                    .ok_or(Ignored::SdpDoesNotOpen)?;
+                let aad = message::signal_aad(topic, message.from, to, message.box_);
+                let description =
+                    open_description(self.crypto, &self.box_secret, &self.box_public, &aad, sdp)
+                        .ok_or(Ignored::SdpDoesNotOpen)?;
                 let kind = if message.kind == Kind::Offer {
                     SignalKind::Offer
                 } else {
@@ -877,9 +883,9 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
                 return;
             }
         };
-        let bound = message::signal_bound(&topic, &self.did, &to, &self.box_text);
+        let aad = message::signal_aad(&topic, &self.did, &to, &self.box_text);
         let Some(sdp) =
-            seal_description(self.crypto, &mut self.rng, &recipient, &bound, &description)
+            seal_description(self.crypto, &mut self.rng, &recipient, &aad, &description)
         else {
             // Unreachable: every box kept passed the point check of rule 2.
             return;
