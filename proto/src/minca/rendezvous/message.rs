@@ -561,8 +561,17 @@ pub fn open_blob_bound(
     aad: &[u8],
     blob: &str,
 ) -> Option<Vec<u8>> {
-    let bytes = base64url::decode(blob).ok()?;
-    envelope::open_bound(crypto, room_key, aad, &bytes).ok()
+    open_blob_bytes(crypto, room_key, aad, &base64url::decode(blob).ok()?)
+}
+
+/// [`open_blob_bound`] of a blob already decoded from base64url.
+pub fn open_blob_bytes(
+    crypto: &dyn CryptoProvider,
+    room_key: &[u8; 32],
+    aad: &[u8],
+    bytes: &[u8],
+) -> Option<Vec<u8>> {
+    envelope::open_bound(crypto, room_key, aad, bytes).ok()
 }
 
 /// `base64url(sealTo(recipient, "minca/rendezvous-signal/v1", { topic, from, to, box },

@@ -49,7 +49,8 @@ use serde_json::Value;
 pub use message::{BLOB_LABEL, Kind, Message, SIG_LABEL, SIGNAL_LABEL};
 
 use self::message::{
-    MessageRef, ShapeError, open_blob_bound, open_description, seal_description, seal_message,
+    MessageRef, ShapeError, open_blob_bound, open_blob_bytes, open_description, seal_description,
+    seal_message,
 };
 pub use self::seen::SEEN_BLOBS;
 use self::seen::{Seen, SeenBlobs, Then};
@@ -613,7 +614,16 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
     /// its own: the same rules, without copying either into a `String` first. The relay is not
     /// asked for: a copy through another relay is a replay by its `at` (§3).
     pub fn receive_blob(&mut self, now: Timestamp, topic: &str, blob: &str) {
-        self.receive(now, topic, blob);
+        self.receive(now, topic, blob, None);
+        self.settle();
+    }
+
+    /// [`receive_blob`](Self::receive_blob) of a blob its host has decoded already, checking it
+    /// (the relay client checks every blob of a `mail` by decoding it): `bytes` must be what
+    /// base64url `blob` decodes to. The blob is opened from them; the text still names it in the
+    /// memory of blobs decided on ([`SEEN_BLOBS`]), where a copy is answered without opening.
+    pub fn receive_decoded(&mut self, now: Timestamp, topic: &str, blob: &str, bytes: &[u8]) {
+        self.receive(now, topic, blob, Some(bytes));
         self.settle();
     }
 
@@ -643,14 +653,21 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
         Wakeup::earliest(hello, memory)
     }
 
-    /// §2's five rules, then what the receiver does.
-    fn receive(&mut self, now: Timestamp, topic: &str, blob: &str) {
-        if let Err(reason) = self.try_receive(now, topic, blob) {
+    /// §2's five rules, then what the receiver does; `bytes` is `blob` decoded, when the host has
+    /// decoded it.
+    fn receive(&mut self, now: Timestamp, topic: &str, blob: &str, bytes: Option<&[u8]>) {
+        if let Err(reason) = self.try_receive(now, topic, blob, bytes) {
             self.ignore(reason);
         }
     }
 
-    fn try_receive(&mut self, now: Timestamp, topic: &str, blob: &str) -> Result<(), Ignored> {
+    fn try_receive(
+        &mut self,
+        now: Timestamp,
+        topic: &str,
+        blob: &str,
+        bytes: Option<&[u8]>,
+    ) -> Result<(), Ignored> {
         let state = self.rooms.get_mut(topic).ok_or(Ignored::NotInRoom)?;
         if blob.len() > MAX_BLOB_CHARS {
             return Err(Ignored::TooLong);
@@ -672,8 +689,12 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
             // Acted on, yet fresh: the window cannot say so, but the full path decides.
         }
         // Rule 1.
-        let plaintext = open_blob_bound(self.crypto, &state.key, &state.blob_aad, blob)
-            .ok_or(Ignored::DoesNotOpen)?;
+        let (key, aad) = (&state.key, &state.blob_aad);
+        let plaintext = match bytes {
+            Some(bytes) => open_blob_bytes(self.crypto, key, aad, bytes),
+            None => open_blob_bound(self.crypto, key, aad, blob),
+        }
+        .ok_or(Ignored::DoesNotOpen)?;
         // Nearly every message is read in place; only another spelling is copied out.
         let parsed;
         let message = match MessageRef::as_written(&plaintext) {
@@ -915,7 +936,7 @@ impl<R: rand_core::CryptoRng> Machine for Rendezvous<R> {
                 self.rooms.remove(&room.topic(self.crypto));
             }
             Input::RelayOpened(relay) => self.relay_opened(now, relay),
-            Input::Blob { topic, blob, .. } => self.receive(now, &topic, &blob),
+            Input::Blob { topic, blob, .. } => self.receive(now, &topic, &blob, None),
             Input::Admitted { room, peer } => self.set_admitted(&room, peer, true),
             Input::Departed { room, peer } => self.set_admitted(&room, peer, false),
             Input::Signal {

@@ -564,6 +564,37 @@ fn a_replayed_offer_is_not_acted_on_again_however_much_else_was_said_since() {
 }
 
 #[test]
+fn a_blob_handed_decoded_is_answered_as_its_text_is() {
+    let (_, mut by_text, offer) = met();
+    let (_, mut by_bytes, same_offer) = met();
+    assert_eq!(offer, same_offer);
+    // Its tag changed, so that the memory of blobs decided on does not know it.
+    let mut tampered = base64url::decode(&offer).unwrap();
+    if let Some(last) = tampered.last_mut() {
+        *last ^= 1;
+    }
+    let blobs = [
+        offer.clone(),
+        offer,
+        base64url::encode(&tampered),
+        "AAAA".to_string(),
+    ];
+    for (i, blob) in blobs.iter().enumerate() {
+        let now = t(3 + i as u64);
+        let outs = deliver(&mut by_text, now, &room(), blob);
+        assert_eq!(outs.is_empty(), i > 0);
+        let bytes = base64url::decode(blob).unwrap();
+        by_bytes.receive_decoded(now, &topic(&room()), blob, &bytes);
+        assert_eq!(drain(&mut by_bytes), outs);
+    }
+    for reason in Ignored::ALL {
+        assert_eq!(by_text.ignored(reason), by_bytes.ignored(reason));
+    }
+    assert_eq!(by_text.ignored(Ignored::Replay), 1);
+    assert_eq!(by_text.ignored(Ignored::DoesNotOpen), 2);
+}
+
+#[test]
 fn an_offer_whose_sealed_description_someone_else_put_in_under_its_senders_signature_is_ignored() {
     let c = default_provider();
     let (a, mut b, offer) = met();
