@@ -269,34 +269,40 @@ impl Message {
         Value::Object(obj)
     }
 
-    /// `js::stringify(&self.to_json())`, the text a blob seals, written without visiting it a
-    /// character at a time: every field but `at` is text that is nearly always plain (base64url, a
-    /// DID), copied whole when it needs no escape. The members come in the order of the object
-    /// [`Message::to_json`] builds, whatever the [`Map`]'s order is (no key is an array index,
-    /// which `JSON.stringify` would put first).
+    /// `js::stringify(&self.to_json())`, the text a blob seals, written straight from the fields
+    /// (no JSON object built first) and without visiting them a character at a time: every field
+    /// but `at` is text that is nearly always plain (base64url, a DID), copied whole when it needs
+    /// no escape. The members come in the order the object's [`Map`] keeps them, its keys'
+    /// code-point order (no key is an array index, which `JSON.stringify` would put first); a test
+    /// holds the two to the same text.
     pub fn to_json_text(&self) -> String {
-        let Value::Object(obj) = self.to_json() else {
-            return String::new();
+        let mut digits = [0u8; 20];
+        let at = decimal(self.at, &mut digits);
+        let (to, sdp) = match &self.signal {
+            Some((to, sdp)) => (Some(to.as_str()), Some(sdp.as_str())),
+            None => (None, None),
         };
-        let chars: usize = obj
+        let members = [
+            ("box", Some(self.box_.as_str())),
+            ("from", Some(self.from.as_str())),
+            ("kind", Some(self.kind.as_str())),
+            ("sdp", sdp),
+            ("sig", Some(self.sig.as_str())),
+            ("to", to),
+        ];
+        let chars: usize = members
             .iter()
-            .map(|(k, v)| k.len() + v.as_str().map_or(20, str::len) + 6)
+            .filter_map(|(k, v)| v.map(|v| k.len() + v.len() + 6))
             .sum();
-        let mut text = String::with_capacity(chars + 2);
-        text.push('{');
-        for (i, (key, value)) in obj.iter().enumerate() {
-            if i > 0 {
-                text.push(',');
-            }
-            write_plain_or_quoted(&mut text, key);
-            text.push(':');
-            match value {
-                Value::String(s) => write_plain_or_quoted(&mut text, s),
-                Value::Number(n) if n.as_u64().is_some() => {
-                    let mut digits = [0u8; 20];
-                    text.push_str(decimal(n.as_u64().unwrap_or_default(), &mut digits));
-                }
-                other => text.push_str(&js::stringify(other)),
+        let mut text = String::with_capacity(chars + at.len() + 8);
+        text.push_str("{\"at\":");
+        text.push_str(at);
+        for (key, value) in members {
+            if let Some(value) = value {
+                text.push_str(",\"");
+                text.push_str(key);
+                text.push_str("\":");
+                write_plain_or_quoted(&mut text, value);
             }
         }
         text.push('}');
@@ -506,18 +512,25 @@ pub fn seal_blob(
     topic: &str,
     message: &Value,
 ) -> String {
-    seal_text(crypto, rng, room_key, topic, &js::stringify(message))
+    seal_text(
+        crypto,
+        rng,
+        room_key,
+        &blob_aad(topic),
+        &js::stringify(message),
+    )
 }
 
-/// [`seal_blob`] of `message.to_json()`, written by [`Message::to_json_text`].
+/// [`seal_blob`] of `message.to_json()`, written by [`Message::to_json_text`], under the topic's
+/// [`blob_aad`] (which a room writes once).
 pub fn seal_message(
     crypto: &dyn CryptoProvider,
     rng: &mut dyn rand_core::CryptoRng,
     room_key: &[u8; 32],
-    topic: &str,
+    aad: &[u8],
     message: &Message,
 ) -> String {
-    seal_text(crypto, rng, room_key, topic, &message.to_json_text())
+    seal_text(crypto, rng, room_key, aad, &message.to_json_text())
 }
 
 /// Seals a message's JSON text as a blob.
@@ -525,15 +538,14 @@ fn seal_text(
     crypto: &dyn CryptoProvider,
     rng: &mut dyn rand_core::CryptoRng,
     room_key: &[u8; 32],
-    topic: &str,
+    aad: &[u8],
     json: &str,
 ) -> String {
-    base64url::encode(&envelope::seal(
+    base64url::encode(&envelope::seal_bound(
         crypto,
         rng,
         room_key,
-        BLOB_LABEL,
-        &blob_bound(topic),
+        aad,
         json.as_bytes(),
     ))
 }

@@ -528,13 +528,19 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
         let Some(state) = self.rooms.get(topic) else {
             return;
         };
-        let (room, key) = (state.room.clone(), state.key);
         let Some(sig) = auth::sign(self.crypto, &self.session, &message.signed_text(topic)) else {
             // Unreachable: the session key was checked at construction.
             return;
         };
         message.sig = sig;
-        let blob = seal_message(self.crypto, &mut self.rng, &key, topic, &message);
+        let blob = seal_message(
+            self.crypto,
+            &mut self.rng,
+            &state.key,
+            &state.blob_aad,
+            &message,
+        );
+        let room = state.room.clone();
         self.out.push_back(Output::Publish {
             room,
             topic: topic.into(),
@@ -747,7 +753,7 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
         }
         // §2: "a hello or signal from a new peer in a full room MUST be ignored".
         state.forget_unheard(now);
-        if !state.peers.contains_key(message.from) && state.peers.len() >= MAX_ROOM_PEERS {
+        if state.peers.len() >= MAX_ROOM_PEERS && !state.peers.contains_key(message.from) {
             return Err(Ignored::RoomFull);
         }
         // Rule 2, the costly part.
