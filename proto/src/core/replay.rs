@@ -107,6 +107,26 @@ impl<K: Ord + Clone> ReplayWindow<K> {
         }
     }
 
+    /// What [`check`](Self::check) answers for a time [`accept`](Self::accept) took from `sender`
+    /// (the caller's word, held to it in debug builds), found without looking the sender up:
+    /// [`Verdict::Replay`] while `at` is inside the window, [`Verdict::OutsideWindow`] once it is
+    /// not. A time taken is only ever forgotten below the window's lower edge, which never moves
+    /// back, so nothing else can be answered; the lookup, a cache miss or two for an owner with
+    /// many senders, is spared.
+    pub fn check_accepted<Q>(&self, now: Timestamp, sender: &Q, at: Timestamp) -> Verdict
+    where
+        K: Borrow<Q>,
+        Q: Ord + ?Sized,
+    {
+        let verdict = if self.outside(now, self.oldest_live(now), at) {
+            Verdict::OutsideWindow
+        } else {
+            Verdict::Replay
+        };
+        debug_assert_eq!(verdict, self.check(now, sender, at));
+        verdict
+    }
+
     /// [`check`](Self::check), and if the answer is [`Verdict::Fresh`], remember `at` for
     /// `sender` so that the same pair is refused from now on.
     pub fn accept(&mut self, now: Timestamp, sender: K, at: Timestamp) -> Verdict {
@@ -330,6 +350,31 @@ mod tests {
             assert_eq!(w.oldest_newest, w.by_newest.first().map(|(t, _)| *t));
         }
         assert!(seen.iter().all(|n| *n > 0), "{seen:?}");
+    }
+
+    #[test]
+    fn a_time_taken_is_checked_without_a_lookup_as_check_answers() {
+        let mut w = minca();
+        let taken = [ms(1_000_000), ms(1_050_000), ms(1_119_000)];
+        for at in taken {
+            assert_eq!(w.accept(ms(1_000_000), "a", at), Verdict::Fresh);
+        }
+        // Inside the window, at its edges, past it, and with the clock stepped back.
+        for now in [
+            1_000_000, 1_010_000, 1_120_000, 1_170_000, 1_170_001, 1_239_000, 1_239_001, 1_400_000,
+            999_000, 0,
+        ] {
+            if now > 1_200_000 {
+                w.prune(ms(now));
+            }
+            for at in taken {
+                assert_eq!(
+                    w.check_accepted(ms(now), &"a", at),
+                    w.check(ms(now), &"a", at),
+                    "{now} {at:?}"
+                );
+            }
+        }
     }
 
     #[test]

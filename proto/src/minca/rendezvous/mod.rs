@@ -684,15 +684,17 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
                 peer: seen.peer,
                 room: state.scope,
             };
-            let then = seen.then;
-            rule_3(
-                self.acted
-                    .check(now, &pair, Timestamp::from_millis(seen.at)),
-            )?;
+            let (then, at) = (seen.then, Timestamp::from_millis(seen.at));
+            // A blob acted on had its time taken: the window answers for it without a lookup.
+            rule_3(match then {
+                Then::Acted => self.acted.check_accepted(now, &pair, at),
+                Then::Ignored(_) => self.acted.check(now, &pair, at),
+            })?;
             if let Then::Ignored(reason) = then {
                 return Err(reason);
             }
-            // Acted on, yet fresh: the window cannot say so, but the full path decides.
+            // Not reached for a blob acted on (the window never calls its time fresh again); an
+            // ignored one whose time is fresh goes the full way.
         }
         // Rule 1.
         let (key, aad) = (&state.key, &state.blob_aad);
