@@ -329,6 +329,11 @@ impl Peer {
     fn has_box(&self, b: &P256Public) -> bool {
         self.newest.1 == *b || self.offer.is_some_and(|(_, o)| o == *b)
     }
+
+    /// When the room forgets the peer unless it is heard again ([`PEER_FORGET_AFTER`]).
+    fn forgotten_at(&self) -> Timestamp {
+        self.heard.saturating_add(PEER_FORGET_AFTER)
+    }
 }
 
 /// A room this node is in.
@@ -349,12 +354,46 @@ struct RoomState {
     hello_back_due: bool,
     /// Peers the mesh has admitted here, at most [`MAX_ROOM_PEERS`] (the mesh's own bound).
     admitted: TextMap<()>,
+    /// No peer is forgotten before this: at most the earliest [`Peer::forgotten_at`] of the
+    /// room's peers, lowered by every hearing ([`RoomState::heard`]), so that the walk over every
+    /// peer, which ran for each message passing the cheap rules, runs only when one is due.
+    forget_from: Timestamp,
 }
 
 impl RoomState {
+    fn new(room: Room, key: [u8; 32], topic: &str, scope: [u8; 32], now: Timestamp) -> Self {
+        Self {
+            room,
+            key,
+            blob_aad: message::blob_aad(topic),
+            scope,
+            peers: TextMap::default(),
+            last_hello: now,
+            hello_back_due: false,
+            admitted: TextMap::default(),
+            forget_from: Timestamp::MAX,
+        }
+    }
+
     fn forget_unheard(&mut self, now: Timestamp) {
-        self.peers
-            .retain(|_, p| now < p.heard.saturating_add(PEER_FORGET_AFTER));
+        if now < self.forget_from {
+            debug_assert!(self.peers.values().all(|p| now < p.forgotten_at()));
+            return;
+        }
+        let mut next = Timestamp::MAX;
+        self.peers.retain(|_, p| {
+            let keep = now < p.forgotten_at();
+            if keep {
+                next = next.min(p.forgotten_at());
+            }
+            keep
+        });
+        self.forget_from = next;
+    }
+
+    /// Notes that a peer was heard at `now` (its `heard` set to it).
+    fn heard(&mut self, now: Timestamp) {
+        self.forget_from = self.forget_from.min(now.saturating_add(PEER_FORGET_AFTER));
     }
 
     fn next_hello(&self) -> Timestamp {
@@ -593,19 +632,9 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
             return;
         }
         let key = room.key(self.crypto);
-        self.rooms.insert(
-            topic.clone(),
-            RoomState {
-                room,
-                key,
-                blob_aad: message::blob_aad(&topic),
-                scope: self.crypto.sha256(&[topic.as_bytes()]),
-                peers: TextMap::default(),
-                last_hello: now,
-                hello_back_due: false,
-                admitted: TextMap::default(),
-            },
-        );
+        let scope = self.crypto.sha256(&[topic.as_bytes()]);
+        self.rooms
+            .insert(topic.clone(), RoomState::new(room, key, &topic, scope, now));
         self.say_hello(now, &topic, Relays::All);
     }
 
@@ -815,6 +844,8 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
         let at = message.at;
         // A restarted peer says hello with a new box while this side may still hold its old
         // connection: that hello is answered as if from a stranger.
+        // The peer is heard now, whether it is new or known.
+        state.heard(now);
         let (peer, heard_first) = state.peers.get_or_insert_with(message.from, || Peer {
             key: from_key,
             newest: (at, sender_box),
