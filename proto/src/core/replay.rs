@@ -20,6 +20,7 @@
 //! forgetting a live time would let its replay through. A full sender gets
 //! [`Verdict::SenderFull`]; a new sender at a full table gets [`Verdict::TableFull`].
 
+use alloc::collections::btree_map::Entry;
 use alloc::collections::{BTreeMap, BTreeSet};
 use alloc::vec::Vec;
 use core::borrow::Borrow;
@@ -97,54 +98,84 @@ impl<K: Ord + Clone> ReplayWindow<K> {
         Q: Ord + ?Sized,
     {
         let oldest = self.oldest_live(now);
-        if at < oldest || at > now.saturating_add(self.window) {
+        if self.outside(now, oldest, at) {
             return Verdict::OutsideWindow;
         }
         match self.senders.get(sender) {
-            Some(times) => {
-                if times.binary_search(&at).is_ok() {
-                    Verdict::Replay
-                } else if live_count(times, oldest) >= self.per_sender {
-                    Verdict::SenderFull
-                } else {
-                    Verdict::Fresh
-                }
-            }
-            None => {
-                if self.per_sender == 0 {
-                    Verdict::SenderFull
-                } else if self.senders.len() >= self.max_senders && !self.any_expired(oldest) {
-                    Verdict::TableFull
-                } else {
-                    Verdict::Fresh
-                }
-            }
+            Some(times) => known_verdict(times, oldest, at, self.per_sender),
+            None => self.new_verdict(oldest),
         }
+    }
+
+    /// What [`check`](Self::check) answers for a time [`accept`](Self::accept) took from `sender`
+    /// (the caller's word, held to it in debug builds), found without looking the sender up:
+    /// [`Verdict::Replay`] while `at` is inside the window, [`Verdict::OutsideWindow`] once it is
+    /// not. A time taken is only ever forgotten below the window's lower edge, which never moves
+    /// back, so nothing else can be answered; the lookup, a cache miss or two for an owner with
+    /// many senders, is spared.
+    pub fn check_accepted<Q>(&self, now: Timestamp, sender: &Q, at: Timestamp) -> Verdict
+    where
+        K: Borrow<Q>,
+        Q: Ord + ?Sized,
+    {
+        let verdict = if self.outside(now, self.oldest_live(now), at) {
+            Verdict::OutsideWindow
+        } else {
+            Verdict::Replay
+        };
+        debug_assert_eq!(verdict, self.check(now, sender, at));
+        verdict
     }
 
     /// [`check`](Self::check), and if the answer is [`Verdict::Fresh`], remember `at` for
     /// `sender` so that the same pair is refused from now on.
     pub fn accept(&mut self, now: Timestamp, sender: K, at: Timestamp) -> Verdict {
         self.high_water = self.high_water.max(now);
-        let verdict = self.check(now, &sender, at);
-        if verdict != Verdict::Fresh {
-            return verdict;
-        }
         let oldest = self.oldest_live(now);
-        // The cheap test first: the lookup is needed only when the table is full.
-        if self.senders.len() >= self.max_senders && !self.senders.contains_key(&sender) {
-            // check() saw at least one sender whose times have all aged out.
+        if self.outside(now, oldest, at) {
+            return Verdict::OutsideWindow;
+        }
+        // A new sender at a full table is the one case the entry below cannot answer alone: a
+        // slot must be freed first, if one can be (the cheap test first: the lookup is needed
+        // only when the table is full).
+        if self.senders.len() >= self.max_senders
+            && self.per_sender > 0
+            && !self.senders.contains_key(&sender)
+        {
+            if !self.any_expired(oldest) {
+                return Verdict::TableFull;
+            }
             self.prune(now);
         }
-        let times = self.senders.entry(sender.clone()).or_default();
-        let newest_before = times.last().copied();
-        // Forgetting aged-out times is safe: they are below the lower edge, which never moves
-        // back (it follows the high-water mark), so a replay of any of them is OutsideWindow.
-        forget_before(times, oldest);
-        // check() said `at` is not among them.
-        let place = times.partition_point(|t| *t < at);
-        times.insert(place, at);
-        let newest_after = times.last().copied().unwrap_or(at);
+        // One search of the senders both answers check's question and takes the time.
+        let per_sender = self.per_sender;
+        let (sender, newest_before, newest_after) = match self.senders.entry(sender) {
+            Entry::Occupied(mut entry) => {
+                let verdict = known_verdict(entry.get(), oldest, at, per_sender);
+                if verdict != Verdict::Fresh {
+                    return verdict;
+                }
+                let times = entry.get_mut();
+                let newest_before = times.last().copied();
+                // Forgetting aged-out times is safe: they are below the lower edge, which never
+                // moves back (it follows the high-water mark), so a replay of any of them is
+                // OutsideWindow.
+                forget_before(times, oldest);
+                // The verdict says `at` is not among them.
+                let place = times.partition_point(|t| *t < at);
+                times.insert(place, at);
+                let newest_after = times.last().copied().unwrap_or(at);
+                (entry.key().clone(), newest_before, newest_after)
+            }
+            Entry::Vacant(entry) => {
+                if per_sender == 0 {
+                    return Verdict::SenderFull;
+                }
+                let sender = entry.key().clone();
+                entry.insert(Vec::new()).push(at);
+                (sender, None, at)
+            }
+        };
         if newest_before != Some(newest_after) {
             if let Some(old) = newest_before {
                 self.by_newest.remove(&(old, sender.clone()));
@@ -152,7 +183,23 @@ impl<K: Ord + Clone> ReplayWindow<K> {
             self.by_newest.insert((newest_after, sender));
             self.refresh_oldest_newest();
         }
-        verdict
+        Verdict::Fresh
+    }
+
+    /// Whether `at` is outside the window at `now`, whose oldest live time is `oldest`.
+    fn outside(&self, now: Timestamp, oldest: Timestamp, at: Timestamp) -> bool {
+        at < oldest || at > now.saturating_add(self.window)
+    }
+
+    /// The verdict on a time inside the window from a sender with nothing remembered.
+    fn new_verdict(&self, oldest: Timestamp) -> Verdict {
+        if self.per_sender == 0 {
+            Verdict::SenderFull
+        } else if self.senders.len() >= self.max_senders && !self.any_expired(oldest) {
+            Verdict::TableFull
+        } else {
+            Verdict::Fresh
+        }
     }
 
     /// Forget every remembered time that has aged out of the window at `now`, and every sender
@@ -204,6 +251,23 @@ impl<K: Ord + Clone> ReplayWindow<K> {
     }
 }
 
+/// The verdict on a time inside the window from a sender with `times` remembered, of at most
+/// `per_sender` live.
+fn known_verdict(
+    times: &[Timestamp],
+    oldest: Timestamp,
+    at: Timestamp,
+    per_sender: usize,
+) -> Verdict {
+    if times.binary_search(&at).is_ok() {
+        Verdict::Replay
+    } else if live_count(times, oldest) >= per_sender {
+        Verdict::SenderFull
+    } else {
+        Verdict::Fresh
+    }
+}
+
 /// Times in `times` (ascending) at or after `oldest`.
 fn live_count(times: &[Timestamp], oldest: Timestamp) -> usize {
     times.len() - times.partition_point(|t| *t < oldest)
@@ -251,6 +315,66 @@ mod tests {
         }
         // The same `at` from another sender is its own.
         assert_eq!(w.accept(now, "bob", ms(1_000_000)), Verdict::Fresh);
+    }
+
+    #[test]
+    fn accept_answers_as_check_did_in_every_case() {
+        // Small bounds, a wandering clock and a few senders reach every verdict.
+        let mut w = ReplayWindow::new(Duration::from_millis(50), 3, 4);
+        let mut state = 0x2545_f491_u64;
+        let mut next = |n: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % n
+        };
+        let mut seen = [0usize; 5];
+        for _ in 0..20_000 {
+            let now = ms(1_000 + next(400));
+            let sender = ["a", "b", "c", "d", "e", "f"][next(6) as usize];
+            let at = ms(900 + next(600));
+            if next(50) == 0 {
+                w.prune(now);
+            }
+            let checked = w.check(now, &sender, at);
+            let accepted = w.accept(now, sender, at);
+            assert_eq!(accepted, checked);
+            seen[match accepted {
+                Verdict::Fresh => 0,
+                Verdict::Replay => 1,
+                Verdict::OutsideWindow => 2,
+                Verdict::SenderFull => 3,
+                Verdict::TableFull => 4,
+            }] += 1;
+            assert!(w.len_senders() <= 4);
+            assert_eq!(w.oldest_newest, w.by_newest.first().map(|(t, _)| *t));
+        }
+        assert!(seen.iter().all(|n| *n > 0), "{seen:?}");
+    }
+
+    #[test]
+    fn a_time_taken_is_checked_without_a_lookup_as_check_answers() {
+        let mut w = minca();
+        let taken = [ms(1_000_000), ms(1_050_000), ms(1_119_000)];
+        for at in taken {
+            assert_eq!(w.accept(ms(1_000_000), "a", at), Verdict::Fresh);
+        }
+        // Inside the window, at its edges, past it, and with the clock stepped back.
+        for now in [
+            1_000_000, 1_010_000, 1_120_000, 1_170_000, 1_170_001, 1_239_000, 1_239_001, 1_400_000,
+            999_000, 0,
+        ] {
+            if now > 1_200_000 {
+                w.prune(ms(now));
+            }
+            for at in taken {
+                assert_eq!(
+                    w.check_accepted(ms(now), &"a", at),
+                    w.check(ms(now), &"a", at),
+                    "{now} {at:?}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -81,8 +81,19 @@ pub fn seal(
     bound: &Value,
     plaintext: &[u8],
 ) -> Vec<u8> {
+    seal_bound(crypto, rng, key, &aad(label, bound), plaintext)
+}
+
+/// [`seal`] with the label and bound already written as associated data by [`aad`].
+pub fn seal_bound(
+    crypto: &dyn CryptoProvider,
+    rng: &mut dyn rand_core::CryptoRng,
+    key: &[u8; 32],
+    aad: &[u8],
+    plaintext: &[u8],
+) -> Vec<u8> {
     let n = nonce(rng);
-    let sealed = crypto.aes256gcm_seal(key, &n, &aad(label, bound), plaintext);
+    let sealed = crypto.aes256gcm_seal(key, &n, aad, plaintext);
     let mut out = Vec::with_capacity(1 + NONCE_BYTES + sealed.len());
     out.push(VERSION);
     out.extend_from_slice(&n);
@@ -110,8 +121,21 @@ pub fn open_bound(
 ) -> Result<Vec<u8>, OpenError> {
     let body = envelope
         .strip_prefix(&[VERSION])
-        .filter(|b| b.len() >= NONCE_BYTES + TAG_BYTES)
         .ok_or(OpenError::Malformed)?;
+    open_body(crypto, key, aad, body)
+}
+
+/// Opens the nonce and sealed text that follow an envelope's version byte (and, sealed to a box,
+/// its ephemeral key), where they are: a sealed-to envelope is not copied to look like a plain one.
+fn open_body(
+    crypto: &dyn CryptoProvider,
+    key: &[u8; 32],
+    aad: &[u8],
+    body: &[u8],
+) -> Result<Vec<u8>, OpenError> {
+    if body.len() < NONCE_BYTES + TAG_BYTES {
+        return Err(OpenError::Malformed);
+    }
     let (n, sealed) = body.split_at(NONCE_BYTES);
     let n: [u8; NONCE_BYTES] = n.try_into().map_err(|_| OpenError::Malformed)?;
     crypto
@@ -148,11 +172,24 @@ pub fn seal_to(
     bound: &Value,
     plaintext: &[u8],
 ) -> Option<Vec<u8>> {
+    seal_to_bound(crypto, rng, recipient, label, &aad(label, bound), plaintext)
+}
+
+/// [`seal_to`] with the label and bound already written as associated data by [`aad`] (the label
+/// is still asked for: it also names the key derived).
+pub fn seal_to_bound(
+    crypto: &dyn CryptoProvider,
+    rng: &mut dyn rand_core::CryptoRng,
+    recipient: &P256Public,
+    label: &str,
+    aad: &[u8],
+    plaintext: &[u8],
+) -> Option<Vec<u8>> {
     let e = generate_p256(crypto, rng);
     let ephemeral = crypto.p256_public_key(&e).ok()?;
     let shared = crypto.p256_ecdh(&e, recipient).ok()?;
     let key = sealed_to_key(crypto, &shared, &ephemeral, recipient, label);
-    let inner = seal(crypto, rng, &key, label, bound, plaintext);
+    let inner = seal_bound(crypto, rng, &key, aad, plaintext);
     let mut out = Vec::with_capacity(BOX_BYTES + inner.len());
     out.push(VERSION);
     out.extend_from_slice(&ephemeral.0);
@@ -168,23 +205,50 @@ pub fn open_to(
     bound: &Value,
     sealed: &[u8],
 ) -> Result<Vec<u8>, OpenError> {
+    open_to_with(crypto, secret, None, label, &aad(label, bound), sealed)
+}
+
+/// [`open_to`] for a recipient that holds its own box (`secret`'s public half, which the key
+/// derivation is salted with) and has written the label and bound as associated data by [`aad`]:
+/// a receiver opens every seal to it with the same box, and need not derive it each time.
+pub fn open_to_bound(
+    crypto: &dyn CryptoProvider,
+    secret: &P256Secret,
+    own_box: &P256Public,
+    label: &str,
+    aad: &[u8],
+    sealed: &[u8],
+) -> Result<Vec<u8>, OpenError> {
+    open_to_with(crypto, secret, Some(own_box), label, aad, sealed)
+}
+
+/// [`open_to`] and [`open_to_bound`]: `own_box` derived from `secret` when not given, after the
+/// envelope's shape is checked (a short envelope is [`OpenError::Malformed`] whatever the secret).
+fn open_to_with(
+    crypto: &dyn CryptoProvider,
+    secret: &P256Secret,
+    own_box: Option<&P256Public>,
+    label: &str,
+    aad: &[u8],
+    sealed: &[u8],
+) -> Result<Vec<u8>, OpenError> {
     let body = sealed
         .strip_prefix(&[VERSION])
         .filter(|b| b.len() >= BOX_BYTES + NONCE_BYTES + TAG_BYTES)
         .ok_or(OpenError::Malformed)?;
     let (e, rest) = body.split_at(BOX_BYTES);
     let ephemeral = P256Public(e.try_into().map_err(|_| OpenError::Malformed)?);
-    let recipient = crypto
-        .p256_public_key(secret)
-        .map_err(|_| OpenError::BadKey)?;
+    let recipient = match own_box {
+        Some(b) => *b,
+        None => crypto
+            .p256_public_key(secret)
+            .map_err(|_| OpenError::BadKey)?,
+    };
     let shared = crypto
         .p256_ecdh(secret, &ephemeral)
         .map_err(|_| OpenError::BadKey)?;
     let key = sealed_to_key(crypto, &shared, &ephemeral, &recipient, label);
-    let mut inner = Vec::with_capacity(1 + rest.len());
-    inner.push(VERSION);
-    inner.extend_from_slice(rest);
-    open(crypto, &key, label, bound, &inner)
+    open_body(crypto, &key, aad, rest)
 }
 
 #[cfg(test)]
@@ -292,6 +356,40 @@ mod tests {
             open_to(c, &me, label, &rewrapped, &sealed),
             Err(OpenError::Decrypt)
         );
+    }
+
+    #[test]
+    fn the_bound_forms_answer_as_the_plain_ones() {
+        let c = default_provider();
+        let mut r = rng();
+        let me = generate_p256(c, &mut r);
+        let my_box = c.p256_public_key(&me).unwrap();
+        let bound = json!({"topic": "t", "from": "a"});
+        let label = "minca/rendezvous-signal/v1";
+        let written = aad(label, &bound);
+        let sealed = seal_to_bound(c, &mut r, &my_box, label, &written, b"sdp").unwrap();
+        assert_eq!(open_to(c, &me, label, &bound, &sealed).unwrap(), b"sdp");
+        let open = |own: &P256Public, env: &[u8]| open_to_bound(c, &me, own, label, &written, env);
+        assert_eq!(open(&my_box, &sealed).unwrap(), b"sdp");
+        // Another box salts another key; a cut envelope is malformed before any key is asked.
+        let other = c.p256_public_key(&generate_p256(c, &mut r)).unwrap();
+        assert_eq!(open(&other, &sealed), Err(OpenError::Decrypt));
+        assert_eq!(open(&my_box, &sealed[..40]), Err(OpenError::Malformed));
+        assert_eq!(
+            open_to(
+                c,
+                &P256Secret::from_bytes([0; 32]),
+                label,
+                &bound,
+                &sealed[..40]
+            ),
+            Err(OpenError::Malformed)
+        );
+        let env = seal_bound(c, &mut r, &[7; 32], &written, b"x");
+        assert_eq!(open(&my_box, &env), Err(OpenError::Malformed));
+        assert_eq!(open(&my_box, &[]), Err(OpenError::Malformed));
+        assert_eq!(open_bound(c, &[7; 32], &written, &env).unwrap(), b"x");
+        assert_eq!(open(&my_box, &env[..0]), Err(OpenError::Malformed));
     }
 
     #[test]

@@ -731,6 +731,7 @@ impl<R: CryptoRng> Node<R> {
                     relay: &relay,
                     topic: topic.as_str(),
                     blob: blob.as_str(),
+                    bytes: None,
                 },
             ),
             relay_client::Output::Fetched {
@@ -928,13 +929,20 @@ fn kind_name(kind: SignalKind) -> &'static str {
 
 /// Hands a relay's blobs to the rendezvous, borrowed: it does not ask which relay a blob came
 /// through (a copy through another is a replay by its `at`), so no relay id is looked up, and a
-/// page's `done` says nothing it needs.
+/// page's `done` says nothing it needs. A pushed blob comes with the bytes the relay client's
+/// check decoded, which the rendezvous opens rather than decode the text again.
 fn deliver<R: CryptoRng>(
     rendezvous: &mut Rendezvous<R>,
     now: Timestamp,
     delivered: relay_client::Delivered<'_>,
 ) {
     match delivered {
+        relay_client::Delivered::Blob {
+            topic,
+            blob,
+            bytes: Some(bytes),
+            ..
+        } => rendezvous.receive_decoded(now, topic, blob, bytes),
         relay_client::Delivered::Blob { topic, blob, .. } => {
             rendezvous.receive_blob(now, topic, blob);
         }

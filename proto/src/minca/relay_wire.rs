@@ -256,17 +256,30 @@ impl Blob {
 }
 
 fn check_blob(text: &str) -> Result<(), RelayWireError> {
+    check_blob_length(text)?;
+    base64url::check(text).map_err(|_| RelayWireError::BadBlob)
+}
+
+/// [`check_blob`], keeping the bytes its base64url check decodes: for a blob its reader hands on
+/// to be opened, which would otherwise decode it a second time.
+fn decode_blob(text: &str) -> Result<Vec<u8>, RelayWireError> {
+    check_blob_length(text)?;
+    base64url::decode(text).map_err(|_| RelayWireError::BadBlob)
+}
+
+/// What a blob must be besides base64url: not empty, and not longer than [`MAX_BLOB_CHARS`].
+fn check_blob_length(text: &str) -> Result<(), RelayWireError> {
     if text.is_empty() {
         return Err(RelayWireError::EmptyBlob);
     }
-    // Any character outside the alphabet fails the decode below, so counting bytes here is
-    // counting characters for every blob that can pass.
+    // Any character outside the alphabet fails the decode that follows, so counting bytes here
+    // is counting characters for every blob that can pass.
     if text.len() > MAX_BLOB_CHARS {
         return Err(RelayWireError::BlobTooLong {
             chars: js::utf16_len(text),
         });
     }
-    base64url::check(text).map_err(|_| RelayWireError::BadBlob)
+    Ok(())
 }
 
 /// How long a relay keeps a dropped blob, in milliseconds (§1.4, §11).
@@ -633,6 +646,19 @@ pub struct MailRef<'a> {
 struct ItemRef<'a> {
     blob: Cow<'a, str>,
     seq: Option<u64>,
+    /// The blob decoded, as its check decodes it ([`MailRef::checked`] fills it in).
+    bytes: Vec<u8>,
+}
+
+impl<'a> ItemRef<'a> {
+    /// A blob read from a frame, not yet checked.
+    fn read(blob: Cow<'a, str>, seq: Option<u64>) -> Self {
+        Self {
+            blob,
+            seq,
+            bytes: Vec::new(),
+        }
+    }
 }
 
 /// A [`MailRef`]'s blobs: nearly every `mail` a client hears is one pushed blob, held here without
@@ -645,6 +671,13 @@ enum Items<'a> {
 
 impl<'a> Items<'a> {
     fn as_slice(&self) -> &[ItemRef<'a>] {
+        match self {
+            Self::One(one) => one,
+            Self::Many(many) => many,
+        }
+    }
+
+    fn as_mut_slice(&mut self) -> &mut [ItemRef<'a>] {
         match self {
             Self::One(one) => one,
             Self::Many(many) => many,
@@ -691,11 +724,16 @@ impl PartialEq for Items<'_> {
 impl Eq for Items<'_> {}
 
 impl<'a> MailRef<'a> {
-    /// Checks what a `mail` names: the topic, every blob, every `seq` and their order.
-    fn checked(topic: Cow<'a, str>, items: Items<'a>, more: bool) -> Result<Self, RelayWireError> {
+    /// Checks what a `mail` names: the topic, every blob (kept decoded), every `seq` and their
+    /// order.
+    fn checked(
+        topic: Cow<'a, str>,
+        mut items: Items<'a>,
+        more: bool,
+    ) -> Result<Self, RelayWireError> {
         check_topic(&topic)?;
-        for item in items.as_slice() {
-            check_blob(&item.blob)?;
+        for item in items.as_mut_slice() {
+            item.bytes = decode_blob(&item.blob)?;
             if let Some(seq) = item.seq {
                 safe_integer(Some(seq), RelayWireError::BadSeq)?;
             }
@@ -712,6 +750,17 @@ impl<'a> MailRef<'a> {
     /// The blobs' text, checked, in page order.
     pub fn blobs(&self) -> impl DoubleEndedIterator<Item = &str> + ExactSizeIterator {
         self.items.as_slice().iter().map(|i| &*i.blob)
+    }
+
+    /// The blobs' text with the bytes each carries (what [`Blob::to_bytes`] gives), in page order:
+    /// decoded once, by the check.
+    pub fn blobs_decoded(
+        &self,
+    ) -> impl DoubleEndedIterator<Item = (&str, &[u8])> + ExactSizeIterator {
+        self.items
+            .as_slice()
+            .iter()
+            .map(|i| (&*i.blob, i.bytes.as_slice()))
     }
 
     /// The owned message.
@@ -740,6 +789,7 @@ impl From<Mail> for MailRef<'_> {
                 .items
                 .into_iter()
                 .map(|i| ItemRef {
+                    bytes: i.blob.to_bytes(),
                     blob: Cow::Owned(i.blob.0),
                     seq: i.seq,
                 })
@@ -1553,6 +1603,14 @@ mod tests {
                 let blobs: Vec<&str> = read.blobs().collect();
                 let written: Vec<&str> = mail.items.iter().map(|i| i.blob.as_str()).collect();
                 assert_eq!(blobs, written);
+                let decoded: Vec<(&str, Vec<u8>)> =
+                    read.blobs_decoded().map(|(t, b)| (t, b.to_vec())).collect();
+                let carried: Vec<(&str, Vec<u8>)> = mail
+                    .items
+                    .iter()
+                    .map(|i| (i.blob.as_str(), i.blob.to_bytes()))
+                    .collect();
+                assert_eq!(decoded, carried);
                 assert_eq!(read.to_mail(), mail);
                 assert_eq!(read, MailRef::from(mail));
             }

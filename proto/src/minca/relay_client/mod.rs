@@ -285,6 +285,9 @@ pub enum Delivered<'a> {
         topic: &'a str,
         /// The blob's text (checked as [`Blob::parse`] checks).
         blob: &'a str,
+        /// The bytes the blob carries ([`Blob::to_bytes`]), when the client decoded them checking
+        /// the blob (a Minca relay's push): a host that opens the blob need not decode it again.
+        bytes: Option<&'a [u8]>,
     },
     /// A page of a [`Input::Fetch`] from one relay ([`Output::Fetched`]).
     Page {
@@ -303,7 +306,9 @@ impl Delivered<'_> {
     /// The output [`Input::Text`] queues for it.
     fn into_output(self) -> Output {
         match self {
-            Self::Blob { relay, topic, blob } => Output::Blob {
+            Self::Blob {
+                relay, topic, blob, ..
+            } => Output::Blob {
                 relay: relay.clone(),
                 topic: Topic::from_checked(topic),
                 blob: Blob::from_checked(blob),
@@ -994,12 +999,13 @@ impl<R: CryptoRng> RelayClient<R> {
             None => outputs.push_back(delivered.into_output()),
         };
         let decoded = codec.decode(now, &mut self.rng, text, &mut |heard| match heard {
-            Heard::Blob(topic, blob) => {
+            Heard::Blob(topic, blob, bytes) => {
                 if watched.contains(topic) {
                     hand_out(Delivered::Blob {
                         relay: url,
                         topic,
                         blob,
+                        bytes,
                     });
                 } else {
                     stats.unwatched_blobs += 1;

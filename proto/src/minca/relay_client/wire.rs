@@ -56,8 +56,9 @@ pub(super) enum Intent {
 /// frame's text.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum Heard<'a> {
-    /// A blob pushed under a topic, both checked (§1.4).
-    Blob(&'a str, &'a str),
+    /// A blob pushed under a topic, both checked (§1.4), with the bytes the blob carries when its
+    /// check decoded them (a Minca relay's `mail`).
+    Blob(&'a str, &'a str, Option<&'a [u8]>),
     /// A page of a read; `done` when no more pages of it will come.
     Page {
         /// The topic read.
@@ -280,8 +281,8 @@ impl MincaCodec {
                     }
                     // Pushed blobs, nearly all a client hears: handed out as the frame's text.
                     _ => {
-                        for blob in mail.blobs() {
-                            heard(Heard::Blob(topic, blob));
+                        for (blob, bytes) in mail.blobs_decoded() {
+                            heard(Heard::Blob(topic, blob, Some(bytes)));
                         }
                     }
                 }
@@ -366,10 +367,10 @@ impl NostrCodec {
                     Some(page) if page.len() < FETCH_LIMIT as usize => page.push(blob),
                     // Past the limit the relay gave more than asked: the page is full.
                     Some(_) => {}
-                    None => heard(Heard::Blob(topic.as_str(), blob.as_str())),
+                    None => heard(Heard::Blob(topic.as_str(), blob.as_str(), None)),
                 },
                 LinkEvent::Blob { topic, blob, .. } => {
-                    heard(Heard::Blob(topic.as_str(), blob.as_str()))
+                    heard(Heard::Blob(topic.as_str(), blob.as_str(), None))
                 }
                 LinkEvent::FetchDone { topic }
                 | LinkEvent::Closed {

@@ -105,10 +105,7 @@ pub(super) fn relay_frame(text: &str) -> Option<RelayFrame<'_>> {
     let items = wire
         .items
         .into_iter()
-        .map(|Object(item)| ItemRef {
-            blob: item.blob.0,
-            seq: item.seq,
-        })
+        .map(|Object(item)| ItemRef::read(item.blob.0, item.seq))
         .collect();
     MailRef::checked(wire.topic.0, items, wire.more.unwrap_or(false))
         .ok()
@@ -137,10 +134,7 @@ fn mail_as_written(text: &str) -> Option<MailRef<'_>> {
                 }
                 None => (None, after),
             };
-            items.push(ItemRef {
-                blob: blob.into(),
-                seq,
-            });
+            items.push(ItemRef::read(blob.into(), seq));
             let after = after.strip_prefix('}')?;
             match after.strip_prefix(',') {
                 Some(next) => rest = next,

@@ -269,34 +269,40 @@ impl Message {
         Value::Object(obj)
     }
 
-    /// `js::stringify(&self.to_json())`, the text a blob seals, written without visiting it a
-    /// character at a time: every field but `at` is text that is nearly always plain (base64url, a
-    /// DID), copied whole when it needs no escape. The members come in the order of the object
-    /// [`Message::to_json`] builds, whatever the [`Map`]'s order is (no key is an array index,
-    /// which `JSON.stringify` would put first).
+    /// `js::stringify(&self.to_json())`, the text a blob seals, written straight from the fields
+    /// (no JSON object built first) and without visiting them a character at a time: every field
+    /// but `at` is text that is nearly always plain (base64url, a DID), copied whole when it needs
+    /// no escape. The members come in the order the object's [`Map`] keeps them, its keys'
+    /// code-point order (no key is an array index, which `JSON.stringify` would put first); a test
+    /// holds the two to the same text.
     pub fn to_json_text(&self) -> String {
-        let Value::Object(obj) = self.to_json() else {
-            return String::new();
+        let mut digits = [0u8; 20];
+        let at = decimal(self.at, &mut digits);
+        let (to, sdp) = match &self.signal {
+            Some((to, sdp)) => (Some(to.as_str()), Some(sdp.as_str())),
+            None => (None, None),
         };
-        let chars: usize = obj
+        let members = [
+            ("box", Some(self.box_.as_str())),
+            ("from", Some(self.from.as_str())),
+            ("kind", Some(self.kind.as_str())),
+            ("sdp", sdp),
+            ("sig", Some(self.sig.as_str())),
+            ("to", to),
+        ];
+        let chars: usize = members
             .iter()
-            .map(|(k, v)| k.len() + v.as_str().map_or(20, str::len) + 6)
+            .filter_map(|(k, v)| v.map(|v| k.len() + v.len() + 6))
             .sum();
-        let mut text = String::with_capacity(chars + 2);
-        text.push('{');
-        for (i, (key, value)) in obj.iter().enumerate() {
-            if i > 0 {
-                text.push(',');
-            }
-            write_plain_or_quoted(&mut text, key);
-            text.push(':');
-            match value {
-                Value::String(s) => write_plain_or_quoted(&mut text, s),
-                Value::Number(n) if n.as_u64().is_some() => {
-                    let mut digits = [0u8; 20];
-                    text.push_str(decimal(n.as_u64().unwrap_or_default(), &mut digits));
-                }
-                other => text.push_str(&js::stringify(other)),
+        let mut text = String::with_capacity(chars + at.len() + 8);
+        text.push_str("{\"at\":");
+        text.push_str(at);
+        for (key, value) in members {
+            if let Some(value) = value {
+                text.push_str(",\"");
+                text.push_str(key);
+                text.push_str("\":");
+                write_plain_or_quoted(&mut text, value);
             }
         }
         text.push('}');
@@ -430,7 +436,7 @@ pub fn signed_text(
 /// `s` as a JSON string: copied between quotes when nothing in it is escaped (no `"`, `\\` or
 /// control character), else as [`js::stringify`] quotes it.
 fn write_plain_or_quoted(text: &mut String, s: &str) {
-    if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+    if needs_no_escape(s) {
         text.push('"');
         text.push_str(s);
         text.push('"');
@@ -459,6 +465,46 @@ pub fn signal_bound(topic: &str, from: &str, to: &str, sender_box: &str) -> Valu
     json!({ "topic": topic, "from": from, "to": to, "box": sender_box })
 }
 
+/// The associated data a description is sealed with: [`envelope::aad`] of [`SIGNAL_LABEL`] and
+/// [`signal_bound`], written straight out when no field needs an escape (DIDs and base64url never
+/// do), as canonical JSON writes it: members in code-point order, each string between quotes.
+pub fn signal_aad(topic: &str, from: &str, to: &str, sender_box: &str) -> Vec<u8> {
+    let members = [
+        ("box", sender_box),
+        ("from", from),
+        ("to", to),
+        ("topic", topic),
+    ];
+    if !members.iter().all(|(_, v)| needs_no_escape(v)) {
+        return envelope::aad(SIGNAL_LABEL, &signal_bound(topic, from, to, sender_box));
+    }
+    let chars: usize = members.iter().map(|(k, v)| k.len() + v.len() + 6).sum();
+    let mut out = Vec::with_capacity(SIGNAL_LABEL.len() + 2 + chars);
+    out.extend_from_slice(SIGNAL_LABEL.as_bytes());
+    out.push(0);
+    for (i, (key, value)) in members.iter().enumerate() {
+        out.extend_from_slice(if i == 0 { b"{\"" } else { b",\"" });
+        out.extend_from_slice(key.as_bytes());
+        out.extend_from_slice(b"\":\"");
+        out.extend_from_slice(value.as_bytes());
+        out.push(b'"');
+    }
+    out.push(b'}');
+    out
+}
+
+/// Whether `s` is written in JSON as itself between quotes: no `"`, `\\` or control character.
+fn needs_no_escape(s: &str) -> bool {
+    // Eight bytes at a time over the plain ASCII that nearly every field is (an `sdp` is most of
+    // a message); what stops that scan short is looked at byte by byte.
+    let bytes = s.as_bytes();
+    bytes
+        .get(plain_run(bytes)..)
+        .unwrap_or_default()
+        .iter()
+        .all(|&b| b >= 0x20 && b != b'"' && b != b'\\')
+}
+
 /// The bound a blob is sealed with: `{ topic }`.
 pub fn blob_bound(topic: &str) -> Value {
     json!({ "topic": topic })
@@ -473,18 +519,25 @@ pub fn seal_blob(
     topic: &str,
     message: &Value,
 ) -> String {
-    seal_text(crypto, rng, room_key, topic, &js::stringify(message))
+    seal_text(
+        crypto,
+        rng,
+        room_key,
+        &blob_aad(topic),
+        &js::stringify(message),
+    )
 }
 
-/// [`seal_blob`] of `message.to_json()`, written by [`Message::to_json_text`].
+/// [`seal_blob`] of `message.to_json()`, written by [`Message::to_json_text`], under the topic's
+/// [`blob_aad`] (which a room writes once).
 pub fn seal_message(
     crypto: &dyn CryptoProvider,
     rng: &mut dyn rand_core::CryptoRng,
     room_key: &[u8; 32],
-    topic: &str,
+    aad: &[u8],
     message: &Message,
 ) -> String {
-    seal_text(crypto, rng, room_key, topic, &message.to_json_text())
+    seal_text(crypto, rng, room_key, aad, &message.to_json_text())
 }
 
 /// Seals a message's JSON text as a blob.
@@ -492,15 +545,14 @@ fn seal_text(
     crypto: &dyn CryptoProvider,
     rng: &mut dyn rand_core::CryptoRng,
     room_key: &[u8; 32],
-    topic: &str,
+    aad: &[u8],
     json: &str,
 ) -> String {
-    base64url::encode(&envelope::seal(
+    base64url::encode(&envelope::seal_bound(
         crypto,
         rng,
         room_key,
-        BLOB_LABEL,
-        &blob_bound(topic),
+        aad,
         json.as_bytes(),
     ))
 }
@@ -528,33 +580,46 @@ pub fn open_blob_bound(
     aad: &[u8],
     blob: &str,
 ) -> Option<Vec<u8>> {
-    let bytes = base64url::decode(blob).ok()?;
-    envelope::open_bound(crypto, room_key, aad, &bytes).ok()
+    open_blob_bytes(crypto, room_key, aad, &base64url::decode(blob).ok()?)
+}
+
+/// [`open_blob_bound`] of a blob already decoded from base64url.
+pub fn open_blob_bytes(
+    crypto: &dyn CryptoProvider,
+    room_key: &[u8; 32],
+    aad: &[u8],
+    bytes: &[u8],
+) -> Option<Vec<u8>> {
+    envelope::open_bound(crypto, room_key, aad, bytes).ok()
 }
 
 /// `base64url(sealTo(recipient, "minca/rendezvous-signal/v1", { topic, from, to, box },
-/// UTF-8(JSON(description))))`; `None` when `recipient` is not a P-256 point.
+/// UTF-8(JSON(description))))`, the bound written by [`signal_aad`]; `None` when `recipient` is
+/// not a P-256 point.
 pub fn seal_description(
     crypto: &dyn CryptoProvider,
     rng: &mut dyn rand_core::CryptoRng,
     recipient: &P256Public,
-    bound: &Value,
+    aad: &[u8],
     description: &Value,
 ) -> Option<String> {
     let plaintext = js::stringify(description).into_bytes();
-    envelope::seal_to(crypto, rng, recipient, SIGNAL_LABEL, bound, &plaintext)
+    envelope::seal_to_bound(crypto, rng, recipient, SIGNAL_LABEL, aad, &plaintext)
         .map(|s| base64url::encode(&s))
 }
 
-/// Opens an `sdp` with this node's box secret, and reads the description as JSON (§2 rule 5).
+/// Opens an `sdp` with this node's box (its secret and public half) under the bound written by
+/// [`signal_aad`], and reads the description as JSON (§2 rule 5).
 pub fn open_description(
     crypto: &dyn CryptoProvider,
     box_secret: &P256Secret,
-    bound: &Value,
+    own_box: &P256Public,
+    aad: &[u8],
     sdp: &str,
 ) -> Option<Value> {
     let bytes = base64url::decode(sdp).ok()?;
-    let plaintext = envelope::open_to(crypto, box_secret, SIGNAL_LABEL, bound, &bytes).ok()?;
+    let plaintext =
+        envelope::open_to_bound(crypto, box_secret, own_box, SIGNAL_LABEL, aad, &bytes).ok()?;
     serde_json::from_slice(&plaintext).ok()
 }
 
@@ -702,6 +767,23 @@ mod tests {
             let mut bytes = text.clone();
             bytes[i] = 0xff;
             agrees_bytes(&bytes);
+        }
+    }
+
+    #[test]
+    fn the_signal_aad_is_the_bound_written_canonically() {
+        let plain = ["did:key:zDnaeA", "Ax-_", "", "t0pic", "é😀\u{7f}"];
+        let odd = ["\"", "a\\b", "\u{1}\n", "\u{1f}x"];
+        for &a in plain.iter().chain(&odd) {
+            for &b in plain.iter().chain(&odd) {
+                for (topic, from, to, sender_box) in
+                    [(a, b, "to", "bx"), ("t", a, b, "bx"), ("t", "f", a, b)]
+                {
+                    let want =
+                        envelope::aad(SIGNAL_LABEL, &signal_bound(topic, from, to, sender_box));
+                    assert_eq!(signal_aad(topic, from, to, sender_box), want);
+                }
+            }
         }
     }
 

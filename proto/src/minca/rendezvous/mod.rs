@@ -49,7 +49,8 @@ use serde_json::Value;
 pub use message::{BLOB_LABEL, Kind, Message, SIG_LABEL, SIGNAL_LABEL};
 
 use self::message::{
-    MessageRef, ShapeError, open_blob_bound, open_description, seal_description, seal_message,
+    MessageRef, ShapeError, open_blob_bound, open_blob_bytes, open_description, seal_description,
+    seal_message,
 };
 pub use self::seen::SEEN_BLOBS;
 use self::seen::{Seen, SeenBlobs, Then};
@@ -328,6 +329,11 @@ impl Peer {
     fn has_box(&self, b: &P256Public) -> bool {
         self.newest.1 == *b || self.offer.is_some_and(|(_, o)| o == *b)
     }
+
+    /// When the room forgets the peer unless it is heard again ([`PEER_FORGET_AFTER`]).
+    fn forgotten_at(&self) -> Timestamp {
+        self.heard.saturating_add(PEER_FORGET_AFTER)
+    }
 }
 
 /// A room this node is in.
@@ -348,12 +354,46 @@ struct RoomState {
     hello_back_due: bool,
     /// Peers the mesh has admitted here, at most [`MAX_ROOM_PEERS`] (the mesh's own bound).
     admitted: TextMap<()>,
+    /// No peer is forgotten before this: at most the earliest [`Peer::forgotten_at`] of the
+    /// room's peers, lowered by every hearing ([`RoomState::heard`]), so that the walk over every
+    /// peer, which ran for each message passing the cheap rules, runs only when one is due.
+    forget_from: Timestamp,
 }
 
 impl RoomState {
+    fn new(room: Room, key: [u8; 32], topic: &str, scope: [u8; 32], now: Timestamp) -> Self {
+        Self {
+            room,
+            key,
+            blob_aad: message::blob_aad(topic),
+            scope,
+            peers: TextMap::default(),
+            last_hello: now,
+            hello_back_due: false,
+            admitted: TextMap::default(),
+            forget_from: Timestamp::MAX,
+        }
+    }
+
     fn forget_unheard(&mut self, now: Timestamp) {
-        self.peers
-            .retain(|_, p| now < p.heard.saturating_add(PEER_FORGET_AFTER));
+        if now < self.forget_from {
+            debug_assert!(self.peers.values().all(|p| now < p.forgotten_at()));
+            return;
+        }
+        let mut next = Timestamp::MAX;
+        self.peers.retain(|_, p| {
+            let keep = now < p.forgotten_at();
+            if keep {
+                next = next.min(p.forgotten_at());
+            }
+            keep
+        });
+        self.forget_from = next;
+    }
+
+    /// Notes that a peer was heard at `now` (its `heard` set to it).
+    fn heard(&mut self, now: Timestamp) {
+        self.forget_from = self.forget_from.min(now.saturating_add(PEER_FORGET_AFTER));
     }
 
     fn next_hello(&self) -> Timestamp {
@@ -407,6 +447,9 @@ pub struct Rendezvous<R> {
     session: P256Secret,
     did: String,
     box_secret: P256Secret,
+    /// The box's public half: what a description sealed to this node is opened with, besides the
+    /// secret (kept rather than derived again at every open).
+    box_public: P256Public,
     box_text: String,
     /// The last `at` this node signed: each message gets a greater one (§2 rule 3).
     last_at: u64,
@@ -436,13 +479,15 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
         let public = crypto.p256_public_key(&session)?;
         let did = DidKey::P256(public.0).to_did();
         let box_secret = generate_p256(crypto, &mut rng);
-        let box_text = base64url::encode(&crypto.p256_public_key(&box_secret)?.0);
+        let box_public = crypto.p256_public_key(&box_secret)?;
+        let box_text = base64url::encode(&box_public.0);
         Ok(Self {
             crypto,
             rng,
             session,
             did,
             box_secret,
+            box_public,
             box_text,
             last_at: 0,
             rooms: TextMap::default(),
@@ -522,13 +567,19 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
         let Some(state) = self.rooms.get(topic) else {
             return;
         };
-        let (room, key) = (state.room.clone(), state.key);
         let Some(sig) = auth::sign(self.crypto, &self.session, &message.signed_text(topic)) else {
             // Unreachable: the session key was checked at construction.
             return;
         };
         message.sig = sig;
-        let blob = seal_message(self.crypto, &mut self.rng, &key, topic, &message);
+        let blob = seal_message(
+            self.crypto,
+            &mut self.rng,
+            &state.key,
+            &state.blob_aad,
+            &message,
+        );
+        let room = state.room.clone();
         self.out.push_back(Output::Publish {
             room,
             topic: topic.into(),
@@ -581,19 +632,9 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
             return;
         }
         let key = room.key(self.crypto);
-        self.rooms.insert(
-            topic.clone(),
-            RoomState {
-                room,
-                key,
-                blob_aad: message::blob_aad(&topic),
-                scope: self.crypto.sha256(&[topic.as_bytes()]),
-                peers: TextMap::default(),
-                last_hello: now,
-                hello_back_due: false,
-                admitted: TextMap::default(),
-            },
-        );
+        let scope = self.crypto.sha256(&[topic.as_bytes()]);
+        self.rooms
+            .insert(topic.clone(), RoomState::new(room, key, &topic, scope, now));
         self.say_hello(now, &topic, Relays::All);
     }
 
@@ -608,7 +649,16 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
     /// its own: the same rules, without copying either into a `String` first. The relay is not
     /// asked for: a copy through another relay is a replay by its `at` (§3).
     pub fn receive_blob(&mut self, now: Timestamp, topic: &str, blob: &str) {
-        self.receive(now, topic, blob);
+        self.receive(now, topic, blob, None);
+        self.settle();
+    }
+
+    /// [`receive_blob`](Self::receive_blob) of a blob its host has decoded already, checking it
+    /// (the relay client checks every blob of a `mail` by decoding it): `bytes` must be what
+    /// base64url `blob` decodes to. The blob is opened from them; the text still names it in the
+    /// memory of blobs decided on ([`SEEN_BLOBS`]), where a copy is answered without opening.
+    pub fn receive_decoded(&mut self, now: Timestamp, topic: &str, blob: &str, bytes: &[u8]) {
+        self.receive(now, topic, blob, Some(bytes));
         self.settle();
     }
 
@@ -638,14 +688,21 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
         Wakeup::earliest(hello, memory)
     }
 
-    /// §2's five rules, then what the receiver does.
-    fn receive(&mut self, now: Timestamp, topic: &str, blob: &str) {
-        if let Err(reason) = self.try_receive(now, topic, blob) {
+    /// §2's five rules, then what the receiver does; `bytes` is `blob` decoded, when the host has
+    /// decoded it.
+    fn receive(&mut self, now: Timestamp, topic: &str, blob: &str, bytes: Option<&[u8]>) {
+        if let Err(reason) = self.try_receive(now, topic, blob, bytes) {
             self.ignore(reason);
         }
     }
 
-    fn try_receive(&mut self, now: Timestamp, topic: &str, blob: &str) -> Result<(), Ignored> {
+    fn try_receive(
+        &mut self,
+        now: Timestamp,
+        topic: &str,
+        blob: &str,
+        bytes: Option<&[u8]>,
+    ) -> Result<(), Ignored> {
         let state = self.rooms.get_mut(topic).ok_or(Ignored::NotInRoom)?;
         if blob.len() > MAX_BLOB_CHARS {
             return Err(Ignored::TooLong);
@@ -656,19 +713,25 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
                 peer: seen.peer,
                 room: state.scope,
             };
-            let then = seen.then;
-            rule_3(
-                self.acted
-                    .check(now, &pair, Timestamp::from_millis(seen.at)),
-            )?;
+            let (then, at) = (seen.then, Timestamp::from_millis(seen.at));
+            // A blob acted on had its time taken: the window answers for it without a lookup.
+            rule_3(match then {
+                Then::Acted => self.acted.check_accepted(now, &pair, at),
+                Then::Ignored(_) => self.acted.check(now, &pair, at),
+            })?;
             if let Then::Ignored(reason) = then {
                 return Err(reason);
             }
-            // Acted on, yet fresh: the window cannot say so, but the full path decides.
+            // Not reached for a blob acted on (the window never calls its time fresh again); an
+            // ignored one whose time is fresh goes the full way.
         }
         // Rule 1.
-        let plaintext = open_blob_bound(self.crypto, &state.key, &state.blob_aad, blob)
-            .ok_or(Ignored::DoesNotOpen)?;
+        let (key, aad) = (&state.key, &state.blob_aad);
+        let plaintext = match bytes {
+            Some(bytes) => open_blob_bytes(self.crypto, key, aad, bytes),
+            None => open_blob_bound(self.crypto, key, aad, blob),
+        }
+        .ok_or(Ignored::DoesNotOpen)?;
         // Nearly every message is read in place; only another spelling is copied out.
         let parsed;
         let message = match MessageRef::as_written(&plaintext) {
@@ -721,7 +784,7 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
         }
         // §2: "a hello or signal from a new peer in a full room MUST be ignored".
         state.forget_unheard(now);
-        if !state.peers.contains_key(message.from) && state.peers.len() >= MAX_ROOM_PEERS {
+        if state.peers.len() >= MAX_ROOM_PEERS && !state.peers.contains_key(message.from) {
             return Err(Ignored::RoomFull);
         }
         // Rule 2, the costly part.
@@ -739,9 +802,10 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
         // Rule 5, the costly part.
         let signal = match (message.signal, message.kind) {
             (Some((to, sdp)), Kind::Offer | Kind::Answer) => {
-                let bound = message::signal_bound(topic, message.from, to, message.box_);
-                let description = open_description(self.crypto, &self.box_secret, &bound, sdp)
-                    .ok_or(Ignored::SdpDoesNotOpen)?;
+                let aad = message::signal_aad(topic, message.from, to, message.box_);
+                let description =
+                    open_description(self.crypto, &self.box_secret, &self.box_public, &aad, sdp)
+                        .ok_or(Ignored::SdpDoesNotOpen)?;
                 let kind = if message.kind == Kind::Offer {
                     SignalKind::Offer
                 } else {
@@ -780,6 +844,8 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
         let at = message.at;
         // A restarted peer says hello with a new box while this side may still hold its old
         // connection: that hello is answered as if from a stranger.
+        // The peer is heard now, whether it is new or known.
+        state.heard(now);
         let (peer, heard_first) = state.peers.get_or_insert_with(message.from, || Peer {
             key: from_key,
             newest: (at, sender_box),
@@ -877,9 +943,9 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
                 return;
             }
         };
-        let bound = message::signal_bound(&topic, &self.did, &to, &self.box_text);
+        let aad = message::signal_aad(&topic, &self.did, &to, &self.box_text);
         let Some(sdp) =
-            seal_description(self.crypto, &mut self.rng, &recipient, &bound, &description)
+            seal_description(self.crypto, &mut self.rng, &recipient, &aad, &description)
         else {
             // Unreachable: every box kept passed the point check of rule 2.
             return;
@@ -909,7 +975,7 @@ impl<R: rand_core::CryptoRng> Machine for Rendezvous<R> {
                 self.rooms.remove(&room.topic(self.crypto));
             }
             Input::RelayOpened(relay) => self.relay_opened(now, relay),
-            Input::Blob { topic, blob, .. } => self.receive(now, &topic, &blob),
+            Input::Blob { topic, blob, .. } => self.receive(now, &topic, &blob, None),
             Input::Admitted { room, peer } => self.set_admitted(&room, peer, true),
             Input::Departed { room, peer } => self.set_admitted(&room, peer, false),
             Input::Signal {

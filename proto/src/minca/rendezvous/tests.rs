@@ -564,6 +564,37 @@ fn a_replayed_offer_is_not_acted_on_again_however_much_else_was_said_since() {
 }
 
 #[test]
+fn a_blob_handed_decoded_is_answered_as_its_text_is() {
+    let (_, mut by_text, offer) = met();
+    let (_, mut by_bytes, same_offer) = met();
+    assert_eq!(offer, same_offer);
+    // Its tag changed, so that the memory of blobs decided on does not know it.
+    let mut tampered = base64url::decode(&offer).unwrap();
+    if let Some(last) = tampered.last_mut() {
+        *last ^= 1;
+    }
+    let blobs = [
+        offer.clone(),
+        offer,
+        base64url::encode(&tampered),
+        "AAAA".to_string(),
+    ];
+    for (i, blob) in blobs.iter().enumerate() {
+        let now = t(3 + i as u64);
+        let outs = deliver(&mut by_text, now, &room(), blob);
+        assert_eq!(outs.is_empty(), i > 0);
+        let bytes = base64url::decode(blob).unwrap();
+        by_bytes.receive_decoded(now, &topic(&room()), blob, &bytes);
+        assert_eq!(drain(&mut by_bytes), outs);
+    }
+    for reason in Ignored::ALL {
+        assert_eq!(by_text.ignored(reason), by_bytes.ignored(reason));
+    }
+    assert_eq!(by_text.ignored(Ignored::Replay), 1);
+    assert_eq!(by_text.ignored(Ignored::DoesNotOpen), 2);
+}
+
+#[test]
 fn an_offer_whose_sealed_description_someone_else_put_in_under_its_senders_signature_is_ignored() {
     let c = default_provider();
     let (a, mut b, offer) = met();
@@ -571,11 +602,11 @@ fn an_offer_whose_sealed_description_someone_else_put_in_under_its_senders_signa
     // Mallory, in the room, seals a description of her own to b's box, bound exactly as a's,
     // and puts it under a's signature.
     let (to, _) = m.signal.clone().unwrap();
-    let bound = message::signal_bound(&topic(&room()), a.did(), &to, a.box_key());
+    let aad = message::signal_aad(&topic(&room()), a.did(), &to, a.box_key());
     let box_b = P256Public(base64url::decode_array(b.box_key()).unwrap());
     let mut rng = ChaCha20Rng::seed_from_u64(5);
     let evil =
-        message::seal_description(c, &mut rng, &box_b, &bound, &json!({"sdp": "evil"})).unwrap();
+        message::seal_description(c, &mut rng, &box_b, &aad, &json!({"sdp": "evil"})).unwrap();
     m.signal = Some((to, evil));
     let outs = deliver(&mut b, t(3), &room(), &reseal(&room(), &m));
     assert!(outs.is_empty());
@@ -720,9 +751,15 @@ fn a_third_peer_in_the_room_hears_the_offer_pass_but_cannot_open_it() {
     let m = open(&room(), &offer);
     let (to, sdp) = m.signal.unwrap();
     assert_eq!(to, b.did());
+    let aad = message::signal_aad(&topic(&room()), a.did(), &to, a.box_key());
+    let open = |r: &Node| message::open_description(c, &r.box_secret, &r.box_public, &aad, &sdp);
+    assert!(open(&third).is_none());
+    assert!(open(&b).is_some());
+    // Opened as anyone opens a seal to a box, deriving its public half.
     let bound = message::signal_bound(&topic(&room()), a.did(), &to, a.box_key());
-    assert!(message::open_description(c, &third.box_secret, &bound, &sdp).is_none());
-    assert!(message::open_description(c, &b.box_secret, &bound, &sdp).is_some());
+    let bytes = base64url::decode(&sdp).unwrap();
+    let plain = envelope::open_to(c, &b.box_secret, SIGNAL_LABEL, &bound, &bytes).unwrap();
+    assert_eq!(open(&b), serde_json::from_slice(&plain).ok());
 }
 
 #[test]
@@ -925,8 +962,9 @@ fn an_offer_goes_only_to_a_room_whose_hello_named_the_peer_sealed_to_its_last_bo
     assert_eq!(m.kind, Kind::Offer);
     let (to, sdp) = m.signal.unwrap();
     assert_eq!(to, did_b);
-    let bound = message::signal_bound(&topic(&room()), a.did(), &did_b, a.box_key());
-    assert!(message::open_description(default_provider(), &b.box_secret, &bound, &sdp).is_some());
+    let aad = message::signal_aad(&topic(&room()), a.did(), &did_b, a.box_key());
+    let c = default_provider();
+    assert!(message::open_description(c, &b.box_secret, &b.box_public, &aad, &sdp).is_some());
 }
 
 #[test]
