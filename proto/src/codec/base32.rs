@@ -26,7 +26,7 @@ pub fn decode(text: &str) -> Result<Vec<u8>, DecodeError> {
         return Err(DecodeError::InvalidCharacter { position });
     }
     // Upper-casing ASCII keeps every byte offset, so positions in errors still point into `text`.
-    super::decode_with(&BASE32_NOPAD, &text.to_ascii_uppercase())
+    super::decode_with(&BASE32_NOPAD, false, &text.to_ascii_uppercase())
 }
 
 #[cfg(test)]

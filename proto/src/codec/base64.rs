@@ -17,7 +17,7 @@ pub fn encode(bytes: &[u8]) -> String {
 /// Decodes padded standard base64, rejecting missing padding, the url-safe alphabet and
 /// non-canonical trailing bits.
 pub fn decode(text: &str) -> Result<Vec<u8>, DecodeError> {
-    super::decode_with(&BASE64, text)
+    super::decode_with(&BASE64, true, text)
 }
 
 #[cfg(test)]

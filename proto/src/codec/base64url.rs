@@ -17,7 +17,7 @@ pub fn encode(bytes: &[u8]) -> String {
 /// Decodes unpadded base64url, rejecting padding, the standard alphabet and non-canonical
 /// trailing bits.
 pub fn decode(text: &str) -> Result<Vec<u8>, DecodeError> {
-    super::decode_with(&BASE64URL_NOPAD, text)
+    super::decode_with(&BASE64URL_NOPAD, false, text)
 }
 
 /// Decodes unpadded base64url into exactly `N` bytes, for fixed-size fields (a 16-byte nonce is 22

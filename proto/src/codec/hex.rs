@@ -16,7 +16,7 @@ pub fn encode(bytes: &[u8]) -> String {
 /// Protocols that require lower case on the wire (NIP-01 ids) check that themselves, since the
 /// rule differs between fields.
 pub fn decode(text: &str) -> Result<Vec<u8>, DecodeError> {
-    super::decode_with(&HEXLOWER_PERMISSIVE, text)
+    super::decode_with(&HEXLOWER_PERMISSIVE, false, text)
 }
 
 /// Decodes hex into exactly `N` bytes, for fixed-size fields (a 32-byte key is 64 digits).

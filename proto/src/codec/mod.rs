@@ -36,11 +36,17 @@ pub use error::DecodeError;
 /// Decodes with a `data-encoding` encoding, mapping its errors onto [`DecodeError`].
 ///
 /// `input` is passed through so that an `=` found where the encoding has no padding can be reported
-/// as padding rather than as an unknown character.
+/// as padding rather than as an unknown character. `padded` says whether the encoding reads `=`.
 fn decode_with(
     encoding: &data_encoding::Encoding,
+    padded: bool,
     input: &str,
 ) -> Result<alloc::vec::Vec<u8>, DecodeError> {
+    // An encoding without padding decodes no `=`, so a text it decodes has none to look for:
+    // the search below is only for the error to give.
+    if !padded && let Ok(bytes) = encoding.decode(input.as_bytes()) {
+        return Ok(bytes);
+    }
     // data-encoding reads concatenated padded blocks (`220=0101`); a value has one spelling, so
     // padding may only end the text.
     if let Some(position) = input.trim_end_matches('=').find('=') {
