@@ -56,6 +56,7 @@ use crate::link::{Bandwidth, Direction, Kind, LinkFaults, LinkStats, Links, Part
 use crate::scenario::{Check, Queue, Timed, Trace, Wakeups, World, fmt_times};
 use crate::stream;
 
+mod admitted;
 mod by_conn;
 mod by_id;
 mod checked;
@@ -63,6 +64,7 @@ mod passed;
 mod sent;
 mod severed;
 
+use admitted::Admitted;
 use by_conn::ByConn;
 use by_id::ById;
 use checked::{LastSent, Numbers};
@@ -527,7 +529,7 @@ struct NodeSlot {
     held: Vec<node::Input>,
     /// The peers (by number, `Net::numbers`) this node has admitted in each room, as its
     /// outputs said.
-    admitted: HashMap<String, BTreeSet<u32>>,
+    admitted: Admitted,
     /// Signals passed on and still fresh somewhere, with the peers each went to, nodes by
     /// number (`Net::numbers`), forgotten once no node would take them again
     /// (`Net::forget_stale_signals`).
@@ -548,7 +550,7 @@ struct NodeSlot {
 impl NodeSlot {
     /// Whether this node said it admitted `peer` in `room`.
     fn admits(&self, room: &str, peer: u32) -> bool {
-        self.admitted.get(room).is_some_and(|p| p.contains(&peer))
+        self.admitted.contains(room, peer)
     }
 }
 
@@ -684,7 +686,7 @@ impl<'a> Net<'a> {
                 NodeSlot {
                     node,
                     held: Vec::new(),
-                    admitted: HashMap::new(),
+                    admitted: Admitted::default(),
                     passed: Passed::default(),
                     live_from: BTreeSet::new(),
                     space: n % sc.spaces.max(1),
@@ -1253,21 +1255,14 @@ impl<'a> Net<'a> {
             }
             node::Output::Admitted { room, peer } => {
                 let peer = self.numbers.of(&peer);
-                if self.nodes[n]
-                    .admitted
-                    .entry(room.as_str().to_owned())
-                    .or_default()
-                    .insert(peer)
-                {
+                if self.nodes[n].admitted.insert(room.as_str(), peer) {
                     self.admitted_pairs += 1;
                     self.check_full_mesh();
                 }
             }
             node::Output::Departed { room, peer } => {
                 let peer = self.numbers.of(&peer);
-                if let Some(peers) = self.nodes[n].admitted.get_mut(room.as_str())
-                    && peers.remove(&peer)
-                {
+                if self.nodes[n].admitted.remove(room.as_str(), peer) {
                     self.admitted_pairs -= 1;
                 }
                 if self.now < self.end_faults {
