@@ -184,15 +184,19 @@ fn items_as_written(mut rest: &str) -> Option<Items<'_>> {
 }
 
 /// A `drop` exactly as [`ClientMessage::to_text`] writes it, read by position as
-/// [`mail_as_written`] reads a `mail`, and for the same reasons.
+/// [`mail_as_written`] reads a `mail`, and for the same reasons. The blob is read back from the
+/// frame's end: where this answers, the quote closing the blob is followed by nothing but
+/// `,"ttl":`, digits and `}`, so it is the first quote after the blob's start, the one a search
+/// from the front stops at.
 fn drop_as_written(text: &str) -> Option<ClientMessage> {
     let rest = text.strip_prefix(r#"{"type":"drop","topic":""#)?;
-    let (topic, rest) = rest.split_once('"')?;
-    let (blob, rest) = rest.strip_prefix(r#","blob":""#)?.split_once('"')?;
-    let (ttl, rest) = integer_as_written(rest.strip_prefix(r#","ttl":"#)?)?;
-    if rest != "}" {
-        return None;
-    }
+    let topic = rest.get(..TOPIC_CHARS)?;
+    let rest = rest.get(TOPIC_CHARS..)?.strip_prefix(r#"","blob":""#)?;
+    let rest = rest.strip_suffix('}')?;
+    let digits = rest.bytes().rev().take_while(u8::is_ascii_digit).count();
+    let (rest, number) = rest.split_at(rest.len() - digits);
+    let (ttl, _) = integer_as_written(number)?;
+    let blob = rest.strip_suffix(r#"","ttl":"#)?;
     Some(ClientMessage::Drop {
         topic: Topic::parse(topic).ok()?,
         blob: Blob::parse(blob).ok()?,
@@ -347,6 +351,25 @@ mod tests {
             ));
         }
         out.push(format!(r#"["drop","{TOPIC}","AQID",0]"#));
+        // Drops read from their end: near misses around the blob's closing quote and the ttl.
+        for tail in [
+            r#"AQID","ttl":0}"#,
+            r#"AQID","ttl":00}"#,
+            r#"AQID","ttl":}"#,
+            r#"AQID",ttl":1}"#,
+            r#"AQID12}"#,
+            r#"AQ","ttl":1,"blob":"BA","ttl":2}"#,
+            r#"AQ"ID","ttl":2}"#,
+            r#"","ttl":2}"#,
+            r#"AQID","ttl":9007199254740992}"#,
+            r#"AQID","ttl":1e3}"#,
+        ] {
+            out.push(format!(r#"{{"type":"drop","topic":"{TOPIC}","blob":"{tail}"#));
+            out.push(format!(
+                r#"{{"type":"drop","topic":"{}","blob":"{tail}"#,
+                &TOPIC[1..]
+            ));
+        }
         out.push(r#"{"type":"ping"}"#.into());
         out.push(r#"{"type":"pong"}"#.into());
         out
