@@ -364,7 +364,9 @@ mod tests {
             r#"AQID","ttl":9007199254740992}"#,
             r#"AQID","ttl":1e3}"#,
         ] {
-            out.push(format!(r#"{{"type":"drop","topic":"{TOPIC}","blob":"{tail}"#));
+            out.push(format!(
+                r#"{{"type":"drop","topic":"{TOPIC}","blob":"{tail}"#
+            ));
             out.push(format!(
                 r#"{{"type":"drop","topic":"{}","blob":"{tail}"#,
                 &TOPIC[1..]
