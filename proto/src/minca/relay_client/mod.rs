@@ -524,12 +524,14 @@ impl Relay {
 }
 
 /// What a pass over the relays saw for §3 reachability: whether any socket is open, and whether
-/// every relay waits to redial after failing at least once since it last answered.
+/// every relay waits to redial after failing at least once since it last answered; and whether
+/// any relay holds a TURN offer (§3), so that a client without one skips a second pass.
 #[derive(Clone, Copy, Debug)]
 struct Survey {
     relays: usize,
     any_open: bool,
     all_failed: bool,
+    offers: bool,
 }
 
 impl Default for Survey {
@@ -538,6 +540,7 @@ impl Default for Survey {
             relays: 0,
             any_open: false,
             all_failed: true,
+            offers: false,
         }
     }
 }
@@ -546,6 +549,7 @@ impl Survey {
     fn note(&mut self, relay: &Relay) {
         self.relays += 1;
         self.any_open |= matches!(relay.socket, Socket::Open { .. });
+        self.offers |= relay.ice.is_some();
         self.all_failed &=
             matches!(relay.socket, Socket::Waiting { .. }) && relay.backoff.attempts() > 0;
     }
@@ -646,7 +650,13 @@ impl<R: CryptoRng> RelayClient<R> {
         // One pass over the relays drives them and reads what reachability and the wakeup need.
         let (survey, wakeup) = self.drive(now);
         self.reach(survey);
-        self.update_turn(now);
+        // With no relay holding an offer the union is empty: nothing to compare unless servers
+        // were handed out (most clients never hear an `ice` offer, and the pass reads every relay).
+        if survey.offers || self.turn.is_some() {
+            self.update_turn(now);
+        } else {
+            debug_assert!(self.turn_servers(now).is_none());
+        }
         self.wakeup = Wakeup::earliest(wakeup, self.turn_wakeup());
     }
 

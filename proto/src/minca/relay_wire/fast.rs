@@ -17,7 +17,7 @@ use serde::Deserialize;
 
 use super::{
     Blob, ClientMessage, ItemRef, Items, MailRef, PING_TEXT, PONG_TEXT, RelayFrame, RelayWireError,
-    Topic, Ttl, safe_integer,
+    TOPIC_CHARS, Topic, Ttl, safe_integer,
 };
 use crate::codec::object::{self, Object, Text, integer_as_written, present};
 
@@ -117,52 +117,86 @@ pub(super) fn relay_frame(text: &str) -> Option<RelayFrame<'_>> {
 /// at every one of its bytes for escapes twice over. Only base64url text passes the checks that
 /// follow, so a string here holds no escape and no control character, and is what a JSON parser
 /// would read; any other spelling, or a check failing, is left to the paths above.
+///
+/// The topic and a lone item are found from their ends rather than by looking for the quote that
+/// closes them: a topic that passes its check is [`TOPIC_CHARS`] long, and a blob that passes
+/// its check holds no quote, so where the checks pass the blob ends where the search would have
+/// stopped, without a pass over it before its decode (a pushed blob is nearly every frame).
 fn mail_as_written(text: &str) -> Option<MailRef<'_>> {
     let rest = text.strip_prefix(r#"{"type":"mail","topic":""#)?;
-    let (topic, rest) = rest.split_once('"')?;
-    let mut rest = rest.strip_prefix(r#","items":["#)?;
-    let mut items = Items::default();
-    if let Some(after) = rest.strip_prefix(']') {
-        rest = after;
-    } else {
-        loop {
-            let (blob, after) = rest.strip_prefix(r#"{"blob":""#)?.split_once('"')?;
-            let (seq, after) = match after.strip_prefix(r#","seq":"#) {
-                Some(number) => {
-                    let (n, after) = integer_as_written(number)?;
-                    (Some(n), after)
-                }
-                None => (None, after),
-            };
-            items.push(ItemRef::read(blob.into(), seq));
-            let after = after.strip_prefix('}')?;
-            match after.strip_prefix(',') {
-                Some(next) => rest = next,
-                None => {
-                    rest = after.strip_prefix(']')?;
-                    break;
-                }
-            }
+    let topic = rest.get(..TOPIC_CHARS)?;
+    let rest = rest.get(TOPIC_CHARS..)?.strip_prefix(r#"","items":["#)?;
+    let (items, more) = match rest.strip_suffix(r#"],"more":false}"#) {
+        Some(items) => (items, false),
+        None => (rest.strip_suffix(r#"],"more":true}"#)?, true),
+    };
+    if let Some(item) = only_item(items) {
+        let mut one = Items::default();
+        one.push(item);
+        if let Ok(mail) = MailRef::checked(topic.into(), one, more) {
+            return Some(mail);
         }
     }
-    let more = match rest {
-        r#","more":true}"# => true,
-        r#","more":false}"# => false,
-        _ => return None,
+    // Several items (a page), or a lone one that failed its checks: read front to back.
+    MailRef::checked(topic.into(), items_as_written(items)?, more).ok()
+}
+
+/// The one item `items` (the text between a `mail`'s brackets) would be, read from its end: the
+/// blob is all between `{"blob":"` and the closing quote, so it is the item only if its check
+/// passes (several items put quotes in it).
+fn only_item(items: &str) -> Option<ItemRef<'_>> {
+    let body = items.strip_prefix(r#"{"blob":""#)?.strip_suffix('}')?;
+    let digits = body.bytes().rev().take_while(u8::is_ascii_digit).count();
+    let (head, number) = body.split_at(body.len() - digits);
+    let (blob, seq) = match head.strip_suffix(r#","seq":"#) {
+        Some(blob) if digits > 0 => {
+            let (n, after) = integer_as_written(number)?;
+            debug_assert!(after.is_empty());
+            (blob, Some(n))
+        }
+        _ => (body, None),
     };
-    MailRef::checked(topic.into(), items, more).ok()
+    Some(ItemRef::read(blob.strip_suffix('"')?.into(), seq))
+}
+
+/// The items of `items` (the text between a `mail`'s brackets, all of it), front to back.
+fn items_as_written(mut rest: &str) -> Option<Items<'_>> {
+    let mut items = Items::default();
+    if rest.is_empty() {
+        return Some(items);
+    }
+    loop {
+        let (blob, after) = rest.strip_prefix(r#"{"blob":""#)?.split_once('"')?;
+        let (seq, after) = match after.strip_prefix(r#","seq":"#) {
+            Some(number) => {
+                let (n, after) = integer_as_written(number)?;
+                (Some(n), after)
+            }
+            None => (None, after),
+        };
+        items.push(ItemRef::read(blob.into(), seq));
+        let after = after.strip_prefix('}')?;
+        if after.is_empty() {
+            return Some(items);
+        }
+        rest = after.strip_prefix(',')?;
+    }
 }
 
 /// A `drop` exactly as [`ClientMessage::to_text`] writes it, read by position as
-/// [`mail_as_written`] reads a `mail`, and for the same reasons.
+/// [`mail_as_written`] reads a `mail`, and for the same reasons. The blob is read back from the
+/// frame's end: where this answers, the quote closing the blob is followed by nothing but
+/// `,"ttl":`, digits and `}`, so it is the first quote after the blob's start, the one a search
+/// from the front stops at.
 fn drop_as_written(text: &str) -> Option<ClientMessage> {
     let rest = text.strip_prefix(r#"{"type":"drop","topic":""#)?;
-    let (topic, rest) = rest.split_once('"')?;
-    let (blob, rest) = rest.strip_prefix(r#","blob":""#)?.split_once('"')?;
-    let (ttl, rest) = integer_as_written(rest.strip_prefix(r#","ttl":"#)?)?;
-    if rest != "}" {
-        return None;
-    }
+    let topic = rest.get(..TOPIC_CHARS)?;
+    let rest = rest.get(TOPIC_CHARS..)?.strip_prefix(r#"","blob":""#)?;
+    let rest = rest.strip_suffix('}')?;
+    let digits = rest.bytes().rev().take_while(u8::is_ascii_digit).count();
+    let (rest, number) = rest.split_at(rest.len() - digits);
+    let (ttl, _) = integer_as_written(number)?;
+    let blob = rest.strip_suffix(r#"","ttl":"#)?;
     Some(ClientMessage::Drop {
         topic: Topic::parse(topic).ok()?,
         blob: Blob::parse(blob).ok()?,
@@ -284,6 +318,19 @@ mod tests {
             r#"{"blob":"AQID",}"#,
             r#"{"blob":"AQID"},"#,
             r#"{"blob":"AQID","seq":1e1}"#,
+            r#"{"blob":"AQID","seq":1}"#,
+            r#"{"blob":"AQID","seq":01}"#,
+            r#"{"blob":"AQID","seq":}"#,
+            r#"{"blob":"AQID""seq":1}"#,
+            r#"{"blob":"AQID1}"#,
+            r#"{"blob":"AQID"1}"#,
+            r#"{"blob":"AQ","seq":1},{"blob":"BA"}"#,
+            r#"{"blob":"AQ"},{"blob":"BA","seq":3}"#,
+            r#"{"blob":"AQ"},{"blob":"AQ"},{"blob":"BA"}"#,
+            r#"{"blob":"A"Q"}"#,
+            r#"{"blob":""}"#,
+            r#"{"blob":"}"#,
+            "{",
         ] {
             for more in ["true", "false", "1"] {
                 out.push(format!(
@@ -292,7 +339,39 @@ mod tests {
             }
         }
         out.push(format!(r#"{{"type":"mail","topic":"{TOPIC}","items":[]}}"#));
+        // Topics a character off, or with a quote or a multi-byte character where it should end.
+        for topic in [
+            format!("{TOPIC}A"),
+            format!("{}\"", &TOPIC[1..]),
+            format!("{}é", &TOPIC[2..]),
+            format!("{}\",\"items\":[],\"more\":false}}", &TOPIC[..20]),
+        ] {
+            out.push(format!(
+                r#"{{"type":"mail","topic":"{topic}","items":[{{"blob":"AQID"}}],"more":false}}"#
+            ));
+        }
         out.push(format!(r#"["drop","{TOPIC}","AQID",0]"#));
+        // Drops read from their end: near misses around the blob's closing quote and the ttl.
+        for tail in [
+            r#"AQID","ttl":0}"#,
+            r#"AQID","ttl":00}"#,
+            r#"AQID","ttl":}"#,
+            r#"AQID",ttl":1}"#,
+            r#"AQID12}"#,
+            r#"AQ","ttl":1,"blob":"BA","ttl":2}"#,
+            r#"AQ"ID","ttl":2}"#,
+            r#"","ttl":2}"#,
+            r#"AQID","ttl":9007199254740992}"#,
+            r#"AQID","ttl":1e3}"#,
+        ] {
+            out.push(format!(
+                r#"{{"type":"drop","topic":"{TOPIC}","blob":"{tail}"#
+            ));
+            out.push(format!(
+                r#"{{"type":"drop","topic":"{}","blob":"{tail}"#,
+                &TOPIC[1..]
+            ));
+        }
         out.push(r#"{"type":"ping"}"#.into());
         out.push(r#"{"type":"pong"}"#.into());
         out
@@ -317,6 +396,8 @@ mod tests {
         for (items, more) in [
             (vec![], false),
             (vec![item("AQID", None)], false),
+            (vec![item("AQID", Some(12))], true),
+            (vec![item("BA", Some(0))], false),
             (vec![item("AQID", Some(0)), item("BA", None)], true),
             (
                 vec![item("AQID", Some(7)), item("BA", Some(1 << 40))],
