@@ -809,6 +809,12 @@ impl<'a> Net<'a> {
             self.now = self.now.max(next);
             if next_ev == Some(next) {
                 let (_, ev) = self.queue.pop().expect("an event is queued");
+                // The node the next event most likely goes to is fetched while this one runs.
+                if let Some(Ev::Node { n, .. } | Ev::NodeVia { n, .. }) = self.queue.peek_likely()
+                    && let Some(slot) = self.nodes.get(*n)
+                {
+                    crate::prefetch::prefetch_all(slot);
+                }
                 self.event(ev)?;
             } else if next_node == Some(next) {
                 let (_, n) = self.timers.pop_first().expect("a timer is set");

@@ -158,6 +158,14 @@ impl<E> Queue<E> {
         Some((Timestamp::from_millis(at), ev))
     }
 
+    /// The event [`pop`](Self::pop) would most likely take next (the next in the current
+    /// instant's bucket), without taking it: what to fetch ahead for. A hint only: an event
+    /// queued in between, or one due earlier, may still come first.
+    pub(crate) fn peek_likely(&self) -> Option<&E> {
+        let head = self.ring.get(bucket(self.base))?.head;
+        self.slots.get(head)?.ev.as_ref()
+    }
+
     /// Appends `slot`, due at `at` within the ring's reach, to its bucket.
     fn link(&mut self, at: u64, slot: usize) {
         let bucket = &mut self.ring[bucket(at)];
@@ -270,5 +278,44 @@ mod tests {
             assert_eq!(q.next_at(), None);
             assert_eq!(q.pop(), None);
         }
+    }
+
+    /// `peek_likely` is a hint, but an honest one: what it shows is queued, and when the next
+    /// event is due at the instant just popped and none came in earlier, it is that event.
+    #[test]
+    fn the_likely_next_event_is_queued_and_usually_next() {
+        let mut rng = crate::stream(0x9e3f, 3);
+        let mut q = Queue::new();
+        let mut queued = BTreeMap::new();
+        let (mut now, mut n, mut hits) = (0u64, 0u64, 0);
+        for _ in 0..20_000 {
+            for _ in 0..rng.next_u32() % 3 {
+                let r = rng.next_u64();
+                let at = match r % 8 {
+                    0 => now.saturating_sub(r >> 61),
+                    1 => now + RING_MS + (r >> 40) % 1_000,
+                    _ => now + (r >> 32) % 4,
+                };
+                n += 1;
+                q.push(Timestamp::from_millis(at), n);
+                queued.insert((at, n), n);
+            }
+            let Some(((at, _), ev)) = queued.pop_first() else {
+                continue;
+            };
+            assert_eq!(q.pop(), Some((Timestamp::from_millis(at), ev)));
+            now = now.max(at);
+            if let Some(&likely) = q.peek_likely() {
+                assert!(queued.values().any(|&e| e == likely));
+                if let Some((&(next_at, _), &next)) = queued.first_key_value()
+                    && next_at == at
+                    && q.earlier.is_empty()
+                {
+                    assert_eq!(likely, next);
+                    hits += 1;
+                }
+            }
+        }
+        assert!(hits > 1_000, "{hits}");
     }
 }
