@@ -19,8 +19,8 @@
 //! 100 000 messages all 126 292 verifications; a Minca hello, proof or introduction checked by
 //! every peer of a room it is flooded to: all 107 209 of a 240-node meetup), and an honestly
 //! made signature always verifies under its key (the correctness of Ed25519 and of ECDSA). So
-//! [`SimCrypto`] remembers each signature it makes, under the SHA-256 of the scheme, the public
-//! key, the signature and the message (up to [`MAX_REMEMBERED_SIGNATURES`]), and answers a
+//! [`SimCrypto`] remembers each signature it makes, under the SHA-256 of the message, the
+//! signature, the public key and the scheme (up to [`MAX_REMEMBERED_SIGNATURES`]), and answers a
 //! verification of exactly those bytes from memory; anything else (another key, a changed
 //! byte, a signature from elsewhere) is verified for real. Tests check every answer against
 //! the plain provider's.
@@ -137,7 +137,7 @@ pub struct SimCrypto {
     verifying: Kept<[u8; 32], Option<VerifyingKey>>,
     p256_signing: Kept<[u8; 32], Option<signing::P256Key>>,
     p256_verifying: Kept<[u8; 33], Option<p256::ecdsa::VerifyingKey>>,
-    /// Digests ([`signed_digest`]) of the Ed25519 signatures made here. Only membership is
+    /// Digests ([`MessageHash::remembered_under`]) of the signatures made here. Only membership is
     /// asked, so a hash set's order never shows.
     signed: Mutex<Option<digest_set::DigestSet>>,
     /// ECDH agreements computed here, for their other side (`agreements.rs`).
@@ -270,10 +270,62 @@ enum Scheme {
     P256 = 2,
 }
 
-/// What a made signature is remembered under: the scheme, then its fixed-length key and
-/// signature, so no two (scheme, key, signature, message) share a digest input.
-fn signed_digest(scheme: Scheme, public: &[u8], sig: &[u8; 64], msg: &[u8]) -> digest_set::Digest {
-    digest_set::Digest(crypto::default_provider().sha256(&[&[scheme as u8], public, sig, msg]))
+/// A message hashed as far as its own bytes go. What a signature is remembered under,
+/// SHA-256 of the message, then the fixed-length signature and key, then the scheme (the last
+/// byte says how long the key is, so no two (scheme, key, signature, message) share a digest
+/// input), starts with the same blocks as the message's own SHA-256, which a P-256 signature
+/// signs: with `fast-crypto` a signature hashes its message once for both.
+struct MessageHash<'a> {
+    msg: &'a [u8],
+    /// The SHA-256 state after `msg`.
+    #[cfg(feature = "fast-crypto")]
+    state: sha2::Sha256,
+}
+
+impl<'a> MessageHash<'a> {
+    fn new(msg: &'a [u8]) -> Self {
+        MessageHash {
+            msg,
+            #[cfg(feature = "fast-crypto")]
+            state: {
+                use sha2::Digest as _;
+                sha2::Sha256::new_with_prefix(msg)
+            },
+        }
+    }
+
+    /// SHA-256 of the message alone.
+    #[cfg(feature = "fast-crypto")]
+    fn sha256(&self) -> [u8; 32] {
+        use sha2::Digest as _;
+        self.state.clone().finalize().into()
+    }
+
+    /// SHA-256 of the message then `tail`.
+    fn sha256_then(self, tail: &[&[u8]]) -> [u8; 32] {
+        #[cfg(feature = "fast-crypto")]
+        {
+            use sha2::Digest as _;
+            let _ = self.msg;
+            let mut state = self.state;
+            for part in tail {
+                state.update(part);
+            }
+            state.finalize().into()
+        }
+        #[cfg(not(feature = "fast-crypto"))]
+        {
+            let mut parts = Vec::with_capacity(tail.len() + 1);
+            parts.push(self.msg);
+            parts.extend_from_slice(tail);
+            crypto::default_provider().sha256(&parts)
+        }
+    }
+
+    /// What a signature `sig` of the message under `public` is remembered under.
+    fn remembered_under(self, scheme: Scheme, public: &[u8], sig: &[u8; 64]) -> digest_set::Digest {
+        digest_set::Digest(self.sha256_then(&[sig, public, &[scheme as u8]]))
+    }
 }
 
 /// An expanded signing key: dalek's (which also gives the public key), and with `fast-crypto`
@@ -326,9 +378,9 @@ impl SimCrypto {
             })
     }
 
-    /// Remembers that `sig` over `msg` was made here under `public`.
-    fn remember_signed(&self, scheme: Scheme, public: &[u8], sig: &[u8; 64], msg: &[u8]) {
-        let digest = signed_digest(scheme, public, sig, msg);
+    /// Remembers that `sig` over the message was made here under `public`.
+    fn remember_signed(&self, scheme: Scheme, public: &[u8], sig: &[u8; 64], msg: MessageHash) {
+        let digest = msg.remembered_under(scheme, public, sig);
         let mut set = self.signed.lock().unwrap_or_else(|e| e.into_inner());
         let set = set.get_or_insert_with(digest_set::DigestSet::default);
         if set.len() >= MAX_REMEMBERED_SIGNATURES {
@@ -339,7 +391,7 @@ impl SimCrypto {
 
     /// Whether `sig` over `msg` under `public` is one made here (so it verifies).
     fn made_here(&self, scheme: Scheme, public: &[u8], sig: &[u8; 64], msg: &[u8]) -> bool {
-        let digest = signed_digest(scheme, public, sig, msg);
+        let digest = MessageHash::new(msg).remembered_under(scheme, public, sig);
         self.signed
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -465,9 +517,13 @@ impl CryptoProvider for SimCrypto {
         let key = self
             .p256_signing_key(secret)
             .ok_or(CryptoError::InvalidSecretKey)?;
+        let hashed = MessageHash::new(msg);
         // RFC 6979, as the plain provider signs: the same bytes for the same key and message.
-        let sig = key.sign(msg, &self.sha256(&[msg]));
-        self.remember_signed(Scheme::P256, &key.public().0, &sig, msg);
+        #[cfg(feature = "fast-crypto")]
+        let sig = key.sign(msg, &hashed.sha256());
+        #[cfg(not(feature = "fast-crypto"))]
+        let sig = key.sign(msg);
+        self.remember_signed(Scheme::P256, &key.public().0, &sig, hashed);
         Ok(sig)
     }
 
@@ -518,7 +574,7 @@ impl CryptoProvider for SimCrypto {
             Scheme::Ed25519,
             key.dalek.verifying_key().as_bytes(),
             &sig,
-            msg,
+            MessageHash::new(msg),
         );
         sig
     }
@@ -622,6 +678,23 @@ mod tests {
             let mut bytes = [0; 32];
             rng.fill_bytes(&mut bytes);
             P256Secret::from_bytes(bytes)
+        }
+    }
+
+    /// A message hashed once gives its own SHA-256 and the digest its signature is remembered
+    /// under, each as hashing the whole input afresh would, at every length around a block.
+    #[test]
+    fn a_message_hashed_once_gives_both_digests() {
+        let plain = crypto::default_provider();
+        let sig = [0x51; 64];
+        let public = [0x0b; 33];
+        for len in 0..200 {
+            let msg: Vec<u8> = (0..len).map(|i| (i * 7) as u8).collect();
+            #[cfg(feature = "fast-crypto")]
+            assert_eq!(MessageHash::new(&msg).sha256(), plain.sha256(&[&msg]));
+            let remembered = MessageHash::new(&msg).remembered_under(Scheme::P256, &public, &sig);
+            let whole = [&msg[..], &sig, &public, &[Scheme::P256 as u8]].concat();
+            assert_eq!(remembered.0, plain.sha256(&[&whole]));
         }
     }
 

@@ -63,18 +63,16 @@ impl P256Key {
     }
 
     /// The signature of `msg`, whose SHA-256 is `digest`, as `r ‖ s`.
+    #[cfg(feature = "fast-crypto")]
     pub(super) fn sign(&self, msg: &[u8], digest: &[u8; 32]) -> [u8; 64] {
-        #[cfg(feature = "fast-crypto")]
-        {
-            rfc6979_sign(self, digest).unwrap_or_else(|| {
-                rustcrypto_sign(&p256::ecdsa::SigningKey::from(self.scalar), msg)
-            })
-        }
-        #[cfg(not(feature = "fast-crypto"))]
-        {
-            let _ = digest;
-            rustcrypto_sign(&self.rustcrypto, msg)
-        }
+        rfc6979_sign(self, digest)
+            .unwrap_or_else(|| rustcrypto_sign(&p256::ecdsa::SigningKey::from(self.scalar), msg))
+    }
+
+    /// The signature of `msg`, as `r ‖ s`.
+    #[cfg(not(feature = "fast-crypto"))]
+    pub(super) fn sign(&self, msg: &[u8]) -> [u8; 64] {
+        rustcrypto_sign(&self.rustcrypto, msg)
     }
 }
 
