@@ -58,10 +58,16 @@ pub enum OpenError {
 /// a receiver that opens many envelopes under one label and bound (a room's blobs) and so writes
 /// it once.
 pub fn aad(label: &str, bound: &Value) -> Vec<u8> {
-    let mut out = Vec::with_capacity(label.len() + 64);
+    aad_written(label, &json::canonical_bytes(bound))
+}
+
+/// [`aad`] for a bound its caller has already written as canonical JSON (`bound_json`): the
+/// label, a zero byte, then the bound.
+pub fn aad_written(label: &str, bound_json: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(label.len() + 1 + bound_json.len());
     out.extend_from_slice(label.as_bytes());
     out.push(0);
-    out.extend_from_slice(&json::canonical_bytes(bound));
+    out.extend_from_slice(bound_json);
     out
 }
 

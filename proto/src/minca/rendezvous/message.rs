@@ -479,18 +479,16 @@ pub fn signal_aad(topic: &str, from: &str, to: &str, sender_box: &str) -> Vec<u8
         return envelope::aad(SIGNAL_LABEL, &signal_bound(topic, from, to, sender_box));
     }
     let chars: usize = members.iter().map(|(k, v)| k.len() + v.len() + 6).sum();
-    let mut out = Vec::with_capacity(SIGNAL_LABEL.len() + 2 + chars);
-    out.extend_from_slice(SIGNAL_LABEL.as_bytes());
-    out.push(0);
+    let mut bound = Vec::with_capacity(chars + 1);
     for (i, (key, value)) in members.iter().enumerate() {
-        out.extend_from_slice(if i == 0 { b"{\"" } else { b",\"" });
-        out.extend_from_slice(key.as_bytes());
-        out.extend_from_slice(b"\":\"");
-        out.extend_from_slice(value.as_bytes());
-        out.push(b'"');
+        bound.extend_from_slice(if i == 0 { b"{\"" } else { b",\"" });
+        bound.extend_from_slice(key.as_bytes());
+        bound.extend_from_slice(b"\":\"");
+        bound.extend_from_slice(value.as_bytes());
+        bound.push(b'"');
     }
-    out.push(b'}');
-    out
+    bound.push(b'}');
+    envelope::aad_written(SIGNAL_LABEL, &bound)
 }
 
 /// Whether `s` is written in JSON as itself between quotes: no `"`, `\\` or control character.
