@@ -22,11 +22,13 @@
 
 use alloc::collections::btree_map::Entry;
 use alloc::collections::{BTreeMap, BTreeSet};
-use alloc::vec::Vec;
 use core::borrow::Borrow;
 use core::time::Duration;
 
 use super::Timestamp;
+
+mod times;
+use times::Times;
 
 /// What the window says about one `(sender, at)`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -62,10 +64,10 @@ pub struct ReplayWindow<K: Ord + Clone> {
     /// The latest `now` seen by a mutating call; the lower edge is measured from here.
     high_water: Timestamp,
     /// Times acted on, per sender, ascending and without repeats. Every list is non-empty.
-    /// Sorted vectors rather than sets: a sender most often has one or a few times, which a
-    /// vector holds in one small allocation, where a set's node is bigger and an accept that
-    /// drops aged-out times (a split) allocated a new one.
-    senders: BTreeMap<K, Vec<Timestamp>>,
+    /// Sorted lists rather than sets: a sender most often has one or a few times, which the
+    /// entry holds inline ([`times::INLINE_TIMES`]), where a set's node is bigger and an accept
+    /// that drops aged-out times (a split) allocated a new one.
+    senders: BTreeMap<K, Times>,
     /// `(newest time acted on, sender)` for every sender, so senders whose times have all aged
     /// out are found in O(log n) instead of by a scan.
     by_newest: BTreeSet<(Timestamp, K)>,
@@ -102,7 +104,7 @@ impl<K: Ord + Clone> ReplayWindow<K> {
             return Verdict::OutsideWindow;
         }
         match self.senders.get(sender) {
-            Some(times) => known_verdict(times, oldest, at, self.per_sender),
+            Some(times) => known_verdict(times.as_slice(), oldest, at, self.per_sender),
             None => self.new_verdict(oldest),
         }
     }
@@ -151,20 +153,20 @@ impl<K: Ord + Clone> ReplayWindow<K> {
         let per_sender = self.per_sender;
         let (sender, newest_before, newest_after) = match self.senders.entry(sender) {
             Entry::Occupied(mut entry) => {
-                let verdict = known_verdict(entry.get(), oldest, at, per_sender);
+                let verdict = known_verdict(entry.get().as_slice(), oldest, at, per_sender);
                 if verdict != Verdict::Fresh {
                     return verdict;
                 }
                 let times = entry.get_mut();
-                let newest_before = times.last().copied();
+                let newest_before = times.last();
                 // Forgetting aged-out times is safe: they are below the lower edge, which never
                 // moves back (it follows the high-water mark), so a replay of any of them is
                 // OutsideWindow.
-                forget_before(times, oldest);
+                times.forget_before(oldest);
                 // The verdict says `at` is not among them.
-                let place = times.partition_point(|t| *t < at);
+                let place = times.as_slice().partition_point(|t| *t < at);
                 times.insert(place, at);
-                let newest_after = times.last().copied().unwrap_or(at);
+                let newest_after = times.last().unwrap_or(at);
                 (entry.key().clone(), newest_before, newest_after)
             }
             Entry::Vacant(entry) => {
@@ -172,7 +174,7 @@ impl<K: Ord + Clone> ReplayWindow<K> {
                     return Verdict::SenderFull;
                 }
                 let sender = entry.key().clone();
-                entry.insert(Vec::new()).push(at);
+                entry.insert(Times::one(at));
                 (sender, None, at)
             }
         };
@@ -214,7 +216,7 @@ impl<K: Ord + Clone> ReplayWindow<K> {
             self.refresh_oldest_newest();
         }
         for times in self.senders.values_mut() {
-            forget_before(times, oldest);
+            times.forget_before(oldest);
         }
     }
 
@@ -271,14 +273,6 @@ fn known_verdict(
 /// Times in `times` (ascending) at or after `oldest`.
 fn live_count(times: &[Timestamp], oldest: Timestamp) -> usize {
     times.len() - times.partition_point(|t| *t < oldest)
-}
-
-/// Drops the times in `times` (ascending) before `oldest`.
-fn forget_before(times: &mut Vec<Timestamp>, oldest: Timestamp) {
-    let aged = times.partition_point(|t| *t < oldest);
-    if aged > 0 {
-        times.drain(..aged);
-    }
 }
 
 #[cfg(test)]
