@@ -97,7 +97,7 @@ mod tests {
                 x ^= x << 13;
                 x ^= x >> 7;
                 x ^= x << 17;
-                if x % 4 == 0 {
+                if x.is_multiple_of(4) {
                     let oldest = ms(x % 1_000);
                     times.forget_before(oldest);
                     model.retain(|t| *t >= oldest);
