@@ -207,6 +207,9 @@ enum Owed {
 pub(super) struct MincaCodec {
     owed: BTreeMap<Topic, VecDeque<Owed>>,
     reads: BTreeMap<Topic, TopicRead>,
+    /// The last `mail`'s blobs decoded by its check, kept between frames (cleared, not freed):
+    /// nearly every frame is a pushed blob, which then costs no allocation to check.
+    blob_bytes: Vec<u8>,
 }
 
 impl MincaCodec {
@@ -244,7 +247,7 @@ impl MincaCodec {
 
     fn decode(&mut self, text: &str, heard: &mut dyn FnMut(Heard<'_>)) -> Decoded {
         let mut out = Decoded::default();
-        let message = match RelayMessage::read(text) {
+        let message = match RelayMessage::read_into(text, &mut self.blob_bytes) {
             Ok(m) => m,
             Err(_) => {
                 out.malformed = true;
