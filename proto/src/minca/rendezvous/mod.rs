@@ -867,7 +867,8 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
         {
             peer.offer = Some((at, sender_box));
         }
-        let room = state.room.clone();
+        // Cloned per output: a hello answered with a hello back (or none) needs only the first.
+        let room = &state.room;
         // The box decoder is strict (one accepted spelling per point), so the text the box came
         // in is its encoding.
         let peer_box = if peer.newest.1 == sender_box {
@@ -882,14 +883,14 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
         });
         match signal {
             Some((kind, description)) => self.out.push_back(Output::SignalReceived {
-                room,
+                room: room.clone(),
                 from: message.from.into(),
                 kind,
                 description,
             }),
             None if js::cmp(message.from, &self.did).is_gt() => {
                 self.out.push_back(Output::OfferTo {
-                    room,
+                    room: room.clone(),
                     did: message.from.into(),
                 });
             }
