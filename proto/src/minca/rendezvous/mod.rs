@@ -901,7 +901,15 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
 
     /// Remembers whether the mesh has `peer` admitted in `room` (bounded like the room).
     fn set_admitted(&mut self, room: &Room, peer: String, admitted: bool) {
-        let Some(state) = self.rooms.get_mut(&room.topic(self.crypto)) else {
+        // Found by the room rather than by its topic: the mesh reports every admission, and a
+        // topic is a SHA-256 and a new string. A topic is a function of its room, so this finds
+        // the state the topic would.
+        let Some(state) = self
+            .rooms
+            .iter_mut()
+            .map(|(_, state)| state)
+            .find(|state| state.room == *room)
+        else {
             return;
         };
         if !admitted {
