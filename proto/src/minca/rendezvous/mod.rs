@@ -899,17 +899,16 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
         }
     }
 
+    /// `room`'s topic and state, if joined. Found by the room rather than by its topic: the mesh
+    /// reports every admission and sends every signal by room, and a topic is a SHA-256 and a new
+    /// string. A topic is a function of its room, so this finds the state the topic would.
+    fn joined(&mut self, room: &Room) -> Option<(&str, &mut RoomState)> {
+        self.rooms.iter_mut().find(|(_, state)| state.room == *room)
+    }
+
     /// Remembers whether the mesh has `peer` admitted in `room` (bounded like the room).
     fn set_admitted(&mut self, room: &Room, peer: String, admitted: bool) {
-        // Found by the room rather than by its topic: the mesh reports every admission, and a
-        // topic is a SHA-256 and a new string. A topic is a function of its room, so this finds
-        // the state the topic would.
-        let Some(state) = self
-            .rooms
-            .iter_mut()
-            .map(|(_, state)| state)
-            .find(|state| state.room == *room)
-        else {
+        let Some((_, state)) = self.joined(room) else {
             return;
         };
         if !admitted {
@@ -927,21 +926,21 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
         kind: SignalKind,
         description: Value,
     ) {
-        let topic = room.topic(self.crypto);
-        let recipient = match self.rooms.get_mut(&topic) {
+        let recipient = match self.joined(&room) {
             None => Err(NotSent::NotInRoom),
-            Some(state) => {
+            Some((topic, state)) => {
                 state.forget_unheard(now);
                 match (state.peers.get(&to), kind) {
                     (None, _) => Err(NotSent::UnknownPeer),
-                    (Some(p), SignalKind::Offer) => Ok(p.newest.1),
-                    (Some(p), SignalKind::Answer) => {
-                        p.offer.map(|(_, b)| b).ok_or(NotSent::NoOffer)
-                    }
+                    (Some(p), SignalKind::Offer) => Ok((String::from(topic), p.newest.1)),
+                    (Some(p), SignalKind::Answer) => p
+                        .offer
+                        .map(|(_, b)| (String::from(topic), b))
+                        .ok_or(NotSent::NoOffer),
                 }
             }
         };
-        let recipient = match recipient {
+        let (topic, recipient) = match recipient {
             Ok(r) => r,
             Err(reason) => {
                 self.out.push_back(Output::SignalNotSent {
