@@ -610,7 +610,8 @@ impl RelayMessage {
 
     /// [`RelayMessage::read`] with the bytes of a `mail`'s blobs decoded into `bytes` (cleared
     /// first) rather than a buffer of the mail's own: a client keeps one for every frame it
-    /// reads, so a pushed blob costs no allocation to check.
+    /// reads, so a pushed blob costs no allocation to check. A `mail` only the JSON tree reads
+    /// (another spelling, rare) still gets its own.
     pub fn read_into<'a>(
         text: &'a str,
         bytes: &'a mut Vec<u8>,
