@@ -34,8 +34,8 @@ use core::net::IpAddr;
 use rand_core::CryptoRng;
 
 use super::relay_wire::{
-    Blob, ClientMessage, HEARTBEAT_MS, MAX_TOPIC_BLOBS, MIN_ITEMS_WITH_MORE, Mail, MailItem,
-    RelayMessage, Topic, Ttl,
+    Blob, ClientFrame, ClientMessage, HEARTBEAT_MS, MAX_TOPIC_BLOBS, MIN_ITEMS_WITH_MORE, Mail,
+    MailItem, RelayMessage, Topic, Ttl,
 };
 use super::turn::{TurnConfig, TurnIssuer};
 use crate::core::{BucketConfig, ConnId, Machine, Timestamp, TokenBucket, Wakeup};
@@ -468,17 +468,18 @@ impl<R: CryptoRng> RelayServer<R> {
     }
 
     fn text(&mut self, now: Timestamp, conn: ConnId, text: &str) {
-        match ClientMessage::parse(text) {
-            Ok(ClientMessage::Fetch {
+        // Read in place: a dropped blob is copied only where it is kept.
+        match ClientMessage::read(text) {
+            Ok(ClientFrame::Fetch {
                 topic,
                 after,
                 watch,
             }) => self.fetch(now, conn, topic, after, watch),
-            Ok(ClientMessage::Drop { topic, blob, ttl }) => {
-                self.drop_blob(now, conn, topic, blob, ttl)
+            Ok(ClientFrame::Drop { topic, blob, ttl }) => {
+                self.drop_blob(now, conn, topic, &blob, ttl)
             }
-            Ok(ClientMessage::Ping) => self.send(conn, &RelayMessage::Pong),
-            Ok(ClientMessage::Ice) => {
+            Ok(ClientFrame::Ping) => self.send(conn, &RelayMessage::Pong),
+            Ok(ClientFrame::Ice) => {
                 let watches = self
                     .sockets
                     .get(&conn)
@@ -558,10 +559,11 @@ impl<R: CryptoRng> RelayServer<R> {
         }
     }
 
-    fn drop_blob(&mut self, now: Timestamp, conn: ConnId, topic: Topic, blob: Blob, ttl: Ttl) {
+    /// A `drop` of `blob`, whose text passed [`Blob::parse`]'s check.
+    fn drop_blob(&mut self, now: Timestamp, conn: ConnId, topic: Topic, blob: &str, ttl: Ttl) {
         let ttl = Ttl::from_millis(ttl.as_millis().min(MAX_TTL_MS)).unwrap_or(Ttl::PUBLISH_ONLY);
         let seq = match ttl.expiry(now) {
-            Some(expires) => self.keep(&topic, &blob, expires),
+            Some(expires) => self.keep(&topic, blob, expires),
             None => None,
         };
         let Some(state) = self.topics.get(&topic) else {
@@ -580,7 +582,7 @@ impl<R: CryptoRng> RelayServer<R> {
         if count == 0 {
             return;
         }
-        let mut text = RelayMessage::pushed_text(&topic, &blob, seq);
+        let mut text = RelayMessage::pushed_text_checked(&topic, blob, seq);
         self.stats.delivered += count as u64;
         for (i, c) in others().enumerate() {
             // Each socket gets its own copy; the last takes the original.
@@ -595,8 +597,8 @@ impl<R: CryptoRng> RelayServer<R> {
 
     /// Keeps `blob` under `topic` until `expires`; its `seq`, or `None` when a global bound
     /// refuses it.
-    fn keep(&mut self, topic: &Topic, blob: &Blob, expires: Timestamp) -> Option<u64> {
-        let bytes = blob.as_str().len();
+    fn keep(&mut self, topic: &Topic, blob: &str, expires: Timestamp) -> Option<u64> {
+        let bytes = blob.len();
         let new_topic = !self.topics.contains_key(topic);
         if (new_topic && self.topics.len() >= MAX_TOPICS)
             || self.held_bytes.saturating_add(bytes) > MAX_HELD_BYTES
@@ -609,7 +611,7 @@ impl<R: CryptoRng> RelayServer<R> {
         let state = self.topics.entry(topic.clone()).or_default();
         state.kept.push_back(Kept {
             seq,
-            blob: blob.clone(),
+            blob: Blob::from_checked(blob),
             expires,
         });
         self.held_bytes += bytes;
@@ -1202,7 +1204,10 @@ mod tests {
         while r.held_bytes() + MAX_BLOB_CHARS <= MAX_HELD_BYTES {
             let mut bytes = [0u8; 32];
             bytes[..4].copy_from_slice(&i.to_be_bytes());
-            assert!(r.keep(&Topic::from_bytes(&bytes), &full, expires).is_some());
+            assert!(
+                r.keep(&Topic::from_bytes(&bytes), full.as_str(), expires)
+                    .is_some()
+            );
             i += 1;
         }
         // Not kept, but still handed to the watcher, without a seq.
@@ -1217,10 +1222,13 @@ mod tests {
         for i in 0..MAX_TOPICS as u32 {
             let mut bytes = [0u8; 32];
             bytes[..4].copy_from_slice(&i.to_be_bytes());
-            r.keep(&Topic::from_bytes(&bytes), &small, expires);
+            r.keep(&Topic::from_bytes(&bytes), small.as_str(), expires);
         }
         assert_eq!(r.topics(), MAX_TOPICS);
-        assert_eq!(r.keep(&Topic::parse(TOPIC).unwrap(), &small, expires), None);
+        assert_eq!(
+            r.keep(&Topic::parse(TOPIC).unwrap(), small.as_str(), expires),
+            None
+        );
         // A watch that would open a new topic is refused.
         open(&mut r, at(0), 1);
         text(&mut r, at(0), 1, &fetch(0, true));

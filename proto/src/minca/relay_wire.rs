@@ -31,6 +31,8 @@ use arrayvec::ArrayString;
 use core::borrow::Borrow;
 use core::fmt;
 use core::fmt::Write as _;
+use core::ops::Range;
+use data_encoding::BASE64URL_NOPAD;
 
 use serde_json::{Map, Value};
 
@@ -260,11 +262,28 @@ fn check_blob(text: &str) -> Result<(), RelayWireError> {
     base64url::check(text).map_err(|_| RelayWireError::BadBlob)
 }
 
-/// [`check_blob`], keeping the bytes its base64url check decodes: for a blob its reader hands on
-/// to be opened, which would otherwise decode it a second time.
-fn decode_blob(text: &str) -> Result<Vec<u8>, RelayWireError> {
+/// [`check_blob`], appending the bytes its base64url check decodes to `out`: for a blob its
+/// reader hands on to be opened, which would otherwise decode it a second time. Decoded in place
+/// when [`base64url::decode`] would accept the text (the same engine, as
+/// [`base64url::decode_array`] does); any other text goes through [`base64url::decode`], whose
+/// answer is the one to give. `out` is left as it was on an error.
+fn decode_blob_into(text: &str, out: &mut Vec<u8>) -> Result<(), RelayWireError> {
     check_blob_length(text)?;
-    base64url::decode(text).map_err(|_| RelayWireError::BadBlob)
+    let start = out.len();
+    if let Ok(len) = BASE64URL_NOPAD.decode_len(text.len()) {
+        out.resize(start + len, 0);
+        if let Some(written) = out
+            .get_mut(start..)
+            .and_then(|room| BASE64URL_NOPAD.decode_mut(text.as_bytes(), room).ok())
+        {
+            out.truncate(start + written);
+            return Ok(());
+        }
+        out.truncate(start);
+    }
+    let bytes = base64url::decode(text).map_err(|_| RelayWireError::BadBlob)?;
+    out.extend_from_slice(&bytes);
+    Ok(())
 }
 
 /// What a blob must be besides base64url: not empty, and not longer than [`MAX_BLOB_CHARS`].
@@ -347,15 +366,97 @@ pub enum ClientMessage {
     Ping,
 }
 
+/// A client → relay message as [`ClientMessage::read`] gives it: a `drop`'s blob borrows from the
+/// frame where it needs no unescaping. See [`ClientMessage`] for each variant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClientFrame<'a> {
+    /// See [`ClientMessage::Fetch`].
+    Fetch {
+        /// The topic.
+        topic: Topic,
+        /// Only blobs kept after this `seq` (0: from the start).
+        after: u64,
+        /// Also watch the topic.
+        watch: bool,
+    },
+    /// See [`ClientMessage::Drop`]; the blob checked as [`Blob::parse`] checks it.
+    Drop {
+        /// The topic.
+        topic: Topic,
+        /// The sealed bytes' base64url text.
+        blob: Cow<'a, str>,
+        /// How long to keep it.
+        ttl: Ttl,
+    },
+    /// See [`ClientMessage::Ice`].
+    Ice,
+    /// See [`ClientMessage::Ping`].
+    Ping,
+}
+
+impl From<ClientMessage> for ClientFrame<'_> {
+    fn from(message: ClientMessage) -> Self {
+        match message {
+            ClientMessage::Fetch {
+                topic,
+                after,
+                watch,
+            } => Self::Fetch {
+                topic,
+                after,
+                watch,
+            },
+            ClientMessage::Drop { topic, blob, ttl } => Self::Drop {
+                topic,
+                blob: Cow::Owned(blob.0),
+                ttl,
+            },
+            ClientMessage::Ice => Self::Ice,
+            ClientMessage::Ping => Self::Ping,
+        }
+    }
+}
+
+impl From<ClientFrame<'_>> for ClientMessage {
+    fn from(frame: ClientFrame<'_>) -> Self {
+        match frame {
+            ClientFrame::Fetch {
+                topic,
+                after,
+                watch,
+            } => Self::Fetch {
+                topic,
+                after,
+                watch,
+            },
+            ClientFrame::Drop { topic, blob, ttl } => Self::Drop {
+                topic,
+                // Checked by whichever reader made the frame.
+                blob: Blob(blob.into_owned()),
+                ttl,
+            },
+            ClientFrame::Ice => Self::Ice,
+            ClientFrame::Ping => Self::Ping,
+        }
+    }
+}
+
 impl ClientMessage {
     /// Parses one text frame from a client.
     pub fn parse(text: &str) -> Result<Self, RelayWireError> {
+        Self::read(text).map(Self::from)
+    }
+
+    /// [`ClientMessage::parse`] with a `drop`'s blob left in the frame where it needs no
+    /// unescaping: a relay hands most blobs on without keeping them, so copying each into a
+    /// [`Blob`] first would be work thrown away.
+    pub fn read(text: &str) -> Result<ClientFrame<'_>, RelayWireError> {
         if text.len() > MAX_CLIENT_FRAME_BYTES {
             return Err(RelayWireError::FrameTooLarge { bytes: text.len() });
         }
-        match Self::from_text_common(text) {
-            Some(m) => Ok(m),
-            None => Self::parse_tree(text),
+        match fast::client_frame(text) {
+            Some(frame) => Ok(frame),
+            None => Self::parse_tree(text).map(ClientFrame::from),
         }
     }
 
@@ -366,7 +467,7 @@ impl ClientMessage {
     /// own errors. [`ClientMessage::parse`] is the way to read a frame; this is public so that a
     /// fuzz target can hold the two paths to the same answer.
     pub fn from_text_common(text: &str) -> Option<Self> {
-        fast::client_message(text)
+        fast::client_frame(text).map(Self::from)
     }
 
     /// [`ClientMessage::parse`] without its size check and its fast path: every message read
@@ -398,7 +499,13 @@ impl ClientMessage {
 
     /// The text frame for this message.
     pub fn to_text(&self) -> String {
-        let mut out = String::new();
+        // Sized up front for a `drop`: its blob is up to 12 000 characters, and growing by
+        // doubling copies it.
+        let blob = match self {
+            Self::Drop { blob, .. } => blob.as_str().len(),
+            _ => 0,
+        };
+        let mut out = String::with_capacity(CLIENT_TEXT_FRAME + blob);
         match self {
             Self::Fetch {
                 topic,
@@ -432,6 +539,10 @@ impl ClientMessage {
         out
     }
 }
+
+/// The characters of a client message other than a `drop`'s blob, at most: the frame, the topic
+/// and the longest number.
+const CLIENT_TEXT_FRAME: usize = 80 + TOPIC_CHARS;
 
 /// A `ping` as this crate writes it: the fast paths take exactly this text without a parse.
 const PING_TEXT: &str = "{\"type\":\"ping\"}";
@@ -494,7 +605,26 @@ impl RelayMessage {
     /// no unescaping: a client hands most blobs on without keeping them, so copying each into a
     /// [`Blob`] first would be work thrown away.
     pub fn read(text: &str) -> Result<RelayFrame<'_>, RelayWireError> {
-        match fast::relay_frame(text) {
+        Self::read_with(text, &mut None)
+    }
+
+    /// [`RelayMessage::read`] with the bytes of a `mail`'s blobs decoded into `bytes` (cleared
+    /// first) rather than a buffer of the mail's own: a client keeps one for every frame it
+    /// reads, so a pushed blob costs no allocation to check. A `mail` only the JSON tree reads
+    /// (another spelling, rare) still gets its own.
+    pub fn read_into<'a>(
+        text: &'a str,
+        bytes: &'a mut Vec<u8>,
+    ) -> Result<RelayFrame<'a>, RelayWireError> {
+        Self::read_with(text, &mut Some(bytes))
+    }
+
+    /// [`RelayMessage::read`] into `bytes` when given (see [`MailRef::checked`]).
+    fn read_with<'a>(
+        text: &'a str,
+        bytes: &mut Option<&'a mut Vec<u8>>,
+    ) -> Result<RelayFrame<'a>, RelayWireError> {
+        match fast::relay_frame(text, bytes) {
             Some(frame) => Ok(frame),
             None => Self::parse_tree(text).map(RelayFrame::from),
         }
@@ -507,7 +637,7 @@ impl RelayMessage {
     /// own errors. [`RelayMessage::parse`] is the way to read a frame; this is public so that a
     /// fuzz target can hold the two paths to the same answer.
     pub fn from_text_common(text: &str) -> Option<Self> {
-        fast::relay_frame(text).map(Self::from)
+        fast::relay_frame(text, &mut None).map(Self::from)
     }
 
     /// [`RelayMessage::parse`] without its fast path: every message read through a JSON tree.
@@ -542,12 +672,17 @@ impl RelayMessage {
     pub fn to_text(&self) -> String {
         let mut out = String::new();
         match self {
-            Self::Mail(mail) => write_mail(
-                &mut out,
-                &mail.topic,
-                mail.items.iter().map(|i| (&i.blob, i.seq)),
-                mail.more,
-            ),
+            Self::Mail(mail) => {
+                // Sized up front, as for a pushed blob ([`RelayMessage::pushed_text`]).
+                let blobs: usize = mail.items.iter().map(|i| i.blob.as_str().len()).sum();
+                out.reserve(PUSHED_TEXT_FRAME * mail.items.len().max(1) + blobs);
+                write_mail(
+                    &mut out,
+                    &mail.topic,
+                    mail.items.iter().map(|i| (i.blob.as_str(), i.seq)),
+                    mail.more,
+                );
+            }
             Self::Ice(servers) => {
                 out.push_str("{\"type\":\"ice\",\"payload\":");
                 out.push_str(&js::stringify(&servers.to_payload()));
@@ -561,8 +696,15 @@ impl RelayMessage {
     /// The text of a one-blob `mail` saying no `more`: what a relay pushes to a topic's
     /// watchers, written without building the [`Mail`] first.
     pub fn pushed_text(topic: &Topic, blob: &Blob, seq: Option<u64>) -> String {
+        Self::pushed_text_checked(topic, blob.as_str(), seq)
+    }
+
+    /// [`RelayMessage::pushed_text`] of a blob's text that passed [`Blob::parse`]'s check (a
+    /// [`ClientFrame::Drop`]'s), not copied into a [`Blob`] first.
+    pub(crate) fn pushed_text_checked(topic: &Topic, blob: &str, seq: Option<u64>) -> String {
+        debug_assert!(check_blob(blob).is_ok());
         // Sized up front: a blob is up to 12 000 characters, and growing by doubling copies it.
-        let mut out = String::with_capacity(PUSHED_TEXT_FRAME + blob.as_str().len());
+        let mut out = String::with_capacity(PUSHED_TEXT_FRAME + blob.len());
         write_mail(&mut out, topic, core::iter::once((blob, seq)), false);
         out
     }
@@ -576,7 +718,7 @@ const PUSHED_TEXT_FRAME: usize = 96 + TOPIC_CHARS;
 fn write_mail<'a>(
     out: &mut String,
     topic: &Topic,
-    items: impl Iterator<Item = (&'a Blob, Option<u64>)>,
+    items: impl Iterator<Item = (&'a str, Option<u64>)>,
     more: bool,
 ) {
     out.push_str("{\"type\":\"mail\",\"topic\":\"");
@@ -587,7 +729,7 @@ fn write_mail<'a>(
             out.push(',');
         }
         out.push_str("{\"blob\":\"");
-        out.push_str(blob.as_str());
+        out.push_str(blob);
         out.push('"');
         if let Some(seq) = seq {
             let _ = write!(out, ",\"seq\":{seq}");
@@ -634,20 +776,32 @@ impl From<RelayFrame<'_>> for RelayMessage {
 
 /// A [`Mail`] whose topic and blobs are still the frame's text (or owned, where the frame escaped
 /// them), checked as [`Topic::parse`] and [`Blob::parse`] check.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct MailRef<'a> {
     topic: Cow<'a, str>,
     items: Items<'a>,
+    /// Every blob decoded, one after another, as its check decodes it: in the reader's buffer
+    /// ([`RelayMessage::read_into`]) or one of the mail's own.
+    bytes: Cow<'a, [u8]>,
     more: bool,
 }
+
+// By content: the same blobs compare equal wherever their bytes are kept.
+impl PartialEq for MailRef<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.topic == other.topic && self.more == other.more && self.entries().eq(other.entries())
+    }
+}
+
+impl Eq for MailRef<'_> {}
 
 /// One blob of a [`MailRef`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct ItemRef<'a> {
     blob: Cow<'a, str>,
     seq: Option<u64>,
-    /// The blob decoded, as its check decodes it ([`MailRef::checked`] fills it in).
-    bytes: Vec<u8>,
+    /// Where the blob's bytes are in its mail's `bytes` ([`MailRef::checked`] fills it in).
+    bytes: Range<usize>,
 }
 
 impl<'a> ItemRef<'a> {
@@ -656,7 +810,7 @@ impl<'a> ItemRef<'a> {
         Self {
             blob,
             seq,
-            bytes: Vec::new(),
+            bytes: 0..0,
         }
     }
 }
@@ -714,32 +868,40 @@ impl<'a> FromIterator<ItemRef<'a>> for Items<'a> {
     }
 }
 
-// By content: one blob compares equal however it is held.
-impl PartialEq for Items<'_> {
-    fn eq(&self, other: &Self) -> bool {
-        self.as_slice() == other.as_slice()
-    }
-}
-
-impl Eq for Items<'_> {}
-
 impl<'a> MailRef<'a> {
     /// Checks what a `mail` names: the topic, every blob (kept decoded), every `seq` and their
-    /// order.
+    /// order. The blobs are decoded into `buffer`'s vector when there is one (cleared first; taken
+    /// for the mail only when the checks pass, so a caller may try another reading with it),
+    /// else into a vector of the mail's own.
     fn checked(
         topic: Cow<'a, str>,
         mut items: Items<'a>,
         more: bool,
+        buffer: &mut Option<&'a mut Vec<u8>>,
     ) -> Result<Self, RelayWireError> {
         check_topic(&topic)?;
+        let mut own = Vec::new();
+        let bytes = buffer.as_deref_mut().unwrap_or(&mut own);
+        bytes.clear();
         for item in items.as_mut_slice() {
-            item.bytes = decode_blob(&item.blob)?;
+            let start = bytes.len();
+            decode_blob_into(&item.blob, bytes)?;
+            item.bytes = start..bytes.len();
             if let Some(seq) = item.seq {
                 safe_integer(Some(seq), RelayWireError::BadSeq)?;
             }
         }
         check_seqs(items.as_slice().iter().map(|i| i.seq))?;
-        Ok(Self { topic, items, more })
+        let bytes = match buffer.take() {
+            Some(kept) => Cow::Borrowed(kept.as_slice()),
+            None => Cow::Owned(own),
+        };
+        Ok(Self {
+            topic,
+            items,
+            bytes,
+            more,
+        })
     }
 
     /// The topic's text, checked.
@@ -757,10 +919,17 @@ impl<'a> MailRef<'a> {
     pub fn blobs_decoded(
         &self,
     ) -> impl DoubleEndedIterator<Item = (&str, &[u8])> + ExactSizeIterator {
-        self.items
-            .as_slice()
-            .iter()
-            .map(|i| (&*i.blob, i.bytes.as_slice()))
+        self.entries().map(|(blob, _, bytes)| (blob, bytes))
+    }
+
+    /// Each blob's text, `seq` and bytes, in page order.
+    fn entries(
+        &self,
+    ) -> impl DoubleEndedIterator<Item = (&str, Option<u64>, &[u8])> + ExactSizeIterator {
+        self.items.as_slice().iter().map(|i| {
+            let bytes = self.bytes.get(i.bytes.clone()).unwrap_or_default();
+            (&*i.blob, i.seq, bytes)
+        })
     }
 
     /// The owned message.
@@ -783,17 +952,24 @@ impl<'a> MailRef<'a> {
 
 impl From<Mail> for MailRef<'_> {
     fn from(mail: Mail) -> Self {
-        Self {
-            topic: Cow::Owned(String::from(mail.topic.as_str())),
-            items: mail
-                .items
-                .into_iter()
-                .map(|i| ItemRef {
-                    bytes: i.blob.to_bytes(),
+        let mut bytes = Vec::new();
+        let items = mail
+            .items
+            .into_iter()
+            .map(|i| {
+                let start = bytes.len();
+                bytes.extend_from_slice(&i.blob.to_bytes());
+                ItemRef {
+                    bytes: start..bytes.len(),
                     blob: Cow::Owned(i.blob.0),
                     seq: i.seq,
-                })
-                .collect(),
+                }
+            })
+            .collect();
+        Self {
+            topic: Cow::Owned(String::from(mail.topic.as_str())),
+            items,
+            bytes: Cow::Owned(bytes),
             more: mail.more,
         }
     }
@@ -1131,6 +1307,38 @@ mod tests {
             client(json!({"type": "fetch"})),
             Err(RelayWireError::BadTopic)
         );
+    }
+
+    #[test]
+    fn a_blob_decoded_in_place_is_what_its_decode_gives_or_the_same_error() {
+        let long = "A".repeat(MAX_BLOB_CHARS + 1);
+        for text in [
+            "",
+            "A",
+            "AQ",
+            "AR",
+            "AQI",
+            "AQJ",
+            "AQID",
+            "AQIDBA",
+            "AQ==",
+            "AQ+/",
+            "A_-z",
+            "AQ ID",
+            "é",
+            &long,
+            &long[1..],
+            &long[4..],
+        ] {
+            let want = check_blob(text)
+                .and_then(|()| base64url::decode(text).map_err(|_| RelayWireError::BadBlob));
+            let mut out = vec![9, 9];
+            let got = decode_blob_into(text, &mut out).map(|()| out[2..].to_vec());
+            assert_eq!(got, want, "{text}");
+            if want.is_err() {
+                assert_eq!(out, [9, 9], "{text}");
+            }
+        }
     }
 
     #[test]

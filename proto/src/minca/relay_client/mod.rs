@@ -32,7 +32,6 @@ mod tests;
 
 use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
 use alloc::string::String;
-use alloc::vec;
 use alloc::vec::Vec;
 use core::time::Duration;
 
@@ -405,11 +404,13 @@ impl OpenSocket {
     }
 
     /// Queues `frames` behind what waits for the pacer.
-    fn push(&mut self, frames: Vec<String>, class: SendClass) {
-        if class == SendClass::App {
-            self.app_queued += frames.len();
+    fn push(&mut self, frames: impl IntoIterator<Item = String>, class: SendClass) {
+        for frame in frames {
+            if class == SendClass::App {
+                self.app_queued += 1;
+            }
+            self.queue.push_back((frame, class));
         }
-        self.queue.extend(frames.into_iter().map(|f| (f, class)));
     }
 }
 
@@ -1040,7 +1041,7 @@ impl<R: CryptoRng> RelayClient<R> {
         open.push(decoded.replies, SendClass::Upkeep);
         for answer in decoded.answers {
             if !open.app_full(&mut self.stats) {
-                open.push(vec![answer], SendClass::App);
+                open.push([answer], SendClass::App);
             }
         }
         // No reachability update: a frame changes no socket's state, and the settle that ends

@@ -13,7 +13,6 @@
 use alloc::boxed::Box;
 use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
 use alloc::string::String;
-use alloc::vec;
 use alloc::vec::Vec;
 
 use rand_core::CryptoRng;
@@ -123,14 +122,15 @@ impl Codec {
         matches!(kind, RelayKind::Minca | RelayKind::Nostr)
     }
 
-    /// The frames that carry `intent` at `now`; empty when the kind cannot do it. `rng` is for
-    /// kinds that sign what they send (§1.5's throwaway keys).
+    /// The frame that carries `intent` at `now`; `None` when the kind cannot do it. `rng` is for
+    /// kinds that sign what they send (§1.5's throwaway keys). One frame at most for every kind:
+    /// not a list, which would be an allocation for every ping and drop.
     pub(super) fn encode(
         &mut self,
         now: Timestamp,
         rng: &mut dyn CryptoRng,
         intent: Intent,
-    ) -> Vec<String> {
+    ) -> Option<String> {
         match self {
             Self::Minca(c) => c.encode(intent),
             Self::Nostr(c) => c.encode(now, rng, intent),
@@ -207,13 +207,16 @@ enum Owed {
 pub(super) struct MincaCodec {
     owed: BTreeMap<Topic, VecDeque<Owed>>,
     reads: BTreeMap<Topic, TopicRead>,
+    /// The last `mail`'s blobs decoded by its check, kept between frames (cleared, not freed):
+    /// nearly every frame is a pushed blob, which then costs no allocation to check.
+    blob_bytes: Vec<u8>,
 }
 
 impl MincaCodec {
-    fn encode(&mut self, intent: Intent) -> Vec<String> {
+    fn encode(&mut self, intent: Intent) -> Option<String> {
         let message = match intent {
             // §1.4 has no unwatch: the socket keeps the watch until it closes.
-            Intent::Unwatch(_) => return Vec::new(),
+            Intent::Unwatch(_) => return None,
             Intent::Watch(topic) => {
                 self.owe(&topic, Owed::Watch);
                 ClientMessage::Fetch {
@@ -232,7 +235,7 @@ impl MincaCodec {
             Intent::Ice => ClientMessage::Ice,
             Intent::Ping => ClientMessage::Ping,
         };
-        vec![message.to_text()]
+        Some(message.to_text())
     }
 
     fn owe(&mut self, topic: &Topic, what: Owed) {
@@ -244,7 +247,7 @@ impl MincaCodec {
 
     fn decode(&mut self, text: &str, heard: &mut dyn FnMut(Heard<'_>)) -> Decoded {
         let mut out = Decoded::default();
-        let message = match RelayMessage::read(text) {
+        let message = match RelayMessage::read_into(text, &mut self.blob_bytes) {
             Ok(m) => m,
             Err(_) => {
                 out.malformed = true;
@@ -314,8 +317,13 @@ pub(super) struct NostrCodec {
 }
 
 impl NostrCodec {
-    fn encode(&mut self, now: Timestamp, rng: &mut dyn CryptoRng, intent: Intent) -> Vec<String> {
-        let frame = match intent {
+    fn encode(
+        &mut self,
+        now: Timestamp,
+        rng: &mut dyn CryptoRng,
+        intent: Intent,
+    ) -> Option<String> {
+        match intent {
             // A link at MAX_SUBSCRIPTIONS sends nothing. MAX_ROOMS is no more than it and reads
             // give way to watches (`can_read`), so only a room joined while reads fill the last
             // slots goes unwatched on this socket, until it reopens.
@@ -342,8 +350,7 @@ impl NostrCodec {
             }
             // NIP-01 has neither TURN nor ping (§1.5 maps only §1.1's four operations).
             Intent::Ice | Intent::Ping => None,
-        };
-        frame.into_iter().collect()
+        }
     }
 
     fn decode(

@@ -3,7 +3,8 @@
 //!
 //! The general path reads a frame into a `serde_json::Value` tree, an allocation per member, and
 //! then the members from the tree. Here a frame is read into borrowed strings and numbers, and
-//! the same checks ([`Topic::parse`], [`Blob::parse`], `safe_integer`, `check_seqs`) are applied.
+//! the same checks ([`Topic::parse`], [`Blob::parse`](super::Blob::parse), `safe_integer`,
+//! `check_seqs`) are applied.
 //! These readers answer only where they are sure to answer as the general path would: a field
 //! given twice (the tree keeps the last), an unknown field (serde skips it without the checks a
 //! tree makes: nesting depth, numbers in range, escapes naming characters), `null` where the
@@ -11,13 +12,14 @@
 //! left to the general path, which gives its own answer or error. A `ping` or `pong` is taken
 //! only as this crate writes it, byte for byte; any other spelling goes the general way.
 
+use alloc::borrow::Cow;
 use alloc::vec::Vec;
 
 use serde::Deserialize;
 
 use super::{
-    Blob, ClientMessage, ItemRef, Items, MailRef, PING_TEXT, PONG_TEXT, RelayFrame, RelayWireError,
-    TOPIC_CHARS, Topic, Ttl, safe_integer,
+    ClientFrame, ItemRef, Items, MailRef, PING_TEXT, PONG_TEXT, RelayFrame, RelayWireError,
+    TOPIC_CHARS, Topic, Ttl, check_blob, safe_integer,
 };
 use crate::codec::object::{self, Object, Text, integer_as_written, present};
 
@@ -62,10 +64,10 @@ struct ItemWire<'a> {
     seq: Option<u64>,
 }
 
-/// See [`ClientMessage::from_text_common`].
-pub(super) fn client_message(text: &str) -> Option<ClientMessage> {
+/// See [`super::ClientMessage::from_text_common`].
+pub(super) fn client_frame(text: &str) -> Option<ClientFrame<'_>> {
     if text == PING_TEXT {
-        return Some(ClientMessage::Ping);
+        return Some(ClientFrame::Ping);
     }
     if let Some(drop) = drop_as_written(text) {
         return Some(drop);
@@ -74,28 +76,32 @@ pub(super) fn client_message(text: &str) -> Option<ClientMessage> {
     let topic = Topic::parse(&wire.topic.0).ok()?;
     let optional = |n: Option<u64>, error| n.map(|n| safe_integer(Some(n), error)).transpose();
     match wire.kind.0.as_ref() {
-        "fetch" => Some(ClientMessage::Fetch {
+        "fetch" => Some(ClientFrame::Fetch {
             topic,
             after: optional(wire.after, RelayWireError::BadAfter)
                 .ok()?
                 .unwrap_or(0),
             watch: wire.watch.unwrap_or(false),
         }),
-        "drop" => Some(ClientMessage::Drop {
+        "drop" => Some(ClientFrame::Drop {
             topic,
-            blob: Blob::parse(&wire.blob?.0).ok()?,
+            blob: checked_blob(wire.blob?.0)?,
             ttl: Ttl::from_millis(wire.ttl?).ok()?,
         }),
         _ => None,
     }
 }
 
-/// See [`super::RelayMessage::from_text_common`].
-pub(super) fn relay_frame(text: &str) -> Option<RelayFrame<'_>> {
+/// See [`super::RelayMessage::from_text_common`]; a `mail`'s blobs are decoded into `bytes` when
+/// given (see [`MailRef::checked`]).
+pub(super) fn relay_frame<'a>(
+    text: &'a str,
+    bytes: &mut Option<&'a mut Vec<u8>>,
+) -> Option<RelayFrame<'a>> {
     if text == PONG_TEXT {
         return Some(RelayFrame::Pong);
     }
-    if let Some(mail) = mail_as_written(text) {
+    if let Some(mail) = mail_as_written(text, bytes) {
         return Some(RelayFrame::Mail(mail));
     }
     let wire: MailWire<'_> = object::read(text.as_bytes())?;
@@ -107,7 +113,7 @@ pub(super) fn relay_frame(text: &str) -> Option<RelayFrame<'_>> {
         .into_iter()
         .map(|Object(item)| ItemRef::read(item.blob.0, item.seq))
         .collect();
-    MailRef::checked(wire.topic.0, items, wire.more.unwrap_or(false))
+    MailRef::checked(wire.topic.0, items, wire.more.unwrap_or(false), bytes)
         .ok()
         .map(RelayFrame::Mail)
 }
@@ -122,7 +128,7 @@ pub(super) fn relay_frame(text: &str) -> Option<RelayFrame<'_>> {
 /// closes them: a topic that passes its check is [`TOPIC_CHARS`] long, and a blob that passes
 /// its check holds no quote, so where the checks pass the blob ends where the search would have
 /// stopped, without a pass over it before its decode (a pushed blob is nearly every frame).
-fn mail_as_written(text: &str) -> Option<MailRef<'_>> {
+fn mail_as_written<'a>(text: &'a str, bytes: &mut Option<&'a mut Vec<u8>>) -> Option<MailRef<'a>> {
     let rest = text.strip_prefix(r#"{"type":"mail","topic":""#)?;
     let topic = rest.get(..TOPIC_CHARS)?;
     let rest = rest.get(TOPIC_CHARS..)?.strip_prefix(r#"","items":["#)?;
@@ -133,12 +139,12 @@ fn mail_as_written(text: &str) -> Option<MailRef<'_>> {
     if let Some(item) = only_item(items) {
         let mut one = Items::default();
         one.push(item);
-        if let Ok(mail) = MailRef::checked(topic.into(), one, more) {
+        if let Ok(mail) = MailRef::checked(topic.into(), one, more, bytes) {
             return Some(mail);
         }
     }
     // Several items (a page), or a lone one that failed its checks: read front to back.
-    MailRef::checked(topic.into(), items_as_written(items)?, more).ok()
+    MailRef::checked(topic.into(), items_as_written(items)?, more, bytes).ok()
 }
 
 /// The one item `items` (the text between a `mail`'s brackets) would be, read from its end: the
@@ -183,12 +189,12 @@ fn items_as_written(mut rest: &str) -> Option<Items<'_>> {
     }
 }
 
-/// A `drop` exactly as [`ClientMessage::to_text`] writes it, read by position as
-/// [`mail_as_written`] reads a `mail`, and for the same reasons. The blob is read back from the
-/// frame's end: where this answers, the quote closing the blob is followed by nothing but
-/// `,"ttl":`, digits and `}`, so it is the first quote after the blob's start, the one a search
-/// from the front stops at.
-fn drop_as_written(text: &str) -> Option<ClientMessage> {
+/// A `drop` exactly as [`ClientMessage::to_text`](super::ClientMessage::to_text) writes it, read
+/// by position as [`mail_as_written`] reads a `mail`, and for the same reasons. The blob is read
+/// back from the frame's end: where this answers, the quote closing the blob is followed by
+/// nothing but `,"ttl":`, digits and `}`, so it is the first quote after the blob's start, the
+/// one a search from the front stops at.
+fn drop_as_written(text: &str) -> Option<ClientFrame<'_>> {
     let rest = text.strip_prefix(r#"{"type":"drop","topic":""#)?;
     let topic = rest.get(..TOPIC_CHARS)?;
     let rest = rest.get(TOPIC_CHARS..)?.strip_prefix(r#"","blob":""#)?;
@@ -197,16 +203,22 @@ fn drop_as_written(text: &str) -> Option<ClientMessage> {
     let (rest, number) = rest.split_at(rest.len() - digits);
     let (ttl, _) = integer_as_written(number)?;
     let blob = rest.strip_suffix(r#"","ttl":"#)?;
-    Some(ClientMessage::Drop {
+    Some(ClientFrame::Drop {
         topic: Topic::parse(topic).ok()?,
-        blob: Blob::parse(blob).ok()?,
+        blob: checked_blob(blob.into())?,
         ttl: Ttl::from_millis(ttl).ok()?,
     })
 }
 
+/// `blob` where it passes [`super::Blob::parse`]'s check, kept as it was read.
+fn checked_blob(blob: Cow<'_, str>) -> Option<Cow<'_, str>> {
+    check_blob(&blob).ok()?;
+    Some(blob)
+}
+
 #[cfg(test)]
 mod tests {
-    use super::super::RelayMessage;
+    use super::super::{Blob, ClientMessage, RelayMessage};
     use super::*;
     use alloc::format;
     use alloc::string::String;
@@ -237,7 +249,31 @@ mod tests {
             RelayMessage::parse_tree(text),
             "{text}"
         );
+        reads_agree(text);
         usize::from(client.is_some()) + usize::from(relay.is_some())
+    }
+
+    /// The borrowed readers answer as the owned ones: a relay's frame read into a buffer that
+    /// held other bytes, with each blob's bytes what its [`Blob`] decodes to, and a client's
+    /// frame with its blob as checked text.
+    fn reads_agree(text: &str) {
+        let mut bytes = vec![7; 5];
+        let read = RelayMessage::read_into(text, &mut bytes);
+        assert_eq!(read, RelayMessage::read(text), "{text}");
+        assert_eq!(
+            read.clone().map(RelayMessage::from),
+            RelayMessage::parse(text)
+        );
+        if let Ok(RelayFrame::Mail(mail)) = &read {
+            for (blob, decoded) in mail.blobs_decoded() {
+                assert_eq!(Blob::parse(blob).map(|b| b.to_bytes()), Ok(decoded.into()));
+            }
+        }
+        let frame = ClientMessage::read(text);
+        if let Ok(ClientFrame::Drop { blob, .. }) = &frame {
+            assert!(Blob::parse(blob).is_ok(), "{text}");
+        }
+        assert_eq!(frame.map(ClientMessage::from), ClientMessage::parse(text));
     }
 
     fn texts() -> vec::Vec<String> {
@@ -410,7 +446,10 @@ mod tests {
                 more,
             };
             let text = RelayMessage::Mail(mail.clone()).to_text();
-            assert_eq!(mail_as_written(&text).map(|m| m.to_mail()), Some(mail));
+            assert_eq!(
+                mail_as_written(&text, &mut None).map(|m| m.to_mail()),
+                Some(mail)
+            );
         }
         for ttl in [0, 1, super::super::MAX_SAFE_INTEGER] {
             let drop = ClientMessage::Drop {
@@ -418,7 +457,10 @@ mod tests {
                 blob: Blob::parse("AQID").unwrap(),
                 ttl: Ttl::from_millis(ttl).unwrap(),
             };
-            assert_eq!(drop_as_written(&drop.to_text()), Some(drop));
+            assert_eq!(
+                drop_as_written(&drop.to_text()).map(ClientMessage::from),
+                Some(drop)
+            );
         }
     }
 }

@@ -463,6 +463,9 @@ pub struct Rendezvous<R> {
     ignored: BTreeMap<Ignored, u64>,
     /// Hellos back not said because the peer was admitted with the same box.
     hello_backs_spared: u64,
+    /// The last text a signature was made or checked over (§2's `sig`), kept between messages
+    /// (cleared, not freed): rule 2 checks one on nearly every message acted on.
+    signed: String,
     /// What [`Machine::poll_timeout`] answers, kept after every input: the host asks after every
     /// event of the node, most of which are not this machine's.
     wakeup: Option<Wakeup>,
@@ -496,6 +499,7 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
             out: VecDeque::new(),
             ignored: BTreeMap::new(),
             hello_backs_spared: 0,
+            signed: String::new(),
             // No room and no time acted on: nothing to wake for.
             wakeup: None,
         })
@@ -567,7 +571,8 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
         let Some(state) = self.rooms.get(topic) else {
             return;
         };
-        let Some(sig) = auth::sign(self.crypto, &self.session, &message.signed_text(topic)) else {
+        message.view().write_signed_text(topic, &mut self.signed);
+        let Some(sig) = auth::sign(self.crypto, &self.session, &self.signed) else {
             // Unreachable: the session key was checked at construction.
             return;
         };
@@ -788,12 +793,8 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
             return Err(Ignored::RoomFull);
         }
         // Rule 2, the costly part.
-        if !auth::verify_by(
-            self.crypto,
-            &from_key,
-            &message.signed_text(topic),
-            message.sig,
-        ) {
+        message.write_signed_text(topic, &mut self.signed);
+        if !auth::verify_by(self.crypto, &from_key, &self.signed, message.sig) {
             return Err(Ignored::BadSignature);
         }
         if !box_checked && !self.crypto.p256_is_point(&sender_box) {
@@ -866,7 +867,8 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
         {
             peer.offer = Some((at, sender_box));
         }
-        let room = state.room.clone();
+        // Cloned per output: a hello answered with a hello back (or none) needs only the first.
+        let room = &state.room;
         // The box decoder is strict (one accepted spelling per point), so the text the box came
         // in is its encoding.
         let peer_box = if peer.newest.1 == sender_box {
@@ -881,14 +883,14 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
         });
         match signal {
             Some((kind, description)) => self.out.push_back(Output::SignalReceived {
-                room,
+                room: room.clone(),
                 from: message.from.into(),
                 kind,
                 description,
             }),
             None if js::cmp(message.from, &self.did).is_gt() => {
                 self.out.push_back(Output::OfferTo {
-                    room,
+                    room: room.clone(),
                     did: message.from.into(),
                 });
             }
@@ -897,9 +899,16 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
         }
     }
 
+    /// `room`'s topic and state, if joined. Found by the room rather than by its topic: the mesh
+    /// reports every admission and sends every signal by room, and a topic is a SHA-256 and a new
+    /// string. A topic is a function of its room, so this finds the state the topic would.
+    fn joined(&mut self, room: &Room) -> Option<(&str, &mut RoomState)> {
+        self.rooms.iter_mut().find(|(_, state)| state.room == *room)
+    }
+
     /// Remembers whether the mesh has `peer` admitted in `room` (bounded like the room).
     fn set_admitted(&mut self, room: &Room, peer: String, admitted: bool) {
-        let Some(state) = self.rooms.get_mut(&room.topic(self.crypto)) else {
+        let Some((_, state)) = self.joined(room) else {
             return;
         };
         if !admitted {
@@ -917,21 +926,21 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
         kind: SignalKind,
         description: Value,
     ) {
-        let topic = room.topic(self.crypto);
-        let recipient = match self.rooms.get_mut(&topic) {
+        let recipient = match self.joined(&room) {
             None => Err(NotSent::NotInRoom),
-            Some(state) => {
+            Some((topic, state)) => {
                 state.forget_unheard(now);
                 match (state.peers.get(&to), kind) {
                     (None, _) => Err(NotSent::UnknownPeer),
-                    (Some(p), SignalKind::Offer) => Ok(p.newest.1),
-                    (Some(p), SignalKind::Answer) => {
-                        p.offer.map(|(_, b)| b).ok_or(NotSent::NoOffer)
-                    }
+                    (Some(p), SignalKind::Offer) => Ok((String::from(topic), p.newest.1)),
+                    (Some(p), SignalKind::Answer) => p
+                        .offer
+                        .map(|(_, b)| (String::from(topic), b))
+                        .ok_or(NotSent::NoOffer),
                 }
             }
         };
-        let recipient = match recipient {
+        let (topic, recipient) = match recipient {
             Ok(r) => r,
             Err(reason) => {
                 self.out.push_back(Output::SignalNotSent {
