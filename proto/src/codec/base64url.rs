@@ -38,6 +38,24 @@ pub fn decode_array<const N: usize>(text: &str) -> Result<[u8; N], DecodeError> 
     super::to_array(decode(text)?)
 }
 
+/// [`decode`] appending the bytes to `out` rather than to a vector of their own, for a reader that
+/// keeps one buffer for many texts. `out` is left as it was on an error.
+pub fn decode_append(text: &str, out: &mut Vec<u8>) -> Result<(), DecodeError> {
+    // In place when the text is good; anything else through `decode`, whose error is the one to
+    // give (the same engine, so the two accept the same texts).
+    let start = out.len();
+    if let Ok(len) = BASE64URL_NOPAD.decode_len(text.len()) {
+        out.resize(start + len, 0);
+        if let Ok(written) = BASE64URL_NOPAD.decode_mut(text.as_bytes(), &mut out[start..]) {
+            out.truncate(start + written);
+            return Ok(());
+        }
+        out.truncate(start);
+    }
+    out.extend_from_slice(&decode(text)?);
+    Ok(())
+}
+
 /// `b`'s value as a base64url digit, if it is one.
 fn digit(b: u8) -> Option<u8> {
     match b {
@@ -93,6 +111,30 @@ pub fn check(text: &str) -> Result<(), DecodeError> {
 mod tests {
     use super::*;
     use alloc::vec;
+
+    #[test]
+    fn decode_append_gives_what_decode_gives_and_leaves_the_buffer_on_an_error() {
+        // Every text of up to four characters over digits, both alphabets' extras, padding and a
+        // stranger: good texts, bad lengths, bad characters, padding and non-zero trailing bits.
+        let chars = ['A', 'Q', 'z', '-', '_', '+', '/', '=', ' '];
+        let mut texts = vec![String::new()];
+        for _ in 0..4 {
+            let longer: Vec<String> = texts
+                .iter()
+                .filter(|t| t.len() == texts.last().map_or(0, String::len))
+                .flat_map(|t| chars.iter().map(move |c| alloc::format!("{t}{c}")))
+                .collect();
+            texts.extend(longer);
+        }
+        for text in &texts {
+            let mut out = vec![9, 9];
+            let got = decode_append(text, &mut out).map(|()| out[2..].to_vec());
+            assert_eq!(got, decode(text), "{text:?}");
+            if got.is_err() {
+                assert_eq!(out, [9, 9], "{text:?}");
+            }
+        }
+    }
 
     #[test]
     fn rfc4648_vectors_without_padding() {

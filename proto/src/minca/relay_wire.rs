@@ -32,7 +32,6 @@ use core::borrow::Borrow;
 use core::fmt;
 use core::fmt::Write as _;
 use core::ops::Range;
-use data_encoding::BASE64URL_NOPAD;
 
 use serde_json::{Map, Value};
 
@@ -263,27 +262,11 @@ fn check_blob(text: &str) -> Result<(), RelayWireError> {
 }
 
 /// [`check_blob`], appending the bytes its base64url check decodes to `out`: for a blob its
-/// reader hands on to be opened, which would otherwise decode it a second time. Decoded in place
-/// when [`base64url::decode`] would accept the text (the same engine, as
-/// [`base64url::decode_array`] does); any other text goes through [`base64url::decode`], whose
-/// answer is the one to give. `out` is left as it was on an error.
+/// reader hands on to be opened, which would otherwise decode it a second time. `out` is left as
+/// it was on an error.
 fn decode_blob_into(text: &str, out: &mut Vec<u8>) -> Result<(), RelayWireError> {
     check_blob_length(text)?;
-    let start = out.len();
-    if let Ok(len) = BASE64URL_NOPAD.decode_len(text.len()) {
-        out.resize(start + len, 0);
-        if let Some(written) = out
-            .get_mut(start..)
-            .and_then(|room| BASE64URL_NOPAD.decode_mut(text.as_bytes(), room).ok())
-        {
-            out.truncate(start + written);
-            return Ok(());
-        }
-        out.truncate(start);
-    }
-    let bytes = base64url::decode(text).map_err(|_| RelayWireError::BadBlob)?;
-    out.extend_from_slice(&bytes);
-    Ok(())
+    base64url::decode_append(text, out).map_err(|_| RelayWireError::BadBlob)
 }
 
 /// What a blob must be besides base64url: not empty, and not longer than [`MAX_BLOB_CHARS`].
