@@ -31,7 +31,7 @@
 //! Report: the time to a full mesh, relay messages per node, signals forwarded per node, replays
 //! the rendezvous ignored, and the link layer's counters ([`crate::link::LinkStats`]).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::fmt;
 use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr};
@@ -60,14 +60,16 @@ mod admitted;
 mod by_conn;
 mod by_id;
 mod checked;
+mod node_input;
 mod passed;
 mod sent;
 mod severed;
 
 use admitted::Admitted;
-use by_conn::ByConn;
+use by_conn::{ByConn, ConnSet};
 use by_id::ById;
 use checked::{LastSent, Numbers};
+use node_input::NodeInput;
 use passed::Passed;
 use severed::Severed;
 
@@ -435,36 +437,6 @@ struct Via {
     from: usize,
 }
 
-/// A node's input as it waits in the event queue: a peer's frame or a relay's text (most of a
-/// run's events) as they are, any other boxed. `node::Input` is about 110 bytes for its rare
-/// largest kinds (`Join`, `Send`), and every queued event took that much.
-#[derive(Debug)]
-enum NodeInput {
-    PeerFrame { conn: ConnId, bytes: Vec<u8> },
-    RelayText { conn: ConnId, text: String },
-    Other(Box<node::Input>),
-}
-
-impl From<node::Input> for NodeInput {
-    fn from(input: node::Input) -> Self {
-        match input {
-            node::Input::PeerFrame { conn, bytes } => Self::PeerFrame { conn, bytes },
-            node::Input::RelayText { conn, text } => Self::RelayText { conn, text },
-            other => Self::Other(Box::new(other)),
-        }
-    }
-}
-
-impl From<NodeInput> for node::Input {
-    fn from(input: NodeInput) -> Self {
-        match input {
-            NodeInput::PeerFrame { conn, bytes } => Self::PeerFrame { conn, bytes },
-            NodeInput::RelayText { conn, text } => Self::RelayText { conn, text },
-            NodeInput::Other(input) => *input,
-        }
-    }
-}
-
 #[derive(Debug)]
 enum Ev {
     /// An input for a node (held while it sleeps).
@@ -538,8 +510,9 @@ struct NodeSlot {
     live_from: BTreeSet<u32>,
     /// The space the node is in.
     space: usize,
-    /// Pending local descriptions this node made, by connection.
-    conns: BTreeMap<ConnId, String>,
+    /// The connections this node made a local description for and has not closed: only
+    /// whether one is pending is ever asked, so the descriptions themselves are not kept.
+    conns: ConnSet,
     /// The node's open relay sockets by its connection id (a relay's side needs no such
     /// table: [`Net::relay_socket`]).
     sockets: ByConn,
@@ -561,6 +534,9 @@ struct Net<'a> {
     end_faults: Timestamp,
     queue: Queue<Ev>,
     relays: Vec<RelaySlot>,
+    /// How each relay's port appears in a URL a node dials, by relay number: written once and
+    /// not at every dial (a run dials tens of thousands of times).
+    dial_needles: Vec<String>,
     nodes: Vec<NodeSlot>,
     /// Each node's [`Clock`], by node number.
     clocks: Vec<Clock>,
@@ -596,15 +572,6 @@ struct Net<'a> {
     severed: Severed,
     trace: Trace<'a>,
     report: Report,
-}
-
-fn fingerprint(n: usize) -> String {
-    format!(
-        "sha-256 {:02X}:{:02X}:{:02X}",
-        n >> 16 & 0xff,
-        n >> 8 & 0xff,
-        n & 0xff
-    )
 }
 
 fn space_id(s: usize) -> String {
@@ -690,7 +657,7 @@ impl<'a> Net<'a> {
                     passed: Passed::default(),
                     live_from: BTreeSet::new(),
                     space: n % sc.spaces.max(1),
-                    conns: BTreeMap::new(),
+                    conns: ConnSet::default(),
                     sockets: ByConn::default(),
                     links: ByConn::default(),
                 }
@@ -713,6 +680,9 @@ impl<'a> Net<'a> {
             end_faults: START + sc.duration,
             queue: Queue::new(),
             relays,
+            dial_needles: (0..sc.relays)
+                .map(|r| format!(":{}/", usize::from(FIRST_PORT) + r))
+                .collect(),
             nodes,
             clocks,
             numbers: Numbers::new(dids),
@@ -1071,7 +1041,7 @@ impl<'a> Net<'a> {
         }
         if let node::Input::PeerClosed { conn } = input {
             // The description of a closed connection can answer nothing any more.
-            self.nodes[n].conns.remove(&conn);
+            self.nodes[n].conns.remove(conn);
         }
         let now = self.local(n);
         self.nodes[n].node.handle(now, input);
@@ -1116,9 +1086,10 @@ impl<'a> Net<'a> {
     fn node_output(&mut self, n: usize, out: node::Output) -> Check {
         match out {
             node::Output::Dial { conn, url, .. } => {
-                let r = (FIRST_PORT..)
-                    .take(self.relays.len())
-                    .position(|p| url.contains(&format!(":{p}/")))
+                let r = self
+                    .dial_needles
+                    .iter()
+                    .position(|needle| url.contains(needle.as_str()))
                     .expect("nodes dial only the scenario's relays");
                 let latency = self.links.latency();
                 if self.separated(n, self.relay_place(r)) {
@@ -1231,7 +1202,7 @@ impl<'a> Net<'a> {
             }
             node::Output::CreateOffer { conn, .. } => {
                 let sdp = format!("offer {n} {}", conn.0);
-                self.nodes[n].conns.insert(conn, sdp.clone());
+                self.nodes[n].conns.insert(conn);
                 self.after(
                     Duration::from_millis(1),
                     Ev::Node {
@@ -1242,7 +1213,7 @@ impl<'a> Net<'a> {
             }
             node::Output::CreateAnswer { conn, offer, .. } => {
                 let sdp = format!("answer {n} {} {offer}", conn.0);
-                self.nodes[n].conns.insert(conn, sdp.clone());
+                self.nodes[n].conns.insert(conn);
                 self.after(
                     Duration::from_millis(1),
                     Ev::Node {
@@ -1254,7 +1225,7 @@ impl<'a> Net<'a> {
             node::Output::ApplyAnswer { conn, answer } => self.apply_answer(n, conn, &answer)?,
             node::Output::PeerSend { conn, bytes } => self.peer_send(n, conn, bytes)?,
             node::Output::PeerClose { conn } => {
-                self.nodes[n].conns.remove(&conn);
+                self.nodes[n].conns.remove(conn);
                 if let Some(id) = self.nodes[n].links.get(conn) {
                     self.close_link(id, Some(n));
                 }
@@ -1309,8 +1280,11 @@ impl<'a> Net<'a> {
 
     fn apply_answer(&mut self, n: usize, conn: ConnId, answer: &str) -> Check {
         // "answer {m} {conn_m} offer {n} {conn_n}"
-        let parts: Vec<&str> = answer.split(' ').collect();
-        let [_, m, cm, _, on, oc] = parts[..] else {
+        let mut parts = answer.split(' ');
+        let mut part = || parts.next();
+        let (Some(_), Some(m), Some(cm), Some(_), Some(on), Some(oc), None) =
+            (part(), part(), part(), part(), part(), part(), part())
+        else {
             return Ok(());
         };
         let (Ok(m), Ok(cm), Ok(on), Ok(oc)) = (
@@ -1323,10 +1297,10 @@ impl<'a> Net<'a> {
         };
         let cm = ConnId(cm);
         // The answer must be to this very offer, and its maker must still hold the connection.
-        if on != n || oc != conn.0 || !self.nodes[m].conns.contains_key(&cm) {
+        if on != n || oc != conn.0 || !self.nodes[m].conns.contains(cm) {
             return Ok(());
         }
-        if !self.nodes[n].conns.contains_key(&conn) {
+        if !self.nodes[n].conns.contains(conn) {
             return Ok(());
         }
         if self.separated(n, m) {
@@ -1375,12 +1349,7 @@ impl<'a> Net<'a> {
                 opened,
                 Ev::NodeVia {
                     n: a,
-                    input: node::Input::PeerOpened {
-                        conn: ca,
-                        local_fingerprint: fingerprint(a),
-                        remote_fingerprint: fingerprint(b),
-                    }
-                    .into(),
+                    input: NodeInput::peer_opened(ca, a, b),
                     via,
                 },
             );
