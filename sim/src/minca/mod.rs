@@ -69,7 +69,7 @@ use admitted::Admitted;
 use by_conn::{ByConn, ConnSet};
 use by_id::ById;
 use checked::{LastSent, Numbers};
-use node_input::NodeInput;
+use node_input::{ConnEvent, NodeInput};
 use passed::Passed;
 use severed::Severed;
 
@@ -1099,7 +1099,10 @@ impl<'a> Net<'a> {
                         latency * 2,
                         Ev::Node {
                             n,
-                            input: node::Input::RelayDialFailed { conn }.into(),
+                            input: NodeInput::Conn {
+                                conn,
+                                what: ConnEvent::RelayDialFailed,
+                            },
                         },
                     );
                     return Ok(());
@@ -1113,7 +1116,10 @@ impl<'a> Net<'a> {
                         latency * 2,
                         Ev::Node {
                             n,
-                            input: node::Input::RelayDialFailed { conn }.into(),
+                            input: NodeInput::Conn {
+                                conn,
+                                what: ConnEvent::RelayDialFailed,
+                            },
                         },
                     );
                     return Ok(());
@@ -1163,7 +1169,10 @@ impl<'a> Net<'a> {
                     node_opened,
                     Ev::NodeVia {
                         n,
-                        input: node::Input::RelayOpened { conn }.into(),
+                        input: NodeInput::Conn {
+                            conn,
+                            what: ConnEvent::RelayOpened,
+                        },
                         via,
                     },
                 );
@@ -1207,7 +1216,7 @@ impl<'a> Net<'a> {
                     Duration::from_millis(1),
                     Ev::Node {
                         n,
-                        input: node::Input::LocalDescription { conn, sdp }.into(),
+                        input: NodeInput::LocalDescription { conn, sdp },
                     },
                 );
             }
@@ -1218,7 +1227,7 @@ impl<'a> Net<'a> {
                     Duration::from_millis(1),
                     Ev::Node {
                         n,
-                        input: node::Input::LocalDescription { conn, sdp }.into(),
+                        input: NodeInput::LocalDescription { conn, sdp },
                     },
                 );
             }
@@ -1311,7 +1320,10 @@ impl<'a> Net<'a> {
                     ICE_FAILURE,
                     Ev::Node {
                         n: a,
-                        input: node::Input::PeerClosed { conn: ca }.into(),
+                        input: NodeInput::Conn {
+                            conn: ca,
+                            what: ConnEvent::PeerClosed,
+                        },
                     },
                 );
             }
@@ -1410,7 +1422,7 @@ impl<'a> Net<'a> {
             at,
             Ev::NodeVia {
                 n: m,
-                input: node::Input::PeerFrame { conn: cm, bytes }.into(),
+                input: NodeInput::PeerFrame { conn: cm, bytes },
                 via,
             },
         );
@@ -1442,7 +1454,10 @@ impl<'a> Net<'a> {
                 at,
                 Ev::Node {
                     n: s.node,
-                    input: node::Input::RelayClosed { conn: s.node_conn }.into(),
+                    input: NodeInput::Conn {
+                        conn: s.node_conn,
+                        what: ConnEvent::RelayClosed,
+                    },
                 },
             );
         }
@@ -1465,7 +1480,10 @@ impl<'a> Net<'a> {
                     at,
                     Ev::Node {
                         n,
-                        input: node::Input::PeerClosed { conn }.into(),
+                        input: NodeInput::Conn {
+                            conn,
+                            what: ConnEvent::PeerClosed,
+                        },
                     },
                 );
             }
@@ -1542,11 +1560,10 @@ impl<'a> Net<'a> {
                             at,
                             Ev::NodeVia {
                                 n,
-                                input: node::Input::RelayText {
+                                input: NodeInput::RelayText {
                                     conn: node_conn,
                                     text,
-                                }
-                                .into(),
+                                },
                                 via,
                             },
                         );

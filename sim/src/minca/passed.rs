@@ -4,37 +4,11 @@
 //! node passes come in groups of one signal and about eleven peers. Kept as one entry a signal
 //! with its peers beside it, the memory holds a signal's name once rather than once a peer:
 //! a tree a tenth the size, and about a fifth of the bytes, for the same set of pairs. The
-//! peers sit in the entry itself up to a space's worth ([`INLINE_PEERS`]): a vector of them grown
-//! one by one cost three allocations a signal, the largest count of the simulator's own.
+//! peer lists of forgotten signals are kept, emptied, for the next signals: a list grown anew
+//! one peer at a time cost three allocations a signal, the largest count of the simulator's
+//! own, and the tree holds only a list's number, so its entries are as small as before.
 
 use std::collections::BTreeMap;
-
-/// Peers an entry holds in place before the rest go to the heap: a space of
-/// [`super::SCALE_SPACE_NODES`] gives a node eleven peers to pass a signal to. A simulator
-/// tuning, no protocol value: a larger space still works, one allocation a signal dearer.
-const INLINE_PEERS: usize = super::SCALE_SPACE_NODES - 1;
-
-/// One signal's peers, in the order it went to them: the first [`INLINE_PEERS`] in place.
-#[derive(Debug, Default)]
-struct Peers {
-    len: usize,
-    inline: [u32; INLINE_PEERS],
-    more: Vec<u32>,
-}
-
-impl Peers {
-    fn contains(&self, peer: u32) -> bool {
-        self.inline[..self.len.min(INLINE_PEERS)].contains(&peer) || self.more.contains(&peer)
-    }
-
-    fn push(&mut self, peer: u32) {
-        match self.inline.get_mut(self.len) {
-            Some(slot) => *slot = peer,
-            None => self.more.push(peer),
-        }
-        self.len += 1;
-    }
-}
 
 /// A signal's name: its `at`, then its origin and target by node number. `at` comes first so
 /// the oldest are forgotten from the front.
@@ -44,17 +18,31 @@ type Name = (u64, u32, u32);
 /// docs](self).
 #[derive(Debug, Default)]
 pub(super) struct Passed {
-    /// Each signal's peers, in the order it went to them.
-    by_signal: BTreeMap<Name, Peers>,
+    /// Each signal's peer list, by its number in `lists`.
+    by_signal: BTreeMap<Name, usize>,
+    /// Peer lists, each in the order its signal went to them: a remembered signal's, or free.
+    lists: Vec<Vec<u32>>,
+    /// The free lists' numbers, each list empty and keeping its buffer.
+    free: Vec<usize>,
 }
 
 impl Passed {
     /// Notes that the signal named (`at`, `origin`, `target`) went to `peer`; `false` when it
     /// had gone to that peer before.
     pub(super) fn insert(&mut self, at: u64, origin: u32, target: u32, peer: u32) -> bool {
-        let peers = self.by_signal.entry((at, origin, target)).or_default();
+        let (lists, free) = (&mut self.lists, &mut self.free);
+        let list = *self
+            .by_signal
+            .entry((at, origin, target))
+            .or_insert_with(|| {
+                free.pop().unwrap_or_else(|| {
+                    lists.push(Vec::new());
+                    lists.len() - 1
+                })
+            });
+        let peers = &mut self.lists[list];
         // A room holds at most 64 peers, so the scan is short.
-        if peers.contains(peer) {
+        if peers.contains(&peer) {
             return false;
         }
         peers.push(peer);
@@ -68,7 +56,10 @@ impl Passed {
             .first_key_value()
             .is_some_and(|(&(at, ..), _)| at < oldest)
         {
-            self.by_signal.pop_first();
+            if let Some((_, list)) = self.by_signal.pop_first() {
+                self.lists[list].clear();
+                self.free.push(list);
+            }
         }
     }
 
@@ -77,7 +68,7 @@ impl Passed {
     pub(super) fn ats(&self) -> impl Iterator<Item = u64> + '_ {
         self.by_signal
             .iter()
-            .flat_map(|(&(at, ..), peers)| (0..peers.len).map(move |_| at))
+            .flat_map(|(&(at, ..), &list)| self.lists[list].iter().map(move |_| at))
     }
 }
 
@@ -103,7 +94,7 @@ mod tests {
             let (origin, target, peer) = (
                 (r >> 8) as u32 % 4,
                 (r >> 16) as u32 % 4,
-                // A space's worth of peers mostly, now and then more than an entry holds in place.
+                // A space's worth of peers mostly, now and then a room's.
                 (r >> 24) as u32 % if r >> 61 == 0 { 40 } else { 12 },
             );
             assert_eq!(
