@@ -720,10 +720,12 @@ impl<'a> Net<'a> {
         self.at(self.now + d, ev);
     }
 
-    fn log(&mut self, what: &str, detail: Value) {
+    /// Writes a trace line: `detail` is built only when a trace is written, as every value a
+    /// `json!` makes is a map and strings on the heap (five allocations a peer connection).
+    fn log(&mut self, what: &str, detail: impl FnOnce() -> Value) {
         if self.trace.is_on() {
             self.trace
-                .line(self.now, json!({ "ev": what, "d": detail }));
+                .line(self.now, json!({ "ev": what, "d": detail() }));
         }
     }
 
@@ -872,10 +874,10 @@ impl<'a> Net<'a> {
         let p = self
             .links
             .partition(places, &self.partition_regions, self.now, self.end_faults);
-        self.log(
-            "partition",
-            json!({ "small": p.small_side(), "until": p.until.as_millis().saturating_sub(START.as_millis()) }),
-        );
+        self.log("partition", || {
+            let until = p.until.as_millis().saturating_sub(START.as_millis());
+            json!({ "small": p.small_side(), "until": until })
+        });
         self.at(p.until, Ev::PartitionHeal);
         self.partition = Some(p);
         let sockets = self
@@ -925,7 +927,7 @@ impl<'a> Net<'a> {
             Ev::PartitionHeal => {
                 if self.partition.as_ref().is_some_and(|p| p.until <= self.now) {
                     self.partition = None;
-                    self.log("partition-heal", json!({}));
+                    self.log("partition-heal", || json!({}));
                 }
             }
             Ev::Relay { r, life, input } => {
@@ -939,7 +941,7 @@ impl<'a> Net<'a> {
             Ev::Join { n } => {
                 let space = space_id(self.nodes[n].space);
                 let join = Join::space(crypto(), &space, RoomKind::PublicSpace, None);
-                self.log("join", json!({ "node": n }));
+                self.log("join", || json!({ "node": n }));
                 self.give_node(n, node::Input::Join(join))?;
             }
             Ev::SocketDrop => {
@@ -947,7 +949,7 @@ impl<'a> Net<'a> {
                     let pick = self.rng.next_u64() as usize % self.sockets.len();
                     let id = self.sockets.ids(|_| true)[pick];
                     self.report.drops += 1;
-                    self.log("socket-drop", json!({ "socket": id }));
+                    self.log("socket-drop", || json!({ "socket": id }));
                     self.close_socket(id, true, true);
                 }
                 self.schedule_fault(self.sc.faults.socket_drop_every, Ev::SocketDrop);
@@ -957,7 +959,7 @@ impl<'a> Net<'a> {
                     let pick = self.rng.next_u64() as usize % self.links_open.len();
                     let id = self.links_open.ids(|_| true)[pick];
                     self.report.drops += 1;
-                    self.log("peer-drop", json!({ "link": id }));
+                    self.log("peer-drop", || json!({ "link": id }));
                     self.close_link(id, None);
                 }
                 self.schedule_fault(self.sc.faults.peer_drop_every, Ev::PeerDrop);
@@ -966,7 +968,7 @@ impl<'a> Net<'a> {
                 let r = self.rng.next_u64() as usize % self.relays.len();
                 if self.relays[r].server.is_some() {
                     self.report.relay_restarts += 1;
-                    self.log("relay-down", json!({ "relay": r }));
+                    self.log("relay-down", || json!({ "relay": r }));
                     self.relays[r].server = None;
                     self.relays[r].life += 1;
                     let ids = self.sockets.ids(|s| s.relay == r);
@@ -980,7 +982,7 @@ impl<'a> Net<'a> {
                 self.schedule_fault(self.sc.faults.relay_restart_every, Ev::RelayRestart);
             }
             Ev::RelayUp { r } => {
-                self.log("relay-up", json!({ "relay": r }));
+                self.log("relay-up", || json!({ "relay": r }));
                 let life = u64::from(self.relays[r].life);
                 self.relays[r].server = Some(RelayServer::new(
                     RelayConfig { turn: None },
@@ -994,7 +996,7 @@ impl<'a> Net<'a> {
                 if !self.clocks[n].asleep {
                     self.report.sleeps += 1;
                     let d = uniform(&mut self.rng, self.sc.faults.sleep);
-                    self.log("sleep", json!({ "node": n, "ms": d.as_millis() as u64 }));
+                    self.log("sleep", || json!({ "node": n, "ms": d.as_millis() as u64 }));
                     self.clocks[n].asleep = true;
                     self.timers.arm(n, None);
                     // A data channel does not outlive a long sleep: its peers see it fail.
@@ -1009,7 +1011,7 @@ impl<'a> Net<'a> {
                 self.schedule_fault(self.sc.faults.sleep_every, Ev::Sleep);
             }
             Ev::Wake { n } => {
-                self.log("wake", json!({ "node": n }));
+                self.log("wake", || json!({ "node": n }));
                 self.clocks[n].asleep = false;
                 let held = std::mem::take(&mut self.nodes[n].held);
                 for input in held {
@@ -1351,7 +1353,7 @@ impl<'a> Net<'a> {
         self.nodes[n].links.insert(conn, id);
         self.nodes[m].links.insert(cm, id);
         self.report.peer_connections += 1;
-        self.log("peer-open", json!({ "a": n, "b": m }));
+        self.log("peer-open", || json!({ "a": n, "b": m }));
         for (a, ca, b) in [(n, conn, m), (m, cm, n)] {
             let via = Via {
                 stream: Stream::Link(id),
@@ -1590,7 +1592,8 @@ impl<'a> Net<'a> {
     fn check_full_mesh(&mut self) {
         if self.admitted_pairs == self.full_mesh_target && self.report.full_mesh_at.is_none() {
             self.report.full_mesh_at = Some(self.now.saturating_duration_since(START));
-            self.log("full-mesh", json!({ "pairs": self.admitted_pairs }));
+            let pairs = self.admitted_pairs;
+            self.log("full-mesh", || json!({ "pairs": pairs }));
         }
     }
 
