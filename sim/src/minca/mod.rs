@@ -574,6 +574,18 @@ struct Net<'a> {
     report: Report,
 }
 
+/// Room a local description is written in at once: `format!` sizes its buffer from the literal
+/// text alone, short of an answer (which holds the offer), and grew it once a connection.
+const DESCRIPTION_BYTES: usize = 64;
+
+/// A simulated local description, written in one allocation.
+fn description(args: fmt::Arguments<'_>) -> String {
+    let mut sdp = String::with_capacity(DESCRIPTION_BYTES);
+    // Writing to a string fails only if a `Display` does, and numbers and strings do not.
+    let _ = fmt::write(&mut sdp, args);
+    sdp
+}
+
 fn space_id(s: usize) -> String {
     format!("{SPACE}-{s}")
 }
@@ -1212,7 +1224,7 @@ impl<'a> Net<'a> {
                 }
             }
             node::Output::CreateOffer { conn, .. } => {
-                let sdp = format!("offer {n} {}", conn.0);
+                let sdp = description(format_args!("offer {n} {}", conn.0));
                 self.nodes[n].conns.insert(conn);
                 self.after(
                     Duration::from_millis(1),
@@ -1223,7 +1235,7 @@ impl<'a> Net<'a> {
                 );
             }
             node::Output::CreateAnswer { conn, offer, .. } => {
-                let sdp = format!("answer {n} {} {offer}", conn.0);
+                let sdp = description(format_args!("answer {n} {} {offer}", conn.0));
                 self.nodes[n].conns.insert(conn);
                 self.after(
                     Duration::from_millis(1),
