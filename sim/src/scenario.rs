@@ -267,12 +267,14 @@ impl Wakeups {
         }
     }
 
-    /// Files the live wakeups afresh, without the stale ones.
+    /// Files the live wakeups afresh, without the stale ones, in the heap's own buffer (a fresh
+    /// one was an allocation the size of the heap, and the old one's pages handed back).
     fn sweep(&mut self) {
+        let mut order = std::mem::take(&mut self.order).into_vec();
+        order.clear();
         let live = self.armed.iter().enumerate();
-        self.order = live
-            .filter_map(|(slot, at)| at.map(|at| Reverse((at, slot))))
-            .collect();
+        order.extend(live.filter_map(|(slot, at)| at.map(|at| Reverse((at, slot)))));
+        self.order = BinaryHeap::from(order);
     }
 }
 

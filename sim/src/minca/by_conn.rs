@@ -39,6 +39,33 @@ impl ByConn {
     }
 }
 
+/// Some of one node's connection ids, in a short list for the reason [`ByConn`] is one.
+#[derive(Debug, Default)]
+pub(super) struct ConnSet {
+    conns: Vec<ConnId>,
+}
+
+impl ConnSet {
+    /// Adds `conn`, if it is not in already.
+    pub(super) fn insert(&mut self, conn: ConnId) {
+        if !self.contains(conn) {
+            self.conns.push(conn);
+        }
+    }
+
+    /// Whether `conn` is in.
+    pub(super) fn contains(&self, conn: ConnId) -> bool {
+        self.conns.contains(&conn)
+    }
+
+    /// Takes `conn` out, if it is in.
+    pub(super) fn remove(&mut self, conn: ConnId) {
+        if let Some(at) = self.conns.iter().position(|&c| c == conn) {
+            self.conns.swap_remove(at);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::HashMap;
@@ -66,6 +93,27 @@ mod tests {
             }
             for c in 0..40 {
                 assert_eq!(by_conn.get(ConnId(c)), map.get(&ConnId(c)).copied());
+            }
+        }
+    }
+
+    #[test]
+    fn conn_set_is_a_set() {
+        let mut rng = crate::stream(0xb7c1, 4);
+        let mut conns = ConnSet::default();
+        let mut set = std::collections::BTreeSet::new();
+        for _ in 0..5_000u64 {
+            let r = rng.next_u64();
+            let conn = ConnId(r % 40);
+            if r >> 63 == 0 {
+                conns.insert(conn);
+                set.insert(conn);
+            } else {
+                conns.remove(conn);
+                set.remove(&conn);
+            }
+            for c in 0..40 {
+                assert_eq!(conns.contains(ConnId(c)), set.contains(&ConnId(c)));
             }
         }
     }

@@ -31,7 +31,7 @@
 //! Report: the time to a full mesh, relay messages per node, signals forwarded per node, replays
 //! the rendezvous ignored, and the link layer's counters ([`crate::link::LinkStats`]).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::fmt;
 use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr};
@@ -60,14 +60,16 @@ mod admitted;
 mod by_conn;
 mod by_id;
 mod checked;
+mod node_input;
 mod passed;
 mod sent;
 mod severed;
 
 use admitted::Admitted;
-use by_conn::ByConn;
+use by_conn::{ByConn, ConnSet};
 use by_id::ById;
 use checked::{LastSent, Numbers};
+use node_input::{ConnEvent, NodeInput};
 use passed::Passed;
 use severed::Severed;
 
@@ -435,36 +437,6 @@ struct Via {
     from: usize,
 }
 
-/// A node's input as it waits in the event queue: a peer's frame or a relay's text (most of a
-/// run's events) as they are, any other boxed. `node::Input` is about 110 bytes for its rare
-/// largest kinds (`Join`, `Send`), and every queued event took that much.
-#[derive(Debug)]
-enum NodeInput {
-    PeerFrame { conn: ConnId, bytes: Vec<u8> },
-    RelayText { conn: ConnId, text: String },
-    Other(Box<node::Input>),
-}
-
-impl From<node::Input> for NodeInput {
-    fn from(input: node::Input) -> Self {
-        match input {
-            node::Input::PeerFrame { conn, bytes } => Self::PeerFrame { conn, bytes },
-            node::Input::RelayText { conn, text } => Self::RelayText { conn, text },
-            other => Self::Other(Box::new(other)),
-        }
-    }
-}
-
-impl From<NodeInput> for node::Input {
-    fn from(input: NodeInput) -> Self {
-        match input {
-            NodeInput::PeerFrame { conn, bytes } => Self::PeerFrame { conn, bytes },
-            NodeInput::RelayText { conn, text } => Self::RelayText { conn, text },
-            NodeInput::Other(input) => *input,
-        }
-    }
-}
-
 #[derive(Debug)]
 enum Ev {
     /// An input for a node (held while it sleeps).
@@ -538,8 +510,9 @@ struct NodeSlot {
     live_from: BTreeSet<u32>,
     /// The space the node is in.
     space: usize,
-    /// Pending local descriptions this node made, by connection.
-    conns: BTreeMap<ConnId, String>,
+    /// The connections this node made a local description for and has not closed: only
+    /// whether one is pending is ever asked, so the descriptions themselves are not kept.
+    conns: ConnSet,
     /// The node's open relay sockets by its connection id (a relay's side needs no such
     /// table: [`Net::relay_socket`]).
     sockets: ByConn,
@@ -561,6 +534,9 @@ struct Net<'a> {
     end_faults: Timestamp,
     queue: Queue<Ev>,
     relays: Vec<RelaySlot>,
+    /// How each relay's port appears in a URL a node dials, by relay number: written once and
+    /// not at every dial (a run dials tens of thousands of times).
+    dial_needles: Vec<String>,
     nodes: Vec<NodeSlot>,
     /// Each node's [`Clock`], by node number.
     clocks: Vec<Clock>,
@@ -598,13 +574,16 @@ struct Net<'a> {
     report: Report,
 }
 
-fn fingerprint(n: usize) -> String {
-    format!(
-        "sha-256 {:02X}:{:02X}:{:02X}",
-        n >> 16 & 0xff,
-        n >> 8 & 0xff,
-        n & 0xff
-    )
+/// Room a local description is written in at once: `format!` sizes its buffer from the literal
+/// text alone, short of an answer (which holds the offer), and grew it once a connection.
+const DESCRIPTION_BYTES: usize = 64;
+
+/// A simulated local description, written in one allocation.
+fn description(args: fmt::Arguments<'_>) -> String {
+    let mut sdp = String::with_capacity(DESCRIPTION_BYTES);
+    // Writing to a string fails only if a `Display` does, and numbers and strings do not.
+    let _ = fmt::write(&mut sdp, args);
+    sdp
 }
 
 fn space_id(s: usize) -> String {
@@ -690,7 +669,7 @@ impl<'a> Net<'a> {
                     passed: Passed::default(),
                     live_from: BTreeSet::new(),
                     space: n % sc.spaces.max(1),
-                    conns: BTreeMap::new(),
+                    conns: ConnSet::default(),
                     sockets: ByConn::default(),
                     links: ByConn::default(),
                 }
@@ -713,6 +692,9 @@ impl<'a> Net<'a> {
             end_faults: START + sc.duration,
             queue: Queue::new(),
             relays,
+            dial_needles: (0..sc.relays)
+                .map(|r| format!(":{}/", usize::from(FIRST_PORT) + r))
+                .collect(),
             nodes,
             clocks,
             numbers: Numbers::new(dids),
@@ -750,10 +732,12 @@ impl<'a> Net<'a> {
         self.at(self.now + d, ev);
     }
 
-    fn log(&mut self, what: &str, detail: Value) {
+    /// Writes a trace line: `detail` is built only when a trace is written, as every value a
+    /// `json!` makes is a map and strings on the heap (five allocations a peer connection).
+    fn log(&mut self, what: &str, detail: impl FnOnce() -> Value) {
         if self.trace.is_on() {
             self.trace
-                .line(self.now, json!({ "ev": what, "d": detail }));
+                .line(self.now, json!({ "ev": what, "d": detail() }));
         }
     }
 
@@ -902,10 +886,10 @@ impl<'a> Net<'a> {
         let p = self
             .links
             .partition(places, &self.partition_regions, self.now, self.end_faults);
-        self.log(
-            "partition",
-            json!({ "small": p.small_side(), "until": p.until.as_millis().saturating_sub(START.as_millis()) }),
-        );
+        self.log("partition", || {
+            let until = p.until.as_millis().saturating_sub(START.as_millis());
+            json!({ "small": p.small_side(), "until": until })
+        });
         self.at(p.until, Ev::PartitionHeal);
         self.partition = Some(p);
         let sockets = self
@@ -955,7 +939,7 @@ impl<'a> Net<'a> {
             Ev::PartitionHeal => {
                 if self.partition.as_ref().is_some_and(|p| p.until <= self.now) {
                     self.partition = None;
-                    self.log("partition-heal", json!({}));
+                    self.log("partition-heal", || json!({}));
                 }
             }
             Ev::Relay { r, life, input } => {
@@ -969,7 +953,7 @@ impl<'a> Net<'a> {
             Ev::Join { n } => {
                 let space = space_id(self.nodes[n].space);
                 let join = Join::space(crypto(), &space, RoomKind::PublicSpace, None);
-                self.log("join", json!({ "node": n }));
+                self.log("join", || json!({ "node": n }));
                 self.give_node(n, node::Input::Join(join))?;
             }
             Ev::SocketDrop => {
@@ -977,7 +961,7 @@ impl<'a> Net<'a> {
                     let pick = self.rng.next_u64() as usize % self.sockets.len();
                     let id = self.sockets.ids(|_| true)[pick];
                     self.report.drops += 1;
-                    self.log("socket-drop", json!({ "socket": id }));
+                    self.log("socket-drop", || json!({ "socket": id }));
                     self.close_socket(id, true, true);
                 }
                 self.schedule_fault(self.sc.faults.socket_drop_every, Ev::SocketDrop);
@@ -987,7 +971,7 @@ impl<'a> Net<'a> {
                     let pick = self.rng.next_u64() as usize % self.links_open.len();
                     let id = self.links_open.ids(|_| true)[pick];
                     self.report.drops += 1;
-                    self.log("peer-drop", json!({ "link": id }));
+                    self.log("peer-drop", || json!({ "link": id }));
                     self.close_link(id, None);
                 }
                 self.schedule_fault(self.sc.faults.peer_drop_every, Ev::PeerDrop);
@@ -996,7 +980,7 @@ impl<'a> Net<'a> {
                 let r = self.rng.next_u64() as usize % self.relays.len();
                 if self.relays[r].server.is_some() {
                     self.report.relay_restarts += 1;
-                    self.log("relay-down", json!({ "relay": r }));
+                    self.log("relay-down", || json!({ "relay": r }));
                     self.relays[r].server = None;
                     self.relays[r].life += 1;
                     let ids = self.sockets.ids(|s| s.relay == r);
@@ -1010,7 +994,7 @@ impl<'a> Net<'a> {
                 self.schedule_fault(self.sc.faults.relay_restart_every, Ev::RelayRestart);
             }
             Ev::RelayUp { r } => {
-                self.log("relay-up", json!({ "relay": r }));
+                self.log("relay-up", || json!({ "relay": r }));
                 let life = u64::from(self.relays[r].life);
                 self.relays[r].server = Some(RelayServer::new(
                     RelayConfig { turn: None },
@@ -1024,7 +1008,7 @@ impl<'a> Net<'a> {
                 if !self.clocks[n].asleep {
                     self.report.sleeps += 1;
                     let d = uniform(&mut self.rng, self.sc.faults.sleep);
-                    self.log("sleep", json!({ "node": n, "ms": d.as_millis() as u64 }));
+                    self.log("sleep", || json!({ "node": n, "ms": d.as_millis() as u64 }));
                     self.clocks[n].asleep = true;
                     self.timers.arm(n, None);
                     // A data channel does not outlive a long sleep: its peers see it fail.
@@ -1039,7 +1023,7 @@ impl<'a> Net<'a> {
                 self.schedule_fault(self.sc.faults.sleep_every, Ev::Sleep);
             }
             Ev::Wake { n } => {
-                self.log("wake", json!({ "node": n }));
+                self.log("wake", || json!({ "node": n }));
                 self.clocks[n].asleep = false;
                 let held = std::mem::take(&mut self.nodes[n].held);
                 for input in held {
@@ -1071,7 +1055,7 @@ impl<'a> Net<'a> {
         }
         if let node::Input::PeerClosed { conn } = input {
             // The description of a closed connection can answer nothing any more.
-            self.nodes[n].conns.remove(&conn);
+            self.nodes[n].conns.remove(conn);
         }
         let now = self.local(n);
         self.nodes[n].node.handle(now, input);
@@ -1116,9 +1100,10 @@ impl<'a> Net<'a> {
     fn node_output(&mut self, n: usize, out: node::Output) -> Check {
         match out {
             node::Output::Dial { conn, url, .. } => {
-                let r = (FIRST_PORT..)
-                    .take(self.relays.len())
-                    .position(|p| url.contains(&format!(":{p}/")))
+                let r = self
+                    .dial_needles
+                    .iter()
+                    .position(|needle| url.contains(needle.as_str()))
                     .expect("nodes dial only the scenario's relays");
                 let latency = self.links.latency();
                 if self.separated(n, self.relay_place(r)) {
@@ -1128,7 +1113,10 @@ impl<'a> Net<'a> {
                         latency * 2,
                         Ev::Node {
                             n,
-                            input: node::Input::RelayDialFailed { conn }.into(),
+                            input: NodeInput::Conn {
+                                conn,
+                                what: ConnEvent::RelayDialFailed,
+                            },
                         },
                     );
                     return Ok(());
@@ -1142,7 +1130,10 @@ impl<'a> Net<'a> {
                         latency * 2,
                         Ev::Node {
                             n,
-                            input: node::Input::RelayDialFailed { conn }.into(),
+                            input: NodeInput::Conn {
+                                conn,
+                                what: ConnEvent::RelayDialFailed,
+                            },
                         },
                     );
                     return Ok(());
@@ -1192,7 +1183,10 @@ impl<'a> Net<'a> {
                     node_opened,
                     Ev::NodeVia {
                         n,
-                        input: node::Input::RelayOpened { conn }.into(),
+                        input: NodeInput::Conn {
+                            conn,
+                            what: ConnEvent::RelayOpened,
+                        },
                         via,
                     },
                 );
@@ -1230,31 +1224,31 @@ impl<'a> Net<'a> {
                 }
             }
             node::Output::CreateOffer { conn, .. } => {
-                let sdp = format!("offer {n} {}", conn.0);
-                self.nodes[n].conns.insert(conn, sdp.clone());
+                let sdp = description(format_args!("offer {n} {}", conn.0));
+                self.nodes[n].conns.insert(conn);
                 self.after(
                     Duration::from_millis(1),
                     Ev::Node {
                         n,
-                        input: node::Input::LocalDescription { conn, sdp }.into(),
+                        input: NodeInput::LocalDescription { conn, sdp },
                     },
                 );
             }
             node::Output::CreateAnswer { conn, offer, .. } => {
-                let sdp = format!("answer {n} {} {offer}", conn.0);
-                self.nodes[n].conns.insert(conn, sdp.clone());
+                let sdp = description(format_args!("answer {n} {} {offer}", conn.0));
+                self.nodes[n].conns.insert(conn);
                 self.after(
                     Duration::from_millis(1),
                     Ev::Node {
                         n,
-                        input: node::Input::LocalDescription { conn, sdp }.into(),
+                        input: NodeInput::LocalDescription { conn, sdp },
                     },
                 );
             }
             node::Output::ApplyAnswer { conn, answer } => self.apply_answer(n, conn, &answer)?,
             node::Output::PeerSend { conn, bytes } => self.peer_send(n, conn, bytes)?,
             node::Output::PeerClose { conn } => {
-                self.nodes[n].conns.remove(&conn);
+                self.nodes[n].conns.remove(conn);
                 if let Some(id) = self.nodes[n].links.get(conn) {
                     self.close_link(id, Some(n));
                 }
@@ -1309,8 +1303,11 @@ impl<'a> Net<'a> {
 
     fn apply_answer(&mut self, n: usize, conn: ConnId, answer: &str) -> Check {
         // "answer {m} {conn_m} offer {n} {conn_n}"
-        let parts: Vec<&str> = answer.split(' ').collect();
-        let [_, m, cm, _, on, oc] = parts[..] else {
+        let mut parts = answer.split(' ');
+        let mut part = || parts.next();
+        let (Some(_), Some(m), Some(cm), Some(_), Some(on), Some(oc), None) =
+            (part(), part(), part(), part(), part(), part(), part())
+        else {
             return Ok(());
         };
         let (Ok(m), Ok(cm), Ok(on), Ok(oc)) = (
@@ -1323,10 +1320,10 @@ impl<'a> Net<'a> {
         };
         let cm = ConnId(cm);
         // The answer must be to this very offer, and its maker must still hold the connection.
-        if on != n || oc != conn.0 || !self.nodes[m].conns.contains_key(&cm) {
+        if on != n || oc != conn.0 || !self.nodes[m].conns.contains(cm) {
             return Ok(());
         }
-        if !self.nodes[n].conns.contains_key(&conn) {
+        if !self.nodes[n].conns.contains(conn) {
             return Ok(());
         }
         if self.separated(n, m) {
@@ -1337,7 +1334,10 @@ impl<'a> Net<'a> {
                     ICE_FAILURE,
                     Ev::Node {
                         n: a,
-                        input: node::Input::PeerClosed { conn: ca }.into(),
+                        input: NodeInput::Conn {
+                            conn: ca,
+                            what: ConnEvent::PeerClosed,
+                        },
                     },
                 );
             }
@@ -1365,7 +1365,7 @@ impl<'a> Net<'a> {
         self.nodes[n].links.insert(conn, id);
         self.nodes[m].links.insert(cm, id);
         self.report.peer_connections += 1;
-        self.log("peer-open", json!({ "a": n, "b": m }));
+        self.log("peer-open", || json!({ "a": n, "b": m }));
         for (a, ca, b) in [(n, conn, m), (m, cm, n)] {
             let via = Via {
                 stream: Stream::Link(id),
@@ -1375,12 +1375,7 @@ impl<'a> Net<'a> {
                 opened,
                 Ev::NodeVia {
                     n: a,
-                    input: node::Input::PeerOpened {
-                        conn: ca,
-                        local_fingerprint: fingerprint(a),
-                        remote_fingerprint: fingerprint(b),
-                    }
-                    .into(),
+                    input: NodeInput::peer_opened(ca, a, b),
                     via,
                 },
             );
@@ -1441,7 +1436,7 @@ impl<'a> Net<'a> {
             at,
             Ev::NodeVia {
                 n: m,
-                input: node::Input::PeerFrame { conn: cm, bytes }.into(),
+                input: NodeInput::PeerFrame { conn: cm, bytes },
                 via,
             },
         );
@@ -1473,7 +1468,10 @@ impl<'a> Net<'a> {
                 at,
                 Ev::Node {
                     n: s.node,
-                    input: node::Input::RelayClosed { conn: s.node_conn }.into(),
+                    input: NodeInput::Conn {
+                        conn: s.node_conn,
+                        what: ConnEvent::RelayClosed,
+                    },
                 },
             );
         }
@@ -1496,7 +1494,10 @@ impl<'a> Net<'a> {
                     at,
                     Ev::Node {
                         n,
-                        input: node::Input::PeerClosed { conn }.into(),
+                        input: NodeInput::Conn {
+                            conn,
+                            what: ConnEvent::PeerClosed,
+                        },
                     },
                 );
             }
@@ -1573,11 +1574,10 @@ impl<'a> Net<'a> {
                             at,
                             Ev::NodeVia {
                                 n,
-                                input: node::Input::RelayText {
+                                input: NodeInput::RelayText {
                                     conn: node_conn,
                                     text,
-                                }
-                                .into(),
+                                },
                                 via,
                             },
                         );
@@ -1604,7 +1604,8 @@ impl<'a> Net<'a> {
     fn check_full_mesh(&mut self) {
         if self.admitted_pairs == self.full_mesh_target && self.report.full_mesh_at.is_none() {
             self.report.full_mesh_at = Some(self.now.saturating_duration_since(START));
-            self.log("full-mesh", json!({ "pairs": self.admitted_pairs }));
+            let pairs = self.admitted_pairs;
+            self.log("full-mesh", || json!({ "pairs": pairs }));
         }
     }
 

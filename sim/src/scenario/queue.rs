@@ -141,10 +141,14 @@ impl<E> Queue<E> {
                 bucket.head = self.slots[slot].next;
                 match bucket.head {
                     NONE => bucket.tail = NONE,
-                    // Most likely the next event popped: its slot, queued long ago and cold in a
-                    // large run, is fetched while this event runs rather than when that one
-                    // is taken.
-                    next => prefetch(&self.slots[next]),
+                    // The slot after the next is fetched while this event runs: queued long ago
+                    // and cold in a large run, it is read at the next pop (for its successor)
+                    // and by `peek_likely` just after. The next slot itself was fetched so one
+                    // pop earlier; fetched only now, `peek_likely` stalled on it at once.
+                    next => match self.slots[next].next {
+                        NONE => {}
+                        after => prefetch(&self.slots[after]),
+                    },
                 }
                 self.in_ring -= 1;
                 (self.base, slot)
