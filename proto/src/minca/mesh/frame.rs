@@ -5,11 +5,14 @@
 //! sender to be the peer the connection is with (§7.1, §9), so the parsed [`Frame`] does not even
 //! keep it, and no code here can attribute a message by it.
 
+use alloc::borrow::Cow;
 use alloc::string::String;
 use alloc::vec::Vec;
 
 use serde::Serialize;
-use serde_json::{Map, Value};
+use serde_json::Value;
+
+use super::frame_read::Members;
 
 /// The reserved types (§7.1): mesh housekeeping, never delivered to the application.
 pub const RESERVED_TYPES: [&str; 5] = [AUTH_HELLO, AUTH_PROOF, PEERS, SIGNAL, LEAVE];
@@ -100,10 +103,38 @@ pub(super) const ENVELOPE: [&[u8]; 5] = [
     b"}",
 ];
 
-fn name(object: &Map<String, Value>, field: &str) -> Option<String> {
-    match object.get(field) {
-        Some(Value::String(s)) if is_name(s) => Some(s.clone()),
-        _ => None,
+/// One mesh frame as received, its `room` and `type` borrowed from the bytes (copied only when
+/// written with escapes): what [`Frame::parse`] reads, without the two names' allocations.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FrameRef<'a> {
+    /// The room the frame belongs to.
+    pub room: Cow<'a, str>,
+    /// The message type (`type` on the wire).
+    pub kind: Cow<'a, str>,
+    /// The payload; `null` when absent.
+    pub payload: Value,
+}
+
+impl<'a> FrameRef<'a> {
+    /// Parses one binary frame: the rule [`Frame::parse`] goes through.
+    pub fn parse(bytes: &'a [u8]) -> Result<Self, FrameError> {
+        if bytes.len() > MAX_FRAME_BYTES {
+            return Err(FrameError::TooLarge);
+        }
+        let Ok(members) = serde_json::from_slice::<Members<'a>>(bytes) else {
+            return Err(FrameError::NotAnObject);
+        };
+        let name = |n: Option<Cow<'a, str>>| n.filter(|s| is_name(s));
+        Ok(Self {
+            room: name(members.room).ok_or(FrameError::BadRoom)?,
+            kind: name(members.kind).ok_or(FrameError::BadType)?,
+            payload: members.payload.unwrap_or(Value::Null),
+        })
+    }
+
+    /// Whether the type is reserved: mesh housekeeping, never handed to the application.
+    pub fn is_reserved(&self) -> bool {
+        RESERVED_TYPES.contains(&self.kind.as_ref())
     }
 }
 
@@ -119,19 +150,11 @@ impl Frame {
 
     /// Parses one binary frame.
     pub fn parse(bytes: &[u8]) -> Result<Self, FrameError> {
-        if bytes.len() > MAX_FRAME_BYTES {
-            return Err(FrameError::TooLarge);
-        }
-        let Ok(Value::Object(mut object)) = serde_json::from_slice::<Value>(bytes) else {
-            return Err(FrameError::NotAnObject);
-        };
-        let room = name(&object, "room").ok_or(FrameError::BadRoom)?;
-        let kind = name(&object, "type").ok_or(FrameError::BadType)?;
-        let payload = object.remove("payload").unwrap_or(Value::Null);
+        let f = FrameRef::parse(bytes)?;
         Ok(Self {
-            room,
-            kind,
-            payload,
+            room: f.room.into_owned(),
+            kind: f.kind.into_owned(),
+            payload: f.payload,
         })
     }
 
@@ -231,5 +254,70 @@ mod tests {
         assert_eq!(Frame::parse(text.as_bytes()), Err(FrameError::BadRoom));
         let huge = alloc::vec![b' '; MAX_FRAME_BYTES + 1];
         assert_eq!(Frame::parse(&huge), Err(FrameError::TooLarge));
+    }
+
+    /// The tree `Frame::parse` read frames through before [`FrameRef`], kept to hold the new
+    /// reading to it.
+    fn through_a_tree(bytes: &[u8]) -> Result<Frame, FrameError> {
+        fn name(object: &serde_json::Map<String, Value>, field: &str) -> Option<String> {
+            match object.get(field) {
+                Some(Value::String(s)) if is_name(s) => Some(s.clone()),
+                _ => None,
+            }
+        }
+        if bytes.len() > MAX_FRAME_BYTES {
+            return Err(FrameError::TooLarge);
+        }
+        let Ok(Value::Object(mut object)) = serde_json::from_slice::<Value>(bytes) else {
+            return Err(FrameError::NotAnObject);
+        };
+        let room = name(&object, "room").ok_or(FrameError::BadRoom)?;
+        let kind = name(&object, "type").ok_or(FrameError::BadType)?;
+        let payload = object.remove("payload").unwrap_or(Value::Null);
+        Ok(Frame {
+            room,
+            kind,
+            payload,
+        })
+    }
+
+    #[test]
+    fn members_read_without_a_tree_are_what_the_tree_gave() {
+        let texts = [
+            r#"{"from":"did:key:zMe","payload":{"nonce":"abc"},"room":"r1","type":"__auth-hello"}"#,
+            r#"{"room":"r\u0031","type":"l\"ive","from":7,"payload":[1,"x",{"a":null}]}"#,
+            r#"{"room":"a","room":"b","type":"t","type":5,"payload":1,"payload":2}"#,
+            r#"{"type":"t","room":"r","extra":{"k":[true,false,1.5e3,-2]},"payload":"\ud83d\ude00"}"#,
+            r#"{"r\u006fom":"r","typ\u0065":"t"}"#,
+            r#"{"room":"r","type":"t","from":"\ud800"}"#,
+            r#"{"room":"r","type":"t","x":"a\u0000b","y":1e999}"#,
+            r#" { "room" : "r" , "type" : "t" } "#,
+        ];
+        let mut cases: Vec<Vec<u8>> = texts.iter().map(|t| t.as_bytes().to_vec()).collect();
+        cases.push(br#"{"room":"r","type":"t","from":"\xff"}"#.to_vec());
+        cases.push(br#"{"room":"r","type":"t","\xfe":1}"#.to_vec());
+        let mut all = Vec::new();
+        for t in &cases {
+            all.push(t.clone());
+            for end in 0..t.len() {
+                all.push(t[..end].to_vec());
+            }
+            for at in 0..t.len() {
+                for b in [b' ', b'"', b'\\', b',', b'}', b'{', b'[', b':', b'1', 0x80, 0x1f] {
+                    let mut changed = t.clone();
+                    changed[at] = b;
+                    all.push(changed);
+                }
+            }
+        }
+        let mut read = 0;
+        for bytes in &all {
+            let tree = through_a_tree(bytes);
+            assert_eq!(Frame::parse(bytes), tree, "{}", String::from_utf8_lossy(bytes));
+            read += usize::from(tree.is_ok());
+        }
+        assert!(read > 100, "{read}");
+        let f = FrameRef::parse(texts[0].as_bytes()).unwrap();
+        assert!(matches!((&f.room, &f.kind), (Cow::Borrowed(_), Cow::Borrowed(_))));
     }
 }

@@ -40,7 +40,7 @@ use crate::crypto::{CryptoProvider, P256Secret};
 use crate::minca::auth;
 use crate::minca::mesh::admission::{Admitted, Handshake, PeerWho, Stage};
 use crate::minca::mesh::conns::{Conn, ConnState, Conns};
-use crate::minca::mesh::frame::{AUTH_HELLO, AUTH_PROOF, Frame, LEAVE, PEERS, SIGNAL};
+use crate::minca::mesh::frame::{AUTH_HELLO, AUTH_PROOF, Frame, FrameRef, LEAVE, PEERS, SIGNAL};
 use crate::minca::mesh::introduction::{
     self, Dropped, Introductions, New, Signal, SignalClock, SignalKind, Verdict, is_did, we_offer,
 };
@@ -1266,12 +1266,8 @@ impl<R: CryptoRng> Mesh<R> {
                 Cow::Borrowed(PEERS),
                 Body::Peers(p.entries),
             ),
-            None => match Frame::parse(bytes) {
-                Ok(f) => (
-                    Cow::Owned(f.room),
-                    Cow::Owned(f.kind),
-                    Body::Json(f.payload),
-                ),
+            None => match FrameRef::parse(bytes) {
+                Ok(f) => (f.room, f.kind, Body::Json(f.payload)),
                 Err(_) => {
                     self.counters.bad_frames += 1;
                     return;

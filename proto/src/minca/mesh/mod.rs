@@ -1,6 +1,7 @@
 //! The mesh (§7), introductions (§8) and live messages (§9.2).
 //!
 //! - [`frame`]: §7.1, the frame every mesh message travels in, and the reserved types;
+//! - `frame_read`: a frame's members read from its bytes without a JSON tree;
 //! - [`introduction`]: §8, `__peers` and `__signal`, and who offers (§7.3);
 //! - [`live`]: §9.2, the receive limits on live messages;
 //! - [`admission`]: §7.2, what one side keeps per (room, peer);
@@ -15,6 +16,7 @@
 pub mod admission;
 mod conns;
 pub mod frame;
+mod frame_read;
 pub mod introduction;
 pub mod live;
 pub mod machine;
