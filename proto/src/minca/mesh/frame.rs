@@ -63,6 +63,11 @@ pub struct Frame {
     pub payload: Value,
 }
 
+/// Whether `kind` is reserved: mesh housekeeping, never handed to the application.
+pub fn is_reserved(kind: &str) -> bool {
+    RESERVED_TYPES.contains(&kind)
+}
+
 /// Whether `s` may be a frame's `room` or `type`: not empty, at most [`MAX_NAME_BYTES`].
 pub(crate) fn is_name(s: &str) -> bool {
     !s.is_empty() && s.len() <= MAX_NAME_BYTES
@@ -134,7 +139,7 @@ impl<'a> FrameRef<'a> {
 
     /// Whether the type is reserved: mesh housekeeping, never handed to the application.
     pub fn is_reserved(&self) -> bool {
-        RESERVED_TYPES.contains(&self.kind.as_ref())
+        is_reserved(&self.kind)
     }
 }
 
@@ -165,7 +170,7 @@ impl Frame {
 
     /// Whether the type is reserved: mesh housekeeping, never handed to the application.
     pub fn is_reserved(&self) -> bool {
-        RESERVED_TYPES.contains(&self.kind.as_str())
+        is_reserved(&self.kind)
     }
 }
 
@@ -303,7 +308,9 @@ mod tests {
                 all.push(t[..end].to_vec());
             }
             for at in 0..t.len() {
-                for b in [b' ', b'"', b'\\', b',', b'}', b'{', b'[', b':', b'1', 0x80, 0x1f] {
+                for b in [
+                    b' ', b'"', b'\\', b',', b'}', b'{', b'[', b':', b'1', 0x80, 0x1f,
+                ] {
                     let mut changed = t.clone();
                     changed[at] = b;
                     all.push(changed);
@@ -313,11 +320,19 @@ mod tests {
         let mut read = 0;
         for bytes in &all {
             let tree = through_a_tree(bytes);
-            assert_eq!(Frame::parse(bytes), tree, "{}", String::from_utf8_lossy(bytes));
+            assert_eq!(
+                Frame::parse(bytes),
+                tree,
+                "{}",
+                String::from_utf8_lossy(bytes)
+            );
             read += usize::from(tree.is_ok());
         }
         assert!(read > 100, "{read}");
         let f = FrameRef::parse(texts[0].as_bytes()).unwrap();
-        assert!(matches!((&f.room, &f.kind), (Cow::Borrowed(_), Cow::Borrowed(_))));
+        assert!(matches!(
+            (&f.room, &f.kind),
+            (Cow::Borrowed(_), Cow::Borrowed(_))
+        ));
     }
 }

@@ -159,10 +159,27 @@ pub fn label(
     at: u64,
     sdp: &str,
 ) -> String {
+    let mut l = String::new();
+    write_label(&mut l, room, origin, target, kind, at, sdp);
+    l
+}
+
+/// Writes [`label`] into `l`, cleared first: a receiver verifies every new signal over one
+/// buffer it keeps rather than a new allocation each time.
+fn write_label(
+    l: &mut String,
+    room: &str,
+    origin: &str,
+    target: &str,
+    kind: SignalKind,
+    at: u64,
+    sdp: &str,
+) {
     use core::fmt::Write;
     let parts = [LABEL_PREFIX, room, origin, target, kind.as_str()];
     let size = parts.iter().map(|p| p.len() + 1).sum::<usize>() + 21 + sdp.len();
-    let mut l = String::with_capacity(size);
+    l.clear();
+    l.reserve(size);
     for p in parts {
         l.push_str(p);
         l.push('|');
@@ -170,7 +187,6 @@ pub fn label(
     // Writing to a `String` cannot fail.
     let _ = write!(l, "{at}|");
     l.push_str(sdp);
-    l
 }
 
 /// Why a received signal is dropped. Every drop is silent on the wire (§8 names no answer); the
@@ -368,7 +384,13 @@ impl Signal {
 
     /// Whether `sig` verifies against the key `origin` names, for a signal in `room`.
     pub fn verify(&self, crypto: &dyn CryptoProvider, room: &str) -> bool {
-        let l = label(
+        self.verify_in(crypto, room, &mut String::new())
+    }
+
+    /// [`Signal::verify`], its label written into `scratch` (cleared first, kept allocated).
+    fn verify_in(&self, crypto: &dyn CryptoProvider, room: &str, scratch: &mut String) -> bool {
+        write_label(
+            scratch,
             room,
             &self.origin,
             &self.target,
@@ -376,7 +398,7 @@ impl Signal {
             self.at,
             &self.sdp,
         );
-        auth::verify(crypto, &self.origin, &l, &self.sig)
+        auth::verify(crypto, &self.origin, scratch, &self.sig)
     }
 }
 
@@ -453,6 +475,8 @@ pub struct Introductions {
     acted: ReplayWindow<Acted>,
     /// Signals passed on, by (at, origin, room).
     passed: ExpiringSet<Passed>,
+    /// The label of the last signal verified: a buffer kept, not a value (cleared before use).
+    label: String,
 }
 
 impl Default for Introductions {
@@ -467,6 +491,7 @@ impl Introductions {
         Self {
             acted: ReplayWindow::new(SIGNAL_WINDOW, MAX_TIMES_PER_ORIGIN, MAX_ORIGINS),
             passed: ExpiringSet::new(MAX_PASSED_ON),
+            label: String::new(),
         }
     }
 
@@ -524,7 +549,7 @@ impl Introductions {
         new: New,
         mut signal: Signal,
     ) -> Verdict {
-        if !signal.verify(crypto, room) {
+        if !signal.verify_in(crypto, room, &mut self.label) {
             return Verdict::Drop(Dropped::BadSignature);
         }
         let at = Timestamp::from_millis(signal.at);
