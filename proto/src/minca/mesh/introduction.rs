@@ -5,6 +5,7 @@
 //! entries of a peer list count and who offers (§8, §7.3), a signal's shape, signature and checks,
 //! and the memory that acts on each signal once and passes each on at most once.
 
+use alloc::borrow::Cow;
 use alloc::string::String;
 use core::cmp::Ordering;
 use core::time::Duration;
@@ -223,7 +224,8 @@ pub(crate) struct Fields<'a> {
     pub(crate) target: Option<&'a str>,
     pub(crate) kind: Option<&'a str>,
     pub(crate) data_type: Option<&'a str>,
-    pub(crate) sdp: Option<&'a str>,
+    /// Owned when reading it unescaped it: taken as it is, not copied again.
+    pub(crate) sdp: Option<Cow<'a, str>>,
     pub(crate) at: Option<u64>,
     pub(crate) sig: Option<&'a str>,
     pub(crate) hops: Option<u64>,
@@ -326,7 +328,7 @@ impl Signal {
             target: text(p.get("target")),
             kind: text(p.get("kind")),
             data_type: data.and_then(|d| text(d.get("type"))),
-            sdp: data.and_then(|d| text(d.get("sdp"))),
+            sdp: data.and_then(|d| text(d.get("sdp"))).map(Cow::Borrowed),
             at: integer(p.get("at")),
             sig: text(p.get("sig")),
             hops: integer(p.get("hops")),
@@ -349,7 +351,7 @@ impl Signal {
             return Err(Dropped::Malformed);
         }
         let sdp = match f.sdp {
-            Some(s) if within_sdp_limit(s) => s.into(),
+            Some(s) if within_sdp_limit(&s) => s.into_owned(),
             _ => return Err(Dropped::Malformed),
         };
         let at = f.at.ok_or(Dropped::Malformed)?;
@@ -568,7 +570,7 @@ impl Introductions {
                 let expires = at
                     .saturating_add(SIGNAL_WINDOW)
                     .saturating_add(Duration::from_millis(1));
-                let id: Passed = (signal.at, signal.origin.clone(), String::from(room));
+                let id = Passed::new(signal.at, &signal.origin, room);
                 self.passed.insert(now, id, expires);
                 signal.hops = signal.hops.min(MAX_HOPS) - 1;
                 Verdict::Forward(signal)
@@ -1041,7 +1043,7 @@ mod tests {
     /// does not care) that each acted once at `at`.
     fn fill_acted(i: &mut Introductions, name: &str, n: usize, at: u64) {
         for k in 0..n {
-            let key = Acted::new(alloc::format!("{name}{k}"), ROOM);
+            let key = Acted::new(&alloc::format!("{name}{k}"), ROOM);
             let v = i.acted.accept(now(at), key, now(at));
             assert_eq!(v, replay::Verdict::Fresh);
         }
@@ -1050,7 +1052,7 @@ mod tests {
     /// Fills the passed-on table with `n` signals from one origin, sent at `at`.
     fn fill_passed(i: &mut Introductions, n: usize, at: u64) {
         for k in 0..n as u64 {
-            let id: Passed = (at + k, "did:key:zFiller".into(), ROOM.into());
+            let id = Passed::new(at + k, "did:key:zFiller", ROOM);
             let expires = now(at + k) + SIGNAL_WINDOW + Duration::from_millis(1);
             i.passed.insert(now(at), id, expires);
         }

@@ -11,10 +11,14 @@
 //! cache miss at ten thousand nodes) and compared the `did:key:zDn` every DID begins with again.
 //! So an acted-on key leads with its origin's [`tag`], held in the key itself: the search
 //! compares integers and reads texts only to confirm the key it found.
+//!
+//! An owned key holds its texts as [`KeyText`]s, in the key itself: a DID or a room name fits,
+//! so remembering a signal makes no allocation of its own beyond the table's.
 
-use alloc::string::String;
 use core::borrow::Borrow;
 use core::cmp::Ordering;
+
+use crate::minca::text_map::KeyText;
 
 /// The last 16 bytes of `origin` as an integer (zero-padded in front if shorter). A DID's tail
 /// is random base58, where its head is the same for every P-256 key, so two origins nearly
@@ -34,18 +38,17 @@ fn tag(origin: &str) -> u128 {
 #[derive(Clone, Debug)]
 pub(crate) struct Acted {
     tag: u128,
-    origin: String,
-    room: String,
+    origin: KeyText,
+    room: KeyText,
 }
 
 impl Acted {
     /// The key of `origin`'s signals in `room`.
-    pub(crate) fn new(origin: impl Into<String>, room: impl Into<String>) -> Self {
-        let origin = origin.into();
+    pub(crate) fn new(origin: &str, room: &str) -> Self {
         Self {
-            tag: tag(&origin),
-            origin,
-            room: room.into(),
+            tag: tag(origin),
+            origin: KeyText::new(origin),
+            room: KeyText::new(room),
         }
     }
 }
@@ -70,7 +73,23 @@ impl<'a> ActedRef<'a> {
 }
 
 /// A passed-on signal's key: (at, origin, room).
-pub(crate) type Passed = (u64, String, String);
+#[derive(Clone, Debug)]
+pub(crate) struct Passed {
+    at: u64,
+    origin: KeyText,
+    room: KeyText,
+}
+
+impl Passed {
+    /// The key of `origin`'s signal sent `at` in `room`.
+    pub(crate) fn new(at: u64, origin: &str, room: &str) -> Self {
+        Self {
+            at,
+            origin: KeyText::new(origin),
+            room: KeyText::new(room),
+        }
+    }
+}
 
 /// (origin, room), owned or borrowed.
 pub(crate) trait ActedKey {
@@ -80,7 +99,7 @@ pub(crate) trait ActedKey {
 
 impl ActedKey for Acted {
     fn parts(&self) -> (u128, &str, &str) {
-        (self.tag, &self.origin, &self.room)
+        (self.tag, self.origin.as_str(), self.room.as_str())
     }
 }
 
@@ -90,36 +109,15 @@ impl ActedKey for ActedRef<'_> {
     }
 }
 
-// The owned key orders by the same parts as its trait object, as `Borrow` asks.
-impl PartialEq for Acted {
-    fn eq(&self, other: &Self) -> bool {
-        self.parts() == other.parts()
-    }
-}
-
-impl Eq for Acted {}
-
-impl PartialOrd for Acted {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for Acted {
-    fn cmp(&self, other: &Self) -> Ordering {
-        self.parts().cmp(&other.parts())
-    }
-}
-
 /// (at, origin, room), owned or borrowed.
 pub(crate) trait PassedKey {
-    /// The parts, in the owned tuple's order.
+    /// The parts, in the order they are compared.
     fn parts(&self) -> (u64, &str, &str);
 }
 
 impl PassedKey for Passed {
     fn parts(&self) -> (u64, &str, &str) {
-        (self.0, &self.1, &self.2)
+        (self.at, self.origin.as_str(), self.room.as_str())
     }
 }
 
@@ -129,10 +127,30 @@ impl PassedKey for (u64, &str, &str) {
     }
 }
 
-/// Orders the trait object by its parts (as the owned tuple orders, field by field) and lets the
-/// owned key borrow as it.
+/// Orders the owned key and the trait object by the same parts, field by field, and lets the
+/// owned key borrow as the trait object (`Borrow` asks that both order alike).
 macro_rules! by_parts {
     ($key:ident, $owned:ty) => {
+        impl PartialEq for $owned {
+            fn eq(&self, other: &Self) -> bool {
+                $key::parts(self) == $key::parts(other)
+            }
+        }
+
+        impl Eq for $owned {}
+
+        impl PartialOrd for $owned {
+            fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+                Some(self.cmp(other))
+            }
+        }
+
+        impl Ord for $owned {
+            fn cmp(&self, other: &Self) -> Ordering {
+                $key::parts(self).cmp(&$key::parts(other))
+            }
+        }
+
         impl<'a> Borrow<dyn $key + 'a> for $owned {
             fn borrow(&self) -> &(dyn $key + 'a) {
                 self
@@ -167,6 +185,7 @@ by_parts!(PassedKey, Passed);
 #[cfg(test)]
 mod tests {
     use super::*;
+    use alloc::string::String;
     use alloc::vec::Vec;
 
     #[test]
@@ -186,9 +205,10 @@ mod tests {
             "did:key:zDnaaQQQQQQQQQQQQQQQQ",
             "did:key:zDnabQQQQQQQQQQQQQQQQ",
         ];
-        let mut owned: Vec<Passed> = Vec::new();
+        let mut owned: Vec<(u64, String, String)> = Vec::new();
+        let long = "did:key:zDn".repeat(7);
         for at in [0, 1, u64::MAX] {
-            for o in words {
+            for o in words.iter().copied().chain([long.as_str()]) {
                 for r in words {
                     owned.push((at, o.into(), r.into()));
                 }
@@ -198,8 +218,12 @@ mod tests {
             for y in &owned {
                 let (bx, by) = ((x.0, x.1.as_str(), x.2.as_str()), (y.0, &*y.1, &*y.2));
                 let (dx, dy): (&dyn PassedKey, &dyn PassedKey) = (&bx, &by);
+                // The tuple of texts is the order the owned key keeps, held in place or not.
+                let (px, py) = (Passed::new(x.0, &x.1, &x.2), Passed::new(y.0, &y.1, &y.2));
+                assert_eq!(px.cmp(&py), x.cmp(y));
+                assert_eq!(px == py, x == y);
                 assert_eq!(dx.cmp(dy), x.cmp(y));
-                assert_eq!(Borrow::<dyn PassedKey>::borrow(x).cmp(dy), x.cmp(y));
+                assert_eq!(Borrow::<dyn PassedKey>::borrow(&px).cmp(dy), x.cmp(y));
                 let (ax, ay) = (Acted::new(&*x.1, &*x.2), Acted::new(&*y.1, &*y.2));
                 let (ex, ey) = (ActedRef::new(&x.1, &x.2), ActedRef::new(&y.1, &y.2));
                 let (dx, dy): (&dyn ActedKey, &dyn ActedKey) = (&ex, &ey);

@@ -56,7 +56,7 @@ impl<'a> Peek<'a> {
             target: Some(self.signal.target),
             kind: kind.as_deref(),
             data_type: data_type.as_deref(),
-            sdp: sdp.as_deref(),
+            sdp,
             at: Some(self.signal.at),
             sig: sig.as_deref(),
             hops: Some(self.signal.hops),
