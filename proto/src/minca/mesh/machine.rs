@@ -1058,10 +1058,12 @@ impl<R: CryptoRng> Mesh<R> {
         });
     }
 
-    fn fingerprints(&self, peer: &str) -> (String, String) {
+    /// The channel-binding fingerprints of the connection to `peer`, (local, remote), borrowed
+    /// for the transcript; empty without an open connection.
+    fn fingerprints(&self, peer: &str) -> (&str, &str) {
         match self.conns.get(peer).map(|c| &c.state) {
-            Some(ConnState::Open { local, remote }) => (local.clone(), remote.clone()),
-            _ => (String::new(), String::new()),
+            Some(ConnState::Open { local, remote }) => (local, remote),
+            _ => ("", ""),
         }
     }
 
@@ -1106,7 +1108,7 @@ impl<R: CryptoRng> Mesh<R> {
             return;
         }
         let (local, remote) = self.fingerprints(peer);
-        let t = auth::mesh_transcript(&r.space_id, &self.did, peer, their_nonce, &local, &remote);
+        let t = auth::mesh_transcript(&r.space_id, &self.did, peer, their_nonce, local, remote);
         let mut proof = match &r.kind {
             RoomKind::PrivateSpace(access) => match access.prove(&t) {
                 Some(fields) => fields,
@@ -1137,7 +1139,7 @@ impl<R: CryptoRng> Mesh<R> {
         };
         let nonce = match r.peers.get(peer) {
             Some(Stage::Handshake(h)) if h.greeted && !h.verified && r.asks_proofs() => {
-                h.nonce.clone()
+                h.nonce.as_str()
             }
             _ => {
                 self.counters.bad_handshake += 1;
@@ -1145,7 +1147,7 @@ impl<R: CryptoRng> Mesh<R> {
             }
         };
         let (local, remote) = self.fingerprints(peer);
-        let t = auth::mesh_transcript(&r.space_id, peer, &self.did, &nonce, &remote, &local);
+        let t = auth::mesh_transcript(&r.space_id, peer, &self.did, nonce, remote, local);
         let admission = match payload {
             Value::Object(proof) => {
                 let sig_ok = proof
