@@ -44,8 +44,8 @@ use crate::minca::mesh::admission::{Admitted, Handshake, PeerWho, Stage};
 use crate::minca::mesh::conns::{Conn, ConnState, Conns};
 use crate::minca::mesh::frame::{self, AUTH_HELLO, AUTH_PROOF, FrameRef, LEAVE, PEERS, SIGNAL};
 use crate::minca::mesh::introduction::{
-    self, Dropped, Introductions, MAX_PEER_LIST, New, Signal, SignalClock, SignalKind, Verdict,
-    is_did, we_offer,
+    self, Dropped, Introductions, MAX_PEER_LIST, New, Signal, SignalClock, SignalKind, SignalRef,
+    Verdict, is_did, we_offer,
 };
 use crate::minca::mesh::live::{self, LIVE, LiveAllowance};
 use crate::minca::mesh::payload;
@@ -939,14 +939,14 @@ impl<R: CryptoRng> Mesh<R> {
                     at,
                 );
                 if let Some(signal) = signal {
-                    self.flood(&room, &signal, None);
+                    self.flood(&room, &signal.as_ref(), None);
                 }
             }
         }
     }
 
     /// §8: a signal goes to every peer admitted in its room, and nowhere else.
-    fn flood(&mut self, room: &str, signal: &Signal, except: Option<&str>) {
+    fn flood(&mut self, room: &str, signal: &SignalRef<'_>, except: Option<&str>) {
         let Some(r) = self.rooms.get(room) else {
             return;
         };
@@ -961,7 +961,7 @@ impl<R: CryptoRng> Mesh<R> {
         });
         let did = &self.did;
         send_to_open(&mut self.out, targets, || {
-            signal_frame::write(room, did, signal)
+            signal_frame::write_ref(room, did, signal)
         });
     }
 
@@ -1272,7 +1272,7 @@ impl<R: CryptoRng> Mesh<R> {
                     let peer = peer.clone();
                     let verdict =
                         self.introductions
-                            .receive_new(now, self.crypto, p.room, new, signal);
+                            .receive_new_ref(now, self.crypto, p.room, new, signal);
                     self.follow_signal(now, p.room, peer.as_str(), verdict);
                 }
                 Err(Refused::UnknownRoom) => self.counters.unknown_room += 1,
@@ -1458,13 +1458,23 @@ impl<R: CryptoRng> Mesh<R> {
                 .receive_signal(now, self.crypto, room, &self.did, s),
             Err(d) => Verdict::Drop(d),
         };
-        self.follow_signal(now, room, from, verdict);
+        self.follow_signal(now, room, from, verdict.as_ref());
     }
 
     /// Does what the introductions memory said of a `__signal` from `from` in `room` (§8).
-    fn follow_signal(&mut self, now: Timestamp, room: &str, from: &str, verdict: Verdict) {
+    fn follow_signal(
+        &mut self,
+        now: Timestamp,
+        room: &str,
+        from: &str,
+        verdict: Verdict<SignalRef<'_>>,
+    ) {
         match verdict {
-            Verdict::Act(s) => self.on_signal(now, &s.origin, s.kind, s.sdp, room, Via::Mesh),
+            Verdict::Act(s) => {
+                // The one copy of a signal acted on: its SDP goes to the host.
+                let sdp = s.sdp.into_owned();
+                self.on_signal(now, s.origin, s.kind, sdp, room, Via::Mesh)
+            }
             Verdict::Forward(s) => self.flood(room, &s, Some(from)),
             _ => self.counters.signal_dropped += 1,
         }
@@ -1804,14 +1814,14 @@ fn send_to_open(
 /// shape, as both only drop), each refusal counted as there. A copy (most frames) touches only
 /// what the peek read; only a signal found new is read in full. A function of the tables it
 /// reads rather than a method, so that `peer` may stay borrowed from its connection's entry.
-fn peeked_signal(
+fn peeked_signal<'a>(
     rooms: &TextMap<Room>,
     memory: &Introductions,
     ours: &str,
     now: Timestamp,
     peer: &str,
-    p: &signal_peek::Peek<'_>,
-) -> Result<(New, Signal), Refused> {
+    p: &signal_peek::Peek<'a>,
+) -> Result<(New, SignalRef<'a>), Refused> {
     let r = rooms.get(p.room).ok_or(Refused::UnknownRoom)?;
     if !r.is_admitted(peer) {
         return Err(Refused::NotAdmitted);
@@ -1822,7 +1832,7 @@ fn peeked_signal(
     let new = memory
         .check_copy(now, p.room, ours, &p.signal)
         .map_err(|_| Refused::Dropped)?;
-    let signal = p.read_signal().map_err(|_| Refused::Dropped)?;
+    let signal = p.read_signal_ref().map_err(|_| Refused::Dropped)?;
     Ok((new, signal))
 }
 

@@ -9,7 +9,7 @@
 use alloc::vec::Vec;
 
 use super::frame::{self, SIGNAL};
-use super::introduction::Signal;
+use super::introduction::{Signal, SignalRef};
 
 /// A `__signal` payload as written, between its values: the members in the order a
 /// `serde_json::Map` keeps them (sorted), so the bytes are those of the payload built as a JSON
@@ -31,6 +31,12 @@ pub(super) const LAYOUT: [&[u8]; 9] = [
 /// [`Frame::to_bytes`](super::frame::Frame::to_bytes) gives for the frame holding
 /// [`Signal::to_payload`], laid out as `frame::ENVELOPE` and `LAYOUT` say.
 pub fn write(room: &str, from: &str, signal: &Signal) -> Vec<u8> {
+    write_ref(room, from, &signal.as_ref())
+}
+
+/// [`write()`] from a signal still borrowed from the frame it came in: a node passes a signal
+/// on without an owned copy.
+pub(crate) fn write_ref(room: &str, from: &str, signal: &SignalRef<'_>) -> Vec<u8> {
     frame::write(room, SIGNAL, from, signal)
 }
 
