@@ -1228,10 +1228,10 @@ impl<R: CryptoRng> Mesh<R> {
                 send_each(conns, out, [peer], || frame::write(room, WHO, did, &who));
                 let others: Vec<&str> = r.admitted_but(Some(peer)).collect();
                 send_each(conns, out, [peer], || {
-                    frame::write(room, PEERS, did, &others)
+                    frame::write_texts(room, PEERS, did, &others)
                 });
                 send_each(conns, out, others.iter().copied(), || {
-                    frame::write(room, PEERS, did, &[peer])
+                    frame::write_texts(room, PEERS, did, &[peer])
                 });
             }
             if let Some(Stage::Admitted(a)) =

@@ -42,7 +42,7 @@ pub fn write(room: &str, from: &str, signal: &Signal) -> Vec<u8> {
 /// Laid out by hand as `frame::ENVELOPE` and [`LAYOUT`] say, into one allocation of the exact
 /// size: serde_json (without `std`) writes only into a `Vec` it grows itself from 128 bytes, two
 /// or three times for a signal frame. The bytes are those `frame::write` gives (held to it in
-/// the tests), its strings escaped as serde_json escapes them ([`json_str`]).
+/// the tests), its strings escaped as serde_json escapes them (`frame::json_str`).
 pub(crate) fn write_ref(room: &str, from: &str, signal: &SignalRef<'_>) -> Vec<u8> {
     let (at, hops) = (decimal(signal.at), decimal(signal.hops));
     let kind = signal.kind.as_str();
@@ -62,7 +62,7 @@ pub(crate) fn write_ref(room: &str, from: &str, signal: &SignalRef<'_>) -> Vec<u
         .chain(&LAYOUT)
         .map(|p| p.len())
         .sum::<usize>()
-        + strs.iter().map(|s| json_str_len(s)).sum::<usize>()
+        + strs.iter().map(|s| frame::json_str_len(s)).sum::<usize>()
         + at.len()
         + hops.len();
     let mut out = Vec::with_capacity(size);
@@ -79,29 +79,29 @@ pub(crate) fn write_ref(room: &str, from: &str, signal: &SignalRef<'_>) -> Vec<u
         l_end,
     ] = LAYOUT;
     out.extend_from_slice(e_from);
-    json_str(&mut out, from);
+    frame::json_str(&mut out, from);
     out.extend_from_slice(e_payload);
     out.extend_from_slice(l_at);
     out.extend_from_slice(at.as_bytes());
     out.extend_from_slice(l_sdp);
-    json_str(&mut out, &signal.sdp);
+    frame::json_str(&mut out, &signal.sdp);
     out.extend_from_slice(l_type);
-    json_str(&mut out, kind);
+    frame::json_str(&mut out, kind);
     out.extend_from_slice(l_hops);
     out.extend_from_slice(hops.as_bytes());
     out.extend_from_slice(l_kind);
-    json_str(&mut out, kind);
+    frame::json_str(&mut out, kind);
     out.extend_from_slice(l_origin);
-    json_str(&mut out, signal.origin);
+    frame::json_str(&mut out, signal.origin);
     out.extend_from_slice(l_sig);
-    json_str(&mut out, &signal.sig);
+    frame::json_str(&mut out, &signal.sig);
     out.extend_from_slice(l_target);
-    json_str(&mut out, signal.target);
+    frame::json_str(&mut out, signal.target);
     out.extend_from_slice(l_end);
     out.extend_from_slice(e_room);
-    json_str(&mut out, room);
+    frame::json_str(&mut out, room);
     out.extend_from_slice(e_type);
-    json_str(&mut out, SIGNAL);
+    frame::json_str(&mut out, SIGNAL);
     out.extend_from_slice(e_end);
     debug_assert_eq!(out.len(), size);
     out
@@ -114,60 +114,6 @@ fn decimal(n: u64) -> ArrayString<20> {
     // 20 digits hold every u64.
     let _ = write!(s, "{n}");
     s
-}
-
-/// How serde_json writes byte `b` of a string: itself (`None`), or an escape. Only `"`, `\`
-/// and the control characters are escaped; bytes of characters beyond ASCII go as they are.
-fn escape(b: u8) -> Option<[u8; 6]> {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let short = |c: u8| Some([b'\\', c, 0, 0, 0, 0]);
-    match b {
-        b'"' => short(b'"'),
-        b'\\' => short(b'\\'),
-        0x08 => short(b'b'),
-        0x0c => short(b'f'),
-        b'\n' => short(b'n'),
-        b'\r' => short(b'r'),
-        b'\t' => short(b't'),
-        0..0x20 => Some([
-            b'\\',
-            b'u',
-            b'0',
-            b'0',
-            HEX[usize::from(b >> 4)],
-            HEX[usize::from(b & 0xf)],
-        ]),
-        _ => None,
-    }
-}
-
-/// The length of an escape [`escape`] gives: 2 bytes, or 6 for `\u00XX`.
-fn escape_len(e: &[u8; 6]) -> usize {
-    if e[1] == b'u' { 6 } else { 2 }
-}
-
-/// The length of `s` written as a JSON string by [`json_str`].
-fn json_str_len(s: &str) -> usize {
-    2 + s
-        .bytes()
-        .map(|b| escape(b).map_or(1, |e| escape_len(&e)))
-        .sum::<usize>()
-}
-
-/// Writes `s` as a JSON string, quoted and escaped as serde_json writes it.
-fn json_str(out: &mut Vec<u8>, s: &str) {
-    out.push(b'"');
-    let bytes = s.as_bytes();
-    let mut plain = 0;
-    for (i, &b) in bytes.iter().enumerate() {
-        if let Some(e) = escape(b) {
-            out.extend_from_slice(&bytes[plain..i]);
-            out.extend_from_slice(&e[..escape_len(&e)]);
-            plain = i + 1;
-        }
-    }
-    out.extend_from_slice(&bytes[plain..]);
-    out.push(b'"');
 }
 
 #[cfg(test)]
