@@ -97,9 +97,9 @@ pub(crate) fn write(room: &str, kind: &str, from: &str, payload: &impl Serialize
 }
 
 /// The bytes of a frame of type `kind` in `room` from `from` whose payload is the array of
-/// `items`: what [`write`] gives for it, laid out by hand into one allocation of the exact
-/// size (a `__peers` list of a full room is several kilobytes, which serde_json would reach by
-/// doubling from 128 bytes).
+/// `items`: what [`write`] gives for it, laid out by hand into one allocation of its size
+/// (exact unless a text holds an escape; a `__peers` list of a full room is several
+/// kilobytes, which serde_json would reach by doubling from 128 bytes).
 pub(crate) fn write_texts(room: &str, kind: &str, from: &str, items: &[&str]) -> Vec<u8> {
     let pieces = ENVELOPE.iter().map(|p| p.len()).sum::<usize>();
     let list =
@@ -123,59 +123,54 @@ pub(crate) fn write_texts(room: &str, kind: &str, from: &str, items: &[&str]) ->
     out.extend_from_slice(e_type);
     json_str(&mut out, kind);
     out.extend_from_slice(e_end);
-    debug_assert_eq!(out.len(), size);
     out
 }
 
-/// How serde_json writes byte `b` of a string: itself (`None`), or an escape. Only `"`, `\`
-/// and the control characters are escaped; bytes of characters beyond ASCII go as they are.
-fn escape(b: u8) -> Option<[u8; 6]> {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let short = |c: u8| Some([b'\\', c, 0, 0, 0, 0]);
-    match b {
-        b'"' => short(b'"'),
-        b'\\' => short(b'\\'),
-        0x08 => short(b'b'),
-        0x0c => short(b'f'),
-        b'\n' => short(b'n'),
-        b'\r' => short(b'r'),
-        b'\t' => short(b't'),
-        0..0x20 => Some([
-            b'\\',
-            b'u',
-            b'0',
-            b'0',
-            HEX[usize::from(b >> 4)],
-            HEX[usize::from(b & 0xf)],
-        ]),
-        _ => None,
+/// How serde_json writes each byte of a string: 0 for the byte itself, else the character of
+/// its escape after the backslash (`u` for `\u00XX`). Only `"`, `\` and the control characters
+/// are escaped; bytes of characters beyond ASCII go as they are.
+static ESCAPE: [u8; 256] = {
+    let mut t = [0; 256];
+    let mut b = 0;
+    while b < 0x20 {
+        t[b] = b'u';
+        b += 1;
     }
-}
+    t[0x08] = b'b';
+    t[0x0c] = b'f';
+    t[b'\n' as usize] = b'n';
+    t[b'\r' as usize] = b'r';
+    t[b'\t' as usize] = b't';
+    t[b'"' as usize] = b'"';
+    t[b'\\' as usize] = b'\\';
+    t
+};
 
-/// The length of an escape [`escape`] gives: 2 bytes, or 6 for `\u00XX`.
-fn escape_len(e: &[u8; 6]) -> usize {
-    if e[1] == b'u' { 6 } else { 2 }
-}
-
-/// The length of `s` written as a JSON string by [`json_str`].
+/// The length of `s` written as a JSON string when nothing in it is escaped (DIDs, rooms,
+/// signatures): what a frame's buffer is sized by; an escape grows it.
 pub(super) fn json_str_len(s: &str) -> usize {
-    2 + s
-        .bytes()
-        .map(|b| escape(b).map_or(1, |e| escape_len(&e)))
-        .sum::<usize>()
+    s.len() + 2
 }
 
 /// Writes `s` as a JSON string, quoted and escaped as serde_json writes it.
 pub(super) fn json_str(out: &mut Vec<u8>, s: &str) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
     out.push(b'"');
     let bytes = s.as_bytes();
     let mut plain = 0;
     for (i, &b) in bytes.iter().enumerate() {
-        if let Some(e) = escape(b) {
-            out.extend_from_slice(&bytes[plain..i]);
-            out.extend_from_slice(&e[..escape_len(&e)]);
-            plain = i + 1;
+        let e = ESCAPE[usize::from(b)];
+        if e == 0 {
+            continue;
         }
+        out.extend_from_slice(&bytes[plain..i]);
+        if e == b'u' {
+            let hex = |n: u8| HEX[usize::from(n)];
+            out.extend_from_slice(&[b'\\', b'u', b'0', b'0', hex(b >> 4), hex(b & 0xf)]);
+        } else {
+            out.extend_from_slice(&[b'\\', e]);
+        }
+        plain = i + 1;
     }
     out.extend_from_slice(&bytes[plain..]);
     out.push(b'"');

@@ -39,8 +39,8 @@ pub fn write(room: &str, from: &str, signal: &Signal) -> Vec<u8> {
 /// [`write()`] from a signal still borrowed from the frame it came in: a node passes a signal
 /// on without an owned copy.
 ///
-/// Laid out by hand as `frame::ENVELOPE` and [`LAYOUT`] say, into one allocation of the exact
-/// size: serde_json (without `std`) writes only into a `Vec` it grows itself from 128 bytes, two
+/// Laid out by hand as `frame::ENVELOPE` and [`LAYOUT`] say, into one allocation of its size
+/// (exact unless a text holds an escape, as an SDP's line ends are): serde_json (without `std`) writes only into a `Vec` it grows itself from 128 bytes, two
 /// or three times for a signal frame. The bytes are those `frame::write` gives (held to it in
 /// the tests), its strings escaped as serde_json escapes them (`frame::json_str`).
 pub(crate) fn write_ref(room: &str, from: &str, signal: &SignalRef<'_>) -> Vec<u8> {
@@ -103,7 +103,6 @@ pub(crate) fn write_ref(room: &str, from: &str, signal: &SignalRef<'_>) -> Vec<u
     out.extend_from_slice(e_type);
     frame::json_str(&mut out, SIGNAL);
     out.extend_from_slice(e_end);
-    debug_assert_eq!(out.len(), size);
     out
 }
 
