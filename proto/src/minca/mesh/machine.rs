@@ -1837,6 +1837,10 @@ fn peeked_signal<'a>(
 }
 
 /// A received frame's payload: a JSON tree, or a peer list [`peers_peek::peek`] read.
+#[expect(
+    clippy::large_enum_variant,
+    reason = "a frame's body lives on the stack for one frame; boxing the list is the allocation it saves"
+)]
 enum Body<'a> {
     Json(Value),
     Peers(ArrayVec<&'a str, MAX_PEER_LIST>),

@@ -224,7 +224,7 @@ mod tests {
                 assert_eq!(px == py, x == y);
                 assert_eq!(dx.cmp(dy), x.cmp(y));
                 assert_eq!(Borrow::<dyn PassedKey>::borrow(&px).cmp(dy), x.cmp(y));
-                let (ax, ay) = (Acted::new(&*x.1, &*x.2), Acted::new(&*y.1, &*y.2));
+                let (ax, ay) = (Acted::new(&x.1, &x.2), Acted::new(&y.1, &y.2));
                 let (ex, ey) = (ActedRef::new(&x.1, &x.2), ActedRef::new(&y.1, &y.2));
                 let (dx, dy): (&dyn ActedKey, &dyn ActedKey) = (&ex, &ey);
                 assert_eq!(dx.cmp(dy), ax.cmp(&ay));
