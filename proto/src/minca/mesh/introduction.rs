@@ -521,7 +521,7 @@ impl Serialize for SignalRef<'_> {
     }
 }
 
-/// Written as [`SignalRef`] writes it.
+/// Written as its borrowed form (`SignalRef`) writes it.
 impl Serialize for Signal {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         self.as_ref().serialize(serializer)

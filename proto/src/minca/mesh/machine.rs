@@ -89,7 +89,7 @@ pub const SPACE_TYPES: [&str; 2] = [WHO, LIVE];
 
 /// The byte rate every peer's frames are held to, per connection (§7.4 plans "a byte rate per
 /// peer on every transport" without values): a burst of one largest frame
-/// ([`frame::MAX_FRAME_BYTES`](super::frame::MAX_FRAME_BYTES), 16 MiB), refilling 4 MiB a second.
+/// ([`frame::MAX_FRAME_BYTES`], 16 MiB), refilling 4 MiB a second.
 /// 4 MiB/s is above what live messages at their own limit carry in practice (20 a second, §9.2)
 /// and what a sync of records needs, and bounds what one peer can make this node parse. Beyond
 /// it a frame is dropped and counted, and the connection stays (§7.4: "messages are dropped or
