@@ -20,6 +20,14 @@ use core::cmp::Ordering;
 
 use crate::minca::text_map::KeyText;
 
+/// How much of a room name a key holds in itself: a space's room name is 32 characters (§1.3),
+/// and a longer one (a channel's) goes to the heap. A tuning of key size (each key is held twice
+/// in its table, with its tree's spare slots) against an allocation, no protocol value.
+const INLINE_ROOM_BYTES: usize = 32;
+
+/// A room name as a key holds it.
+type RoomText = KeyText<INLINE_ROOM_BYTES>;
+
 /// The last 16 bytes of `origin` as an integer (zero-padded in front if shorter). A DID's tail
 /// is random base58, where its head is the same for every P-256 key, so two origins nearly
 /// always differ here; equal tags leave the texts to decide. The order it gives is internal:
@@ -39,7 +47,7 @@ fn tag(origin: &str) -> u128 {
 pub(crate) struct Acted {
     tag: u128,
     origin: KeyText,
-    room: KeyText,
+    room: RoomText,
 }
 
 impl Acted {
@@ -48,7 +56,7 @@ impl Acted {
         Self {
             tag: tag(origin),
             origin: KeyText::new(origin),
-            room: KeyText::new(room),
+            room: RoomText::new(room),
         }
     }
 }
@@ -77,7 +85,7 @@ impl<'a> ActedRef<'a> {
 pub(crate) struct Passed {
     at: u64,
     origin: KeyText,
-    room: KeyText,
+    room: RoomText,
 }
 
 impl Passed {
@@ -86,7 +94,7 @@ impl Passed {
         Self {
             at,
             origin: KeyText::new(origin),
-            room: KeyText::new(room),
+            room: RoomText::new(room),
         }
     }
 }
