@@ -32,14 +32,14 @@ pub(crate) const INLINE_BYTES: usize = 64;
 pub(crate) const INLINE_HEADS: usize = 16;
 
 /// A key's text (a DID's, most often) as a table holds it: in the table's own memory up to
-/// `N` bytes ([`INLINE_BYTES`] unless its owner holds shorter texts), on the heap beyond.
+/// [`INLINE_BYTES`], on the heap beyond.
 #[derive(Clone, Debug)]
-pub(crate) enum KeyText<const N: usize = INLINE_BYTES> {
-    Inline(ArrayString<N>),
+pub(crate) enum KeyText {
+    Inline(ArrayString<INLINE_BYTES>),
     Heap(String),
 }
 
-impl<const N: usize> KeyText<N> {
+impl KeyText {
     /// `did`'s text, inline if it fits.
     pub(crate) fn new(did: impl Into<String> + AsRef<str>) -> Self {
         match ArrayString::from(did.as_ref()) {

@@ -12,21 +12,56 @@
 //! So an acted-on key leads with its origin's [`tag`], held in the key itself: the search
 //! compares integers and reads texts only to confirm the key it found.
 //!
-//! An owned key holds its texts as [`KeyText`]s, in the key itself: a DID or a room name fits,
-//! so remembering a signal makes no allocation of its own beyond the table's.
+//! An owned key holds its two texts in one shared allocation ([`Joined`]): its table holds each
+//! key twice (by key and by expiry), and the copy shares the texts rather than copying them, so
+//! remembering a signal makes one allocation, where two `String`s and their clones made four.
+//! The key itself stays small (a pointer, a length and a split): the tables' lookups, on every
+//! copy of a flooded signal, compare keys in place.
 
+use alloc::string::String;
+use alloc::sync::Arc;
+use arrayvec::ArrayString;
 use core::borrow::Borrow;
 use core::cmp::Ordering;
 
-use crate::minca::text_map::KeyText;
+/// How long two texts may be together and still be joined on the stack before their one
+/// allocation (a DID and a room name are 89 bytes); longer ones are joined in a `String` first.
+/// A tuning of stack space against a second allocation, no protocol value.
+const JOIN_ON_STACK: usize = 128;
 
-/// How much of a room name a key holds in itself: a space's room name is 32 characters (§1.3),
-/// and a longer one (a channel's) goes to the heap. A tuning of key size (each key is held twice
-/// in its table, with its tree's spare slots) against an allocation, no protocol value.
-const INLINE_ROOM_BYTES: usize = 32;
+/// Two texts in one shared allocation, told apart by where the first ends.
+#[derive(Clone, Debug)]
+struct Joined {
+    text: Arc<str>,
+    split: usize,
+}
 
-/// A room name as a key holds it.
-type RoomText = KeyText<INLINE_ROOM_BYTES>;
+impl Joined {
+    fn new(first: &str, second: &str) -> Self {
+        let mut both = ArrayString::<JOIN_ON_STACK>::new();
+        let text: Arc<str> =
+            if both.try_push_str(first).is_ok() && both.try_push_str(second).is_ok() {
+                Arc::from(both.as_str())
+            } else {
+                let mut joined = String::with_capacity(first.len() + second.len());
+                joined.push_str(first);
+                joined.push_str(second);
+                Arc::from(joined)
+            };
+        Self {
+            text,
+            split: first.len(),
+        }
+    }
+
+    /// The two texts. `split` is the first's length, so a character boundary: `get` never
+    /// fails, and an empty text stands in rather than a panic were it to.
+    fn parts(&self) -> (&str, &str) {
+        let first = self.text.get(..self.split).unwrap_or_default();
+        let second = self.text.get(self.split..).unwrap_or_default();
+        (first, second)
+    }
+}
 
 /// The last 16 bytes of `origin` as an integer (zero-padded in front if shorter). A DID's tail
 /// is random base58, where its head is the same for every P-256 key, so two origins nearly
@@ -46,8 +81,8 @@ fn tag(origin: &str) -> u128 {
 #[derive(Clone, Debug)]
 pub(crate) struct Acted {
     tag: u128,
-    origin: KeyText,
-    room: RoomText,
+    /// The origin, then the room.
+    texts: Joined,
 }
 
 impl Acted {
@@ -55,8 +90,7 @@ impl Acted {
     pub(crate) fn new(origin: &str, room: &str) -> Self {
         Self {
             tag: tag(origin),
-            origin: KeyText::new(origin),
-            room: RoomText::new(room),
+            texts: Joined::new(origin, room),
         }
     }
 }
@@ -84,8 +118,8 @@ impl<'a> ActedRef<'a> {
 #[derive(Clone, Debug)]
 pub(crate) struct Passed {
     at: u64,
-    origin: KeyText,
-    room: RoomText,
+    /// The origin, then the room.
+    texts: Joined,
 }
 
 impl Passed {
@@ -93,8 +127,7 @@ impl Passed {
     pub(crate) fn new(at: u64, origin: &str, room: &str) -> Self {
         Self {
             at,
-            origin: KeyText::new(origin),
-            room: RoomText::new(room),
+            texts: Joined::new(origin, room),
         }
     }
 }
@@ -107,7 +140,8 @@ pub(crate) trait ActedKey {
 
 impl ActedKey for Acted {
     fn parts(&self) -> (u128, &str, &str) {
-        (self.tag, self.origin.as_str(), self.room.as_str())
+        let (origin, room) = self.texts.parts();
+        (self.tag, origin, room)
     }
 }
 
@@ -125,7 +159,8 @@ pub(crate) trait PassedKey {
 
 impl PassedKey for Passed {
     fn parts(&self) -> (u64, &str, &str) {
-        (self.at, self.origin.as_str(), self.room.as_str())
+        let (origin, room) = self.texts.parts();
+        (self.at, origin, room)
     }
 }
 
@@ -214,7 +249,7 @@ mod tests {
             "did:key:zDnabQQQQQQQQQQQQQQQQ",
         ];
         let mut owned: Vec<(u64, String, String)> = Vec::new();
-        let long = "did:key:zDn".repeat(7);
+        let long = "did:key:zDn".repeat(12);
         for at in [0, 1, u64::MAX] {
             for o in words.iter().copied().chain([long.as_str()]) {
                 for r in words {
@@ -226,7 +261,7 @@ mod tests {
             for y in &owned {
                 let (bx, by) = ((x.0, x.1.as_str(), x.2.as_str()), (y.0, &*y.1, &*y.2));
                 let (dx, dy): (&dyn PassedKey, &dyn PassedKey) = (&bx, &by);
-                // The tuple of texts is the order the owned key keeps, held in place or not.
+                // The tuple of texts is the order the owned key keeps, joined on the stack or not.
                 let (px, py) = (Passed::new(x.0, &x.1, &x.2), Passed::new(y.0, &y.1, &y.2));
                 assert_eq!(px.cmp(&py), x.cmp(y));
                 assert_eq!(px == py, x == y);
