@@ -5,11 +5,14 @@
 //! sender to be the peer the connection is with (§7.1, §9), so the parsed [`Frame`] does not even
 //! keep it, and no code here can attribute a message by it.
 
+use alloc::borrow::Cow;
 use alloc::string::String;
 use alloc::vec::Vec;
 
 use serde::Serialize;
-use serde_json::{Map, Value};
+use serde_json::Value;
+
+use super::frame_read::Members;
 
 /// The reserved types (§7.1): mesh housekeeping, never delivered to the application.
 pub const RESERVED_TYPES: [&str; 5] = [AUTH_HELLO, AUTH_PROOF, PEERS, SIGNAL, LEAVE];
@@ -60,6 +63,11 @@ pub struct Frame {
     pub payload: Value,
 }
 
+/// Whether `kind` is reserved: mesh housekeeping, never handed to the application.
+pub fn is_reserved(kind: &str) -> bool {
+    RESERVED_TYPES.contains(&kind)
+}
+
 /// Whether `s` may be a frame's `room` or `type`: not empty, at most [`MAX_NAME_BYTES`].
 pub(crate) fn is_name(s: &str) -> bool {
     !s.is_empty() && s.len() <= MAX_NAME_BYTES
@@ -88,6 +96,86 @@ pub(crate) fn write(room: &str, kind: &str, from: &str, payload: &impl Serialize
     .unwrap_or_default()
 }
 
+/// The bytes of a frame of type `kind` in `room` from `from` whose payload is the array of
+/// `items`: what [`write`] gives for it, laid out by hand into one allocation of its size
+/// (exact unless a text holds an escape; a `__peers` list of a full room is several
+/// kilobytes, which serde_json would reach by doubling from 128 bytes).
+pub(crate) fn write_texts(room: &str, kind: &str, from: &str, items: &[&str]) -> Vec<u8> {
+    let pieces = ENVELOPE.iter().map(|p| p.len()).sum::<usize>();
+    let list =
+        2 + items.len().saturating_sub(1) + items.iter().map(|s| json_str_len(s)).sum::<usize>();
+    let size = pieces + json_str_len(from) + list + json_str_len(room) + json_str_len(kind);
+    let mut out = Vec::with_capacity(size);
+    let [e_from, e_payload, e_room, e_type, e_end] = ENVELOPE;
+    out.extend_from_slice(e_from);
+    json_str(&mut out, from);
+    out.extend_from_slice(e_payload);
+    out.push(b'[');
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        json_str(&mut out, item);
+    }
+    out.push(b']');
+    out.extend_from_slice(e_room);
+    json_str(&mut out, room);
+    out.extend_from_slice(e_type);
+    json_str(&mut out, kind);
+    out.extend_from_slice(e_end);
+    out
+}
+
+/// How serde_json writes each byte of a string: 0 for the byte itself, else the character of
+/// its escape after the backslash (`u` for `\u00XX`). Only `"`, `\` and the control characters
+/// are escaped; bytes of characters beyond ASCII go as they are.
+static ESCAPE: [u8; 256] = {
+    let mut t = [0; 256];
+    let mut b = 0;
+    while b < 0x20 {
+        t[b] = b'u';
+        b += 1;
+    }
+    t[0x08] = b'b';
+    t[0x0c] = b'f';
+    t[b'\n' as usize] = b'n';
+    t[b'\r' as usize] = b'r';
+    t[b'\t' as usize] = b't';
+    t[b'"' as usize] = b'"';
+    t[b'\\' as usize] = b'\\';
+    t
+};
+
+/// The length of `s` written as a JSON string when nothing in it is escaped (DIDs, rooms,
+/// signatures): what a frame's buffer is sized by; an escape grows it.
+pub(super) fn json_str_len(s: &str) -> usize {
+    s.len() + 2
+}
+
+/// Writes `s` as a JSON string, quoted and escaped as serde_json writes it.
+pub(super) fn json_str(out: &mut Vec<u8>, s: &str) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    out.push(b'"');
+    let bytes = s.as_bytes();
+    let mut plain = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        let e = ESCAPE[usize::from(b)];
+        if e == 0 {
+            continue;
+        }
+        out.extend_from_slice(&bytes[plain..i]);
+        if e == b'u' {
+            let hex = |n: u8| HEX[usize::from(n)];
+            out.extend_from_slice(&[b'\\', b'u', b'0', b'0', hex(b >> 4), hex(b & 0xf)]);
+        } else {
+            out.extend_from_slice(&[b'\\', e]);
+        }
+        plain = i + 1;
+    }
+    out.extend_from_slice(&bytes[plain..]);
+    out.push(b'"');
+}
+
 /// A frame as [`write`] lays it out, between its values (`from`, `payload`, `room`, `type`):
 /// the members in the order a `serde_json::Map` keeps them, without whitespace. The commonest
 /// frames are read by hand laid out so ([`signal_peek`](super::signal_peek),
@@ -100,10 +188,38 @@ pub(super) const ENVELOPE: [&[u8]; 5] = [
     b"}",
 ];
 
-fn name(object: &Map<String, Value>, field: &str) -> Option<String> {
-    match object.get(field) {
-        Some(Value::String(s)) if is_name(s) => Some(s.clone()),
-        _ => None,
+/// One mesh frame as received, its `room` and `type` borrowed from the bytes (copied only when
+/// written with escapes): what [`Frame::parse`] reads, without the two names' allocations.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FrameRef<'a> {
+    /// The room the frame belongs to.
+    pub room: Cow<'a, str>,
+    /// The message type (`type` on the wire).
+    pub kind: Cow<'a, str>,
+    /// The payload; `null` when absent.
+    pub payload: Value,
+}
+
+impl<'a> FrameRef<'a> {
+    /// Parses one binary frame: the rule [`Frame::parse`] goes through.
+    pub fn parse(bytes: &'a [u8]) -> Result<Self, FrameError> {
+        if bytes.len() > MAX_FRAME_BYTES {
+            return Err(FrameError::TooLarge);
+        }
+        let Ok(members) = serde_json::from_slice::<Members<'a>>(bytes) else {
+            return Err(FrameError::NotAnObject);
+        };
+        let name = |n: Option<Cow<'a, str>>| n.filter(|s| is_name(s));
+        Ok(Self {
+            room: name(members.room).ok_or(FrameError::BadRoom)?,
+            kind: name(members.kind).ok_or(FrameError::BadType)?,
+            payload: members.payload.unwrap_or(Value::Null),
+        })
+    }
+
+    /// Whether the type is reserved: mesh housekeeping, never handed to the application.
+    pub fn is_reserved(&self) -> bool {
+        is_reserved(&self.kind)
     }
 }
 
@@ -119,19 +235,11 @@ impl Frame {
 
     /// Parses one binary frame.
     pub fn parse(bytes: &[u8]) -> Result<Self, FrameError> {
-        if bytes.len() > MAX_FRAME_BYTES {
-            return Err(FrameError::TooLarge);
-        }
-        let Ok(Value::Object(mut object)) = serde_json::from_slice::<Value>(bytes) else {
-            return Err(FrameError::NotAnObject);
-        };
-        let room = name(&object, "room").ok_or(FrameError::BadRoom)?;
-        let kind = name(&object, "type").ok_or(FrameError::BadType)?;
-        let payload = object.remove("payload").unwrap_or(Value::Null);
+        let f = FrameRef::parse(bytes)?;
         Ok(Self {
-            room,
-            kind,
-            payload,
+            room: f.room.into_owned(),
+            kind: f.kind.into_owned(),
+            payload: f.payload,
         })
     }
 
@@ -142,7 +250,7 @@ impl Frame {
 
     /// Whether the type is reserved: mesh housekeeping, never handed to the application.
     pub fn is_reserved(&self) -> bool {
-        RESERVED_TYPES.contains(&self.kind.as_str())
+        is_reserved(&self.kind)
     }
 }
 
@@ -231,5 +339,99 @@ mod tests {
         assert_eq!(Frame::parse(text.as_bytes()), Err(FrameError::BadRoom));
         let huge = alloc::vec![b' '; MAX_FRAME_BYTES + 1];
         assert_eq!(Frame::parse(&huge), Err(FrameError::TooLarge));
+    }
+
+    /// The tree `Frame::parse` read frames through before [`FrameRef`], kept to hold the new
+    /// reading to it.
+    fn through_a_tree(bytes: &[u8]) -> Result<Frame, FrameError> {
+        fn name(object: &serde_json::Map<String, Value>, field: &str) -> Option<String> {
+            match object.get(field) {
+                Some(Value::String(s)) if is_name(s) => Some(s.clone()),
+                _ => None,
+            }
+        }
+        if bytes.len() > MAX_FRAME_BYTES {
+            return Err(FrameError::TooLarge);
+        }
+        let Ok(Value::Object(mut object)) = serde_json::from_slice::<Value>(bytes) else {
+            return Err(FrameError::NotAnObject);
+        };
+        let room = name(&object, "room").ok_or(FrameError::BadRoom)?;
+        let kind = name(&object, "type").ok_or(FrameError::BadType)?;
+        let payload = object.remove("payload").unwrap_or(Value::Null);
+        Ok(Frame {
+            room,
+            kind,
+            payload,
+        })
+    }
+
+    #[test]
+    fn members_read_without_a_tree_are_what_the_tree_gave() {
+        let texts = [
+            r#"{"from":"did:key:zMe","payload":{"nonce":"abc"},"room":"r1","type":"__auth-hello"}"#,
+            r#"{"room":"r\u0031","type":"l\"ive","from":7,"payload":[1,"x",{"a":null}]}"#,
+            r#"{"room":"a","room":"b","type":"t","type":5,"payload":1,"payload":2}"#,
+            r#"{"type":"t","room":"r","extra":{"k":[true,false,1.5e3,-2]},"payload":"\ud83d\ude00"}"#,
+            r#"{"r\u006fom":"r","typ\u0065":"t"}"#,
+            r#"{"room":"r","type":"t","from":"\ud800"}"#,
+            r#"{"room":"r","type":"t","x":"a\u0000b","y":1e999}"#,
+            r#" { "room" : "r" , "type" : "t" } "#,
+        ];
+        let mut cases: Vec<Vec<u8>> = texts.iter().map(|t| t.as_bytes().to_vec()).collect();
+        cases.push(br#"{"room":"r","type":"t","from":"\xff"}"#.to_vec());
+        cases.push(br#"{"room":"r","type":"t","\xfe":1}"#.to_vec());
+        let mut all = Vec::new();
+        for t in &cases {
+            all.push(t.clone());
+            for end in 0..t.len() {
+                all.push(t[..end].to_vec());
+            }
+            for at in 0..t.len() {
+                for b in [
+                    b' ', b'"', b'\\', b',', b'}', b'{', b'[', b':', b'1', 0x80, 0x1f,
+                ] {
+                    let mut changed = t.clone();
+                    changed[at] = b;
+                    all.push(changed);
+                }
+            }
+        }
+        let mut read = 0;
+        for bytes in &all {
+            let tree = through_a_tree(bytes);
+            assert_eq!(
+                Frame::parse(bytes),
+                tree,
+                "{}",
+                String::from_utf8_lossy(bytes)
+            );
+            read += usize::from(tree.is_ok());
+        }
+        assert!(read > 100, "{read}");
+        let f = FrameRef::parse(texts[0].as_bytes()).unwrap();
+        assert!(matches!(
+            (&f.room, &f.kind),
+            (Cow::Borrowed(_), Cow::Borrowed(_))
+        ));
+    }
+
+    #[test]
+    fn a_list_of_texts_laid_out_by_hand_is_what_serde_json_writes() {
+        let every: String = (0u8..0x80).map(char::from).chain(['é', '😀']).collect();
+        let many: Vec<String> = (0..70).map(|n| alloc::format!("did:key:zP{n}")).collect();
+        let many: Vec<&str> = many.iter().map(String::as_str).collect();
+        for items in [
+            &[][..],
+            &[""],
+            &["did:key:zA"],
+            &["a", every.as_str(), "\\"],
+            &many,
+        ] {
+            for (room, from) in [("r1", "did:key:zMe"), (every.as_str(), every.as_str())] {
+                let by_serde = write(room, PEERS, from, &items);
+                assert_eq!(write_texts(room, PEERS, from, items), by_serde);
+            }
+        }
     }
 }

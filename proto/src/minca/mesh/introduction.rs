@@ -5,6 +5,7 @@
 //! entries of a peer list count and who offers (§8, §7.3), a signal's shape, signature and checks,
 //! and the memory that acts on each signal once and passes each on at most once.
 
+use alloc::borrow::Cow;
 use alloc::string::String;
 use core::cmp::Ordering;
 use core::time::Duration;
@@ -159,10 +160,27 @@ pub fn label(
     at: u64,
     sdp: &str,
 ) -> String {
+    let mut l = String::new();
+    write_label(&mut l, room, origin, target, kind, at, sdp);
+    l
+}
+
+/// Writes [`label`] into `l`, cleared first: a receiver verifies every new signal over one
+/// buffer it keeps rather than a new allocation each time.
+fn write_label(
+    l: &mut String,
+    room: &str,
+    origin: &str,
+    target: &str,
+    kind: SignalKind,
+    at: u64,
+    sdp: &str,
+) {
     use core::fmt::Write;
     let parts = [LABEL_PREFIX, room, origin, target, kind.as_str()];
     let size = parts.iter().map(|p| p.len() + 1).sum::<usize>() + 21 + sdp.len();
-    let mut l = String::with_capacity(size);
+    l.clear();
+    l.reserve(size);
     for p in parts {
         l.push_str(p);
         l.push('|');
@@ -170,7 +188,6 @@ pub fn label(
     // Writing to a `String` cannot fail.
     let _ = write!(l, "{at}|");
     l.push_str(sdp);
-    l
 }
 
 /// Why a received signal is dropped. Every drop is silent on the wire (§8 names no answer); the
@@ -202,28 +219,69 @@ pub enum Dropped {
 /// not of its JSON type (a string, or for `at` and `hops` an integer as `integer` reads one;
 /// `data_type` and `sdp` are `None` too when `data` is not an object). Both readers, through a
 /// `Value` and straight from text, fill this, so the checks live once in [`Signal::from_fields`].
-pub(crate) struct Fields<'a> {
+/// The texts a signal keeps (origin, target, SDP, signature) live as long as `'a`; `kind` and
+/// `data.type`, only compared, as long as `'b`.
+pub(crate) struct Fields<'a, 'b> {
     pub(crate) origin: Option<&'a str>,
     pub(crate) target: Option<&'a str>,
-    pub(crate) kind: Option<&'a str>,
-    pub(crate) data_type: Option<&'a str>,
-    pub(crate) sdp: Option<&'a str>,
+    pub(crate) kind: Option<&'b str>,
+    pub(crate) data_type: Option<&'b str>,
+    /// Owned when reading it unescaped it: taken as it is, not copied again.
+    pub(crate) sdp: Option<Cow<'a, str>>,
     pub(crate) at: Option<u64>,
-    pub(crate) sig: Option<&'a str>,
+    pub(crate) sig: Option<Cow<'a, str>>,
     pub(crate) hops: Option<u64>,
 }
 
-/// What to do with a received signal.
+/// What to do with a received signal: an owned [`Signal`], or inside the crate one still
+/// borrowed from its frame (`SignalRef`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum Verdict {
+pub enum Verdict<S = Signal> {
     /// It is for this node: act on it as a signal from `origin` (§7.3), once.
-    Act(Signal),
+    Act(S),
     /// Pass it on to every peer admitted in the room except the one it came from; `hops` is
     /// already decremented.
-    Forward(Signal),
+    Forward(S),
     /// Drop it.
     Drop(Dropped),
+}
+
+impl<S> Verdict<S> {
+    /// The same verdict about `f` of the signal.
+    pub fn map<T>(self, f: impl FnOnce(S) -> T) -> Verdict<T> {
+        match self {
+            Verdict::Act(s) => Verdict::Act(f(s)),
+            Verdict::Forward(s) => Verdict::Forward(f(s)),
+            Verdict::Drop(d) => Verdict::Drop(d),
+        }
+    }
+}
+
+impl Verdict {
+    /// The verdict about the signal borrowed.
+    pub(crate) fn as_ref(&self) -> Verdict<SignalRef<'_>> {
+        match self {
+            Verdict::Act(s) => Verdict::Act(s.as_ref()),
+            Verdict::Forward(s) => Verdict::Forward(s.as_ref()),
+            Verdict::Drop(d) => Verdict::Drop(*d),
+        }
+    }
+}
+
+/// A signal whose texts are borrowed from where it was read (its SDP and signature copied only
+/// if they held an escape): what a receiver checks, verifies and passes on without copying it.
+/// [`Signal`] is its owned form; the shape checks, the label, the signature and the payload's
+/// layout are this type's, and an owned signal goes through them borrowed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct SignalRef<'a> {
+    pub(crate) origin: &'a str,
+    pub(crate) target: &'a str,
+    pub(crate) kind: SignalKind,
+    pub(crate) sdp: Cow<'a, str>,
+    pub(crate) at: u64,
+    pub(crate) sig: Cow<'a, str>,
+    pub(crate) hops: u64,
 }
 
 /// What a signal is for, when [`Introductions::check_copy`] finds it new.
@@ -310,17 +368,52 @@ impl Signal {
             target: text(p.get("target")),
             kind: text(p.get("kind")),
             data_type: data.and_then(|d| text(d.get("type"))),
-            sdp: data.and_then(|d| text(d.get("sdp"))),
+            sdp: data.and_then(|d| text(d.get("sdp"))).map(Cow::Borrowed),
             at: integer(p.get("at")),
-            sig: text(p.get("sig")),
+            sig: text(p.get("sig")).map(Cow::Borrowed),
             hops: integer(p.get("hops")),
         })
     }
 
     /// The shape checks of §8, on fields however they were read (see [`Fields`]).
-    pub(crate) fn from_fields(f: Fields<'_>) -> Result<Self, Dropped> {
-        let did = |s: Option<&str>| match s {
-            Some(s) if is_did(s) => Ok(String::from(s)),
+    pub(crate) fn from_fields(f: Fields<'_, '_>) -> Result<Self, Dropped> {
+        SignalRef::from_fields(f).map(SignalRef::into_owned)
+    }
+
+    /// The signal borrowed.
+    pub(crate) fn as_ref(&self) -> SignalRef<'_> {
+        SignalRef {
+            origin: &self.origin,
+            target: &self.target,
+            kind: self.kind,
+            sdp: Cow::Borrowed(&self.sdp),
+            at: self.at,
+            sig: Cow::Borrowed(&self.sig),
+            hops: self.hops,
+        }
+    }
+
+    /// The fields a copy of this signal is recognised by.
+    pub fn routing(&self) -> Routing<'_> {
+        self.as_ref().routing()
+    }
+
+    /// The `__signal` payload.
+    pub fn to_payload(&self) -> Value {
+        serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+
+    /// Whether `sig` verifies against the key `origin` names, for a signal in `room`.
+    pub fn verify(&self, crypto: &dyn CryptoProvider, room: &str) -> bool {
+        self.as_ref().verify_in(crypto, room, &mut String::new())
+    }
+}
+
+impl<'a> SignalRef<'a> {
+    /// The shape checks of §8 (see [`Signal::from_fields`]), keeping the texts as given.
+    pub(crate) fn from_fields(f: Fields<'a, '_>) -> Result<Self, Dropped> {
+        let did = |s: Option<&'a str>| match s {
+            Some(s) if is_did(s) => Ok(s),
             _ => Err(Dropped::Malformed),
         };
         let origin = did(f.origin)?;
@@ -333,11 +426,11 @@ impl Signal {
             return Err(Dropped::Malformed);
         }
         let sdp = match f.sdp {
-            Some(s) if within_sdp_limit(s) => s.into(),
+            Some(s) if within_sdp_limit(&s) => s,
             _ => return Err(Dropped::Malformed),
         };
         let at = f.at.ok_or(Dropped::Malformed)?;
-        let sig = f.sig.ok_or(Dropped::Malformed)?.into();
+        let sig = f.sig.ok_or(Dropped::Malformed)?;
         // Unsigned routing data: anything but a non-negative integer leaves no hops.
         let hops = f.hops.unwrap_or(0);
         Ok(Self {
@@ -351,39 +444,48 @@ impl Signal {
         })
     }
 
+    /// The signal owned.
+    pub(crate) fn into_owned(self) -> Signal {
+        Signal {
+            origin: self.origin.into(),
+            target: self.target.into(),
+            kind: self.kind,
+            sdp: self.sdp.into_owned(),
+            at: self.at,
+            sig: self.sig.into_owned(),
+            hops: self.hops,
+        }
+    }
+
     /// The fields a copy of this signal is recognised by.
-    pub fn routing(&self) -> Routing<'_> {
+    pub(crate) fn routing(&self) -> Routing<'a> {
         Routing {
-            origin: &self.origin,
-            target: &self.target,
+            origin: self.origin,
+            target: self.target,
             at: self.at,
             hops: self.hops,
         }
     }
 
-    /// The `__signal` payload.
-    pub fn to_payload(&self) -> Value {
-        serde_json::to_value(self).unwrap_or(Value::Null)
-    }
-
-    /// Whether `sig` verifies against the key `origin` names, for a signal in `room`.
-    pub fn verify(&self, crypto: &dyn CryptoProvider, room: &str) -> bool {
-        let l = label(
+    /// [`Signal::verify`], its label written into `scratch` (cleared first, kept allocated).
+    fn verify_in(&self, crypto: &dyn CryptoProvider, room: &str, scratch: &mut String) -> bool {
+        write_label(
+            scratch,
             room,
-            &self.origin,
-            &self.target,
+            self.origin,
+            self.target,
             self.kind,
             self.at,
             &self.sdp,
         );
-        auth::verify(crypto, &self.origin, &l, &self.sig)
+        auth::verify(crypto, self.origin, scratch, &self.sig)
     }
 }
 
 /// The `__signal` payload (§8), written from the signal's fields: a flood writes it once per
 /// signal it passes on, so no JSON tree is built for it. [`Signal::to_payload`] goes through here
 /// too, so the shape lives in this one place.
-impl Serialize for Signal {
+impl Serialize for SignalRef<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         // Members in the order a `serde_json::Map` keeps them (sorted), so the bytes are what
         // the payload built as a `Value` gives.
@@ -411,11 +513,18 @@ impl Serialize for Signal {
             },
             hops: self.hops,
             kind: self.kind.as_str(),
-            origin: &self.origin,
+            origin: self.origin,
             sig: &self.sig,
-            target: &self.target,
+            target: self.target,
         }
         .serialize(serializer)
+    }
+}
+
+/// Written as its borrowed form (`SignalRef`) writes it.
+impl Serialize for Signal {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.as_ref().serialize(serializer)
     }
 }
 
@@ -453,6 +562,8 @@ pub struct Introductions {
     acted: ReplayWindow<Acted>,
     /// Signals passed on, by (at, origin, room).
     passed: ExpiringSet<Passed>,
+    /// The label of the last signal verified: a buffer kept, not a value (cleared before use).
+    label: String,
 }
 
 impl Default for Introductions {
@@ -467,6 +578,7 @@ impl Introductions {
         Self {
             acted: ReplayWindow::new(SIGNAL_WINDOW, MAX_TIMES_PER_ORIGIN, MAX_ORIGINS),
             passed: ExpiringSet::new(MAX_PASSED_ON),
+            label: String::new(),
         }
     }
 
@@ -522,16 +634,32 @@ impl Introductions {
         crypto: &dyn CryptoProvider,
         room: &str,
         new: New,
-        mut signal: Signal,
+        signal: Signal,
     ) -> Verdict {
-        if !signal.verify(crypto, room) {
+        let hops = self
+            .receive_new_ref(now, crypto, room, new, signal.as_ref())
+            .map(|s| s.hops);
+        hops.map(|hops| Signal { hops, ..signal })
+    }
+
+    /// [`Introductions::receive_new`] for a signal still borrowed from its frame: the one place
+    /// its rules live. The machine passes a signal on or acts on it from the borrow.
+    pub(crate) fn receive_new_ref<'a>(
+        &mut self,
+        now: Timestamp,
+        crypto: &dyn CryptoProvider,
+        room: &str,
+        new: New,
+        mut signal: SignalRef<'a>,
+    ) -> Verdict<SignalRef<'a>> {
+        if !signal.verify_in(crypto, room, &mut self.label) {
             return Verdict::Drop(Dropped::BadSignature);
         }
         let at = Timestamp::from_millis(signal.at);
         self.prune(now);
         match new {
             New::ForUs => {
-                let key = Acted::new(signal.origin.as_str(), room);
+                let key = Acted::new(signal.origin, room);
                 match self.acted.accept(now, key, at) {
                     replay::Verdict::Fresh => Verdict::Act(signal),
                     _ => Verdict::Drop(Dropped::Busy),
@@ -543,7 +671,7 @@ impl Introductions {
                 let expires = at
                     .saturating_add(SIGNAL_WINDOW)
                     .saturating_add(Duration::from_millis(1));
-                let id: Passed = (signal.at, signal.origin.clone(), String::from(room));
+                let id = Passed::new(signal.at, signal.origin, room);
                 self.passed.insert(now, id, expires);
                 signal.hops = signal.hops.min(MAX_HOPS) - 1;
                 Verdict::Forward(signal)
@@ -667,6 +795,32 @@ mod tests {
                     kind.as_str()
                 )
             );
+        }
+    }
+
+    #[test]
+    fn a_borrowed_signal_gets_the_verdict_the_owned_one_does() {
+        let p = peers(3);
+        let mut forged = signal(&p[0], &p[1].did, T0);
+        forged.sdp = "v=1".into();
+        let mut hopless = signal(&p[0], &p[2].did, T0);
+        hopless.hops = 7;
+        for (s, me) in [
+            (signal(&p[0], &p[1].did, T0), &p[1].did),
+            (hopless, &p[1].did),
+            (forged.clone(), &p[1].did),
+            (forged, &p[2].did),
+        ] {
+            let (mut owned, mut borrowed) = (Introductions::new(), Introductions::new());
+            for _ in 0..2 {
+                let new = owned.check_copy(now(T0), ROOM, me, &s.routing());
+                assert_eq!(new, borrowed.check_copy(now(T0), ROOM, me, &s.routing()));
+                let Ok(new) = new else { continue };
+                let c = default_provider();
+                let a = owned.receive_new(now(T0), c, ROOM, new, s.clone());
+                let b = borrowed.receive_new_ref(now(T0), c, ROOM, new, s.as_ref());
+                assert_eq!(a, b.map(SignalRef::into_owned));
+            }
         }
     }
 
@@ -1016,7 +1170,7 @@ mod tests {
     /// does not care) that each acted once at `at`.
     fn fill_acted(i: &mut Introductions, name: &str, n: usize, at: u64) {
         for k in 0..n {
-            let key = Acted::new(alloc::format!("{name}{k}"), ROOM);
+            let key = Acted::new(&alloc::format!("{name}{k}"), ROOM);
             let v = i.acted.accept(now(at), key, now(at));
             assert_eq!(v, replay::Verdict::Fresh);
         }
@@ -1025,7 +1179,7 @@ mod tests {
     /// Fills the passed-on table with `n` signals from one origin, sent at `at`.
     fn fill_passed(i: &mut Introductions, n: usize, at: u64) {
         for k in 0..n as u64 {
-            let id: Passed = (at + k, "did:key:zFiller".into(), ROOM.into());
+            let id = Passed::new(at + k, "did:key:zFiller", ROOM);
             let expires = now(at + k) + SIGNAL_WINDOW + Duration::from_millis(1);
             i.passed.insert(now(at), id, expires);
         }

@@ -31,8 +31,10 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use core::time::Duration;
 
+use arrayvec::ArrayVec;
 use rand_core::CryptoRng;
-use serde_json::{Map, Value, json};
+use serde::Serialize;
+use serde_json::{Map, Value};
 
 use crate::codec::did_key::DidKey;
 use crate::core::{BucketConfig, ConnId, ExpiringSet, Machine, TimerQueue, Timestamp, Wakeup};
@@ -40,11 +42,13 @@ use crate::crypto::{CryptoProvider, P256Secret};
 use crate::minca::auth;
 use crate::minca::mesh::admission::{Admitted, Handshake, PeerWho, Stage};
 use crate::minca::mesh::conns::{Conn, ConnState, Conns};
-use crate::minca::mesh::frame::{AUTH_HELLO, AUTH_PROOF, Frame, LEAVE, PEERS, SIGNAL};
+use crate::minca::mesh::frame::{self, AUTH_HELLO, AUTH_PROOF, FrameRef, LEAVE, PEERS, SIGNAL};
 use crate::minca::mesh::introduction::{
-    self, Dropped, Introductions, New, Signal, SignalClock, SignalKind, Verdict, is_did, we_offer,
+    self, Dropped, Introductions, MAX_PEER_LIST, New, Signal, SignalClock, SignalKind, SignalRef,
+    Verdict, is_did, we_offer,
 };
 use crate::minca::mesh::live::{self, LIVE, LiveAllowance};
+use crate::minca::mesh::payload;
 use crate::minca::mesh::peers_peek;
 use crate::minca::mesh::signal_frame;
 use crate::minca::mesh::signal_peek;
@@ -85,7 +89,7 @@ pub const SPACE_TYPES: [&str; 2] = [WHO, LIVE];
 
 /// The byte rate every peer's frames are held to, per connection (§7.4 plans "a byte rate per
 /// peer on every transport" without values): a burst of one largest frame
-/// ([`frame::MAX_FRAME_BYTES`](super::frame::MAX_FRAME_BYTES), 16 MiB), refilling 4 MiB a second.
+/// ([`frame::MAX_FRAME_BYTES`], 16 MiB), refilling 4 MiB a second.
 /// 4 MiB/s is above what live messages at their own limit carry in practice (20 a second, §9.2)
 /// and what a sync of records needs, and bounds what one peer can make this node parse. Beyond
 /// it a frame is dropped and counted, and the connection stays (§7.4: "messages are dropped or
@@ -666,14 +670,24 @@ impl<R: CryptoRng> Mesh<R> {
 
     // ---- sending -------------------------------------------------------------------------
 
-    fn send_frame(&mut self, peer: &str, frame: &Frame) {
-        self.send_to_each([peer], frame);
+    /// Sends a frame of type `kind` in `room` to `peer`, if its connection is open.
+    fn send_frame(&mut self, peer: &str, room: &str, kind: &str, payload: &impl Serialize) {
+        self.send_to_each([peer], room, kind, payload);
     }
 
-    /// Sends one frame to each of `peers` that has an open connection, written once.
-    fn send_to_each<'p>(&mut self, peers: impl IntoIterator<Item = &'p str>, frame: &Frame) {
+    /// Sends one frame of type `kind` in `room` to each of `peers` that has an open connection,
+    /// written once from `payload`'s borrows.
+    fn send_to_each<'p>(
+        &mut self,
+        peers: impl IntoIterator<Item = &'p str>,
+        room: &str,
+        kind: &str,
+        payload: &impl Serialize,
+    ) {
         let did = &self.did;
-        send_each(&self.conns, &mut self.out, peers, || frame.to_bytes(did));
+        send_each(&self.conns, &mut self.out, peers, || {
+            frame::write(room, kind, did, payload)
+        });
     }
 
     fn close_conn(&mut self, peer: &str) {
@@ -839,32 +853,32 @@ impl<R: CryptoRng> Mesh<R> {
         cooling
     }
 
-    /// §7.3: a signal from `from`, taken through `route`.
+    /// §7.3: a signal from `from` in `room`, heard `via` its relays or the mesh. The route an
+    /// answering connection takes is made only when one is.
     fn on_signal(
         &mut self,
         now: Timestamp,
         from: &str,
         kind: SignalKind,
         sdp: String,
-        route: Route,
+        room: &str,
+        via: Via,
     ) {
         if self.admitted_anywhere(from) {
             self.counters.signal_from_admitted += 1;
             return;
         }
-        let room = match &route {
-            Route::Relay(r) | Route::Mesh(r) => r.clone(),
-        };
         match kind {
             SignalKind::Offer => {
-                if self.cooling(now, &room, from) {
+                if self.cooling(now, room, from) {
                     return;
                 }
                 // The offer says the peer is in this room: greet there once the channel opens.
-                self.know(&room, from);
+                self.know(room, from);
                 if self.conns.has(from) {
                     self.close_conn(from);
                 }
+                let route = via.route(room);
                 if let Some(conn) = self.new_conn(now, from, ConnState::MakingAnswer, route) {
                     self.out.push_back(Output::CreateAnswer {
                         conn,
@@ -925,14 +939,14 @@ impl<R: CryptoRng> Mesh<R> {
                     at,
                 );
                 if let Some(signal) = signal {
-                    self.flood(&room, &signal, None);
+                    self.flood(&room, &signal.as_ref(), None);
                 }
             }
         }
     }
 
     /// §8: a signal goes to every peer admitted in its room, and nowhere else.
-    fn flood(&mut self, room: &str, signal: &Signal, except: Option<&str>) {
+    fn flood(&mut self, room: &str, signal: &SignalRef<'_>, except: Option<&str>) {
         let Some(r) = self.rooms.get(room) else {
             return;
         };
@@ -947,7 +961,7 @@ impl<R: CryptoRng> Mesh<R> {
         });
         let did = &self.did;
         send_to_open(&mut self.out, targets, || {
-            signal_frame::write(room, did, signal)
+            signal_frame::write_ref(room, did, signal)
         });
     }
 
@@ -1026,21 +1040,30 @@ impl<R: CryptoRng> Mesh<R> {
         if !self.conns.get(peer).is_some_and(Conn::is_open) || !self.begin(now, room, peer) {
             return;
         }
-        let Some(h) = self.handshake_mut(room, peer) else {
+        // The handshake is reached through the room table alone: the nonce stays borrowed
+        // while the frame is written and sent.
+        let Some(Stage::Handshake(h)) =
+            self.rooms.get_mut(room).and_then(|r| r.peers.get_mut(peer))
+        else {
             return;
         };
         if h.greeted {
             return;
         }
         h.greeted = true;
-        let frame = Frame::new(room, AUTH_HELLO, json!({ "nonce": h.nonce }));
-        self.send_frame(peer, &frame);
+        let did = &self.did;
+        let hello = payload::Hello { nonce: &h.nonce };
+        send_each(&self.conns, &mut self.out, [peer], || {
+            frame::write(room, AUTH_HELLO, did, &hello)
+        });
     }
 
-    fn fingerprints(&self, peer: &str) -> (String, String) {
+    /// The channel-binding fingerprints of the connection to `peer`, (local, remote), borrowed
+    /// for the transcript; empty without an open connection.
+    fn fingerprints(&self, peer: &str) -> (&str, &str) {
         match self.conns.get(peer).map(|c| &c.state) {
-            Some(ConnState::Open { local, remote }) => (local.clone(), remote.clone()),
-            _ => (String::new(), String::new()),
+            Some(ConnState::Open { local, remote }) => (local, remote),
+            _ => ("", ""),
         }
     }
 
@@ -1085,7 +1108,7 @@ impl<R: CryptoRng> Mesh<R> {
             return;
         }
         let (local, remote) = self.fingerprints(peer);
-        let t = auth::mesh_transcript(&r.space_id, &self.did, peer, their_nonce, &local, &remote);
+        let t = auth::mesh_transcript(&r.space_id, &self.did, peer, their_nonce, local, remote);
         let mut proof = match &r.kind {
             RoomKind::PrivateSpace(access) => match access.prove(&t) {
                 Some(fields) => fields,
@@ -1103,7 +1126,7 @@ impl<R: CryptoRng> Mesh<R> {
             return;
         };
         proof.insert("sig".into(), Value::String(sig));
-        self.send_frame(peer, &Frame::new(room, AUTH_PROOF, Value::Object(proof)));
+        self.send_frame(peer, room, AUTH_PROOF, &proof);
         if let Some(h) = self.handshake_mut(room, peer) {
             h.proof_sent = true;
         }
@@ -1116,7 +1139,7 @@ impl<R: CryptoRng> Mesh<R> {
         };
         let nonce = match r.peers.get(peer) {
             Some(Stage::Handshake(h)) if h.greeted && !h.verified && r.asks_proofs() => {
-                h.nonce.clone()
+                h.nonce.as_str()
             }
             _ => {
                 self.counters.bad_handshake += 1;
@@ -1124,7 +1147,7 @@ impl<R: CryptoRng> Mesh<R> {
             }
         };
         let (local, remote) = self.fingerprints(peer);
-        let t = auth::mesh_transcript(&r.space_id, peer, &self.did, &nonce, &remote, &local);
+        let t = auth::mesh_transcript(&r.space_id, peer, &self.did, nonce, remote, local);
         let admission = match payload {
             Value::Object(proof) => {
                 let sig_ok = proof
@@ -1188,33 +1211,36 @@ impl<R: CryptoRng> Mesh<R> {
             },
             reader,
         });
-        let note = r.note.clone();
-        let others: Vec<String> = r.admitted_but(Some(peer)).map(String::from).collect();
         self.handshakes.cancel(&(room.into(), peer.into()));
         self.out.push_back(Output::Admitted {
             room: room.into(),
             peer: peer.into(),
         });
         if is_space {
-            // `who` is the first message of a space to a newly admitted peer (§6.4, §9.1).
-            let payload = match note {
-                Some(n) => json!({ "note": n }),
-                None => json!({}),
-            };
-            self.send_frame(peer, &Frame::new(room, WHO, payload));
+            // Written from the room's own texts: the tables are borrowed apart, `out` alone
+            // changes while they are read.
+            let (did, conns, out) = (&self.did, &self.conns, &mut self.out);
+            if let Some(r) = self.rooms.get(room) {
+                // `who` is the first message of a space to a newly admitted peer (§6.4, §9.1).
+                let who = payload::Who {
+                    note: r.note.as_deref(),
+                };
+                send_each(conns, out, [peer], || frame::write(room, WHO, did, &who));
+                let others: Vec<&str> = r.admitted_but(Some(peer)).collect();
+                send_each(conns, out, [peer], || {
+                    frame::write_texts(room, PEERS, did, &others)
+                });
+                send_each(conns, out, others.iter().copied(), || {
+                    frame::write_texts(room, PEERS, did, &[peer])
+                });
+            }
             if let Some(Stage::Admitted(a)) =
                 self.rooms.get_mut(room).and_then(|r| r.peers.get_mut(peer))
             {
                 a.who_sent = true;
             }
-        }
-        if is_space {
             self.who_grace
                 .schedule(now.saturating_add(WHO_GRACE), (room.into(), peer.into()));
-            let list = introduction::peer_list_payload(others.iter().map(String::as_str));
-            self.send_frame(peer, &Frame::new(room, PEERS, list));
-            let about = Frame::new(room, PEERS, introduction::peer_list_payload([peer]));
-            self.send_to_each(others.iter().map(String::as_str), &about);
         }
         // "When a peer connects, it looks again at every peer it let in on a key that is no
         // longer current" (§6.3).
@@ -1246,7 +1272,7 @@ impl<R: CryptoRng> Mesh<R> {
                     let peer = peer.clone();
                     let verdict =
                         self.introductions
-                            .receive_new(now, self.crypto, p.room, new, signal);
+                            .receive_new_ref(now, self.crypto, p.room, new, signal);
                     self.follow_signal(now, p.room, peer.as_str(), verdict);
                 }
                 Err(Refused::UnknownRoom) => self.counters.unknown_room += 1,
@@ -1266,12 +1292,8 @@ impl<R: CryptoRng> Mesh<R> {
                 Cow::Borrowed(PEERS),
                 Body::Peers(p.entries),
             ),
-            None => match Frame::parse(bytes) {
-                Ok(f) => (
-                    Cow::Owned(f.room),
-                    Cow::Owned(f.kind),
-                    Body::Json(f.payload),
-                ),
+            None => match FrameRef::parse(bytes) {
+                Ok(f) => (f.room, f.kind, Body::Json(f.payload)),
                 Err(_) => {
                     self.counters.bad_frames += 1;
                     return;
@@ -1404,7 +1426,8 @@ impl<R: CryptoRng> Mesh<R> {
             self.counters.ignored_inputs += 1;
             return;
         }
-        let listed: Vec<&str> = match body {
+        // At most the first MAX_PEER_LIST entries count (§8): held in place, not on the heap.
+        let listed: ArrayVec<&str, MAX_PEER_LIST> = match body {
             Body::Json(payload) => introduction::peer_list(payload, &self.did).collect(),
             Body::Peers(entries) => {
                 introduction::listed(entries.iter().copied().map(Some), &self.did).collect()
@@ -1435,14 +1458,22 @@ impl<R: CryptoRng> Mesh<R> {
                 .receive_signal(now, self.crypto, room, &self.did, s),
             Err(d) => Verdict::Drop(d),
         };
-        self.follow_signal(now, room, from, verdict);
+        self.follow_signal(now, room, from, verdict.as_ref());
     }
 
     /// Does what the introductions memory said of a `__signal` from `from` in `room` (§8).
-    fn follow_signal(&mut self, now: Timestamp, room: &str, from: &str, verdict: Verdict) {
+    fn follow_signal(
+        &mut self,
+        now: Timestamp,
+        room: &str,
+        from: &str,
+        verdict: Verdict<SignalRef<'_>>,
+    ) {
         match verdict {
             Verdict::Act(s) => {
-                self.on_signal(now, &s.origin, s.kind, s.sdp, Route::Mesh(room.into()))
+                // The one copy of a signal acted on: its SDP goes to the host.
+                let sdp = s.sdp.into_owned();
+                self.on_signal(now, s.origin, s.kind, sdp, room, Via::Mesh)
             }
             Verdict::Forward(s) => self.flood(room, &s, Some(from)),
             _ => self.counters.signal_dropped += 1,
@@ -1531,8 +1562,8 @@ impl<R: CryptoRng> Mesh<R> {
         };
         let peers: Vec<String> = r.peers.keys().map(String::from).collect();
         let admitted: Vec<String> = r.admitted().map(String::from).collect();
-        let leave = Frame::new(room, LEAVE, json!({ "room": room }));
-        self.send_to_each(admitted.iter().map(String::as_str), &leave);
+        let leave = payload::Leave { room };
+        self.send_to_each(admitted.iter().map(String::as_str), room, LEAVE, &leave);
         for p in &peers {
             self.drop_peer(room, p);
         }
@@ -1552,13 +1583,13 @@ impl<R: CryptoRng> Mesh<R> {
             return;
         }
         if self.is_admitted(room, peer) {
-            self.send_frame(peer, &Frame::new(room, LEAVE, json!({ "room": room })));
+            self.send_frame(peer, room, LEAVE, &payload::Leave { room });
         }
         self.drop_peer(room, peer);
     }
 
     fn app_send(&mut self, room: &str, to: Option<String>, kind: String, payload: Value) {
-        let reserved = Frame::new(room, kind.as_str(), Value::Null).is_reserved();
+        let reserved = frame::is_reserved(&kind);
         let Some(r) = self.rooms.get(room).filter(|_| !reserved) else {
             self.counters.send_refused += 1;
             return;
@@ -1587,8 +1618,7 @@ impl<R: CryptoRng> Mesh<R> {
             self.counters.send_refused += 1;
             return;
         }
-        let frame = Frame::new(room, kind, payload);
-        self.send_to_each(targets.iter().map(String::as_str), &frame);
+        self.send_to_each(targets.iter().map(String::as_str), room, &kind, &payload);
     }
 
     fn valid_peer(&self, peer: &str) -> bool {
@@ -1636,7 +1666,7 @@ impl<R: CryptoRng> Mesh<R> {
                     self.counters.ignored_inputs += 1;
                     return;
                 }
-                self.on_signal(now, &from, kind, sdp, Route::Relay(room));
+                self.on_signal(now, &from, kind, sdp, &room, Via::Relay);
             }
             Input::LocalDescription { conn, sdp } => self.on_local_description(now, conn, sdp),
             Input::Opened {
@@ -1784,14 +1814,14 @@ fn send_to_open(
 /// shape, as both only drop), each refusal counted as there. A copy (most frames) touches only
 /// what the peek read; only a signal found new is read in full. A function of the tables it
 /// reads rather than a method, so that `peer` may stay borrowed from its connection's entry.
-fn peeked_signal(
+fn peeked_signal<'a>(
     rooms: &TextMap<Room>,
     memory: &Introductions,
     ours: &str,
     now: Timestamp,
     peer: &str,
-    p: &signal_peek::Peek<'_>,
-) -> Result<(New, Signal), Refused> {
+    p: &signal_peek::Peek<'a>,
+) -> Result<(New, SignalRef<'a>), Refused> {
     let r = rooms.get(p.room).ok_or(Refused::UnknownRoom)?;
     if !r.is_admitted(peer) {
         return Err(Refused::NotAdmitted);
@@ -1802,14 +1832,18 @@ fn peeked_signal(
     let new = memory
         .check_copy(now, p.room, ours, &p.signal)
         .map_err(|_| Refused::Dropped)?;
-    let signal = p.read_signal().map_err(|_| Refused::Dropped)?;
+    let signal = p.read_signal_ref().map_err(|_| Refused::Dropped)?;
     Ok((new, signal))
 }
 
 /// A received frame's payload: a JSON tree, or a peer list [`peers_peek::peek`] read.
+#[expect(
+    clippy::large_enum_variant,
+    reason = "a frame's body lives on the stack for one frame; boxing the list is the allocation it saves"
+)]
 enum Body<'a> {
     Json(Value),
-    Peers(Vec<&'a str>),
+    Peers(ArrayVec<&'a str, MAX_PEER_LIST>),
 }
 
 impl Body<'_> {

@@ -11,10 +11,57 @@
 //! cache miss at ten thousand nodes) and compared the `did:key:zDn` every DID begins with again.
 //! So an acted-on key leads with its origin's [`tag`], held in the key itself: the search
 //! compares integers and reads texts only to confirm the key it found.
+//!
+//! An owned key holds its two texts in one shared allocation ([`Joined`]): its table holds each
+//! key twice (by key and by expiry), and the copy shares the texts rather than copying them, so
+//! remembering a signal makes one allocation, where two `String`s and their clones made four.
+//! The key itself stays small (a pointer, a length and a split): the tables' lookups, on every
+//! copy of a flooded signal, compare keys in place.
 
 use alloc::string::String;
+use alloc::sync::Arc;
+use arrayvec::ArrayString;
 use core::borrow::Borrow;
 use core::cmp::Ordering;
+
+/// How long two texts may be together and still be joined on the stack before their one
+/// allocation (a DID and a room name are 89 bytes); longer ones are joined in a `String` first.
+/// A tuning of stack space against a second allocation, no protocol value.
+const JOIN_ON_STACK: usize = 128;
+
+/// Two texts in one shared allocation, told apart by where the first ends.
+#[derive(Clone, Debug)]
+struct Joined {
+    text: Arc<str>,
+    split: usize,
+}
+
+impl Joined {
+    fn new(first: &str, second: &str) -> Self {
+        let mut both = ArrayString::<JOIN_ON_STACK>::new();
+        let text: Arc<str> =
+            if both.try_push_str(first).is_ok() && both.try_push_str(second).is_ok() {
+                Arc::from(both.as_str())
+            } else {
+                let mut joined = String::with_capacity(first.len() + second.len());
+                joined.push_str(first);
+                joined.push_str(second);
+                Arc::from(joined)
+            };
+        Self {
+            text,
+            split: first.len(),
+        }
+    }
+
+    /// The two texts. `split` is the first's length, so a character boundary: `get` never
+    /// fails, and an empty text stands in rather than a panic were it to.
+    fn parts(&self) -> (&str, &str) {
+        let first = self.text.get(..self.split).unwrap_or_default();
+        let second = self.text.get(self.split..).unwrap_or_default();
+        (first, second)
+    }
+}
 
 /// The last 16 bytes of `origin` as an integer (zero-padded in front if shorter). A DID's tail
 /// is random base58, where its head is the same for every P-256 key, so two origins nearly
@@ -34,18 +81,16 @@ fn tag(origin: &str) -> u128 {
 #[derive(Clone, Debug)]
 pub(crate) struct Acted {
     tag: u128,
-    origin: String,
-    room: String,
+    /// The origin, then the room.
+    texts: Joined,
 }
 
 impl Acted {
     /// The key of `origin`'s signals in `room`.
-    pub(crate) fn new(origin: impl Into<String>, room: impl Into<String>) -> Self {
-        let origin = origin.into();
+    pub(crate) fn new(origin: &str, room: &str) -> Self {
         Self {
-            tag: tag(&origin),
-            origin,
-            room: room.into(),
+            tag: tag(origin),
+            texts: Joined::new(origin, room),
         }
     }
 }
@@ -70,7 +115,22 @@ impl<'a> ActedRef<'a> {
 }
 
 /// A passed-on signal's key: (at, origin, room).
-pub(crate) type Passed = (u64, String, String);
+#[derive(Clone, Debug)]
+pub(crate) struct Passed {
+    at: u64,
+    /// The origin, then the room.
+    texts: Joined,
+}
+
+impl Passed {
+    /// The key of `origin`'s signal sent `at` in `room`.
+    pub(crate) fn new(at: u64, origin: &str, room: &str) -> Self {
+        Self {
+            at,
+            texts: Joined::new(origin, room),
+        }
+    }
+}
 
 /// (origin, room), owned or borrowed.
 pub(crate) trait ActedKey {
@@ -80,7 +140,8 @@ pub(crate) trait ActedKey {
 
 impl ActedKey for Acted {
     fn parts(&self) -> (u128, &str, &str) {
-        (self.tag, &self.origin, &self.room)
+        let (origin, room) = self.texts.parts();
+        (self.tag, origin, room)
     }
 }
 
@@ -90,36 +151,16 @@ impl ActedKey for ActedRef<'_> {
     }
 }
 
-// The owned key orders by the same parts as its trait object, as `Borrow` asks.
-impl PartialEq for Acted {
-    fn eq(&self, other: &Self) -> bool {
-        self.parts() == other.parts()
-    }
-}
-
-impl Eq for Acted {}
-
-impl PartialOrd for Acted {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for Acted {
-    fn cmp(&self, other: &Self) -> Ordering {
-        self.parts().cmp(&other.parts())
-    }
-}
-
 /// (at, origin, room), owned or borrowed.
 pub(crate) trait PassedKey {
-    /// The parts, in the owned tuple's order.
+    /// The parts, in the order they are compared.
     fn parts(&self) -> (u64, &str, &str);
 }
 
 impl PassedKey for Passed {
     fn parts(&self) -> (u64, &str, &str) {
-        (self.0, &self.1, &self.2)
+        let (origin, room) = self.texts.parts();
+        (self.at, origin, room)
     }
 }
 
@@ -129,10 +170,30 @@ impl PassedKey for (u64, &str, &str) {
     }
 }
 
-/// Orders the trait object by its parts (as the owned tuple orders, field by field) and lets the
-/// owned key borrow as it.
+/// Orders the owned key and the trait object by the same parts, field by field, and lets the
+/// owned key borrow as the trait object (`Borrow` asks that both order alike).
 macro_rules! by_parts {
     ($key:ident, $owned:ty) => {
+        impl PartialEq for $owned {
+            fn eq(&self, other: &Self) -> bool {
+                $key::parts(self) == $key::parts(other)
+            }
+        }
+
+        impl Eq for $owned {}
+
+        impl PartialOrd for $owned {
+            fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+                Some(self.cmp(other))
+            }
+        }
+
+        impl Ord for $owned {
+            fn cmp(&self, other: &Self) -> Ordering {
+                $key::parts(self).cmp(&$key::parts(other))
+            }
+        }
+
         impl<'a> Borrow<dyn $key + 'a> for $owned {
             fn borrow(&self) -> &(dyn $key + 'a) {
                 self
@@ -167,6 +228,7 @@ by_parts!(PassedKey, Passed);
 #[cfg(test)]
 mod tests {
     use super::*;
+    use alloc::string::String;
     use alloc::vec::Vec;
 
     #[test]
@@ -186,9 +248,10 @@ mod tests {
             "did:key:zDnaaQQQQQQQQQQQQQQQQ",
             "did:key:zDnabQQQQQQQQQQQQQQQQ",
         ];
-        let mut owned: Vec<Passed> = Vec::new();
+        let mut owned: Vec<(u64, String, String)> = Vec::new();
+        let long = "did:key:zDn".repeat(12);
         for at in [0, 1, u64::MAX] {
-            for o in words {
+            for o in words.iter().copied().chain([long.as_str()]) {
                 for r in words {
                     owned.push((at, o.into(), r.into()));
                 }
@@ -198,9 +261,13 @@ mod tests {
             for y in &owned {
                 let (bx, by) = ((x.0, x.1.as_str(), x.2.as_str()), (y.0, &*y.1, &*y.2));
                 let (dx, dy): (&dyn PassedKey, &dyn PassedKey) = (&bx, &by);
+                // The tuple of texts is the order the owned key keeps, joined on the stack or not.
+                let (px, py) = (Passed::new(x.0, &x.1, &x.2), Passed::new(y.0, &y.1, &y.2));
+                assert_eq!(px.cmp(&py), x.cmp(y));
+                assert_eq!(px == py, x == y);
                 assert_eq!(dx.cmp(dy), x.cmp(y));
-                assert_eq!(Borrow::<dyn PassedKey>::borrow(x).cmp(dy), x.cmp(y));
-                let (ax, ay) = (Acted::new(&*x.1, &*x.2), Acted::new(&*y.1, &*y.2));
+                assert_eq!(Borrow::<dyn PassedKey>::borrow(&px).cmp(dy), x.cmp(y));
+                let (ax, ay) = (Acted::new(&x.1, &x.2), Acted::new(&y.1, &y.2));
                 let (ex, ey) = (ActedRef::new(&x.1, &x.2), ActedRef::new(&y.1, &y.2));
                 let (dx, dy): (&dyn ActedKey, &dyn ActedKey) = (&ex, &ey);
                 assert_eq!(dx.cmp(dy), ax.cmp(&ay));

@@ -6,7 +6,7 @@
 //! of plain strings (`plain_json`); anything else is `None`, and the machine
 //! reads the frame in full.
 
-use alloc::vec::Vec;
+use arrayvec::ArrayVec;
 
 use super::frame::PEERS;
 use super::introduction::MAX_PEER_LIST;
@@ -18,8 +18,8 @@ pub struct PeersPeek<'a> {
     /// The frame's room.
     pub room: &'a str,
     /// The payload's first [`MAX_PEER_LIST`] entries, every one a string: a receiver takes no
-    /// more (§8), so no more are kept.
-    pub entries: Vec<&'a str>,
+    /// more (§8), so no more are kept, and in place: no allocation grown entry by entry.
+    pub entries: ArrayVec<&'a str, MAX_PEER_LIST>,
 }
 
 /// Reads a `__peers` frame laid out as weft writes it. A `Some` promises that
@@ -29,15 +29,14 @@ pub struct PeersPeek<'a> {
 pub fn peek(bytes: &[u8]) -> Option<PeersPeek<'_>> {
     let (room, entries) = plain_json::as_written(bytes, PEERS, |c| {
         c.lit(b"[")?;
-        let mut entries = Vec::new();
+        let mut entries = ArrayVec::new();
         if c.lit(b"]").is_some() {
             return Some(entries);
         }
         loop {
             let entry = c.plain_str()?;
-            if entries.len() < MAX_PEER_LIST {
-                entries.push(entry);
-            }
+            // Full once the first MAX_PEER_LIST are in: the rest are read, not kept.
+            let _ = entries.try_push(entry);
             if c.lit(b",").is_none() {
                 c.lit(b"]")?;
                 return Some(entries);
@@ -54,6 +53,7 @@ mod tests {
     use crate::minca::mesh::introduction::peer_list_payload;
     use alloc::format;
     use alloc::string::String;
+    use alloc::vec::Vec;
     use serde_json::Value;
 
     /// Where the peek answers, the general path reads a `__peers` frame in the same room whose
@@ -96,7 +96,7 @@ mod tests {
             assert!(agrees(&bytes));
             let p = peek(&bytes).unwrap();
             assert_eq!(p.room, "r1");
-            assert_eq!(p.entries, peers[..peers.len().min(MAX_PEER_LIST)]);
+            assert_eq!(p.entries[..], peers[..peers.len().min(MAX_PEER_LIST)]);
         }
     }
 

@@ -8,8 +8,10 @@
 
 use alloc::vec::Vec;
 
+use arrayvec::ArrayString;
+
 use super::frame::{self, SIGNAL};
-use super::introduction::Signal;
+use super::introduction::{Signal, SignalRef};
 
 /// A `__signal` payload as written, between its values: the members in the order a
 /// `serde_json::Map` keeps them (sorted), so the bytes are those of the payload built as a JSON
@@ -31,7 +33,86 @@ pub(super) const LAYOUT: [&[u8]; 9] = [
 /// [`Frame::to_bytes`](super::frame::Frame::to_bytes) gives for the frame holding
 /// [`Signal::to_payload`], laid out as `frame::ENVELOPE` and `LAYOUT` say.
 pub fn write(room: &str, from: &str, signal: &Signal) -> Vec<u8> {
-    frame::write(room, SIGNAL, from, signal)
+    write_ref(room, from, &signal.as_ref())
+}
+
+/// [`write()`] from a signal still borrowed from the frame it came in: a node passes a signal
+/// on without an owned copy.
+///
+/// Laid out by hand as `frame::ENVELOPE` and [`LAYOUT`] say, into one allocation of its size
+/// (exact unless a text holds an escape, as an SDP's line ends are): serde_json (without `std`) writes only into a `Vec` it grows itself from 128 bytes, two
+/// or three times for a signal frame. The bytes are those `frame::write` gives (held to it in
+/// the tests), its strings escaped as serde_json escapes them (`frame::json_str`).
+pub(crate) fn write_ref(room: &str, from: &str, signal: &SignalRef<'_>) -> Vec<u8> {
+    let (at, hops) = (decimal(signal.at), decimal(signal.hops));
+    let kind = signal.kind.as_str();
+    let strs = [
+        from,
+        &signal.sdp,
+        kind,
+        kind,
+        signal.origin,
+        &signal.sig,
+        signal.target,
+        room,
+        SIGNAL,
+    ];
+    let size = frame::ENVELOPE
+        .iter()
+        .chain(&LAYOUT)
+        .map(|p| p.len())
+        .sum::<usize>()
+        + strs.iter().map(|s| frame::json_str_len(s)).sum::<usize>()
+        + at.len()
+        + hops.len();
+    let mut out = Vec::with_capacity(size);
+    let [e_from, e_payload, e_room, e_type, e_end] = frame::ENVELOPE;
+    let [
+        l_at,
+        l_sdp,
+        l_type,
+        l_hops,
+        l_kind,
+        l_origin,
+        l_sig,
+        l_target,
+        l_end,
+    ] = LAYOUT;
+    out.extend_from_slice(e_from);
+    frame::json_str(&mut out, from);
+    out.extend_from_slice(e_payload);
+    out.extend_from_slice(l_at);
+    out.extend_from_slice(at.as_bytes());
+    out.extend_from_slice(l_sdp);
+    frame::json_str(&mut out, &signal.sdp);
+    out.extend_from_slice(l_type);
+    frame::json_str(&mut out, kind);
+    out.extend_from_slice(l_hops);
+    out.extend_from_slice(hops.as_bytes());
+    out.extend_from_slice(l_kind);
+    frame::json_str(&mut out, kind);
+    out.extend_from_slice(l_origin);
+    frame::json_str(&mut out, signal.origin);
+    out.extend_from_slice(l_sig);
+    frame::json_str(&mut out, &signal.sig);
+    out.extend_from_slice(l_target);
+    frame::json_str(&mut out, signal.target);
+    out.extend_from_slice(l_end);
+    out.extend_from_slice(e_room);
+    frame::json_str(&mut out, room);
+    out.extend_from_slice(e_type);
+    frame::json_str(&mut out, SIGNAL);
+    out.extend_from_slice(e_end);
+    out
+}
+
+/// `n` in decimal, as serde_json writes an integer.
+fn decimal(n: u64) -> ArrayString<20> {
+    use core::fmt::Write;
+    let mut s = ArrayString::new();
+    // 20 digits hold every u64.
+    let _ = write!(s, "{n}");
+    s
 }
 
 #[cfg(test)]
@@ -97,6 +178,28 @@ pub(crate) mod tests {
                 "hops": 3,
             })
         );
+    }
+
+    #[test]
+    fn a_signal_frame_laid_out_by_hand_is_what_serde_json_writes() {
+        let every: String = (0u8..0x80)
+            .map(char::from)
+            .chain(['é', '😀', '\u{2028}'])
+            .collect();
+        let mut s = signal();
+        for (room, sdp, sig) in [("r1", "", ""), (every.as_str(), every.as_str(), "\\\"/")] {
+            s.sdp = sdp.into();
+            s.sig = sig.into();
+            for (at, hops) in [(0, 0), (9, 10), (u64::MAX, 1_790_000_000_000)] {
+                (s.at, s.hops) = (at, hops);
+                let by_serde = frame::write(room, SIGNAL, every.as_str(), &s);
+                assert_eq!(write_ref(room, every.as_str(), &s.as_ref()), by_serde);
+                assert_eq!(
+                    write(room, "did:key:zMe", &s),
+                    frame::write(room, SIGNAL, "did:key:zMe", &s)
+                );
+            }
+        }
     }
 
     /// The tricky frame texts the peek is held to the general path on: duplicate

@@ -17,7 +17,7 @@
 //! `None`, and the machine reads the frame in full.
 
 use super::frame::{MAX_FRAME_BYTES, SIGNAL, is_name};
-use super::introduction::{Dropped, Fields, Routing, Signal};
+use super::introduction::{Dropped, Fields, Routing, Signal, SignalRef};
 use super::plain_json::{self, Cursor, Text};
 use super::signal_frame::LAYOUT;
 
@@ -47,18 +47,23 @@ impl<'a> Peek<'a> {
     /// reads from the same bytes. The machine reads a signal this way once the peek found it
     /// is not a copy.
     pub fn read_signal(&self) -> Result<Signal, Dropped> {
+        self.read_signal_ref().map(SignalRef::into_owned)
+    }
+
+    /// [`Peek::read_signal`], the signal's texts left in the frame's bytes where they hold no
+    /// escape: what the machine reads a new signal as.
+    pub(crate) fn read_signal_ref(&self) -> Result<SignalRef<'a>, Dropped> {
         let text = |t: Option<Text<'a>>| t.and_then(Text::read);
         let r = self.rest;
         let (kind, data_type) = (text(r.kind), text(r.data_type));
-        let (sdp, sig) = (text(r.sdp), text(r.sig));
-        Signal::from_fields(Fields {
+        SignalRef::from_fields(Fields {
             origin: Some(self.signal.origin),
             target: Some(self.signal.target),
             kind: kind.as_deref(),
             data_type: data_type.as_deref(),
-            sdp: sdp.as_deref(),
+            sdp: text(r.sdp),
             at: Some(self.signal.at),
-            sig: sig.as_deref(),
+            sig: text(r.sig),
             hops: Some(self.signal.hops),
         })
     }
