@@ -1,5 +1,6 @@
-//! `minca::mesh` on arbitrary bytes: a mesh frame (§7.1) or a named error, never a panic; a parsed
-//! frame re-serializes to bytes that parse to the same frame. Each `__signal` payload goes through
+//! `minca::mesh` on arbitrary bytes: a mesh frame (§7.1) or a named error, never a panic, the
+//! same as the general path (through a JSON tree) answers; a parsed frame re-serializes to bytes
+//! that parse to the same frame. Each `__signal` payload goes through
 //! the introductions memory (§8), which must answer without panicking and stay within its bounds,
 //! and each payload through the live-message limits (§9.2). Where the peek that recognises a copy
 //! reads the bytes at all, the general path (through a JSON tree) reads a `__signal` frame in the
@@ -22,6 +23,8 @@ fuzz_target!(|input: (u32, &[u8])| {
     let me = "did:key:zDnaeV1SzGREx4fjGtUofWfZfnH42TV5EboaJ6deJLxvmo6jd";
     let peek = signal_peek::peek(bytes);
     let peers = peers_peek::peek(bytes);
+    // Read without a tree of the frame, as the tree reads it (or refused alike).
+    assert_eq!(Frame::parse(bytes), Frame::parse_tree(bytes));
     let Ok(frame) = Frame::parse(bytes) else {
         assert_eq!((peek, peers), (None, None));
         return;
@@ -29,7 +32,11 @@ fuzz_target!(|input: (u32, &[u8])| {
     if let Some(p) = peers {
         assert_eq!((p.room, frame.kind.as_str()), (frame.room.as_str(), PEERS));
         let general: Option<Vec<Option<&str>>> = frame.payload.as_array().map(|entries| {
-            entries.iter().take(MAX_PEER_LIST).map(|e| e.as_str()).collect()
+            entries
+                .iter()
+                .take(MAX_PEER_LIST)
+                .map(|e| e.as_str())
+                .collect()
         });
         assert_eq!(general, Some(p.entries.iter().copied().map(Some).collect()));
     }

@@ -243,6 +243,32 @@ impl Frame {
         })
     }
 
+    /// [`Frame::parse`] through a JSON tree of the whole frame, as it read frames before
+    /// [`FrameRef`]: every frame it reads, [`FrameRef::parse`] must read alike. Public so that a
+    /// fuzz target can hold the two to the same answer; [`Frame::parse`] is the way to read one.
+    pub fn parse_tree(bytes: &[u8]) -> Result<Self, FrameError> {
+        fn name(object: &serde_json::Map<String, Value>, field: &str) -> Option<String> {
+            match object.get(field) {
+                Some(Value::String(s)) if is_name(s) => Some(s.clone()),
+                _ => None,
+            }
+        }
+        if bytes.len() > MAX_FRAME_BYTES {
+            return Err(FrameError::TooLarge);
+        }
+        let Ok(Value::Object(mut object)) = serde_json::from_slice::<Value>(bytes) else {
+            return Err(FrameError::NotAnObject);
+        };
+        let room = name(&object, "room").ok_or(FrameError::BadRoom)?;
+        let kind = name(&object, "type").ok_or(FrameError::BadType)?;
+        let payload = object.remove("payload").unwrap_or(Value::Null);
+        Ok(Self {
+            room,
+            kind,
+            payload,
+        })
+    }
+
     /// The bytes to send, with `from` set to the sender's own session DID (§7.1).
     pub fn to_bytes(&self, from: &str) -> Vec<u8> {
         write(&self.room, &self.kind, from, &self.payload)
@@ -341,31 +367,6 @@ mod tests {
         assert_eq!(Frame::parse(&huge), Err(FrameError::TooLarge));
     }
 
-    /// The tree `Frame::parse` read frames through before [`FrameRef`], kept to hold the new
-    /// reading to it.
-    fn through_a_tree(bytes: &[u8]) -> Result<Frame, FrameError> {
-        fn name(object: &serde_json::Map<String, Value>, field: &str) -> Option<String> {
-            match object.get(field) {
-                Some(Value::String(s)) if is_name(s) => Some(s.clone()),
-                _ => None,
-            }
-        }
-        if bytes.len() > MAX_FRAME_BYTES {
-            return Err(FrameError::TooLarge);
-        }
-        let Ok(Value::Object(mut object)) = serde_json::from_slice::<Value>(bytes) else {
-            return Err(FrameError::NotAnObject);
-        };
-        let room = name(&object, "room").ok_or(FrameError::BadRoom)?;
-        let kind = name(&object, "type").ok_or(FrameError::BadType)?;
-        let payload = object.remove("payload").unwrap_or(Value::Null);
-        Ok(Frame {
-            room,
-            kind,
-            payload,
-        })
-    }
-
     #[test]
     fn members_read_without_a_tree_are_what_the_tree_gave() {
         let texts = [
@@ -399,7 +400,7 @@ mod tests {
         }
         let mut read = 0;
         for bytes in &all {
-            let tree = through_a_tree(bytes);
+            let tree = Frame::parse_tree(bytes);
             assert_eq!(
                 Frame::parse(bytes),
                 tree,
