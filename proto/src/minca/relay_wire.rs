@@ -592,9 +592,11 @@ impl RelayMessage {
     }
 
     /// [`RelayMessage::read`] with the bytes of a `mail`'s blobs decoded into `bytes` (cleared
-    /// first) rather than a buffer of the mail's own: a client keeps one for every frame it
-    /// reads, so a pushed blob costs no allocation to check. A `mail` only the JSON tree reads
-    /// (another spelling, rare) still gets its own.
+    /// first) rather than a buffer of the mail's own, for a reader whose buffer stays in cache
+    /// between frames (one socket read in a loop). The relay client does not keep one: with many
+    /// nodes in one process, a buffer each is cold memory at every frame, slower than a fresh
+    /// allocation (docs/performance.md, twelfth passes together). A `mail` only the JSON tree
+    /// reads (another spelling, rare) still gets its own.
     pub fn read_into<'a>(
         text: &'a str,
         bytes: &'a mut Vec<u8>,

@@ -207,9 +207,6 @@ enum Owed {
 pub(super) struct MincaCodec {
     owed: BTreeMap<Topic, VecDeque<Owed>>,
     reads: BTreeMap<Topic, TopicRead>,
-    /// The last `mail`'s blobs decoded by its check, kept between frames (cleared, not freed):
-    /// nearly every frame is a pushed blob, which then costs no allocation to check.
-    blob_bytes: Vec<u8>,
 }
 
 impl MincaCodec {
@@ -247,7 +244,10 @@ impl MincaCodec {
 
     fn decode(&mut self, text: &str, heard: &mut dyn FnMut(Heard<'_>)) -> Decoded {
         let mut out = Decoded::default();
-        let message = match RelayMessage::read_into(text, &mut self.blob_bytes) {
+        // A mail's blobs decoded into a buffer of its own, not one the codec keeps: with many
+        // nodes a kept buffer is cold memory at every frame, where a fresh block from the
+        // allocator is most often in cache (docs/performance.md, twelfth passes together).
+        let message = match RelayMessage::read(text) {
             Ok(m) => m,
             Err(_) => {
                 out.malformed = true;

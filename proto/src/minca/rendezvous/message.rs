@@ -251,9 +251,7 @@ impl Message {
 
     /// The string `sig` signs, for this message under `topic`.
     pub fn signed_text(&self, topic: &str) -> String {
-        let mut text = String::new();
-        self.view().write_signed_text(topic, &mut text);
-        text
+        self.view().signed_text(topic)
     }
 
     /// The message as the JSON object a sender writes.
@@ -377,13 +375,10 @@ impl<'a> MessageRef<'a> {
         }
     }
 
-    /// The string `sig` signs, for this message under `topic`, written into `out` (cleared
-    /// first): a node signs and checks many messages, and keeps one buffer for all of them.
-    pub(crate) fn write_signed_text(&self, topic: &str, out: &mut String) {
+    /// The string `sig` signs, for this message under `topic`.
+    pub(crate) fn signed_text(&self, topic: &str) -> String {
         let (to, sdp) = self.signal.unwrap_or(("", ""));
-        write_signed_text(
-            out, topic, self.kind, self.at, self.from, self.box_, to, sdp,
-        );
+        signed_text(topic, self.kind, self.at, self.from, self.box_, to, sdp)
     }
 }
 
@@ -424,35 +419,18 @@ pub fn signed_text(
     to: &str,
     sdp: &str,
 ) -> String {
-    let mut text = String::new();
-    write_signed_text(&mut text, topic, kind, at, from, box_, to, sdp);
-    text
-}
-
-/// [`signed_text`] written into `out`, cleared first and grown at most once: every received
-/// message is checked against it.
-#[allow(clippy::too_many_arguments)]
-fn write_signed_text(
-    out: &mut String,
-    topic: &str,
-    kind: Kind,
-    at: u64,
-    from: &str,
-    box_: &str,
-    to: &str,
-    sdp: &str,
-) {
+    // Written into one buffer of the exact size: every received message is checked against it.
     let mut digits = [0u8; 20];
     let at = decimal(at, &mut digits);
     let parts = [SIG_LABEL, topic, kind.as_str(), at, from, box_, to, sdp];
-    out.clear();
-    out.reserve(parts.iter().map(|p| p.len() + 1).sum());
+    let mut text = String::with_capacity(parts.iter().map(|p| p.len() + 1).sum());
     for (i, part) in parts.iter().enumerate() {
         if i > 0 {
-            out.push('|');
+            text.push('|');
         }
-        out.push_str(part);
+        text.push_str(part);
     }
+    text
 }
 
 /// `s` as a JSON string: copied between quotes when nothing in it is escaped (no `"`, `\\` or
@@ -826,31 +804,6 @@ mod tests {
         assert_eq!(
             signed_text("", Kind::Hello, 5, "", "", "", ""),
             "minca/rendezvous-sig/v1||hello|5||||"
-        );
-        // Written into a buffer that held a longer text: the same string.
-        let m = Message {
-            kind: Kind::Answer,
-            at: 9,
-            from: "did:key:zA".into(),
-            box_: "Ax".into(),
-            signal: Some(("did:key:zB".into(), "c2Rw".into())),
-            half_signal: false,
-            sig: "c2ln".into(),
-        };
-        let mut out = "x".repeat(200);
-        m.view().write_signed_text("t", &mut out);
-        assert_eq!(out, m.signed_text("t"));
-        assert_eq!(
-            out,
-            signed_text(
-                "t",
-                Kind::Answer,
-                9,
-                "did:key:zA",
-                "Ax",
-                "did:key:zB",
-                "c2Rw"
-            )
         );
     }
 

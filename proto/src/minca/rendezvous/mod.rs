@@ -463,9 +463,6 @@ pub struct Rendezvous<R> {
     ignored: BTreeMap<Ignored, u64>,
     /// Hellos back not said because the peer was admitted with the same box.
     hello_backs_spared: u64,
-    /// The last text a signature was made or checked over (§2's `sig`), kept between messages
-    /// (cleared, not freed): rule 2 checks one on nearly every message acted on.
-    signed: String,
     /// What [`Machine::poll_timeout`] answers, kept after every input: the host asks after every
     /// event of the node, most of which are not this machine's.
     wakeup: Option<Wakeup>,
@@ -499,7 +496,6 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
             out: VecDeque::new(),
             ignored: BTreeMap::new(),
             hello_backs_spared: 0,
-            signed: String::new(),
             // No room and no time acted on: nothing to wake for.
             wakeup: None,
         })
@@ -571,8 +567,8 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
         let Some(state) = self.rooms.get(topic) else {
             return;
         };
-        message.view().write_signed_text(topic, &mut self.signed);
-        let Some(sig) = auth::sign(self.crypto, &self.session, &self.signed) else {
+        let signed = message.view().signed_text(topic);
+        let Some(sig) = auth::sign(self.crypto, &self.session, &signed) else {
             // Unreachable: the session key was checked at construction.
             return;
         };
@@ -793,8 +789,12 @@ impl<R: rand_core::CryptoRng> Rendezvous<R> {
             return Err(Ignored::RoomFull);
         }
         // Rule 2, the costly part.
-        message.write_signed_text(topic, &mut self.signed);
-        if !auth::verify_by(self.crypto, &from_key, &self.signed, message.sig) {
+        if !auth::verify_by(
+            self.crypto,
+            &from_key,
+            &message.signed_text(topic),
+            message.sig,
+        ) {
             return Err(Ignored::BadSignature);
         }
         if !box_checked && !self.crypto.p256_is_point(&sender_box) {
