@@ -562,8 +562,6 @@ pub struct Introductions {
     acted: ReplayWindow<Acted>,
     /// Signals passed on, by (at, origin, room).
     passed: ExpiringSet<Passed>,
-    /// The label of the last signal verified: a buffer kept, not a value (cleared before use).
-    label: String,
 }
 
 impl Default for Introductions {
@@ -578,7 +576,6 @@ impl Introductions {
         Self {
             acted: ReplayWindow::new(SIGNAL_WINDOW, MAX_TIMES_PER_ORIGIN, MAX_ORIGINS),
             passed: ExpiringSet::new(MAX_PASSED_ON),
-            label: String::new(),
         }
     }
 
@@ -652,7 +649,9 @@ impl Introductions {
         new: New,
         mut signal: SignalRef<'a>,
     ) -> Verdict<SignalRef<'a>> {
-        if !signal.verify_in(crypto, room, &mut self.label) {
+        // A fresh buffer, not one kept: kept per machine it is cold memory with many nodes
+        // (docs/performance.md, twelfth passes together).
+        if !signal.verify_in(crypto, room, &mut String::new()) {
             return Verdict::Drop(Dropped::BadSignature);
         }
         let at = Timestamp::from_millis(signal.at);
