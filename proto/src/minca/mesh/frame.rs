@@ -13,6 +13,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::frame_read::Members;
+use crate::codec::object;
 
 /// The reserved types (§7.1): mesh housekeeping, never delivered to the application.
 pub const RESERVED_TYPES: [&str; 5] = [AUTH_HELLO, AUTH_PROOF, PEERS, SIGNAL, LEAVE];
@@ -126,54 +127,23 @@ pub(crate) fn write_texts(room: &str, kind: &str, from: &str, items: &[&str]) ->
     out
 }
 
-/// How serde_json writes each byte of a string: 0 for the byte itself, else the character of
-/// its escape after the backslash (`u` for `\u00XX`). Only `"`, `\` and the control characters
-/// are escaped; bytes of characters beyond ASCII go as they are.
-static ESCAPE: [u8; 256] = {
-    let mut t = [0; 256];
-    let mut b = 0;
-    while b < 0x20 {
-        t[b] = b'u';
-        b += 1;
-    }
-    t[0x08] = b'b';
-    t[0x0c] = b'f';
-    t[b'\n' as usize] = b'n';
-    t[b'\r' as usize] = b'r';
-    t[b'\t' as usize] = b't';
-    t[b'"' as usize] = b'"';
-    t[b'\\' as usize] = b'\\';
-    t
-};
-
 /// The length of `s` written as a JSON string when nothing in it is escaped (DIDs, rooms,
 /// signatures): what a frame's buffer is sized by; an escape grows it.
 pub(super) fn json_str_len(s: &str) -> usize {
     s.len() + 2
 }
 
-/// Writes `s` as a JSON string, quoted and escaped as serde_json writes it.
+/// Writes `s` as a JSON string, quoted and escaped as serde_json writes it: copied whole when
+/// nothing in it needs an escape (DIDs, rooms, signatures, base64url), else by serde_json itself.
 pub(super) fn json_str(out: &mut Vec<u8>, s: &str) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    out.push(b'"');
-    let bytes = s.as_bytes();
-    let mut plain = 0;
-    for (i, &b) in bytes.iter().enumerate() {
-        let e = ESCAPE[usize::from(b)];
-        if e == 0 {
-            continue;
-        }
-        out.extend_from_slice(&bytes[plain..i]);
-        if e == b'u' {
-            let hex = |n: u8| HEX[usize::from(n)];
-            out.extend_from_slice(&[b'\\', b'u', b'0', b'0', hex(b >> 4), hex(b & 0xf)]);
-        } else {
-            out.extend_from_slice(&[b'\\', e]);
-        }
-        plain = i + 1;
+    if object::plain_run(s.as_bytes()) == s.len() {
+        out.push(b'"');
+        out.extend_from_slice(s.as_bytes());
+        out.push(b'"');
+    } else if let Ok(quoted) = serde_json::to_vec(s) {
+        // Writing a string cannot fail.
+        out.extend_from_slice(&quoted);
     }
-    out.extend_from_slice(&bytes[plain..]);
-    out.push(b'"');
 }
 
 /// A frame as [`write`] lays it out, between its values (`from`, `payload`, `room`, `type`):

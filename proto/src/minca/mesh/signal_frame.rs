@@ -42,7 +42,7 @@ pub fn write(room: &str, from: &str, signal: &Signal) -> Vec<u8> {
 /// Laid out by hand as `frame::ENVELOPE` and [`LAYOUT`] say, into one allocation of its size
 /// (exact unless a text holds an escape, as an SDP's line ends are): serde_json (without `std`) writes only into a `Vec` it grows itself from 128 bytes, two
 /// or three times for a signal frame. The bytes are those `frame::write` gives (held to it in
-/// the tests), its strings escaped as serde_json escapes them (`frame::json_str`).
+/// the tests), its strings written by `frame::json_str` (copied when plain, else by serde_json).
 pub(crate) fn write_ref(room: &str, from: &str, signal: &SignalRef<'_>) -> Vec<u8> {
     let (at, hops) = (decimal(signal.at), decimal(signal.hops));
     let kind = signal.kind.as_str();
