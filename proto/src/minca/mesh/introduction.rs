@@ -160,27 +160,10 @@ pub fn label(
     at: u64,
     sdp: &str,
 ) -> String {
-    let mut l = String::new();
-    write_label(&mut l, room, origin, target, kind, at, sdp);
-    l
-}
-
-/// Writes [`label`] into `l`, cleared first: a receiver verifies every new signal over one
-/// buffer it keeps rather than a new allocation each time.
-fn write_label(
-    l: &mut String,
-    room: &str,
-    origin: &str,
-    target: &str,
-    kind: SignalKind,
-    at: u64,
-    sdp: &str,
-) {
     use core::fmt::Write;
     let parts = [LABEL_PREFIX, room, origin, target, kind.as_str()];
     let size = parts.iter().map(|p| p.len() + 1).sum::<usize>() + 21 + sdp.len();
-    l.clear();
-    l.reserve(size);
+    let mut l = String::with_capacity(size);
     for p in parts {
         l.push_str(p);
         l.push('|');
@@ -188,6 +171,7 @@ fn write_label(
     // Writing to a `String` cannot fail.
     let _ = write!(l, "{at}|");
     l.push_str(sdp);
+    l
 }
 
 /// Why a received signal is dropped. Every drop is silent on the wire (§8 names no answer); the
@@ -405,7 +389,7 @@ impl Signal {
 
     /// Whether `sig` verifies against the key `origin` names, for a signal in `room`.
     pub fn verify(&self, crypto: &dyn CryptoProvider, room: &str) -> bool {
-        self.as_ref().verify_in(crypto, room, &mut String::new())
+        self.as_ref().verify(crypto, room)
     }
 }
 
@@ -467,10 +451,9 @@ impl<'a> SignalRef<'a> {
         }
     }
 
-    /// [`Signal::verify`], its label written into `scratch` (cleared first, kept allocated).
-    fn verify_in(&self, crypto: &dyn CryptoProvider, room: &str, scratch: &mut String) -> bool {
-        write_label(
-            scratch,
+    /// [`Signal::verify`] of the signal as read.
+    fn verify(&self, crypto: &dyn CryptoProvider, room: &str) -> bool {
+        let label = label(
             room,
             self.origin,
             self.target,
@@ -478,7 +461,7 @@ impl<'a> SignalRef<'a> {
             self.at,
             &self.sdp,
         );
-        auth::verify(crypto, self.origin, scratch, &self.sig)
+        auth::verify(crypto, self.origin, &label, &self.sig)
     }
 }
 
@@ -649,9 +632,7 @@ impl Introductions {
         new: New,
         mut signal: SignalRef<'a>,
     ) -> Verdict<SignalRef<'a>> {
-        // A fresh buffer, not one kept: kept per machine it is cold memory with many nodes
-        // (docs/performance.md, twelfth passes together).
-        if !signal.verify_in(crypto, room, &mut String::new()) {
+        if !signal.verify(crypto, room) {
             return Verdict::Drop(Dropped::BadSignature);
         }
         let at = Timestamp::from_millis(signal.at);
