@@ -352,12 +352,14 @@ fn pump(d: &mut [UdpDriver; 2], received: &mut usize) -> usize {
 
 fn live_over_data_channel() {
     let mut d = open_channel();
-    let frame = Frame::new(
-        ROOM,
-        LIVE,
-        json!({ "text": "a live message of ordinary length" }),
-    )
-    .to_bytes("did:key:zDnaemCBstFw5hzNdNggFHZm6GpHoHqNGrwEtrVi9CxGH9V7E");
+    let frame = bytes::Bytes::from(
+        Frame::new(
+            ROOM,
+            LIVE,
+            json!({ "text": "a live message of ordinary length" }),
+        )
+        .to_bytes("did:key:zDnaemCBstFw5hzNdNggFHZm6GpHoHqNGrwEtrVi9CxGH9V7E"),
+    );
     let (mut sent, mut received) = (0usize, 0usize);
     let r = rate(|| {
         let before = received;

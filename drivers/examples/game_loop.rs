@@ -520,7 +520,10 @@ impl GameNode {
             for event in events {
                 let input = match event {
                     WsEvent::Opened => node::Input::RelayOpened { conn },
-                    WsEvent::Text(text) => node::Input::RelayText { conn, text },
+                    WsEvent::Text(text) => node::Input::RelayText {
+                        conn,
+                        text: text.into(),
+                    },
                     WsEvent::Closed => {
                         self.relays.remove(&conn);
                         node::Input::RelayClosed { conn }

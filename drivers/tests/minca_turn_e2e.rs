@@ -21,6 +21,7 @@ mod nostr_relay;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use chacha20::ChaCha20Rng;
 use rand_core::SeedableRng;
 use weft_drivers::minca::node_runner::TurnResolver;
@@ -90,7 +91,7 @@ impl Side {
             .any(|e| matches!(e, Input::Opened { conn: c, .. } if *c == conn))
     }
 
-    fn frames(&self, conn: ConnId) -> Vec<Vec<u8>> {
+    fn frames(&self, conn: ConnId) -> Vec<Bytes> {
         self.events
             .iter()
             .filter_map(|e| match e {
@@ -243,8 +244,8 @@ fn through_coturn(test: &str, host: &str) {
         a.opened(conn) && b.opened(B)
     });
 
-    let to_b: Vec<Vec<u8>> = (0..20u8)
-        .map(|i| vec![i; 1 + usize::from(i) * 500])
+    let to_b: Vec<Bytes> = (0..20u8)
+        .map(|i| vec![i; 1 + usize::from(i) * 500].into())
         .collect();
     for bytes in &to_b {
         a.output(
@@ -258,7 +259,7 @@ fn through_coturn(test: &str, host: &str) {
     b.output(
         Output::Send {
             conn: B,
-            bytes: b"back through coturn".to_vec(),
+            bytes: Bytes::from_static(b"back through coturn"),
         },
         None,
     );

@@ -306,7 +306,7 @@ fuzz_target!(|ops: Vec<Op>| {
             Op::Closed { conn: c } => Input::Closed { conn: conn(c) },
             Op::Bytes { conn: c, data } => Input::Frame {
                 conn: conn(c),
-                bytes: data,
+                bytes: data.into(),
             },
             Op::Frame {
                 conn: c,
@@ -316,7 +316,7 @@ fuzz_target!(|ops: Vec<Op>| {
                 b,
             } => Input::Frame {
                 conn: conn(c),
-                bytes: frame(&room(r), kind, a, b, now).to_bytes(&peer(a)),
+                bytes: frame(&room(r), kind, a, b, now).to_bytes(&peer(a)).into(),
             },
             Op::LetGo { room: r, peer: i } => Input::LetGo {
                 room: room(r),

@@ -140,7 +140,7 @@ fuzz_target!(|ops: Vec<Op>| {
             Op::RelayOpened { conn: c } => Some(Input::RelayOpened { conn: conn(c) }),
             Op::RelayText { conn: c, text } => Some(Input::RelayText {
                 conn: conn(c),
-                text,
+                text: text.into(),
             }),
             Op::RelayFrame {
                 conn: c,
@@ -149,7 +149,7 @@ fuzz_target!(|ops: Vec<Op>| {
                 seq,
             } => Some(Input::RelayText {
                 conn: conn(c),
-                text: relay_frame(space, kind, seq),
+                text: relay_frame(space, kind, seq).into(),
             }),
             Op::RelayClosed { conn: c } => Some(Input::RelayClosed { conn: conn(c) }),
             Op::RelayDialFailed { conn: c } => Some(Input::RelayDialFailed { conn: conn(c) }),
@@ -164,7 +164,7 @@ fuzz_target!(|ops: Vec<Op>| {
             }),
             Op::PeerFrame { conn: c, bytes } => Some(Input::PeerFrame {
                 conn: conn(c),
-                bytes,
+                bytes: bytes.into(),
             }),
             Op::PeerClosed { conn: c } => Some(Input::PeerClosed { conn: conn(c) }),
             Op::NodeSocketOpened {

@@ -292,7 +292,13 @@ impl Net {
     /// Puts `bytes` on the wire from `from` to `to`, as if `from`'s node had sent it.
     fn inject(&mut self, from: usize, to: usize, bytes: Vec<u8>) {
         let conn = self.conn_of(to, from).expect("a connection");
-        self.input(to, Input::Frame { conn, bytes });
+        self.input(
+            to,
+            Input::Frame {
+                conn,
+                bytes: bytes.into(),
+            },
+        );
     }
 
     fn drain(&mut self, i: usize) {

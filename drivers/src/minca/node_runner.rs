@@ -705,7 +705,10 @@ impl WsMachine for NodeMachine {
     fn message(&mut self, conn: ConnId, frame: Frame) -> Option<RunnerInput> {
         let conn = self.names.client(conn)?;
         match frame {
-            Frame::Text(text) => Some(RunnerInput::Node(node::Input::RelayText { conn, text })),
+            Frame::Text(text) => Some(RunnerInput::Node(node::Input::RelayText {
+                conn,
+                text: text.into(),
+            })),
             // A relay speaks text; liveness is the relay client's own `ping`.
             _ => None,
         }
@@ -1401,7 +1404,7 @@ mod tests {
         ], "expiresAt": expires}});
         let offer = RunnerInput::Node(node::Input::RelayText {
             conn: dial.conn,
-            text: text.to_string(),
+            text: text.to_string().into(),
         });
         m.handle(NOW, offer);
         let mut asked = Vec::new();

@@ -442,7 +442,10 @@ impl<R: CryptoRng + SeedableRng> WsMachine for Relay<R> {
             RelayOutput::Relay(output) => output,
         };
         Some(match output {
-            Output::Send { conn, text } => WsEffect::Text { conn, text },
+            Output::Send { conn, text } => WsEffect::Text {
+                conn,
+                text: String::from(&*text),
+            },
             Output::Ping { conn } => WsEffect::Ping { conn },
             Output::Close { conn, code, reason } => WsEffect::Close {
                 conn,

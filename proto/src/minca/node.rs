@@ -57,8 +57,10 @@
 
 use alloc::collections::{BTreeMap, VecDeque};
 use alloc::string::String;
+use alloc::sync::Arc;
 use alloc::vec::Vec;
 
+use bytes::Bytes;
 use rand_core::{CryptoRng, SeedableRng};
 use serde_json::{Value, json};
 
@@ -157,8 +159,9 @@ pub enum Input {
     RelayText {
         /// The socket.
         conn: ConnId,
-        /// The frame.
-        text: String,
+        /// The frame (a `String` from the socket becomes one with `.into()`; a relay in the same
+        /// process hands over the text it shares between sockets).
+        text: Arc<str>,
     },
     /// The relay socket `conn` closed.
     RelayClosed {
@@ -199,7 +202,7 @@ pub enum Input {
         /// The peer connection.
         conn: ConnId,
         /// The message.
-        bytes: Vec<u8>,
+        bytes: Bytes,
     },
     /// Node socket `conn` (§5.2) finished its `minca-peer/v3` handshake for the space of `room`:
     /// `peer` is the session DID it proved (on a client, the node's, its pin satisfied). It
@@ -294,7 +297,7 @@ pub enum Output {
         /// The peer connection.
         conn: ConnId,
         /// The message.
-        bytes: Vec<u8>,
+        bytes: Bytes,
     },
     /// Close peer connection `conn`.
     PeerClose {

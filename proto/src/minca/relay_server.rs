@@ -28,6 +28,7 @@
 
 use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
 use alloc::string::String;
+use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::net::IpAddr;
 
@@ -166,12 +167,13 @@ pub enum Input {
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Output {
-    /// Send a text frame.
+    /// Send a text frame. A `mail` pushed to a topic's watchers is one text every socket's
+    /// output shares.
     Send {
         /// The socket.
         conn: ConnId,
         /// The frame.
-        text: String,
+        text: Arc<str>,
     },
     /// Send a WebSocket ping to a socket that has been silent a heartbeat.
     Ping {
@@ -463,7 +465,7 @@ impl<R: CryptoRng> RelayServer<R> {
     fn send(&mut self, conn: ConnId, message: &RelayMessage) {
         self.out.push_back(Output::Send {
             conn,
-            text: message.to_text(),
+            text: message.to_text().into(),
         });
     }
 
@@ -582,16 +584,15 @@ impl<R: CryptoRng> RelayServer<R> {
         if count == 0 {
             return;
         }
-        let mut text = RelayMessage::pushed_text_checked(&topic, blob, seq);
+        // One text for every watcher: they read it within a few milliseconds of each other, and
+        // a copy each was an allocation and a cold read of the same bytes per socket.
+        let text: Arc<str> = RelayMessage::pushed_text_checked(&topic, blob, seq).into();
         self.stats.delivered += count as u64;
-        for (i, c) in others().enumerate() {
-            // Each socket gets its own copy; the last takes the original.
-            let text = if i + 1 == count {
-                core::mem::take(&mut text)
-            } else {
-                text.clone()
-            };
-            self.out.push_back(Output::Send { conn: c, text });
+        for c in others() {
+            self.out.push_back(Output::Send {
+                conn: c,
+                text: Arc::clone(&text),
+            });
         }
     }
 
@@ -1389,8 +1390,8 @@ mod tests {
             panic!("send");
         };
         assert_eq!(
-            text,
-            &format!(
+            **text,
+            format!(
                 r#"{{"type":"mail","topic":"{TOPIC}","items":[{{"blob":"AQID"}}],"more":false}}"#
             )
         );

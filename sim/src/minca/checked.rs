@@ -2,11 +2,13 @@
 //! the node numbers its tables are keyed by.
 //!
 //! §8 floods a signal to every admitted peer of its room, and the mesh writes the text once and
-//! hands each peer a copy: a node's sends come in runs of the same bytes (about eleven in a
-//! space of twelve). [`Sent::read`] is a function of the bytes alone, so the reading of the
-//! previous text answers for the next whenever the two are equal, and comparing them costs a
-//! `memcmp` where reading costs a scan of every byte and two DIDs hashed to their numbers.
+//! hands each peer the same shared buffer: a node's sends come in runs of the same bytes (about
+//! eleven in a space of twelve). [`Sent::read`] is a function of the bytes alone, so the reading
+//! of the previous text answers for the next whenever the two are equal: the same buffer, found
+//! by its address, or else equal bytes, found by a `memcmp`, where reading costs a scan of every
+//! byte and two DIDs hashed to their numbers.
 
+use bytes::Bytes;
 use hashbrown::HashMap;
 
 use weft_proto::minca::mesh::frame::{AUTH_HELLO, AUTH_PROOF, LEAVE, SIGNAL};
@@ -91,9 +93,10 @@ impl Reading {
 /// The last text the oracle read and its [`Reading`]; see the [module docs](self).
 #[derive(Default)]
 pub(super) struct LastSent {
-    /// The text. Empty at first, whose reading (`None`: serde_json refuses it) is `reading`'s
-    /// first value, so the cache is right from the start.
-    bytes: Vec<u8>,
+    /// The text, held (so its buffer is not reused while its address is compared). Empty at
+    /// first, whose reading (`None`: serde_json refuses it) is `reading`'s first value, so the
+    /// cache is right from the start.
+    bytes: Bytes,
     reading: Reading,
     /// Whether serde_json read `bytes` as a frame.
     read: bool,
@@ -101,8 +104,9 @@ pub(super) struct LastSent {
 
 impl LastSent {
     /// What [`Sent::read`] makes of `bytes`, or `None` when it refuses them.
-    pub(super) fn read(&mut self, bytes: &[u8], numbers: &mut Numbers) -> Option<&Reading> {
-        if self.bytes != bytes {
+    pub(super) fn read(&mut self, bytes: &Bytes, numbers: &mut Numbers) -> Option<&Reading> {
+        let same_buffer = self.bytes.as_ptr() == bytes.as_ptr() && self.bytes.len() == bytes.len();
+        if !same_buffer && self.bytes != bytes {
             self.read = match Sent::read(bytes) {
                 Some(frame) => {
                     self.reading.set(&frame, numbers);
@@ -110,9 +114,9 @@ impl LastSent {
                 }
                 None => false,
             };
-            self.bytes.clear();
-            self.bytes.extend_from_slice(bytes);
         }
+        // Kept even when equal: the next copy of this flood then matches by address.
+        self.bytes = bytes.clone();
         self.read.then_some(&self.reading)
     }
 }
@@ -129,10 +133,19 @@ mod tests {
             br#"{"room":"r","type":"__signal","payload":{"origin":"a","target":"b","at":7}}"#;
         let other = br#"{"room":"q","type":"who","payload":{"origin":"c","target":"d","at":9}}"#;
         let hello = br#"{"room":"q","type":"__auth-hello","payload":{}}"#;
-        let texts: [&[u8]; 9] = [b"", signal, signal, other, b"{", hello, hello, signal, b""];
+        let shared = Bytes::from_static(signal);
+        // Equal texts in separate buffers, the same buffer again, and texts that differ.
+        let texts: [Bytes; 11] = [b"" as &[u8], signal, signal, other, b"{", hello, hello]
+            .into_iter()
+            .map(Bytes::copy_from_slice)
+            .chain([shared.clone(), shared, Bytes::copy_from_slice(hello)])
+            .chain([Bytes::new()])
+            .collect::<Vec<_>>()
+            .try_into()
+            .expect("eleven texts");
         let mut last = LastSent::default();
         let mut numbers = Numbers::new(["b".to_owned()]);
-        for text in texts {
+        for text in &texts {
             let mut fresh_numbers = Numbers::new(["b".to_owned()]);
             let want = Sent::read(text).map(|frame| {
                 let mut r = Reading::default();
@@ -154,7 +167,7 @@ mod tests {
             "a frame of another type numbers nothing"
         );
         let hello = last
-            .read(hello, &mut numbers)
+            .read(&Bytes::from_static(hello), &mut numbers)
             .map(|r| (r.handshake, r.signal));
         assert_eq!(hello, Some((true, false)));
     }

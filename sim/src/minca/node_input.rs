@@ -6,6 +6,9 @@
 //! description) are kept as they are: a box each was an allocation and a free an event, about
 //! 30 000 of them in a 1 000-node run.
 
+use std::sync::Arc;
+
+use bytes::Bytes;
 use weft_proto::core::ConnId;
 use weft_proto::minca::node;
 
@@ -14,11 +17,11 @@ use weft_proto::minca::node;
 pub(super) enum NodeInput {
     PeerFrame {
         conn: ConnId,
-        bytes: Vec<u8>,
+        bytes: Bytes,
     },
     RelayText {
         conn: ConnId,
-        text: String,
+        text: Arc<str>,
     },
     /// An input that names a connection and nothing else.
     Conn {
@@ -135,7 +138,7 @@ mod tests {
         let inputs = [
             node::Input::PeerFrame {
                 conn: c,
-                bytes: vec![1, 2],
+                bytes: Bytes::from_static(&[1, 2]),
             },
             node::Input::RelayText {
                 conn: c,

@@ -35,6 +35,7 @@ use std::string::String;
 use std::time::{Duration, Instant};
 use std::vec::Vec;
 
+use bytes::Bytes;
 use str0m::change::{SdpAnswer, SdpOffer, SdpPendingOffer};
 use str0m::channel::{ChannelConfig, ChannelId, Reliability};
 use str0m::net::{Protocol, Receive};
@@ -198,7 +199,7 @@ struct Connection {
     /// str0m's next deadline, rounded up to the millisecond.
     deadline: Timestamp,
     disconnected_since: Option<Timestamp>,
-    outbox: VecDeque<Vec<u8>>,
+    outbox: VecDeque<Bytes>,
     outbox_bytes: usize,
     gone: bool,
 }
@@ -829,7 +830,7 @@ impl Transport {
         self.reap(conn);
     }
 
-    fn send(&mut self, now: Timestamp, conn: ConnId, bytes: Vec<u8>) {
+    fn send(&mut self, now: Timestamp, conn: ConnId, bytes: Bytes) {
         let clock = self.clock;
         let Some(c) = self.conns.get_mut(&conn).filter(|c| c.channel.is_some()) else {
             self.shared.counters.send_dropped += 1;
@@ -1014,7 +1015,7 @@ impl Connection {
                 if d.binary {
                     shared.push_event(Input::Frame {
                         conn: id,
-                        bytes: d.data,
+                        bytes: d.data.into(),
                     });
                 } else {
                     shared.counters.text_ignored += 1;
@@ -1105,7 +1106,7 @@ mod tests {
                 .any(|e| matches!(e, Input::Closed { conn: c } if *c == conn))
         }
 
-        pub(super) fn frames(&self, conn: ConnId) -> Vec<Vec<u8>> {
+        pub(super) fn frames(&self, conn: ConnId) -> Vec<Bytes> {
             self.events
                 .iter()
                 .filter_map(|e| match e {
@@ -1363,7 +1364,7 @@ mod tests {
                 now,
                 Output::Send {
                     conn: A,
-                    bytes: vec![i; 1 + usize::from(i) * 300],
+                    bytes: vec![i; 1 + usize::from(i) * 300].into(),
                 },
             );
         }
@@ -1371,7 +1372,7 @@ mod tests {
             now,
             Output::Send {
                 conn: B,
-                bytes: b"back".to_vec(),
+                bytes: Bytes::from_static(b"back"),
             },
         );
         assert!(run(&mut now, &mut a, &mut b, false, |a, b| {
@@ -1528,7 +1529,7 @@ mod tests {
             T0,
             Output::Send {
                 conn: ConnId(99),
-                bytes: vec![1],
+                bytes: Bytes::from_static(&[1]),
             },
         );
         assert!(a.events.is_empty());

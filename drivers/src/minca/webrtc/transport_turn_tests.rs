@@ -380,14 +380,14 @@ fn a_relay_only_pair_opens_its_channel_through_the_turn_server_and_frames_cross_
         net.now,
         Output::Send {
             conn: A,
-            bytes: b"through the relay".to_vec(),
+            bytes: Bytes::from_static(b"through the relay"),
         },
     );
     net.b.output(
         net.now,
         Output::Send {
             conn: B,
-            bytes: vec![7; 3_000],
+            bytes: vec![7; 3_000].into(),
         },
     );
     assert!(net.run(|n| !n.a.frames(A).is_empty() && !n.b.frames(B).is_empty()));
@@ -597,7 +597,7 @@ fn messages_are_neither_fragmented_nor_reordered_nor_duplicated() {
                 now,
                 Output::Send {
                     conn: A,
-                    bytes: sent[next].clone(),
+                    bytes: sent[next].clone().into(),
                 },
             );
             next += 1;
@@ -627,7 +627,7 @@ fn messages_are_neither_fragmented_nor_reordered_nor_duplicated() {
         now,
         Output::Send {
             conn: A,
-            bytes: vec![1; largest + 1],
+            bytes: vec![1; largest + 1].into(),
         },
     );
     run(&mut now, &mut a, &mut b, false, |_, _| false);

@@ -32,6 +32,7 @@ use alloc::vec::Vec;
 use core::time::Duration;
 
 use arrayvec::ArrayVec;
+use bytes::Bytes;
 use rand_core::CryptoRng;
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -285,12 +286,13 @@ pub enum Input {
         /// The connection.
         conn: ConnId,
     },
-    /// A binary frame arrived on `conn`.
+    /// A binary frame arrived on `conn`. A `Vec<u8>` from the transport becomes [`Bytes`]
+    /// without a copy (`.into()`).
     Frame {
         /// The connection.
         conn: ConnId,
         /// The frame's bytes.
-        bytes: Vec<u8>,
+        bytes: Bytes,
     },
     /// The access history of `room` changed (§6.3): every reader is looked at again. The mesh
     /// also notices a change of current read key or of a new key being due on its own (through
@@ -357,12 +359,13 @@ pub enum Output {
         answer: String,
     },
     /// Send a binary frame on `conn`. The connection alone names the peer: the host made it
-    /// for the peer of [`Output::CreateOffer`] or [`Output::CreateAnswer`].
+    /// for the peer of [`Output::CreateOffer`] or [`Output::CreateAnswer`]. A frame sent to
+    /// several peers (a flooded `__signal`, §8) is one buffer every copy shares.
     Send {
         /// The connection.
         conn: ConnId,
         /// The frame.
-        bytes: Vec<u8>,
+        bytes: Bytes,
     },
     /// Close `conn`.
     Close {
@@ -1786,7 +1789,9 @@ fn send_each<'p>(
 }
 
 /// Sends one frame on each open connection of `open`, written by `write` once, and only if
-/// there is one.
+/// there is one. Every copy shares the one buffer: a flood's ten copies are read by their
+/// receivers within a few milliseconds of each other, and a copy each was ten allocations and
+/// ten cold reads of the same bytes (docs/performance.md, session 14).
 fn send_to_open(
     out: &mut VecDeque<Output>,
     open: impl IntoIterator<Item = ConnId>,
@@ -1796,14 +1801,12 @@ fn send_to_open(
     if open.peek().is_none() {
         return;
     }
-    let mut bytes = write();
-    while let Some(conn) = open.next() {
-        // The last peer takes the bytes themselves rather than a copy.
-        let bytes = match open.peek() {
-            Some(_) => bytes.clone(),
-            None => core::mem::take(&mut bytes),
-        };
-        out.push_back(Output::Send { conn, bytes });
+    let bytes = Bytes::from(write());
+    for conn in open {
+        out.push_back(Output::Send {
+            conn,
+            bytes: bytes.clone(),
+        });
     }
 }
 
