@@ -134,6 +134,8 @@ struct Sent {
     from: usize,
     to: usize,
     frame: Frame,
+    /// The bytes as the mesh handed them over, held so that buffers can be compared.
+    bytes: bytes::Bytes,
 }
 
 struct Net {
@@ -359,6 +361,7 @@ impl Net {
                                 from: i,
                                 to: j,
                                 frame,
+                                bytes: bytes.clone(),
                             });
                             if lost {
                                 continue;
@@ -1063,6 +1066,49 @@ fn a_signal_for_another_is_passed_on_to_the_rooms_other_peers() {
             .any(|x| x.from == 1 && x.to == 2 && x.frame.payload["hops"] == 2)
     );
     assert!(!passed.iter().any(|x| x.from == 1 && x.to == 0));
+}
+
+/// A frame sent to several peers is written once: every copy is the same buffer, not a copy of
+/// it (docs/performance.md, session 14's thirteenth pass).
+#[test]
+fn a_signal_passed_on_to_several_peers_is_one_buffer_they_share() {
+    let mut net = Net::new(4);
+    for i in 0..4 {
+        net.join(i, R1, RoomKind::PublicSpace);
+    }
+    for other in [0, 2, 3] {
+        net.meet_by_relay(1, other, R1);
+    }
+    net.run_until(2_000);
+    let (dkey, ddid) = key(999);
+    let (_, target) = key(998);
+    let s = Signal::new(
+        default_provider(),
+        &dkey,
+        R1,
+        &ddid,
+        &target,
+        SignalKind::Offer,
+        "v=0",
+        net.now,
+    )
+    .unwrap();
+    let before = net.sent.len();
+    net.inject(
+        0,
+        1,
+        Frame::new(R1, SIGNAL, s.to_payload()).to_bytes(&net.did(0)),
+    );
+    net.settle();
+    let passed: Vec<&Sent> = net.sent[before..]
+        .iter()
+        .filter(|x| x.from == 1 && x.frame.kind == SIGNAL)
+        .collect();
+    let to: Vec<usize> = passed.iter().map(|x| x.to).collect();
+    assert_eq!(to.len(), 2, "passed on to 2 and 3, not back to 0: {to:?}");
+    assert!(!to.contains(&0));
+    assert_eq!(passed[0].bytes.as_ptr(), passed[1].bytes.as_ptr());
+    assert_eq!(passed[0].bytes, passed[1].bytes);
 }
 
 #[test]

@@ -995,6 +995,29 @@ mod tests {
         assert!(sent_to(&outs, 0).is_empty());
     }
 
+    /// A pushed mail is written once for all the topic's watchers: every socket's output holds
+    /// the same text, not a copy of it.
+    #[test]
+    fn a_pushed_mail_is_one_text_every_watcher_shares() {
+        let mut r = relay();
+        for c in 0..4 {
+            open(&mut r, at(0), c);
+            text(&mut r, at(0), c, &fetch(0, true));
+        }
+        outputs(&mut r);
+        text(&mut r, at(1), 0, &drop_msg("AQID", 0));
+        let outs = outputs(&mut r);
+        let texts: Vec<&Arc<str>> = outs
+            .iter()
+            .filter_map(|o| match o {
+                Output::Send { text, .. } => Some(text),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(texts.len(), 3, "the three other watchers");
+        assert!(texts.windows(2).all(|w| Arc::ptr_eq(w[0], w[1])));
+    }
+
     #[test]
     fn every_message_counts_against_the_rate_budget_including_binary_and_malformed() {
         let mut r = relay();
