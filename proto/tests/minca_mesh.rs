@@ -1025,15 +1025,9 @@ fn a_signal_is_taken_only_from_a_peer_admitted_in_its_room() {
     assert_eq!(answers_for(&net, 1, &ddid), 1);
 }
 
-#[test]
-fn a_signal_for_another_is_passed_on_to_the_rooms_other_peers() {
-    let mut net = Net::new(3);
-    for i in 0..3 {
-        net.join(i, R1, RoomKind::PublicSpace);
-    }
-    net.meet_by_relay(0, 1, R1);
-    net.meet_by_relay(1, 2, R1);
-    net.run_until(2_000);
+/// Puts on the wire from node 0 to node 1 an offer in `R1` signed by a DID no node has, for
+/// another no node has (so node 1 can only pass it on), and answers what the network sent after.
+fn pass_on_a_strangers_signal(net: &mut Net) -> &[Sent] {
     let (dkey, ddid) = key(999);
     let (_, target) = key(998);
     let s = Signal::new(
@@ -1054,7 +1048,19 @@ fn a_signal_for_another_is_passed_on_to_the_rooms_other_peers() {
         Frame::new(R1, SIGNAL, s.to_payload()).to_bytes(&net.did(0)),
     );
     net.settle();
-    let passed: Vec<&Sent> = net.sent[before..]
+    &net.sent[before..]
+}
+
+#[test]
+fn a_signal_for_another_is_passed_on_to_the_rooms_other_peers() {
+    let mut net = Net::new(3);
+    for i in 0..3 {
+        net.join(i, R1, RoomKind::PublicSpace);
+    }
+    net.meet_by_relay(0, 1, R1);
+    net.meet_by_relay(1, 2, R1);
+    net.run_until(2_000);
+    let passed: Vec<&Sent> = pass_on_a_strangers_signal(&mut net)
         .iter()
         .filter(|x| x.frame.kind == SIGNAL)
         .collect();
@@ -1080,27 +1086,7 @@ fn a_signal_passed_on_to_several_peers_is_one_buffer_they_share() {
         net.meet_by_relay(1, other, R1);
     }
     net.run_until(2_000);
-    let (dkey, ddid) = key(999);
-    let (_, target) = key(998);
-    let s = Signal::new(
-        default_provider(),
-        &dkey,
-        R1,
-        &ddid,
-        &target,
-        SignalKind::Offer,
-        "v=0",
-        net.now,
-    )
-    .unwrap();
-    let before = net.sent.len();
-    net.inject(
-        0,
-        1,
-        Frame::new(R1, SIGNAL, s.to_payload()).to_bytes(&net.did(0)),
-    );
-    net.settle();
-    let passed: Vec<&Sent> = net.sent[before..]
+    let passed: Vec<&Sent> = pass_on_a_strangers_signal(&mut net)
         .iter()
         .filter(|x| x.from == 1 && x.frame.kind == SIGNAL)
         .collect();
