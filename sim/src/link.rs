@@ -174,7 +174,8 @@ pub struct LinkStats {
     pub partition_cuts: u64,
     /// Dials (and data channel openings) refused across a partition.
     pub partition_refusals: u64,
-    /// Messages on the way across a cut stream, never delivered.
+    /// Messages on the way across a partition when it began (on a stream it cut, or one closed
+    /// just before), never delivered.
     pub partition_discarded: u64,
 }
 
@@ -405,6 +406,16 @@ impl Partition {
     /// The places on the small side.
     pub fn small_side(&self) -> Vec<usize> {
         (0..self.small.len()).filter(|p| self.small[*p]).collect()
+    }
+
+    /// A partition of `places` that cuts `small` off from the rest until `until`, for tests
+    /// that need a given cut rather than a drawn one.
+    #[cfg(test)]
+    pub(crate) fn cutting(places: usize, small: &[usize], until: Timestamp) -> Self {
+        Self {
+            small: (0..places).map(|p| small.contains(&p)).collect(),
+            until,
+        }
     }
 }
 
