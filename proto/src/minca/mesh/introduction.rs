@@ -41,9 +41,12 @@ pub const MAX_TIMES_PER_ORIGIN: usize = 256;
 /// Origins remembered: a receiver MAY stop hearing a new origin while it holds 1 024 (§8).
 pub const MAX_ORIGINS: usize = 1024;
 
-/// Signals remembered as passed on, by (room, origin, at). §8 says only "a bounded number"; four
-/// full origins' worth is far more than one room's honest introductions within two minutes, and a
-/// forgotten entry costs at most one extra forward, which the hop budget bounds.
+/// Signals remembered as passed on, by (room, origin, at). §8 says only "a bounded number". Four
+/// full origins' worth holds the introductions of a room of up to 32 peers meeting at once (an
+/// offer and an answer a pair: 992 signals within the two minutes). In a larger room's join
+/// burst entries are forgotten inside the window, and a copy arriving after its entry went is
+/// passed on again (the hop budget bounds how many copies there are): the simulator's
+/// introductions-never-loop invariant fails for 64 nodes in one room (docs/reliability.md).
 pub const MAX_PASSED_ON: usize = 4 * MAX_TIMES_PER_ORIGIN;
 
 /// The label a signal's origin signs (§8).
