@@ -880,8 +880,14 @@ fn sim_airc_realms(args: &AircRealmsArgs) -> ExitCode {
 
 fn sim_minca_meetup(args: &MincaMeetupArgs) -> ExitCode {
     use weft_sim::minca::{Scenario, run};
-    if args.nodes < 2 * args.spaces.max(1) || args.relays == 0 {
-        eprintln!("weft sim minca-meetup: want at least two nodes per space and one relay");
+    let shape = Scenario {
+        nodes: args.nodes,
+        spaces: args.spaces,
+        relays: args.relays,
+        ..Scenario::new(0)
+    };
+    if let Some(why) = shape.shape_error() {
+        eprintln!("weft sim minca-meetup: {why}");
         return ExitCode::from(2);
     }
     sim_seeds("minca-meetup", &args.seeds, |seed, trace| {

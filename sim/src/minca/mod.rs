@@ -226,25 +226,60 @@ impl Scenario {
     }
 }
 
-/// Events a node may cost per minute of virtual time before a run counts as a livelock. An honest
-/// run takes about 90 with the default faults (1 000 nodes over 13 minutes: 1 131 539 events;
-/// docs/performance.md) and about 230 when partitions cut across the whole network
-/// ([`PartitionRegion::Network`]: 2 971 116), so this bound is four times past any real run and
-/// still stops one that spins.
+/// Events a node may cost per minute of virtual time before a run counts as a livelock, in a
+/// space of [`SCALE_SPACE_NODES`]. An honest run takes about 90 with the default faults (1 000
+/// nodes over 13 minutes: 1 131 715 events; docs/performance.md) and about 230 when partitions
+/// cut across the whole network ([`PartitionRegion::Network`]: 2 971 116), so this bound is four
+/// times past any real run and still stops one that spins.
 pub const EVENTS_PER_NODE_MINUTE: u64 = 1_000;
 
 impl Scenario {
     /// This scenario with [`Scenario::max_events`] raised to what its size and length may honestly
     /// take ([`EVENTS_PER_NODE_MINUTE`]), so a large run is not stopped by the default bound.
+    ///
+    /// A node's share grows with the cube of its space's size past [`SCALE_SPACE_NODES`]: a room
+    /// of n meeting at once makes about n² introductions (§8), and each reaches every member
+    /// from each of its peers. One room of 64 took 11.8 M events in 6 minutes (about 30 700 a
+    /// node a minute, seed 22 000), where the cube allows 152 000.
     pub fn with_event_budget(self) -> Self {
         let minutes = (self.duration + self.heal).as_secs().div_ceil(60);
+        let space = self.nodes.div_ceil(self.spaces.max(1)) as u64;
+        let per_node_minute = EVENTS_PER_NODE_MINUTE.saturating_mul(
+            space
+                .pow(3)
+                .div_ceil((SCALE_SPACE_NODES as u64).pow(3))
+                .max(1),
+        );
         let budget = (self.nodes as u64)
             .saturating_mul(minutes)
-            .saturating_mul(EVENTS_PER_NODE_MINUTE);
+            .saturating_mul(per_node_minute);
         Self {
             max_events: self.max_events.max(budget),
             ..self
         }
+    }
+}
+
+/// The most nodes one space may hold: a room holds at most 64 peers (§2), so in a space of more
+/// than 65 nodes some pairs can never meet and a full mesh is impossible by the spec; a run of
+/// that shape could only fail its full-mesh invariant (70 nodes did, seed 23 000).
+pub const MAX_SPACE_NODES: usize = MAX_ROOM_PEERS + 1;
+
+impl Scenario {
+    /// Why this scenario cannot run as a meetup, if it cannot: fewer than two nodes a space,
+    /// no relay, or a space larger than [`MAX_SPACE_NODES`].
+    pub fn shape_error(&self) -> Option<String> {
+        let spaces = self.spaces.max(1);
+        if self.nodes < 2 * spaces || self.relays == 0 {
+            return Some("want at least two nodes per space and one relay".into());
+        }
+        let largest = self.nodes.div_ceil(spaces);
+        (largest > MAX_SPACE_NODES).then(|| {
+            format!(
+                "a space of {largest} nodes: a room holds at most {MAX_ROOM_PEERS} peers (Minca §2), \
+                 so at most {MAX_SPACE_NODES} nodes a space; give more --spaces"
+            )
+        })
     }
 }
 
@@ -1683,6 +1718,44 @@ mod tests {
         assert_eq!(r.live_delivered, 2);
         assert!(r.full_mesh_at.is_some());
         assert_eq!(r.peer_connections, 1);
+    }
+
+    #[test]
+    fn a_space_holds_at_most_a_full_room_and_the_node_itself() {
+        let shaped = |nodes, spaces, relays| Scenario {
+            nodes,
+            spaces,
+            relays,
+            ..Scenario::new(0)
+        };
+        assert_eq!(shaped(65, 1, 2).shape_error(), None);
+        assert_eq!(shaped(10_000, 834, 2).shape_error(), None);
+        let why = shaped(66, 1, 2)
+            .shape_error()
+            .expect("66 nodes in one room");
+        assert!(why.contains("at most 65 nodes a space"), "{why}");
+        assert!(shaped(10_000, 100, 2).shape_error().is_some());
+        assert!(shaped(3, 2, 2).shape_error().is_some());
+        assert!(shaped(8, 1, 0).shape_error().is_some());
+    }
+
+    #[test]
+    fn the_event_budget_grows_with_the_cube_of_a_space_past_twelve() {
+        let shaped = |nodes, spaces| {
+            Scenario {
+                nodes,
+                spaces,
+                ..Scenario::new(0)
+            }
+            .with_event_budget()
+            .max_events
+        };
+        // Six minutes: 180 s of faults and 180 s of quiet.
+        assert_eq!(shaped(10_000, 834), 10_000 * 6 * EVENTS_PER_NODE_MINUTE);
+        assert_eq!(shaped(8, 1), 5_000_000);
+        // One room of 64 took 11.8 M events (seed 22 000): well inside, as 5 M was not.
+        assert_eq!(shaped(64, 1), 64 * 6 * 152 * EVENTS_PER_NODE_MINUTE);
+        assert!(shaped(64, 1) > 4 * 11_800_000);
     }
 
     /// Every queued event takes a slot of the largest event's size, so the rare large node

@@ -18,6 +18,7 @@ use crate::core::{ExpiringSet, ReplayWindow, Timestamp, replay};
 use crate::crypto::{CryptoProvider, P256Secret};
 use crate::minca::auth;
 use crate::minca::mesh::memory_key::{Acted, ActedKey, ActedRef, Passed, PassedKey};
+use crate::minca::room::MAX_ROOM_PEERS;
 
 /// A receiver takes at most the first 64 entries of a peer list (§8).
 pub const MAX_PEER_LIST: usize = 64;
@@ -41,13 +42,14 @@ pub const MAX_TIMES_PER_ORIGIN: usize = 256;
 /// Origins remembered: a receiver MAY stop hearing a new origin while it holds 1 024 (§8).
 pub const MAX_ORIGINS: usize = 1024;
 
-/// Signals remembered as passed on, by (room, origin, at). §8 says only "a bounded number". Four
-/// full origins' worth holds the introductions of a room of up to 32 peers meeting at once (an
-/// offer and an answer a pair: 992 signals within the two minutes). In a larger room's join
-/// burst entries are forgotten inside the window, and a copy arriving after its entry went is
-/// passed on again (the hop budget bounds how many copies there are): the simulator's
-/// introductions-never-loop invariant fails for 64 nodes in one room (docs/reliability.md).
-pub const MAX_PASSED_ON: usize = 4 * MAX_TIMES_PER_ORIGIN;
+/// Signals remembered as passed on, by (room, origin, at). §8 says only "a bounded number": this
+/// holds the join burst of a full room (`MAX_ROOM_PEERS` = 64 peers meeting at once, an offer and
+/// an answer a pair: 64 · 63 = 4 032 signals within the two minutes), so no copy of a burst
+/// arrives after its entry was forgotten and is passed on again. The table grows only with what
+/// a node's rooms send: a room of a handful of peers fills a few dozen entries of it. With 1 024
+/// the simulator's introductions-never-loop invariant failed for 64 nodes in one room
+/// (docs/reliability.md).
+pub const MAX_PASSED_ON: usize = MAX_ROOM_PEERS * MAX_ROOM_PEERS;
 
 /// The label a signal's origin signs (§8).
 pub const LABEL_PREFIX: &str = "minca/introduction/v1";
@@ -1172,6 +1174,36 @@ mod tests {
     fn passed_holds(i: &Introductions, t: u64, at: u64) -> bool {
         let id: &dyn PassedKey = &(at, "did:key:zFiller", ROOM);
         i.passed.contains(now(t), id)
+    }
+
+    #[test]
+    fn a_full_rooms_join_burst_is_passed_on_once_each() {
+        // A room of 64 meeting at once: every peer sends every other an offer or an answer within
+        // ten seconds, and a 65th node passes each on. When each arrives again (from another
+        // peer of the room, later in the burst), it is still remembered.
+        let p = peers(MAX_ROOM_PEERS + 1);
+        let (me, room) = (&p[MAX_ROOM_PEERS].did, &p[..MAX_ROOM_PEERS]);
+        let mut i = Introductions::new();
+        let burst: Vec<Value> = (0..room.len())
+            .flat_map(|o| {
+                (0..room.len())
+                    .filter(move |&t| t != o)
+                    .map(move |t| (o, t))
+            })
+            .enumerate()
+            .map(|(k, (o, t))| signal(&room[o], &room[t].did, T0 + k as u64).to_payload())
+            .collect();
+        assert_eq!(burst.len(), 4_032);
+        for (k, s) in burst.iter().enumerate() {
+            let v = receive(&mut i, T0 + k as u64, me, s);
+            assert!(matches!(v, Verdict::Forward(_)), "signal {k}: {v:?}");
+        }
+        let end = T0 + 10_000;
+        for (k, s) in burst.iter().enumerate() {
+            let v = receive(&mut i, end, me, s);
+            assert_eq!(v, Verdict::Drop(Dropped::Again), "copy of signal {k}");
+        }
+        assert_eq!(i.passed.len(), burst.len());
     }
 
     #[test]
