@@ -17,8 +17,10 @@ use chacha20::ChaCha20Rng;
 use rand_core::SeedableRng;
 use weft_proto::airc::address::{Authority, Namespace};
 use weft_proto::airc::server::{Face, Input as AircInput, Server, ServerConfig};
+use weft_proto::codec::did_key::DidKey;
 use weft_proto::core::{ConnId, Machine, ReplayWindow, Timestamp};
-use weft_proto::crypto::{default_provider, generate_p256};
+use weft_proto::crypto::{CryptoProvider as _, default_provider, generate_p256};
+use weft_proto::minca::mesh::introduction::{Introductions, Signal, SignalKind, Verdict};
 use weft_proto::minca::node_socket::{self, ClientSocket, NodeSocket, Session};
 use weft_proto::minca::note::Es256Notes;
 use weft_proto::minca::relay_client::{self, ClientConfig, RelayClient};
@@ -294,6 +296,55 @@ fn relay_client_rooms() {
     );
 }
 
+/// Minca introductions (§8): the signals a node passed on, remembered until their `at` leaves the
+/// window. A full room's join burst: 64 peers, each sending every other an offer, all passed on
+/// by a 65th node.
+fn introductions_passed_on() {
+    const PEERS: usize = 64;
+    const ROOM: &str = "room";
+    let c = default_provider();
+    let mut rng = ChaCha20Rng::seed_from_u64(4);
+    let keys: Vec<_> = (0..=PEERS)
+        .map(|_| {
+            let key = generate_p256(c, &mut rng);
+            let did = DidKey::P256(c.p256_public_key(&key).expect("a key").0).to_did();
+            (key, did)
+        })
+        .collect();
+    let (me, room) = (&keys[PEERS].1, &keys[..PEERS]);
+    let burst: Vec<_> = (0..PEERS)
+        .flat_map(|o| (0..PEERS).filter(move |&t| t != o).map(move |t| (o, t)))
+        .enumerate()
+        .map(|(k, (o, t))| {
+            let (key, origin) = &room[o];
+            let s = Signal::new(
+                c,
+                key,
+                ROOM,
+                origin,
+                &room[t].1,
+                SignalKind::Offer,
+                "v=0",
+                T0 + k as u64,
+            );
+            s.expect("signed").to_payload()
+        })
+        .collect();
+    let mut intro = Introductions::new();
+    let before = live();
+    for (k, payload) in burst.iter().enumerate() {
+        let now = Timestamp::from_millis(T0 + k as u64);
+        let v = intro.receive(now, c, ROOM, me, true, payload);
+        assert!(matches!(v, Verdict::Forward(_)), "signal {k} passed on");
+    }
+    report(
+        "Minca introductions: signal passed on (full room)",
+        burst.len(),
+        before,
+        live(),
+    );
+}
+
 /// Hands every frame one socket machine sends to the other, both ways, until neither has more.
 fn pump<A: Machine<Input = node_socket::Input, Output = node_socket::Output>, B>(
     now: Timestamp,
@@ -424,5 +475,6 @@ fn main() {
     replay_window();
     relay_server_sockets_and_topics();
     relay_client_rooms();
+    introductions_passed_on();
     node_sockets();
 }
