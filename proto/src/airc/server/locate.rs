@@ -16,6 +16,7 @@
 //!   not yet known is parked, with everything its connection sent after it, until the answer
 //!   comes: frames of one connection are still handled in the order they arrived.
 
+use alloc::boxed::Box;
 use alloc::collections::VecDeque;
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -86,7 +87,7 @@ impl<R: CryptoRng> Server<R> {
     /// Holds `frame` (and everything after it on `conn`) until `realm`'s keys are known.
     pub(super) fn park(&mut self, conn: ConnId, realm: &Authority, frame: Frame) {
         if let Some(c) = self.conns.get_mut(&conn) {
-            c.parked = Some((realm.clone(), frame));
+            c.parked = Some(Box::new((realm.clone(), frame)));
         }
     }
 
@@ -204,13 +205,14 @@ impl<R: CryptoRng> Server<R> {
         let waiting: Vec<ConnId> = self
             .conns
             .iter()
-            .filter(|(_, c)| c.parked.as_ref().is_some_and(|(r, _)| r == realm))
+            .filter(|(_, c)| c.parked.as_ref().is_some_and(|p| p.0 == *realm))
             .map(|(id, _)| *id)
             .collect();
         for conn in waiting {
-            let Some((_, frame)) = self.conns.get_mut(&conn).and_then(|c| c.parked.take()) else {
+            let Some(parked) = self.conns.get_mut(&conn).and_then(|c| c.parked.take()) else {
                 continue;
             };
+            let (_, frame) = *parked;
             self.frame(now, conn, frame);
             self.received(now, conn, &[]);
         }
