@@ -1178,9 +1178,9 @@ mod tests {
 
     #[test]
     fn a_full_rooms_join_burst_is_passed_on_once_each() {
-        // A room of 64 meeting at once: every peer sends every other an offer or an answer within
-        // ten seconds, and a 65th node passes each on. When each arrives again (from another
-        // peer of the room, later in the burst), it is still remembered.
+        // A room of 64 meeting at once: every peer sends every other a signal within ten
+        // seconds, and a 65th node passes each on. When each arrives again (from another peer of
+        // the room, later in the burst), it is still remembered.
         let p = peers(MAX_ROOM_PEERS + 1);
         let (me, room) = (&p[MAX_ROOM_PEERS].did, &p[..MAX_ROOM_PEERS]);
         let mut i = Introductions::new();
