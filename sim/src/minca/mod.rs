@@ -26,7 +26,9 @@
 //!
 //! Also checked: no message reaches a node or relay the other side of a partition
 //! (**nothing-crosses-a-partition**; nodes and relays are each a place a partition may cut off),
-//! and every machine's deadline advances after its timeout runs (**deadline-advances**).
+//! and every machine's deadline advances after its timeout runs (**deadline-advances**). A
+//! scenario that cannot meet at all (a space of one node, or of more than a room holds; no
+//! relay) is refused before it runs (**scenario-shape**, [`Scenario::shape_error`]).
 //!
 //! Report: the time to a full mesh, relay messages per node, signals forwarded per node, replays
 //! the rendezvous ignored, and the link layer's counters ([`crate::link::LinkStats`]).
@@ -266,6 +268,18 @@ impl Scenario {
 pub const MAX_SPACE_NODES: usize = MAX_ROOM_PEERS + 1;
 
 impl Scenario {
+    /// The space node `n` is in: nodes are dealt to the spaces in turn.
+    fn space_of(&self, n: usize) -> usize {
+        n % self.spaces.max(1)
+    }
+
+    /// How many nodes `space` holds, as [`Scenario::space_of`] deals them: counted, not
+    /// searched for, because the full-mesh checks ask it for every node.
+    fn space_size(&self, space: usize) -> usize {
+        let spaces = self.spaces.max(1);
+        self.nodes / spaces + usize::from(space < self.nodes % spaces)
+    }
+
     /// Why this scenario cannot run as a meetup, if it cannot: fewer than two nodes a space,
     /// no relay, or a space larger than [`MAX_SPACE_NODES`].
     pub fn shape_error(&self) -> Option<String> {
@@ -398,11 +412,26 @@ impl Timed for Report {
 pub type Violation = crate::scenario::Violation<Report>;
 
 /// Runs `scenario`, writing a JSON-lines trace to `trace` if given. The same scenario gives the
-/// same trace byte for byte and the same report (but for `wall`).
+/// same trace byte for byte and the same report (but for `wall`). A scenario of a shape that
+/// cannot meet ([`Scenario::shape_error`]) is refused before anything runs, as
+/// **scenario-shape** at 0 s.
 pub fn run<'a>(
     scenario: &'a Scenario,
     trace: Option<&'a mut dyn Write>,
 ) -> Result<Report, Box<Violation>> {
+    if let Some(detail) = scenario.shape_error() {
+        return Err(Box::new(Violation {
+            invariant: "scenario-shape",
+            detail,
+            seed: scenario.seed,
+            at: Duration::ZERO,
+            report: Report {
+                seed: scenario.seed,
+                nodes: scenario.nodes as u64,
+                ..Report::default()
+            },
+        }));
+    }
     crate::scenario::run(scenario.seed, Net::new(scenario, trace))
 }
 
@@ -706,7 +735,7 @@ impl<'a> Net<'a> {
                     admitted: Admitted::default(),
                     passed: Passed::default(),
                     live_from: BTreeSet::new(),
-                    space: n % sc.spaces.max(1),
+                    space: sc.space_of(n),
                     conns: ConnSet::default(),
                     sockets: ByConn::default(),
                     links: ByConn::default(),
@@ -1653,8 +1682,7 @@ impl<'a> Net<'a> {
 
     /// How many peers node `n` has in a full mesh of its space.
     fn full_mesh_peers(&self, n: usize) -> usize {
-        let space = self.nodes[n].space;
-        let size = self.nodes.iter().filter(|x| x.space == space).count();
+        let size = self.sc.space_size(self.nodes[n].space);
         (size - 1).min(MAX_ROOM_PEERS)
     }
 
@@ -1737,6 +1765,29 @@ mod tests {
         assert!(shaped(10_000, 100, 2).shape_error().is_some());
         assert!(shaped(3, 2, 2).shape_error().is_some());
         assert!(shaped(8, 1, 0).shape_error().is_some());
+        // The library refuses such a shape before it runs, as the command line does.
+        let refused = run(&shaped(70, 1, 2), None).expect_err("70 nodes in one room");
+        assert_eq!(refused.invariant, "scenario-shape");
+        assert_eq!((refused.at, refused.report.nodes), (Duration::ZERO, 70));
+    }
+
+    #[test]
+    fn a_spaces_size_is_the_count_of_the_nodes_dealt_to_it() {
+        for (nodes, spaces) in [(10_000, 834), (13, 4), (12, 12), (7, 1), (5, 0)] {
+            let sc = Scenario {
+                nodes,
+                spaces,
+                ..Scenario::new(0)
+            };
+            for space in 0..spaces.max(1) {
+                let dealt = (0..nodes).filter(|&n| sc.space_of(n) == space).count();
+                assert_eq!(
+                    sc.space_size(space),
+                    dealt,
+                    "{nodes} nodes, {spaces} spaces"
+                );
+            }
+        }
     }
 
     #[test]
