@@ -23,6 +23,9 @@ const DUPLICATE_SEEDS: u64 = 12;
 /// Seeds run with long sleeps and relay downtimes, often.
 const FAULT_END_SEEDS: u64 = 8;
 
+/// Seeds of the crash sweep (meetups of 8, three minutes of faults, about 36 crashes each).
+const CRASH_SEEDS: u64 = 16;
+
 /// The run ended in a full mesh of spaces of `space_nodes` nodes: each live message reached
 /// every other node of its sender's space.
 fn assert_full_mesh(r: &Report, nodes: usize, space_nodes: usize) {
@@ -35,14 +38,16 @@ fn every_invariant_holds_over_many_seeds() {
     let s = sweep(0..SEEDS, |seed| run(&Scenario::small(seed), None));
     assert!(s.passed(), "{s}");
     // The sweep is only worth something if the faults actually happened.
-    let (drops, restarts, sleeps) = (
+    let (drops, restarts, sleeps, crashes, lost) = (
         s.total(|r| r.drops),
         s.total(|r| r.relay_restarts),
         s.total(|r| r.sleeps),
+        s.total(|r| r.crashes),
+        s.total(|r| r.lost_in_crashes),
     );
     assert!(
-        drops > 0 && restarts > 0 && sleeps > 0,
-        "{drops} {restarts} {sleeps}"
+        drops > 0 && restarts > 0 && sleeps > 0 && crashes > 0 && lost > 0,
+        "{drops} {restarts} {sleeps} {crashes} {lost}"
     );
     let link = [
         s.total(|r| r.link.partitions),
@@ -62,8 +67,33 @@ fn the_same_seed_gives_the_same_trace_and_report() {
     // Partitions often enough that the run has some, with every other link fault on.
     let mut scenario = Scenario::small(3);
     scenario.faults.link.partition_every = Some(Duration::from_secs(10));
+    scenario.faults.crash_every = Some(Duration::from_secs(10));
     let a = replays_exactly(&scenario, run, |r| &mut r.wall);
-    assert!(a.link.partitions > 0 && a.link.messages > 0, "{a}");
+    assert!(
+        a.link.partitions > 0 && a.link.messages > 0 && a.crashes > 0,
+        "{a}"
+    );
+}
+
+/// Nodes crashing every 5 s on average across a space of 8 through three minutes of faults: each
+/// comes back with its session key (the same DID) and a new box, and finds its peers still
+/// holding its old connections, or their memory of its old box and times (§2: "a restarted
+/// peer says hello with a new box"). Nothing of the old incarnation reaches the new one; the
+/// space still meets in a full mesh, with one connection per pair and no introduction passed
+/// twice.
+#[test]
+fn a_node_that_crashes_comes_back_under_its_own_did_and_meets_its_space_again() {
+    let s = sweep(0..CRASH_SEEDS, |seed| {
+        let mut sc = Scenario::new(seed);
+        sc.faults.crash_every = Some(Duration::from_secs(5));
+        run(&sc, None)
+    });
+    assert!(s.passed(), "{s}");
+    for r in &s.reports {
+        assert!(r.crashes > 5, "{r}");
+        assert_full_mesh(r, 8, 8);
+    }
+    assert!(s.total(|r| r.lost_in_crashes) > 0, "{s}");
 }
 
 /// Partitions every 10 s on average through the faulty phase: every delivery is checked against

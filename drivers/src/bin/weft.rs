@@ -377,6 +377,10 @@ struct MincaMeetupArgs {
     /// relays) or `network` (all nodes, in every space at once). Default `space`.
     #[arg(long, value_name = "space|network", value_parser = parse_partition_region)]
     partition_region: Option<weft_sim::minca::PartitionRegion>,
+    /// Mean seconds between a node crashing across the network (0: never); a crashed node
+    /// restarts with its session key and nothing else. Default 60.
+    #[arg(long, value_name = "SECS")]
+    crash_every: Option<u64>,
     #[command(flatten)]
     link: SimLinkArgs,
     #[command(flatten)]
@@ -898,6 +902,9 @@ fn sim_minca_meetup(args: &MincaMeetupArgs) -> ExitCode {
         }
         if let Some(region) = args.partition_region {
             base.faults.partition_region = region;
+        }
+        if let Some(secs) = args.crash_every {
+            base.faults.crash_every = (secs > 0).then(|| std::time::Duration::from_secs(secs));
         }
         let scenario = Scenario {
             nodes: args.nodes,

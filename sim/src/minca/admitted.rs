@@ -46,6 +46,11 @@ impl Admitted {
         }
     }
 
+    /// How many (room, peer) admissions there are.
+    pub(super) fn len(&self) -> usize {
+        self.rooms.iter().map(|(_, peers)| peers.len()).sum()
+    }
+
     /// Drops `peer` from `room`; whether it was admitted there.
     pub(super) fn remove(&mut self, room: &str, peer: u32) -> bool {
         let Some((_, peers)) = self.rooms.iter_mut().find(|(r, _)| **r == *room) else {

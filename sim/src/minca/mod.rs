@@ -4,7 +4,8 @@
 //! ([`crate::link`]: latency drawn per message, loss as retransmission delay, bandwidth, relays
 //! that now and then deliver mail twice, partitions that heal): relay sockets and peer
 //! connections that drop, relays that restart, nodes that sleep (their clock jumps when they
-//! wake), and clocks skewed a little each. Peer
+//! wake), nodes that crash and restart with their session key and nothing else
+//! ([`Faults::crash_every`]), and clocks skewed a little each. Peer
 //! connections are simulated data channels: a description names its end, and the channel opens
 //! once the offerer applies an answer to its own offer, with a channel-binding fingerprint per
 //! node.
@@ -142,6 +143,13 @@ pub struct Faults {
     /// How long a node sleeps, at least and at most (cut short at the end of the faulty
     /// phase).
     pub sleep: (Duration, Duration),
+    /// Mean time between a node crashing (`None`: never). A crashed node loses everything
+    /// but what it keeps on disk, its session key (its identity), and restarts: a new box,
+    /// rooms joined again, every memory of the rendezvous and the mesh empty.
+    pub crash_every: Option<Duration>,
+    /// How long a crashed node stays down, at least and at most (cut short at the end of the
+    /// faulty phase).
+    pub crash_down: (Duration, Duration),
     /// The most a node's clock is off, either way.
     pub max_skew: Duration,
     /// Nodes join at random times within this long of the start.
@@ -183,6 +191,8 @@ impl Default for Faults {
             relay_down: (Duration::from_secs(1), Duration::from_secs(15)),
             sleep_every: Some(Duration::from_secs(45)),
             sleep: (Duration::from_secs(5), Duration::from_secs(90)),
+            crash_every: Some(Duration::from_secs(60)),
+            crash_down: (Duration::from_secs(1), Duration::from_secs(30)),
             max_skew: Duration::from_secs(5),
             join_spread: Duration::from_secs(10),
             partition_region: PartitionRegion::default(),
@@ -325,6 +335,11 @@ pub struct Report {
     pub relay_restarts: u64,
     /// Nodes put to sleep.
     pub sleeps: u64,
+    /// Nodes that crashed (each restarted).
+    pub crashes: u64,
+    /// Inputs lost because the node they were for crashed: on its way to it while it was
+    /// down, or to an incarnation that has since crashed.
+    pub lost_in_crashes: u64,
     /// Live messages delivered.
     pub live_delivered: u64,
     /// Rendezvous messages nodes ignored as replays (§2 rule 3): among them the second copies
@@ -360,6 +375,8 @@ impl Report {
             "drops": self.drops,
             "relay_restarts": self.relay_restarts,
             "sleeps": self.sleeps,
+            "crashes": self.crashes,
+            "lost_in_crashes": self.lost_in_crashes,
             "live_delivered": self.live_delivered,
             "replays_ignored": self.replays_ignored,
             "link": self.link.to_json(),
@@ -395,7 +412,11 @@ impl fmt::Display for Report {
             self.live_delivered,
             self.events
         )?;
-        writeln!(f, "replays ignored {}", self.replays_ignored)?;
+        writeln!(
+            f,
+            "crashes {} ({} inputs lost with them), replays ignored {}",
+            self.crashes, self.lost_in_crashes, self.replays_ignored
+        )?;
         write!(f, "{}", self.link)?;
         fmt_times(f, self.virtual_duration, self.wall)
     }
@@ -461,6 +482,9 @@ const TAG_NET: u64 = 11;
 const TAG_NODE: u64 = 4_000_000;
 const TAG_RELAY: u64 = 5_000_000;
 const TAG_LINK: u64 = 12;
+/// Restarted nodes' randomness, by node (shifted 20 bits) and incarnation: apart from every
+/// other tag.
+const TAG_RESTART: u64 = 1 << 40;
 
 /// The simulator's provider: the plain provider's answers, with P-256 verifications of bytes
 /// already checked remembered (§8 floods one signed introduction to every peer of a room).
@@ -506,9 +530,10 @@ struct Via {
 
 #[derive(Debug)]
 enum Ev {
-    /// An input for a node (held while it sleeps).
+    /// An input for a node incarnation (held while it sleeps).
     Node {
         n: usize,
+        life: u32,
         input: NodeInput,
     },
     /// An input for a relay incarnation.
@@ -517,9 +542,10 @@ enum Ev {
         life: u32,
         input: relay_server::Input,
     },
-    /// A message for a node that crossed the network on a stream.
+    /// A message for a node incarnation that crossed the network on a stream.
     NodeVia {
         n: usize,
+        life: u32,
         input: NodeInput,
         via: Via,
     },
@@ -545,6 +571,10 @@ enum Ev {
     Wake {
         n: usize,
     },
+    Crash,
+    Restart {
+        n: usize,
+    },
     SendLive,
 }
 
@@ -561,6 +591,12 @@ struct RelaySlot {
 struct Clock {
     skew_ms: i64,
     asleep: bool,
+    /// Crashed and not yet restarted: what reaches it is lost.
+    down: bool,
+    /// Which incarnation of the node is running: an event for an earlier one (on a socket or
+    /// a connection of a node that has since crashed) is lost with it, since a restarted node
+    /// numbers its connections from the start again.
+    life: u32,
 }
 
 struct NodeSlot {
@@ -679,6 +715,38 @@ fn every(rng: &mut ChaCha20Rng, mean: Duration) -> Duration {
     uniform(rng, (Duration::from_millis(1), mean * 2))
 }
 
+/// Incarnation `life` of node `n`: its session key is the same in every one (what it keeps on
+/// disk), its randomness (so its box) new in each.
+fn start_node(sc: &Scenario, n: usize, life: u32) -> Node<ChaCha20Rng> {
+    let config = NodeConfig {
+        relays: (0..sc.relays)
+            .map(|r| RelayUrl::parse(&relay_url(r)).expect("a loopback relay URL"))
+            .collect(),
+    };
+    let session = generate_p256(crypto(), &mut stream(sc.seed, TAG_NODE + 2 * n as u64));
+    let rng = match life {
+        0 => stream(sc.seed, TAG_NODE + 2 * n as u64 + 1),
+        _ => stream(sc.seed, TAG_RESTART + ((n as u64) << 20) + u64::from(life)),
+    };
+    Node::new(session, config, crypto(), rng).expect("a generated session key is valid")
+}
+
+impl NodeSlot {
+    fn new(node: Node<ChaCha20Rng>, space: usize) -> Self {
+        NodeSlot {
+            node,
+            held: Vec::new(),
+            admitted: Admitted::default(),
+            passed: Passed::default(),
+            live_from: BTreeSet::new(),
+            space,
+            conns: ConnSet::default(),
+            sockets: ByConn::default(),
+            links: ByConn::default(),
+        }
+    }
+}
+
 /// The places each partition region holds (see [`PartitionRegion`]): nodes are places
 /// `0..nodes` and relays the places after them; node `n` is in space `n % spaces`.
 fn partition_regions(sc: &Scenario) -> Vec<Vec<usize>> {
@@ -700,24 +768,11 @@ fn partition_regions(sc: &Scenario) -> Vec<Vec<usize>> {
 impl<'a> Net<'a> {
     fn new(sc: &'a Scenario, trace: Option<&'a mut dyn Write>) -> Self {
         let mut rng = stream(sc.seed, TAG_NET);
-        let config = NodeConfig {
-            relays: (0..sc.relays)
-                .map(|r| RelayUrl::parse(&relay_url(r)).expect("a loopback relay URL"))
-                .collect(),
-        };
         let mut dids = Vec::new();
         let mut clocks = Vec::new();
         let nodes = (0..sc.nodes)
             .map(|n| {
-                let mut keys = stream(sc.seed, TAG_NODE + 2 * n as u64);
-                let session = generate_p256(crypto(), &mut keys);
-                let node = Node::new(
-                    session,
-                    config.clone(),
-                    crypto(),
-                    stream(sc.seed, TAG_NODE + 2 * n as u64 + 1),
-                )
-                .expect("a generated session key is valid");
+                let node = start_node(sc, n, 0);
                 dids.push(node.did().to_owned());
                 let skew = sc.faults.max_skew.as_millis() as i64;
                 let skew_ms = if skew == 0 {
@@ -728,18 +783,10 @@ impl<'a> Net<'a> {
                 clocks.push(Clock {
                     skew_ms,
                     asleep: false,
+                    down: false,
+                    life: 0,
                 });
-                NodeSlot {
-                    node,
-                    held: Vec::new(),
-                    admitted: Admitted::default(),
-                    passed: Passed::default(),
-                    live_from: BTreeSet::new(),
-                    space: sc.space_of(n),
-                    conns: ConnSet::default(),
-                    sockets: ByConn::default(),
-                    links: ByConn::default(),
-                }
+                NodeSlot::new(node, sc.space_of(n))
             })
             .collect();
         let relays = (0..sc.relays)
@@ -840,6 +887,7 @@ impl<'a> Net<'a> {
         self.schedule_fault(f.peer_drop_every, Ev::PeerDrop);
         self.schedule_fault(f.relay_restart_every, Ev::RelayRestart);
         self.schedule_fault(f.sleep_every, Ev::Sleep);
+        self.schedule_fault(f.crash_every, Ev::Crash);
         self.schedule_partition();
         for r in 0..self.relays.len() {
             self.refresh_relay(r);
@@ -1002,9 +1050,22 @@ impl<'a> Net<'a> {
 
     fn event(&mut self, ev: Ev) -> Check {
         match ev {
-            Ev::Node { n, input } => self.give_node(n, input.into())?,
-            Ev::NodeVia { n, input, via } => {
-                if self.crossing(via, n)? {
+            Ev::Node { n, life, input } => {
+                if self.clocks[n].life == life {
+                    self.give_node(n, input.into())?;
+                } else {
+                    self.report.lost_in_crashes += 1;
+                }
+            }
+            Ev::NodeVia {
+                n,
+                life,
+                input,
+                via,
+            } => {
+                if self.clocks[n].life != life {
+                    self.report.lost_in_crashes += 1;
+                } else if self.crossing(via, n)? {
                     self.give_node(n, input.into())?;
                 }
             }
@@ -1095,7 +1156,7 @@ impl<'a> Net<'a> {
             }
             Ev::Sleep => {
                 let n = self.rng.next_u64() as usize % self.nodes.len();
-                if !self.clocks[n].asleep {
+                if !self.clocks[n].asleep && !self.clocks[n].down {
                     self.report.sleeps += 1;
                     let d = uniform(&mut self.rng, self.sc.faults.sleep);
                     let d = self.within_faults(d);
@@ -1124,6 +1185,14 @@ impl<'a> Net<'a> {
                 self.nodes[n].node.handle_timeout(now);
                 self.drain_node(n)?;
             }
+            Ev::Crash => {
+                let n = self.rng.next_u64() as usize % self.nodes.len();
+                if !self.clocks[n].asleep && !self.clocks[n].down {
+                    self.crash(n);
+                }
+                self.schedule_fault(self.sc.faults.crash_every, Ev::Crash);
+            }
+            Ev::Restart { n } => self.restart(n)?,
             Ev::SendLive => {
                 for n in 0..self.nodes.len() {
                     let input = node::Input::Send {
@@ -1139,7 +1208,44 @@ impl<'a> Net<'a> {
         Ok(())
     }
 
+    /// Node `n` crashes: its relay sockets reset (the relay sees them close), its peers see its
+    /// connections fail, and everything it held is gone. Its next incarnation is made now and
+    /// starts after a while ([`Net::restart`]); until then nothing reaches it.
+    fn crash(&mut self, n: usize) {
+        self.report.crashes += 1;
+        let d = uniform(&mut self.rng, self.sc.faults.crash_down);
+        let d = self.within_faults(d);
+        self.log("crash", || json!({ "node": n, "ms": d.as_millis() as u64 }));
+        for id in self.sockets.ids(|s| s.node == n) {
+            self.close_socket(id, false, true);
+        }
+        for id in self.links_open.ids(|l| l.ends.iter().any(|e| e.0 == n)) {
+            self.close_link(id, Some(n));
+        }
+        self.admitted_pairs -= self.nodes[n].admitted.len();
+        let clock = &mut self.clocks[n];
+        clock.down = true;
+        clock.life += 1;
+        let node = start_node(self.sc, n, clock.life);
+        self.nodes[n] = NodeSlot::new(node, self.nodes[n].space);
+        self.timers.arm(n, None);
+        self.after(d, Ev::Restart { n });
+    }
+
+    /// Node `n` starts again and joins its space's room, as an app does on start.
+    fn restart(&mut self, n: usize) -> Check {
+        self.log("restart", || json!({ "node": n }));
+        self.clocks[n].down = false;
+        let space = space_id(self.nodes[n].space);
+        let join = Join::space(crypto(), &space, RoomKind::PublicSpace, None);
+        self.give_node(n, node::Input::Join(join))
+    }
+
     fn give_node(&mut self, n: usize, input: node::Input) -> Check {
+        if self.clocks[n].down {
+            self.report.lost_in_crashes += 1;
+            return Ok(());
+        }
         if self.clocks[n].asleep {
             self.nodes[n].held.push(input);
             return Ok(());
@@ -1204,6 +1310,7 @@ impl<'a> Net<'a> {
                         latency * 2,
                         Ev::Node {
                             n,
+                            life: self.clocks[n].life,
                             input: NodeInput::Conn {
                                 conn,
                                 what: ConnEvent::RelayDialFailed,
@@ -1221,6 +1328,7 @@ impl<'a> Net<'a> {
                         latency * 2,
                         Ev::Node {
                             n,
+                            life: self.clocks[n].life,
                             input: NodeInput::Conn {
                                 conn,
                                 what: ConnEvent::RelayDialFailed,
@@ -1274,6 +1382,7 @@ impl<'a> Net<'a> {
                     node_opened,
                     Ev::NodeVia {
                         n,
+                        life: self.clocks[n].life,
                         input: NodeInput::Conn {
                             conn,
                             what: ConnEvent::RelayOpened,
@@ -1315,23 +1424,27 @@ impl<'a> Net<'a> {
                 }
             }
             node::Output::CreateOffer { conn, .. } => {
-                let sdp = description(format_args!("offer {n} {}", conn.0));
+                let life = self.clocks[n].life;
+                let sdp = description(format_args!("offer {n} {life} {}", conn.0));
                 self.nodes[n].conns.insert(conn);
                 self.after(
                     Duration::from_millis(1),
                     Ev::Node {
                         n,
+                        life: self.clocks[n].life,
                         input: NodeInput::LocalDescription { conn, sdp },
                     },
                 );
             }
             node::Output::CreateAnswer { conn, offer, .. } => {
-                let sdp = description(format_args!("answer {n} {} {offer}", conn.0));
+                let life = self.clocks[n].life;
+                let sdp = description(format_args!("answer {n} {life} {} {offer}", conn.0));
                 self.nodes[n].conns.insert(conn);
                 self.after(
                     Duration::from_millis(1),
                     Ev::Node {
                         n,
+                        life: self.clocks[n].life,
                         input: NodeInput::LocalDescription { conn, sdp },
                     },
                 );
@@ -1393,25 +1506,42 @@ impl<'a> Net<'a> {
     }
 
     fn apply_answer(&mut self, n: usize, conn: ConnId, answer: &str) -> Check {
-        // "answer {m} {conn_m} offer {n} {conn_n}"
-        let mut parts = answer.split(' ');
-        let mut part = || parts.next();
-        let (Some(_), Some(m), Some(cm), Some(_), Some(on), Some(oc), None) =
-            (part(), part(), part(), part(), part(), part(), part())
-        else {
+        // "answer {m} {life_m} {conn_m} offer {n} {life_n} {conn_n}": a restarted node numbers
+        // its connections from the start again, so a description names its incarnation too.
+        let mut words = answer.split(' ');
+        let mut next = || words.next();
+        let (Some(_), Some(m), Some(lm), Some(cm), Some(_), Some(on), Some(ln), Some(oc), None) = (
+            next(),
+            next(),
+            next(),
+            next(),
+            next(),
+            next(),
+            next(),
+            next(),
+            next(),
+        ) else {
             return Ok(());
         };
-        let (Ok(m), Ok(cm), Ok(on), Ok(oc)) = (
+        let (Ok(m), Ok(lm), Ok(cm), Ok(on), Ok(ln), Ok(oc)) = (
             m.parse::<usize>(),
+            lm.parse::<u32>(),
             cm.parse::<u64>(),
             on.parse::<usize>(),
+            ln.parse::<u32>(),
             oc.parse::<u64>(),
         ) else {
             return Ok(());
         };
         let cm = ConnId(cm);
-        // The answer must be to this very offer, and its maker must still hold the connection.
-        if on != n || oc != conn.0 || !self.nodes[m].conns.contains(cm) {
+        // The answer must be to this very offer, and its maker (the incarnation that made it)
+        // must still hold the connection.
+        if on != n
+            || ln != self.clocks[n].life
+            || oc != conn.0
+            || lm != self.clocks[m].life
+            || !self.nodes[m].conns.contains(cm)
+        {
             return Ok(());
         }
         if !self.nodes[n].conns.contains(conn) {
@@ -1425,6 +1555,7 @@ impl<'a> Net<'a> {
                     ICE_FAILURE,
                     Ev::Node {
                         n: a,
+                        life: self.clocks[a].life,
                         input: NodeInput::Conn {
                             conn: ca,
                             what: ConnEvent::PeerClosed,
@@ -1466,6 +1597,7 @@ impl<'a> Net<'a> {
                 opened,
                 Ev::NodeVia {
                     n: a,
+                    life: self.clocks[a].life,
                     input: NodeInput::peer_opened(ca, a, b),
                     via,
                 },
@@ -1527,6 +1659,7 @@ impl<'a> Net<'a> {
             at,
             Ev::NodeVia {
                 n: m,
+                life: self.clocks[m].life,
                 input: NodeInput::PeerFrame { conn: cm, bytes },
                 via,
             },
@@ -1559,6 +1692,7 @@ impl<'a> Net<'a> {
                 at,
                 Ev::Node {
                     n: s.node,
+                    life: self.clocks[s.node].life,
                     input: NodeInput::Conn {
                         conn: s.node_conn,
                         what: ConnEvent::RelayClosed,
@@ -1585,6 +1719,7 @@ impl<'a> Net<'a> {
                     at,
                     Ev::Node {
                         n,
+                        life: self.clocks[n].life,
                         input: NodeInput::Conn {
                             conn,
                             what: ConnEvent::PeerClosed,
@@ -1665,6 +1800,7 @@ impl<'a> Net<'a> {
                             at,
                             Ev::NodeVia {
                                 n,
+                                life: self.clocks[n].life,
                                 input: NodeInput::RelayText {
                                     conn: node_conn,
                                     text,
