@@ -9,18 +9,23 @@
 //! pair, nothing of a room crosses before admission, a full mesh after the network heals,
 //! introductions never loop; every accepted AIRC message acked exactly once, `queued` always
 //! held, nothing delivered twice or lost before its ttl); the first violation is a finding, with
-//! the whole scenario printed (`Debug`), so a test can build it again and replay it.
+//! the whole scenario printed (`Debug`), so a test can build it again and replay it. When the
+//! input asks, the run is made three times ([`weft_sim::scenario::replay`]): twice traced, the
+//! traces the same byte for byte and the reports equal, and once untraced, reporting the same.
 //!
 //! Speed: a run is a few thousand events of real P-256 and Ed25519 work, tens to hundreds of
 //! milliseconds in a fuzzing build, so this target makes few runs a second; it is for long
 //! campaigns, and CI's short run only replays its corpus.
 #![no_main]
 
+use std::fmt::Debug;
+use std::io::Write;
 use std::time::Duration;
 
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use weft_sim::link::{Bandwidth, LinkFaults};
+use weft_sim::scenario::{NotReplayed, Violation, replay};
 use weft_sim::{airc, minca};
 
 #[derive(Arbitrary, Debug)]
@@ -45,6 +50,8 @@ struct Meetup {
     crash: u8,
     max_skew_s: u8,
     across_the_network: bool,
+    /// Run it three times and hold the runs to being the same run.
+    replay: bool,
 }
 
 /// An `airc-realms`' choices.
@@ -60,6 +67,8 @@ struct Realms {
     crash: u8,
     stall_permille: u8,
     spike_permille: u8,
+    /// Run it three times and hold the runs to being the same run.
+    replay: bool,
 }
 
 #[derive(Arbitrary, Debug)]
@@ -152,6 +161,25 @@ impl Realms {
     }
 }
 
+/// Runs `scenario` once, or, when `again`, as [`replay`] does; a finding panics with the
+/// scenario.
+fn check<S: Debug, R: PartialEq + Debug>(
+    name: &str,
+    scenario: &S,
+    again: bool,
+    run: impl for<'a> Fn(&'a S, Option<&'a mut dyn Write>) -> Result<R, Box<Violation<R>>>,
+    wall: impl Fn(&mut R) -> &mut Duration,
+) {
+    let outcome = if again {
+        replay(scenario, run, wall).map(drop)
+    } else {
+        run(scenario, None).map(drop).map_err(NotReplayed::Violation)
+    };
+    if let Err(e) = outcome {
+        panic!("{name}: {e}\n{scenario:?}");
+    }
+}
+
 fuzz_target!(|shape: Shape| {
     match shape {
         Shape::Meetup(m) => {
@@ -159,15 +187,10 @@ fuzz_target!(|shape: Shape| {
             if let Some(why) = sc.shape_error() {
                 panic!("the target drew a shape minca-meetup refuses ({why}): {sc:?}");
             }
-            if let Err(v) = minca::run(&sc, None) {
-                panic!("minca-meetup: {v}\n{sc:?}");
-            }
+            check("minca-meetup", &sc, m.replay, minca::run, |r| &mut r.wall);
         }
         Shape::Realms(r) => {
-            let sc = r.scenario();
-            if let Err(v) = airc::run(&sc, None) {
-                panic!("airc-realms: {v}\n{sc:?}");
-            }
+            check("airc-realms", &r.scenario(), r.replay, airc::run, |r| &mut r.wall);
         }
     }
 });

@@ -1,7 +1,8 @@
 //! The shell every scenario runs in, written once: the virtual clock's origin, the event queue,
 //! the JSON-lines trace, the first violated invariant and the run that turns a scenario's world
 //! into a report or a [`Violation`]. A scenario ([`crate::airc`], [`crate::minca`]) brings only
-//! its machines, its faults and its invariants. [`sweep`] runs one over many seeds.
+//! its machines, its faults and its invariants. [`sweep`] runs one over many seeds, [`replay`]
+//! checks that a run is the same run every time.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -105,6 +106,83 @@ pub fn sweep<R>(
         }
     }
     sweep
+}
+
+/// How runs of one scenario failed to be the same run ([`replay`]). The simulator promises they
+/// never do: the same seed and scenario give the same trace and the same report, byte for byte.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum NotReplayed<R> {
+    /// A run broke an invariant (the first run that did).
+    Violation(Box<Violation<R>>),
+    /// The two traced runs reported differently (the wall time aside): the first, then the second.
+    Reports(R, R),
+    /// The traced runs wrote nothing.
+    NoTrace,
+    /// The two traces differ, first at this byte.
+    Traces(usize),
+    /// The run without a trace reported otherwise than the traced ones (the traced report first).
+    Tracing(R, R),
+}
+
+impl<R: fmt::Debug> fmt::Display for NotReplayed<R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Violation(v) => write!(f, "{v}"),
+            Self::Reports(a, b) => write!(
+                f,
+                "the same run reported twice differently:
+{a:?}
+{b:?}"
+            ),
+            Self::NoTrace => write!(f, "the run wrote no trace"),
+            Self::Traces(at) => write!(f, "the same run's traces differ from byte {at}"),
+            Self::Tracing(a, b) => write!(
+                f,
+                "tracing changed the run:
+{a:?}
+{b:?}"
+            ),
+        }
+    }
+}
+
+impl<R: fmt::Debug> std::error::Error for NotReplayed<R> {}
+
+/// Runs `scenario` twice with a trace and once without, and answers the report (with `wall`, the
+/// one field that may differ between runs, zeroed) if the traces are the same byte for byte, the
+/// reports equal, and tracing changed nothing. `run` is a scenario's `run`; `wall` reaches the wall
+/// time in its report.
+pub fn replay<S, R: PartialEq>(
+    scenario: &S,
+    run: impl for<'a> Fn(&'a S, Option<&'a mut dyn Write>) -> Result<R, Box<Violation<R>>>,
+    wall: impl Fn(&mut R) -> &mut Duration,
+) -> Result<R, NotReplayed<R>> {
+    let once = |trace: Option<&mut Vec<u8>>| {
+        // Reborrowed for this run alone, so the trace need not outlive the scenario.
+        let mut r = run(scenario, trace.map(|t| -> &mut dyn Write { t }))
+            .map_err(NotReplayed::Violation)?;
+        *wall(&mut r) = Duration::ZERO;
+        Ok(r)
+    };
+    let (mut ta, mut tb) = (Vec::new(), Vec::new());
+    let a = once(Some(&mut ta))?;
+    let b = once(Some(&mut tb))?;
+    if a != b {
+        return Err(NotReplayed::Reports(a, b));
+    }
+    if ta.is_empty() {
+        return Err(NotReplayed::NoTrace);
+    }
+    if ta != tb {
+        let at = ta.iter().zip(&tb).take_while(|(x, y)| x == y).count();
+        return Err(NotReplayed::Traces(at));
+    }
+    let untraced = once(None)?;
+    if untraced != a {
+        return Err(NotReplayed::Tracing(a, untraced));
+    }
+    Ok(a)
 }
 
 /// What a step of a world returns: nothing, or the invariant it broke and how.
@@ -281,6 +359,72 @@ impl Wakeups {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A stand-in for a scenario's `run` whose report and trace come from how many times it has
+    /// run (`calls`), so each way of not being the same run can be made on purpose.
+    fn counted_run<'a>(
+        calls: &std::cell::Cell<u64>,
+        shape: fn(u64, bool) -> (u64, &'static str),
+        trace: Option<&'a mut dyn Write>,
+    ) -> Result<(u64, Duration), Box<Violation<(u64, Duration)>>> {
+        let call = calls.get();
+        calls.set(call + 1);
+        let (report, line) = shape(call, trace.is_some());
+        if let Some(t) = trace {
+            t.write_all(line.as_bytes())
+                .expect("a Vec takes every write");
+        }
+        if report == u64::MAX {
+            return Err(Box::new(Violation {
+                invariant: "made-up",
+                detail: "on purpose".into(),
+                seed: 7,
+                at: Duration::ZERO,
+                report: (report, Duration::ZERO),
+            }));
+        }
+        // The wall time differs on every run, and must not count.
+        Ok((report, Duration::from_millis(call)))
+    }
+
+    #[test]
+    fn a_replay_is_the_same_run_or_says_how_it_was_not() {
+        fn wall(r: &mut (u64, Duration)) -> &mut Duration {
+            &mut r.1
+        }
+        let check = |shape: fn(u64, bool) -> (u64, &'static str)| {
+            let calls = std::cell::Cell::new(0);
+            replay(
+                &(),
+                |_: &(), t: Option<&mut dyn Write>| counted_run(&calls, shape, t),
+                wall,
+            )
+        };
+        assert_eq!(check(|_, _| (1, "{}\n")), Ok((1, Duration::ZERO)));
+        assert_eq!(
+            check(|call, _| (call, "{}\n")),
+            Err(NotReplayed::Reports(
+                (0, Duration::ZERO),
+                (1, Duration::ZERO)
+            ))
+        );
+        assert_eq!(check(|_, _| (1, "")), Err(NotReplayed::NoTrace));
+        assert_eq!(
+            check(|call, _| (1, if call == 0 { "{\"a\":1}" } else { "{\"a\":2}" })),
+            Err(NotReplayed::Traces(5))
+        );
+        assert_eq!(
+            check(|_, traced| (u64::from(traced), "{}\n")),
+            Err(NotReplayed::Tracing(
+                (1, Duration::ZERO),
+                (0, Duration::ZERO)
+            ))
+        );
+        let Err(NotReplayed::Violation(v)) = check(|_, _| (u64::MAX, "{}\n")) else {
+            panic!("a violation is answered as one");
+        };
+        assert_eq!((v.invariant, v.seed), ("made-up", 7));
+    }
 
     #[test]
     fn the_queue_gives_the_earliest_first_and_ties_in_the_order_queued() {
