@@ -360,13 +360,16 @@ impl Wakeups {
 mod tests {
     use super::*;
 
+    /// The stand-in's report: what it was told to say, and its wall time.
+    type Counted = (u64, Duration);
+
     /// A stand-in for a scenario's `run` whose report and trace come from how many times it has
     /// run (`calls`), so each way of not being the same run can be made on purpose.
-    fn counted_run<'a>(
+    fn counted_run(
         calls: &std::cell::Cell<u64>,
         shape: fn(u64, bool) -> (u64, &'static str),
-        trace: Option<&'a mut dyn Write>,
-    ) -> Result<(u64, Duration), Box<Violation<(u64, Duration)>>> {
+        trace: Option<&mut dyn Write>,
+    ) -> Result<Counted, Box<Violation<Counted>>> {
         let call = calls.get();
         calls.set(call + 1);
         let (report, line) = shape(call, trace.is_some());
@@ -389,7 +392,7 @@ mod tests {
 
     #[test]
     fn a_replay_is_the_same_run_or_says_how_it_was_not() {
-        fn wall(r: &mut (u64, Duration)) -> &mut Duration {
+        fn wall(r: &mut Counted) -> &mut Duration {
             &mut r.1
         }
         let check = |shape: fn(u64, bool) -> (u64, &'static str)| {
