@@ -145,7 +145,8 @@ pub struct Faults {
     pub sleep: (Duration, Duration),
     /// Mean time between a node crashing (`None`: never). A crashed node loses everything
     /// but what it keeps on disk, its session key (its identity), and restarts: a new box,
-    /// rooms joined again, every memory of the rendezvous and the mesh empty.
+    /// rooms joined again, every memory of the rendezvous and the mesh empty. A crash drawn
+    /// for a node asleep or already down passes it over.
     pub crash_every: Option<Duration>,
     /// How long a crashed node stays down, at least and at most (cut short at the end of the
     /// faulty phase).
