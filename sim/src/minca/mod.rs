@@ -27,9 +27,10 @@
 //!
 //! Also checked: no message reaches a node or relay the other side of a partition
 //! (**nothing-crosses-a-partition**; nodes and relays are each a place a partition may cut off),
-//! and every machine's deadline advances after its timeout runs (**deadline-advances**). A
-//! scenario that cannot meet at all (a space of one node, or of more than a room holds; no
-//! relay) is refused before it runs (**scenario-shape**, [`Scenario::shape_error`]).
+//! every machine's deadline advances after its timeout runs (**deadline-advances**), and a run
+//! stops as a livelock past [`Scenario::max_events`] (**event-limit**). A scenario that cannot
+//! meet at all (a space of one node, or of more than a room holds; no relay) is refused before
+//! it runs (**scenario-shape**, [`Scenario::shape_error`]).
 //!
 //! Report: the time to a full mesh, relay messages per node, signals forwarded per node, replays
 //! the rendezvous ignored, and the link layer's counters ([`crate::link::LinkStats`]).
@@ -64,6 +65,8 @@ mod admitted;
 mod by_conn;
 mod by_id;
 mod checked;
+#[cfg(test)]
+mod invariant_tests;
 mod node_input;
 mod passed;
 mod sent;
