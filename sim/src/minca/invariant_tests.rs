@@ -17,21 +17,7 @@ fn frame(room: &Room, kind: &str, payload: Value) -> Bytes {
 /// `forge` is handed the network and node 0's open connection to another node (that node and
 /// node 0's id for the connection), as a faulty node 0 would find them.
 fn with_met_nodes(forge: impl FnOnce(&mut Net<'_>, usize, ConnId)) {
-    let sc = Scenario {
-        nodes: 3,
-        relays: 1,
-        duration: Duration::from_secs(1),
-        heal: Duration::from_secs(60),
-        faults: Faults {
-            socket_drop_every: None,
-            peer_drop_every: None,
-            relay_restart_every: None,
-            sleep_every: None,
-            crash_every: None,
-            ..Faults::default()
-        },
-        ..Scenario::new(3)
-    };
+    let sc = Scenario::quiet(3, 3);
     let mut net = Net::new(&sc, None);
     net.run()
         .unwrap_or_else(|v| panic!("a quiet meetup of three: {v:?}"));

@@ -1863,13 +1863,12 @@ impl<'a> Net<'a> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn two_nodes_meet_through_one_relay_without_faults() {
-        let sc = Scenario {
-            nodes: 2,
+impl Scenario {
+    /// `nodes` in one space meeting through one relay on a network that only delays: no socket,
+    /// connection or node goes down and nobody sleeps.
+    fn quiet(nodes: usize, seed: u64) -> Self {
+        Self {
+            nodes,
             relays: 1,
             duration: Duration::from_secs(1),
             heal: Duration::from_secs(60),
@@ -1878,10 +1877,21 @@ mod tests {
                 peer_drop_every: None,
                 relay_restart_every: None,
                 sleep_every: None,
+                crash_every: None,
                 ..Faults::default()
             },
-            ..Scenario::new(1)
-        };
+            ..Scenario::new(seed)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn two_nodes_meet_through_one_relay_without_faults() {
+        let sc = Scenario::quiet(2, 1);
         let r = run(&sc, None).unwrap_or_else(|v| panic!("{v}\n{}", v.report));
         assert_eq!(r.live_delivered, 2);
         assert!(r.full_mesh_at.is_some());
