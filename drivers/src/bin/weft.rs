@@ -274,7 +274,7 @@ enum Sim {
     MincaMeetup(MincaMeetupArgs),
 }
 
-/// What every scenario takes: which seeds to run and where the trace goes.
+/// What every scenario takes: which seeds to run, where the trace goes and the event budget.
 #[derive(Args, Debug)]
 struct SeedArgs {
     /// The seed; the same seed gives the same trace and report.
@@ -286,6 +286,17 @@ struct SeedArgs {
     /// Write a JSON-lines trace of the (last) run here.
     #[arg(long)]
     trace: Option<PathBuf>,
+    /// Fail a run that takes more events than this, as a livelock (invariant `event-limit`).
+    /// Default: a budget scaled to the scenario's size and length, far above an honest run.
+    #[arg(long, value_name = "N")]
+    max_events: Option<u64>,
+}
+
+impl SeedArgs {
+    /// The event budget of a run: `--max-events`, else the scenario's own `scaled` one.
+    fn event_budget(&self, scaled: u64) -> u64 {
+        self.max_events.unwrap_or(scaled)
+    }
 }
 
 /// The link layer's faults a user may turn (`weft_sim::link`); each left out keeps the
@@ -866,7 +877,7 @@ fn sim_airc_realms(args: &AircRealmsArgs) -> ExitCode {
     sim_seeds("airc-realms", &args.seeds, |seed, trace| {
         let mut base = Scenario::new(seed);
         args.link.apply(&mut base.faults.link);
-        let scenario = Scenario {
+        let mut scenario = Scenario {
             realms: args.realms,
             clients,
             messages: args.messages,
@@ -874,6 +885,7 @@ fn sim_airc_realms(args: &AircRealmsArgs) -> ExitCode {
             ..base
         }
         .with_event_budget();
+        scenario.max_events = args.seeds.event_budget(scenario.max_events);
         // The trace lives longer than this run's scenario: reborrow it for the run alone.
         let trace = trace.map(|t| -> &mut dyn std::io::Write { t });
         run(&scenario, trace)
@@ -906,7 +918,7 @@ fn sim_minca_meetup(args: &MincaMeetupArgs) -> ExitCode {
         if let Some(secs) = args.crash_every {
             base.faults.crash_every = (secs > 0).then(|| std::time::Duration::from_secs(secs));
         }
-        let scenario = Scenario {
+        let mut scenario = Scenario {
             nodes: args.nodes,
             spaces: args.spaces,
             relays: args.relays,
@@ -914,6 +926,7 @@ fn sim_minca_meetup(args: &MincaMeetupArgs) -> ExitCode {
             ..base
         }
         .with_event_budget();
+        scenario.max_events = args.seeds.event_budget(scenario.max_events);
         // The trace lives longer than this run's scenario: reborrow it for the run alone.
         let trace = trace.map(|t| -> &mut dyn std::io::Write { t });
         run(&scenario, trace)

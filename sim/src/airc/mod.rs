@@ -31,10 +31,13 @@
 //!
 //! Also checked: a delivery reaches the client bound for its `to` (**right-recipient**), no
 //! frame reaches an end the other side of a partition (**nothing-crosses-a-partition**; servers
-//! and clients are each a place a partition may cut off), and every machine's deadline advances
-//! after its timeout runs (**deadline-advances**).
+//! and clients are each a place a partition may cut off), every machine's deadline advances
+//! after its timeout runs (**deadline-advances**), and a run stops as a livelock past
+//! [`Scenario::max_events`] (**event-limit**).
 
 mod client;
+#[cfg(test)]
+mod invariant_tests;
 
 /// Writes a trace line, building it only when the run is traced: most runs are not, and the
 /// line for every output would otherwise be built and thrown away.
@@ -707,7 +710,10 @@ impl<'a> Net<'a> {
         loop {
             self.report.events += 1;
             if self.report.events > self.sc.max_events {
-                return Err(("step-limit", format!("{} events", self.sc.max_events)));
+                return Err((
+                    "event-limit",
+                    format!("more than {} events", self.sc.max_events),
+                ));
             }
             let ev_at = self.queue.next_at();
             let timer = self.next_timer();
