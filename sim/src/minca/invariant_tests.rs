@@ -1,5 +1,5 @@
 //! Each invariant check of the scenario, shown to fire. The sweeps show that the real machines
-//! pass them; these show that a machine breaking one would not: each test lets three nodes meet
+//! pass them; these show that a machine breaking one is caught: each test lets three nodes meet
 //! for real, then hands the simulator what a faulty node would put out and expects the
 //! invariant's name, with the offender in its detail.
 
@@ -35,6 +35,7 @@ fn with_met_nodes(forge: impl FnOnce(&mut Net<'_>, usize, ConnId)) {
     forge(&mut net, peer, conn);
 }
 
+/// Node `n`'s DID, as its peers name it in outputs.
 fn did(net: &Net<'_>, n: usize) -> String {
     net.nodes[n].node.did().to_owned()
 }
