@@ -180,6 +180,29 @@ fn a_message_handed_to_the_wrong_client_is_caught() {
     assert_caught(v, "right-recipient", &[&id, &format!("c{origin} ")]);
 }
 
+/// A client puts a `msg` on the wire to an address that is no client's inbox (here the app's
+/// own slip stands in for a client machine that rewrites `to`): the loss check could not follow
+/// the message to a destination, so the send itself is named.
+#[test]
+fn a_message_sent_to_no_clients_inbox_is_caught() {
+    let sc = quiet();
+    let mut net = settled(&sc);
+    for to in ["//r0/elsewhere/inbox", "//r0/c9/inbox", "//r0/cx/inbox"] {
+        let c = 0;
+        let body = "stray".to_string();
+        let to = to.to_string();
+        net.clients[c].handle(
+            net.now,
+            ClientInput::Send {
+                to: to.clone(),
+                body,
+            },
+        );
+        let v = net.drain_client(c).expect_err("no client to follow it to");
+        assert_caught(v, "right-recipient", &["c0 ", &to[4..]]);
+    }
+}
+
 /// A server hands a client a message again after reading its `delivered` ack for the first
 /// copy: that ack settled the message (§6.6) and recorded its id as seen (§7.3), so nothing may
 /// bring it back.

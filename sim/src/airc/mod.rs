@@ -29,7 +29,8 @@
 //! 5. **every-msg-answered**: after the heal phase every message a client sent has its final
 //!    ack (clients retry unanswered messages on each new connection, §7.3 "origins MAY retry").
 //!
-//! Also checked: a delivery reaches the client bound for its `to` (**right-recipient**), no
+//! Also checked: a client sends each `msg` to a client's inbox and a delivery reaches the
+//! client bound for its `to` (**right-recipient**), no
 //! frame reaches an end the other side of a partition (**nothing-crosses-a-partition**; servers
 //! and clients are each a place a partition may cut off), every machine's deadline advances
 //! after its timeout runs (**deadline-advances**), and a run stops as a livelock past
@@ -1384,11 +1385,21 @@ impl<'a> Net<'a> {
                                 self.report.retries += 1;
                                 continue;
                             }
-                            // The destination is `//realm/cN/inbox`: N is the client.
-                            let to = m.to.rsplit('/').nth(1).unwrap_or_default();
-                            if let Some(dest) = to.strip_prefix('c').and_then(|d| d.parse().ok()) {
-                                self.dest.insert(m.id, dest);
-                            }
+                            // The application only writes to `//realm/cN/inbox`, N the client:
+                            // a `msg` to anywhere else is one the client misaddressed, and the
+                            // loss check could not follow it.
+                            let owner = m.to.rsplit('/').nth(1).unwrap_or_default();
+                            let Some(dest) = owner
+                                .strip_prefix('c')
+                                .and_then(|d| d.parse::<usize>().ok())
+                                .filter(|&d| d < self.sc.clients)
+                            else {
+                                return Err((
+                                    "right-recipient",
+                                    format!("c{c} sent {} to {}, no client's inbox", m.id, m.to),
+                                ));
+                            };
+                            self.dest.insert(m.id, dest);
                         }
                         self.transmit(wire, 0, bytes);
                     }
