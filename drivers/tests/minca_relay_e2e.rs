@@ -154,6 +154,21 @@ fn health_answers_ok_json_and_other_plain_http_answers_426() {
             health.ends_with("\r\n\r\n{\"ok\":true}"),
             "nothing else: {health}"
         );
+        // §1.4: it reveals no count. Busy, with sockets watching and a blob kept, the answer is
+        // the idle one byte for byte.
+        let mut busy = Vec::new();
+        for _ in 0..3 {
+            let mut ws = dial(relay.addr, "/").await;
+            send(&mut ws, fetch(true)).await;
+            next_mail(&mut ws).await;
+            busy.push(ws);
+        }
+        send(&mut busy[0], drop_msg("AZ3k", 60)).await;
+        next_mail(&mut busy[1]).await;
+        assert_eq!(
+            http(relay.addr, "GET /health HTTP/1.1\r\nHost: x\r\n\r\n").await,
+            health
+        );
 
         for request in [
             "GET / HTTP/1.1\r\nHost: x\r\n\r\n",

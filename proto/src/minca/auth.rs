@@ -101,3 +101,45 @@ pub fn verify_by(crypto: &dyn CryptoProvider, key: &P256Public, label: &str, sig
     };
     crypto.p256_verify(key, label.as_bytes(), &sig)
 }
+
+#[cfg(all(test, feature = "rustcrypto"))]
+mod tests {
+    use super::*;
+    use crate::crypto::{default_provider, generate_p256};
+    use alloc::format;
+    use alloc::string::ToString;
+    use chacha20::ChaCha20Rng;
+    use rand_core::SeedableRng;
+
+    fn did_of(key: &P256Secret) -> String {
+        let P256Public(point) = default_provider().p256_public_key(key).unwrap();
+        DidKey::P256(point).to_did()
+    }
+
+    /// §6: the signature is checked against the key the DID names, and a DID that does not
+    /// start with `did:key:` or does not decode fails, even around the right key.
+    #[test]
+    fn a_signature_checks_only_against_the_did_key_of_its_signer() {
+        let c = default_provider();
+        let mut rng = ChaCha20Rng::seed_from_u64(5);
+        let (signer, other) = (generate_p256(c, &mut rng), generate_p256(c, &mut rng));
+        let label = mesh_transcript("space", "p", "v", "n", "", "");
+        let sig = sign(c, &signer, &label).unwrap();
+        let did = did_of(&signer);
+        assert!(verify(c, &did, &label, &sig));
+
+        let bare = did.strip_prefix("did:key:").unwrap();
+        for wrong in [
+            did_of(&other),
+            bare.to_string(),
+            format!("did:web:{bare}"),
+            format!("DID:KEY:{bare}"),
+            format!("{did}#{bare}"),
+            format!("{}x", &did[..did.len() - 1]),
+            DidKey::Ed25519([7; 32]).to_did(),
+        ] {
+            assert!(!verify(c, &wrong, &label, &sig), "{wrong}");
+        }
+        assert!(!verify(c, &did, &format!("{label} "), &sig));
+    }
+}

@@ -1047,6 +1047,28 @@ mod tests {
             assert_eq!(first["did"], host.did.as_str());
             assert_eq!(n.poll(), None);
         }
+        // Fresh: 16 bytes drawn from the socket's own random stream, so two sockets of one
+        // node challenge with different nonces.
+        let nonces: Vec<String> = [21, 22]
+            .map(|seed| {
+                let mut n: Node = NodeSocket::new(
+                    default_provider(),
+                    notes(),
+                    ChaCha20Rng::seed_from_u64(seed),
+                    session(&host, true),
+                    SPACE,
+                    None,
+                    NOW,
+                );
+                let nonce = text(&n.poll().unwrap())["nonce"]
+                    .as_str()
+                    .unwrap()
+                    .to_string();
+                assert_eq!(crate::codec::base64url::decode(&nonce).unwrap().len(), 16);
+                nonce
+            })
+            .into();
+        assert_ne!(nonces[0], nonces[1]);
     }
 
     #[test]
@@ -1198,6 +1220,27 @@ mod tests {
         c.handle(NOW, welcome_from(&host, &host.did, &nc, None));
         let outs: Vec<Output> = core::iter::from_fn(|| c.poll()).collect();
         assert_eq!(outs, alloc::vec![Output::Close(PROTOCOL_ERROR)]);
+    }
+
+    /// §5.2 "one at a time": a data frame read right behind the welcome, before the host polls,
+    /// comes out after the socket opens, not dropped and not ahead of it.
+    #[test]
+    fn a_data_frame_right_behind_the_welcome_follows_the_open() {
+        let (alice, host) = (person(1), person(2));
+        let (mut c, nc) = challenged(&alice, &host, None);
+        c.handle(NOW, welcome_from(&host, &host.did, &nc, None));
+        let data = json!({"type":"live","from":host.did,"payload":1});
+        c.handle(NOW, Input::Binary(data.to_string().into_bytes()));
+        let outs: Vec<Output> = core::iter::from_fn(|| c.poll()).collect();
+        let open = outs.iter().position(|o| matches!(o, Output::Open { .. }));
+        let message = outs.iter().position(|o| {
+            matches!(o, Output::Message { peer, kind, payload, .. }
+                if *peer == host.did && kind == "live" && *payload == json!(1))
+        });
+        assert!(
+            matches!((open, message), (Some(o), Some(m)) if o < m),
+            "{outs:?}"
+        );
     }
 
     #[test]

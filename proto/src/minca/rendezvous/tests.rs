@@ -685,6 +685,33 @@ fn hellos_under_90_made_up_names_start_no_more_than_64_connections() {
     );
 }
 
+/// §2: "a hello or signal from a new peer in a full room MUST be ignored": the signal half. The
+/// same offer reaches a node whose room has a place, so it is the full room that refused it.
+#[test]
+fn an_offer_from_a_new_peer_in_a_full_room_is_ignored() {
+    let (mut a, hello_a) = joined(node(1), t(0), &room());
+    for i in 0..MAX_ROOM_PEERS as u64 {
+        let (_, hello) = joined(node(100 + i), t(0), &room());
+        deliver(&mut a, t(0), &room(), &hello);
+    }
+    assert_eq!(a.peers(&room()).len(), MAX_ROOM_PEERS);
+    let (mut late, _) = joined(node(300), t(0), &room());
+    deliver(&mut late, t(1), &room(), &hello_a);
+    let did_a = a.did().to_string();
+    let offer = blobs(&signal(&mut late, t(2), &room(), &did_a, SignalKind::Offer)).remove(0);
+    assert!(deliver(&mut a, t(3), &room(), &offer).is_empty());
+    assert_eq!(a.ignored(Ignored::RoomFull), 1);
+    assert!(a.peers(&room()).iter().all(|(did, _)| did != late.did()));
+
+    let (mut roomy, _) = joined(node(1), t(0), &room());
+    let got = signals(&deliver(&mut roomy, t(3), &room(), &offer));
+    assert_eq!(got.len(), 1, "the offer itself is good");
+    assert_eq!(
+        (got[0].0.as_str(), got[0].1),
+        (late.did(), SignalKind::Offer)
+    );
+}
+
 #[test]
 fn a_peer_not_heard_for_five_minutes_is_forgotten_and_its_place_freed() {
     let (mut a, _) = joined(node(1), t(0), &room());
