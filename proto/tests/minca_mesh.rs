@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 use weft_proto::codec::did_key::DidKey;
 use weft_proto::core::{ConnId, Machine, Timestamp};
 use weft_proto::crypto::{CryptoProvider, P256Secret, default_provider, generate_p256};
+use weft_proto::minca::auth;
 use weft_proto::minca::mesh::frame::{
     AUTH_HELLO, AUTH_PROOF, Frame, PEERS, RESERVED_TYPES, SIGNAL,
 };
@@ -604,6 +605,151 @@ fn a_proof_relayed_by_a_man_in_the_middle_does_not_check_out() {
     assert!(net.links.is_empty());
 }
 
+/// `T` of §6.2, spelled out from the spec here rather than taken from the crate: both ends of a
+/// mesh build T with the same code, so a mesh that builds it from the wrong parts, or in the wrong
+/// order, still admits its own kind, and only a T made apart from it shows the mistake.
+fn transcript(
+    space_id: &str,
+    prover: &str,
+    verifier: &str,
+    nonce: &str,
+    prover_cert: &str,
+    verifier_cert: &str,
+) -> String {
+    format!("minca-mesh/v1|{space_id}|{prover}|{verifier}|{nonce}|{prover_cert}|{verifier_cert}")
+}
+
+/// The nonce of node `from`'s `__auth-hello` to node `to` in `room`.
+fn hello_nonce(net: &Net, from: usize, to: usize, room: &str) -> String {
+    let hello = net
+        .frames(from, to, room)
+        .into_iter()
+        .find(|f| f.kind == AUTH_HELLO)
+        .expect("a hello");
+    hello.payload["nonce"].as_str().unwrap().to_owned()
+}
+
+/// §6.2: a proof's `sig` is the prover's key over T of the space id (not the room), prover,
+/// verifier, the verifier's nonce, and the fingerprints as the prover's end sees them, its own
+/// first; in a private space `read` is the read key over that same T. The sig is also checked
+/// against each T a plausible mistake would build (the room for the space, the fingerprints or
+/// the DIDs swapped): each must fail, or a mesh making that mistake at both ends would pass.
+#[test]
+fn a_proof_signs_the_transcript_of_the_space_with_its_own_fingerprint_first() {
+    let c = default_provider();
+    let k1 = read_key(213);
+    for private in [false, true] {
+        let net = if private {
+            let mut net = Net::new(2);
+            private_room_on(&mut net, &k1, &[0, 1]);
+            net
+        } else {
+            pair(&[R1])
+        };
+        // The harness names R1's space `space-room-one`: a T of the room is a different text.
+        let space = format!("space-{R1}");
+        assert_ne!(space, R1);
+        for (a, b) in [(0, 1), (1, 0)] {
+            let (da, db) = (net.did(a), net.did(b));
+            // Distinct and non-empty, so that swapping them, or leaving them out, changes T.
+            let (fa, fb) = (net.nodes[a].fp.clone(), net.nodes[b].fp.clone());
+            assert!(!fa.is_empty() && !fb.is_empty() && fa != fb);
+            let nonce = hello_nonce(&net, b, a, R1);
+            let proof = net
+                .frames(a, b, R1)
+                .into_iter()
+                .find(|f| f.kind == AUTH_PROOF)
+                .expect("a proof")
+                .payload;
+            let t = transcript(&space, &da, &db, &nonce, &fa, &fb);
+            let wrong = [
+                transcript(R1, &da, &db, &nonce, &fa, &fb),
+                transcript(&space, &da, &db, &nonce, &fb, &fa),
+                transcript(&space, &db, &da, &nonce, &fa, &fb),
+            ];
+            let sig = proof["sig"].as_str().unwrap();
+            assert!(auth::verify(c, &da, &t, sig), "{a}->{b} over {t}");
+            for w in &wrong {
+                assert!(!auth::verify(c, &da, w, sig), "{a}->{b} also over {w}");
+            }
+            if private {
+                assert_eq!(proof["readKey"], json!(k1.did));
+                let read = proof["read"].as_str().unwrap();
+                assert!(auth::verify(c, &k1.did, &t, read), "read {a}->{b} over {t}");
+                for w in &wrong {
+                    assert!(!auth::verify(c, &k1.did, w, read), "read {a}->{b} over {w}");
+                }
+            } else {
+                assert!(proof.get("read").is_none());
+            }
+        }
+    }
+}
+
+/// §6.2: the verifier MUST check `sig` against the prover's DID. Node 1 gets, in place of node
+/// 0's own proof, one over the right T (with, in a private space, a `read` that holds) signed by
+/// node 0's key or by a stranger's. The first is taken, so the test's T and frame are sound; the
+/// second differs in nothing but the signer, and must be refused, or a mesh that checks `read`
+/// alone, or no signature at all, would pass.
+#[test]
+fn a_proof_over_the_right_transcript_signed_by_a_key_the_provers_did_does_not_name_is_refused() {
+    let c = default_provider();
+    let k1 = read_key(214);
+    // Node 0's session key (`Net::new` gives node i the key of seed 100 + i), and a stranger's.
+    let (own, _) = key(100);
+    let (stranger, _) = key(999);
+    for private in [false, true] {
+        for (signer, genuine) in [(&own, true), (&stranger, false)] {
+            let mut net = Net::new(2);
+            // Node 0's own proof never reaches node 1: the one node 1 checks is the test's.
+            net.lost.insert((0, AUTH_PROOF));
+            if private {
+                let readers = accounts(&net, &[0, 1]);
+                for i in 0..2 {
+                    let space = Space::private(R1, &[&k1], &strs(&readers));
+                    let note = net.nodes[i].note.clone();
+                    net.join_private(i, R1, &space, Some(note));
+                }
+            } else {
+                for i in 0..2 {
+                    net.join(i, R1, RoomKind::PublicSpace);
+                }
+            }
+            net.meet_by_relay(0, 1, R1);
+            net.run_until(1_000);
+            assert!(!net.admitted(1, R1, 0), "waiting for a proof");
+            let (d0, d1) = (net.did(0), net.did(1));
+            let t = transcript(
+                &format!("space-{R1}"),
+                &d0,
+                &d1,
+                &hello_nonce(&net, 1, 0, R1),
+                &net.nodes[0].fp,
+                &net.nodes[1].fp,
+            );
+            let mut proof = json!({ "sig": auth::sign(c, signer, &t).unwrap() });
+            if private {
+                let read = auth::sign(c, k1.secret.as_ref().unwrap(), &t).unwrap();
+                proof["read"] = json!(read);
+                proof["readKey"] = json!(k1.did);
+            }
+            net.inject(0, 1, Frame::new(R1, AUTH_PROOF, proof).to_bytes(&d0));
+            net.settle();
+            let failed = net.nodes[1].mesh.counters().proof_failed;
+            let told = net.count(|i, o| {
+                i == 1 && matches!(o, Output::Admitted { room, peer } if room == R1 && *peer == d0)
+            });
+            let case = format!("private {private}, genuine {genuine}");
+            assert_eq!(net.admitted(1, R1, 0), genuine, "{case}");
+            assert_eq!(
+                (failed, told),
+                (u64::from(!genuine), usize::from(genuine)),
+                "{case}"
+            );
+        }
+    }
+}
+
 #[test]
 fn nothing_of_a_room_crosses_before_admission() {
     let mut net = Net::new(2);
@@ -1095,6 +1241,61 @@ fn a_signal_passed_on_to_several_peers_is_one_buffer_they_share() {
     assert!(!to.contains(&0));
     assert_eq!(passed[0].bytes.as_ptr(), passed[1].bytes.as_ptr());
     assert_eq!(passed[0].bytes, passed[1].bytes);
+}
+
+/// §8: the sender of a `__signal` sends it to every peer admitted in the room, and nowhere else.
+/// Node 0 has an open connection with each of four peers: 1 and 2 admitted in R1, 3 admitted in
+/// R2 only, and 4 in R1 but not admitted (its proof is lost). Its offer made through R1 must
+/// reach 1 and 2, once each, and neither 3 nor 4: a mesh that floods every open connection, or
+/// every peer of the room whatever its stage, would reach them.
+#[test]
+fn a_signal_goes_to_every_peer_admitted_in_its_room_and_nowhere_else() {
+    let mut net = Net::new(5);
+    for i in [0, 1, 2, 4] {
+        net.join(i, R1, RoomKind::PublicSpace);
+    }
+    for i in [0, 3] {
+        net.join(i, R2, RoomKind::PublicSpace);
+    }
+    net.lost.insert((4, AUTH_PROOF));
+    for j in [1, 2, 4] {
+        net.meet_by_relay(0, j, R1);
+    }
+    net.meet_by_relay(0, 3, R2);
+    net.run_until(2_000);
+    assert!(net.admitted(0, R1, 1) && net.admitted(0, R1, 2));
+    assert!(net.admitted(0, R2, 3) && !net.admitted(0, R1, 3));
+    assert!(!net.admitted(0, R1, 4));
+    for j in 1..5 {
+        assert!(net.conn_of(0, j).is_some(), "a connection to {j}");
+    }
+    // A peer list in R1 naming a DID nobody has, greater than node 0's, so that node 0 offers
+    // to it through R1's peers.
+    let target = format!("did:key:zZ{}", "c".repeat(8));
+    assert!(net.did(0) < target);
+    let before = net.sent.len();
+    net.inject(
+        1,
+        0,
+        Frame::new(R1, PEERS, json!([target])).to_bytes(&net.did(1)),
+    );
+    net.settle();
+    let d0 = net.did(0);
+    let mut to: Vec<usize> = net.sent[before..]
+        .iter()
+        .filter(|s| s.from == 0 && s.frame.kind == SIGNAL)
+        .map(|s| {
+            let signal = Signal::parse(&s.frame.payload).unwrap();
+            assert_eq!(
+                (signal.origin.as_str(), signal.target.as_str()),
+                (d0.as_str(), target.as_str())
+            );
+            assert_eq!(s.frame.room, R1);
+            s.to
+        })
+        .collect();
+    to.sort_unstable();
+    assert_eq!(to, vec![1, 2]);
 }
 
 #[test]

@@ -791,6 +791,47 @@ mod tests {
         );
     }
 
+    /// §12.5's order where two reasons hold at once: the earlier one is the answer. (Steps 5
+    /// and 6 give the same reason, so their order cannot show.)
+    #[test]
+    fn of_two_reasons_to_refuse_the_earlier_step_of_12_5_is_given() {
+        let mut b = book();
+        let mut rng = ChaCha20Rng::seed_from_u64(8);
+        let bob = addr("airc://partner.example/support/desk");
+        let alice = addr("airc://example.com/alice/x");
+        let late = T0 + DEFAULT_TTL + Duration::from_millis(1);
+        let bound = |r: &mut Issue| r.bind_to = Some(Pattern::parse("//other.example/**").unwrap());
+        let mut used_up = |b: &mut PassportBook, with: &dyn Fn(&mut Issue)| {
+            let p = issue(b, &mut rng, with);
+            let use_ = Use {
+                redeemer: bob.clone(),
+                at: T0,
+                link: "L00000001".into(),
+            };
+            assert_eq!(
+                b.used(&p.record.id, use_).unwrap().state,
+                PassportState::Exhausted
+            );
+            p.token
+        };
+        let plain = used_up(&mut b, &|_| {});
+        let bound_used = used_up(&mut b, &bound);
+        let bound_fresh = issue(&mut b, &mut rng, bound).token;
+        let fresh = issue(&mut b, &mut rng, |_| {}).token;
+        for (at, token, from, why) in [
+            (late, &plain, &bob, PassportRefusal::Expired), // 3 before 4
+            (late, &bound_fresh, &bob, PassportRefusal::Expired), // 3 before 5
+            (late, &fresh, &alice, PassportRefusal::Expired), // 3 before 6
+            (T0, &bound_used, &bob, PassportRefusal::Exhausted), // 4 before 5
+            (T0, &plain, &alice, PassportRefusal::Exhausted), // 4 before 6
+        ] {
+            assert_eq!(
+                b.check(at, "s", Some(token), from),
+                Err(RedeemRefusal::Passport(why))
+            );
+        }
+    }
+
     #[test]
     fn twenty_failures_in_an_hour_refuse_the_source_and_the_hour_forgives() {
         let mut b = book();
