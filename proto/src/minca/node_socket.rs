@@ -1419,7 +1419,19 @@ mod tests {
                 exp: NOW.as_secs(),
                 ..full.clone()
             },
+            // Valid later, not at the client's time.
+            Note {
+                nbf: Some(NOW.as_secs() + 60),
+                ..full.clone()
+            },
         ];
+        let since_a_minute = Note {
+            nbf: Some(NOW.as_secs() - 60),
+            ..full.clone()
+        };
+        let token = notes().issue(&host.root, &since_a_minute).unwrap();
+        let s = Session::new(default_provider(), host.key.clone(), Some(token)).unwrap();
+        assert!(pinned_run(s, &account).opened());
         for note in narrower {
             let token = notes().issue(&host.root, &note).unwrap();
             let s = Session::new(default_provider(), host.key.clone(), Some(token)).unwrap();

@@ -733,6 +733,15 @@ mod tests {
         assert_eq!(check(&alice_space, &eve, &eves), None);
         // Bob's member shown by another session is made out to Bob's, so it lets nobody in.
         assert_eq!(check(&alice_space, &eve, &proof), None);
+        // A note no longer valid proves nothing, though it is Bob's and Bob reads.
+        let lapsed = Person {
+            note: whole_power(&key(1).0, &bob.session, NOW.as_secs()),
+            account: bob.account.clone(),
+            session: bob.session.clone(),
+        };
+        let stale = proof_by(&lapsed, &bob_space);
+        assert!(stale.member.is_some(), "the lapsed note is shown");
+        assert_eq!(check(&alice_space, &lapsed, &stale), None);
     }
 
     #[test]
