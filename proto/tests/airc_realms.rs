@@ -387,6 +387,13 @@ fn a_trusted_unsigned_realm_needs_no_signatures() {
     let got = net.read(B, DESK);
     let m = got.iter().find(|f| f["t"] == "msg").expect("delivered");
     assert!(m["hdr"].is_null(), "unsigned");
+    // A-8.4-h: a realm without a key answers a welcome with neither `sig` nor `kid`.
+    let (_, w) = net
+        .wire_log
+        .iter()
+        .find(|(s, f)| *s == B && f["t"] == "welcome")
+        .expect("partner.example welcomed");
+    assert!(w.get("sig").is_none() && w.get("kid").is_none(), "{w}");
 }
 
 #[test]
@@ -419,6 +426,68 @@ fn a_peer_may_not_relay_for_others_or_ask_for_transit() {
         codes,
         [json!("refused"), json!("refused"), json!("bad_address")]
     );
+}
+
+/// A-1-d, A-1-e, A-6.2-f, A-6.2-g: a peer that said realm P may only send P's messages, and only
+/// for this realm: no relaying for others, no transit. The frames are validly signed by P's key,
+/// as a compromised P could sign them, so only the realm check can refuse them.
+#[test]
+fn a_validly_signed_peer_message_from_or_to_a_third_realm_is_refused() {
+    let mut net = Net::new(|_, _| {});
+    net.desk_and_alice();
+    net.frame(A, ALICE, to_desk("m1")); // brings the link up
+    net.frame(B, DESK, json!({"t":"ack","id":"m1","status":"delivered"}));
+    net.read(B, DESK);
+    net.dials.clear();
+    net.questions.clear();
+    let (&(_, dial), _) = net.wires.iter().find(|((s, _), _)| *s == A).unwrap();
+    let (_, accepted) = net.wires[&(A, dial)];
+    // Written straight onto partner.example's end of the authenticated link, signed with
+    // example.com's key.
+    let mut write = |id: &str, from: &str, to: &str| {
+        let m = json!({"t":"msg","id":id,"from":from,"to":to,"ts":1_790_380_000,"body":"b"});
+        net.frame(B, accepted, signed_msg(m, 1));
+    };
+    // The same signing, for example.com's own message to this realm, verifies and is delivered.
+    write(
+        "s0",
+        "airc://example.com/alice/x",
+        "airc://partner.example/support/desk",
+    );
+    write(
+        "s1",
+        "airc://third.example/eve/x",
+        "airc://partner.example/support/desk",
+    );
+    write(
+        "s2",
+        "airc://example.com/alice/x",
+        "airc://third.example/z/y",
+    );
+    let delivered: Vec<Value> = msgs(&net.read(B, DESK))
+        .iter()
+        .map(|m| m["id"].clone())
+        .collect();
+    assert_eq!(
+        delivered,
+        [json!("s0")],
+        "nothing relayed for third.example"
+    );
+    assert!(
+        net.dials.is_empty() && net.questions.is_empty(),
+        "third.example is neither looked up nor dialled: {:?} {:?}",
+        net.dials,
+        net.questions
+    );
+    let answer = |id: &str| {
+        net.wire_log
+            .iter()
+            .find(|(s, f)| *s == B && f["t"] == "ack" && f["id"] == id)
+            .map(|(_, f)| f.clone())
+            .unwrap_or_else(|| panic!("{id} answered on the link"))
+    };
+    assert_refused(&answer("s1"));
+    assert_refused(&answer("s2"));
 }
 
 #[test]
@@ -588,6 +657,78 @@ fn a_fresh_signed_hello_authenticates_the_inbound_link() {
         frames[0]["id"], "p1",
         "sent over the link whose hello verified"
     );
+}
+
+/// A-8.4-f, A-9.4-c: the 300 s window bounds the hello's `ts` on both sides of now; a hello
+/// dated in the future is no fresher than one from the past.
+#[test]
+fn a_hello_more_than_300_s_ahead_welcomes_but_does_not_authenticate() {
+    for (ts, authenticates) in [(T0.as_secs() + 301, false), (T0.as_secs() + 299, true)] {
+        let mut net = Net::new(|_, _| {});
+        let (peer, b) = (ConnId(50), &mut net.servers[B]);
+        let (frames, closed) = inbound_peer(b, peer, &signed_hello(ts));
+        assert_eq!((frames[0]["t"].as_str(), closed), (Some("welcome"), false));
+        desk_writes_to_alice(b);
+        let (mut dialled, mut sent) = (false, false);
+        while let Some(o) = b.poll() {
+            match o {
+                Output::Connect { .. } => dialled = true,
+                Output::Send { conn, .. } => sent |= conn == peer,
+                _ => {}
+            }
+        }
+        let ahead = ts - T0.as_secs();
+        assert_eq!(
+            (sent, dialled),
+            (authenticates, !authenticates),
+            "a hello {ahead} s ahead: sent on the link, dialled"
+        );
+    }
+}
+
+/// `hello` from a peer claiming example.com, signed by key `n` for `target` at `ts`.
+fn hello_signed_by(n: u8, target: &str, ts: u64) -> Value {
+    let text = format!("airc-hello\nexample.com\n{target}\n{ts}\nabcd");
+    let p = crypto::default_provider();
+    let sig = weft_proto::crypto::sigstring::sign(p, &seed(n), text.as_bytes()).to_string();
+    json!({"t":"hello","proto":"airc/0.1","role":"peer","realm":"example.com","ts":ts,"nonce":"abcd","sig":sig})
+}
+
+/// A-8.4-i, A-8.4-j, A-16-c, A-17.2-j: mail waiting for a realm goes out only over a link that
+/// authenticated as that realm; "this is what stops an impostor from being handed a realm's
+/// queued mail". The impostor's link arrives while the message waits for its own dial.
+#[test]
+fn an_impostor_link_arriving_while_mail_waits_for_its_realm_is_handed_none_of_it() {
+    let now = T0.as_secs();
+    let impostors = [
+        ("a stale hello", signed_hello(now - 301)),
+        (
+            "a hello signed by another key",
+            hello_signed_by(9, "partner.example", now),
+        ),
+        (
+            "a hello signed for another realm",
+            hello_signed_by(1, "third.example", now),
+        ),
+    ];
+    for (what, hello) in impostors {
+        let mut net = Net::new(|_, _| {});
+        let b = &mut net.servers[B];
+        desk_writes_to_alice(b);
+        let mut dialled = false;
+        while let Some(o) = b.poll() {
+            dialled |= matches!(o, Output::Connect { .. });
+        }
+        assert!(dialled, "{what}: p1 waits for a dial of example.com");
+        let (frames, closed) = inbound_peer(b, ConnId(50), &hello);
+        let kinds: Vec<&str> = frames.iter().filter_map(|f| f["t"].as_str()).collect();
+        assert_eq!((kinds, closed), (vec!["welcome"], false), "{what}");
+        // Still held: the first link that does authenticate carries it.
+        let (frames, _) = inbound_peer(b, ConnId(51), &signed_hello(now));
+        let sent: Vec<&Value> = frames.iter().filter(|f| f["t"] == "msg").collect();
+        assert_eq!(sent.len(), 1, "{what}: {frames:?}");
+        assert_eq!(sent[0]["id"], "p1", "{what}");
+    }
 }
 
 #[test]
@@ -805,6 +946,79 @@ fn a_refused_redemption_across_realms_is_answered_with_the_issuers_reason() {
         )
     );
     assert!(answer.get("link").is_none());
+}
+
+/// A-12.5-l, A-17.2-m: the issuer sends the grant to the redeemer's realm and waits for its ack
+/// before answering the redemption; only `delivered` means the redeemer recorded the link, so
+/// any other answer fails the redemption and leaves no active link at the issuer. The in-memory
+/// net is synchronous, so example.com's frames to partner.example are held back by hand.
+#[test]
+fn the_issuer_answers_a_redemption_only_after_the_grant_is_acked_and_fails_it_if_not_recorded() {
+    let mut net = Net::new(|_, _| {});
+    net.client(A, ALICE, "alice", &["alice/"]);
+    net.client(B, DESK, "support", &["support/desk"]);
+    net.frame(A, ALICE, to_desk("m1")); // brings the link up
+    net.frame(B, DESK, json!({"t":"ack","id":"m1","status":"delivered"}));
+    let line = issue_for_partner(&mut net);
+    net.read(A, ALICE);
+    net.read(B, DESK);
+    let (&(_, a_end), &(_, b_end)) = net.wires.iter().find(|((s, _), _)| *s == A).unwrap();
+    // partner.example's frames still reach example.com; example.com's wait in its inbox.
+    net.wires.remove(&(A, a_end));
+
+    net.frame(
+        B,
+        DESK,
+        json!({"t":"passport","op":"redeem","as":"support/desk","passport":line}),
+    );
+    let held = net.read(A, a_end);
+    let grant = held
+        .iter()
+        .find(|f| f["hdr"]["airc-link-action"] == "grant")
+        .expect("the grant is sent to partner.example");
+    assert!(
+        held.iter().all(|f| f["t"] != "ack"),
+        "no answer to the redemption before the grant's ack: {held:?}"
+    );
+    assert!(net.read(B, DESK).iter().all(|f| f["t"] != "passported"));
+
+    // partner.example did not record the grant.
+    net.frame(
+        A,
+        a_end,
+        json!({"t":"ack","id":grant["id"],"status":"failed","code":"refused"}),
+    );
+    let after = net.read(A, a_end);
+    let answer = after
+        .iter()
+        .find(|f| f["t"] == "ack")
+        .expect("the redemption is answered")
+        .clone();
+    assert_refused(&answer);
+    assert_eq!(answer["reason"], "link grant not recorded (failed refused)");
+    admin_subscribed(&mut net, A, &["link"]);
+    net.frame(A, ADMIN, json!({"t":"link","op":"list"}));
+    let links = linked(&net.read(A, ADMIN))["links"].clone();
+    let states: Vec<&Value> = links
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| &l["state"])
+        .collect();
+    assert_eq!(states, [&json!("revoked")], "{links}");
+    // Carried back, the answer reaches desk as a failed redemption with no link.
+    net.wires.insert((A, a_end), (B, b_end));
+    net.frame(B, b_end, answer);
+    let p = passported(&net.read(B, DESK));
+    assert_eq!(
+        (&p["ok"], &p["status"], &p["reason"]),
+        (
+            &json!(false),
+            &json!("failed"),
+            &json!("link grant not recorded (failed refused)")
+        )
+    );
+    assert!(p.get("link").is_none(), "{p}");
 }
 
 // ---- links between realms (§11.4, §11.5) --------------------------------------------------------

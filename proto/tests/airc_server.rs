@@ -221,6 +221,12 @@ fn a_hello_whose_role_does_not_match_the_face_is_refused() {
     );
     assert_eq!(frames(&out, ALICE)[0]["code"], "wrong_face");
     assert!(closed(&out, ALICE));
+    // A-3.1-c the other way round: a client's hello on the peer face.
+    let peer = ConnId(50);
+    r.open(peer, Face::Peer, &[]);
+    let out = r.hello(peer);
+    assert_eq!(frames(&out, peer)[0]["code"], "wrong_face");
+    assert!(closed(&out, peer));
 }
 
 #[test]
