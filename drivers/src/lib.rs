@@ -44,6 +44,10 @@ pub mod tls;
 pub mod tokio;
 pub mod ws;
 
+/// The permission bits of every key file weft writes (an AIRC realm key, a Minca node or
+/// account key): read and write for its owner only.
+pub const KEY_MODE: u32 = 0o600;
+
 /// A CSPRNG for machines, seeded from the operating system.
 ///
 /// Machines take their randomness as an argument; this is the one place a driver draws it from

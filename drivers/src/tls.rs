@@ -35,7 +35,7 @@ pub const MAX_PENDING_HANDSHAKES: usize = 256;
 
 /// The ALPN protocol a QUIC peer link negotiates (QUIC requires one, RFC 9001 §8.1): the wire
 /// version AIRC's hello carries.
-pub const QUIC_ALPN: &[u8] = b"airc/0.1";
+pub const QUIC_ALPN: &[u8] = weft_proto::airc::frame::PROTO.as_bytes();
 
 fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())

@@ -20,8 +20,7 @@ use weft_proto::crypto::{CryptoProvider, Ed25519Seed, generate_ed25519};
 /// The key's file name inside the data directory, when the configuration names no key.
 pub const KEY_FILE: &str = "realm.key";
 
-/// The permission bits of a key file this server writes: read and write for its owner only.
-pub const KEY_MODE: u32 = 0o600;
+pub use crate::KEY_MODE;
 
 /// The DER of an Ed25519 PKCS#8 v1 private key up to the 32 seed bytes (RFC 8410 §7):
 /// SEQUENCE { INTEGER 0, SEQUENCE { OID 1.3.101.112 }, OCTET STRING { OCTET STRING (32) } }.

@@ -791,9 +791,14 @@ fn relay_node(
     args: &RelayArgs,
     stop: smol::channel::Receiver<()>,
 ) -> std::io::Result<()> {
-    use weft_drivers::minca::relay::{NodeOptions, chat_node, node_key};
+    use weft_drivers::minca::key_file;
+    use weft_drivers::minca::relay::{NodeOptions, chat_node};
     let node = NodeOptions {
-        key: node_key(key)?,
+        key: key_file::load_or_make(
+            key,
+            weft_drivers::server_provider(),
+            &mut weft_drivers::os_rng(),
+        )?,
         note: None,
         spaces: args.host_spaces.clone(),
     };
@@ -810,7 +815,8 @@ fn relay_node(
 
 /// `weft node`: one Minca node on relay sockets and WebRTC, chatting over stdin and stdout.
 fn node(args: NodeArgs) -> ExitCode {
-    use weft_drivers::minca::node_runner::{NodeOptions, chat, load_or_make_key};
+    use weft_drivers::minca::key_file;
+    use weft_drivers::minca::node_runner::{NodeOptions, chat};
     use weft_proto::minca::relay_url::RelayUrl;
     let mut relays = Vec::new();
     for url in &args.relays {
@@ -835,7 +841,7 @@ fn node(args: NodeArgs) -> ExitCode {
     let account = match &args.key {
         Some(path) => {
             let crypto = weft_drivers::server_provider();
-            match load_or_make_key(path, crypto, &mut weft_drivers::os_rng()) {
+            match key_file::load_or_make(path, crypto, &mut weft_drivers::os_rng()) {
                 Ok(k) => Some(k),
                 Err(e) => {
                     eprintln!("weft node: --key: {e}");

@@ -28,7 +28,8 @@
 //!
 //! Identity: a fresh session key every run, and a note made out to it by the account's root key
 //! (weft's note format, [`weft_proto::minca::note`]), valid for [`NOTE_LIFETIME`]; the account
-//! key is fresh too unless [`load_or_make_key`] reads one from a file.
+//! key is fresh too unless [`key_file::load_or_make`](super::key_file::load_or_make) reads one
+//! from a file.
 //!
 //! Always-on nodes (`--node URL`, §5.2): one node WebSocket client ([`NodeWsClient`]) per node
 //! URL, each on its own WebSocket host (frames up to the node socket's bound, not the relay's) in
@@ -48,7 +49,6 @@ use std::collections::{BTreeMap, VecDeque};
 use std::future::Future;
 use std::io;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs, UdpSocket};
-use std::path::Path;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -57,7 +57,6 @@ use std::time::Duration;
 use chacha20::ChaCha20Rng;
 use serde_json::{Value, json};
 use weft_proto::codec::did_key::DidKey;
-use weft_proto::codec::hex;
 use weft_proto::core::{ConnId, Machine, Timestamp, Wakeup};
 use weft_proto::crypto::{CryptoProvider, P256Secret, generate_p256};
 use weft_proto::minca::mesh::live::LIVE;
@@ -816,46 +815,6 @@ impl Identity {
             account,
             note,
         })
-    }
-}
-
-/// The account root key in `path` (64 hex digits, one P-256 secret), made and written owner-only
-/// when the file does not exist.
-pub fn load_or_make_key(
-    path: &Path,
-    crypto: &'static dyn CryptoProvider,
-    rng: &mut ChaCha20Rng,
-) -> io::Result<P256Secret> {
-    match std::fs::read_to_string(path) {
-        Ok(text) => {
-            let bytes = hex::decode_array::<32>(text.trim()).map_err(|_| {
-                io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!("{}: not 64 hex digits", path.display()),
-                )
-            })?;
-            let key = P256Secret::from_bytes(bytes);
-            crypto.p256_public_key(&key).map_err(|_| {
-                io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!("{}: not a P-256 secret key", path.display()),
-                )
-            })?;
-            Ok(key)
-        }
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            use std::io::Write;
-            use std::os::unix::fs::OpenOptionsExt;
-            let key = generate_p256(crypto, rng);
-            let mut file = std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .open(path)?;
-            writeln!(file, "{}", hex::encode(key.expose()))?;
-            Ok(key)
-        }
-        Err(e) => Err(e),
     }
 }
 

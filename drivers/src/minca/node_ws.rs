@@ -60,7 +60,7 @@ pub const MAX_CLIENT_SOCKETS: usize = MAX_ROOMS;
 /// it is refused with HTTP 503 before the socket opens. The spec names no number (§5.3); 1 024
 /// is the WebSocket layer's own bound on connections still sending a head
 /// ([`crate::ws::MAX_PENDING_HEADS`]), far above the devices of the spaces one node hosts.
-pub const MAX_PEER_SOCKETS: usize = 1024;
+pub const MAX_PEER_SOCKETS: usize = crate::ws::MAX_PENDING_HEADS;
 
 /// When a client dials a node socket again (§5.2: "how the reference client redials is in the
 /// node's docs"): the relay sockets' schedule, 1 s doubling to 30 s with jitter (§2.1). A node

@@ -19,19 +19,16 @@
 //! outputs become frames, pings and closes in order.
 
 use std::collections::BTreeSet;
-use std::io::{self, Write};
+use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::Path;
 use std::sync::Arc;
 
 use serde_json::Value;
 use smol::channel::Receiver;
 use weft_proto::codec::did_key::DidKey;
-use weft_proto::codec::hex;
 use weft_proto::core::rand_core::{CryptoRng, SeedableRng};
 use weft_proto::core::{ConnId, Machine, Timestamp, Wakeup};
-use weft_proto::crypto::{P256Secret, generate_p256};
+use weft_proto::crypto::P256Secret;
 use weft_proto::minca::mesh::live::LIVE;
 use weft_proto::minca::node_socket::{MAX_FRAME_BYTES, PEER_PATH};
 use weft_proto::minca::relay_server::{
@@ -102,33 +99,6 @@ impl NodeOptions {
             .iter()
             .map(|id| Arc::new(MemorySpace::public(id)) as Space)
             .collect()
-    }
-}
-
-/// The node key kept in `path`: 64 hex digits (whitespace around them ignored). A file that
-/// does not exist is made with a fresh key, readable by its owner only, so the node keeps its
-/// session DID — and a client's pin on it (§5.2) — across restarts.
-pub fn node_key(path: &Path) -> io::Result<P256Secret> {
-    match std::fs::read_to_string(path) {
-        Ok(text) => hex::decode_array::<32>(text.trim())
-            .map(P256Secret::from_bytes)
-            .map_err(|_| {
-                io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!("{}: not 64 hex digits", path.display()),
-                )
-            }),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            let key = generate_p256(crate::server_provider(), &mut crate::os_rng());
-            let mut file = std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .open(path)?;
-            writeln!(file, "{}", hex::encode(key.expose()))?;
-            Ok(key)
-        }
-        Err(e) => Err(e),
     }
 }
 
@@ -489,25 +459,6 @@ mod tests {
                 .into_iter()
                 .collect(),
         }
-    }
-
-    #[test]
-    fn a_node_key_file_is_made_once_for_its_owner_and_read_back_the_same() {
-        use std::os::unix::fs::PermissionsExt;
-        let dir = std::env::temp_dir().join(format!("weft-node-key-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("node.key");
-        let _ = std::fs::remove_file(&path);
-        let made = node_key(&path).unwrap();
-        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
-        assert_eq!(mode & 0o777, 0o600);
-        assert_eq!(node_key(&path).unwrap(), made, "the DID survives a restart");
-        std::fs::write(&path, "not hex\n").unwrap();
-        assert_eq!(
-            node_key(&path).unwrap_err().kind(),
-            io::ErrorKind::InvalidData
-        );
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

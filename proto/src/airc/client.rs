@@ -72,7 +72,7 @@ pub const MAX_BIND_NAMES: usize = 256;
 /// How long a written message may stay unacked before the connection is taken for dead and
 /// redialled. The server answers every message within its own 15 s next-hop timeout (§6.6), so
 /// four times that is a server that is not reading.
-pub const ACK_WAIT: Duration = Duration::from_secs(60);
+pub const ACK_WAIT: Duration = Duration::from_secs(4 * super::spool::ACK_TIMEOUT.as_secs());
 
 /// How long a connection may wait for its welcome before it is closed and redialled.
 pub const WELCOME_WAIT: Duration = Duration::from_secs(30);

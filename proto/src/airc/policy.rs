@@ -60,13 +60,13 @@ use crate::core::bounded::{ExpiringInsert, ExpiringSet};
 pub const DEFAULT_ALLOW: bool = true;
 
 /// The reply window of a `mode: "reply"` rule that gives no `window` (§10.1's example value).
-pub const DEFAULT_REPLY_WINDOW: Duration = Duration::from_secs(86_400);
+pub const DEFAULT_REPLY_WINDOW: Duration = super::spool::DEFAULT_TTL;
 
 /// The longest `window` a rule may give, and so how long [`ReplyWindow`] remembers a pair at most.
 ///
 /// The spec sets no bound (§15 was lost). 90 days is the longest a passport may live (§12.3), so
 /// no grant in AIRC outlasts it.
-pub const MAX_REPLY_WINDOW: Duration = Duration::from_secs(90 * 86_400);
+pub const MAX_REPLY_WINDOW: Duration = super::passport::book::MAX_TTL;
 
 /// Pairs [`ReplyWindow`] remembers at most; past it the pair noted longest ago is forgotten
 /// first. The spec sets no bound.

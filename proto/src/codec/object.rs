@@ -168,6 +168,7 @@ impl<'de, A: MapAccess<'de>> MapAccess<'de> for KeysIn<A> {
 /// A non-negative integer at the start of `text` as JSON spells it (no sign, no leading zero, no
 /// fraction or exponent after it) that fits a `u64`, and the text after it: for fast paths that
 /// read a message by position, as weft writes it.
+#[cfg(feature = "minca")]
 pub(crate) fn integer_as_written(text: &str) -> Option<(u64, &str)> {
     let digits = text.bytes().take_while(u8::is_ascii_digit).count();
     let (number, rest) = text.split_at(digits);
@@ -185,6 +186,7 @@ pub(crate) fn integer_as_written(text: &str) -> Option<(u64, &str)> {
 /// message as written). Eight bytes at a time, with the
 /// usual word tricks (a byte's high bit marks a match, and a borrow only ever carries into a
 /// byte above a match, so the lowest match is exact).
+#[cfg(feature = "minca")]
 pub(crate) fn plain_run(bytes: &[u8]) -> usize {
     const ONES: u64 = u64::from_le_bytes([1; 8]);
     const HIGH: u64 = ONES << 7;
@@ -215,6 +217,7 @@ pub(crate) fn plain_run(bytes: &[u8]) -> usize {
 
 /// Whether `b` is ASCII other than a control character (below space, as JSON counts them),
 /// `"` and `\\`.
+#[cfg(feature = "minca")]
 fn is_plain(b: u8) -> bool {
     (0x20..0x80).contains(&b) && b != b'"' && b != b'\\'
 }
@@ -297,6 +300,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(feature = "minca")]
     fn an_integer_as_written_is_json_s_plain_non_negative_integer() {
         assert_eq!(integer_as_written("12,"), Some((12, ",")));
         assert_eq!(integer_as_written("0}"), Some((0, "}")));
@@ -306,6 +310,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(feature = "minca")]
     fn the_plain_run_stops_at_the_first_byte_that_is_not_plain() {
         for b in 0..=u8::MAX {
             for at in 0..20 {

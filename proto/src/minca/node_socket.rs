@@ -40,7 +40,7 @@ pub const MAX_FRAME_BYTES: usize = 16 * 1024 * 1024;
 /// How long a side waits for the other's handshake frame (the challenge, the hello, the welcome)
 /// before closing with [`HANDSHAKE_TIMEOUT`]. The spec names no number; 10 s is the one §6.3 and
 /// §7.2 give a handshake and a `who`.
-pub const HANDSHAKE_WAIT: Duration = Duration::from_secs(10);
+pub const HANDSHAKE_WAIT: Duration = super::mesh::machine::HANDSHAKE_TIMEOUT;
 
 /// A WebSocket close: code and reason.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

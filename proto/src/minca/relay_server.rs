@@ -58,7 +58,7 @@ pub const MAX_SOCKETS_PER_ADDRESS: usize = 32;
 /// Sockets watching one topic. A room holds at most 64 peers (§2), and this bound is what makes
 /// "a published blob goes to at most 63 other watchers" (§1.4) hold: a watch past it is refused
 /// (the fetch is still answered).
-pub const MAX_WATCHERS_PER_TOPIC: usize = 64;
+pub const MAX_WATCHERS_PER_TOPIC: usize = super::room::MAX_ROOM_PEERS;
 
 /// Topics one socket watches at once; a watch past it is refused (the fetch is still answered).
 pub const MAX_WATCHES_PER_SOCKET: usize = 256;
@@ -75,7 +75,7 @@ pub const MAX_HELD_BYTES: usize = 64 * 1024 * 1024;
 
 /// The longest a relay keeps a blob, in milliseconds; a longer `ttl` is cut to it (07 §5 lets a
 /// relay cap it). 14 days, the same horizon as a Nostr relay's default expiration (§1.5).
-pub const MAX_TTL_MS: u64 = 14 * 24 * 60 * 60 * 1000;
+pub const MAX_TTL_MS: u64 = super::nostr_kind::DEFAULT_DROP_TTL_SECS * 1000;
 
 /// Blobs on one `mail` page. At least [`MIN_ITEMS_WITH_MORE`] (§1.4); 16 keeps a page of
 /// full-size blobs under 200 kB and reads a full topic in 4 pages.

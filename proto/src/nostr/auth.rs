@@ -154,7 +154,7 @@ mod tests {
     #[test]
     fn an_auth_event_is_kind_22242_tagged_relay_and_challenge() {
         let e = auth_event(NOW, URL, "c1");
-        assert_eq!(e.kind, AUTH_KIND);
+        assert_eq!(e.kind, 22_242);
         assert_eq!(e.created_at, NOW.as_secs());
         assert_eq!(e.tag_value("relay"), Some(URL));
         assert_eq!(e.tag_value("challenge"), Some("c1"));

@@ -1168,7 +1168,7 @@ impl<'a> Net<'a> {
                     self.clocks[n].asleep = true;
                     self.timers.arm(n, None);
                     // A data channel does not outlive a long sleep: its peers see it fail.
-                    if d > Duration::from_secs(10) {
+                    if d > ICE_FAILURE {
                         let ids = self.links_open.ids(|l| l.ends.iter().any(|e| e.0 == n));
                         for id in ids {
                             self.close_link(id, None);

@@ -70,7 +70,7 @@ pub const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(20);
 /// How long a newly opened connection may wait for a room to take it up (a handshake) before it
 /// is closed (§7.2: "soon"). Both sides greet as the channel opens, so a room that wants it takes
 /// it up within one round trip; the handshake's own 10 s is the natural measure of "soon".
-pub const UNCLAIMED_TIMEOUT: Duration = Duration::from_secs(10);
+pub const UNCLAIMED_TIMEOUT: Duration = HANDSHAKE_TIMEOUT;
 
 /// The most connections (open or being attempted) held at once. The spec plans a cap on
 /// half-open connections (§7.4) without a value; 256 peers is far beyond one node's honest mesh
@@ -95,7 +95,8 @@ pub const SPACE_TYPES: [&str; 2] = [WHO, LIVE];
 /// and what a sync of records needs, and bounds what one peer can make this node parse. Beyond
 /// it a frame is dropped and counted, and the connection stays (§7.4: "messages are dropped or
 /// the connection closed"; dropping keeps the peer's other rooms).
-pub const PEER_BYTE_RATE: BucketConfig = BucketConfig::new(16 * 1024 * 1024, 4 * 1024 * 1024);
+pub const PEER_BYTE_RATE: BucketConfig =
+    BucketConfig::new(frame::MAX_FRAME_BYTES as u32, 4 * 1024 * 1024);
 
 /// The most connections at once that introductions (§8) offered or answered and that are not yet
 /// admitted in any room (§7.4 plans this cap without a value): one room's worth of peers
