@@ -1,8 +1,8 @@
 //! A native-backed crypto provider for servers: `ring` and libsecp256k1.
 //!
 //! [`FastCrypto`] implements the same [`CryptoProvider`] as the default [`RustCrypto`] and
-//! passes the same vectors, but verifies P-256 signatures (Minca's hot path: every frame,
-//! passport and receipt) about 4 times faster and BIP-340 Schnorr about twice as fast. Hand it to
+//! passes the same vectors, but verifies P-256 signatures (Minca's hot path: every
+//! rendezvous message and peer proof) about 4 times faster and BIP-340 Schnorr about twice as fast. Hand it to
 //! machines on a relay or realm server; keep RustCrypto on devices and wherever `no_std` matters.
 
 use p256::elliptic_curve::sec1::ToSec1Point as _;

@@ -4,10 +4,11 @@
 //! virtual time: the simulator jumps the clock to the earliest wakeup any machine asked for, so an
 //! hour of protocol time costs only the events in it.
 //!
-//! This crate starts with the piece every scenario stands on, [`Runner`]: it drives one
-//! [`Machine`] through virtual time under the contract's rules, and turns a broken contract (a
-//! deadline that does not advance, a machine that never goes idle) into an error that names the
-//! step, instead of a hang. Links, partitions, clock skew and the scenarios build on it.
+//! [`Runner`] drives one [`Machine`] through virtual time under the contract's rules, and turns a
+//! broken contract (a deadline that does not advance, a machine that never goes idle) into an
+//! error that names the step, instead of a hang: the way to test a single machine. The scenarios
+//! run many machines on their own event queue and hold each to the same rule (their
+//! `deadline-advances` invariant).
 //!
 //! Scenarios: [`airc`] (`weft sim airc-realms`), AIRC realm servers and clients on a faulty
 //! network, with the delivery invariants checked on every event; [`minca`] (`weft sim

@@ -1,4 +1,4 @@
-//! AIRC — draft 0.2, wire `airc/0.1` (`specs/001_52d21deae8bd4dc4.txt`).
+//! AIRC — draft 0.2, wire `airc/0.1` (`shared/specs/001_52d21deae8bd4dc4.txt`).
 //!
 //! Implemented so far:
 //!

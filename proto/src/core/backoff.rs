@@ -1,8 +1,7 @@
 //! Exponential backoff with "equal jitter", drawn from an injected random source.
 //!
-//! Used by every reconnect and retry rule: Minca nodes reconnecting to relays, AIRC clients
-//! reconnecting to a realm, Nostr relay peering and NAP-MESH link redials, and resends a protocol
-//! retries until an ack.
+//! Used by every reconnect rule: Minca nodes redialling relays and always-on nodes, and AIRC
+//! clients reconnecting to a realm.
 //!
 //! Attempt `n` (counting from 0) has the ceiling `min(max, initial × multiplier^n)`, saturating,
 //! and waits a delay drawn uniformly from `[ceiling / 2, ceiling]` at nanosecond resolution. Equal

@@ -1,9 +1,10 @@
 //! A deterministic timer queue: one deadline per key, earliest first, ties in scheduling order.
 //!
-//! Used by every machine with more than one deadline: ack timeouts, heartbeats and idle closes,
-//! spool retries, receipt windows and rendezvous expiry. A machine keeps its deadlines here and
-//! answers [`Machine::poll_timeout`](super::Machine::poll_timeout) with
-//! [`TimerQueue::wakeup`], then drains [`TimerQueue::pop_due`] in `handle_timeout`.
+//! Used where deadlines are many: the AIRC server (ack timeouts, idle closes, spool retries,
+//! dials), the Minca mesh (handshakes, `who` graces, attempts, unclaimed connections) and the
+//! expiring tables of [`bounded`](super::bounded). A machine keeps its deadlines here and
+//! answers [`Machine::poll_timeout`](super::Machine::poll_timeout) with [`TimerQueue::wakeup`],
+//! then drains [`TimerQueue::pop_due`] in `handle_timeout`.
 //!
 //! Bound: one entry per distinct key, so the queue is as bounded as the table whose keys it holds
 //! (a connection, a pending request). It never evicts: silently dropping a deadline would break

@@ -1,4 +1,4 @@
-//! Minca — 04 Network (`specs/000_d9364e415e9b0329.txt`).
+//! Minca — 04 Network (`shared/specs/000_d9364e415e9b0329.txt`).
 //!
 //! The machines, each a [`Machine`](crate::core::Machine) a host drives:
 //!

@@ -2,7 +2,7 @@
 //! authentication.
 //!
 //! Two protocols build on this module: Minca's Nostr relay kind (Minca 04 Network §1.5,
-//! `crate::minca::nostr_kind`) and Nostream relay peering (`specs/002`), whose inbound AUTH check
+//! `crate::minca::nostr_kind`) and Nostream relay peering (`shared/specs/002_06f34c8100713e6f.txt`, to come), whose inbound AUTH check
 //! (event id, signature, timestamp window, challenge, relay host) is [`auth::check`].
 //!
 //! - [`event`]: the NIP-01 event, its id serialization, signing and verification, strict parsing;

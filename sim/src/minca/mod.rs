@@ -1,5 +1,6 @@
 //! The `minca-meetup` scenario: N Minca nodes ([`weft_proto::minca::node::Node`], the relay
-//! client, rendezvous and mesh composed) in one space, meeting through R relays
+//! client, rendezvous and mesh composed) in one space or spread round-robin over several
+//! (`--spaces`), meeting through R relays
 //! ([`weft_proto::minca::relay_server::RelayServer`]), all unchanged, on a simulated network
 //! ([`crate::link`]: latency drawn per message, loss as retransmission delay, bandwidth, relays
 //! that now and then deliver mail twice, partitions that heal): relay sockets and peer
