@@ -337,6 +337,31 @@ fn an_unreachable_realm_gets_the_message_queued_then_flushed_when_a_link_comes_u
     assert_eq!(net.servers[A].spooled(), 0);
 }
 
+/// A-7.4-d: flushing preserves order per key. m1 is spooled while partner.example is
+/// unreachable; five seconds later it is reachable and m2 waits for the link its arrival dials.
+/// When that link comes up the older backlog goes first: desk reads m1, then m2.
+#[test]
+fn a_link_coming_up_sends_the_older_backlog_before_the_message_that_waited_for_it() {
+    let mut net = Net::new(|_, _| {});
+    net.reachable = false;
+    net.desk_and_alice();
+    net.read(A, ALICE);
+    net.read(B, DESK);
+    net.frame(A, ALICE, to_desk("m1"));
+    assert_eq!(
+        net.acks(A, ALICE),
+        [json!({"t":"ack","id":"m1","status":"queued","code":"authority_unreachable"})]
+    );
+    net.reachable = true;
+    net.advance(Duration::from_secs(5));
+    net.frame(A, ALICE, to_desk("m2"));
+    let ids: Vec<Value> = msgs(&net.read(B, DESK))
+        .into_iter()
+        .map(|m| m["id"].clone())
+        .collect();
+    assert_eq!(ids, [json!("m1"), json!("m2")]);
+}
+
 #[test]
 fn a_welcome_signed_by_an_unpublished_key_is_refused_and_nothing_is_sent() {
     // example.com believes partner.example's key is key 9: the welcome does not verify.

@@ -8,7 +8,9 @@ use serde_json::{Value, json};
 use weft_proto::airc::address::{Authority, Namespace};
 use weft_proto::airc::discovery::Endpoint;
 use weft_proto::airc::frame::Msg;
-use weft_proto::airc::server::{Face, Input, Output, Record, RecordKey, Server, ServerConfig};
+use weft_proto::airc::server::{
+    Face, Input, MAX_PENDING, Output, Record, RecordKey, Server, ServerConfig,
+};
 use weft_proto::airc::spool::DUPLICATE_WINDOW;
 use weft_proto::core::{ConnId, Machine, Timestamp};
 use weft_proto::crypto::{self, CryptoProvider, Ed25519Seed, sigstring};
@@ -270,6 +272,51 @@ fn a_frame_over_the_limit_gets_frame_too_large_and_close() {
     assert!(closed(&out, ALICE));
 }
 
+/// A-3.2-c, A-15-a, A-17.2-b: the limit is 1 048 576 bytes *including* the newline, and a frame
+/// of exactly that size is a frame like any other: the `msg` is delivered and its connection
+/// stays open. The number is written out so that the fixed constant (§15) is pinned from below
+/// as `a_frame_over_the_limit_gets_frame_too_large_and_close` pins it from above. `from` and
+/// `to` are in canonical form, so the frame forwarded to bob is no longer than the one read.
+#[test]
+fn a_msg_frame_of_exactly_1_048_576_bytes_is_delivered_and_the_connection_stays_open() {
+    let mut r = Realm::new();
+    r.bound(BOB, "bob", &["bob/"]);
+    r.client(ALICE, "alice");
+    let line = |body: &str| {
+        let m = json!({"t":"msg","id":"big","from":"airc://example.com/alice/x",
+                       "to":"airc://example.com/bob/y","ts":1_790_380_000.123,"body":body});
+        let mut bytes = serde_json::to_vec(&m).unwrap();
+        bytes.push(b'\n');
+        bytes
+    };
+    let pad = 1_048_576 - line("").len();
+    let bytes = line(&"a".repeat(pad));
+    assert_eq!(bytes.len(), 1_048_576);
+    let out = r.input(Input::Received { conn: ALICE, bytes });
+    assert!(!closed(&out, ALICE), "{:?}", frames(&out, ALICE));
+    assert!(frames(&out, ALICE).is_empty(), "no error, no ack yet");
+    let forwarded = out
+        .iter()
+        .find_map(|o| match o {
+            Output::Send { conn, bytes } if *conn == BOB => Some(bytes.len()),
+            _ => None,
+        })
+        .expect("forwarded to bob");
+    assert!(forwarded <= 1_048_576, "{forwarded}");
+    let got = frames(&out, BOB);
+    assert_eq!(
+        (&got[0]["id"], got[0]["body"].as_str().map(str::len)),
+        (&json!("big"), Some(pad))
+    );
+    let out = r.send(BOB, json!({"t":"ack","id":"big","status":"delivered"}));
+    assert_eq!(
+        acks(&out, ALICE),
+        [json!({"t":"ack","id":"big","status":"delivered"})]
+    );
+    let out = r.send(ALICE, json!({"t":"ping","n":1}));
+    assert_eq!(frames(&out, ALICE), [json!({"t":"pong","n":1})]);
+}
+
 #[test]
 fn bind_answers_the_absolute_patterns() {
     let mut r = Realm::new();
@@ -417,12 +464,22 @@ fn the_resolver_answers_delivered_as_a_health_check() {
     );
 }
 
+/// A-6.4-d: a reserved destination with no client bound for it is `failed no_such_path`.
+/// `_passport` is answered by its own branch before that rule (§12.5), so `bob/_inbox` is the
+/// case the rule alone decides: bob is a known namespace, and without the rule the message
+/// would be spooled `queued endpoint_offline` for a name no client may bind.
 #[test]
 fn a_reserved_path_with_nobody_bound_is_no_such_path() {
     let mut r = Realm::new();
     r.client(ALICE, "alice");
     let out = r.send(ALICE, msg("m1", "x", "//example.com/_passport"));
     assert_eq!(acks(&out, ALICE)[0]["code"], "no_such_path");
+    let out = r.send(ALICE, msg("m2", "x", "//example.com/bob/_inbox"));
+    assert_eq!(
+        acks(&out, ALICE),
+        [json!({"t":"ack","id":"m2","status":"failed","code":"no_such_path"})]
+    );
+    assert_eq!(r.server.spooled(), 0, "nothing held for it");
 }
 
 #[test]
@@ -482,6 +539,31 @@ fn a_seen_id_is_acked_duplicate_and_not_delivered_again() {
         m
     });
     assert_eq!(frames(&out, BOB)[0]["id"], "m1");
+}
+
+/// A-7.3-a: an id acked `delivered` is remembered for 2 × the default ttl, 172 800 s, written
+/// out here rather than taken from `DUPLICATE_WINDOW`, so that the constant itself is pinned: a
+/// resend one second before the window closes is still a duplicate, one at its close is not.
+#[test]
+fn a_resend_at_172_799_s_is_a_duplicate_and_one_at_172_800_s_is_delivered() {
+    let mut r = Realm::m1_from_alice_to_bob();
+    r.send(BOB, json!({"t":"ack","id":"m1","status":"delivered"}));
+    // The resend is stamped now, so that it is not expired (§7.2 comes before dedupe, §6.2).
+    let resend = |r: &Realm| {
+        let mut m = msg("m1", "x", "//example.com/bob/y");
+        m["ts"] = json!(r.now.as_secs());
+        m
+    };
+    r.now = T0 + Duration::from_secs(172_799);
+    let out = r.send(ALICE, resend(&r));
+    assert_eq!(
+        acks(&out, ALICE),
+        [json!({"t":"ack","id":"m1","status":"delivered","code":"duplicate"})]
+    );
+    assert!(frames(&out, BOB).is_empty(), "not delivered again");
+    r.now = T0 + Duration::from_secs(172_800);
+    let out = r.send(ALICE, resend(&r));
+    assert_eq!(frames(&out, BOB)[0]["id"], "m1", "forgotten: delivered");
 }
 
 #[test]
@@ -833,16 +915,21 @@ fn link_requests_outside_the_namespaces_are_refused() {
     assert_eq!(frames(&out, ALICE)[0]["links"], json!([]));
 }
 
+/// A-6.6-g: the next hop's `failed` with a reason beginning `link:` is treated as a dropped link:
+/// the message is spooled and the origin gets `queued`, not `failed`, with the code a dropped
+/// hop of that kind gets (§6.4: a client hop's endpoint is offline; §6.5: a peer hop's authority
+/// is unreachable), exactly as when the hop's connection closes.
 #[test]
 fn a_failed_ack_whose_reason_begins_link_is_a_dropped_link() {
-    // §6.6: the next hop's `failed` with a reason beginning `link:` is treated as a dropped link:
-    // the message is spooled and the origin gets `queued`, not `failed`.
     let mut r = Realm::m1_from_alice_to_bob();
     let out = r.send(
         BOB,
         json!({"t":"ack","id":"m1","status":"failed","reason":"link: relay gone"}),
     );
-    assert_eq!(acks(&out, ALICE)[0]["status"], "queued");
+    assert_eq!(
+        acks(&out, ALICE),
+        [json!({"t":"ack","id":"m1","status":"queued","code":"endpoint_offline"})]
+    );
     assert!(
         out.iter()
             .any(|o| matches!(o, Output::Persist(Record::Spooled { .. })))
@@ -855,6 +942,30 @@ fn a_failed_ack_whose_reason_begins_link_is_a_dropped_link() {
         json!({"t":"ack","id":"m2","status":"failed","reason":"no thanks"}),
     );
     assert_eq!(acks(&out, ALICE)[0]["status"], "failed");
+
+    // A peer hop: partner.example's authenticated link answers the same way.
+    let mut config = config();
+    config.trusted_unsigned = vec![Authority::parse("partner.example").unwrap()];
+    let mut r = Realm::with(config);
+    r.client(ALICE, "alice");
+    let peer = ConnId(50);
+    r.open(peer, Face::Peer, &[]);
+    r.send(
+        peer,
+        json!({"t":"hello","proto":"airc/0.1","role":"peer","realm":"partner.example",
+               "ts":1_790_380_000u64,"nonce":"00"}),
+    );
+    let out = r.send(ALICE, msg("p1", "x", "//partner.example/support/desk"));
+    assert_eq!(frames(&out, peer)[0]["id"], "p1", "sent over the link");
+    let out = r.send(
+        peer,
+        json!({"t":"ack","id":"p1","status":"failed","reason":"link: desk's relay gone"}),
+    );
+    assert_eq!(
+        acks(&out, ALICE),
+        [json!({"t":"ack","id":"p1","status":"queued","code":"authority_unreachable"})]
+    );
+    assert_eq!(r.server.spooled(), 1);
 }
 
 // ---- the audit stream (§4.9, §13) ---------------------------------------------------------------
@@ -935,6 +1046,28 @@ fn a_subscriber_sees_the_events_of_its_namespaces_without_bodies() {
         .collect();
     assert_eq!(logged.len(), 1);
     assert!(!format!("{logged:?}").contains("secret"));
+}
+
+/// A-13-c: an event carries `type` only when it is not text/plain. A message that writes
+/// `"type":"text/plain"` itself says no more than one that leaves `type` out (the default,
+/// §9.3), so its event has no `type` either; any other type is written.
+#[test]
+fn an_explicit_text_plain_type_is_left_out_of_the_event_and_any_other_is_written() {
+    let mut r = Realm::new();
+    r.admin(ADMIN);
+    r.subscribe(ADMIN, Some(&["msg.delivered"]));
+    r.client(ALICE, "alice");
+    for (id, kind, logged) in [
+        ("m1", "text/plain", None),
+        ("m2", "application/json", Some("application/json")),
+    ] {
+        let mut m = msg(id, "x", "//example.com/_resolver");
+        m["type"] = json!(kind);
+        let out = r.send(ALICE, m);
+        let e = &events(&out, ADMIN)[0];
+        assert_eq!(e["id"], id);
+        assert_eq!(e.get("type").and_then(Value::as_str), logged, "{e}");
+    }
 }
 
 #[test]
@@ -1676,6 +1809,58 @@ fn this_realm_with_an_explicit_port_is_remote_delivery() {
     assert_eq!(frames(&out, BOB)[0]["id"], "m2");
 }
 
+/// A-10.3-a, A-10.3-b, A-11.3-f: a one-way link lets its far end answer "if in_reply_window(F,
+/// T)" (§11.3), a window of 86 400 s (`LINK_REPLY_WINDOW`, which is `DEFAULT_REPLY_WINDOW`,
+/// written out here so that it is pinned). The pair that opens it must be kept that long
+/// whatever the policy's own windows are: under a policy with no `mode: "reply"` rule, a timer
+/// firing (the periodic flush at +30 s) must not forget it. The answer is delivered up to
+/// 86 400 s after bob wrote, and refused after.
+#[test]
+fn a_one_way_links_reply_window_lasts_86_400_s_under_a_policy_without_reply_rules() {
+    let mut r = Realm::new();
+    assert_eq!(
+        config().policy.max_window(),
+        Duration::ZERO,
+        "no reply rule"
+    );
+    r.bound(ALICE, "alice", &["alice/x"]);
+    r.bound(BOB, "bob", &["bob/y"]);
+    // alice grants bob/y a b-initiates link: bob may start, alice may only reply.
+    let out = r.send(
+        ALICE,
+        json!({"t":"link","op":"grant","as":"alice/x","peer":"bob/y"}),
+    );
+    r.ack_delivered(BOB, &frames(&out, BOB)[0]);
+    // A message for bob/away waits in the spool, so the periodic flush keeps a timer armed.
+    let out = r.send(ALICE, msg("m0", "x", "//example.com/bob/away"));
+    assert_eq!(acks(&out, ALICE)[0]["code"], "endpoint_offline");
+    let out = r.send(BOB, msg("b1", "y", "//example.com/alice/x"));
+    r.ack_delivered(ALICE, &frames(&out, ALICE)[0]);
+    let wrote = r.now;
+
+    let reply = |r: &mut Realm, id: &str| {
+        let mut m = msg(id, "x", "//example.com/bob/y");
+        m["ts"] = json!(r.now.as_secs());
+        let out = r.send(ALICE, m);
+        match frames(&out, BOB).first() {
+            Some(f) if f["id"] == id => {
+                r.ack_delivered(BOB, f);
+                "delivered".to_string()
+            }
+            _ => acks(&out, ALICE)[0]["code"].as_str().unwrap().to_string(),
+        }
+    };
+    let due = r.server.poll_timeout().map(|w| w.at);
+    assert!(due.is_some_and(|at| at <= wrote + Duration::from_secs(31)));
+    r.advance(Duration::from_secs(31));
+    assert_eq!(reply(&mut r, "a1"), "delivered", "after a timer fired");
+    let day = (wrote + Duration::from_secs(86_400)).saturating_duration_since(r.now);
+    r.advance(day);
+    assert_eq!(reply(&mut r, "a2"), "delivered", "86 400 s after: inside");
+    r.advance(Duration::from_secs(1));
+    assert_eq!(reply(&mut r, "a3"), "refused", "86 401 s after: outside");
+}
+
 #[test]
 fn a_pair_acked_queued_opens_the_reply_window() {
     let mut r = Realm::with(reply_only_config());
@@ -1807,6 +1992,60 @@ fn a_flush_that_cannot_deliver_keeps_the_backlog_in_order() {
         .map(|f| f["id"].clone())
         .collect();
     assert_eq!(ids, [json!("m1"), json!("m2")]);
+}
+
+/// A-7.4-d: order per key holds at the `MAX_PENDING` bound too. w1 waits for the link to
+/// partner.example its arrival dials; w2 comes when nothing more may wait, so it is spooled, and
+/// w1, older, is spooled ahead of it. When the link comes up the backlog goes out w1, w2.
+#[test]
+fn past_max_pending_what_waits_for_a_realm_is_spooled_ahead_of_the_newer_message() {
+    let partner = Authority::parse("partner.example").unwrap();
+    let mut config = config();
+    config.trusted_unsigned = vec![partner.clone()];
+    let mut r = Realm::with(config);
+    r.client(ALICE, "alice");
+    // One short of the bound: messages waiting for third.example, whose DNS never answers.
+    let mut batch = Vec::new();
+    for i in 0..MAX_PENDING - 1 {
+        let m = msg(&format!("p{i}"), "x", "//third.example/someone");
+        batch.extend(serde_json::to_vec(&m).unwrap());
+        batch.push(b'\n');
+    }
+    let out = r.input(Input::Received {
+        conn: ALICE,
+        bytes: batch,
+    });
+    assert!(acks(&out, ALICE).is_empty(), "all waiting");
+    let out = r.send(ALICE, msg("w1", "x", "//partner.example/support/desk"));
+    assert!(acks(&out, ALICE).is_empty(), "w1 waits for the dial");
+    let out = r.send(ALICE, msg("w2", "x", "//partner.example/support/desk"));
+    let queued: Vec<_> = acks(&out, ALICE)
+        .into_iter()
+        .map(|a| (a["id"].clone(), a["code"].clone()))
+        .collect();
+    let unreachable = json!("authority_unreachable");
+    assert_eq!(
+        queued,
+        [
+            (json!("w1"), unreachable.clone()),
+            (json!("w2"), unreachable)
+        ]
+    );
+    // The link to partner.example comes up.
+    let link = ConnId(60);
+    r.input(Input::Dialled {
+        conn: link,
+        authority: partner,
+    });
+    let out = r.send(
+        link,
+        json!({"t":"welcome","realm":"partner.example","proto":"airc/0.1"}),
+    );
+    let ids: Vec<_> = frames(&out, link)
+        .into_iter()
+        .map(|f| f["id"].clone())
+        .collect();
+    assert_eq!(ids, [json!("w1"), json!("w2")]);
 }
 
 #[test]

@@ -602,7 +602,8 @@ const RETENTION: Duration = MAX_REPLY_WINDOW.saturating_add(Duration::from_milli
 /// for no window any more), then, if still full, the pair noted longest ago (ties: the one first
 /// noted), which is handed back so the caller can count it: that eviction can close a window
 /// early. Noting a pair again refreshes its time, so an active conversation is never the
-/// one forgotten. [`ReplyWindow::prune`] forgets pairs older than the policy's longest window.
+/// one forgotten. [`ReplyWindow::prune`] forgets pairs older than the longest window anything
+/// asks about.
 #[derive(Clone, Debug)]
 pub struct ReplyWindow {
     /// Each pair is held until `noted + RETENTION`, so the expiry order is the noted order and
@@ -666,8 +667,9 @@ impl ReplyWindow {
             .is_some_and(|t| now.saturating_duration_since(t) <= w.min(MAX_REPLY_WINDOW))
     }
 
-    /// Forgets every pair that last passed more than `max_window` before `now` (pass
-    /// [`Policy::max_window`]); returns how many were forgotten.
+    /// Forgets every pair that last passed more than `max_window` before `now`; returns how many
+    /// were forgotten. Pass the longest window any caller of [`Self::in_reply_window`] uses: a
+    /// server's policy rules ([`Policy::max_window`]) and §11.3's one-way links alike.
     pub fn prune(&mut self, now: Timestamp, max_window: Duration) -> usize {
         let keep_from = now.saturating_sub(max_window.min(MAX_REPLY_WINDOW));
         // A pair noted at `t` expires at `t + RETENTION`; forget those with `t < keep_from`,

@@ -119,6 +119,10 @@ pub const NONCE_BYTES: usize = 16;
 /// (§8.4: "MAY close a dialled link idle for 600 s"). Mail spooled afterwards dials again.
 pub const LINK_IDLE: Duration = Duration::from_secs(600);
 
+/// The reply window a one-way link's far end answers in (§11.3 `in_reply_window(F, T)`, which
+/// names no window): the one a `mode: "reply"` rule without `window` uses (§10.1).
+pub const LINK_REPLY_WINDOW: Duration = DEFAULT_REPLY_WINDOW;
+
 /// Which listener a connection came in on (§3.1): a server exposes a face for its own clients
 /// and a face for other realms' servers, each on its own listener.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -770,6 +774,13 @@ impl<R: CryptoRng> Server<R> {
         }
     }
 
+    /// How long a noted pair (§10.3) must be kept: as long as anything may still ask about it,
+    /// the policy's `mode: "reply"` rules and §11.3's one-way links alike. The links ask whatever
+    /// the policy says, so a policy with no reply rule must not shorten their window.
+    fn reply_retention(&self) -> Duration {
+        self.config.policy.max_window().max(LINK_REPLY_WINDOW)
+    }
+
     /// Spools a message durably; `Err` means it is not held and must not be acked `queued`.
     fn hold(&mut self, now: Timestamp, key: &str, item: Spooled<Msg>) -> Result<(), SpoolFull> {
         let record = Record::Spooled {
@@ -832,11 +843,7 @@ impl<R: CryptoRng> Server<R> {
         if let Some(realm) = c.peer.as_ref().filter(|_| c.state == State::AwaitWelcome) {
             self.no_link(now, realm);
         }
-        // §6.5: a link that drops before an ack leaves the message queued for its authority.
-        let code = match c.face {
-            Face::Client => AckCode::EndpointOffline,
-            Face::Peer => AckCode::AuthorityUnreachable,
-        };
+        let code = dropped_hop_code(c.face);
         self.binds.unbind_all(conn);
         // Messages forwarded over it and not acked: the hop is gone, so spool them again (not in
         // flight: nothing can ack them now) and tell whoever waits that they are queued.
@@ -2158,7 +2165,7 @@ impl<R: CryptoRng> Server<R> {
         // inside the reply window.
         let link_decision = |f: &Address, t: &Address| {
             let d = links.decide(now, f, t);
-            let allow = d.resolve(|| replies.in_reply_window(now, f, t, DEFAULT_REPLY_WINDOW))?;
+            let allow = d.resolve(|| replies.in_reply_window(now, f, t, LINK_REPLY_WINDOW))?;
             let reason = d.deny_reason(f);
             Some(if allow {
                 policy::LinkDecision::allow(reason)
@@ -2286,8 +2293,12 @@ impl<R: CryptoRng> Server<R> {
         }
     }
 
-    /// No link to `realm`: spool the message under it and ack `queued authority_unreachable`.
+    /// No link to `realm` may be waited for: spool the message under it and ack `queued
+    /// authority_unreachable`.
     fn hold_for(&mut self, now: Timestamp, up: Upstream, realm: &Authority, item: Spooled<Msg>) {
+        // Messages already waiting for the realm are older: they go into the spool first, so
+        // that nothing of the key is ever spooled ahead of one still waiting (see `link_up`).
+        self.no_link(now, realm);
         let key = remote_key(realm);
         if self.queue(now, &up, &key, item, AckCode::AuthorityUnreachable) {
             self.connect(now, realm);
@@ -2318,16 +2329,32 @@ impl<R: CryptoRng> Server<R> {
         }
     }
 
-    /// An authenticated link to `realm` came up: what waited for it goes out, then its backlog.
+    /// An authenticated link to `realm` came up: its backlog goes out, then what waited for it.
+    ///
+    /// That is the order they were accepted in (§7.4: order per key): every spooled message of
+    /// the key is older than every waiting one. A message waits only while no authenticated link
+    /// to the realm is up, and every link that comes up empties the wait, so what the spool got
+    /// back from a link (requeued when it dropped or failed `link:`, spooled in flight on a
+    /// timeout) was sent before the first waiting message came; restored records came before
+    /// anything waited; and whatever else spools under the key empties the wait into the spool
+    /// first ([`Self::no_link`], [`Self::hold_for`]).
     fn link_up(&mut self, now: Timestamp, conn: ConnId, realm: &Authority) {
         self.timers.cancel(&Timer::Dial(realm.clone()));
+        let key = remote_key(realm);
+        self.flush(now, &key);
         for (up, item) in self.awaiting.remove(realm).unwrap_or_default() {
-            self.forward(now, conn, alloc::vec![up], remote_key(realm), item);
+            // A flush leaves a backlog only when `MAX_PENDING` is reached, and nothing is acked
+            // meanwhile: then every waiting message joins the backlog, behind it, in order.
+            if self.pending.len() < MAX_PENDING {
+                self.forward(now, conn, alloc::vec![up], key.clone(), item);
+            } else {
+                self.queue(now, &up, &key, item, AckCode::AuthorityUnreachable);
+            }
         }
-        self.flush(now, &remote_key(realm));
     }
 
-    /// No link to `realm` came up in time (or every dial failed): spool what waited for it.
+    /// Spools what waits for `realm`, in order, each acked `queued authority_unreachable`: no
+    /// link to it came up in time, every dial failed, or nothing more may wait.
     /// The periodic flush dials again; dialling here would retry a failed realm at once.
     fn no_link(&mut self, now: Timestamp, realm: &Authority) {
         self.timers.cancel(&Timer::Dial(realm.clone()));
@@ -2387,13 +2414,14 @@ impl<R: CryptoRng> Server<R> {
             return;
         };
         self.timers.cancel(&Timer::Ack(conn, ack.id.clone()));
+        let face = self.conns.get(&conn).map_or(Face::Client, |c| c.face);
         let link_dropped = ack.status == AckStatus::Failed
             && ack
                 .reason
                 .as_deref()
                 .is_some_and(|r| r.starts_with("link:"));
         if link_dropped {
-            return self.requeue(now, p, AckCode::AuthorityUnreachable);
+            return self.requeue(now, p, dropped_hop_code(face));
         }
         let from_spool = p.upstreams.iter().any(|u| matches!(u, Upstream::Spool(_)));
         if ack.status != AckStatus::Failed && !from_spool {
@@ -2404,9 +2432,9 @@ impl<R: CryptoRng> Server<R> {
             self.out
                 .push_back(Output::Forget(RecordKey::Spooled { id: ack.id.clone() }));
         }
-        let hop = match self.conns.get(&conn).map(|c| c.face) {
-            Some(Face::Peer) => Hop::Peer,
-            _ => Hop::Client,
+        let hop = match face {
+            Face::Peer => Hop::Peer,
+            Face::Client => Hop::Client,
         };
         // Relayed unchanged: status, code, by, reason (§6.6); one event for the message.
         self.answer(now, &Upstream::Nobody, &p.item.msg, ack.clone(), hop);
@@ -2594,6 +2622,16 @@ fn stamp_via(via: &mut Vec<String>, realm: &str) -> Result<(), AckCode> {
     Ok(())
 }
 
+/// The code of a message queued again because its next hop went before acking it: its
+/// connection closed, or it answered `failed` with a reason beginning `link:` (§6.6). A client
+/// hop is its endpoint's (§6.4: offline), a peer hop its authority's (§6.5: unreachable).
+fn dropped_hop_code(face: Face) -> AckCode {
+    match face {
+        Face::Client => AckCode::EndpointOffline,
+        Face::Peer => AckCode::AuthorityUnreachable,
+    }
+}
+
 /// The spool key of a remote destination (§7.1): its authority, written `//authority` so that it
 /// can never collide with a local key, which is a bare path segment.
 fn remote_key(authority: &Authority) -> String {
@@ -2687,7 +2725,7 @@ impl<R: CryptoRng> Machine for Server<R> {
         }
         self.seen.prune(now);
         self.cache.prune(now);
-        self.replies.prune(now, self.config.policy.max_window());
+        self.replies.prune(now, self.reply_retention());
     }
 }
 

@@ -144,6 +144,7 @@ impl PassportRefusal {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use alloc::vec::Vec;
 
     #[test]
     fn every_code_round_trips_through_its_wire_string() {
@@ -159,6 +160,74 @@ mod tests {
         assert_eq!(AckCode::ALL.len(), 11);
         assert_eq!(ErrorCode::ALL.len(), 12);
         assert_eq!(AckCode::parse("nope"), None);
+    }
+
+    /// A-14.1-a, A-14.2-a: the wire strings are the spec's, not merely self-consistent (the
+    /// round trip above passes with any spelling). §14.2 lists the error codes; §14.1's table
+    /// was lost, so the ack codes are those §6 names where each arises (§6.2, §6.4, §6.5,
+    /// §6.6, in that order), and the passport refusals §12.5's and §14.1's.
+    #[test]
+    fn every_wire_string_is_the_one_the_spec_lists() {
+        let ack: Vec<_> = AckCode::ALL.iter().map(|c| c.as_str()).collect();
+        assert_eq!(
+            ack,
+            [
+                "bad_address",
+                "refused",
+                "expired",
+                "duplicate",
+                "namespace_not_endpoint",
+                "no_such_path",
+                "endpoint_offline",
+                "routing_loop",
+                "no_such_authority",
+                "authority_unreachable",
+                "no_ack",
+            ]
+        );
+        let error: Vec<_> = ErrorCode::ALL.iter().map(|c| c.as_str()).collect();
+        assert_eq!(
+            error,
+            [
+                "expected_hello",
+                "bad_proto",
+                "wrong_face",
+                "bad_frame",
+                "bad_json",
+                "frame_too_large",
+                "bad_bind",
+                "forbidden",
+                "unexpected_frame",
+                "no_welcome",
+                "realm_mismatch",
+                "peer_unverified",
+            ]
+        );
+        let refusal: Vec<_> = PassportRefusal::ALL.iter().map(|r| r.as_str()).collect();
+        assert_eq!(
+            refusal,
+            [
+                "passport_unknown",
+                "passport_revoked",
+                "passport_expired",
+                "passport_exhausted",
+                "passport_not_for_you",
+            ]
+        );
+        let mut reasons: Vec<_> = PassportRefusal::ALL.iter().map(|r| r.reason()).collect();
+        reasons.sort_unstable();
+        // §14.1: "passport unknown, passport expired, passport exhausted, passport revoked,
+        // passport not for you", sorted.
+        assert_eq!(
+            reasons,
+            [
+                "passport exhausted",
+                "passport expired",
+                "passport not for you",
+                "passport revoked",
+                "passport unknown",
+            ]
+        );
     }
 
     #[test]
