@@ -646,6 +646,35 @@ fn desk_writes_to_alice(server: &mut Server<ChaCha20Rng>) {
     raw(server, DESK, &m);
 }
 
+/// §6.6's one answer for a message and its copies, while it waits for a link (§6.5): the origin
+/// sends it again before the dial is answered. The link that comes up carries it once, and its
+/// one ack answers both copies.
+#[test]
+fn a_copy_of_a_message_waiting_for_its_link_is_sent_once_and_both_copies_are_answered() {
+    let mut net = Net::new(|_, _| {});
+    let b = &mut net.servers[B];
+    desk_writes_to_alice(b);
+    let p1 = json!({"t":"msg","id":"p1","from":"desk","to":"//example.com/alice/x","ts":1_790_380_000,"body":"hi"});
+    raw(b, DESK, &p1);
+    let (to_desk, _) = sent_on(b, DESK);
+    assert!(
+        to_desk.iter().all(|f| f["t"] != "ack"),
+        "both wait: {to_desk:?}"
+    );
+    let link = ConnId(51);
+    let (frames, _) = inbound_peer(b, link, &signed_hello(T0.as_secs()));
+    let sent: Vec<&Value> = frames.iter().filter(|f| f["t"] == "msg").collect();
+    assert_eq!(sent.len(), 1, "{frames:?}");
+    raw(b, link, &json!({"t":"ack","id":"p1","status":"delivered"}));
+    let (to_desk, _) = sent_on(b, DESK);
+    let acks: Vec<&Value> = to_desk.iter().filter(|f| f["t"] == "ack").collect();
+    assert_eq!(acks.len(), 2, "{to_desk:?}");
+    assert!(
+        acks.iter()
+            .all(|a| a["id"] == "p1" && a["status"] == "delivered")
+    );
+}
+
 #[test]
 fn a_hello_outside_300_s_welcomes_but_does_not_authenticate() {
     let mut net = Net::new(|_, _| {});

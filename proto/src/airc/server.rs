@@ -482,6 +482,8 @@ impl Upstream {
 /// A message forwarded to a next hop, awaiting its ack.
 #[derive(Debug)]
 struct Pending {
+    /// The connection it went out on: only an ack read there answers it.
+    hop: ConnId,
     upstreams: Vec<Upstream>,
     item: Spooled<Msg>,
     key: String,
@@ -566,8 +568,9 @@ pub struct Server<R> {
     audit: Audit,
     /// The passports this realm issued (§12).
     passports: PassportBook,
-    /// Forwarded messages by (next hop, id).
-    pending: BTreeMap<(ConnId, String), Pending>,
+    /// Forwarded messages by id: a message waits on one hop at a time, and a copy that comes
+    /// meanwhile is found by its id alone (every routed message asks, so no scan).
+    pending: BTreeMap<String, Pending>,
     /// Spooled messages in flight (§6.6), by id, with the hop whose late ack would settle them.
     in_flight: BTreeMap<String, ConnId>,
     timers: TimerQueue<Timer>,
@@ -847,15 +850,15 @@ impl<R: CryptoRng> Server<R> {
         self.binds.unbind_all(conn);
         // Messages forwarded over it and not acked: the hop is gone, so spool them again (not in
         // flight: nothing can ack them now) and tell whoever waits that they are queued.
-        let gone: Vec<_> = self
+        let gone: Vec<String> = self
             .pending
-            .keys()
-            .filter(|(c, _)| *c == conn)
-            .cloned()
+            .iter()
+            .filter(|(_, p)| p.hop == conn)
+            .map(|(id, _)| id.clone())
             .collect();
-        for k in gone {
-            if let Some(p) = self.pending.remove(&k) {
-                self.timers.cancel(&Timer::Ack(k.0, k.1.clone()));
+        for id in gone {
+            if let Some(p) = self.pending.remove(&id) {
+                self.timers.cancel(&Timer::Ack(conn, id));
                 self.requeue(now, p, code);
             }
         }
@@ -2126,7 +2129,7 @@ impl<R: CryptoRng> Server<R> {
             return self.answer_code(now, &up, &m, dup, Hop::Local);
         }
         // A copy of a message still waiting on its next hop: wait with it for the same answer.
-        if let Some(p) = self.pending.values_mut().find(|p| p.item.id == id) {
+        if let Some(p) = self.pending.get_mut(&id) {
             p.upstreams.push(up);
             return;
         }
@@ -2385,23 +2388,37 @@ impl<R: CryptoRng> Server<R> {
         key: String,
         item: Spooled<Msg>,
     ) {
+        // A copy already on its way (one that waited for a dial beside it, or came back from the
+        // spool): wait with it for its answer, as `route` has a copy do.
+        if let Some(p) = self.pending.get_mut(&item.id) {
+            p.upstreams.extend(ups);
+            return;
+        }
         self.send(hop, &Frame::Msg(item.msg.clone()));
         let id = item.id.clone();
         self.timers
             .schedule(now + self.config.ack_timeout, Timer::Ack(hop, id.clone()));
-        self.pending.insert(
-            (hop, id),
-            Pending {
-                upstreams: ups,
-                item,
-                key,
-            },
-        );
+        let pending = Pending {
+            hop,
+            upstreams: ups,
+            item,
+            key,
+        };
+        self.pending.insert(id, pending);
+    }
+
+    /// The message `id` waiting on `hop`, taken out: an ack or a timeout on another connection
+    /// is not its answer.
+    fn take_pending(&mut self, hop: ConnId, id: &str) -> Option<Pending> {
+        if self.pending.get(id)?.hop != hop {
+            return None;
+        }
+        self.pending.remove(id)
     }
 
     /// An ack from a next hop (§6.6).
     fn downstream_ack(&mut self, now: Timestamp, conn: ConnId, ack: Ack) {
-        let Some(p) = self.pending.remove(&(conn, ack.id.clone())) else {
+        let Some(p) = self.take_pending(conn, &ack.id) else {
             // A late ack for a message that timed out and was spooled in flight: settled.
             if self.in_flight.get(&ack.id) == Some(&conn) && self.spool.settle(&ack.id) {
                 self.in_flight.remove(&ack.id);
@@ -2448,7 +2465,7 @@ impl<R: CryptoRng> Server<R> {
     /// §8.4: a dialled link with no frame either way for [`LINK_IDLE`] is closed, unless a
     /// message on it still waits for its ack; otherwise the check moves to the new deadline.
     fn idle_check(&mut self, now: Timestamp, conn: ConnId) {
-        let waiting = self.pending.keys().any(|(hop, _)| *hop == conn);
+        let waiting = self.pending.values().any(|p| p.hop == conn);
         let Some(c) = self.conns.get_mut(&conn) else {
             return;
         };
@@ -2467,7 +2484,7 @@ impl<R: CryptoRng> Server<R> {
     }
 
     fn ack_timeout(&mut self, now: Timestamp, hop: ConnId, id: String) {
-        let Some(p) = self.pending.remove(&(hop, id.clone())) else {
+        let Some(p) = self.take_pending(hop, &id) else {
             return;
         };
         let from_spool = p.upstreams.iter().any(|u| matches!(u, Upstream::Spool(_)));
