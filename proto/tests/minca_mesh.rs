@@ -970,6 +970,21 @@ fn leaving_a_room_says_leave_to_each_admitted_peer_who_drop_it_there() {
     assert_eq!(net.links.len(), 2);
 }
 
+/// M-7.2-i: the receiver of `__leave` closes the connection itself once no room uses it. Node 1
+/// says `__leave` for the one room the two share and nothing more: its end stays open, so the
+/// link goes only if node 0 closes it (the tests where the sender lets go close both ends).
+#[test]
+fn a_leave_for_the_last_room_two_share_makes_its_receiver_close_the_connection() {
+    let mut net = pair(&[R1]);
+    let leave = Frame::new(R1, "__leave", json!({"room": R1})).to_bytes(&net.did(1));
+    net.inject(1, 0, leave);
+    net.settle();
+    assert!(!net.admitted(0, R1, 1));
+    assert_eq!(net.nodes[0].mesh.counters().idle_closed, 1);
+    assert_eq!(net.nodes[0].mesh.connection_count(), 0);
+    assert!(net.links.is_empty());
+}
+
 #[test]
 fn a_relay_connects_the_first_pair_and_a_peer_introduces_the_rest() {
     let mut net = Net::new(3);
@@ -1021,6 +1036,53 @@ fn peers_are_told_of_each_other_at_admission() {
         .map(|f| f.payload)
         .collect();
     assert!(to_0.contains(&json!([d2])));
+}
+
+/// M-8-b: the newcomer hears of every other admitted peer, and every one of them of it. With one
+/// other peer a list cut to its first entry, or a newcomer's name sent to only one peer, looks
+/// right; node 1 (the one who admits) holds two before node 3 arrives.
+#[test]
+fn a_newcomer_is_told_of_every_other_admitted_peer_and_each_of_them_of_it() {
+    let mut net = Net::new(4);
+    for i in 0..4 {
+        net.join(i, R1, RoomKind::PublicSpace);
+    }
+    net.meet_by_relay(1, 0, R1);
+    net.run_until(1_000);
+    net.meet_by_relay(1, 2, R1);
+    net.run_until(2_000);
+    assert!(net.admitted(1, R1, 0) && net.admitted(1, R1, 2));
+    net.meet_by_relay(1, 3, R1);
+    net.run_until(3_000);
+    assert!(net.admitted(1, R1, 3));
+    let (d0, d2, d3) = (net.did(0), net.did(2), net.did(3));
+    let lists = |net: &Net, to: usize| -> Vec<Value> {
+        net.frames(1, to, R1)
+            .into_iter()
+            .filter(|f| f.kind == PEERS)
+            .map(|f| f.payload)
+            .collect()
+    };
+    let to_3 = lists(&net, 3);
+    assert_eq!(to_3.len(), 1, "{to_3:?}");
+    let mut named: Vec<&str> = to_3[0]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d.as_str().unwrap())
+        .collect();
+    named.sort_unstable();
+    let mut want = vec![d0.as_str(), d2.as_str()];
+    want.sort_unstable();
+    assert_eq!(named, want);
+    for j in [0, 2] {
+        let told = lists(&net, j);
+        assert_eq!(
+            told.iter().filter(|l| **l == json!([d3])).count(),
+            1,
+            "{j}: {told:?}"
+        );
+    }
 }
 
 /// Node 1 and node 2 admitted in R1; node 2 is also in R2, which node 1 has joined but nobody
@@ -1491,6 +1553,50 @@ fn reserved_types_are_never_delivered_and_messages_are_the_connections_peers() {
     );
 }
 
+/// M-7.1-c: the five reserved types, written as §7.1 writes them rather than read from the
+/// crate's list, which the other tests loop over, so a list that lost one would pass them. A
+/// channel's room carries the application's own types (§9): there a type is refused only for
+/// being reserved, where a space refuses every type it does not speak and would hide the gap.
+#[test]
+fn in_a_channels_room_none_of_the_five_reserved_types_is_sent_for_the_application_or_handed_to_it()
+{
+    const RESERVED: [&str; 5] = [
+        "__auth-hello",
+        "__auth-proof",
+        "__peers",
+        "__signal",
+        "__leave",
+    ];
+    let mut net = Net::new(2);
+    for i in 0..2 {
+        net.join(i, R1, RoomKind::Channel);
+    }
+    net.meet_by_relay(0, 1, R1);
+    net.run_until(1_000);
+    assert!(net.admitted(0, R1, 1) && net.admitted(1, R1, 0));
+    let (sent, outputs) = (net.sent.len(), net.outputs.len());
+    for t in RESERVED {
+        net.send(0, R1, t, json!(null));
+    }
+    net.settle();
+    assert_eq!(net.nodes[0].mesh.counters().send_refused, 5);
+    assert!(net.sent[sent..].is_empty(), "{:?}", &net.sent[sent..]);
+    // Nor is one from the peer handed up; a type of the channel's own is, so frames get through.
+    // `__leave` goes last: it ends node 1's place in the room.
+    let d1 = net.did(1);
+    for t in ["pair-code"].into_iter().chain(RESERVED) {
+        net.inject(1, 0, Frame::new(R1, t, json!(null)).to_bytes(&d1));
+    }
+    net.settle();
+    let handed: Vec<&Output> = net.outputs[outputs..]
+        .iter()
+        .filter(|(i, o)| *i == 0 && matches!(o, Output::Deliver { .. }))
+        .map(|(_, o)| o)
+        .collect();
+    assert_eq!(handed.len(), 1, "{handed:?}");
+    assert!(matches!(handed[0], Output::Deliver { kind, .. } if kind == "pair-code"));
+}
+
 #[test]
 fn who_goes_first_to_a_newly_admitted_peer_and_live_only_after_it() {
     let mut net = pair(&[R1]);
@@ -1656,6 +1762,9 @@ fn a_peer_list_naming_a_connected_peer_greets_it_in_that_room() {
     assert_eq!(net.count(between), 1);
 }
 
+/// M-7.2-b, M-7.3-a: a hello naming a peer on an open connection is answered by greeting it
+/// there, not by a second connection; and a side never told the peer is in the room greets on the
+/// peer's hello. Node 0 hears of node 1 in R2 only once their R1 connection is open.
 #[test]
 fn a_side_greets_back_on_the_peers_hello() {
     let mut net = pair(&[R1]);

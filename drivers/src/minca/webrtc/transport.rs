@@ -1356,6 +1356,9 @@ mod tests {
         assert_eq!(bl, channel_binding(&b.description(B).unwrap()));
     }
 
+    /// M-5-b, M-5.1-b: frames arrive whole and in order both ways, as binary messages: the
+    /// receiving side ignores text, so a side that wrote its frames as text would deliver none
+    /// (the test of ignoring text has a bare str0m peer write it, not the transport).
     #[test]
     fn frames_cross_the_channel_in_order_each_way() {
         let (mut now, mut a, mut b) = open_pair();
@@ -1408,6 +1411,17 @@ mod tests {
         let config = raw.rtc.channel(id).unwrap().config().cloned().unwrap();
         assert!(config.ordered);
         assert_eq!(config.reliability, Reliability::Reliable);
+    }
+
+    /// M-5.1-a, M-5.1-c: the label and the gathering cap as §5.1 writes them, against the
+    /// constants the transport uses. The tests of the channel and of gathering compare with
+    /// and run to the constants, so a changed constant moves them with it and they still pass.
+    #[test]
+    fn the_channel_label_and_the_gathering_cap_are_as_the_spec_writes_them() {
+        // §5.1: "The offerer creates one data channel labelled data".
+        assert_eq!(DATA_CHANNEL_LABEL, "data");
+        // §5.1: "the reference node waits for gathering to finish, or 2 s".
+        assert_eq!(GATHERING_CAP, Duration::from_secs(2));
     }
 
     #[test]
