@@ -317,6 +317,39 @@ fn a_msg_frame_of_exactly_1_048_576_bytes_is_delivered_and_the_connection_stays_
     assert_eq!(frames(&out, ALICE), [json!({"t":"pong","n":1})]);
 }
 
+/// §3.2: no frame over 1 048 576 bytes is written. A client's `msg` of exactly that size in the
+/// local form grows on its way (its addresses written in full), so it cannot reach bob: it is
+/// failed `refused` with the reason, bob gets nothing and keeps his connection. Forwarding it
+/// would have bob's reader close over it, and the message spooled to fail the same way again.
+#[test]
+fn a_msg_that_outgrows_the_frame_limit_on_its_way_fails_and_nothing_is_written() {
+    let mut r = Realm::new();
+    r.bound(BOB, "bob", &["bob/"]);
+    r.client(ALICE, "alice");
+    let line = |body: &str| {
+        let m = json!({"t":"msg","id":"big","from":"x","to":"//example.com/bob/y",
+                       "ts":1_790_380_000.123,"body":body});
+        let mut bytes = serde_json::to_vec(&m).unwrap();
+        bytes.push(b'\n');
+        bytes
+    };
+    let pad = 1_048_576 - line("").len();
+    let bytes = line(&"a".repeat(pad));
+    assert_eq!(bytes.len(), 1_048_576);
+    let out = r.input(Input::Received { conn: ALICE, bytes });
+    assert!(frames(&out, BOB).is_empty() && !closed(&out, BOB));
+    assert!(!closed(&out, ALICE));
+    let ack = &acks(&out, ALICE)[0];
+    assert_eq!(
+        (&ack["id"], &ack["status"], &ack["code"]),
+        (&json!("big"), &json!("failed"), &json!("refused"))
+    );
+    let reason = ack["reason"].as_str().unwrap();
+    assert!(reason.starts_with("too large to forward"), "{reason}");
+    assert_eq!(r.server.spooled(), 0, "nothing held to fail again");
+    assert_eq!(r.server.stats().too_large_to_forward, 1);
+}
+
 #[test]
 fn bind_answers_the_absolute_patterns() {
     let mut r = Realm::new();

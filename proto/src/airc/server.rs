@@ -387,6 +387,9 @@ pub struct Stats {
     pub slow_subscribers: u64,
     /// Dialled links closed after [`LINK_IDLE`] without traffic (§8.4).
     pub idle_links: u64,
+    /// Messages failed because, written for their next hop, they came out over the frame limit
+    /// (§3.2).
+    pub too_large_to_forward: u64,
 }
 
 /// Where a message is when its audit event is written (§13's `hop`).
@@ -645,13 +648,14 @@ impl<R: CryptoRng> Server<R> {
     }
 
     fn send(&mut self, conn: ConnId, frame: &Frame) {
+        self.send_bytes(conn, framing::encode(frame));
+    }
+
+    fn send_bytes(&mut self, conn: ConnId, bytes: Vec<u8>) {
         if let Some(c) = self.conns.get_mut(&conn) {
             c.last_traffic = self.clock;
         }
-        self.out.push_back(Output::Send {
-            conn,
-            bytes: framing::encode(frame),
-        });
+        self.out.push_back(Output::Send { conn, bytes });
     }
 
     /// Sends `error` and closes: the answer to a protocol violation (§4.8).
@@ -1030,6 +1034,7 @@ impl<R: CryptoRng> Server<R> {
             ("expired", s.expired),
             ("events", s.events),
             ("slow_subscribers", s.slow_subscribers),
+            ("too_large_to_forward", s.too_large_to_forward),
         ] {
             counters.insert(name.to_string(), value.into());
         }
@@ -2394,7 +2399,11 @@ impl<R: CryptoRng> Server<R> {
             p.upstreams.extend(ups);
             return;
         }
-        self.send(hop, &Frame::Msg(item.msg.clone()));
+        let bytes = framing::encode(&Frame::Msg(item.msg.clone()));
+        if bytes.len() > framing::MAX_FRAME_BYTES {
+            return self.too_large_to_forward(now, hop, ups, &item.msg, bytes.len());
+        }
+        self.send_bytes(hop, bytes);
         let id = item.id.clone();
         self.timers
             .schedule(now + self.config.ack_timeout, Timer::Ack(hop, id.clone()));
@@ -2405,6 +2414,38 @@ impl<R: CryptoRng> Server<R> {
             key,
         };
         self.pending.insert(id, pending);
+    }
+
+    /// §3.2: no frame over the limit is written. A `msg` that fit when it came can outgrow it on
+    /// its way (its addresses written in full, `via`, the realm's signature), and then it can
+    /// never be forwarded: it fails here, `refused` with the reason, rather than have the next
+    /// hop close its connection over it (which would spool it, to fail the same way again).
+    fn too_large_to_forward(
+        &mut self,
+        now: Timestamp,
+        hop: ConnId,
+        ups: Vec<Upstream>,
+        m: &Msg,
+        len: usize,
+    ) {
+        self.stats.too_large_to_forward += 1;
+        if ups.iter().any(|u| matches!(u, Upstream::Spool(_))) {
+            self.out
+                .push_back(Output::Forget(RecordKey::Spooled { id: m.id.clone() }));
+        }
+        let mut ack = Ack::with_code(&m.id, AckStatus::Failed, AckCode::Refused);
+        ack.reason = Some(format!(
+            "too large to forward: {len} bytes, over {}",
+            framing::MAX_FRAME_BYTES
+        ));
+        let hop = match self.conns.get(&hop).map(|c| c.face) {
+            Some(Face::Peer) => Hop::Peer,
+            _ => Hop::Client,
+        };
+        self.answer(now, &Upstream::Nobody, m, ack.clone(), hop);
+        for u in &ups {
+            self.answer_quietly(now, u, ack.clone());
+        }
     }
 
     /// The message `id` waiting on `hop`, taken out: an ack or a timeout on another connection
