@@ -314,15 +314,25 @@ fn a_second_message_uses_the_link_already_up() {
     assert_eq!(ids, [json!("m1"), json!("m2")]);
 }
 
-#[test]
-fn an_unreachable_realm_gets_the_message_queued_then_flushed_when_a_link_comes_up() {
+/// alice's m1 to desk while partner.example cannot be reached: spooled, and acked `queued
+/// authority_unreachable`.
+fn m1_queued_for_an_unreachable_partner() -> Net {
     let mut net = Net::new(|_, _| {});
     net.reachable = false;
     net.desk_and_alice();
     net.read(A, ALICE);
     net.read(B, DESK);
     net.frame(A, ALICE, to_desk("m1"));
-    assert_eq!(net.acks(A, ALICE)[0]["code"], "authority_unreachable");
+    assert_eq!(
+        net.acks(A, ALICE),
+        [json!({"t":"ack","id":"m1","status":"queued","code":"authority_unreachable"})]
+    );
+    net
+}
+
+#[test]
+fn an_unreachable_realm_gets_the_message_queued_then_flushed_when_a_link_comes_up() {
+    let mut net = m1_queued_for_an_unreachable_partner();
     assert!(net.read(B, DESK).is_empty());
     // The periodic flush asks for the link again; now it comes up and the backlog goes out.
     net.reachable = true;
@@ -342,16 +352,7 @@ fn an_unreachable_realm_gets_the_message_queued_then_flushed_when_a_link_comes_u
 /// When that link comes up the older backlog goes first: desk reads m1, then m2.
 #[test]
 fn a_link_coming_up_sends_the_older_backlog_before_the_message_that_waited_for_it() {
-    let mut net = Net::new(|_, _| {});
-    net.reachable = false;
-    net.desk_and_alice();
-    net.read(A, ALICE);
-    net.read(B, DESK);
-    net.frame(A, ALICE, to_desk("m1"));
-    assert_eq!(
-        net.acks(A, ALICE),
-        [json!({"t":"ack","id":"m1","status":"queued","code":"authority_unreachable"})]
-    );
+    let mut net = m1_queued_for_an_unreachable_partner();
     net.reachable = true;
     net.advance(Duration::from_secs(5));
     net.frame(A, ALICE, to_desk("m2"));

@@ -272,6 +272,22 @@ fn a_frame_over_the_limit_gets_frame_too_large_and_close() {
     assert!(closed(&out, ALICE));
 }
 
+/// A `msg` frame `big` from `from` to `to` of exactly 1 048 576 bytes with its newline (§3.2's
+/// limit, written out), and the length of the body that pads it there.
+fn msg_of_the_largest_frame(from: &str, to: &str) -> (Vec<u8>, usize) {
+    let line = |body: &str| {
+        let m =
+            json!({"t":"msg","id":"big","from":from,"to":to,"ts":1_790_380_000.123,"body":body});
+        let mut bytes = serde_json::to_vec(&m).unwrap();
+        bytes.push(b'\n');
+        bytes
+    };
+    let pad = 1_048_576 - line("").len();
+    let bytes = line(&"a".repeat(pad));
+    assert_eq!(bytes.len(), 1_048_576);
+    (bytes, pad)
+}
+
 /// A-3.2-c, A-15-a, A-17.2-b: the limit is 1 048 576 bytes *including* the newline, and a frame
 /// of exactly that size is a frame like any other: the `msg` is delivered and its connection
 /// stays open. The number is written out so that the fixed constant (§15) is pinned from below
@@ -282,16 +298,8 @@ fn a_msg_frame_of_exactly_1_048_576_bytes_is_delivered_and_the_connection_stays_
     let mut r = Realm::new();
     r.bound(BOB, "bob", &["bob/"]);
     r.client(ALICE, "alice");
-    let line = |body: &str| {
-        let m = json!({"t":"msg","id":"big","from":"airc://example.com/alice/x",
-                       "to":"airc://example.com/bob/y","ts":1_790_380_000.123,"body":body});
-        let mut bytes = serde_json::to_vec(&m).unwrap();
-        bytes.push(b'\n');
-        bytes
-    };
-    let pad = 1_048_576 - line("").len();
-    let bytes = line(&"a".repeat(pad));
-    assert_eq!(bytes.len(), 1_048_576);
+    let (bytes, pad) =
+        msg_of_the_largest_frame("airc://example.com/alice/x", "airc://example.com/bob/y");
     let out = r.input(Input::Received { conn: ALICE, bytes });
     assert!(!closed(&out, ALICE), "{:?}", frames(&out, ALICE));
     assert!(frames(&out, ALICE).is_empty(), "no error, no ack yet");
@@ -326,16 +334,7 @@ fn a_msg_that_outgrows_the_frame_limit_on_its_way_fails_and_nothing_is_written()
     let mut r = Realm::new();
     r.bound(BOB, "bob", &["bob/"]);
     r.client(ALICE, "alice");
-    let line = |body: &str| {
-        let m = json!({"t":"msg","id":"big","from":"x","to":"//example.com/bob/y",
-                       "ts":1_790_380_000.123,"body":body});
-        let mut bytes = serde_json::to_vec(&m).unwrap();
-        bytes.push(b'\n');
-        bytes
-    };
-    let pad = 1_048_576 - line("").len();
-    let bytes = line(&"a".repeat(pad));
-    assert_eq!(bytes.len(), 1_048_576);
+    let (bytes, _) = msg_of_the_largest_frame("x", "//example.com/bob/y");
     let out = r.input(Input::Received { conn: ALICE, bytes });
     assert!(frames(&out, BOB).is_empty() && !closed(&out, BOB));
     assert!(!closed(&out, ALICE));
