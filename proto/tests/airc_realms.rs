@@ -1635,6 +1635,40 @@ fn keys_published_in_txt_verify_a_peer_hello_and_its_messages() {
     assert!(asked(&mut net, B).is_empty());
 }
 
+/// While a peer's hello waits for its realm's keys (§8.2) nothing it sends is read, so what it
+/// sends meanwhile is held: up to `MAX_PARKED_BYTES` (16 frames of the largest size, written out
+/// here), and past that the connection is closed rather than the memory spent.
+#[test]
+fn a_connection_waiting_for_its_realms_keys_is_closed_once_it_sends_more_than_16_mib_meanwhile() {
+    let mut net = Net::new(partner_knows_no_keys);
+    let b = &mut net.servers[B];
+    let conn = ConnId(50);
+    let (frames, closed) = inbound_peer(b, conn, &signed_hello(T0.as_secs()));
+    assert!(
+        frames.is_empty() && !closed,
+        "waiting for _airc.example.com"
+    );
+    let mut line =
+        serde_json::to_vec(&json!({"t":"ping","n":1,"pad":"a".repeat(1_000_000)})).unwrap();
+    line.push(b'\n');
+    for _ in 0..16 {
+        b.handle(
+            T0,
+            Input::Received {
+                conn,
+                bytes: line.clone(),
+            },
+        );
+    }
+    assert!(
+        !sent_on(b, conn).1,
+        "16 000 000 bytes held, under 16 × 1 048 576"
+    );
+    b.handle(T0, Input::Received { conn, bytes: line });
+    assert!(sent_on(b, conn).1, "closed past the bound");
+    assert_eq!(b.stats().parked_overflows, 1);
+}
+
 #[test]
 fn a_peer_message_is_refused_when_txt_publishes_only_other_keys() {
     let mut net = Net::new(partner_knows_no_keys);

@@ -119,6 +119,12 @@ pub const NONCE_BYTES: usize = 16;
 /// (§8.4: "MAY close a dialled link idle for 600 s"). Mail spooled afterwards dials again.
 pub const LINK_IDLE: Duration = Duration::from_secs(600);
 
+/// The most bytes a connection may send while its first frame waits for its realm's keys (§8.2:
+/// a DNS answer, at most [`locate::DNS_TIMEOUT`] away): nothing is read meanwhile, so what comes
+/// waits in memory. Sixteen frames of the largest size; past it the connection is closed (a
+/// genuine peer dials again and finds the keys cached).
+pub const MAX_PARKED_BYTES: usize = 16 * framing::MAX_FRAME_BYTES;
+
 /// The reply window a one-way link's far end answers in (§11.3 `in_reply_window(F, T)`, which
 /// names no window): the one a `mode: "reply"` rule without `window` uses (§10.1).
 pub const LINK_REPLY_WINDOW: Duration = DEFAULT_REPLY_WINDOW;
@@ -390,6 +396,9 @@ pub struct Stats {
     /// Messages failed because, written for their next hop, they came out over the frame limit
     /// (§3.2).
     pub too_large_to_forward: u64,
+    /// Connections closed for sending more than [`MAX_PARKED_BYTES`] while their first frame
+    /// waited for keys.
+    pub parked_overflows: u64,
 }
 
 /// Where a message is when its audit event is written (§13's `hop`).
@@ -917,6 +926,12 @@ impl<R: CryptoRng> Server<R> {
         }
         c.decoder.push(bytes);
         c.last_traffic = now;
+        if c.parked.is_some() && c.decoder.buffered() > MAX_PARKED_BYTES {
+            c.state = State::Closing;
+            self.stats.parked_overflows += 1;
+            self.out.push_back(Output::Close { conn });
+            return;
+        }
         loop {
             let Some(c) = self.conns.get_mut(&conn) else {
                 return;
@@ -1035,6 +1050,7 @@ impl<R: CryptoRng> Server<R> {
             ("events", s.events),
             ("slow_subscribers", s.slow_subscribers),
             ("too_large_to_forward", s.too_large_to_forward),
+            ("parked_overflows", s.parked_overflows),
         ] {
             counters.insert(name.to_string(), value.into());
         }
