@@ -491,6 +491,35 @@ impl Upstream {
     }
 }
 
+/// Messages waiting for a link to their realm, by realm, and how many in all: every remote
+/// message asks the count, so it is kept rather than summed.
+#[derive(Debug, Default)]
+struct Awaiting {
+    by_realm: BTreeMap<Authority, Vec<(Upstream, Spooled<Msg>)>>,
+    len: usize,
+}
+
+impl Awaiting {
+    fn push(&mut self, realm: &Authority, up: Upstream, item: Spooled<Msg>) {
+        self.by_realm
+            .entry(realm.clone())
+            .or_default()
+            .push((up, item));
+        self.len += 1;
+    }
+
+    /// What waits for `realm`, in the order it came, taken out.
+    fn take(&mut self, realm: &Authority) -> Vec<(Upstream, Spooled<Msg>)> {
+        let taken = self.by_realm.remove(realm).unwrap_or_default();
+        self.len -= taken.len();
+        taken
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+}
+
 /// A message forwarded to a next hop, awaiting its ack.
 #[derive(Debug)]
 struct Pending {
@@ -567,7 +596,7 @@ pub struct Server<R> {
     keys_wanted: BTreeSet<Authority>,
     /// Messages waiting for a link to their realm to come up (§6.5 "dialling if needed"), with
     /// the connection that waits for each one's ack.
-    awaiting: BTreeMap<Authority, Vec<(Upstream, Spooled<Msg>)>>,
+    awaiting: Awaiting,
     conns: BTreeMap<ConnId, Conn>,
     binds: BindTable<ConnId>,
     spool: Spool<Msg>,
@@ -624,7 +653,7 @@ impl<R: CryptoRng> Server<R> {
             dialling: BTreeMap::new(),
             cache: DiscoveryCache::new(),
             keys_wanted: BTreeSet::new(),
-            awaiting: BTreeMap::new(),
+            awaiting: Awaiting::default(),
             conns: BTreeMap::new(),
             binds: BindTable::new(),
             spool: Spool::default(),
@@ -2289,8 +2318,7 @@ impl<R: CryptoRng> Server<R> {
             }
         }
         let realm = to.realm().clone();
-        let waiting: usize = self.awaiting.values().map(Vec::len).sum();
-        if self.pending.len() + waiting >= MAX_PENDING {
+        if self.pending.len() + self.awaiting.len() >= MAX_PENDING {
             return self.hold_for(now, up, &realm, item);
         }
         match self.link_to(&realm) {
@@ -2308,10 +2336,7 @@ impl<R: CryptoRng> Server<R> {
                     let at = now + self.config.ack_timeout;
                     self.timers.schedule(at, Timer::Dial(realm.clone()));
                 }
-                self.awaiting
-                    .entry(realm.clone())
-                    .or_default()
-                    .push((up, item));
+                self.awaiting.push(&realm, up, item);
                 self.connect(now, &realm);
             }
         }
@@ -2366,7 +2391,7 @@ impl<R: CryptoRng> Server<R> {
         self.timers.cancel(&Timer::Dial(realm.clone()));
         let key = remote_key(realm);
         self.flush(now, &key);
-        for (up, item) in self.awaiting.remove(realm).unwrap_or_default() {
+        for (up, item) in self.awaiting.take(realm) {
             // A flush leaves a backlog only when `MAX_PENDING` is reached, and nothing is acked
             // meanwhile: then every waiting message joins the backlog, behind it, in order.
             if self.pending.len() < MAX_PENDING {
@@ -2383,7 +2408,7 @@ impl<R: CryptoRng> Server<R> {
     fn no_link(&mut self, now: Timestamp, realm: &Authority) {
         self.timers.cancel(&Timer::Dial(realm.clone()));
         let key = remote_key(realm);
-        for (up, item) in self.awaiting.remove(realm).unwrap_or_default() {
+        for (up, item) in self.awaiting.take(realm) {
             self.queue(now, &up, &key, item, AckCode::AuthorityUnreachable);
         }
     }
@@ -2577,10 +2602,12 @@ impl<R: CryptoRng> Server<R> {
         let remote = key
             .strip_prefix("//")
             .and_then(|a| Authority::parse(a).ok());
+        // A remote key's items all go to one realm, so its link is looked up once.
+        let link = remote.as_ref().and_then(|realm| self.link_to(realm));
         let mut undelivered = Vec::new();
         for item in f.deliver {
             let hop = match &remote {
-                Some(realm) => self.link_to(realm),
+                Some(_) => link,
                 None => Address::parse(&item.msg.to)
                     .ok()
                     .filter(|to| to.realm() == &self.config.realm)

@@ -156,7 +156,7 @@ impl<R: CryptoRng> Server<R> {
     fn no_authority(&mut self, now: Timestamp, realm: &Authority) {
         self.dialling.remove(realm);
         self.timers.cancel(&Timer::Dial(realm.clone()));
-        for (up, item) in self.awaiting.remove(realm).unwrap_or_default() {
+        for (up, item) in self.awaiting.take(realm) {
             let refusal = (AckStatus::Failed, AckCode::NoSuchAuthority);
             self.answer_code(now, &up, &item.msg, refusal, Hop::Local);
         }
