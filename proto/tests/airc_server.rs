@@ -634,6 +634,19 @@ fn no_ack_in_15_s_spools_in_flight_then_the_late_ack_settles_it() {
     assert_eq!(r.server.spooled(), 0);
 }
 
+/// §6.6 with §7.2: a message in flight waits for its late ack only while the spool holds it.
+/// Once it expires there, the flush lets it go, and so does the table of what is in flight:
+/// otherwise a hop that never acks grows that table for as long as its link stays up.
+#[test]
+fn a_message_in_flight_that_expires_is_no_longer_in_flight() {
+    let mut r = Realm::m1_from_alice_to_bob();
+    r.advance(Duration::from_secs(15));
+    assert_eq!((r.server.spooled(), r.server.in_flight()), (1, 1));
+    let out = r.advance(Duration::from_secs(86_400));
+    assert!(out.contains(&Output::Forget(RecordKey::Spooled { id: "m1".into() })));
+    assert_eq!((r.server.spooled(), r.server.in_flight()), (0, 0));
+}
+
 #[test]
 fn a_hop_that_closes_before_acking_gets_the_message_again_later() {
     let mut r = Realm::m1_from_alice_to_bob();

@@ -678,6 +678,11 @@ impl<R: CryptoRng> Server<R> {
         self.spool.len()
     }
 
+    /// Spooled messages in flight (§6.6): sent, timed out, and waiting for a late ack.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.len()
+    }
+
     /// `msg` signed with the realm's key (§9.2), or `None` when the realm does not sign.
     fn sign(&self, msg: &[u8]) -> Option<sigstring::SigString> {
         let key = self.config.signing_key.as_ref()?;
@@ -2595,6 +2600,8 @@ impl<R: CryptoRng> Server<R> {
         let f = self.spool.flush(now, key);
         self.stats.expired += f.expired.len() as u64;
         for gone in f.expired.iter().chain(&f.settled) {
+            // A message in flight that expired waits for no late ack any more.
+            self.in_flight.remove(&gone.id);
             self.out.push_back(Output::Forget(RecordKey::Spooled {
                 id: gone.id.clone(),
             }));
