@@ -415,6 +415,14 @@ enum Hop {
 }
 
 impl Hop {
+    /// Where a message is once it went out on a connection of `face`.
+    fn on(face: Face) -> Self {
+        match face {
+            Face::Peer => Hop::Peer,
+            Face::Client => Hop::Client,
+        }
+    }
+
     fn as_str(self) -> &'static str {
         match self {
             Hop::Client => "client",
@@ -2484,11 +2492,8 @@ impl<R: CryptoRng> Server<R> {
             "too large to forward: {len} bytes, over {}",
             framing::MAX_FRAME_BYTES
         ));
-        let hop = match self.conns.get(&hop).map(|c| c.face) {
-            Some(Face::Peer) => Hop::Peer,
-            _ => Hop::Client,
-        };
-        self.answer(now, &Upstream::Nobody, m, ack.clone(), hop);
+        let face = self.conns.get(&hop).map_or(Face::Client, |c| c.face);
+        self.answer(now, &Upstream::Nobody, m, ack.clone(), Hop::on(face));
         for u in &ups {
             self.answer_quietly(now, u, ack.clone());
         }
@@ -2536,12 +2541,14 @@ impl<R: CryptoRng> Server<R> {
             self.out
                 .push_back(Output::Forget(RecordKey::Spooled { id: ack.id.clone() }));
         }
-        let hop = match face {
-            Face::Peer => Hop::Peer,
-            Face::Client => Hop::Client,
-        };
         // Relayed unchanged: status, code, by, reason (§6.6); one event for the message.
-        self.answer(now, &Upstream::Nobody, &p.item.msg, ack.clone(), hop);
+        self.answer(
+            now,
+            &Upstream::Nobody,
+            &p.item.msg,
+            ack.clone(),
+            Hop::on(face),
+        );
         for u in &p.upstreams {
             self.answer_quietly(now, u, ack.clone());
         }
