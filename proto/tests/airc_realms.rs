@@ -701,6 +701,31 @@ fn a_hello_outside_300_s_welcomes_but_does_not_authenticate() {
     assert!(dialled && !sent_on_stale);
 }
 
+/// A link the server has asked the host to close (here: the peer sent `error`, §4.8) is not
+/// sent on while the host has not yet reported it closed: a message for its realm dials anew.
+#[test]
+fn a_link_being_closed_is_not_sent_on_before_the_host_reports_it_closed() {
+    let mut net = Net::new(|_, _| {});
+    let (peer, b) = (ConnId(50), &mut net.servers[B]);
+    inbound_peer(b, peer, &signed_hello(T0.as_secs()));
+    raw(
+        b,
+        peer,
+        &json!({"t":"error","code":"internal","reason":"going away"}),
+    );
+    assert!(sent_on(b, peer).1, "closed");
+    desk_writes_to_alice(b);
+    let (mut dialled, mut sent_on_closing) = (false, false);
+    while let Some(o) = b.poll() {
+        match o {
+            Output::Connect { authority, .. } => dialled |= authority.to_string() == "example.com",
+            Output::Send { conn, .. } => sent_on_closing |= conn == peer,
+            _ => {}
+        }
+    }
+    assert!(dialled && !sent_on_closing);
+}
+
 #[test]
 fn a_fresh_signed_hello_authenticates_the_inbound_link() {
     let mut net = Net::new(|_, _| {});
@@ -1667,6 +1692,14 @@ fn a_connection_waiting_for_its_realms_keys_is_closed_once_it_sends_more_than_16
     b.handle(T0, Input::Received { conn, bytes: line });
     assert!(sent_on(b, conn).1, "closed past the bound");
     assert_eq!(b.stats().parked_overflows, 1);
+    // The keys come before the host reports the close: the hello parked on the closing
+    // connection is not taken up again, so it gets no welcome and opens no link.
+    let records = vec![txt_key(1)];
+    let answer = Answer::Txt { records, ttl: 300 };
+    let name = "_airc.example.com".to_string();
+    let kind = RecordType::Txt;
+    b.handle(T0, Input::Resolved { name, kind, answer });
+    assert_eq!(sent_on(b, conn), (vec![], false));
 }
 
 #[test]

@@ -660,6 +660,17 @@ fn a_hop_that_closes_before_acking_gets_the_message_again_later() {
     assert_eq!(frames(&out, bob2)[1]["id"], "m1");
 }
 
+/// The ack for a message whose sender closed has nowhere to go, even when the host numbers a
+/// new connection as the closed one was: the new client never sent it.
+#[test]
+fn an_ack_for_a_sender_that_closed_does_not_reach_a_new_connection_with_its_id() {
+    let mut r = Realm::m1_from_alice_to_bob();
+    r.input(Input::Closed { conn: ALICE });
+    r.client(ALICE, "alice");
+    let out = r.ack_delivered(BOB, &json!({"id":"m1"}));
+    assert_eq!(frames(&out, ALICE), Vec::<Value>::new());
+}
+
 #[test]
 fn a_message_in_flight_to_a_hop_that_closes_is_sent_again() {
     let mut r = Realm::m1_from_alice_to_bob();

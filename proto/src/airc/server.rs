@@ -89,9 +89,11 @@ use crate::core::{ConnId, Machine, Timestamp, Wakeup};
 use crate::crypto::{CryptoProvider, Ed25519Seed, sigstring};
 use rand_core::CryptoRng;
 
+mod forwarded;
 pub mod locate;
 
-use locate::{Dialling, Keys};
+use forwarded::{Forwarded, Pending};
+use locate::{Dials, KeyWaits, Keys};
 
 /// How many hops a message may take: a `via` this long is a routing loop (§6.5).
 pub const MAX_VIA: usize = 8;
@@ -499,6 +501,31 @@ impl Upstream {
     }
 }
 
+/// The authenticated peer links open (§8.4), by realm: every remote message and every flush of
+/// a remote key asks for one, so they are not looked for among all connections.
+#[derive(Debug, Default)]
+struct PeerLinks(BTreeMap<Authority, BTreeSet<ConnId>>);
+
+impl PeerLinks {
+    fn add(&mut self, realm: &Authority, conn: ConnId) {
+        self.0.entry(realm.clone()).or_default().insert(conn);
+    }
+
+    fn forget(&mut self, realm: &Authority, conn: ConnId) {
+        if let Some(links) = self.0.get_mut(realm) {
+            links.remove(&conn);
+            if links.is_empty() {
+                self.0.remove(realm);
+            }
+        }
+    }
+
+    /// The first link to `realm` by connection id, as the host numbered them.
+    fn to(&self, realm: &Authority) -> Option<ConnId> {
+        self.0.get(realm).and_then(|links| links.first().copied())
+    }
+}
+
 /// Messages waiting for a link to their realm, by realm, and how many in all: every remote
 /// message asks the count, so it is kept rather than summed.
 #[derive(Debug, Default)]
@@ -526,16 +553,6 @@ impl Awaiting {
     fn len(&self) -> usize {
         self.len
     }
-}
-
-/// A message forwarded to a next hop, awaiting its ack.
-#[derive(Debug)]
-struct Pending {
-    /// The connection it went out on: only an ack read there answers it.
-    hop: ConnId,
-    upstreams: Vec<Upstream>,
-    item: Spooled<Msg>,
-    key: String,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -597,15 +614,17 @@ pub struct Server<R> {
     keys: BTreeMap<Authority, Vec<[u8; 32]>>,
     /// Realms a link is being located or dialled to (§8.1), so a flush does not ask twice; one
     /// per realm, each with a message waiting or a backlog.
-    dialling: BTreeMap<Authority, Dialling>,
+    dialling: Dials,
     /// Locations and published keys from DNS, with §8.1–§8.2's lifetimes.
     cache: DiscoveryCache,
-    /// Realms whose TXT keys were asked for and not answered yet.
-    keys_wanted: BTreeSet<Authority>,
+    /// Realms whose TXT keys were asked for and not answered yet, and the connections parked
+    /// until they are.
+    key_waits: KeyWaits,
     /// Messages waiting for a link to their realm to come up (§6.5 "dialling if needed"), with
     /// the connection that waits for each one's ack.
     awaiting: Awaiting,
     conns: BTreeMap<ConnId, Conn>,
+    peer_links: PeerLinks,
     binds: BindTable<ConnId>,
     spool: Spool<Msg>,
     seen: SeenIds,
@@ -617,11 +636,8 @@ pub struct Server<R> {
     audit: Audit,
     /// The passports this realm issued (§12).
     passports: PassportBook,
-    /// Forwarded messages by id: a message waits on one hop at a time, and a copy that comes
-    /// meanwhile is found by its id alone (every routed message asks, so no scan).
-    pending: BTreeMap<String, Pending>,
-    /// Spooled messages in flight (§6.6), by id, with the hop whose late ack would settle them.
-    in_flight: BTreeMap<String, ConnId>,
+    /// Forwarded messages waiting for their next hop's ack, and spooled ones in flight (§6.6).
+    forwarded: Forwarded,
     timers: TimerQueue<Timer>,
     out: VecDeque<Output>,
     stats: Stats,
@@ -635,7 +651,7 @@ impl<R> core::fmt::Debug for Server<R> {
             .field("realm", &self.config.realm)
             .field("conns", &self.conns.len())
             .field("spooled", &self.spool.len())
-            .field("pending", &self.pending.len())
+            .field("pending", &self.forwarded.pending_len())
             .field("stats", &self.stats)
             .finish_non_exhaustive()
     }
@@ -658,17 +674,17 @@ impl<R: CryptoRng> Server<R> {
             config,
             crypto,
             rng,
-            dialling: BTreeMap::new(),
+            dialling: Dials::default(),
             cache: DiscoveryCache::new(),
-            keys_wanted: BTreeSet::new(),
+            key_waits: KeyWaits::default(),
             awaiting: Awaiting::default(),
             conns: BTreeMap::new(),
             binds: BindTable::new(),
             spool: Spool::default(),
             seen: SeenIds::default(),
-            pending: BTreeMap::new(),
+            forwarded: Forwarded::default(),
+            peer_links: PeerLinks::default(),
             replies: ReplyWindow::new(),
-            in_flight: BTreeMap::new(),
             timers: TimerQueue::new(),
             out: VecDeque::new(),
             stats: Stats::default(),
@@ -688,7 +704,7 @@ impl<R: CryptoRng> Server<R> {
 
     /// Spooled messages in flight (§6.6): sent, timed out, and waiting for a late ack.
     pub fn in_flight(&self) -> usize {
-        self.in_flight.len()
+        self.forwarded.in_flight_len()
     }
 
     /// `msg` signed with the realm's key (§9.2), or `None` when the realm does not sign.
@@ -713,9 +729,19 @@ impl<R: CryptoRng> Server<R> {
     fn fail(&mut self, conn: ConnId, code: ErrorCode, reason: &str) {
         self.stats.protocol_errors += 1;
         self.send(conn, &Frame::Error(ErrorFrame::new(code, reason)));
+        self.close(conn);
+    }
+
+    /// Asks the host to close `conn`. Nothing more is read from it, and it is no longer a link
+    /// to send on, though its messages wait for [`Input::Closed`] to be spooled again.
+    fn close(&mut self, conn: ConnId) {
         self.out.push_back(Output::Close { conn });
-        if let Some(c) = self.conns.get_mut(&conn) {
-            c.state = State::Closing;
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        c.state = State::Closing;
+        if let Some(realm) = &c.peer {
+            self.peer_links.forget(realm, conn);
         }
     }
 
@@ -795,10 +821,7 @@ impl<R: CryptoRng> Server<R> {
         }
         for conn in fanout.slow {
             self.stats.slow_subscribers += 1;
-            self.out.push_back(Output::Close { conn });
-            if let Some(c) = self.conns.get_mut(&conn) {
-                c.state = State::Closing;
-            }
+            self.close(conn);
         }
         self.out.push_back(Output::Persist(Record::Audit {
             event: Box::new(event),
@@ -889,6 +912,12 @@ impl<R: CryptoRng> Server<R> {
         let Some(c) = self.conns.remove(&conn) else {
             return;
         };
+        if let Some(realm) = &c.peer {
+            self.peer_links.forget(realm, conn);
+        }
+        if let Some(parked) = &c.parked {
+            self.key_waits.closed(&parked.0, conn);
+        }
         self.audit.unsubscribe(conn);
         self.timers.cancel(&Timer::Idle(conn));
         if let Some(realm) = c.peer.as_ref().filter(|_| c.up) {
@@ -905,56 +934,37 @@ impl<R: CryptoRng> Server<R> {
         self.binds.unbind_all(conn);
         // Messages forwarded over it and not acked: the hop is gone, so spool them again (not in
         // flight: nothing can ack them now) and tell whoever waits that they are queued.
-        let gone: Vec<String> = self
-            .pending
-            .iter()
-            .filter(|(_, p)| p.hop == conn)
-            .map(|(id, _)| id.clone())
-            .collect();
-        for id in gone {
-            if let Some(p) = self.pending.remove(&id) {
-                self.timers.cancel(&Timer::Ack(conn, id));
-                self.requeue(now, p, code);
-            }
+        for p in self.forwarded.take_all_on(conn) {
+            self.timers.cancel(&Timer::Ack(conn, p.item.id.clone()));
+            self.requeue(now, p, code);
         }
         // Messages in flight to it: no late ack can come now, so they may be sent again.
-        let released: Vec<String> = self
-            .in_flight
-            .iter()
-            .filter(|(_, c)| **c == conn)
-            .map(|(id, _)| id.clone())
-            .collect();
-        for id in released {
-            self.in_flight.remove(&id);
+        for id in self.forwarded.land_all_on(conn) {
             self.spool.release(&id);
         }
         // Messages it sent and still waiting downstream: their acks will have nowhere to go.
-        for p in self.pending.values_mut() {
-            p.upstreams.retain(|u| u.conn() != Some(conn));
-        }
+        self.forwarded.forget_upstream(conn);
     }
 
     /// A forwarded message whose hop went away: back into the spool, and `queued` upstream.
     fn requeue(&mut self, now: Timestamp, p: Pending, code: AckCode) {
-        let msg = p.item.msg.clone();
-        let from_spool = p.upstreams.iter().any(|u| matches!(u, Upstream::Spool(_)));
-        if from_spool {
-            // Still durably stored from when it was first spooled.
-            self.spool.requeue(&p.key, alloc::vec![p.item]);
-            self.arm_flush(now);
-        } else {
+        let from_spool = p.is_from_spool();
+        let (item, key, ups) = p.into_parts();
+        let msg = item.msg.clone();
+        // One from the spool is still durably stored from when it was first spooled.
+        if !from_spool {
             let record = Record::Spooled {
-                key: p.key.clone(),
+                key: key.clone(),
                 msg: Box::new(msg.clone()),
             };
             self.out.push_back(Output::Persist(record));
             self.passed(now, &msg);
-            self.spool.requeue(&p.key, alloc::vec![p.item]);
-            self.arm_flush(now);
         }
+        self.spool.requeue(&key, alloc::vec![item]);
+        self.arm_flush(now);
         let queued = Ack::with_code(&msg.id, AckStatus::Queued, code);
         self.answer(now, &Upstream::Nobody, &msg, queued.clone(), Hop::Spool);
-        for u in &p.upstreams {
+        for u in &ups {
             self.answer_quietly(now, u, queued.clone());
         }
     }
@@ -969,10 +979,8 @@ impl<R: CryptoRng> Server<R> {
         c.decoder.push(bytes);
         c.last_traffic = now;
         if c.parked.is_some() && c.decoder.buffered() > MAX_PARKED_BYTES {
-            c.state = State::Closing;
             self.stats.parked_overflows += 1;
-            self.out.push_back(Output::Close { conn });
-            return;
+            return self.close(conn);
         }
         loop {
             let Some(c) = self.conns.get_mut(&conn) else {
@@ -1012,7 +1020,7 @@ impl<R: CryptoRng> Server<R> {
         match (state, frame) {
             (State::AwaitHello, Frame::Hello(h)) => self.hello(now, conn, face, &h),
             (State::AwaitWelcome, Frame::Welcome(w)) => self.welcome(now, conn, &w),
-            (State::AwaitWelcome, Frame::Error(_)) => self.out.push_back(Output::Close { conn }),
+            (State::AwaitWelcome, Frame::Error(_)) => self.close(conn),
             (State::AwaitWelcome, _) => {
                 self.fail(
                     conn,
@@ -1039,7 +1047,7 @@ impl<R: CryptoRng> Server<R> {
             }
             (_, Frame::Stat(_)) if face == Face::Client => self.stat(conn),
             (_, Frame::Subscribe(sub)) if face == Face::Client => self.subscribe(now, conn, &sub),
-            (_, Frame::Error(_)) => self.out.push_back(Output::Close { conn }),
+            (_, Frame::Error(_)) => self.close(conn),
             (_, Frame::Unknown { t }) => {
                 self.fail(
                     conn,
@@ -1079,7 +1087,7 @@ impl<R: CryptoRng> Server<R> {
         for (name, value) in [
             ("connections", self.conns.len() as u64),
             ("spooled", self.spool.len() as u64),
-            ("pending", self.pending.len() as u64),
+            ("pending", self.forwarded.pending_len() as u64),
             ("frames", s.frames),
             ("messages", s.messages),
             ("delivered", s.acks[0]),
@@ -1191,11 +1199,7 @@ impl<R: CryptoRng> Server<R> {
         let text = signing::welcome_canonical(&acceptor, &peer.to_string(), nonce);
         let sig = self.sign(text.as_bytes()).map(|s| s.to_string());
         let kid = sig.as_ref().and(self.own_kid.clone());
-        if let Some(c) = self.conns.get_mut(&conn) {
-            c.state = State::Open;
-            c.peer = Some(peer.clone());
-            c.authenticated = authenticated;
-        }
+        self.link_open(conn, &peer, authenticated);
         let welcome = Welcome {
             realm: self.config.realm.to_string(),
             proto: PROTO.to_string(),
@@ -1279,10 +1283,7 @@ impl<R: CryptoRng> Server<R> {
                 return self.fail(conn, ErrorCode::PeerUnverified, "welcome signature");
             }
         }
-        if let Some(c) = self.conns.get_mut(&conn) {
-            c.state = State::Open;
-            c.authenticated = true;
-        }
+        self.link_open(conn, &target, true);
         self.peer_up(now, conn);
         self.link_up(now, conn, &target);
     }
@@ -1300,14 +1301,33 @@ impl<R: CryptoRng> Server<R> {
         self.emit(now, e);
     }
 
+    /// `conn` is a peer link to `realm`, open (§8.4), and sent on if `authenticated`.
+    fn link_open(&mut self, conn: ConnId, realm: &Authority, authenticated: bool) {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        c.state = State::Open;
+        c.peer = Some(realm.clone());
+        c.authenticated = authenticated;
+        if authenticated {
+            self.peer_links.add(realm, conn);
+        }
+    }
+
     /// An authenticated link to `realm`, if one is open: the only kind a server sends on.
     fn link_to(&self, realm: &Authority) -> Option<ConnId> {
-        self.conns
-            .iter()
-            .find(|(_, c)| {
-                c.authenticated && c.state == State::Open && c.peer.as_ref() == Some(realm)
-            })
-            .map(|(id, _)| *id)
+        let link = self.peer_links.to(realm);
+        debug_assert_eq!(
+            link,
+            self.conns
+                .iter()
+                .find(|(_, c)| c.authenticated
+                    && c.state == State::Open
+                    && c.peer.as_ref() == Some(realm))
+                .map(|(id, _)| *id),
+            "the index of links to {realm} is out of step with the connections"
+        );
+        link
     }
 
     // ---- links (§4.6, §11) -------------------------------------------------------------------
@@ -1571,7 +1591,7 @@ impl<R: CryptoRng> Server<R> {
     fn notify_namespace(&mut self, now: Timestamp, up: Upstream, to: &Address, item: Spooled<Msg>) {
         let key = to.first_segment().to_string();
         match self.local_hop(to) {
-            Some(client) if self.pending.len() < MAX_PENDING => {
+            Some(client) if self.forwarded.pending_len() < MAX_PENDING => {
                 self.forward(now, client, alloc::vec![up], key, item);
             }
             _ => {
@@ -2192,9 +2212,8 @@ impl<R: CryptoRng> Server<R> {
             return self.answer_code(now, &up, &m, dup, Hop::Local);
         }
         // A copy of a message still waiting on its next hop: wait with it for the same answer.
-        if let Some(p) = self.pending.get_mut(&id) {
-            p.upstreams.push(up);
-            return;
+        if self.forwarded.is_pending(&id) {
+            return self.forwarded.join(&id, [up]);
         }
         // §6.3 control traffic, before policy: link controls for this realm are taken here, and
         // link controls leaving it are admitted independently of message policy (§11.5 caps
@@ -2285,7 +2304,7 @@ impl<R: CryptoRng> Server<R> {
         }
         let key = to.first_segment().to_string();
         if let Some(client) = client {
-            if self.pending.len() < MAX_PENDING {
+            if self.forwarded.pending_len() < MAX_PENDING {
                 return self.forward(now, client, alloc::vec![up], key, item);
             }
         } else if !self
@@ -2331,7 +2350,7 @@ impl<R: CryptoRng> Server<R> {
             }
         }
         let realm = to.realm().clone();
-        if self.pending.len() + self.awaiting.len() >= MAX_PENDING {
+        if self.forwarded.pending_len() + self.awaiting.len() >= MAX_PENDING {
             return self.hold_for(now, up, &realm, item);
         }
         match self.link_to(&realm) {
@@ -2407,7 +2426,7 @@ impl<R: CryptoRng> Server<R> {
         for (up, item) in self.awaiting.take(realm) {
             // A flush leaves a backlog only when `MAX_PENDING` is reached, and nothing is acked
             // meanwhile: then every waiting message joins the backlog, behind it, in order.
-            if self.pending.len() < MAX_PENDING {
+            if self.forwarded.pending_len() < MAX_PENDING {
                 self.forward(now, conn, alloc::vec![up], key.clone(), item);
             } else {
                 self.queue(now, &up, &key, item, AckCode::AuthorityUnreachable);
@@ -2449,25 +2468,19 @@ impl<R: CryptoRng> Server<R> {
     ) {
         // A copy already on its way (one that waited for a dial beside it, or came back from the
         // spool): wait with it for its answer, as `route` has a copy do.
-        if let Some(p) = self.pending.get_mut(&item.id) {
-            p.upstreams.extend(ups);
-            return;
+        if self.forwarded.is_pending(&item.id) {
+            return self.forwarded.join(&item.id, ups);
         }
         let bytes = framing::encode(&Frame::Msg(item.msg.clone()));
         if bytes.len() > framing::MAX_FRAME_BYTES {
             return self.too_large_to_forward(now, hop, ups, &item.msg, bytes.len());
         }
         self.send_bytes(hop, bytes);
-        let id = item.id.clone();
-        self.timers
-            .schedule(now + self.config.ack_timeout, Timer::Ack(hop, id.clone()));
-        let pending = Pending {
-            hop,
-            upstreams: ups,
-            item,
-            key,
-        };
-        self.pending.insert(id, pending);
+        self.timers.schedule(
+            now + self.config.ack_timeout,
+            Timer::Ack(hop, item.id.clone()),
+        );
+        self.forwarded.insert(Pending::new(hop, ups, item, key));
     }
 
     /// §3.2: no frame over the limit is written. A `msg` that fit when it came can outgrow it on
@@ -2499,21 +2512,12 @@ impl<R: CryptoRng> Server<R> {
         }
     }
 
-    /// The message `id` waiting on `hop`, taken out: an ack or a timeout on another connection
-    /// is not its answer.
-    fn take_pending(&mut self, hop: ConnId, id: &str) -> Option<Pending> {
-        if self.pending.get(id)?.hop != hop {
-            return None;
-        }
-        self.pending.remove(id)
-    }
-
     /// An ack from a next hop (§6.6).
     fn downstream_ack(&mut self, now: Timestamp, conn: ConnId, ack: Ack) {
-        let Some(p) = self.take_pending(conn, &ack.id) else {
+        let Some(p) = self.forwarded.take(conn, &ack.id) else {
             // A late ack for a message that timed out and was spooled in flight: settled.
-            if self.in_flight.get(&ack.id) == Some(&conn) && self.spool.settle(&ack.id) {
-                self.in_flight.remove(&ack.id);
+            if self.forwarded.is_in_flight_on(&ack.id, conn) && self.spool.settle(&ack.id) {
+                self.forwarded.land(&ack.id);
                 self.stats.settled += 1;
                 self.out
                     .push_back(Output::Forget(RecordKey::Spooled { id: ack.id }));
@@ -2532,7 +2536,7 @@ impl<R: CryptoRng> Server<R> {
         if link_dropped {
             return self.requeue(now, p, dropped_hop_code(face));
         }
-        let from_spool = p.upstreams.iter().any(|u| matches!(u, Upstream::Spool(_)));
+        let from_spool = p.is_from_spool();
         if ack.status != AckStatus::Failed && !from_spool {
             self.passed(now, &p.item.msg);
         }
@@ -2549,7 +2553,7 @@ impl<R: CryptoRng> Server<R> {
             ack.clone(),
             Hop::on(face),
         );
-        for u in &p.upstreams {
+        for u in p.upstreams() {
             self.answer_quietly(now, u, ack.clone());
         }
     }
@@ -2559,7 +2563,7 @@ impl<R: CryptoRng> Server<R> {
     /// §8.4: a dialled link with no frame either way for [`LINK_IDLE`] is closed, unless a
     /// message on it still waits for its ack; otherwise the check moves to the new deadline.
     fn idle_check(&mut self, now: Timestamp, conn: ConnId) {
-        let waiting = self.pending.values().any(|p| p.hop == conn);
+        let waiting = self.forwarded.waits_on(conn);
         let Some(c) = self.conns.get_mut(&conn) else {
             return;
         };
@@ -2572,31 +2576,31 @@ impl<R: CryptoRng> Server<R> {
             self.timers.schedule(at, Timer::Idle(conn));
             return;
         }
-        c.state = State::Closing;
         self.stats.idle_links += 1;
-        self.out.push_back(Output::Close { conn });
+        self.close(conn);
     }
 
     fn ack_timeout(&mut self, now: Timestamp, hop: ConnId, id: String) {
-        let Some(p) = self.take_pending(hop, &id) else {
+        let Some(p) = self.forwarded.take(hop, &id) else {
             return;
         };
-        let from_spool = p.upstreams.iter().any(|u| matches!(u, Upstream::Spool(_)));
+        let from_spool = p.is_from_spool();
+        let (item, key, ups) = p.into_parts();
         if !from_spool {
             let record = Record::Spooled {
-                key: p.key.clone(),
-                msg: Box::new(p.item.msg.clone()),
+                key: key.clone(),
+                msg: Box::new(item.msg.clone()),
             };
             self.out.push_back(Output::Persist(record));
-            self.passed(now, &p.item.msg);
+            self.passed(now, &item.msg);
         }
-        let msg = p.item.msg.clone();
-        self.spool.push_in_flight(&p.key, p.item);
-        self.in_flight.insert(id.clone(), hop);
+        let msg = item.msg.clone();
+        self.spool.push_in_flight(&key, item);
+        self.forwarded.fly(id.clone(), hop);
         self.arm_flush(now);
         let queued = Ack::with_code(&id, AckStatus::Queued, AckCode::NoAck);
         self.answer(now, &Upstream::Nobody, &msg, queued.clone(), Hop::Spool);
-        for u in &p.upstreams {
+        for u in &ups {
             self.answer_quietly(now, u, queued.clone());
         }
     }
@@ -2608,7 +2612,7 @@ impl<R: CryptoRng> Server<R> {
         self.stats.expired += f.expired.len() as u64;
         for gone in f.expired.iter().chain(&f.settled) {
             // A message in flight that expired waits for no late ack any more.
-            self.in_flight.remove(&gone.id);
+            self.forwarded.land(&gone.id);
             self.out.push_back(Output::Forget(RecordKey::Spooled {
                 id: gone.id.clone(),
             }));
@@ -2628,7 +2632,7 @@ impl<R: CryptoRng> Server<R> {
                     .and_then(|to| self.local_hop(&to)),
             };
             match hop {
-                Some(hop) if self.pending.len() < MAX_PENDING => {
+                Some(hop) if self.forwarded.pending_len() < MAX_PENDING => {
                     let to = if remote.is_some() {
                         Hop::Peer
                     } else {

@@ -17,14 +17,16 @@
 //!   comes: frames of one connection are still handled in the order they arrived.
 
 use alloc::boxed::Box;
-use alloc::collections::VecDeque;
+use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::time::Duration;
 
-use super::{Hop, Output, Server, Timer};
+use super::{Hop, Output, Server, State, Timer};
 use crate::airc::address::Authority;
-use crate::airc::discovery::{self, Answer, Cached, Endpoint, Plan, RecordType, Resolution};
+use crate::airc::discovery::{
+    self, Answer, Cached, Endpoint, Outcome, Plan, Question, RecordType, Resolution,
+};
 use crate::airc::frame::{AckCode, AckStatus, Frame};
 use crate::core::{ConnId, Timestamp};
 use rand_core::CryptoRng;
@@ -36,11 +38,147 @@ pub const DNS_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A dial to a realm in progress (§8.1).
 #[derive(Debug)]
-pub(super) enum Dialling {
+enum Dialling {
     /// Asking DNS where the realm is.
     Resolving(Resolution),
     /// A `Connect` is out; these endpoints are left to try if it fails.
     Trying(VecDeque<Endpoint>),
+}
+
+/// The realms a link is being located or dialled to, one dial each, and the resolving ones by
+/// the question they wait on: a client that writes to many realms makes many dials, and each
+/// DNS answer must find its own without walking them all.
+#[derive(Debug, Default)]
+pub(super) struct Dials {
+    by_realm: BTreeMap<Authority, Dialling>,
+    asking: BTreeMap<(RecordType, String), BTreeSet<Authority>>,
+}
+
+/// What waits for realms' published keys (§8.2): the realms asked of DNS, by the TXT name asked,
+/// and the connections parked until a realm's keys are known, by realm. A TXT answer and a
+/// realm's keys each find theirs without walking every realm or connection.
+#[derive(Debug, Default)]
+pub(super) struct KeyWaits {
+    wanted: BTreeMap<String, BTreeSet<Authority>>,
+    parked: BTreeMap<Authority, BTreeSet<ConnId>>,
+}
+
+impl KeyWaits {
+    /// Notes that `realm`'s keys are asked for under `name`; `false` if they already were.
+    fn want(&mut self, name: String, realm: &Authority) -> bool {
+        self.wanted.entry(name).or_default().insert(realm.clone())
+    }
+
+    /// The realms that asked under `name`, in order, no longer waiting.
+    fn answered(&mut self, name: &str) -> BTreeSet<Authority> {
+        self.wanted.remove(name).unwrap_or_default()
+    }
+
+    fn park(&mut self, realm: &Authority, conn: ConnId) {
+        self.parked.entry(realm.clone()).or_default().insert(conn);
+    }
+
+    /// `conn` closed while parked for `realm`.
+    pub(super) fn closed(&mut self, realm: &Authority, conn: ConnId) {
+        if let Some(conns) = self.parked.get_mut(realm) {
+            conns.remove(&conn);
+            if conns.is_empty() {
+                self.parked.remove(realm);
+            }
+        }
+    }
+
+    /// The connections parked for `realm`, in order, no longer parked.
+    fn take_parked(&mut self, realm: &Authority) -> BTreeSet<ConnId> {
+        self.parked.remove(realm).unwrap_or_default()
+    }
+}
+
+/// What a DNS answer leaves a resolving dial to do.
+enum Next {
+    /// Ask this question.
+    Ask(Question),
+    /// Resolution is over; the dial is no longer filed.
+    Located(Outcome),
+    /// Nothing: no such dial, or no question left to ask.
+    Wait,
+}
+
+impl Dials {
+    /// Whether `realm` is being located or dialled.
+    pub(super) fn contains(&self, realm: &Authority) -> bool {
+        self.by_realm.contains_key(realm)
+    }
+
+    /// Files `realm`'s dial, replacing any before it.
+    fn set(&mut self, realm: &Authority, dialling: Dialling) {
+        self.take(realm);
+        if let Dialling::Resolving(r) = &dialling
+            && let Some(q) = r.question()
+        {
+            let question = (q.record_type(), q.name().into());
+            self.asking
+                .entry(question)
+                .or_default()
+                .insert(realm.clone());
+        }
+        self.by_realm.insert(realm.clone(), dialling);
+    }
+
+    /// `realm`'s dial is over.
+    pub(super) fn remove(&mut self, realm: &Authority) {
+        self.take(realm);
+    }
+
+    fn take(&mut self, realm: &Authority) -> Option<Dialling> {
+        let dialling = self.by_realm.remove(realm)?;
+        if let Dialling::Resolving(r) = &dialling
+            && let Some(q) = r.question()
+        {
+            let question = (q.record_type(), String::from(q.name()));
+            if let Some(realms) = self.asking.get_mut(&question) {
+                realms.remove(realm);
+                if realms.is_empty() {
+                    self.asking.remove(&question);
+                }
+            }
+        }
+        Some(dialling)
+    }
+
+    /// The next endpoint of `realm` to try, if it is being dialled and one is left.
+    fn next_endpoint(&mut self, realm: &Authority) -> Option<Endpoint> {
+        match self.by_realm.get_mut(realm) {
+            Some(Dialling::Trying(rest)) => rest.pop_front(),
+            _ => None,
+        }
+    }
+
+    /// The realms whose resolution waits on this question, in order.
+    fn asking(&self, kind: RecordType, name: &str) -> Vec<Authority> {
+        self.asking
+            .get(&(kind, name.into()))
+            .map(|realms| realms.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Feeds `answer` to `realm`'s resolution.
+    fn answer(&mut self, realm: &Authority, answer: Answer) -> Next {
+        if !matches!(self.by_realm.get(realm), Some(Dialling::Resolving(_))) {
+            return Next::Wait;
+        }
+        let Some(Dialling::Resolving(mut resolution)) = self.take(realm) else {
+            return Next::Wait;
+        };
+        match resolution.answer(answer) {
+            Some(outcome) => Next::Located(outcome),
+            None => {
+                let next = resolution.question().cloned();
+                self.set(realm, Dialling::Resolving(resolution));
+                next.map_or(Next::Wait, Next::Ask)
+            }
+        }
+    }
 }
 
 /// A realm's published keys, as far as the server knows them now.
@@ -76,7 +214,7 @@ impl<R: CryptoRng> Server<R> {
                 let Some(name) = discovery::txt_name(realm) else {
                     return Keys::Known(Vec::new());
                 };
-                if self.keys_wanted.insert(realm.clone()) {
+                if self.key_waits.want(name.clone(), realm) {
                     self.ask(now, RecordType::Txt, name);
                 }
                 Keys::Pending
@@ -88,12 +226,13 @@ impl<R: CryptoRng> Server<R> {
     pub(super) fn park(&mut self, conn: ConnId, realm: &Authority, frame: Frame) {
         if let Some(c) = self.conns.get_mut(&conn) {
             c.parked = Some(Box::new((realm.clone(), frame)));
+            self.key_waits.park(realm, conn);
         }
     }
 
     /// Asks the host for a link to `realm` (§8.1), unless one is open or being dialled.
     pub(super) fn connect(&mut self, now: Timestamp, realm: &Authority) {
-        if self.link_to(realm).is_some() || self.dialling.contains_key(realm) {
+        if self.link_to(realm).is_some() || self.dialling.contains(realm) {
             return;
         }
         match discovery::plan(realm, &self.config.static_entries) {
@@ -116,8 +255,7 @@ impl<R: CryptoRng> Server<R> {
                         let (kind, name) = (q.record_type(), q.name().into());
                         self.ask(now, kind, name);
                     }
-                    self.dialling
-                        .insert(realm.clone(), Dialling::Resolving(resolution));
+                    self.dialling.set(realm, Dialling::Resolving(resolution));
                 }
             },
         }
@@ -129,7 +267,7 @@ impl<R: CryptoRng> Server<R> {
         let Some(endpoint) = rest.pop_front() else {
             return;
         };
-        self.dialling.insert(realm.clone(), Dialling::Trying(rest));
+        self.dialling.set(realm, Dialling::Trying(rest));
         self.out.push_back(Output::Connect {
             authority: realm.clone(),
             endpoint,
@@ -138,9 +276,7 @@ impl<R: CryptoRng> Server<R> {
 
     /// A dial to `realm` failed: the next endpoint, or, when none is left, no link.
     pub(super) fn dial_failed(&mut self, now: Timestamp, realm: &Authority) {
-        if let Some(Dialling::Trying(rest)) = self.dialling.get_mut(realm)
-            && let Some(endpoint) = rest.pop_front()
-        {
+        if let Some(endpoint) = self.dialling.next_endpoint(realm) {
             self.out.push_back(Output::Connect {
                 authority: realm.clone(),
                 endpoint,
@@ -181,12 +317,7 @@ impl<R: CryptoRng> Server<R> {
     }
 
     fn txt_answered(&mut self, now: Timestamp, name: &str, answer: Answer) {
-        let realms: Vec<Authority> = self
-            .keys_wanted
-            .iter()
-            .filter(|r| discovery::txt_name(r).as_deref() == Some(name))
-            .cloned()
-            .collect();
+        let realms = self.key_waits.answered(name);
         let (records, ttl) = match answer {
             Answer::Txt { records, ttl } => (records, ttl),
             // Anything else is no records: cached as a miss.
@@ -194,7 +325,6 @@ impl<R: CryptoRng> Server<R> {
         };
         let records: Vec<&str> = records.iter().map(String::as_str).collect();
         for realm in realms {
-            self.keys_wanted.remove(&realm);
             self.cache.store_keys(now, realm.clone(), &records, ttl);
             self.unpark(now, &realm);
         }
@@ -202,16 +332,17 @@ impl<R: CryptoRng> Server<R> {
 
     /// Handles again the frames parked for `realm`'s keys, then what followed them.
     pub(super) fn unpark(&mut self, now: Timestamp, realm: &Authority) {
-        let waiting: Vec<ConnId> = self
-            .conns
-            .iter()
-            .filter(|(_, c)| c.parked.as_ref().is_some_and(|p| p.0 == *realm))
-            .map(|(id, _)| *id)
-            .collect();
-        for conn in waiting {
-            let Some(parked) = self.conns.get_mut(&conn).and_then(|c| c.parked.take()) else {
+        for conn in self.key_waits.take_parked(realm) {
+            let Some(c) = self.conns.get_mut(&conn) else {
                 continue;
             };
+            let Some(parked) = c.parked.take() else {
+                continue;
+            };
+            // A connection closed meanwhile (it sent too much while parked) is not served.
+            if c.state == State::Closing {
+                continue;
+            }
             let (_, frame) = *parked;
             self.frame(now, conn, frame);
             self.received(now, conn, &[]);
@@ -219,34 +350,123 @@ impl<R: CryptoRng> Server<R> {
     }
 
     fn location_answered(&mut self, now: Timestamp, name: &str, kind: RecordType, answer: Answer) {
-        let asking: Vec<Authority> = self
-            .dialling
-            .iter()
-            .filter(|(_, d)| match d {
-                Dialling::Resolving(r) => r
-                    .question()
-                    .is_some_and(|q| q.record_type() == kind && q.name() == name),
-                Dialling::Trying(_) => false,
-            })
-            .map(|(realm, _)| realm.clone())
-            .collect();
-        for realm in asking {
-            let Some(Dialling::Resolving(resolution)) = self.dialling.get_mut(&realm) else {
-                continue;
-            };
-            match resolution.answer(answer.clone()) {
-                None => {
-                    if let Some(q) = resolution.question().cloned() {
-                        self.ask(now, q.record_type(), q.name().into());
-                    }
-                }
-                Some(outcome) => {
-                    self.dialling.remove(&realm);
+        for realm in self.dialling.asking(kind, name) {
+            match self.dialling.answer(&realm, answer.clone()) {
+                Next::Ask(q) => self.ask(now, q.record_type(), q.name().into()),
+                Next::Located(outcome) => {
                     self.cache.store_location(now, realm.clone(), outcome);
                     // Now cached: dial it, or fail what waits for it.
                     self.connect(now, &realm);
                 }
+                Next::Wait => {}
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::collections::BTreeMap;
+
+    fn realm(s: &str) -> Authority {
+        Authority::parse(s).unwrap()
+    }
+
+    /// Files `realm`'s dial as the server does: resolving over §8.1's questions.
+    fn resolving(dials: &mut Dials, r: &Authority) {
+        let Plan::Lookup(questions) = discovery::plan(r, &BTreeMap::new()) else {
+            panic!("{r} is looked up");
+        };
+        dials.set(r, Dialling::Resolving(Resolution::new(questions)));
+    }
+
+    #[test]
+    fn each_dns_answer_finds_the_dials_waiting_on_its_question_and_only_while_they_wait() {
+        let (a, b) = (realm("a.example"), realm("b.example"));
+        let mut dials = Dials::default();
+        resolving(&mut dials, &a);
+        resolving(&mut dials, &b);
+        assert_eq!(
+            dials.asking(RecordType::Srv, "_airc._tcp.a.example"),
+            core::slice::from_ref(&a)
+        );
+        assert!(
+            dials
+                .asking(RecordType::Address, "airc.a.example")
+                .is_empty()
+        );
+
+        // No SRV records: the dial moves on to `airc.<host>`, and is filed under that question.
+        let next = dials.answer(&a, Answer::Nothing);
+        assert!(matches!(next, Next::Ask(q) if q.name() == "airc.a.example"));
+        assert!(
+            dials
+                .asking(RecordType::Srv, "_airc._tcp.a.example")
+                .is_empty()
+        );
+        assert_eq!(
+            dials.asking(RecordType::Address, "airc.a.example"),
+            core::slice::from_ref(&a)
+        );
+
+        // Found: the dial is over and no question holds it; the other is untouched.
+        let next = dials.answer(&a, Answer::Addresses { ttl: 300 });
+        assert!(matches!(next, Next::Located(_)));
+        assert!(!dials.contains(&a));
+        assert!(
+            dials
+                .asking(RecordType::Address, "airc.a.example")
+                .is_empty()
+        );
+        assert_eq!(
+            dials.asking(RecordType::Srv, "_airc._tcp.b.example"),
+            core::slice::from_ref(&b)
+        );
+
+        // A dial that goes on to endpoints, or ends, is no longer asking.
+        dials.set(&b, Dialling::Trying(VecDeque::new()));
+        assert!(
+            dials
+                .asking(RecordType::Srv, "_airc._tcp.b.example")
+                .is_empty()
+        );
+        assert!(matches!(dials.answer(&b, Answer::Nothing), Next::Wait));
+        resolving(&mut dials, &b);
+        dials.remove(&b);
+        assert!(dials.asking.is_empty() && dials.by_realm.is_empty());
+    }
+
+    #[test]
+    fn a_txt_answer_finds_every_realm_asked_under_its_name_and_a_closed_connection_is_not_parked() {
+        let mut waits = KeyWaits::default();
+        let (a, a_port, b) = (
+            realm("a.example"),
+            realm("a.example:7000"),
+            realm("b.example"),
+        );
+        assert!(waits.want("_airc.a.example".into(), &a));
+        assert!(!waits.want("_airc.a.example".into(), &a), "asked once");
+        assert!(waits.want("_airc.a.example".into(), &a_port));
+        assert!(waits.want("_airc.b.example".into(), &b));
+        assert_eq!(
+            waits
+                .answered("_airc.a.example")
+                .into_iter()
+                .collect::<Vec<_>>(),
+            [a.clone(), a_port]
+        );
+        assert!(waits.answered("_airc.a.example").is_empty());
+
+        waits.park(&a, ConnId(3));
+        waits.park(&a, ConnId(1));
+        waits.park(&b, ConnId(2));
+        waits.closed(&a, ConnId(3));
+        assert_eq!(
+            waits.take_parked(&a).into_iter().collect::<Vec<_>>(),
+            [ConnId(1)]
+        );
+        waits.closed(&b, ConnId(2));
+        assert!(waits.parked.is_empty());
     }
 }
