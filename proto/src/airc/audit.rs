@@ -275,13 +275,20 @@ impl Audit {
             return Fanout::default();
         };
         let mut fanout = Fanout::default();
+        // Parsed at most once per event, not once per scoped subscriber: the subscriber count is
+        // bounded only by the connection bound, and an address parse is the costly part of
+        // scoping. Left unparsed when no scoped subscriber selects the kind.
+        let mut scoped: Option<Vec<Address>> = None;
         for (conn, sub) in &mut self.subscribers {
             if !sub.kinds.contains(&kind) {
                 continue;
             }
             let visible = match &sub.namespaces {
                 None => true,
-                Some(nss) => in_scope(&self.realm, nss, event),
+                Some(nss) => {
+                    let addresses = scoped.get_or_insert_with(|| in_realm(&self.realm, event));
+                    in_scope(addresses, nss)
+                }
             };
             if !visible {
                 continue;
@@ -299,14 +306,22 @@ impl Audit {
     }
 }
 
-/// §13: any of `from`, `to`, `endpoint`, `realm` inside one of `namespaces` of `realm`.
-fn in_scope(realm: &Authority, namespaces: &[Namespace], event: &Event) -> bool {
+/// The event's `from`, `to` and `endpoint` that parse as addresses of `realm`: the only ones
+/// that can lie inside a namespace of this realm (§13).
+fn in_realm(realm: &Authority, event: &Event) -> Vec<Address> {
     // `realm` is not looked at: a realm is a whole address space, never inside one namespace.
-    let addresses = [&event.from, &event.to, &event.endpoint];
-    addresses.iter().filter_map(|a| a.as_deref()).any(|a| {
-        Address::parse(a)
-            .is_ok_and(|a| a.realm() == realm && namespaces.iter().any(|ns| a.is_inside(ns)))
-    })
+    [&event.from, &event.to, &event.endpoint]
+        .into_iter()
+        .filter_map(|a| Address::parse(a.as_deref()?).ok())
+        .filter(|a| a.realm() == realm)
+        .collect()
+}
+
+/// §13: any of `addresses` (from [`in_realm`]) inside one of `namespaces`.
+fn in_scope(addresses: &[Address], namespaces: &[Namespace]) -> bool {
+    addresses
+        .iter()
+        .any(|a| namespaces.iter().any(|ns| a.is_inside(ns)))
 }
 
 #[cfg(test)]
@@ -402,6 +417,107 @@ mod tests {
         let mut up = event(now, Kind::PeerUp);
         up.realm = Some("alice".into());
         assert_eq!(a.fan_out(now, &up).to, [ConnId(9)]);
+    }
+
+    #[test]
+    fn one_event_reaches_exactly_the_subscribers_whose_namespaces_hold_its_addresses() {
+        let mut a = Audit::new(realm());
+        let now = Timestamp::from_secs(1);
+        for (conn, nss) in [
+            (1, &["alice"][..]),
+            (2, &["carol"]),
+            (3, &["bob"]),
+            (4, &["carol", "bob"]),
+            (5, &["alice/x"]), // an endpoint's own path is not inside it
+            (6, &["dave"]),
+            (7, &["erin"]),
+        ] {
+            let nss: Vec<Namespace> = nss.iter().map(|s| ns(s)).collect();
+            a.subscribe(now, ConnId(conn), None, &nss, false).unwrap();
+        }
+        let mut e = msg_event("airc://example.com/alice/x", "airc://example.com/bob/y");
+        e.endpoint = Some("airc://partner.example/dave/z".into());
+        e.realm = Some("example.com".into());
+        e.by = Some("airc://example.com/erin/w".into()); // not one of §13's scoping fields
+        assert_eq!(a.fan_out(now, &e).to, [ConnId(1), ConnId(3), ConnId(4)]);
+        e.to = Some("not an address".into());
+        e.endpoint = Some("airc://example.com/dave/z".into());
+        assert_eq!(a.fan_out(now, &e).to, [ConnId(1), ConnId(6)]);
+    }
+
+    /// §13's scope as it was first written: each subscriber parses the event's addresses itself.
+    fn walked_in_scope(realm: &Authority, namespaces: &[Namespace], event: &Event) -> bool {
+        let addresses = [&event.from, &event.to, &event.endpoint];
+        addresses.iter().filter_map(|a| a.as_deref()).any(|a| {
+            Address::parse(a)
+                .is_ok_and(|a| a.realm() == realm && namespaces.iter().any(|ns| a.is_inside(ns)))
+        })
+    }
+
+    #[test]
+    fn parsing_an_event_once_reaches_whom_parsing_it_per_subscriber_did() {
+        use chacha20::ChaCha20Rng;
+        use rand_core::{Rng, SeedableRng};
+        let spaces = ["alice", "bob", "alice/team", "carol", "x"];
+        let addresses = [
+            "airc://example.com/alice/x",
+            "airc://example.com/alice/team/y",
+            "airc://example.com/alice/",
+            "airc://example.com/bob/y",
+            "airc://example.com/carol/z#frag",
+            "airc://example.com/x",
+            "airc://Example.com/x/y",
+            "//example.com/bob/z",
+            "airc://partner.example/alice/x",
+            "airc://example.com:7001/alice/x",
+            "alice/x",
+            "",
+        ];
+        let now = Timestamp::from_secs(1);
+        for seed in 0..10 {
+            let mut rng = ChaCha20Rng::seed_from_u64(seed);
+            let mut pick = |n: usize| rng.next_u32() as usize % n;
+            let mut a = Audit::new(realm());
+            for conn in 0..12 {
+                let admin = pick(6) == 0;
+                let mut nss: Vec<Namespace> = (0..pick(3)).map(|_| ns(spaces[pick(5)])).collect();
+                if nss.is_empty() && !admin {
+                    nss.push(ns(spaces[pick(5)]));
+                }
+                let kinds = match pick(3) {
+                    0 => None,
+                    1 => Some(alloc::vec![String::from("msg")]),
+                    _ => Some(alloc::vec![String::from("link.offer")]),
+                };
+                a.subscribe(now, ConnId(conn), kinds.as_deref(), &nss, admin)
+                    .unwrap();
+            }
+            // Fewer events than a subscriber's burst, so nobody is dropped as slow.
+            for _ in 0..200 {
+                let kind = [Kind::MsgDelivered, Kind::LinkOffer, Kind::PeerUp][pick(3)];
+                let mut e = event(now, kind);
+                let mut field = || (pick(4) != 0).then(|| addresses[pick(12)].to_string());
+                e.from = field();
+                e.to = field();
+                e.endpoint = field();
+                let want: Vec<ConnId> = a
+                    .subscribers
+                    .iter()
+                    .filter(|(_, s)| s.kinds.contains(&kind))
+                    .filter(|(_, s)| match &s.namespaces {
+                        None => true,
+                        Some(nss) => walked_in_scope(&a.realm, nss, &e),
+                    })
+                    .map(|(c, _)| *c)
+                    .collect();
+                let got = a.fan_out(now, &e);
+                assert_eq!(
+                    (got.to, got.slow),
+                    (want, alloc::vec![]),
+                    "seed {seed}: {e:?}"
+                );
+            }
+        }
     }
 
     #[test]

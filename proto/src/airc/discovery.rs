@@ -9,7 +9,8 @@
 //!   walks those questions as answers arrive and ends in an [`Outcome`]; [`order_srv`] orders SRV
 //!   targets by priority, then by RFC 2782's weighted random selection.
 //! - §8.2 published keys: [`parse_key_record`] reads one TXT record, [`keys_from_txt`] collects
-//!   every Ed25519 key of a realm, [`txt_name`] is the name to ask for.
+//!   every Ed25519 key of a realm, [`txt_name`] is the name to ask for and [`txt_realms`] the
+//!   realms an answer to that name is for.
 //! - Caching: [`DiscoveryCache`] keeps locations per authority and keys per realm for the DNS TTL
 //!   clamped to [`MIN_TTL`] … [`MAX_TTL`], and misses for [`MISS_TTL`].
 //!
@@ -44,16 +45,18 @@
 //!   when none is 0 the draw is from `1..=sum`, so non-zero weights are exactly proportional (RFC
 //!   2782's `0..=sum` gives the first record one extra slot).
 
-use alloc::collections::BTreeMap;
+use alloc::collections::{BTreeMap, BTreeSet};
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use core::fmt;
+use core::ops::RangeInclusive;
 use core::time::Duration;
 
 use rand_core::Rng;
 
 use super::address::{Authority, DEFAULT_PORT, HostKind, MAX_HOST_LEN};
 use crate::codec::base64;
+use crate::core::bounded::MapInsert;
 use crate::core::{BoundedMap, Timestamp};
 
 /// The shortest time, in seconds, a DNS answer is cached (§8.1).
@@ -225,6 +228,25 @@ pub fn txt_name(realm: &Authority) -> Option<String> {
         HostKind::Dns => Some(alloc::format!("{TXT_PREFIX}{}", realm.host())),
         HostKind::Ipv4 | HostKind::Ipv6 => None,
     }
+}
+
+/// Every realm whose [`txt_name`] is `name`, as a range of an ordered set of [`Authority`]
+/// (`BTreeSet::range`); `None` when no realm has that TXT name.
+///
+/// [`txt_name`] keeps the host and drops the port, so it is not injective: the host can be read
+/// back from the name, the port cannot. The realms sharing a host are contiguous in
+/// [`Authority`]'s order (host first, then port), so they are one range, and a table of realms
+/// awaiting keys can be searched by TXT answer without naming each of its realms.
+pub fn txt_realms(name: &str) -> Option<RangeInclusive<Authority>> {
+    let host = name.strip_prefix(TXT_PREFIX)?;
+    let first = Authority::parse(host).ok()?;
+    // Only a name `txt_name` could have written: a DNS host already in canonical form
+    // (`_airc.A.example` or `_airc.a.example:7001` parse, but are no realm's TXT name).
+    if first.kind() != HostKind::Dns || first.host() != host {
+        return None;
+    }
+    let last = Authority::parse(&alloc::format!("{host}:{}", u16::MAX)).ok()?;
+    Some(first..=last)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -623,8 +645,8 @@ struct Entry<T> {
 /// stored one ([`BoundedMap`]'s FIFO rule: a name cannot keep itself cached by being looked up).
 #[derive(Clone, Debug)]
 pub struct DiscoveryCache {
-    locations: BoundedMap<Authority, Entry<Location>>,
-    keys: BoundedMap<Authority, Entry<Vec<[u8; 32]>>>,
+    locations: Table<Location>,
+    keys: Table<Vec<[u8; 32]>>,
 }
 
 impl Default for DiscoveryCache {
@@ -642,14 +664,14 @@ impl DiscoveryCache {
     /// An empty cache holding at most `capacity` authorities and `capacity` realms.
     pub fn with_capacity(capacity: usize) -> Self {
         Self {
-            locations: BoundedMap::new(capacity),
-            keys: BoundedMap::new(capacity),
+            locations: Table::new(capacity),
+            keys: Table::new(capacity),
         }
     }
 
     /// Where `authority` is, if cached and live at `now`.
     pub fn location(&self, now: Timestamp, authority: &Authority) -> Cached<&Location> {
-        lookup(&self.locations, now, authority)
+        self.locations.lookup(now, authority)
     }
 
     /// Caches a resolution's outcome for `authority`: a location for its clamped TTL, a miss for
@@ -659,12 +681,12 @@ impl DiscoveryCache {
             Outcome::Located { location, ttl } => (Some(location), clamp_ttl(ttl)),
             Outcome::Miss => (None, MISS_TTL),
         };
-        store(&mut self.locations, now, authority, value, ttl);
+        self.locations.store(now, authority, value, ttl);
     }
 
     /// `realm`'s published keys, if cached and live at `now`.
     pub fn keys(&self, now: Timestamp, realm: &Authority) -> Cached<&[[u8; 32]]> {
-        match lookup(&self.keys, now, realm) {
+        match self.keys.lookup(now, realm) {
             Cached::Hit(k) => Cached::Hit(k.as_slice()),
             Cached::Miss => Cached::Miss,
             Cached::Unknown => Cached::Unknown,
@@ -680,12 +702,13 @@ impl DiscoveryCache {
         } else {
             (Some(keys), clamp_ttl(ttl))
         };
-        store(&mut self.keys, now, realm, value, ttl);
+        self.keys.store(now, realm, value, ttl);
     }
 
-    /// Drops every entry expired at `now`; returns how many.
+    /// Drops every entry expired at `now`; returns how many. Costs what expires, not what is
+    /// held.
     pub fn prune(&mut self, now: Timestamp) -> usize {
-        prune(&mut self.locations, now) + prune(&mut self.keys, now)
+        self.locations.prune(now) + self.keys.prune(now)
     }
 
     /// Authorities held (live or expired).
@@ -699,46 +722,69 @@ impl DiscoveryCache {
     }
 }
 
-fn lookup<'a, T>(
-    map: &'a BoundedMap<Authority, Entry<T>>,
-    now: Timestamp,
-    key: &Authority,
-) -> Cached<&'a T> {
-    match map.get(key) {
-        Some(e) if now < e.expires_at => match &e.value {
-            Some(v) => Cached::Hit(v),
-            None => Cached::Miss,
-        },
-        _ => Cached::Unknown,
-    }
+/// One table of a [`DiscoveryCache`]: the entries, and the same entries ordered by expiry.
+///
+/// The expiry order lets [`Table::prune`] stop at the first live entry, so a timer batch costs
+/// what expires rather than a walk of every name remote peers have made us cache. It holds
+/// exactly one `(expires_at, name)` per entry of `map`; every change to `map` goes through this
+/// type so the two cannot drift apart.
+#[derive(Clone, Debug)]
+struct Table<T> {
+    map: BoundedMap<Authority, Entry<T>>,
+    by_expiry: BTreeSet<(Timestamp, Authority)>,
 }
 
-fn store<T>(
-    map: &mut BoundedMap<Authority, Entry<T>>,
-    now: Timestamp,
-    key: Authority,
-    value: Option<T>,
-    ttl_secs: u32,
-) {
-    let expires_at = now.saturating_add(Duration::from_secs(u64::from(ttl_secs)));
-    // A refreshed name goes to the back of the eviction order, as a new answer should.
-    map.remove(&key);
-    if map.len() >= map.capacity() {
-        prune(map, now);
+impl<T> Table<T> {
+    fn new(capacity: usize) -> Self {
+        Self {
+            map: BoundedMap::new(capacity),
+            by_expiry: BTreeSet::new(),
+        }
     }
-    map.insert(key, Entry { value, expires_at });
-}
 
-fn prune<T>(map: &mut BoundedMap<Authority, Entry<T>>, now: Timestamp) -> usize {
-    let expired: Vec<Authority> = map
-        .iter()
-        .filter(|(_, e)| e.expires_at <= now)
-        .map(|(k, _)| k.clone())
-        .collect();
-    for k in &expired {
-        map.remove(k);
+    fn lookup(&self, now: Timestamp, key: &Authority) -> Cached<&T> {
+        match self.map.get(key) {
+            Some(e) if now < e.expires_at => match &e.value {
+                Some(v) => Cached::Hit(v),
+                None => Cached::Miss,
+            },
+            _ => Cached::Unknown,
+        }
     }
-    expired.len()
+
+    fn store(&mut self, now: Timestamp, key: Authority, value: Option<T>, ttl_secs: u32) {
+        let expires_at = now.saturating_add(Duration::from_secs(u64::from(ttl_secs)));
+        // A refreshed name goes to the back of the eviction order, as a new answer should.
+        if let Some(old) = self.map.remove(&key) {
+            self.by_expiry.remove(&(old.expires_at, key.clone()));
+        }
+        if self.map.len() >= self.map.capacity() {
+            self.prune(now);
+        }
+        self.by_expiry.insert((expires_at, key.clone()));
+        // The name was removed above, so it is never `Replaced`.
+        if let MapInsert::Evicted(k, old) = self.map.insert(key, Entry { value, expires_at }) {
+            // The oldest stored name, or with capacity 0 the one just offered.
+            self.by_expiry.remove(&(old.expires_at, k));
+        }
+    }
+
+    /// Drops every entry expired at `now`; returns how many.
+    fn prune(&mut self, now: Timestamp) -> usize {
+        let mut n = 0;
+        while self.by_expiry.first().is_some_and(|(at, _)| *at <= now) {
+            let Some((_, k)) = self.by_expiry.pop_first() else {
+                break;
+            };
+            self.map.remove(&k);
+            n += 1;
+        }
+        n
+    }
+
+    fn len(&self) -> usize {
+        self.map.len()
+    }
 }
 
 #[cfg(test)]
@@ -1355,6 +1401,220 @@ mod tests {
         c.store_location(T0, auth("x.example"), located(30));
         assert_eq!(c.prune(at(100)), 3);
         assert_eq!((c.keys_len(), c.locations_len()), (0, 0));
+    }
+
+    /// The index holds exactly one `(expires_at, name)` per entry held.
+    fn assert_indexed<T>(t: &Table<T>) {
+        let held: BTreeSet<(Timestamp, Authority)> = t
+            .map
+            .iter()
+            .map(|(k, e)| (e.expires_at, k.clone()))
+            .collect();
+        assert_eq!(t.by_expiry, held);
+    }
+
+    #[test]
+    fn a_name_evicted_from_a_full_table_leaves_the_expiry_index() {
+        let mut c = DiscoveryCache::with_capacity(2);
+        let (a, b, d) = (auth("a.example"), auth("b.example"), auth("d.example"));
+        c.store_location(T0, a.clone(), Outcome::Miss); // expires at +60
+        c.store_location(T0, b.clone(), located(3600));
+        // Full, nothing expired: a, the oldest stored, is evicted by the insert.
+        c.store_location(at(1), d.clone(), located(3600));
+        assert_indexed(&c.locations);
+        assert!(matches!(c.location(at(1), &a), Cached::Unknown));
+        assert_eq!(c.prune(at(100)), 0, "a went with its eviction, not now");
+        assert_eq!(c.locations_len(), 2);
+    }
+
+    #[test]
+    fn a_refreshed_name_keeps_only_its_new_expiry() {
+        let mut c = DiscoveryCache::new();
+        let r = auth("example.com");
+        let txt = alloc::format!("v=airc1 p={KEY_B64}");
+        c.store_keys(T0, r.clone(), &[], 0); // a miss, expiring at +60
+        c.store_keys(T0, r.clone(), &[txt.as_str()], 3600);
+        assert_indexed(&c.keys);
+        assert_eq!(c.prune(at(100)), 0);
+        assert_eq!(c.keys(at(100), &r), Cached::Hit(&[key()][..]));
+        assert_eq!(c.prune(at(3600)), 1);
+        assert_eq!(c.keys_len(), 0);
+    }
+
+    #[test]
+    fn a_table_of_capacity_0_holds_nothing_and_indexes_nothing() {
+        let mut c = DiscoveryCache::with_capacity(0);
+        c.store_location(T0, auth("a.example"), located(3600));
+        assert_indexed(&c.locations);
+        assert_eq!((c.locations_len(), c.prune(at(3600))), (0, 0));
+    }
+
+    /// The cache as it was before the expiry index: `prune` walks every entry. Kept to check
+    /// the index against.
+    struct Walked<T>(BoundedMap<Authority, Entry<T>>);
+
+    impl<T> Walked<T> {
+        fn lookup(&self, now: Timestamp, key: &Authority) -> Cached<&T> {
+            match self.0.get(key) {
+                Some(e) if now < e.expires_at => match &e.value {
+                    Some(v) => Cached::Hit(v),
+                    None => Cached::Miss,
+                },
+                _ => Cached::Unknown,
+            }
+        }
+
+        fn store(&mut self, now: Timestamp, key: Authority, value: Option<T>, ttl_secs: u32) {
+            let expires_at = now.saturating_add(Duration::from_secs(u64::from(ttl_secs)));
+            self.0.remove(&key);
+            if self.0.len() >= self.0.capacity() {
+                self.prune(now);
+            }
+            self.0.insert(key, Entry { value, expires_at });
+        }
+
+        fn prune(&mut self, now: Timestamp) -> usize {
+            let expired: Vec<Authority> = self
+                .0
+                .iter()
+                .filter(|(_, e)| e.expires_at <= now)
+                .map(|(k, _)| k.clone())
+                .collect();
+            for k in &expired {
+                self.0.remove(k);
+            }
+            expired.len()
+        }
+    }
+
+    #[test]
+    fn pruning_by_expiry_index_matches_a_walk_of_every_entry() {
+        use rand_core::Rng;
+        let names: Vec<Authority> = [
+            "a.example",
+            "a.example:7001",
+            "b.example",
+            "c.example",
+            "d.example",
+            "e.example",
+            "f.example",
+            "192.0.2.1",
+        ]
+        .into_iter()
+        .map(auth)
+        .collect();
+        let txt = alloc::format!("v=airc1 p={KEY_B64}");
+        for seed in 0..20 {
+            let mut rng = ChaCha20Rng::seed_from_u64(seed);
+            let capacity = (rng.next_u32() % 6) as usize;
+            let mut c = DiscoveryCache::with_capacity(capacity);
+            let mut locations = Walked(BoundedMap::new(capacity));
+            let mut keys = Walked(BoundedMap::new(capacity));
+            let mut now = T0;
+            for _ in 0..400 {
+                let name = names[rng.next_u32() as usize % names.len()].clone();
+                // Lifetimes from 0 to 120 s, clamped by the cache to 30 … 3600 or 60 for a miss,
+                // so expiries collide and entries expire mid-run.
+                let ttl = rng.next_u32() % 121;
+                match rng.next_u32() % 5 {
+                    0 => {
+                        let (outcome, value, kept) = if rng.next_u32() % 3 == 0 {
+                            (Outcome::Miss, None, MISS_TTL)
+                        } else {
+                            let l = Location::Address(Endpoint::new(name.host(), 2472));
+                            let o = Outcome::Located {
+                                location: l.clone(),
+                                ttl,
+                            };
+                            (o, Some(l), clamp_ttl(ttl))
+                        };
+                        c.store_location(now, name.clone(), outcome);
+                        locations.store(now, name, value, kept);
+                    }
+                    1 => {
+                        let (records, value, kept) = if rng.next_u32() % 3 == 0 {
+                            (vec![], None, MISS_TTL)
+                        } else {
+                            (vec![txt.as_str()], Some(vec![key()]), clamp_ttl(ttl))
+                        };
+                        c.store_keys(now, name.clone(), &records, ttl);
+                        keys.store(now, name, value, kept);
+                    }
+                    2 => {
+                        let want = locations.prune(now) + keys.prune(now);
+                        assert_eq!(c.prune(now), want, "seed {seed}");
+                    }
+                    _ => now = now.saturating_add(Duration::from_secs(u64::from(ttl / 4))),
+                }
+                assert_indexed(&c.locations);
+                assert_indexed(&c.keys);
+                assert_eq!(c.locations_len(), locations.0.len(), "seed {seed}");
+                assert_eq!(c.keys_len(), keys.0.len(), "seed {seed}");
+                for n in &names {
+                    assert_eq!(c.location(now, n), locations.lookup(now, n), "seed {seed}");
+                    let walked = match keys.lookup(now, n) {
+                        Cached::Hit(k) => Cached::Hit(k.as_slice()),
+                        Cached::Miss => Cached::Miss,
+                        Cached::Unknown => Cached::Unknown,
+                    };
+                    assert_eq!(c.keys(now, n), walked, "seed {seed}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn txt_realms_are_exactly_the_realms_of_that_txt_name() {
+        let realms: BTreeSet<Authority> = [
+            "a.example",
+            "a.example:7001",
+            "a.example:1",
+            "a.example:65535",
+            "a.example.com",
+            "aa.example",
+            "a-example",
+            "b.example",
+            "192.0.2.1",
+            "192.0.2.1:7001",
+            "[::1]",
+            "example",
+            "x.a.example",
+        ]
+        .into_iter()
+        .map(auth)
+        .collect();
+        let mut names: Vec<String> = realms.iter().filter_map(txt_name).collect();
+        names.extend(
+            [
+                "_airc.A.example",
+                "_airc.a.example.",
+                "_airc.a.example:7001",
+                "_airc.a.example:2472",
+                "_airc.192.0.2.1",
+                "_airc.[::1]",
+                "_airc.",
+                "_airc",
+                "a.example",
+                "_airc._airc.a.example",
+                "_airc.nobody.example",
+            ]
+            .map(String::from),
+        );
+        for name in &names {
+            let walked: Vec<&Authority> = realms
+                .iter()
+                .filter(|r| txt_name(r).as_deref() == Some(name.as_str()))
+                .collect();
+            let ranged: Vec<&Authority> = match txt_realms(name) {
+                Some(range) => realms.range(range).collect(),
+                None => Vec::new(),
+            };
+            assert_eq!(ranged, walked, "{name}");
+        }
+        let a: Vec<&Authority> = realms
+            .range(txt_realms("_airc.a.example").unwrap())
+            .collect();
+        assert_eq!(a.len(), 4, "every port of a.example, nothing else: {a:?}");
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! and its ack); this table owns the rules. A token leaves [`PassportBook::issue`] once and is
 //! never stored: only its SHA-256 is.
 
-use alloc::collections::{BTreeMap, VecDeque};
+use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use core::fmt;
@@ -389,14 +389,20 @@ impl RedeemRefusal {
 pub struct PassportBook {
     crypto: &'static dyn CryptoProvider,
     records: BTreeMap<String, PassportRecord>,
-    failures: BTreeMap<String, VecDeque<Timestamp>>,
+    /// `(token_hash, id)` of every record, so a redemption costs a lookup, not a comparison with
+    /// every passport the book holds. Pairs rather than a map from hash to id because restored
+    /// records may share a hash: the lowest id is found, as a walk of `records` in id order
+    /// found it. Records are added or replaced only by `put`, which keeps this in step; nothing
+    /// else changes a record's hash.
+    by_hash: BTreeSet<(String, String)>,
+    failures: Failures,
 }
 
 impl fmt::Debug for PassportBook {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PassportBook")
             .field("records", &self.records.len())
-            .field("failing_sources", &self.failures.len())
+            .field("failing_sources", &self.failures.by_source.len())
             .finish_non_exhaustive()
     }
 }
@@ -407,7 +413,8 @@ impl PassportBook {
         Self {
             crypto,
             records: BTreeMap::new(),
-            failures: BTreeMap::new(),
+            by_hash: BTreeSet::new(),
+            failures: Failures::new(MAX_FAILURE_SOURCES),
         }
     }
 
@@ -426,8 +433,33 @@ impl PassportBook {
         if self.records.len() >= MAX_PASSPORTS && !self.records.contains_key(&record.id) {
             return Err(BookError::Full);
         }
-        self.records.insert(record.id.clone(), record);
+        self.put(record);
         Ok(())
+    }
+
+    /// Stores `record`, replacing any with its id, and keeps the hash index in step.
+    fn put(&mut self, record: PassportRecord) {
+        let indexed = (record.token_hash.clone(), record.id.clone());
+        if let Some(old) = self.records.insert(record.id.clone(), record) {
+            // Before the new pair goes in: the replaced record may have had the same hash.
+            self.by_hash.remove(&(old.token_hash, old.id));
+        }
+        self.by_hash.insert(indexed);
+    }
+
+    /// The record whose token hash is `hash` (the lowest id, should several share it).
+    fn by_token_hash(&self, hash: &str) -> Option<&PassportRecord> {
+        // Not constant-time, and need not be: timing can tell a guesser at most how much of a
+        // stored hash its guess's hash matches, which brings it no nearer a token (that takes a
+        // SHA-256 preimage). The walk this replaced compared with `==` and told as much.
+        let (h, id) = self
+            .by_hash
+            .range((hash.to_string(), String::new())..)
+            .next()?;
+        if h != hash {
+            return None;
+        }
+        self.records.get(id)
     }
 
     /// §12.3: a new passport with the defaults and caps applied, a fresh id and a fresh token.
@@ -474,7 +506,7 @@ impl PassportBook {
             state: PassportState::Active,
             issued_by: req.issued_by.without_fragment(),
         };
-        self.records.insert(id, record.clone());
+        self.put(record.clone());
         Ok(Issued { record, token })
     }
 
@@ -489,20 +521,15 @@ impl PassportBook {
         from: &Address,
     ) -> Result<PassportRecord, RedeemRefusal> {
         let since = now.saturating_sub(FAILURE_WINDOW);
-        if let Some(f) = self.failures.get_mut(source) {
-            while f.front().is_some_and(|t| *t < since) {
-                f.pop_front();
-            }
-            if f.len() >= MAX_FAILURES {
-                return Err(RedeemRefusal::TooManyFailures);
-            }
+        if self.failures.recent(source, since) >= MAX_FAILURES {
+            return Err(RedeemRefusal::TooManyFailures);
         }
         let why = match token {
             None => Err(RedeemRefusal::Malformed),
             Some(token) => self.why_not(now, token, from),
         };
         if why.is_err() {
-            self.fail(now, source);
+            self.failures.record(now, source);
         }
         why
     }
@@ -515,7 +542,7 @@ impl PassportBook {
     ) -> Result<PassportRecord, RedeemRefusal> {
         let hash = token_hash(self.crypto, token);
         let refuse = |p| Err(RedeemRefusal::Passport(p));
-        let Some(rec) = self.records.values().find(|r| r.token_hash == hash) else {
+        let Some(rec) = self.by_token_hash(&hash) else {
             return refuse(PassportRefusal::Unknown);
         };
         if rec.state == PassportState::Revoked {
@@ -534,24 +561,6 @@ impl PassportBook {
             return refuse(PassportRefusal::NotForYou);
         }
         Ok(rec.clone())
-    }
-
-    fn fail(&mut self, now: Timestamp, source: &str) {
-        if !self.failures.contains_key(source) && self.failures.len() >= MAX_FAILURE_SOURCES {
-            let oldest = self
-                .failures
-                .iter()
-                .min_by_key(|(_, f)| f.back().copied())
-                .map(|(k, _)| k.clone());
-            if let Some(k) = oldest {
-                self.failures.remove(&k);
-            }
-        }
-        let f = self.failures.entry(source.to_string()).or_default();
-        f.push_back(now);
-        while f.len() > MAX_FAILURES {
-            f.pop_front();
-        }
     }
 
     /// §12.5: a use made (the link granted); exhausted when none are left. Returns the record.
@@ -593,6 +602,68 @@ impl PassportBook {
         }
         rec.state = PassportState::Revoked;
         Ok(rec)
+    }
+}
+
+/// The failed redemptions of each source (§12.5), at most `capacity` sources.
+///
+/// When full, a new source displaces the one whose last failure is oldest. `by_last` orders the
+/// sources that way so finding it is a lookup, not a walk of every source: a source is another
+/// realm or a namespace of this one, and a hostile party can present new realm names at will,
+/// keeping the table full and every failed guess from a new name a displacement.
+#[derive(Clone, Debug)]
+struct Failures {
+    capacity: usize,
+    by_source: BTreeMap<String, VecDeque<Timestamp>>,
+    /// `(last failure, source)` for every source of `by_source`, `None` when its failures have
+    /// all aged out. Ties go to the lowest source, as the first minimum of a walk in key order.
+    by_last: BTreeSet<(Option<Timestamp>, String)>,
+}
+
+impl Failures {
+    fn new(capacity: usize) -> Self {
+        Self {
+            capacity,
+            by_source: BTreeMap::new(),
+            by_last: BTreeSet::new(),
+        }
+    }
+
+    /// `source`'s failures at or after `since`; older ones are forgotten.
+    fn recent(&mut self, source: &str, since: Timestamp) -> usize {
+        let Some(f) = self.by_source.get_mut(source) else {
+            return 0;
+        };
+        let last = f.back().copied();
+        while f.front().is_some_and(|t| *t < since) {
+            f.pop_front();
+        }
+        if f.is_empty() && last.is_some() {
+            self.by_last.remove(&(last, source.to_string()));
+            self.by_last.insert((None, source.to_string()));
+        }
+        f.len()
+    }
+
+    /// A failure of `source` at `now`; keeps the newest [`MAX_FAILURES`].
+    fn record(&mut self, now: Timestamp, source: &str) {
+        let known = self.by_source.contains_key(source);
+        if !known
+            && self.by_source.len() >= self.capacity
+            && let Some((_, oldest)) = self.by_last.pop_first()
+        {
+            self.by_source.remove(&oldest);
+        }
+        let f = self.by_source.entry(source.to_string()).or_default();
+        let last = f.back().copied();
+        f.push_back(now);
+        while f.len() > MAX_FAILURES {
+            f.pop_front();
+        }
+        if known {
+            self.by_last.remove(&(last, source.to_string()));
+        }
+        self.by_last.insert((Some(now), source.to_string()));
     }
 }
 
@@ -879,5 +950,241 @@ mod tests {
             b.revoke(&id, None, true).unwrap_err(),
             BookError::AlreadyRevoked(id)
         );
+    }
+
+    /// The hash index holds exactly one `(token_hash, id)` per record, and the eviction order
+    /// one `(last failure, source)` per source.
+    fn assert_indexed(b: &PassportBook) {
+        let held: BTreeSet<(String, String)> = b
+            .records
+            .iter()
+            .map(|(id, r)| (r.token_hash.clone(), id.clone()))
+            .collect();
+        assert_eq!(b.by_hash, held);
+        let last: BTreeSet<(Option<Timestamp>, String)> = b
+            .failures
+            .by_source
+            .iter()
+            .map(|(s, f)| (f.back().copied(), s.clone()))
+            .collect();
+        assert_eq!(b.failures.by_last, last);
+    }
+
+    /// A record of `template` restored under `id` for `token`.
+    fn stored(template: &PassportRecord, id: &str, token: &str) -> PassportRecord {
+        PassportRecord {
+            id: id.into(),
+            token_hash: token_hash(crate::crypto::default_provider(), token),
+            ..template.clone()
+        }
+    }
+
+    #[test]
+    fn a_token_is_found_only_while_a_record_holds_its_hash() {
+        let mut b = book();
+        let mut rng = ChaCha20Rng::seed_from_u64(9);
+        let bob = addr("airc://partner.example/support/desk");
+        let issued = issue(&mut b, &mut rng, |_| {});
+        let id = issued.record.id.clone();
+        let unknown = Err(RedeemRefusal::Passport(PassportRefusal::Unknown));
+        // Restoring a record under the same id with another token: the old token is gone.
+        b.restore(stored(&issued.record, &id, "second")).unwrap();
+        assert_indexed(&b);
+        assert_eq!(b.check(T0, "s", Some(&issued.token), &bob), unknown);
+        assert_eq!(b.check(T0, "s", Some("second"), &bob).unwrap().id, id);
+        // Restored again unchanged: still found once.
+        b.restore(stored(&issued.record, &id, "second")).unwrap();
+        assert_indexed(&b);
+        assert_eq!(b.check(T0, "s", Some("second"), &bob).unwrap().id, id);
+        // Two records with one hash (only a damaged store does this): the lowest id answers,
+        // as a walk in id order did, and the other answers once the lowest is rewritten.
+        b.restore(stored(&issued.record, "P00000000", "second"))
+            .unwrap();
+        b.restore(stored(&issued.record, "Pffffffff", "second"))
+            .unwrap();
+        assert_indexed(&b);
+        assert_eq!(
+            b.check(T0, "s", Some("second"), &bob).unwrap().id,
+            "P00000000"
+        );
+        b.restore(stored(&issued.record, "P00000000", "third"))
+            .unwrap();
+        assert_indexed(&b);
+        assert_eq!(b.check(T0, "s", Some("second"), &bob).unwrap().id, id);
+        assert_eq!(
+            b.check(T0, "s", Some("third"), &bob).unwrap().id,
+            "P00000000"
+        );
+    }
+
+    #[test]
+    fn a_full_failure_table_forgets_the_source_whose_last_failure_is_oldest() {
+        let secs = |n| T0 + Duration::from_secs(n);
+        let held = |f: &Failures| f.by_source.keys().cloned().collect::<Vec<_>>();
+        let mut f = Failures::new(2);
+        f.record(T0, "b");
+        f.record(T0, "a");
+        // A tie goes to the lowest source.
+        f.record(secs(1), "c");
+        assert_eq!(held(&f), ["b", "c"]);
+        f.record(secs(2), "b");
+        // Every failure of b ages out (c's are not looked at): b now has none, the oldest of all.
+        assert_eq!(f.recent("b", secs(3)), 0);
+        f.record(secs(4), "d");
+        assert_eq!(held(&f), ["c", "d"]);
+        let order: Vec<_> = f.by_last.iter().cloned().collect();
+        assert_eq!(
+            order,
+            [(Some(secs(1)), "c".into()), (Some(secs(4)), "d".into())]
+        );
+    }
+
+    /// The book as it was before its indexes: a redemption walks every record for the hash,
+    /// and a full failure table walks every source for the one to forget.
+    struct Walked {
+        capacity: usize,
+        failures: BTreeMap<String, VecDeque<Timestamp>>,
+    }
+
+    impl Walked {
+        fn check(
+            &mut self,
+            records: &BTreeMap<String, PassportRecord>,
+            now: Timestamp,
+            source: &str,
+            token: Option<&str>,
+            from: &Address,
+        ) -> Result<PassportRecord, RedeemRefusal> {
+            let since = now.saturating_sub(FAILURE_WINDOW);
+            if let Some(f) = self.failures.get_mut(source) {
+                while f.front().is_some_and(|t| *t < since) {
+                    f.pop_front();
+                }
+                if f.len() >= MAX_FAILURES {
+                    return Err(RedeemRefusal::TooManyFailures);
+                }
+            }
+            let why = match token {
+                None => Err(RedeemRefusal::Malformed),
+                Some(token) => Self::why_not(records, now, token, from),
+            };
+            if why.is_err() {
+                self.fail(now, source);
+            }
+            why
+        }
+
+        fn why_not(
+            records: &BTreeMap<String, PassportRecord>,
+            now: Timestamp,
+            token: &str,
+            from: &Address,
+        ) -> Result<PassportRecord, RedeemRefusal> {
+            let hash = token_hash(crate::crypto::default_provider(), token);
+            let refuse = |p| Err(RedeemRefusal::Passport(p));
+            let Some(rec) = records.values().find(|r| r.token_hash == hash) else {
+                return refuse(PassportRefusal::Unknown);
+            };
+            if rec.state == PassportState::Revoked {
+                return refuse(PassportRefusal::Revoked);
+            }
+            if rec.expires < now {
+                return refuse(PassportRefusal::Expired);
+            }
+            if rec.used.len() as u64 >= rec.uses {
+                return refuse(PassportRefusal::Exhausted);
+            }
+            if rec.bind_to.as_ref().is_some_and(|p| !p.matches(from)) {
+                return refuse(PassportRefusal::NotForYou);
+            }
+            if from.key() == rec.endpoint.key() {
+                return refuse(PassportRefusal::NotForYou);
+            }
+            Ok(rec.clone())
+        }
+
+        fn fail(&mut self, now: Timestamp, source: &str) {
+            if !self.failures.contains_key(source) && self.failures.len() >= self.capacity {
+                let oldest = self
+                    .failures
+                    .iter()
+                    .min_by_key(|(_, f)| f.back().copied())
+                    .map(|(k, _)| k.clone());
+                if let Some(k) = oldest {
+                    self.failures.remove(&k);
+                }
+            }
+            let f = self.failures.entry(source.to_string()).or_default();
+            f.push_back(now);
+            while f.len() > MAX_FAILURES {
+                f.pop_front();
+            }
+        }
+    }
+
+    #[test]
+    fn redeeming_by_index_answers_as_walking_every_record_and_source_did() {
+        use rand_core::Rng;
+        let tokens = ["t0", "t1", "t2", "t3", "t4", "t5"];
+        let ids = ["P00000001", "P00000002", "P0000000a", "P000000ff"];
+        let sources = [
+            "realm:a", "realm:b", "realm:c", "local:x", "local:y", "local:z",
+        ];
+        let froms = [
+            addr("airc://partner.example/support/desk"),
+            addr("airc://example.com/alice/x"),
+            addr("airc://other.example/a/b"),
+        ];
+        for seed in 0..12 {
+            let mut rng = ChaCha20Rng::seed_from_u64(seed);
+            let mut b = book();
+            let capacity = 1 + (rng.next_u32() % 4) as usize;
+            b.failures = Failures::new(capacity);
+            let mut walked = Walked {
+                capacity,
+                failures: BTreeMap::new(),
+            };
+            let template = issue(&mut b, &mut rng, |_| {}).record;
+            let mut issued: Vec<String> = Vec::new();
+            let mut now = T0;
+            for _ in 0..1500 {
+                let mut pick = |n: usize| rng.next_u32() as usize % n;
+                match pick(20) {
+                    0 => {
+                        let mut r = stored(&template, ids[pick(4)], tokens[pick(6)]);
+                        r.state = [PassportState::Active, PassportState::Revoked][pick(2)];
+                        r.expires = T0 + Duration::from_secs(pick(3) as u64 * 3600);
+                        b.restore(r).unwrap();
+                    }
+                    1 => {
+                        let token = issue(&mut b, &mut rng, |r| r.uses = Some(2)).token;
+                        issued.push(token);
+                    }
+                    2 => {
+                        let id = ids[pick(4)];
+                        let _ = b.revoke(id, None, true);
+                        let use_ = Use {
+                            redeemer: froms[0].clone(),
+                            at: now,
+                            link: "L00000001".into(),
+                        };
+                        let _ = b.used(ids[pick(4)], use_);
+                    }
+                    3 => now = now + Duration::from_secs(pick(2000) as u64),
+                    _ => {
+                        let token = match pick(4) {
+                            0 if !issued.is_empty() => Some(issued[pick(issued.len())].as_str()),
+                            1 => None,
+                            _ => Some(tokens[pick(6)]),
+                        };
+                        let (source, from) = (sources[pick(6)], &froms[pick(3)]);
+                        let want = walked.check(&b.records, now, source, token, from);
+                        assert_eq!(b.check(now, source, token, from), want, "seed {seed}");
+                    }
+                }
+                assert_indexed(&b);
+                assert_eq!(b.failures.by_source, walked.failures, "seed {seed}");
+            }
+        }
     }
 }
