@@ -9,8 +9,7 @@
 //!   walks those questions as answers arrive and ends in an [`Outcome`]; [`order_srv`] orders SRV
 //!   targets by priority, then by RFC 2782's weighted random selection.
 //! - §8.2 published keys: [`parse_key_record`] reads one TXT record, [`keys_from_txt`] collects
-//!   every Ed25519 key of a realm, [`txt_name`] is the name to ask for and [`txt_realms`] the
-//!   realms an answer to that name is for.
+//!   every Ed25519 key of a realm, [`txt_name`] is the name to ask for.
 //! - Caching: [`DiscoveryCache`] keeps locations per authority and keys per realm for the DNS TTL
 //!   clamped to [`MIN_TTL`] … [`MAX_TTL`], and misses for [`MISS_TTL`].
 //!
@@ -49,7 +48,6 @@ use alloc::collections::{BTreeMap, BTreeSet};
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use core::fmt;
-use core::ops::RangeInclusive;
 use core::time::Duration;
 
 use rand_core::Rng;
@@ -228,25 +226,6 @@ pub fn txt_name(realm: &Authority) -> Option<String> {
         HostKind::Dns => Some(alloc::format!("{TXT_PREFIX}{}", realm.host())),
         HostKind::Ipv4 | HostKind::Ipv6 => None,
     }
-}
-
-/// Every realm whose [`txt_name`] is `name`, as a range of an ordered set of [`Authority`]
-/// (`BTreeSet::range`); `None` when no realm has that TXT name.
-///
-/// [`txt_name`] keeps the host and drops the port, so it is not injective: the host can be read
-/// back from the name, the port cannot. The realms sharing a host are contiguous in
-/// [`Authority`]'s order (host first, then port), so they are one range, and a table of realms
-/// awaiting keys can be searched by TXT answer without naming each of its realms.
-pub fn txt_realms(name: &str) -> Option<RangeInclusive<Authority>> {
-    let host = name.strip_prefix(TXT_PREFIX)?;
-    let first = Authority::parse(host).ok()?;
-    // Only a name `txt_name` could have written: a DNS host already in canonical form
-    // (`_airc.A.example` or `_airc.a.example:7001` parse, but are no realm's TXT name).
-    if first.kind() != HostKind::Dns || first.host() != host {
-        return None;
-    }
-    let last = Authority::parse(&alloc::format!("{host}:{}", u16::MAX)).ok()?;
-    Some(first..=last)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1561,60 +1540,6 @@ mod tests {
                 }
             }
         }
-    }
-
-    #[test]
-    fn txt_realms_are_exactly_the_realms_of_that_txt_name() {
-        let realms: BTreeSet<Authority> = [
-            "a.example",
-            "a.example:7001",
-            "a.example:1",
-            "a.example:65535",
-            "a.example.com",
-            "aa.example",
-            "a-example",
-            "b.example",
-            "192.0.2.1",
-            "192.0.2.1:7001",
-            "[::1]",
-            "example",
-            "x.a.example",
-        ]
-        .into_iter()
-        .map(auth)
-        .collect();
-        let mut names: Vec<String> = realms.iter().filter_map(txt_name).collect();
-        names.extend(
-            [
-                "_airc.A.example",
-                "_airc.a.example.",
-                "_airc.a.example:7001",
-                "_airc.a.example:2472",
-                "_airc.192.0.2.1",
-                "_airc.[::1]",
-                "_airc.",
-                "_airc",
-                "a.example",
-                "_airc._airc.a.example",
-                "_airc.nobody.example",
-            ]
-            .map(String::from),
-        );
-        for name in &names {
-            let walked: Vec<&Authority> = realms
-                .iter()
-                .filter(|r| txt_name(r).as_deref() == Some(name.as_str()))
-                .collect();
-            let ranged: Vec<&Authority> = match txt_realms(name) {
-                Some(range) => realms.range(range).collect(),
-                None => Vec::new(),
-            };
-            assert_eq!(ranged, walked, "{name}");
-        }
-        let a: Vec<&Authority> = realms
-            .range(txt_realms("_airc.a.example").unwrap())
-            .collect();
-        assert_eq!(a.len(), 4, "every port of a.example, nothing else: {a:?}");
     }
 
     #[test]
