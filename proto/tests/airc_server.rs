@@ -1610,6 +1610,34 @@ fn offers_from_one_namespace_are_rate_limited() {
     assert_eq!(offer(&mut r, 101), json!(true), "the bucket refills");
 }
 
+#[test]
+fn an_endpoint_is_named_in_at_most_max_links_per_party_links() {
+    let mut r = Realm::new();
+    r.client(ALICE, "alice");
+    let grant = |r: &mut Realm, i: usize| {
+        let out = r.send(
+            ALICE,
+            json!({"t":"link","op":"grant","as":format!("alice/x{i}"),"peer":"bob/y"}),
+        );
+        frames(&out, ALICE).remove(0)
+    };
+    let cap = weft_proto::airc::link::MAX_LINKS_PER_PARTY;
+    for i in 0..cap {
+        assert_eq!(grant(&mut r, i)["ok"], true, "grant {i}");
+    }
+    let refused = grant(&mut r, cap);
+    assert_eq!(
+        (&refused["ok"], &refused["code"], &refused["reason"]),
+        (
+            &json!(false),
+            &json!("refused"),
+            &json!(format!(
+                "too many links for airc://example.com/bob/y ({cap})"
+            ))
+        )
+    );
+}
+
 /// A realm whose policy refuses everything, so only links decide (§10.2).
 fn closed_realm() -> Realm {
     Realm::with(config_with_policy(

@@ -646,6 +646,24 @@ impl Address {
     pub fn is_resolver_for(&self, target: &Address) -> bool {
         self.delegated_remainder(target).is_some()
     }
+
+    /// The keys of the namespace references this address lies beneath in its own realm (§2.4),
+    /// shortest first: `airc://r/a/` and `airc://r/a/b/` for `airc://r/a/b/c` (or for
+    /// `airc://r/a/b/c/`). Each is a prefix of [`Self::key`], so looking them up allocates
+    /// nothing; a table keyed by address keys finds what "a namespace matches any endpoint
+    /// beneath it" (§11.3) covers without scanning.
+    pub(crate) fn enclosing_namespace_keys(&self) -> impl Iterator<Item = &str> {
+        let key = self.key.as_str();
+        let path: usize =
+            self.segments.iter().map(|s| 1 + s.len()).sum::<usize>() + usize::from(self.namespace);
+        // The `/` before the first segment; each step moves to the `/` after the next one.
+        let mut end = key.len() - path;
+        let enclosing = self.segments.split_last().map_or(&[][..], |(_, rest)| rest);
+        enclosing.iter().map(move |s| {
+            end += 1 + s.len();
+            &key[..=end]
+        })
+    }
 }
 
 impl fmt::Display for Address {
@@ -1141,6 +1159,23 @@ mod tests {
         assert!(!Address::parse("//h/alice/").unwrap().is_inside(&alice));
         assert!(!Address::parse("//h/alicex/y").unwrap().is_inside(&alice));
         assert!(!Address::parse("//h/bob/x").unwrap().is_inside(&alice));
+    }
+
+    #[test]
+    fn enclosing_namespace_keys_are_the_key_prefixes_of_each_namespace_above() {
+        let keys = |s: &str| -> Vec<String> {
+            let a = Address::parse(s).unwrap();
+            a.enclosing_namespace_keys().map(String::from).collect()
+        };
+        let want = ["airc://r.example:99/a/", "airc://r.example:99/a/b/"];
+        assert_eq!(keys("airc://R.example:99/a/b/c#frag"), want);
+        assert_eq!(keys("airc://r.example:99/a/b/c/"), want);
+        assert!(keys("airc://r.example/a").is_empty());
+        assert!(keys("airc://r.example/a/").is_empty());
+        for k in keys("airc://r.example/a/b/c/d") {
+            let ns = Address::parse(&k).unwrap();
+            assert!(ns.is_namespace() && ns.key().as_str() == k, "{k}");
+        }
     }
 
     #[test]

@@ -12,12 +12,14 @@
 //!   another realm), [`ControlMessage`] (the body and `msg` for each action) and [`Notice`] (the
 //!   plain-text notification, byte for byte as Appendix A.2 shows it);
 //! - §11.5 admission and §16.5/§16.7: [`MAX_PENDING_OFFERS`] per offerer, [`OFFER_RATE`] per
-//!   source, `accept_offers` and `auto_accept` in [`LinkConfig`].
+//!   source (for every control message that would store a new record), [`MAX_LINKS_PER_PARTY`]
+//!   per endpoint, `accept_offers` and `auto_accept` in [`LinkConfig`].
 //!
 //! §11.2's table of operations was lost from the copy of the spec; the preconditions here are
 //! the ones §11.4 step 2 restates for control messages, applied to the acting endpoint.
 
 mod control;
+mod index;
 mod record;
 
 #[cfg(test)]
@@ -39,13 +41,14 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use core::fmt;
 
-use crate::airc::address::{Address, AddressKey, Authority};
+use crate::airc::address::{Address, Authority};
 use crate::airc::frame::AckCode;
 use crate::airc::pattern::Pattern;
 use crate::codec::hex;
 use crate::core::Timestamp;
 use crate::core::bounded::{BoundedMap, MapInsert};
 use crate::core::bucket::{BucketConfig, TokenBucket};
+use index::{Index, Rank};
 
 /// Pending offers one offerer may have outstanding at once (§11.5: "MUST cap pending offers per
 /// offerer (20)"). An expired pending offer no longer counts: it has no effect (§11.1).
@@ -53,6 +56,11 @@ pub const MAX_PENDING_OFFERS: usize = 20;
 
 /// The rate of offers per source (§11.5 "SHOULD rate-limit offers per source"; the spec names
 /// no number): a burst of 10, then one a second.
+///
+/// A grant, or a revoke of an id never seen, from a control message (§11.4) draws on the same
+/// bucket: each stores a new record with no word from the local endpoint, like an offer, and
+/// §16.5 asks that control traffic admitted across policy be capped and rate-limited. A control
+/// message about a record already held is never limited, so a revocation always lands.
 pub const OFFER_RATE: BucketConfig = BucketConfig::new(10, 1);
 
 /// Sources whose offer rate is tracked at once. When full the source first seen is forgotten
@@ -63,6 +71,17 @@ pub const MAX_OFFER_SOURCES: usize = 4096;
 /// rather than evicting one, because forgetting a revocation would turn a denial back into no
 /// decision.
 pub const MAX_LINKS: usize = 100_000;
+
+/// Link records one party may be named in (as `a`, or as `b`; a namespace `b` counts for the
+/// namespace, not for the endpoints beneath it). The spec sets none (§15's table was lost).
+///
+/// A hundredth of [`MAX_LINKS`], so records piled onto one endpoint (offers or grants naming it,
+/// or a peer realm's grants and revokes of unknown ids) fill that endpoint's share and not the
+/// table; and fifty times [`MAX_PENDING_OFFERS`], far more than one endpoint links with. A new
+/// record past it is refused ([`LinkRefusal::PartyFull`]) rather than evicting one, for the
+/// reason [`MAX_LINKS`] gives. Records are never dropped from the table, so this bounds the
+/// links an endpoint is ever named in.
+pub const MAX_LINKS_PER_PARTY: usize = 1_000;
 
 /// Fresh ids tried before an offer or grant gives up (a collision among 2³² ids is rare; eight in
 /// a row means the table is nearly full of ids, or the random source is broken).
@@ -131,12 +150,15 @@ pub enum LinkRefusal {
     OffersRefused,
     /// The offerer has [`MAX_PENDING_OFFERS`] pending already (§11.5).
     TooManyPending,
-    /// The source has used its [`OFFER_RATE`] (§11.5).
+    /// The source has used its [`OFFER_RATE`] (§11.5), with offers, grants or revokes that
+    /// would store a new record.
     RateLimited,
     /// The label is longer than [`MAX_LABEL_BYTES`].
     LabelTooLong,
     /// [`MAX_LINKS`] records are held.
     TableFull,
+    /// A side of the new record, by its key, is named in [`MAX_LINKS_PER_PARTY`] records.
+    PartyFull(String),
     /// [`MAX_ID_ATTEMPTS`] fresh ids all collided.
     NoFreeId,
 }
@@ -162,9 +184,12 @@ impl fmt::Display for LinkRefusal {
             Self::ExpiresInPast => f.write_str("expires is not in the future"),
             Self::OffersRefused => f.write_str("this realm accepts no link offers"),
             Self::TooManyPending => write!(f, "too many pending offers ({MAX_PENDING_OFFERS})"),
-            Self::RateLimited => f.write_str("too many link offers; try later"),
+            Self::RateLimited => f.write_str("too many new links from this source; try later"),
             Self::LabelTooLong => write!(f, "label longer than {MAX_LABEL_BYTES} bytes"),
             Self::TableFull => f.write_str("link table full"),
+            Self::PartyFull(key) => {
+                write!(f, "too many links for {key} ({MAX_LINKS_PER_PARTY})")
+            }
             Self::NoFreeId => f.write_str("no free link id"),
         }
     }
@@ -293,19 +318,20 @@ impl LinkDecision {
     }
 }
 
-/// The links a realm's server holds (§11), bounded by [`MAX_LINKS`].
+/// The links a realm's server holds (§11), bounded by [`MAX_LINKS`], and by
+/// [`MAX_LINKS_PER_PARTY`] for one endpoint.
 ///
-/// Records are kept by id in an ordered map and indexed by the key of each side, so every output
-/// is in a defined order and a decision reads only the records of its two endpoints.
+/// Records are kept by id, and indexed newest first (§11.3's order) by each side's key and, for
+/// those that can decide, by pair. So every output is in a defined order without sorting, a
+/// decision reads only records of its own pair (however many either endpoint has with others),
+/// and the pending-offer cap counts only the offerer's unexpired pending offers.
 #[derive(Clone, Debug)]
 pub struct LinkTable {
     realm: Authority,
     config: LinkConfig,
     links: BTreeMap<String, Link>,
-    /// Ids by the key of `a` and of `b` (a namespace `b` under its namespace key).
-    by_party: BTreeMap<AddressKey, BTreeSet<String>>,
-    /// Ids whose `b` is a namespace reference, for listing an endpoint beneath one.
-    namespace_b: BTreeSet<String>,
+    /// Changed only with the record, through [`LinkTable::change`] and [`LinkTable::put`].
+    index: Index,
     offer_rate: BoundedMap<String, TokenBucket>,
 }
 
@@ -316,8 +342,7 @@ impl LinkTable {
             realm,
             config,
             links: BTreeMap::new(),
-            by_party: BTreeMap::new(),
-            namespace_b: BTreeSet::new(),
+            index: Index::default(),
             offer_rate: BoundedMap::new(MAX_OFFER_SOURCES),
         }
     }
@@ -349,37 +374,41 @@ impl LinkTable {
 
     /// Puts back a record read from durable storage after a restart. Validity was checked when
     /// it was first stored; a record already held is merged forward-only.
+    ///
+    /// [`MAX_LINKS_PER_PARTY`] is not applied again: the record was admitted when first stored,
+    /// and dropping it now could forget a revocation, turning a denial into no decision.
     pub fn restore(&mut self, link: Link) -> Result<Stored, LinkRefusal> {
-        self.store(link)
+        self.put(link, false)
     }
 
     /// The links `endpoint` is a party to (as `a`, as `b`, or beneath a namespace `b`), newest
     /// first (§4.6 `list`).
     pub fn list(&self, endpoint: &Address) -> Vec<&Link> {
-        let mut ids: BTreeSet<&String> = self
-            .by_party
-            .get(endpoint.key())
-            .into_iter()
+        let own = self.index.by_party.get(endpoint.key().as_str());
+        let mut beneath = endpoint
+            .enclosing_namespace_keys()
+            .filter_map(|ns| self.index.by_party.get(ns))
             .flatten()
-            .collect();
-        ids.extend(
-            self.namespace_b
-                .iter()
-                .filter(|id| self.links.get(*id).is_some_and(|l| l.is_b(endpoint))),
-        );
-        let mut out: Vec<&Link> = ids
-            .into_iter()
-            .filter_map(|id| self.links.get(id))
-            .collect();
-        out.sort_by(|x, y| newest_first(x, y));
-        out
+            .filter(|r| self.get(r.id()).is_some_and(|l| l.is_b(endpoint)))
+            .peekable();
+        let ranks: Vec<&Rank> = if beneath.peek().is_none() {
+            own.into_iter().flatten().collect()
+        } else {
+            // Merged (and any record seen twice kept once) in rank order.
+            let mut all: BTreeSet<&Rank> = beneath.collect();
+            all.extend(own.into_iter().flatten());
+            all.into_iter().collect()
+        };
+        ranks.into_iter().filter_map(|r| self.get(r.id())).collect()
     }
 
     /// Every link, newest first: what an administrator connection may list (§5).
     pub fn list_all(&self) -> Vec<&Link> {
-        let mut out: Vec<&Link> = self.links.values().collect();
-        out.sort_by(|x, y| newest_first(x, y));
-        out
+        self.index
+            .newest
+            .iter()
+            .filter_map(|r| self.get(r.id()))
+            .collect()
     }
 
     /// §11.2 offer: a new pending link from `offer.acting` (side `a`) to `offer.peer` (side `b`).
@@ -402,7 +431,7 @@ impl LinkTable {
         if offer.peer.realm() == &self.realm && !self.config.accept_offers {
             return Err(LinkRefusal::OffersRefused);
         }
-        self.admit_offer(now, &offer.acting, None)?;
+        self.admit_offer(now, &offer.acting, None, (&offer.acting, &offer.peer))?;
         let id = self.fresh_id(rng)?;
         let link = Link {
             id,
@@ -458,7 +487,7 @@ impl LinkTable {
         }
         let link = self
             .links
-            .get_mut(id)
+            .get(id)
             .ok_or_else(|| LinkRefusal::Unknown(id.to_string()))?;
         if !link.is_party(acting) {
             return Err(LinkRefusal::NotAllowed {
@@ -472,10 +501,14 @@ impl LinkTable {
                 state: link.state,
             });
         }
-        link.state = LinkState::Revoked;
-        link.revoked_at = Some(now);
-        link.revoked_by = Some(acting.without_fragment());
-        let link = link.clone();
+        let link = self
+            .change(id, |link| {
+                link.state = LinkState::Revoked;
+                link.revoked_at = Some(now);
+                link.revoked_by = Some(acting.without_fragment());
+                link.clone()
+            })
+            .ok_or_else(|| LinkRefusal::Unknown(id.to_string()))?;
         let to = other_side(&link, acting);
         let control =
             ControlMessage::new(Action::Revoke, link.clone(), acting.without_fragment(), to);
@@ -519,23 +552,35 @@ impl LinkTable {
     ///
     /// Records created at the same instant are taken revoked first, then by id, so a tie can
     /// only deny and never depends on storage order.
+    ///
+    /// The first record in that order that is revoked, or active and unexpired, decides; pending
+    /// and declined ones never do. So this reads only the active and revoked records whose `a`
+    /// is one endpoint and whose `b` is the other or a namespace above it, each pair's newest
+    /// first, and stops in each at its first deciding record: what it reads grows with the
+    /// records of this pair (the active ones that have expired), never with the links either
+    /// endpoint has with anyone else.
     pub fn decide(&self, now: Timestamp, from: &Address, to: &Address) -> LinkDecision {
-        let mut ids: BTreeSet<&String> = BTreeSet::new();
-        for side in [from, to] {
-            ids.extend(self.by_party.get(side.key()).into_iter().flatten());
+        let mut first: Option<(&Rank, &Link)> = None;
+        for (a, b) in [(from, to), (to, from)] {
+            let Some(by_b) = self.index.decisive.get(a.key().as_str()) else {
+                continue;
+            };
+            let b_keys = core::iter::once(b.key().as_str()).chain(b.enclosing_namespace_keys());
+            for ranks in b_keys.filter_map(|k| by_b.get(k)) {
+                let found = ranks
+                    .iter()
+                    // Past the best so far nothing can win.
+                    .take_while(|r| first.is_none_or(|(best, _)| *r < best))
+                    .filter_map(|r| Some((r, self.get(r.id())?)))
+                    .find(|(_, l)| l.joins(from, to) && decides(l, now));
+                if found.is_some() {
+                    first = found;
+                }
+            }
         }
-        let mut records: Vec<&Link> = ids
-            .into_iter()
-            .filter_map(|id| self.links.get(id))
-            .filter(|l| l.joins(from, to))
-            .collect();
-        records.sort_by(|x, y| newest_first(x, y));
-        for rec in records {
+        if let Some((_, rec)) = first {
             if rec.state == LinkState::Revoked {
                 return LinkDecision::Revoked { id: rec.id.clone() };
-            }
-            if rec.state != LinkState::Active || rec.is_expired(now) {
-                continue;
             }
             let f_is_a = rec.is_a(from);
             let starts = match rec.direction {
@@ -618,7 +663,7 @@ impl LinkTable {
                     return Err(LinkRefusal::OffersRefused);
                 }
                 if existing.is_none() {
-                    self.admit_offer(now, &from, Some(&id))?;
+                    self.admit_offer(now, &from, Some(&id), (&incoming.a, &incoming.b))?;
                 }
             }
             Action::Accept | Action::Decline => {
@@ -659,6 +704,11 @@ impl LinkTable {
                 }
             }
         }
+        // A grant or a revoke that would store a record never seen counts against the source's
+        // rate like an offer (see `OFFER_RATE`); one about a held record only merges.
+        if matches!(action, Action::Grant | Action::Revoke) && !self.links.contains_key(&id) {
+            self.admit_record(now, &from, (&incoming.a, &incoming.b))?;
+        }
         // Step 3.
         let stored = self.store(incoming)?;
         // Step 4.
@@ -667,13 +717,15 @@ impl LinkTable {
         if action == Action::Offer
             && stored == Stored::New
             && self.config.auto_accept.iter().any(|p| p.matches(&to))
-            && let Some(link) = self.links.get_mut(&id)
+            && let Some(link) = self.change(&id, |link| {
+                link.state = LinkState::Active;
+                link.accepted_at = Some(now);
+                link.clone()
+            })
         {
-            link.state = LinkState::Active;
-            link.accepted_at = Some(now);
             reply = Some(ControlMessage::new(
                 Action::Accept,
-                link.clone(),
+                link,
                 to.clone(),
                 from.clone(),
             ));
@@ -720,7 +772,7 @@ impl LinkTable {
         }
         let link = self
             .links
-            .get_mut(id)
+            .get(id)
             .ok_or_else(|| LinkRefusal::Unknown(id.to_string()))?;
         if !link.is_offeree(acting) {
             return Err(LinkRefusal::NotAllowed {
@@ -737,45 +789,68 @@ impl LinkTable {
         if link.is_expired(now) {
             return Err(LinkRefusal::Expired(id.to_string()));
         }
-        if action == Action::Accept {
-            link.state = LinkState::Active;
-            link.accepted_at = Some(now);
-        } else {
-            link.state = LinkState::Declined;
-            link.declined_at = Some(now);
-        }
-        let link = link.clone();
+        let link = self
+            .change(id, |link| {
+                if action == Action::Accept {
+                    link.state = LinkState::Active;
+                    link.accepted_at = Some(now);
+                } else {
+                    link.state = LinkState::Declined;
+                    link.declined_at = Some(now);
+                }
+                link.clone()
+            })
+            .ok_or_else(|| LinkRefusal::Unknown(id.to_string()))?;
         let to = link.offered_by.clone();
         let control = ControlMessage::new(action, link.clone(), acting.without_fragment(), to);
         Ok(Operation { link, control })
     }
 
-    /// §11.5 for a new offer by `offerer`: the pending cap, then the source's rate (last, so a
-    /// refused offer does not spend a token). `replacing` is an id not to count.
+    /// §11.5 for a new offer by `offerer` of a record joining `sides`: the pending cap, then
+    /// [`LinkTable::admit_record`]. `replacing` is an id not to count.
     fn admit_offer(
         &mut self,
         now: Timestamp,
         offerer: &Address,
         replacing: Option<&String>,
+        sides: (&Address, &Address),
     ) -> Result<(), LinkRefusal> {
-        let pending = self
-            .by_party
-            .get(offerer.key())
-            .into_iter()
-            .flatten()
-            .filter(|id| Some(*id) != replacing)
-            .filter_map(|id| self.links.get(id))
-            .filter(|l| {
-                l.state == LinkState::Pending && l.offered_by == *offerer && !l.is_expired(now)
-            })
-            .count();
-        if pending >= MAX_PENDING_OFFERS {
+        if self.pending_offers(now, offerer, replacing) >= MAX_PENDING_OFFERS {
             return Err(LinkRefusal::TooManyPending);
         }
-        if self.links.len() >= MAX_LINKS {
-            return Err(LinkRefusal::TableFull);
-        }
-        let source = self.source_of(offerer);
+        self.admit_record(now, offerer, sides)
+    }
+
+    /// `offerer`'s pending offers that still count at `now` (unexpired, other than
+    /// `replacing`), counted up to [`MAX_PENDING_OFFERS`], which is all the cap asks: the
+    /// offerer's index holds them in expiry order, so the expired ones are skipped unread.
+    fn pending_offers(
+        &self,
+        now: Timestamp,
+        offerer: &Address,
+        replacing: Option<&String>,
+    ) -> usize {
+        self.index
+            .pending
+            .get(offerer.key().as_str())
+            .into_iter()
+            .flat_map(|ids| ids.range((now, String::new())..))
+            .filter(|(_, id)| Some(id) != replacing)
+            .take(MAX_PENDING_OFFERS)
+            .count()
+    }
+
+    /// Whether a new record joining `sides`, made by `actor`, may be stored: the table and both
+    /// parties have room, then `actor`'s source is within [`OFFER_RATE`] (last, so a refused
+    /// record spends no token).
+    fn admit_record(
+        &mut self,
+        now: Timestamp,
+        actor: &Address,
+        sides: (&Address, &Address),
+    ) -> Result<(), LinkRefusal> {
+        self.has_room(sides, true)?;
+        let source = self.source_of(actor);
         let allowed = match self.offer_rate.get_mut(&source) {
             Some(bucket) => bucket.try_take(now),
             None => {
@@ -791,6 +866,22 @@ impl LinkTable {
         } else {
             Err(LinkRefusal::RateLimited)
         }
+    }
+
+    /// Whether one more record joining `sides` fits: under [`MAX_LINKS`] and, when `per_party`,
+    /// under [`MAX_LINKS_PER_PARTY`] for each side.
+    fn has_room(&self, (a, b): (&Address, &Address), per_party: bool) -> Result<(), LinkRefusal> {
+        if self.links.len() >= MAX_LINKS {
+            return Err(LinkRefusal::TableFull);
+        }
+        if per_party {
+            for side in [a, b] {
+                if self.index.party_len(side.key().as_str()) >= MAX_LINKS_PER_PARTY {
+                    return Err(LinkRefusal::PartyFull(side.key().to_string()));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The source an offer's rate is counted against (§11.5 "per source"): another realm as a
@@ -821,38 +912,42 @@ impl LinkTable {
 
     /// Stores a new record or merges it into the one with its id (forward-only).
     fn store(&mut self, link: Link) -> Result<Stored, LinkRefusal> {
-        if let Some(stored) = self.links.get_mut(&link.id) {
+        self.put(link, true)
+    }
+
+    /// [`LinkTable::store`], applying [`MAX_LINKS_PER_PARTY`] to a new record when `per_party`.
+    fn put(&mut self, link: Link, per_party: bool) -> Result<Stored, LinkRefusal> {
+        if let Some(stored) = self.links.get(&link.id) {
             if stored.a != link.a || stored.b != link.b {
                 return Err(LinkRefusal::NotTheParties(link.id));
             }
-            return Ok(match stored.merge(&link) {
-                Merge::Advanced => Stored::Advanced,
-                Merge::Unchanged => Stored::Unchanged,
+            let merged = self.change(&link.id, |stored| stored.merge(&link));
+            return Ok(match merged {
+                Some(Merge::Advanced) => Stored::Advanced,
+                _ => Stored::Unchanged,
             });
         }
-        if self.links.len() >= MAX_LINKS {
-            return Err(LinkRefusal::TableFull);
-        }
-        for side in [&link.a, &link.b] {
-            self.by_party
-                .entry(side.key().clone())
-                .or_default()
-                .insert(link.id.clone());
-        }
-        if link.b.is_namespace() {
-            self.namespace_b.insert(link.id.clone());
-        }
+        self.has_room((&link.a, &link.b), per_party)?;
+        self.index.add(&link);
         self.links.insert(link.id.clone(), link);
         Ok(Stored::New)
     }
+
+    /// Changes the record with this id through `f`, keeping the index right: the only way a
+    /// stored record changes. `None` when no record has the id.
+    fn change<R>(&mut self, id: &str, f: impl FnOnce(&mut Link) -> R) -> Option<R> {
+        let link = self.links.get_mut(id)?;
+        self.index.remove(link);
+        let out = f(link);
+        self.index.add(link);
+        Some(out)
+    }
 }
 
-/// Newest first by `created`; at one instant a revocation first, then by id, descending.
-fn newest_first(x: &Link, y: &Link) -> core::cmp::Ordering {
-    y.created
-        .cmp(&x.created)
-        .then((y.state == LinkState::Revoked).cmp(&(x.state == LinkState::Revoked)))
-        .then(y.id.cmp(&x.id))
+/// Whether a record joining the pair decides at `now` (§11.3): a revocation always, an active
+/// link until it expires.
+fn decides(link: &Link, now: Timestamp) -> bool {
+    link.state == LinkState::Revoked || (link.state == LinkState::Active && !link.is_expired(now))
 }
 
 /// The preconditions on the two sides of a new link: the actor is an endpoint, and the peer is

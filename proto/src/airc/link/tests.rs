@@ -1369,3 +1369,707 @@ fn actions_name_their_state_and_audit_kind() {
     assert_eq!(Action::Grant.state(), LinkState::Active);
     assert_eq!(Direction::parse("a-initiates"), Some(Direction::AInitiates));
 }
+
+// ---- the indexes: the same answers as reading every record ----
+
+/// The table as it answered before it kept indexes: gather every record either endpoint is a
+/// side of, keep those joining the two, sort, read in order. Kept here only, to hold the indexed
+/// table to it.
+mod reference {
+    use super::*;
+    use core::cmp::Ordering;
+
+    /// Newest first by `created`; at one instant a revocation first, then by id, descending.
+    pub(super) fn newest_first(x: &Link, y: &Link) -> Ordering {
+        y.created
+            .cmp(&x.created)
+            .then((y.state == LinkState::Revoked).cmp(&(x.state == LinkState::Revoked)))
+            .then(y.id.cmp(&x.id))
+    }
+
+    fn names(l: &Link, x: &Address) -> bool {
+        l.a.key() == x.key() || l.b.key() == x.key()
+    }
+
+    pub(super) fn decide(
+        all: &[&Link],
+        now: Timestamp,
+        from: &Address,
+        to: &Address,
+    ) -> LinkDecision {
+        let mut records: Vec<&Link> = all
+            .iter()
+            .copied()
+            .filter(|l| names(l, from) || names(l, to))
+            .filter(|l| l.joins(from, to))
+            .collect();
+        records.sort_by(|x, y| newest_first(x, y));
+        for rec in records {
+            if rec.state == LinkState::Revoked {
+                return LinkDecision::Revoked { id: rec.id.clone() };
+            }
+            if rec.state != LinkState::Active || rec.is_expired(now) {
+                continue;
+            }
+            let f_is_a = rec.is_a(from);
+            let starts = match rec.direction {
+                Direction::Both => true,
+                Direction::AInitiates => f_is_a,
+                Direction::BInitiates => !f_is_a,
+            };
+            return if starts {
+                LinkDecision::Allow { id: rec.id.clone() }
+            } else {
+                LinkDecision::ReplyOnly {
+                    id: rec.id.clone(),
+                    direction: rec.direction,
+                }
+            };
+        }
+        LinkDecision::None
+    }
+
+    pub(super) fn list<'a>(all: &[&'a Link], endpoint: &Address) -> Vec<&'a Link> {
+        let mut out: Vec<&Link> = all
+            .iter()
+            .copied()
+            .filter(|l| names(l, endpoint) || (l.b.is_namespace() && l.is_b(endpoint)))
+            .collect();
+        out.sort_by(|x, y| newest_first(x, y));
+        out
+    }
+
+    pub(super) fn list_all<'a>(all: &[&'a Link]) -> Vec<&'a Link> {
+        let mut out = all.to_vec();
+        out.sort_by(|x, y| newest_first(x, y));
+        out
+    }
+
+    /// The offerer's pending offers that count, as `admit_offer` counted them.
+    pub(super) fn pending(
+        all: &[&Link],
+        now: Timestamp,
+        offerer: &Address,
+        replacing: Option<&String>,
+    ) -> usize {
+        all.iter()
+            .filter(|l| names(l, offerer))
+            .filter(|l| Some(&l.id) != replacing)
+            .filter(|l| {
+                l.state == LinkState::Pending && l.offered_by == *offerer && !l.is_expired(now)
+            })
+            .count()
+    }
+}
+
+/// Endpoints and namespaces of this realm (`example.com`) and of `partner.example`, nested so
+/// namespace-side links cover some endpoints and not others.
+const LOCALS: [&str; 8] = [
+    "airc://example.com/a/x",
+    "airc://example.com/a/y",
+    "airc://example.com/a/",
+    "airc://example.com/b/y/z",
+    "airc://example.com/b/y/",
+    "airc://example.com/b/",
+    "airc://example.com/b/w",
+    "airc://example.com/c/q",
+];
+const REMOTES: [&str; 5] = [
+    "airc://partner.example/p/q",
+    "airc://partner.example/p/r",
+    "airc://partner.example/p/",
+    "airc://partner.example/s/t/u",
+    "airc://partner.example/s/",
+];
+
+/// Drives one table through a seeded mix of every operation that stores or changes a record
+/// and checks it against [`reference`] as it goes.
+struct Scenario {
+    tab: LinkTable,
+    peer: LinkTable,
+    rng: ChaCha20Rng,
+    now: u64,
+    /// Every id the table may hold, to read the records without its indexes.
+    ids: BTreeSet<String>,
+    /// Control messages sent so far, for fresh `msg` ids.
+    sent: u64,
+    /// What the control messages taken did, to show the scenario reaches each path.
+    changes: BTreeMap<&'static str, usize>,
+}
+
+impl Scenario {
+    fn new(seed: u64) -> Self {
+        let config = LinkConfig {
+            accept_offers: true,
+            auto_accept: vec![Pattern::parse("//example.com/c/**").unwrap()],
+        };
+        Self {
+            tab: LinkTable::new(Authority::parse("example.com").unwrap(), config),
+            peer: partner(),
+            rng: ChaCha20Rng::seed_from_u64(seed),
+            now: NOW,
+            ids: BTreeSet::new(),
+            sent: 0,
+            changes: BTreeMap::new(),
+        }
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        rand_core::Rng::next_u64(&mut self.rng) % n
+    }
+    fn pick<'a>(&mut self, from: &[&'a str]) -> &'a str {
+        from[self.below(from.len() as u64) as usize]
+    }
+    fn any(&mut self) -> Address {
+        let all: Vec<&str> = LOCALS.iter().chain(REMOTES.iter()).copied().collect();
+        addr(self.pick(&all))
+    }
+    fn endpoint(&mut self, of: &[&str]) -> Address {
+        let eps: Vec<&str> = of.iter().copied().filter(|s| !s.ends_with('/')).collect();
+        addr(self.pick(&eps))
+    }
+    fn direction(&mut self) -> Direction {
+        [
+            Direction::Both,
+            Direction::AInitiates,
+            Direction::BInitiates,
+        ][self.below(3) as usize]
+    }
+    /// Never, soon, or already past, so some links expire while the scenario runs.
+    fn expires(&mut self) -> Option<Timestamp> {
+        match self.below(4) {
+            0 | 1 => None,
+            2 => Some(t(self.now + 1 + self.below(40))),
+            _ => Some(t(self.now.saturating_sub(1 + self.below(40)))),
+        }
+    }
+    /// A creation instant from a handful, so records tie.
+    fn instant(&mut self) -> u64 {
+        NOW + 5 * self.below(6)
+    }
+    fn known_id(&mut self) -> Option<String> {
+        let n = self.ids.len() as u64;
+        (n > 0).then(|| {
+            let i = self.below(n) as usize;
+            self.ids.iter().nth(i).cloned().unwrap()
+        })
+    }
+    /// An endpoint that may answer for `link`'s side `b`: `b`, or one beneath it.
+    fn b_side(&mut self, link: &Link) -> Address {
+        let beneath: Vec<&str> = LOCALS
+            .iter()
+            .chain(REMOTES.iter())
+            .copied()
+            .filter(|s| !s.ends_with('/') && link.is_b(&addr(s)))
+            .collect();
+        if beneath.is_empty() {
+            link.b.clone()
+        } else {
+            addr(self.pick(&beneath))
+        }
+    }
+    fn note(&mut self, link: &Link) {
+        self.ids.insert(link.id.clone());
+    }
+    fn deliver(&mut self, c: &ControlMessage) {
+        self.sent += 1;
+        let m = c.to_msg(alloc::format!("m{}", self.sent), t(self.now));
+        if let Ok(got) = self.tab.receive(t(self.now), &m) {
+            self.note(&got.link);
+            let what = match (got.stored, got.reply.is_some()) {
+                (_, true) => "auto-accepted offers",
+                (Stored::Advanced, _) => "records advanced by a peer",
+                _ => "other control messages taken",
+            };
+            *self.changes.entry(what).or_default() += 1;
+        }
+    }
+
+    fn step(&mut self) {
+        let now = t(self.now);
+        match self.below(11) {
+            0 | 1 => {
+                let o = Offer {
+                    acting: self.endpoint(&LOCALS),
+                    peer: self.any(),
+                    direction: self.direction(),
+                    label: None,
+                    expires: self.expires().filter(|e| *e > now),
+                };
+                if let Ok(op) = self.tab.offer(now, &mut self.rng, o) {
+                    self.note(&op.link);
+                }
+            }
+            2 => {
+                let g = Grant {
+                    a: self.endpoint(&LOCALS),
+                    b: self.any(),
+                    direction: self.direction(),
+                    label: None,
+                    expires: self.expires(),
+                    origin: None,
+                };
+                if let Ok(op) = self.tab.grant(now, &mut self.rng, g) {
+                    self.note(&op.link);
+                }
+            }
+            3 => {
+                // Accept or decline, mostly by an offeree.
+                let Some(id) = self.known_id() else { return };
+                let link = self.tab.get(&id).unwrap().clone();
+                let acting = if self.below(2) == 0 {
+                    link.a.clone()
+                } else {
+                    self.b_side(&link)
+                };
+                if acting.realm() == self.tab.realm() {
+                    let _ = if self.below(2) == 0 {
+                        self.tab.accept(now, &acting, &id)
+                    } else {
+                        self.tab.decline(now, &acting, &id)
+                    };
+                } else {
+                    // The far side's answer, as its server sends it.
+                    let mut answered = link.clone();
+                    let action = if self.below(2) == 0 {
+                        answered.state = LinkState::Active;
+                        answered.accepted_at = Some(now);
+                        Action::Accept
+                    } else {
+                        answered.state = LinkState::Declined;
+                        answered.declined_at = Some(now);
+                        Action::Decline
+                    };
+                    let to = link.a.clone();
+                    self.deliver(&ControlMessage::new(action, answered, acting, to));
+                }
+            }
+            4 => {
+                let Some(id) = self.known_id() else { return };
+                let link = self.tab.get(&id).unwrap().clone();
+                let acting = if self.below(2) == 0 {
+                    link.a.clone()
+                } else {
+                    self.b_side(&link)
+                };
+                if acting.realm() == self.tab.realm() {
+                    let _ = self.tab.revoke(now, &acting, &id);
+                } else {
+                    let mut revoked = link.clone();
+                    revoked.state = LinkState::Revoked;
+                    let to = other_side(&link, &acting);
+                    self.deliver(&ControlMessage::new(Action::Revoke, revoked, acting, to));
+                }
+            }
+            5 | 6 => {
+                // The peer realm offers or grants to a local endpoint or namespace.
+                let acting = self.endpoint(&REMOTES);
+                let peer = addr(self.pick(&LOCALS));
+                let (direction, expires) = (self.direction(), self.expires());
+                let op = if self.below(2) == 0 {
+                    let o = Offer {
+                        acting,
+                        peer,
+                        direction,
+                        label: None,
+                        expires: expires.filter(|e| *e > now),
+                    };
+                    self.peer.offer(now, &mut self.rng, o)
+                } else {
+                    let g = Grant {
+                        a: acting,
+                        b: peer,
+                        direction,
+                        label: None,
+                        expires,
+                        origin: None,
+                    };
+                    self.peer.grant(now, &mut self.rng, g)
+                };
+                if let Ok(op) = op {
+                    let to = if op.control.to.is_namespace() {
+                        self.b_side(&op.link)
+                    } else {
+                        op.control.to.clone()
+                    };
+                    self.deliver(&ControlMessage { to, ..op.control });
+                }
+            }
+            7 => {
+                // A revoke, from the peer realm, of an id this table may never have seen.
+                let a = self.endpoint(&REMOTES);
+                let b = addr(self.pick(&LOCALS));
+                let id = alloc::format!("L{:08x}", self.below(64));
+                let (created, dir) = (self.instant(), self.direction());
+                let mut l = rec(
+                    &id,
+                    "airc://x/y",
+                    "airc://x/z",
+                    dir,
+                    LinkState::Revoked,
+                    created,
+                );
+                (l.a, l.b, l.offered_by) = (a.clone(), b.clone(), a.clone());
+                let to = self.b_side(&l);
+                self.deliver(&ControlMessage::new(Action::Revoke, l, a, to));
+            }
+            8 | 9 => {
+                // Records read back after a restart: any state, tied instants, colliding ids,
+                // and later states of records held.
+                let state = [
+                    LinkState::Pending,
+                    LinkState::Active,
+                    LinkState::Declined,
+                    LinkState::Revoked,
+                ][self.below(4) as usize];
+                let held = match self.known_id() {
+                    Some(id) if self.below(2) == 0 => self.tab.get(&id).cloned(),
+                    _ => None,
+                };
+                let l = if let Some(mut l) = held {
+                    l.state = state;
+                    l
+                } else {
+                    let a = self.endpoint(&[&LOCALS[..], &REMOTES[..]].concat());
+                    let b = self.any();
+                    if a == b {
+                        return;
+                    }
+                    let id = alloc::format!("L{:08x}", self.below(64));
+                    let created = self.instant();
+                    let dir = self.direction();
+                    let mut l = rec(&id, "airc://x/y", "airc://x/z", dir, state, created);
+                    (l.a, l.b) = (a.clone(), b.clone());
+                    l.offered_by = if self.below(2) == 0 || b.is_namespace() {
+                        a
+                    } else {
+                        b
+                    };
+                    l.expires = self.expires();
+                    l
+                };
+                match self.tab.restore(l.clone()) {
+                    Ok(Stored::Advanced) => {
+                        *self
+                            .changes
+                            .entry("records advanced by a restore")
+                            .or_default() += 1;
+                    }
+                    Ok(_) => self.note(&l),
+                    Err(_) => {}
+                }
+            }
+            _ => self.now += [1, 2, 5, 30][self.below(4) as usize],
+        }
+    }
+
+    /// Every decision, listing and pending count, at several instants, against [`reference`].
+    /// Counts the decisions of each kind, and those a namespace-side record made.
+    fn check(&self, seen: &mut BTreeMap<&'static str, usize>) {
+        let all: Vec<&Link> = self.ids.iter().filter_map(|id| self.tab.get(id)).collect();
+        assert_eq!(all.len(), self.tab.len(), "every record is known");
+        let addrs: Vec<Address> = LOCALS
+            .iter()
+            .chain(REMOTES.iter())
+            .map(|s| addr(s))
+            .collect();
+        let ids = |v: Vec<&Link>| v.into_iter().map(|l| l.id.clone()).collect::<Vec<_>>();
+        assert_eq!(ids(self.tab.list_all()), ids(reference::list_all(&all)));
+        let replacing = self.ids.iter().next();
+        for now in [self.now - 20, self.now, self.now + 20, self.now + 1000].map(t) {
+            for from in &addrs {
+                for to in &addrs {
+                    let d = self.tab.decide(now, from, to);
+                    assert_eq!(
+                        d,
+                        reference::decide(&all, now, from, to),
+                        "{from} -> {to} at {now:?}"
+                    );
+                    let (kind, id) = match &d {
+                        LinkDecision::Allow { id } => ("allowed", id),
+                        LinkDecision::Revoked { id } => ("denied as revoked", id),
+                        LinkDecision::ReplyOnly { id, .. } => ("left a reply only", id),
+                        _ => continue,
+                    };
+                    *seen.entry(kind).or_default() += 1;
+                    if self.tab.get(id).is_some_and(|l| l.b.is_namespace()) {
+                        *seen.entry("decided by a namespace b").or_default() += 1;
+                    }
+                }
+                for r in [None, replacing] {
+                    let n = self.tab.pending_offers(now, from, r);
+                    assert_eq!(
+                        n,
+                        reference::pending(&all, now, from, r).min(MAX_PENDING_OFFERS),
+                        "pending offers of {from} at {now:?}"
+                    );
+                    *seen.entry("pending offers").or_default() += n;
+                }
+            }
+        }
+        for e in &addrs {
+            assert_eq!(ids(self.tab.list(e)), ids(reference::list(&all, e)), "{e}");
+        }
+        for l in &all {
+            if all
+                .iter()
+                .any(|m| m.id != l.id && m.created == l.created && m.joins(&l.a, &l.b))
+            {
+                *seen
+                    .entry("records tied with another of their pair")
+                    .or_default() += 1;
+            }
+        }
+    }
+}
+
+#[test]
+fn indexed_decisions_lists_and_counts_are_the_ones_reading_every_record_gives() {
+    let mut seen = BTreeMap::new();
+    for seed in 0..4 {
+        let mut s = Scenario::new(seed);
+        for step in 0..400 {
+            s.step();
+            if step % 10 == 0 {
+                s.check(&mut seen);
+            }
+        }
+        s.check(&mut seen);
+        assert!(s.tab.len() > 50, "seed {seed}: {} records", s.tab.len());
+        for (what, n) in s.changes {
+            *seen.entry(what).or_default() += n;
+        }
+    }
+    // The scenario reached every path it is there to check.
+    for what in [
+        "allowed",
+        "denied as revoked",
+        "left a reply only",
+        "decided by a namespace b",
+        "pending offers",
+        "records tied with another of their pair",
+        "auto-accepted offers",
+        "records advanced by a peer",
+        "records advanced by a restore",
+        "other control messages taken",
+    ] {
+        assert!(
+            seen.get(what).is_some_and(|n| *n > 0),
+            "no {what}: {seen:?}"
+        );
+    }
+}
+
+// ---- bounds on what one party can make the table hold ----
+
+fn grant_of(a: &str, b: Address) -> Grant {
+    Grant {
+        a: local(a),
+        b,
+        direction: Direction::BInitiates,
+        label: None,
+        expires: None,
+        origin: None,
+    }
+}
+
+/// A peer realm's grant from `airc://partner.example/<from>` to `to`, as its server sends it.
+fn peer_grant(peer: &mut LinkTable, r: &mut ChaCha20Rng, from: &str, to: Address) -> Msg {
+    let g = Grant {
+        a: addr(&alloc::format!("airc://partner.example/{from}")),
+        ..grant_of("x/y", to)
+    };
+    peer.grant(t(NOW), r, g)
+        .unwrap()
+        .control
+        .to_msg("g".into(), t(NOW))
+}
+
+/// A peer realm's revoke of a link this table never saw, from `airc://partner.example/<from>`.
+fn peer_revoke(id: &str, from: &str, to: Address) -> Msg {
+    let from = addr(&alloc::format!("airc://partner.example/{from}"));
+    let mut l = rec(id, X, X, Direction::Both, LinkState::Revoked, NOW);
+    (l.a, l.b, l.offered_by) = (from.clone(), to.clone(), from.clone());
+    ControlMessage::new(Action::Revoke, l, from, to).to_msg("r".into(), t(NOW))
+}
+
+#[test]
+fn a_party_is_named_in_at_most_max_links_per_party_records() {
+    let mut tab = table();
+    let mut r = rng();
+    let bob = local("bob/y");
+    for i in 0..MAX_LINKS_PER_PARTY {
+        tab.grant(
+            t(NOW),
+            &mut r,
+            grant_of(&alloc::format!("g{i}/x"), bob.clone()),
+        )
+        .unwrap();
+    }
+    let full = LinkRefusal::PartyFull(bob.key().to_string());
+    assert_eq!(
+        full.to_string(),
+        "too many links for airc://example.com/bob/y (1000)"
+    );
+    assert_eq!(LinkRefusal::CODE, AckCode::Refused);
+    // Whoever adds the record, and from whichever side.
+    assert_eq!(
+        tab.grant(t(NOW), &mut r, grant_of("alice/x", bob.clone())),
+        Err(full.clone())
+    );
+    assert_eq!(
+        tab.offer(t(NOW), &mut r, offer_of("bob/y", "alice/x")),
+        Err(full.clone())
+    );
+    let mut peer = partner();
+    let m = peer_grant(&mut peer, &mut r, "p/q", bob.clone());
+    assert_eq!(tab.receive(t(NOW), &m), Err(full.clone()));
+    let m = peer_revoke("L0badf00d", "p/q", bob.clone());
+    assert_eq!(tab.receive(t(NOW), &m), Err(full.clone()));
+    assert_eq!(tab.len(), MAX_LINKS_PER_PARTY);
+    // The refusals spent no token of the peer realm's rate.
+    for i in 0..OFFER_RATE.burst {
+        let m = peer_grant(
+            &mut peer,
+            &mut r,
+            &alloc::format!("p/u{i}"),
+            local("carol/z"),
+        );
+        assert!(tab.receive(t(NOW), &m).is_ok(), "{i}");
+    }
+    // Others still link; the records held still change (a revocation always lands).
+    assert!(
+        tab.grant(t(NOW), &mut r, grant_of("alice/x", local("carol/z")))
+            .is_ok()
+    );
+    let held = tab.list(&bob)[0].id.clone();
+    assert!(tab.revoke(t(NOW), &bob, &held).is_ok());
+    // A record read back after a restart was admitted when first stored: not refused again.
+    let mut back = tab.get(&held).unwrap().clone();
+    back.id = "L0000beef".into();
+    assert_eq!(tab.restore(back), Ok(Stored::New));
+}
+
+/// alice/x's offer to `peer` ten seconds after the last, so the rate never bites.
+fn offer_later(
+    tab: &mut LinkTable,
+    now: &mut u64,
+    peer: Address,
+    expires: Option<u64>,
+) -> Result<Operation, LinkRefusal> {
+    *now += 10;
+    let o = Offer {
+        peer,
+        expires: expires.map(t),
+        ..offer_of("alice/x", "x/y")
+    };
+    tab.offer(t(*now), &mut ChaCha20Rng::seed_from_u64(*now), o)
+}
+
+/// alice/x has all the pending offers it may have: the next is refused.
+fn at_the_cap(tab: &mut LinkTable, now: &mut u64) {
+    let alice = local("alice/x");
+    assert_eq!(
+        tab.pending_offers(t(*now), &alice, None),
+        MAX_PENDING_OFFERS
+    );
+    assert_eq!(
+        offer_later(tab, now, local("carol/z"), None).map(|_| ()),
+        Err(LinkRefusal::TooManyPending)
+    );
+}
+
+/// One of alice/x's offers stopped counting (`why`): one more is taken, and no second.
+fn one_freed(tab: &mut LinkTable, now: &mut u64, why: &str) {
+    let alice = local("alice/x");
+    let n = tab.pending_offers(t(*now), &alice, None);
+    assert_eq!(n, MAX_PENDING_OFFERS - 1, "{why}");
+    assert!(
+        offer_later(tab, now, local("carol/z"), None).is_ok(),
+        "{why}"
+    );
+    at_the_cap(tab, now);
+}
+
+#[test]
+fn the_pending_offer_count_follows_accepts_declines_revokes_and_expiry() {
+    let mut tab = table();
+    let mut dest = partner();
+    let alice = local("alice/x");
+    let mut now = NOW;
+    let mut offers = Vec::new();
+    for i in 0..MAX_PENDING_OFFERS {
+        // The first lapses at NOW + 1000; the second goes to another realm.
+        let peer = match i {
+            1 => addr(Y),
+            _ => local(&alloc::format!("bob/y{i}")),
+        };
+        let expires = (i == 0).then_some(NOW + 1000);
+        offers.push(offer_later(&mut tab, &mut now, peer, expires).unwrap().link);
+    }
+    at_the_cap(&mut tab, &mut now);
+    // Each way an offer stops being pending frees its place.
+    tab.accept(t(now), &local("bob/y2"), &offers[2].id).unwrap();
+    one_freed(&mut tab, &mut now, "accepted");
+    tab.decline(t(now), &local("bob/y3"), &offers[3].id)
+        .unwrap();
+    one_freed(&mut tab, &mut now, "declined");
+    tab.revoke(t(now), &alice, &offers[4].id).unwrap();
+    one_freed(&mut tab, &mut now, "revoked");
+    // Accepted in the other realm: the accept comes back as a control message.
+    let c = &offers[1];
+    let offered = ControlMessage::new(Action::Offer, c.clone(), alice.clone(), addr(Y));
+    dest.receive(t(now), &offered.to_msg("o".into(), t(now)))
+        .unwrap();
+    let acc = dest.accept(t(now), &addr(Y), &c.id).unwrap().control;
+    tab.receive(t(now), &acc.to_msg("a".into(), t(now)))
+        .unwrap();
+    one_freed(&mut tab, &mut now, "accepted by the peer");
+    // Time passes the first offer's expiry.
+    now = NOW + 1001;
+    one_freed(&mut tab, &mut now, "expired");
+    // Merged again, an answered offer stays answered and counts no more.
+    tab.restore(offers[2].clone()).unwrap();
+    assert_eq!(tab.pending_offers(t(now), &alice, None), MAX_PENDING_OFFERS);
+}
+
+#[test]
+fn a_peer_realms_grants_and_revokes_of_unknown_ids_share_the_offer_rate() {
+    let mut tab = table();
+    let mut peer = partner();
+    let mut r = rng();
+    let mut held = Vec::new();
+    for i in 0..OFFER_RATE.burst {
+        let m = peer_grant(&mut peer, &mut r, &alloc::format!("p/u{i}"), local("bob/y"));
+        held.push(tab.receive(t(NOW), &m).unwrap().link);
+    }
+    let m = peer_grant(&mut peer, &mut r, "p/v", local("bob/y"));
+    assert_eq!(tab.receive(t(NOW), &m), Err(LinkRefusal::RateLimited));
+    let m = peer_revoke("L0badf00d", "p/v", local("bob/y"));
+    assert_eq!(tab.receive(t(NOW), &m), Err(LinkRefusal::RateLimited));
+    assert_eq!(
+        tab.offer(
+            t(NOW),
+            &mut r,
+            Offer {
+                peer: addr("airc://partner.example/p/v"),
+                ..offer_of("bob/y", "x/y")
+            }
+        )
+        .map(|_| ()),
+        Ok(()),
+        "a local source has its own bucket"
+    );
+    // About a record held, a revoke is never limited.
+    let mut revoked = held[0].clone();
+    revoked.state = LinkState::Revoked;
+    let c = ControlMessage::new(Action::Revoke, revoked, held[0].a.clone(), local("bob/y"));
+    let got = tab.receive(t(NOW), &c.to_msg("r".into(), t(NOW))).unwrap();
+    assert_eq!(got.stored, Stored::Advanced);
+    // The bucket refills.
+    let m = peer_revoke("L0badf00d", "p/v", local("bob/y"));
+    assert_eq!(
+        tab.receive(t(NOW + 1), &m).map(|g| g.stored),
+        Ok(Stored::New)
+    );
+}
