@@ -6,6 +6,7 @@ use chacha20::ChaCha20Rng;
 use rand_core::SeedableRng;
 use serde_json::{Value, json};
 use weft_proto::airc::address::{Authority, Namespace};
+use weft_proto::airc::bind::{MAX_BINDS, MAX_BINDS_PER_CONNECTION};
 use weft_proto::airc::discovery::Endpoint;
 use weft_proto::airc::frame::Msg;
 use weft_proto::airc::server::{
@@ -392,6 +393,28 @@ fn a_bind_that_is_not_a_pattern_is_bad_bind() {
     let out = r.send(BOB, json!({"t":"bind","names":["bob/-x"]}));
     assert_eq!(frames(&out, BOB)[0]["code"], "bad_bind");
     assert!(closed(&out, BOB));
+}
+
+#[test]
+fn past_the_servers_bind_bound_a_bind_is_refused_until_binds_are_dropped() {
+    let mut r = Realm::new();
+    let per = MAX_BINDS_PER_CONNECTION;
+    let full = u64::try_from(MAX_BINDS / per).unwrap();
+    for c in 0..full {
+        let ns = format!("n{c}");
+        let names: Vec<String> = (0..per).map(|i| format!("{ns}/e{i}")).collect();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        r.bound(ConnId(100 + c), &ns, &names);
+    }
+    r.client(BOB, "bob");
+    let out = r.send(BOB, json!({"t":"bind","names":["bob/"]}));
+    let error = &frames(&out, BOB)[0];
+    assert_eq!(error["code"], "bad_bind");
+    assert_eq!(error["reason"], "too many binds");
+    assert!(closed(&out, BOB));
+    r.input(Input::Closed { conn: BOB });
+    r.input(Input::Closed { conn: ConnId(100) });
+    r.bound(ConnId(3), "bob", &["bob/"]);
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! Binds and the resolving-client selection (AIRC §4.3).
 //!
 //! Clients bind patterns (§2.7) to receive for them. When a message arrives for a local address,
-//! the server scores every bind of every connected client and hands the message to the best:
+//! the server picks among the binds of every connected client:
 //!
 //! ```text
 //! score(bind B for A):
@@ -10,15 +10,32 @@
 //!   else: not a candidate
 //! highest score wins; ties: the most recently bound
 //! ```
+//!
+//! Only binds that can be candidates are scored (see [`BindTable`]), so what one delivery costs
+//! does not grow with the binds other clients hold elsewhere.
 
+use alloc::collections::BTreeMap;
+use alloc::string::String;
 use alloc::vec::Vec;
+use core::ops::Bound;
 
-use super::address::Address;
+use super::address::{Address, Authority};
 use super::pattern::{Pattern, PatternSegment};
 
 /// Binds one connection may hold at most. The spec sets no bound (§15 was lost); past it a bind
 /// is refused with `bad_bind`.
 pub const MAX_BINDS_PER_CONNECTION: usize = 1024;
+
+/// Binds one table (one server) holds at most, over every connection. The spec sets no bound
+/// (§15 was lost); past it a bind is refused, as past [`MAX_BINDS_PER_CONNECTION`].
+///
+/// Without it, 4 096 connections (the server's `MAX_CONNECTIONS`) at the per-connection bound
+/// could hold over four million binds. 65 536 is 16 for each of those connections, or 256
+/// clients binding the client library's whole `MAX_BIND_NAMES`, well past what a host's clients
+/// bind (a few names each). It keeps the table to what 64 connections at their own bound hold:
+/// tens of MiB for names of usual length, a few GiB only if every pattern is cut into as many
+/// one-letter segments as an address allows (a bind holds its pattern twice and its stem once).
+pub const MAX_BINDS: usize = 65_536;
 
 /// `B`'s score for `A`, or `None` when `B` is not a candidate (§4.3).
 pub fn score(bind: &Pattern, address: &Address) -> Option<u32> {
@@ -56,23 +73,104 @@ fn is_beneath(bind: &Pattern, address: &Address) -> bool {
             .all(|(b, a)| matches!(b, PatternSegment::Literal(l) if l == a))
 }
 
-/// Every bind of every connected client, in the order they were bound.
+/// Every bind of every connected client.
+///
+/// A bind can be a candidate for an address only when the literal segments its pattern begins
+/// with (its *stem*, up to the first `*` or `**`) are the address's first segments: pattern
+/// matching, delegation and [`BindTable::select_namespace`]'s covering all compare them
+/// literally, and a literal cannot match past the address's last segment. So patterns are kept
+/// by authority (the authority `*` apart, with the whole pattern `*`) and stem, and a lookup
+/// probes only the prefixes of the address's path, stopping at the first that no stem begins
+/// with: binds elsewhere in the namespace tree are never looked at, however many there are.
+/// What it still scores without being sure of a match is the patterns that go on from a stem on
+/// the path with a wildcard, which only a client allowed to bind that stem can add (a server
+/// lets a client bind only inside its namespaces). Owners of the same pattern are one entry,
+/// scored once: the most recent of them is the only one that can win.
 #[derive(Clone, Debug)]
 pub struct BindTable<C> {
-    binds: Vec<(C, Pattern, u64)>,
+    realms: BTreeMap<Authority, Stems<C>>,
+    any_realm: Stems<C>,
+    /// Each owner's patterns, so that what concerns one connection never reads the others'.
+    owners: BTreeMap<C, BTreeMap<Pattern, Stamp>>,
+    len: usize,
     next_seq: u64,
+}
+
+/// Patterns by stem; each pattern's owners by when they last bound it, the most recent last.
+type Stems<C> = BTreeMap<Vec<String>, BTreeMap<Pattern, BTreeMap<u64, C>>>;
+
+/// When an owner first bound a pattern (its place in [`BindTable::owner_patterns`]) and last
+/// bound it (its key among the pattern's owners).
+#[derive(Clone, Copy, Debug)]
+struct Stamp {
+    first: u64,
+    last: u64,
+}
+
+/// The literal segments `pattern` begins with.
+fn stem(pattern: &Pattern) -> Vec<String> {
+    pattern
+        .segments()
+        .iter()
+        .map_while(|s| match s {
+            PatternSegment::Literal(l) => Some(l.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The patterns of `stems` whose stem is a prefix of `path`, shortest first.
+fn on_path<'a, C>(
+    stems: &'a Stems<C>,
+    path: &'a [String],
+) -> impl Iterator<Item = (&'a Pattern, &'a BTreeMap<u64, C>)> {
+    // The stems beginning with a prefix sort together, from the prefix itself on: the first
+    // stem from there tells both whether the prefix is a stem and whether any longer one can be.
+    (0..=path.len())
+        .map_while(move |n| {
+            let prefix = &path[..n];
+            let (first, patterns) = stems
+                .range::<[String], _>((Bound::Included(prefix), Bound::Unbounded))
+                .next()?;
+            first
+                .starts_with(prefix)
+                .then_some((first.len() == n).then_some(patterns))
+        })
+        .flatten()
+        .flatten()
+}
+
+/// Drops the owner that bound `pattern` at `seq`, and what that leaves empty: else binding and
+/// dropping ever new names would grow the table without bound.
+fn forget<C>(stems: &mut Stems<C>, pattern: &Pattern, seq: u64) {
+    let key = stem(pattern);
+    let Some(patterns) = stems.get_mut(&key) else {
+        return;
+    };
+    if let Some(owners) = patterns.get_mut(pattern) {
+        owners.remove(&seq);
+        if owners.is_empty() {
+            patterns.remove(pattern);
+        }
+    }
+    if patterns.is_empty() {
+        stems.remove(&key);
+    }
 }
 
 impl<C> Default for BindTable<C> {
     fn default() -> Self {
         Self {
-            binds: Vec::new(),
+            realms: BTreeMap::new(),
+            any_realm: BTreeMap::new(),
+            owners: BTreeMap::new(),
+            len: 0,
             next_seq: 0,
         }
     }
 }
 
-impl<C: Copy + Eq> BindTable<C> {
+impl<C: Copy + Ord> BindTable<C> {
     /// An empty table.
     pub fn new() -> Self {
         Self::default()
@@ -80,27 +178,62 @@ impl<C: Copy + Eq> BindTable<C> {
 
     /// Binds `pattern` for `owner`. Binding a pattern the owner already holds makes it the most
     /// recently bound again. Returns `false`, binding nothing, when the owner already holds
-    /// [`MAX_BINDS_PER_CONNECTION`] other patterns.
+    /// [`MAX_BINDS_PER_CONNECTION`] other patterns or the table holds [`MAX_BINDS`].
     pub fn bind(&mut self, owner: C, pattern: Pattern) -> bool {
         let seq = self.next_seq;
-        if let Some(b) = self
-            .binds
-            .iter_mut()
-            .find(|(o, p, _)| *o == owner && *p == pattern)
+        let held = self
+            .owners
+            .get(&owner)
+            .and_then(|h| h.get(&pattern))
+            .copied();
+        if held.is_none()
+            && (self.count(owner) >= MAX_BINDS_PER_CONNECTION || self.len >= MAX_BINDS)
         {
-            b.2 = seq;
-        } else if self.count(owner) >= MAX_BINDS_PER_CONNECTION {
             return false;
-        } else {
-            self.binds.push((owner, pattern, seq));
         }
+        let stems = match pattern.authority() {
+            Some(a) => self.realms.entry(a.clone()).or_default(),
+            None => &mut self.any_realm,
+        };
+        let owners = stems
+            .entry(stem(&pattern))
+            .or_default()
+            .entry(pattern.clone())
+            .or_default();
+        if let Some(held) = held {
+            owners.remove(&held.last);
+        } else {
+            self.len += 1;
+        }
+        owners.insert(seq, owner);
+        let first = held.map_or(seq, |h| h.first);
+        self.owners
+            .entry(owner)
+            .or_default()
+            .insert(pattern, Stamp { first, last: seq });
         self.next_seq += 1;
         true
     }
 
     /// Drops every bind of `owner` (its connection closed).
     pub fn unbind_all(&mut self, owner: C) {
-        self.binds.retain(|(o, _, _)| *o != owner);
+        let Some(held) = self.owners.remove(&owner) else {
+            return;
+        };
+        self.len -= held.len();
+        for (pattern, stamp) in &held {
+            match pattern.authority() {
+                Some(a) => {
+                    if let Some(stems) = self.realms.get_mut(a) {
+                        forget(stems, pattern, stamp.last);
+                        if stems.is_empty() {
+                            self.realms.remove(a);
+                        }
+                    }
+                }
+                None => forget(&mut self.any_realm, pattern, stamp.last),
+            }
+        }
     }
 
     /// The client to hand a server notice addressed to a namespace reference to (an offer to a
@@ -112,34 +245,46 @@ impl<C: Copy + Eq> BindTable<C> {
         if !namespace.is_namespace() {
             return None;
         }
-        self.binds
-            .iter()
-            .filter_map(|(o, p, seq)| covers(p, namespace).map(|s| (s, *seq, *o)))
-            .max_by_key(|(s, seq, _)| (*s, *seq))
-            .map(|(_, _, o)| o)
+        self.best(namespace, |p| covers(p, namespace))
     }
 
     /// How many patterns `owner` holds.
     pub fn count(&self, owner: C) -> usize {
-        self.binds.iter().filter(|(o, _, _)| *o == owner).count()
+        self.owners.get(&owner).map_or(0, BTreeMap::len)
     }
 
     /// The client to hand a message for `address` to: the highest score, ties to the most
     /// recently bound (§4.3).
     pub fn select(&self, address: &Address) -> Option<C> {
-        self.binds
-            .iter()
-            .filter_map(|(o, p, seq)| score(p, address).map(|s| (s, *seq, *o)))
-            .max_by_key(|(s, seq, _)| (*s, *seq))
-            .map(|(_, _, o)| o)
+        self.best(address, |p| score(p, address))
     }
 
-    /// The patterns `owner` holds, in bind order.
+    /// The patterns `owner` holds, in the order it first bound them.
     pub fn owner_patterns(&self, owner: C) -> impl Iterator<Item = &Pattern> {
-        self.binds
-            .iter()
-            .filter(move |(o, _, _)| *o == owner)
-            .map(|(_, p, _)| p)
+        let mut held: Vec<_> = self.owners.get(&owner).into_iter().flatten().collect();
+        held.sort_unstable_by_key(|(_, stamp)| stamp.first);
+        held.into_iter().map(|(p, _)| p)
+    }
+
+    /// The most recent owner of the pattern `rank` puts highest among those whose stems
+    /// `address` begins with.
+    fn best<R: Ord + Copy>(
+        &self,
+        address: &Address,
+        rank: impl Fn(&Pattern) -> Option<R>,
+    ) -> Option<C> {
+        let path = address.segments();
+        let realm = self.realms.get(address.realm());
+        realm
+            .into_iter()
+            .flat_map(|stems| on_path(stems, path))
+            .chain(on_path(&self.any_realm, path))
+            .filter_map(|(p, owners)| {
+                let (seq, owner) = owners.last_key_value()?;
+                Some((rank(p)?, *seq, *owner))
+            })
+            .max_by_key(|(r, seq, _)| (*r, *seq))
+            .map(|(_, _, owner)| owner)
     }
 }
 
@@ -173,7 +318,9 @@ fn covers(p: &Pattern, ns: &Address) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::airc::address::Authority;
+    use alloc::format;
+    use chacha20::ChaCha20Rng;
+    use rand_core::{Rng, SeedableRng};
 
     fn realm() -> Authority {
         Authority::parse("r").unwrap()
@@ -304,5 +451,171 @@ mod tests {
         // Ties go to the most recently bound.
         assert!(t.bind('E', pat("alice/research/")));
         assert_eq!(t.select_namespace(&research), Some('E'));
+    }
+
+    #[test]
+    fn binds_in_all_are_bounded() {
+        let per = MAX_BINDS_PER_CONNECTION;
+        let mut t = BindTable::new();
+        for i in 0..MAX_BINDS {
+            assert!(t.bind(i / per, pat(&format!("n{i}"))));
+        }
+        let late = MAX_BINDS / per;
+        assert!(!t.bind(late, pat("late")), "a new bind past the total");
+        assert_eq!(t.count(late), 0);
+        assert_eq!(t.select(&addr("airc://r/late")), None);
+        assert!(
+            t.bind(0, pat("n0")),
+            "re-binding a held pattern is not a new bind"
+        );
+        t.unbind_all(1);
+        assert!(
+            t.bind(late, pat("late")),
+            "room again once binds are dropped"
+        );
+        assert_eq!(t.select(&addr("airc://r/late")), Some(late));
+    }
+
+    /// The table as it was before the index: one list of every bind, scanned by every lookup.
+    /// What [`BindTable`] answers must not differ from it in anything.
+    #[derive(Default)]
+    struct Scan {
+        binds: Vec<(u8, Pattern, u64)>,
+        next_seq: u64,
+    }
+
+    impl Scan {
+        fn bind(&mut self, owner: u8, pattern: Pattern) {
+            let seq = self.next_seq;
+            self.next_seq += 1;
+            match self
+                .binds
+                .iter_mut()
+                .find(|(o, p, _)| *o == owner && *p == pattern)
+            {
+                Some(b) => b.2 = seq,
+                None => self.binds.push((owner, pattern, seq)),
+            }
+        }
+
+        fn unbind_all(&mut self, owner: u8) {
+            self.binds.retain(|(o, _, _)| *o != owner);
+        }
+
+        fn best<R: Ord>(&self, rank: impl Fn(&Pattern) -> Option<R>) -> Option<u8> {
+            self.binds
+                .iter()
+                .filter_map(|(o, p, seq)| rank(p).map(|r| (r, *seq, *o)))
+                .max_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)))
+                .map(|(_, _, o)| o)
+        }
+
+        fn select(&self, address: &Address) -> Option<u8> {
+            self.best(|p| score(p, address))
+        }
+
+        fn select_namespace(&self, namespace: &Address) -> Option<u8> {
+            namespace
+                .is_namespace()
+                .then(|| self.best(|p| covers(p, namespace)))
+                .flatten()
+        }
+
+        fn owner_patterns(&self, owner: u8) -> impl Iterator<Item = &Pattern> {
+            self.binds
+                .iter()
+                .filter(move |(o, _, _)| *o == owner)
+                .map(|(_, p, _)| p)
+        }
+    }
+
+    /// Few names, so that random patterns and addresses meet often: shared stems, the same
+    /// pattern bound by several owners, addresses beneath exact endpoints.
+    struct Gen(ChaCha20Rng);
+
+    impl Gen {
+        fn below(&mut self, n: usize) -> usize {
+            usize::try_from(self.0.next_u64() % n as u64).unwrap()
+        }
+
+        fn pick<'a>(&mut self, from: &[&'a str]) -> &'a str {
+            from[self.below(from.len())]
+        }
+
+        fn pattern(&mut self) -> Pattern {
+            if self.below(25) == 0 {
+                return Pattern::parse("*").unwrap();
+            }
+            let authority = self.pick(&["r", "r", "r", "s", "*"]);
+            let len = 1 + self.below(4);
+            let segments: Vec<&str> = (0..len)
+                .map(|i| match self.below(8) {
+                    0 => "*",
+                    1 if i + 1 == len => "**",
+                    _ => self.pick(&["a", "b", "c"]),
+                })
+                .collect();
+            let namespace = if self.below(3) == 0 { "/" } else { "" };
+            Pattern::parse(&format!("//{authority}/{}{namespace}", segments.join("/"))).unwrap()
+        }
+
+        fn address(&mut self) -> Address {
+            let realm = self.pick(&["r", "r", "s", "t"]);
+            let len = 1 + self.below(5);
+            let segments: Vec<&str> = (0..len).map(|_| self.pick(&["a", "b", "c", "d"])).collect();
+            let namespace = if self.below(2) == 0 { "/" } else { "" };
+            addr(&format!("airc://{realm}/{}{namespace}", segments.join("/")))
+        }
+    }
+
+    #[test]
+    fn the_index_answers_as_scanning_every_bind_does() {
+        const OWNERS: u8 = 6;
+        let mut g = Gen(ChaCha20Rng::seed_from_u64(43));
+        for _ in 0..40 {
+            let (mut t, mut scan) = (BindTable::new(), Scan::default());
+            let mut bound: Vec<Pattern> = Vec::new();
+            for _ in 0..150 {
+                let owner = u8::try_from(g.below(OWNERS.into())).unwrap();
+                match g.below(10) {
+                    0 => {
+                        t.unbind_all(owner);
+                        scan.unbind_all(owner);
+                    }
+                    // Patterns seen before: rebinds, and one pattern held by several owners.
+                    1..=3 if !bound.is_empty() => {
+                        let p = bound[g.below(bound.len())].clone();
+                        assert!(t.bind(owner, p.clone()));
+                        scan.bind(owner, p);
+                    }
+                    _ => {
+                        let p = g.pattern();
+                        bound.push(p.clone());
+                        assert!(t.bind(owner, p.clone()));
+                        scan.bind(owner, p);
+                    }
+                }
+                for _ in 0..8 {
+                    let a = g.address();
+                    assert_eq!(t.select(&a), scan.select(&a), "select {a}");
+                    assert_eq!(
+                        t.select_namespace(&a),
+                        scan.select_namespace(&a),
+                        "select_namespace {a}"
+                    );
+                }
+                for o in 0..OWNERS {
+                    assert!(t.owner_patterns(o).eq(scan.owner_patterns(o)), "owner {o}");
+                    assert_eq!(t.count(o), scan.owner_patterns(o).count());
+                }
+            }
+            for o in 0..OWNERS {
+                t.unbind_all(o);
+            }
+            assert!(
+                t.realms.is_empty() && t.any_realm.is_empty() && t.len == 0,
+                "an empty table keeps nothing of what it held: {t:?}"
+            );
+        }
     }
 }

@@ -2067,7 +2067,7 @@ impl<R: CryptoRng> Server<R> {
         let mut keys = Vec::new();
         for p in &patterns {
             if !self.binds.bind(conn, p.clone()) {
-                return self.fail(conn, ErrorCode::BadBind, "too many binds on one connection");
+                return self.fail(conn, ErrorCode::BadBind, "too many binds");
             }
             if let Some(PatternSegment::Literal(first)) = p.segments().first() {
                 keys.push(first.clone());
