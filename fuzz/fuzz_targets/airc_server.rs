@@ -1,7 +1,8 @@
 //! The AIRC realm server machine under arbitrary timed input: connections opening and closing on
 //! both faces, raw bytes, well-formed frames built from a few fuzzed choices (so the fuzzer gets
-//! past hello, and reaching subscribe, link and passport frames and redemptions), dials,
-//! administrators, and time jumps. It must never panic, and after `handle_timeout(now)` it
+//! past hello, and reaching subscribe, link and passport frames and redemptions), dials, DNS
+//! answers (right, wrong and empty, for the questions a dial or a parked hello asks), published
+//! keys, administrators, and time jumps. It must never panic, and after `handle_timeout(now)` it
 //! must never ask to be woken at or before `now` (a deadline that does not advance would spin a
 //! driver).
 #![no_main]
@@ -13,6 +14,7 @@ use rand_core::SeedableRng;
 use serde_json::json;
 use weft_fuzz::advance;
 use weft_proto::airc::address::{Authority, Namespace};
+use weft_proto::airc::discovery::{Answer, RecordType, SrvRecord};
 use weft_proto::airc::server::{Face, Input, Server, ServerConfig};
 use weft_proto::core::{ConnId, Machine, Timestamp};
 
@@ -26,6 +28,46 @@ enum Op {
     Dialled { conn: u8 },
     DialFailed,
     Admin { conn: u8 },
+    Resolved { name: u8, kind: u8, answer: u8 },
+    Keys { key: u8 },
+}
+
+/// The DNS names the server asks about p.example (§8.1 steps 3–5, §8.2), and one it never asks.
+const DNS_NAMES: [&str; 5] = [
+    "_airc._tcp.p.example",
+    "airc.p.example",
+    "p.example",
+    "_airc.p.example",
+    "_airc.nobody.example",
+];
+
+fn dns_answer(i: u8) -> Answer {
+    let srv = |target: &str| SrvRecord {
+        priority: u16::from(i % 3),
+        weight: u16::from(i % 5),
+        port: 2472,
+        target: target.into(),
+        ttl: u32::from(i) * 20,
+    };
+    match i % 6 {
+        0 => Answer::Nothing,
+        1 => Answer::Addresses {
+            ttl: u32::from(i) * 30,
+        },
+        2 => Answer::Srv(vec![srv("airc.p.example"), srv("p.example")]),
+        3 => Answer::Srv(vec![srv(".")]),
+        4 => Answer::Txt {
+            records: vec![
+                "v=airc1 k=ed25519 p=ebVWLo/mVPlAeLES6KmLp5AfhTrmlb7X4OORC60ElmQ=".into(),
+                "v=spf1 -all".into(),
+            ],
+            ttl: u32::from(i),
+        },
+        _ => Answer::Txt {
+            records: vec!["v=airc1 k=ed25519 p=!".into()],
+            ttl: 0,
+        },
+    }
 }
 
 const NAMES: [&str; 6] = [
@@ -119,6 +161,15 @@ fuzz_target!(|ops: Vec<Op>| {
             }),
             Op::Admin { conn } => Some(Input::Administrator {
                 conn: ConnId(conn.into()),
+            }),
+            Op::Resolved { name, kind, answer } => Some(Input::Resolved {
+                name: pick(&DNS_NAMES, name).into(),
+                kind: [RecordType::Srv, RecordType::Address, RecordType::Txt][kind as usize % 3],
+                answer: dns_answer(answer),
+            }),
+            Op::Keys { key } => Some(Input::Keys {
+                realm: Authority::parse("p.example").unwrap(),
+                keys: vec![[key; 32]],
             }),
             Op::Advance { ms } => {
                 now = now + std::time::Duration::from_millis(ms.into());

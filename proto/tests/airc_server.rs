@@ -1634,7 +1634,7 @@ fn offers_from_one_namespace_are_rate_limited() {
 }
 
 #[test]
-fn an_endpoint_is_named_in_at_most_max_links_per_party_links() {
+fn an_endpoint_is_named_in_at_most_max_links_per_party_links_with_one_source() {
     let mut r = Realm::new();
     r.client(ALICE, "alice");
     let grant = |r: &mut Realm, i: usize| {
@@ -1655,7 +1655,7 @@ fn an_endpoint_is_named_in_at_most_max_links_per_party_links() {
             &json!(false),
             &json!("refused"),
             &json!(format!(
-                "too many links for airc://example.com/bob/y ({cap})"
+                "too many links for airc://example.com/bob/y with local:alice ({cap})"
             ))
         )
     );

@@ -37,6 +37,16 @@ pub const MAX_BINDS_PER_CONNECTION: usize = 1024;
 /// one-letter segments as an address allows (a bind holds its pattern twice and its stem once).
 pub const MAX_BINDS: usize = 65_536;
 
+/// Binds one namespace holds at most, over every connection: the patterns whose first segment
+/// (in one authority) is the same, wildcard-led patterns counted together. The spec sets no
+/// bound (§15 was lost); past it a bind is refused, as past [`MAX_BINDS_PER_CONNECTION`].
+///
+/// A server lets a client bind only inside its namespaces, so this is what one user's
+/// connections can take of [`MAX_BINDS`]: a sixteenth, four connections at their own bound.
+/// Without it one user opening 64 connections would fill the table and have every other
+/// client's bind refused.
+pub const MAX_BINDS_PER_NAMESPACE: usize = MAX_BINDS / 16;
+
 /// `B`'s score for `A`, or `None` when `B` is not a candidate (§4.3).
 pub fn score(bind: &Pattern, address: &Address) -> Option<u32> {
     let literal = bind
@@ -92,6 +102,8 @@ pub struct BindTable<C> {
     any_realm: Stems<C>,
     /// Each owner's patterns, so that what concerns one connection never reads the others'.
     owners: BTreeMap<C, BTreeMap<Pattern, Stamp>>,
+    /// Binds by the namespace they lie in, for [`MAX_BINDS_PER_NAMESPACE`].
+    per_namespace: BTreeMap<Root, usize>,
     len: usize,
     next_seq: u64,
 }
@@ -105,6 +117,18 @@ type Stems<C> = BTreeMap<Vec<String>, BTreeMap<Pattern, BTreeMap<u64, C>>>;
 struct Stamp {
     first: u64,
     last: u64,
+}
+
+/// The namespace a pattern lies in, as far as [`MAX_BINDS_PER_NAMESPACE`] counts: its authority
+/// and first segment, `None` for a wildcard.
+type Root = (Option<Authority>, Option<String>);
+
+fn root(pattern: &Pattern) -> Root {
+    let first = match pattern.segments().first() {
+        Some(PatternSegment::Literal(l)) => Some(l.clone()),
+        _ => None,
+    };
+    (pattern.authority().cloned(), first)
 }
 
 /// The literal segments `pattern` begins with.
@@ -164,6 +188,7 @@ impl<C> Default for BindTable<C> {
             realms: BTreeMap::new(),
             any_realm: BTreeMap::new(),
             owners: BTreeMap::new(),
+            per_namespace: BTreeMap::new(),
             len: 0,
             next_seq: 0,
         }
@@ -178,7 +203,8 @@ impl<C: Copy + Ord> BindTable<C> {
 
     /// Binds `pattern` for `owner`. Binding a pattern the owner already holds makes it the most
     /// recently bound again. Returns `false`, binding nothing, when the owner already holds
-    /// [`MAX_BINDS_PER_CONNECTION`] other patterns or the table holds [`MAX_BINDS`].
+    /// [`MAX_BINDS_PER_CONNECTION`] other patterns, the pattern's namespace holds
+    /// [`MAX_BINDS_PER_NAMESPACE`] or the table holds [`MAX_BINDS`].
     pub fn bind(&mut self, owner: C, pattern: Pattern) -> bool {
         let seq = self.next_seq;
         let held = self
@@ -186,10 +212,16 @@ impl<C: Copy + Ord> BindTable<C> {
             .get(&owner)
             .and_then(|h| h.get(&pattern))
             .copied();
-        if held.is_none()
-            && (self.count(owner) >= MAX_BINDS_PER_CONNECTION || self.len >= MAX_BINDS)
-        {
-            return false;
+        if held.is_none() {
+            let root = root(&pattern);
+            let in_namespace = self.per_namespace.get(&root).copied().unwrap_or(0);
+            if self.count(owner) >= MAX_BINDS_PER_CONNECTION
+                || in_namespace >= MAX_BINDS_PER_NAMESPACE
+                || self.len >= MAX_BINDS
+            {
+                return false;
+            }
+            self.per_namespace.insert(root, in_namespace + 1);
         }
         let stems = match pattern.authority() {
             Some(a) => self.realms.entry(a.clone()).or_default(),
@@ -222,6 +254,13 @@ impl<C: Copy + Ord> BindTable<C> {
         };
         self.len -= held.len();
         for (pattern, stamp) in &held {
+            let root = root(pattern);
+            if let Some(n) = self.per_namespace.get_mut(&root) {
+                *n -= 1;
+                if *n == 0 {
+                    self.per_namespace.remove(&root);
+                }
+            }
             match pattern.authority() {
                 Some(a) => {
                     if let Some(stems) = self.realms.get_mut(a) {
@@ -476,6 +515,40 @@ mod tests {
         assert_eq!(t.select(&addr("airc://r/late")), Some(late));
     }
 
+    #[test]
+    fn binds_in_one_namespace_are_bounded_and_leave_room_for_others() {
+        let per = MAX_BINDS_PER_CONNECTION;
+        let mut t = BindTable::new();
+        for i in 0..MAX_BINDS_PER_NAMESPACE {
+            assert!(t.bind(i / per, pat(&format!("alice/x{i}"))));
+        }
+        let late = MAX_BINDS_PER_NAMESPACE / per;
+        for full in ["alice/late", "alice/", "alice/*/y"] {
+            assert!(
+                !t.bind(late, pat(full)),
+                "{full}: alice's namespace is full"
+            );
+        }
+        assert!(t.bind(late, pat("bob/x")), "another namespace has room");
+        assert!(
+            t.bind(late, pat("alicia/x")),
+            "and one that only starts alike"
+        );
+        assert!(t.bind(0, pat("alice/x0")), "re-binding a held pattern");
+        t.unbind_all(1);
+        assert!(
+            t.bind(late, pat("alice/late")),
+            "room once alice's binds drop"
+        );
+        // Patterns led by a wildcard lie in no one namespace: they share one bound.
+        let mut t = BindTable::new();
+        for i in 0..MAX_BINDS_PER_NAMESPACE {
+            assert!(t.bind(i / per, pat(&format!("*/x{i}"))));
+        }
+        assert!(!t.bind(late, pat("**")));
+        assert!(t.bind(late, pat("alice/x")));
+    }
+
     /// The table as it was before the index: one list of every bind, scanned by every lookup.
     /// What [`BindTable`] answers must not differ from it in anything.
     #[derive(Default)]
@@ -613,7 +686,10 @@ mod tests {
                 t.unbind_all(o);
             }
             assert!(
-                t.realms.is_empty() && t.any_realm.is_empty() && t.len == 0,
+                t.realms.is_empty()
+                    && t.any_realm.is_empty()
+                    && t.per_namespace.is_empty()
+                    && t.len == 0,
                 "an empty table keeps nothing of what it held: {t:?}"
             );
         }

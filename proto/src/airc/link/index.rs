@@ -45,7 +45,7 @@ pub(super) struct Index {
     /// Every record, for `list_all`.
     pub(super) newest: BTreeSet<Rank>,
     /// Records by the key of `a` and of `b` (a namespace `b` under its namespace key): what an
-    /// endpoint lists, and what the per-party cap counts.
+    /// endpoint lists.
     pub(super) by_party: ByKey,
     /// The records that can decide (§11.3: active or revoked; a pending or declined one never
     /// does), by the key of `a`, then of `b`: a decision reads only its pair's.
@@ -104,11 +104,6 @@ impl Index {
             );
         }
         self.newest.remove(&rank);
-    }
-
-    /// How many records name the party with this key.
-    pub(super) fn party_len(&self, key: &str) -> usize {
-        self.by_party.get(key).map_or(0, BTreeSet::len)
     }
 }
 

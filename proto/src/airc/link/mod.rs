@@ -73,14 +73,17 @@ pub const MAX_OFFER_SOURCES: usize = 4096;
 pub const MAX_LINKS: usize = 100_000;
 
 /// Link records one party may be named in (as `a`, or as `b`; a namespace `b` counts for the
-/// namespace, not for the endpoints beneath it). The spec sets none (§15's table was lost).
+/// namespace, not for the endpoints beneath it) with counterparts of one source (the other
+/// side's [`OFFER_RATE`] source: another realm as a whole, or one local namespace). The spec
+/// sets none (§15's table was lost).
 ///
-/// A hundredth of [`MAX_LINKS`], so records piled onto one endpoint (offers or grants naming it,
-/// or a peer realm's grants and revokes of unknown ids) fill that endpoint's share and not the
-/// table; and fifty times [`MAX_PENDING_OFFERS`], far more than one endpoint links with. A new
-/// record past it is refused ([`LinkRefusal::PartyFull`]) rather than evicting one, for the
-/// reason [`MAX_LINKS`] gives. Records are never dropped from the table, so this bounds the
-/// links an endpoint is ever named in.
+/// A hundredth of [`MAX_LINKS`], so records one source piles onto one endpoint (offers or grants
+/// naming it, or a peer realm's grants and revokes of unknown ids) fill that source's share of
+/// the endpoint and not the table; and fifty times [`MAX_PENDING_OFFERS`], far more than one
+/// endpoint links with one realm. Per source, because records are never dropped from the table:
+/// a cap per endpoint alone would be a budget for its whole life that any realm could spend for
+/// it, cutting it off from everyone. A new record past it is refused
+/// ([`LinkRefusal::PartyFull`]) rather than evicting one, for the reason [`MAX_LINKS`] gives.
 pub const MAX_LINKS_PER_PARTY: usize = 1_000;
 
 /// Fresh ids tried before an offer or grant gives up (a collision among 2³² ids is rare; eight in
@@ -157,8 +160,14 @@ pub enum LinkRefusal {
     LabelTooLong,
     /// [`MAX_LINKS`] records are held.
     TableFull,
-    /// A side of the new record, by its key, is named in [`MAX_LINKS_PER_PARTY`] records.
-    PartyFull(String),
+    /// A side of the new record is named in [`MAX_LINKS_PER_PARTY`] records with counterparts
+    /// of the other side's source.
+    PartyFull {
+        /// The side's key.
+        party: String,
+        /// The other side's source.
+        source: String,
+    },
     /// [`MAX_ID_ATTEMPTS`] fresh ids all collided.
     NoFreeId,
 }
@@ -187,8 +196,11 @@ impl fmt::Display for LinkRefusal {
             Self::RateLimited => f.write_str("too many new links from this source; try later"),
             Self::LabelTooLong => write!(f, "label longer than {MAX_LABEL_BYTES} bytes"),
             Self::TableFull => f.write_str("link table full"),
-            Self::PartyFull(key) => {
-                write!(f, "too many links for {key} ({MAX_LINKS_PER_PARTY})")
+            Self::PartyFull { party, source } => {
+                write!(
+                    f,
+                    "too many links for {party} with {source} ({MAX_LINKS_PER_PARTY})"
+                )
             }
             Self::NoFreeId => f.write_str("no free link id"),
         }
@@ -319,7 +331,7 @@ impl LinkDecision {
 }
 
 /// The links a realm's server holds (§11), bounded by [`MAX_LINKS`], and by
-/// [`MAX_LINKS_PER_PARTY`] for one endpoint.
+/// [`MAX_LINKS_PER_PARTY`] for one endpoint with one source.
 ///
 /// Records are kept by id, and indexed newest first (§11.3's order) by each side's key and, for
 /// those that can decide, by pair. So every output is in a defined order without sorting, a
@@ -332,6 +344,9 @@ pub struct LinkTable {
     links: BTreeMap<String, Link>,
     /// Changed only with the record, through [`LinkTable::change`] and [`LinkTable::put`].
     index: Index,
+    /// How many records name each party with a counterpart of each source, for
+    /// [`MAX_LINKS_PER_PARTY`]; counted in [`LinkTable::put`], as records are never dropped.
+    shares: BTreeMap<(String, String), usize>,
     offer_rate: BoundedMap<String, TokenBucket>,
 }
 
@@ -343,6 +358,7 @@ impl LinkTable {
             config,
             links: BTreeMap::new(),
             index: Index::default(),
+            shares: BTreeMap::new(),
             offer_rate: BoundedMap::new(MAX_OFFER_SOURCES),
         }
     }
@@ -869,24 +885,34 @@ impl LinkTable {
     }
 
     /// Whether one more record joining `sides` fits: under [`MAX_LINKS`] and, when `per_party`,
-    /// under [`MAX_LINKS_PER_PARTY`] for each side.
-    fn has_room(&self, (a, b): (&Address, &Address), per_party: bool) -> Result<(), LinkRefusal> {
+    /// under [`MAX_LINKS_PER_PARTY`] for each side with the other's source.
+    fn has_room(&self, sides: (&Address, &Address), per_party: bool) -> Result<(), LinkRefusal> {
         if self.links.len() >= MAX_LINKS {
             return Err(LinkRefusal::TableFull);
         }
         if per_party {
-            for side in [a, b] {
-                if self.index.party_len(side.key().as_str()) >= MAX_LINKS_PER_PARTY {
-                    return Err(LinkRefusal::PartyFull(side.key().to_string()));
+            for share in self.shares_of(sides) {
+                if self.shares.get(&share).copied().unwrap_or(0) >= MAX_LINKS_PER_PARTY {
+                    let (party, source) = share;
+                    return Err(LinkRefusal::PartyFull { party, source });
                 }
             }
         }
         Ok(())
     }
 
+    /// The two (party key, counterpart source) shares a record joining `(a, b)` counts in.
+    fn shares_of(&self, (a, b): (&Address, &Address)) -> [(String, String); 2] {
+        [
+            (a.key().to_string(), self.source_of(b)),
+            (b.key().to_string(), self.source_of(a)),
+        ]
+    }
+
     /// The source an offer's rate is counted against (§11.5 "per source"): another realm as a
     /// whole, since its server vouches only for its realm (§1 "No transit"); a local offerer by
-    /// its first namespace, the granularity identity has on a shared host (§5).
+    /// its first namespace, the granularity identity has on a shared host (§5). A record's share
+    /// of a party ([`MAX_LINKS_PER_PARTY`]) is by its other side's source the same way.
     fn source_of(&self, offerer: &Address) -> String {
         if offerer.realm() == &self.realm {
             format!("local:{}", offerer.first_segment())
@@ -928,6 +954,9 @@ impl LinkTable {
             });
         }
         self.has_room((&link.a, &link.b), per_party)?;
+        for share in self.shares_of((&link.a, &link.b)) {
+            *self.shares.entry(share).or_default() += 1;
+        }
         self.index.add(&link);
         self.links.insert(link.id.clone(), link);
         Ok(Stored::New)

@@ -1894,40 +1894,69 @@ fn peer_revoke(id: &str, from: &str, to: Address) -> Msg {
 }
 
 #[test]
-fn a_party_is_named_in_at_most_max_links_per_party_records() {
+fn a_party_is_named_in_at_most_max_links_per_party_records_with_one_source() {
     let mut tab = table();
     let mut r = rng();
     let bob = local("bob/y");
+    // alice's endpoints (one source, `local:alice`) fill bob's share for alice.
     for i in 0..MAX_LINKS_PER_PARTY {
         tab.grant(
             t(NOW),
             &mut r,
-            grant_of(&alloc::format!("g{i}/x"), bob.clone()),
+            grant_of(&alloc::format!("alice/x{i}"), bob.clone()),
         )
         .unwrap();
     }
-    let full = LinkRefusal::PartyFull(bob.key().to_string());
+    let full = LinkRefusal::PartyFull {
+        party: bob.key().to_string(),
+        source: "local:alice".into(),
+    };
     assert_eq!(
         full.to_string(),
-        "too many links for airc://example.com/bob/y (1000)"
+        "too many links for airc://example.com/bob/y with local:alice (1000)"
     );
     assert_eq!(LinkRefusal::CODE, AckCode::Refused);
-    // Whoever adds the record, and from whichever side.
+    // Whichever side adds the record, and whether bob is `a` or `b`.
     assert_eq!(
-        tab.grant(t(NOW), &mut r, grant_of("alice/x", bob.clone())),
+        tab.grant(t(NOW), &mut r, grant_of("alice/z", bob.clone())),
         Err(full.clone())
     );
     assert_eq!(
-        tab.offer(t(NOW), &mut r, offer_of("bob/y", "alice/x")),
+        tab.offer(t(NOW), &mut r, offer_of("bob/y", "alice/z")),
         Err(full.clone())
+    );
+    assert_eq!(tab.len(), MAX_LINKS_PER_PARTY);
+    // Other sources keep their own shares of bob: another local namespace, and a peer realm,
+    // whose grants and revokes of unknown ids fill only its share.
+    assert!(
+        tab.grant(t(NOW), &mut r, grant_of("carol/z", bob.clone()))
+            .is_ok()
     );
     let mut peer = partner();
-    let m = peer_grant(&mut peer, &mut r, "p/q", bob.clone());
-    assert_eq!(tab.receive(t(NOW), &m), Err(full.clone()));
-    let m = peer_revoke("L0badf00d", "p/q", bob.clone());
-    assert_eq!(tab.receive(t(NOW), &m), Err(full.clone()));
-    assert_eq!(tab.len(), MAX_LINKS_PER_PARTY);
-    // The refusals spent no token of the peer realm's rate.
+    let mut now = NOW;
+    for i in 0..MAX_LINKS_PER_PARTY {
+        now += 1; // one a second: within the peer realm's rate
+        let m = if i % 2 == 0 {
+            peer_grant(&mut peer, &mut r, &alloc::format!("p/q{i}"), bob.clone())
+        } else {
+            peer_revoke(
+                &alloc::format!("L{i:08x}"),
+                &alloc::format!("p/q{i}"),
+                bob.clone(),
+            )
+        };
+        assert!(tab.receive(t(now), &m).is_ok(), "{i}");
+    }
+    let partner_full = LinkRefusal::PartyFull {
+        party: bob.key().to_string(),
+        source: "realm:partner.example".into(),
+    };
+    now += 1;
+    let m = peer_grant(&mut peer, &mut r, "p/last", bob.clone());
+    assert_eq!(tab.receive(t(now), &m), Err(partner_full.clone()));
+    let m = peer_revoke("L0badf00d", "p/last", bob.clone());
+    assert_eq!(tab.receive(t(now), &m), Err(partner_full));
+    // The refusals spent no token of the peer realm's rate: a full burst still passes.
     for i in 0..OFFER_RATE.burst {
         let m = peer_grant(
             &mut peer,
@@ -1935,15 +1964,15 @@ fn a_party_is_named_in_at_most_max_links_per_party_records() {
             &alloc::format!("p/u{i}"),
             local("carol/z"),
         );
-        assert!(tab.receive(t(NOW), &m).is_ok(), "{i}");
+        assert!(tab.receive(t(now), &m).is_ok(), "{i}");
     }
-    // Others still link; the records held still change (a revocation always lands).
-    assert!(
-        tab.grant(t(NOW), &mut r, grant_of("alice/x", local("carol/z")))
-            .is_ok()
-    );
-    let held = tab.list(&bob)[0].id.clone();
-    assert!(tab.revoke(t(NOW), &bob, &held).is_ok());
+    let held = tab
+        .grant(t(NOW), &mut r, grant_of("dave/x", bob.clone()))
+        .expect("a third local source still links with bob")
+        .link
+        .id;
+    // The records held still change (a revocation always lands).
+    assert!(tab.revoke(t(now), &bob, &held).is_ok());
     // A record read back after a restart was admitted when first stored: not refused again.
     let mut back = tab.get(&held).unwrap().clone();
     back.id = "L0000beef".into();
