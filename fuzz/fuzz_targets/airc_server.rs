@@ -2,9 +2,9 @@
 //! both faces, raw bytes, well-formed frames built from a few fuzzed choices (so the fuzzer gets
 //! past hello, and reaching subscribe, link and passport frames and redemptions), dials, DNS
 //! answers (right, wrong and empty, for the questions a dial or a parked hello asks), published
-//! keys, administrators, and time jumps. It must never panic, and after `handle_timeout(now)` it
+//! keys, administrators, and time jumps. It must never panic, after `handle_timeout(now)` it
 //! must never ask to be woken at or before `now` (a deadline that does not advance would spin a
-//! driver).
+//! driver), and it never holds more messages in flight than in its spool.
 #![no_main]
 
 use arbitrary::Arbitrary;
@@ -181,5 +181,8 @@ fuzz_target!(|ops: Vec<Op>| {
             server.handle(now, input);
         }
         while server.poll().is_some() {}
+        // A message in flight waits in the spool for its late ack: one that left the spool
+        // (expired, settled) is in flight no more.
+        assert!(server.in_flight() <= server.spooled(), "{server:?}");
     }
 });
