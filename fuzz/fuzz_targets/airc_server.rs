@@ -2,9 +2,10 @@
 //! both faces, raw bytes, well-formed frames built from a few fuzzed choices (so the fuzzer gets
 //! past hello, and reaching subscribe, link and passport frames and redemptions), dials, DNS
 //! answers (right, wrong and empty, for the questions a dial or a parked hello asks), published
-//! keys, administrators, and time jumps. It must never panic, after `handle_timeout(now)` it
-//! must never ask to be woken at or before `now` (a deadline that does not advance would spin a
-//! driver), and it never holds more messages in flight than in its spool.
+//! keys, administrators, and time jumps, with p.example's links trusted unsigned or not. It must
+//! never panic, after `handle_timeout(now)` it must never ask to be woken at or before `now` (a
+//! deadline that does not advance would spin a driver), and it never holds more messages in
+//! flight than in its spool.
 #![no_main]
 
 use arbitrary::Arbitrary;
@@ -117,9 +118,15 @@ fn frame(kind: u8, a: u8, b: u8) -> serde_json::Value {
     }
 }
 
-fuzz_target!(|ops: Vec<Op>| {
+fuzz_target!(|input: (bool, Vec<Op>)| {
+    let (trusted, ops) = input;
     let mut config = ServerConfig::new(Authority::parse("r.example").unwrap());
     config.known_namespaces = vec![Namespace::parse("bob").unwrap()];
+    // The fuzzer signs nothing: trusting p.example unsigned lets its links authenticate, so
+    // that messages, acks and closes on links that are sent on are reached too.
+    if trusted {
+        config.trusted_unsigned = vec![Authority::parse("p.example").unwrap()];
+    }
     let mut server = Server::new(
         config,
         weft_proto::crypto::default_provider(),

@@ -2380,3 +2380,109 @@ fn a_settled_id_is_not_sent_again_after_a_restart() {
         "settled: never again"
     );
 }
+
+/// A dialled link that answers `error` before its welcome never came up: once it is closed,
+/// what waited for its realm is queued at once, not at the dial's deadline.
+#[test]
+fn a_dialled_link_refused_before_its_welcome_queues_what_waits_when_it_closes() {
+    let mut r = Realm::new();
+    r.client(ALICE, "alice");
+    r.send(ALICE, msg("m1", "x", "//partner.example/support/desk"));
+    let link = ConnId(40);
+    let authority = Authority::parse("partner.example").unwrap();
+    r.input(Input::Dialled {
+        conn: link,
+        authority,
+    });
+    r.send(
+        link,
+        json!({"t":"error","code":"internal","reason":"going away"}),
+    );
+    let out = r.input(Input::Closed { conn: link });
+    assert_eq!(
+        acks(&out, ALICE),
+        [json!({"t":"ack","id":"m1","status":"queued","code":"authority_unreachable"})]
+    );
+}
+
+/// A peer link on connection 40, to `realm`, which is trusted unsigned.
+fn linked_on_40(realm: &str) -> Realm {
+    let mut c = config();
+    c.trusted_unsigned.push(Authority::parse(realm).unwrap());
+    let mut r = Realm::with(c);
+    r.client(ALICE, "alice");
+    r.open(ConnId(40), Face::Peer, &[]);
+    let out = r.send(
+        ConnId(40),
+        json!({"t":"hello","proto":"airc/0.1","role":"peer","realm":realm,"ts":T0.as_secs(),"nonce":"abcd"}),
+    );
+    assert_eq!(frames(&out, ConnId(40))[0]["t"], "welcome");
+    r
+}
+
+/// Whether `out` sends on connection 40, and whether it dials or asks DNS.
+fn sends_on_40_or_dials(out: &[Output]) -> (bool, bool) {
+    let sent = out
+        .iter()
+        .any(|o| matches!(o, Output::Send { conn, .. } if *conn == ConnId(40)));
+    let dialled = out
+        .iter()
+        .any(|o| matches!(o, Output::Connect { .. } | Output::Resolve { .. }));
+    (sent, dialled)
+}
+
+/// A host that reports a dial on a connection id already open (a host's bug) has that
+/// connection closed: it can no longer be told from the new one, so it is no longer sent on,
+/// and the link it was is dialled again when wanted.
+#[test]
+fn a_dial_reported_on_a_connection_id_in_use_closes_that_connection() {
+    // The same realm: the open link is closing, so a message for it dials anew.
+    let mut r = linked_on_40("partner.example");
+    let authority = Authority::parse("partner.example").unwrap();
+    let out = r.input(Input::Dialled {
+        conn: ConnId(40),
+        authority,
+    });
+    assert!(out.contains(&Output::Close { conn: ConnId(40) }));
+    assert_eq!(
+        frames(&out, ConnId(40)),
+        Vec::<Value>::new(),
+        "no hello on it"
+    );
+    let out = r.send(ALICE, msg("m1", "x", "//partner.example/y"));
+    assert_eq!(sends_on_40_or_dials(&out), (false, true));
+
+    // Another realm: once the host closes it, the first realm's link is gone too.
+    let mut r = linked_on_40("other.example");
+    let authority = Authority::parse("partner.example").unwrap();
+    r.input(Input::Dialled {
+        conn: ConnId(40),
+        authority,
+    });
+    r.input(Input::Closed { conn: ConnId(40) });
+    let out = r.send(ALICE, msg("m2", "x", "//other.example/y"));
+    assert_eq!(sends_on_40_or_dials(&out), (false, true));
+}
+
+/// A copy of a message sent after the duplicate window (§7.3), while the first is still in
+/// flight on the same hop, times out there too; when the hop closes, the message is released
+/// and goes to the next client bound for it.
+#[test]
+fn a_message_in_flight_twice_on_one_hop_is_sent_again_when_the_hop_closes() {
+    let mut r = Realm::new();
+    r.bound(BOB, "bob", &["bob/"]);
+    r.client(ALICE, "alice");
+    let mut m = msg("m1", "x", "//example.com/bob/y");
+    m["ttl"] = json!(10 * 86_400);
+    r.send(ALICE, m.clone());
+    r.advance(Duration::from_secs(15));
+    r.advance(DUPLICATE_WINDOW);
+    let out = r.send(ALICE, m);
+    assert_eq!(frames(&out, BOB).len(), 1, "sent again: {out:?}");
+    r.advance(Duration::from_secs(15));
+    assert_eq!(r.server.in_flight(), 1);
+    r.input(Input::Closed { conn: BOB });
+    let bob2 = ConnId(3);
+    let out = r.bound(bob2, "bob", &["bob/"]);
+    assert_eq!(frames(&out, bob2)[1]["id"], "m1");
+}

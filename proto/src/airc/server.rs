@@ -883,11 +883,13 @@ impl<R: CryptoRng> Server<R> {
 
     // ---- connections ------------------------------------------------------------------------
 
-    fn opened(&mut self, conn: ConnId, face: Face, namespaces: Vec<Namespace>) {
+    /// A connection the host opened; `false` when it is refused (the server is full, or the host
+    /// named a connection already open, which is then closed: the two cannot be told apart).
+    fn opened(&mut self, conn: ConnId, face: Face, namespaces: Vec<Namespace>) -> bool {
         if self.conns.len() >= MAX_CONNECTIONS || self.conns.contains_key(&conn) {
             self.stats.refused_connections += 1;
-            self.out.push_back(Output::Close { conn });
-            return;
+            self.close(conn);
+            return false;
         }
         let state = State::AwaitHello;
         self.conns.insert(
@@ -906,6 +908,7 @@ impl<R: CryptoRng> Server<R> {
                 last_traffic: self.clock,
             },
         );
+        true
     }
 
     fn closed(&mut self, now: Timestamp, conn: ConnId) {
@@ -927,7 +930,9 @@ impl<R: CryptoRng> Server<R> {
             e.outbound = Some(c.nonce.is_some());
             self.emit(now, e);
         }
-        if let Some(realm) = c.peer.as_ref().filter(|_| c.state == State::AwaitWelcome) {
+        // A link this server dialled that never came up (closed before its welcome, or for
+        // it): what waits for its realm is spooled now rather than at the dial's deadline.
+        if let Some(realm) = c.peer.as_ref().filter(|_| c.nonce.is_some() && !c.up) {
             self.no_link(now, realm);
         }
         let code = dropped_hop_code(c.face);
@@ -1218,7 +1223,9 @@ impl<R: CryptoRng> Server<R> {
     /// The dialling side: the host opened the link a `Connect` asked for; say hello.
     fn dialled(&mut self, now: Timestamp, conn: ConnId, target: Authority) {
         self.dialling.remove(&target);
-        self.opened(conn, Face::Peer, Vec::new());
+        if !self.opened(conn, Face::Peer, Vec::new()) {
+            return self.no_link(now, &target);
+        }
         let mut nonce = [0u8; NONCE_BYTES];
         self.rng.fill_bytes(&mut nonce);
         let nonce = hex::encode(&nonce);
@@ -2797,7 +2804,9 @@ impl<R: CryptoRng> Machine for Server<R> {
                 conn,
                 face,
                 namespaces,
-            } => self.opened(conn, face, namespaces),
+            } => {
+                self.opened(conn, face, namespaces);
+            }
             Input::Received { conn, bytes } => self.received(now, conn, &bytes),
             Input::Closed { conn } => self.closed(now, conn),
             Input::Restore(record) => self.restore(now, record),

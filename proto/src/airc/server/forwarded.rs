@@ -153,10 +153,11 @@ impl Forwarded {
 
     /// A spooled message whose ack timed out on `hop`: a late ack there settles it.
     pub(super) fn fly(&mut self, id: String, hop: ConnId) {
-        self.in_flight_on.insert((hop, id.clone()));
+        // The entry of an earlier flight goes first: it may be this one, on the same hop.
         if let Some(old) = self.in_flight.insert(id.clone(), hop) {
-            self.in_flight_on.remove(&(old, id));
+            self.in_flight_on.remove(&(old, id.clone()));
         }
+        self.in_flight_on.insert((hop, id));
     }
 
     /// Whether `id` is in flight on `hop`.
@@ -271,11 +272,13 @@ mod tests {
         f.fly("m3".into(), ConnId(7));
         // Sent again on another hop and timed out there: only that hop's late ack settles it.
         f.fly("m3".into(), ConnId(9));
+        // And again on the same hop (a copy after the duplicate window): still filed under it.
+        f.fly("m2".into(), ConnId(8));
         assert!(f.is_in_flight_on("m3", ConnId(9)) && !f.is_in_flight_on("m3", ConnId(7)));
         assert_eq!(f.land_all_on(ConnId(7)), ["m1"]);
         assert_eq!(f.in_flight_len(), 2);
-        f.land("m2");
-        assert_eq!(f.land_all_on(ConnId(9)), ["m3"]);
+        assert_eq!(f.land_all_on(ConnId(8)), ["m2"]);
+        f.land("m3");
         assert_eq!(f.in_flight_len() + f.in_flight_on.len(), 0);
     }
 }
