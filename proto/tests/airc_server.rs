@@ -2486,3 +2486,39 @@ fn a_message_in_flight_twice_on_one_hop_is_sent_again_when_the_hop_closes() {
     let out = r.bound(bob2, "bob", &["bob/"]);
     assert_eq!(frames(&out, bob2)[1]["id"], "m1");
 }
+
+/// §11.1 keeps records without saying for how long: a declined offer is kept
+/// `LINK_RETENTION` (30 days) from its decline, then forgotten here and in the store, so the
+/// table does not fill with what decides nothing.
+#[test]
+fn a_declined_offer_is_forgotten_30_days_after_its_decline() {
+    use weft_proto::airc::link::LINK_RETENTION;
+    let mut r = Realm::new();
+    r.bound(ALICE, "alice", &["alice/x"]);
+    r.bound(BOB, "bob", &["bob/y"]);
+    let out = r.send(
+        ALICE,
+        json!({"t":"link","op":"offer","as":"alice/x","peer":"bob/y"}),
+    );
+    for notice in frames(&out, BOB).iter().filter(|f| f["t"] == "msg") {
+        r.ack_delivered(BOB, notice);
+    }
+    let list = |r: &mut Realm| {
+        let out = r.send(ALICE, json!({"t":"link","op":"list","as":"alice/x"}));
+        frames(&out, ALICE)[0]["links"].clone()
+    };
+    let id = list(&mut r)[0]["id"].as_str().unwrap().to_string();
+    let out = r.send(BOB, json!({"t":"link","op":"decline","as":"bob/y","id":id}));
+    for notice in frames(&out, ALICE).iter().filter(|f| f["t"] == "msg") {
+        r.ack_delivered(ALICE, notice);
+    }
+    assert_eq!(list(&mut r)[0]["state"], "declined");
+    let forget = Output::Forget(RecordKey::Link { id: id.clone() });
+    let out = r.advance(LINK_RETENTION - Duration::from_secs(1));
+    assert!(!out.contains(&forget));
+    assert_eq!(list(&mut r)[0]["state"], "declined");
+    let out = r.advance(Duration::from_secs(1));
+    let out = [out, r.send(ALICE, json!({"t":"ping","n":1}))].concat();
+    assert!(out.contains(&forget), "{out:?}");
+    assert_eq!(list(&mut r), json!([]));
+}

@@ -195,6 +195,10 @@ impl Store {
                         pairs.remove(pair_key(from, to).as_str()).map_err(err)?;
                         continue;
                     }
+                    Output::Forget(RecordKey::Link { id }) => {
+                        links.remove(id.as_str()).map_err(err)?;
+                        continue;
+                    }
                     Output::Forget(other) => {
                         return Err(err(format!("unknown record key {other:?}")));
                     }
@@ -306,6 +310,44 @@ mod tests {
         let gone = later + MAX_REPLY_WINDOW + std::time::Duration::from_millis(1);
         assert!(pairs(&store, gone).is_empty());
         assert!(pairs(&store, later).is_empty());
+        drop(store);
+        std::fs::remove_file(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_forgotten_link_record_is_not_loaded_again() {
+        let dir = std::env::temp_dir().join(format!("weft-store-links-{}", std::process::id()));
+        let _ = std::fs::remove_file(&dir);
+        let link = |id: &str| {
+            let record = json!({"id": id, "state": "declined"});
+            let serde_json::Value::Object(record) = record else {
+                unreachable!()
+            };
+            Output::Persist(Record::Link {
+                record: Box::new(record),
+            })
+        };
+        let ids = |store: &Store| -> Vec<String> {
+            let now = Timestamp::from_secs(1_790_380_000);
+            let mut out = Vec::new();
+            for r in store.load(now).unwrap() {
+                if let Record::Link { record } = r {
+                    out.push(record["id"].as_str().unwrap().to_string());
+                }
+            }
+            out
+        };
+        let mut store = Store::open(&dir).unwrap();
+        store
+            .apply(&[link("L00000001"), link("L00000002")])
+            .unwrap();
+        let forget = RecordKey::Link {
+            id: "L00000001".into(),
+        };
+        store.apply(&[Output::Forget(forget)]).unwrap();
+        drop(store);
+        let store = Store::open(&dir).unwrap();
+        assert_eq!(ids(&store), ["L00000002"]);
         drop(store);
         std::fs::remove_file(&dir).unwrap();
     }

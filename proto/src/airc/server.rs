@@ -313,6 +313,12 @@ pub enum RecordKey {
         /// The recipient's address key.
         to: String,
     },
+    /// The link record with this id, forgotten [`link::LINK_RETENTION`] after it lost all
+    /// effect (declined, or expired).
+    Link {
+        /// The link id.
+        id: String,
+    },
 }
 
 /// How a server is set up. [`ServerConfig::new`] gives the defaults.
@@ -1338,6 +1344,14 @@ impl<R: CryptoRng> Server<R> {
     }
 
     // ---- links (§4.6, §11) -------------------------------------------------------------------
+
+    /// Forgets the link records that lost all effect [`link::LINK_RETENTION`] ago, here and in
+    /// the store.
+    fn forget_lapsed_links(&mut self, now: Timestamp) {
+        for id in self.links.forget_lapsed(now) {
+            self.out.push_back(Output::Forget(RecordKey::Link { id }));
+        }
+    }
 
     fn linked_refusal(&mut self, conn: ConnId, reason: String) {
         let linked = Linked {
@@ -2799,6 +2813,8 @@ impl<R: CryptoRng> Machine for Server<R> {
 
     fn handle(&mut self, now: Timestamp, input: Input) {
         self.clock = now;
+        // Before the input, which may want the room a lapsed record holds (`MAX_LINKS`).
+        self.forget_lapsed_links(now);
         match input {
             Input::Opened {
                 conn,
@@ -2854,6 +2870,7 @@ impl<R: CryptoRng> Machine for Server<R> {
         self.seen.prune(now);
         self.cache.prune(now);
         self.replies.prune(now, self.reply_retention());
+        self.forget_lapsed_links(now);
     }
 }
 

@@ -5,6 +5,7 @@ use alloc::collections::{BTreeMap, BTreeSet};
 use alloc::string::String;
 use core::cmp::Reverse;
 
+use super::LINK_RETENTION;
 use super::record::{Link, LinkState};
 use crate::core::Timestamp;
 
@@ -53,6 +54,9 @@ pub(super) struct Index {
     /// Pending offers by the offerer's key, ordered by when they stop counting (`expires`, never
     /// as [`Timestamp::MAX`]), so the ones still counting are a range.
     pub(super) pending: BTreeMap<String, BTreeSet<(Timestamp, String)>>,
+    /// Records that can no longer decide anything, by when they may be forgotten
+    /// ([`forget_at`]).
+    pub(super) lapsing: BTreeSet<(Timestamp, String)>,
 }
 
 impl Index {
@@ -77,6 +81,9 @@ impl Index {
                 .entry(link.offered_by.key().as_str().into())
                 .or_default()
                 .insert(pending_entry(link));
+        }
+        if let Some(at) = forget_at(link) {
+            self.lapsing.insert((at, link.id.clone()));
         }
         self.newest.insert(rank);
     }
@@ -103,8 +110,23 @@ impl Index {
                 &pending_entry(link),
             );
         }
+        if let Some(at) = forget_at(link) {
+            self.lapsing.remove(&(at, link.id.clone()));
+        }
         self.newest.remove(&rank);
     }
+}
+
+/// When `link` may be forgotten: [`LINK_RETENTION`] after it lost all effect for good (declined,
+/// or past its `expires`: §11.3 passes over both). Never for a revocation, which denies for as
+/// long as it is the newest record of its pair, nor for a link without an end.
+pub(super) fn forget_at(link: &Link) -> Option<Timestamp> {
+    let lapsed = match link.state {
+        LinkState::Revoked => None,
+        LinkState::Declined => Some(link.declined_at.unwrap_or(link.created)),
+        LinkState::Pending | LinkState::Active => link.expires,
+    }?;
+    Some(lapsed.saturating_add(LINK_RETENTION))
 }
 
 /// Whether a record in this state can decide (§11.3).

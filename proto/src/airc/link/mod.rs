@@ -40,6 +40,7 @@ use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use core::fmt;
+use core::time::Duration;
 
 use crate::airc::address::{Address, Authority};
 use crate::airc::frame::AckCode;
@@ -80,11 +81,21 @@ pub const MAX_LINKS: usize = 100_000;
 /// A hundredth of [`MAX_LINKS`], so records one source piles onto one endpoint (offers or grants
 /// naming it, or a peer realm's grants and revokes of unknown ids) fill that source's share of
 /// the endpoint and not the table; and fifty times [`MAX_PENDING_OFFERS`], far more than one
-/// endpoint links with one realm. Per source, because records are never dropped from the table:
-/// a cap per endpoint alone would be a budget for its whole life that any realm could spend for
-/// it, cutting it off from everyone. A new record past it is refused
+/// endpoint links with one realm. Per source, because revocations are never dropped from the
+/// table (other records after [`LINK_RETENTION`]): a cap per endpoint alone would be a budget
+/// any realm could spend for it, cutting it off from everyone. A new record past it is refused
 /// ([`LinkRefusal::PartyFull`]) rather than evicting one, for the reason [`MAX_LINKS`] gives.
 pub const MAX_LINKS_PER_PARTY: usize = 1_000;
+
+/// How long a record that can no longer decide anything is kept before it is forgotten: a
+/// declined offer from when it was declined, a pending offer or a link with an `expires` from
+/// then. The spec keeps records without saying for how long (§11.1); kept for ever, they would
+/// fill [`MAX_LINKS`] in the end however slowly they came. Thirty days, the example passport's
+/// `link_ttl` (§12.1), leaves them in `list` for a while and is far past the duplicate window
+/// (`spool::DUPLICATE_WINDOW`), within which a replayed control message is suppressed rather
+/// than taken for new. Revocations are never forgotten (a revocation denies for as long as it is
+/// the newest record of its pair), nor links without an end.
+pub const LINK_RETENTION: Duration = Duration::from_secs(30 * 86_400);
 
 /// Fresh ids tried before an offer or grant gives up (a collision among 2³² ids is rare; eight in
 /// a row means the table is nearly full of ids, or the random source is broken).
@@ -345,7 +356,7 @@ pub struct LinkTable {
     /// Changed only with the record, through [`LinkTable::change`] and [`LinkTable::put`].
     index: Index,
     /// How many records name each party with a counterpart of each source, for
-    /// [`MAX_LINKS_PER_PARTY`]; counted in [`LinkTable::put`], as records are never dropped.
+    /// [`MAX_LINKS_PER_PARTY`]; counted in [`LinkTable::put`] and [`LinkTable::forget_lapsed`].
     shares: BTreeMap<(String, String), usize>,
     offer_rate: BoundedMap<String, TokenBucket>,
 }
@@ -395,6 +406,34 @@ impl LinkTable {
     /// and dropping it now could forget a revocation, turning a denial into no decision.
     pub fn restore(&mut self, link: Link) -> Result<Stored, LinkRefusal> {
         self.put(link, false)
+    }
+
+    /// Forgets the records that lost all effect [`LINK_RETENTION`] ago or more (declined, or
+    /// past their `expires`) and returns their ids, for the host to forget too. No decision
+    /// changes: §11.3 passes over such records. Costs what it forgets.
+    pub fn forget_lapsed(&mut self, now: Timestamp) -> Vec<String> {
+        let mut gone = Vec::new();
+        while let Some((at, id)) = self.index.lapsing.first().cloned() {
+            if at > now {
+                break;
+            }
+            match self.links.remove(&id) {
+                Some(link) => {
+                    self.index.remove(&link);
+                    for share in self.shares_of((&link.a, &link.b)) {
+                        if let Some(n) = self.shares.get_mut(&share) {
+                            *n -= 1;
+                            if *n == 0 {
+                                self.shares.remove(&share);
+                            }
+                        }
+                    }
+                }
+                None => unreachable!("{id} lapsing but not held"),
+            }
+            gone.push(id);
+        }
+        gone
     }
 
     /// The links `endpoint` is a party to (as `a`, as `b`, or beneath a namespace `b`), newest

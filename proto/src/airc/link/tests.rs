@@ -2102,3 +2102,98 @@ fn a_peer_realms_grants_and_revokes_of_unknown_ids_share_the_offer_rate() {
         Ok(Stored::New)
     );
 }
+
+/// Every decision between the endpoints of `names`, both ways, at `now`.
+fn decisions(tab: &LinkTable, names: &[&str], now: u64) -> Vec<LinkDecision> {
+    let mut out = Vec::new();
+    for f in names {
+        for to in names {
+            out.push(tab.decide(t(now), &local(f), &local(to)));
+        }
+    }
+    out
+}
+
+#[test]
+fn records_that_lost_all_effect_are_forgotten_after_the_retention_and_no_decision_changes() {
+    let mut tab = table();
+    let mut r = rng();
+    let day = 86_400;
+    let keep = LINK_RETENTION.as_secs();
+    // Declined at NOW + 10.
+    let declined = tab
+        .offer(t(NOW), &mut r, offer_of("a/x", "b/y"))
+        .unwrap()
+        .link
+        .id;
+    tab.decline(t(NOW + 10), &local("b/y"), &declined).unwrap();
+    // A pending offer ending at NOW + 1 day; a grant ending at NOW + 2 days.
+    let mut ending = offer_of("c/x", "b/y");
+    ending.expires = Some(t(NOW + day));
+    let pending = tab.offer(t(NOW), &mut r, ending).unwrap().link.id;
+    let mut ending = grant_of("d/x", local("b/y"));
+    ending.expires = Some(t(NOW + 2 * day));
+    let granted = tab.grant(t(NOW), &mut r, ending).unwrap().link.id;
+    // Kept for good: a grant without an end, a revocation, and a link revoked after it ended.
+    let open = tab
+        .grant(t(NOW), &mut r, grant_of("e/x", local("b/y")))
+        .unwrap()
+        .link
+        .id;
+    let revoked = tab
+        .grant(t(NOW), &mut r, grant_of("f/x", local("b/y")))
+        .unwrap()
+        .link
+        .id;
+    tab.revoke(t(NOW + 1), &local("f/x"), &revoked).unwrap();
+    let mut ending = grant_of("g/x", local("b/y"));
+    ending.expires = Some(t(NOW + day));
+    let late = tab.grant(t(NOW), &mut r, ending).unwrap().link.id;
+    tab.revoke(t(NOW + 3 * day), &local("g/x"), &late).unwrap();
+
+    let names = ["a/x", "b/y", "c/x", "d/x", "e/x", "f/x", "g/x"];
+    let held = |tab: &LinkTable| -> Vec<String> { tab.links.keys().cloned().collect() };
+    let before = held(&tab);
+    let when = NOW + 4 * day;
+    let decided = decisions(&tab, &names, when);
+    assert!(
+        tab.forget_lapsed(t(NOW + 10 + keep - 1)).is_empty(),
+        "one second early"
+    );
+    assert_eq!(
+        tab.forget_lapsed(t(NOW + 10 + keep)),
+        core::slice::from_ref(&declined)
+    );
+    assert_eq!(
+        tab.forget_lapsed(t(NOW + day + keep)),
+        core::slice::from_ref(&pending)
+    );
+    assert_eq!(
+        tab.forget_lapsed(t(NOW + 2 * day + keep)),
+        core::slice::from_ref(&granted)
+    );
+    assert!(
+        tab.forget_lapsed(t(u64::MAX / 2_000)).is_empty(),
+        "the rest never"
+    );
+    assert_eq!(decisions(&tab, &names, when), decided);
+    let mut kept = before;
+    kept.retain(|id| ![&declined, &pending, &granted].contains(&id));
+    assert_eq!(held(&tab), kept);
+    assert!(tab.get(&open).is_some() && tab.get(&revoked).is_some() && tab.get(&late).is_some());
+    // Nothing of a forgotten record is left: not in a list, nor in a share.
+    assert!(tab.list(&local("b/y")).iter().all(|l| l.id != declined));
+    assert!(
+        !tab.shares
+            .contains_key(&(local("a/x").key().to_string(), "local:b".into()))
+    );
+    assert_eq!(
+        tab.shares[&(local("b/y").key().to_string(), "local:e".into())],
+        1
+    );
+    assert!(
+        !tab.shares
+            .contains_key(&(local("b/y").key().to_string(), "local:a".into()))
+    );
+    assert!(tab.index.lapsing.is_empty());
+}
