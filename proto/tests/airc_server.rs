@@ -1647,6 +1647,8 @@ fn an_endpoint_is_named_in_at_most_max_links_per_party_links_with_one_source() {
     let cap = weft_proto::airc::link::MAX_LINKS_PER_PARTY;
     for i in 0..cap {
         assert_eq!(grant(&mut r, i)["ok"], true, "grant {i}");
+        // One a second: a client's grants draw on its namespace's rate.
+        r.advance(Duration::from_secs(1));
     }
     let refused = grant(&mut r, cap);
     assert_eq!(

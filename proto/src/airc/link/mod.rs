@@ -580,6 +580,12 @@ impl LinkTable {
     ) -> Result<Operation, LinkRefusal> {
         check_pair(&grant.a, &grant.b)?;
         check_label(grant.label.as_deref())?;
+        // A client's own grant stores a record for good, like an offer it needs no one's word
+        // for: it draws on its source's rate. A redemption's is bounded by the passport's uses
+        // and §12.5's failure limit, and ends (`link_ttl`).
+        if grant.origin.is_none() {
+            self.admit_record(now, &grant.a, (&grant.a, &grant.b))?;
+        }
         let id = self.fresh_id(rng)?;
         let link = Link {
             id,

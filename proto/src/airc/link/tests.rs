@@ -1873,16 +1873,14 @@ fn grant_of(a: &str, b: Address) -> Grant {
     }
 }
 
-/// A peer realm's grant from `airc://partner.example/<from>` to `to`, as its server sends it.
-fn peer_grant(peer: &mut LinkTable, r: &mut ChaCha20Rng, from: &str, to: Address) -> Msg {
-    let g = Grant {
-        a: addr(&alloc::format!("airc://partner.example/{from}")),
-        ..grant_of("x/y", to)
-    };
-    peer.grant(t(NOW), r, g)
-        .unwrap()
-        .control
-        .to_msg("g".into(), t(NOW))
+/// A peer realm's grant from `airc://partner.example/<from>` to `to`, as its server sends it,
+/// under a fresh id from `r`.
+fn peer_grant(r: &mut ChaCha20Rng, from: &str, to: Address) -> Msg {
+    let from = addr(&alloc::format!("airc://partner.example/{from}"));
+    let id = alloc::format!("L{:08x}", rand_core::Rng::next_u32(r));
+    let mut l = rec(&id, X, X, Direction::BInitiates, LinkState::Active, NOW);
+    (l.a, l.b, l.offered_by) = (from.clone(), to.clone(), from.clone());
+    ControlMessage::new(Action::Grant, l, from, to).to_msg("g".into(), t(NOW))
 }
 
 /// A peer realm's revoke of a link this table never saw, from `airc://partner.example/<from>`.
@@ -1898,10 +1896,11 @@ fn a_party_is_named_in_at_most_max_links_per_party_records_with_one_source() {
     let mut tab = table();
     let mut r = rng();
     let bob = local("bob/y");
-    // alice's endpoints (one source, `local:alice`) fill bob's share for alice.
+    // alice's endpoints (one source, `local:alice`) fill bob's share for alice, one grant a
+    // second (a client's grants draw on its source's rate).
     for i in 0..MAX_LINKS_PER_PARTY {
         tab.grant(
-            t(NOW),
+            t(NOW + i as u64),
             &mut r,
             grant_of(&alloc::format!("alice/x{i}"), bob.clone()),
         )
@@ -1916,28 +1915,27 @@ fn a_party_is_named_in_at_most_max_links_per_party_records_with_one_source() {
         "too many links for airc://example.com/bob/y with local:alice (1000)"
     );
     assert_eq!(LinkRefusal::CODE, AckCode::Refused);
+    let mut now = NOW + MAX_LINKS_PER_PARTY as u64;
     // Whichever side adds the record, and whether bob is `a` or `b`.
     assert_eq!(
-        tab.grant(t(NOW), &mut r, grant_of("alice/z", bob.clone())),
+        tab.grant(t(now), &mut r, grant_of("alice/z", bob.clone())),
         Err(full.clone())
     );
     assert_eq!(
-        tab.offer(t(NOW), &mut r, offer_of("bob/y", "alice/z")),
+        tab.offer(t(now), &mut r, offer_of("bob/y", "alice/z")),
         Err(full.clone())
     );
     assert_eq!(tab.len(), MAX_LINKS_PER_PARTY);
     // Other sources keep their own shares of bob: another local namespace, and a peer realm,
     // whose grants and revokes of unknown ids fill only its share.
     assert!(
-        tab.grant(t(NOW), &mut r, grant_of("carol/z", bob.clone()))
+        tab.grant(t(now), &mut r, grant_of("carol/z", bob.clone()))
             .is_ok()
     );
-    let mut peer = partner();
-    let mut now = NOW;
     for i in 0..MAX_LINKS_PER_PARTY {
         now += 1; // one a second: within the peer realm's rate
         let m = if i % 2 == 0 {
-            peer_grant(&mut peer, &mut r, &alloc::format!("p/q{i}"), bob.clone())
+            peer_grant(&mut r, &alloc::format!("p/q{i}"), bob.clone())
         } else {
             peer_revoke(
                 &alloc::format!("L{i:08x}"),
@@ -1952,22 +1950,17 @@ fn a_party_is_named_in_at_most_max_links_per_party_records_with_one_source() {
         source: "realm:partner.example".into(),
     };
     now += 1;
-    let m = peer_grant(&mut peer, &mut r, "p/last", bob.clone());
+    let m = peer_grant(&mut r, "p/last", bob.clone());
     assert_eq!(tab.receive(t(now), &m), Err(partner_full.clone()));
     let m = peer_revoke("L0badf00d", "p/last", bob.clone());
     assert_eq!(tab.receive(t(now), &m), Err(partner_full));
     // The refusals spent no token of the peer realm's rate: a full burst still passes.
     for i in 0..OFFER_RATE.burst {
-        let m = peer_grant(
-            &mut peer,
-            &mut r,
-            &alloc::format!("p/u{i}"),
-            local("carol/z"),
-        );
+        let m = peer_grant(&mut r, &alloc::format!("p/u{i}"), local("carol/z"));
         assert!(tab.receive(t(now), &m).is_ok(), "{i}");
     }
     let held = tab
-        .grant(t(NOW), &mut r, grant_of("dave/x", bob.clone()))
+        .grant(t(now), &mut r, grant_of("dave/x", bob.clone()))
         .expect("a third local source still links with bob")
         .link
         .id;
@@ -2065,14 +2058,13 @@ fn the_pending_offer_count_follows_accepts_declines_revokes_and_expiry() {
 #[test]
 fn a_peer_realms_grants_and_revokes_of_unknown_ids_share_the_offer_rate() {
     let mut tab = table();
-    let mut peer = partner();
     let mut r = rng();
     let mut held = Vec::new();
     for i in 0..OFFER_RATE.burst {
-        let m = peer_grant(&mut peer, &mut r, &alloc::format!("p/u{i}"), local("bob/y"));
+        let m = peer_grant(&mut r, &alloc::format!("p/u{i}"), local("bob/y"));
         held.push(tab.receive(t(NOW), &m).unwrap().link);
     }
-    let m = peer_grant(&mut peer, &mut r, "p/v", local("bob/y"));
+    let m = peer_grant(&mut r, "p/v", local("bob/y"));
     assert_eq!(tab.receive(t(NOW), &m), Err(LinkRefusal::RateLimited));
     let m = peer_revoke("L0badf00d", "p/v", local("bob/y"));
     assert_eq!(tab.receive(t(NOW), &m), Err(LinkRefusal::RateLimited));
@@ -2196,4 +2188,39 @@ fn records_that_lost_all_effect_are_forgotten_after_the_retention_and_no_decisio
             .contains_key(&(local("b/y").key().to_string(), "local:a".into()))
     );
     assert!(tab.index.lapsing.is_empty());
+}
+
+#[test]
+fn a_clients_grants_draw_on_its_sources_rate_and_a_redemptions_do_not() {
+    let mut tab = table();
+    let mut r = rng();
+    for i in 0..OFFER_RATE.burst {
+        let g = grant_of(&alloc::format!("alice/x{i}"), local("bob/y"));
+        assert!(tab.grant(t(NOW), &mut r, g).is_ok(), "{i}");
+    }
+    let g = grant_of("alice/late", local("bob/y"));
+    assert_eq!(
+        tab.grant(t(NOW), &mut r, g).map(|_| ()),
+        Err(LinkRefusal::RateLimited)
+    );
+    // Offers from the same source share the bucket.
+    assert_eq!(
+        tab.offer(t(NOW), &mut r, offer_of("alice/x", "carol/z"))
+            .map(|_| ()),
+        Err(LinkRefusal::RateLimited)
+    );
+    // Another namespace has its own; a redemption's grant is bounded by its passport instead.
+    let g = grant_of("carol/x", local("bob/y"));
+    assert!(tab.grant(t(NOW), &mut r, g).is_ok());
+    let redeemed = Grant {
+        origin: Some(LinkOrigin {
+            passport: "P00000001".into(),
+            issued_by: None,
+            redeemed_by: None,
+        }),
+        ..grant_of("alice/p", addr("airc://partner.example/q/r"))
+    };
+    assert!(tab.grant(t(NOW), &mut r, redeemed).is_ok());
+    let g = grant_of("alice/late", local("bob/y"));
+    assert!(tab.grant(t(NOW + 1), &mut r, g).is_ok(), "a second later");
 }
