@@ -41,10 +41,12 @@ pub const MAX_BINDS: usize = 65_536;
 /// (in one authority) is the same, wildcard-led patterns counted together. The spec sets no
 /// bound (§15 was lost); past it a bind is refused, as past [`MAX_BINDS_PER_CONNECTION`].
 ///
-/// A server lets a client bind only inside its namespaces, so this is what one user's
-/// connections can take of [`MAX_BINDS`]: a sixteenth, four connections at their own bound.
-/// Without it one user opening 64 connections would fill the table and have every other
-/// client's bind refused.
+/// A server lets a client bind only inside its namespaces, so where each user has namespaces
+/// of their own first segment this is what one user's connections can take of [`MAX_BINDS`]: a
+/// sixteenth, four connections at their own bound. Without it one user opening 64 connections
+/// would fill the table and have every other client's bind refused. Users given namespaces
+/// under one first segment (`team/a`, `team/b`) share its bound, as they share a link source
+/// (`link::OFFER_RATE`).
 pub const MAX_BINDS_PER_NAMESPACE: usize = MAX_BINDS / 16;
 
 /// `B`'s score for `A`, or `None` when `B` is not a candidate (§4.3).

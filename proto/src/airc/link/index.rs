@@ -123,7 +123,8 @@ impl Index {
 pub(super) fn forget_at(link: &Link) -> Option<Timestamp> {
     let lapsed = match link.state {
         LinkState::Revoked => None,
-        LinkState::Declined => Some(link.declined_at.unwrap_or(link.created)),
+        // Not before it was made, whatever the other side said of when it declined.
+        LinkState::Declined => Some(link.declined_at.unwrap_or(link.created).max(link.created)),
         LinkState::Pending | LinkState::Active => link.expires,
     }?;
     Some(lapsed.saturating_add(LINK_RETENTION))

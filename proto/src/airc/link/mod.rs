@@ -410,7 +410,10 @@ impl LinkTable {
 
     /// Forgets the records that lost all effect [`LINK_RETENTION`] ago or more (declined, or
     /// past their `expires`) and returns their ids, for the host to forget too. No decision
-    /// changes: §11.3 passes over such records. Costs what it forgets.
+    /// changes by it: §11.3 passes over such records. What changes is what may come after: a
+    /// forgotten record can no longer be revoked by its id (the other realm's revoke of it is
+    /// stored as one of a link never seen), and its offer, were it replayed past the duplicate
+    /// window, would be taken as new. Costs what it forgets.
     pub fn forget_lapsed(&mut self, now: Timestamp) -> Vec<String> {
         let mut gone = Vec::new();
         while let Some((at, id)) = self.index.lapsing.first().cloned() {
@@ -743,6 +746,9 @@ impl LinkTable {
                         state: stored.state,
                     });
                 }
+                // A decline is taken as of now at the latest: a time ahead of ours would keep the
+                // record from being forgotten (`LINK_RETENTION`) for as long as the peer liked.
+                incoming.declined_at = incoming.declined_at.map(|at| at.min(now));
             }
             Action::Grant => {
                 if incoming.a != from || !incoming.is_b(&to) {

@@ -2224,3 +2224,43 @@ fn a_clients_grants_draw_on_its_sources_rate_and_a_redemptions_do_not() {
     let g = grant_of("alice/late", local("bob/y"));
     assert!(tab.grant(t(NOW + 1), &mut r, g).is_ok(), "a second later");
 }
+
+/// The other realm's decline of a local offer, declaring it declined at `declined_at`.
+fn remote_decline(offer: &Link, declined_at: u64) -> Msg {
+    let mut l = offer.clone();
+    l.state = LinkState::Declined;
+    l.declined_at = Some(t(declined_at));
+    let (from, to) = (l.b.clone(), l.a.clone());
+    ControlMessage::new(Action::Decline, l, from, to).to_msg("d".into(), t(NOW))
+}
+
+#[test]
+fn when_a_declined_record_is_forgotten_is_not_the_other_realms_to_say() {
+    let keep = LINK_RETENTION.as_secs();
+    let offer = |tab: &mut LinkTable| {
+        let o = Offer {
+            peer: addr(Y),
+            ..offer_of("alice/x", "bob/y")
+        };
+        tab.offer(t(NOW), &mut rng(), o).unwrap().link
+    };
+    // Declined "at 1970": kept from when the offer was made, not forgotten at once.
+    let mut tab = table();
+    let o = offer(&mut tab);
+    tab.receive(t(NOW + 5), &remote_decline(&o, 1)).unwrap();
+    assert!(tab.forget_lapsed(t(NOW + keep - 1)).is_empty());
+    assert_eq!(
+        tab.forget_lapsed(t(NOW + keep)),
+        core::slice::from_ref(&o.id)
+    );
+    // Declined "in 2400": taken as declined when it came, not kept for centuries.
+    let mut tab = table();
+    let o = offer(&mut tab);
+    tab.receive(t(NOW + 5), &remote_decline(&o, 13_500_000_000))
+        .unwrap();
+    assert_eq!(tab.get(&o.id).unwrap().declined_at, Some(t(NOW + 5)));
+    assert_eq!(
+        tab.forget_lapsed(t(NOW + 5 + keep)),
+        core::slice::from_ref(&o.id)
+    );
+}
