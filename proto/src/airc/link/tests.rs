@@ -1555,6 +1555,15 @@ impl Scenario {
         })
     }
     /// An endpoint that may answer for `link`'s side `b`: `b`, or one beneath it.
+    /// `a` or the `b` side, by a coin.
+    fn either_side(&mut self, link: &Link) -> Address {
+        if self.below(2) == 0 {
+            link.a.clone()
+        } else {
+            self.b_side(link)
+        }
+    }
+
     fn b_side(&mut self, link: &Link) -> Address {
         let beneath: Vec<&str> = LOCALS
             .iter()
@@ -1617,11 +1626,7 @@ impl Scenario {
                 // Accept or decline, mostly by an offeree.
                 let Some(id) = self.known_id() else { return };
                 let link = self.tab.get(&id).unwrap().clone();
-                let acting = if self.below(2) == 0 {
-                    link.a.clone()
-                } else {
-                    self.b_side(&link)
-                };
+                let acting = self.either_side(&link);
                 if acting.realm() == self.tab.realm() {
                     let _ = if self.below(2) == 0 {
                         self.tab.accept(now, &acting, &id)
@@ -1647,11 +1652,7 @@ impl Scenario {
             4 => {
                 let Some(id) = self.known_id() else { return };
                 let link = self.tab.get(&id).unwrap().clone();
-                let acting = if self.below(2) == 0 {
-                    link.a.clone()
-                } else {
-                    self.b_side(&link)
-                };
+                let acting = self.either_side(&link);
                 if acting.realm() == self.tab.realm() {
                     let _ = self.tab.revoke(now, &acting, &id);
                 } else {
