@@ -573,8 +573,10 @@ impl LinkTable {
         Ok(Operation { link, control })
     }
 
-    /// §11.4/§12.5 grant: a new active link from `a` to `b`, as a redeemed passport creates.
-    /// Preconditions: `a` is an endpoint other than `b`, the label fits, the table has room.
+    /// §11.4/§12.5 grant: a new active link from `a` to `b`, as a client's `grant` or a redeemed
+    /// passport creates. Preconditions: `a` is an endpoint other than `b`, the label fits, the
+    /// table and both parties' shares have room, and a client's own grant (no `origin`) is within
+    /// its source's [`OFFER_RATE`].
     pub fn grant(
         &mut self,
         now: Timestamp,
