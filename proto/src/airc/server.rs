@@ -84,6 +84,7 @@ use super::spool::{
     self, ACK_TIMEOUT, DEFAULT_TTL, FLUSH_INTERVAL, SeenIds, Spool, SpoolFull, Spooled,
 };
 use crate::codec::hex;
+use crate::core::index::remove_from_set;
 use crate::core::timer::TimerQueue;
 use crate::core::{ConnId, Machine, Timestamp, Wakeup};
 use crate::crypto::{CryptoProvider, Ed25519Seed, sigstring};
@@ -518,12 +519,7 @@ impl PeerLinks {
     }
 
     fn forget(&mut self, realm: &Authority, conn: ConnId) {
-        if let Some(links) = self.0.get_mut(realm) {
-            links.remove(&conn);
-            if links.is_empty() {
-                self.0.remove(realm);
-            }
-        }
+        remove_from_set(&mut self.0, realm, &conn);
     }
 
     /// The first link to `realm` by connection id, as the host numbered them.

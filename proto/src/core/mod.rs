@@ -5,12 +5,13 @@
 //! - [`Machine`]: `handle(now, input)` / `poll()` / `poll_timeout()` / `handle_timeout(now)`.
 //! - Randomness is injected: a machine that needs nonces, keys or jitter takes a
 //!   [`rand_core::CryptoRng`] at construction, so a seeded run replays exactly.
-//! - [`bucket`], [`replay`], [`bounded`], [`backoff`], [`timer`]: the shared mechanisms, each with
+//! - [`bucket`], [`replay`], [`bounded`], [`backoff`], [`timer`], [`index`]: the shared mechanisms, each with
 //!   its bound and its edge cases pinned by tests.
 
 pub mod backoff;
 pub mod bounded;
 pub mod bucket;
+pub mod index;
 pub mod replay;
 pub mod timer;
 

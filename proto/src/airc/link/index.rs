@@ -8,6 +8,7 @@ use core::cmp::Reverse;
 use super::LINK_RETENTION;
 use super::record::{Link, LinkState};
 use crate::core::Timestamp;
+use crate::core::index::remove_from_set;
 
 /// A record's place in §11.3's order: newest `created` first; at one instant a revocation first,
 /// then by id, descending, so a tie can only deny and never depends on storage order.
@@ -93,18 +94,18 @@ impl Index {
     pub(super) fn remove(&mut self, link: &Link) {
         let rank = Rank::of(link);
         for side in sides(link) {
-            take(&mut self.by_party, side, &rank);
+            remove_from_set(&mut self.by_party, side, &rank);
         }
         if decisive(link.state)
             && let Some(by_b) = self.decisive.get_mut(link.a.key().as_str())
         {
-            take(by_b, link.b.key().as_str(), &rank);
+            remove_from_set(by_b, link.b.key().as_str(), &rank);
             if by_b.is_empty() {
                 self.decisive.remove(link.a.key().as_str());
             }
         }
         if link.state == LinkState::Pending {
-            take(
+            remove_from_set(
                 &mut self.pending,
                 link.offered_by.key().as_str(),
                 &pending_entry(link),
@@ -141,13 +142,4 @@ fn sides(link: &Link) -> [&str; 2] {
 
 fn pending_entry(link: &Link) -> (Timestamp, String) {
     (link.expires.unwrap_or(Timestamp::MAX), link.id.clone())
-}
-
-fn take<T: Ord>(map: &mut BTreeMap<String, BTreeSet<T>>, key: &str, item: &T) {
-    if let Some(set) = map.get_mut(key) {
-        set.remove(item);
-        if set.is_empty() {
-            map.remove(key);
-        }
-    }
 }

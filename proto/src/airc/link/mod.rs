@@ -90,10 +90,11 @@ pub const MAX_LINKS_PER_PARTY: usize = 1_000;
 /// How long a record that can no longer decide anything is kept before it is forgotten: a
 /// declined offer from when it was declined, a pending offer or a link with an `expires` from
 /// then. The spec keeps records without saying for how long (§11.1); kept for ever, they would
-/// fill [`MAX_LINKS`] in the end however slowly they came. Thirty days, the example passport's
-/// `link_ttl` (§12.1), leaves them in `list` for a while and is far past the duplicate window
-/// (`spool::DUPLICATE_WINDOW`), within which a replayed control message is suppressed rather
-/// than taken for new. Revocations are never forgotten (a revocation denies for as long as it is
+/// fill [`MAX_LINKS`] in the end however slowly they came. Thirty days, as long as a redeemed
+/// passport's link lasts by default (the example's `link_ttl`, §12.1,
+/// `passport::book::DEFAULT_LINK_TTL`; a separate choice that happens to match), leaves them in
+/// `list` for a while and is far past the duplicate window (`spool::DUPLICATE_WINDOW`), within
+/// which a replayed control message is suppressed rather than taken for new. Revocations are never forgotten (a revocation denies for as long as it is
 /// the newest record of its pair), nor links without an end.
 pub const LINK_RETENTION: Duration = Duration::from_secs(30 * 86_400);
 

@@ -28,6 +28,7 @@ use crate::airc::discovery::{
     self, Answer, Cached, Endpoint, Outcome, Plan, Question, RecordType, Resolution,
 };
 use crate::airc::frame::{AckCode, AckStatus, Frame};
+use crate::core::index::remove_from_set;
 use crate::core::{ConnId, Timestamp};
 use rand_core::CryptoRng;
 
@@ -80,12 +81,7 @@ impl KeyWaits {
 
     /// `conn` closed while parked for `realm`.
     pub(super) fn closed(&mut self, realm: &Authority, conn: ConnId) {
-        if let Some(conns) = self.parked.get_mut(realm) {
-            conns.remove(&conn);
-            if conns.is_empty() {
-                self.parked.remove(realm);
-            }
-        }
+        remove_from_set(&mut self.parked, realm, &conn);
     }
 
     /// The connections parked for `realm`, in order, no longer parked.
@@ -136,12 +132,7 @@ impl Dials {
             && let Some(q) = r.question()
         {
             let question = (q.record_type(), String::from(q.name()));
-            if let Some(realms) = self.asking.get_mut(&question) {
-                realms.remove(realm);
-                if realms.is_empty() {
-                    self.asking.remove(&question);
-                }
-            }
+            remove_from_set(&mut self.asking, &question, realm);
         }
         Some(dialling)
     }
