@@ -5,10 +5,13 @@ use std::time::Duration;
 use chacha20::ChaCha20Rng;
 use rand_core::SeedableRng;
 use serde_json::{Value, json};
-use weft_proto::airc::address::{Authority, Namespace};
-use weft_proto::airc::bind::{MAX_BINDS, MAX_BINDS_PER_CONNECTION};
+use weft_proto::airc::address::{Authority, MAX_ADDRESS_LEN, Namespace};
+use weft_proto::airc::bind::{
+    MAX_BIND_BYTES_PER_NAMESPACE, MAX_BINDS, MAX_BINDS_PER_CONNECTION, footprint,
+};
 use weft_proto::airc::discovery::Endpoint;
 use weft_proto::airc::frame::Msg;
+use weft_proto::airc::pattern::Pattern;
 use weft_proto::airc::server::{
     Face, Input, MAX_PENDING, Output, Record, RecordKey, Server, ServerConfig,
 };
@@ -393,6 +396,28 @@ fn a_bind_that_is_not_a_pattern_is_bad_bind() {
     let out = r.send(BOB, json!({"t":"bind","names":["bob/-x"]}));
     assert_eq!(frames(&out, BOB)[0]["code"], "bad_bind");
     assert!(closed(&out, BOB));
+}
+
+#[test]
+fn long_patterns_are_refused_at_their_namespaces_byte_bound() {
+    let mut r = Realm::new();
+    r.client(ALICE, "alice");
+    // One-letter segments up to the address limit: `airc://example.com/alice/a/…/a/{i}`.
+    let segments = (MAX_ADDRESS_LEN - "airc://example.com/alice/".len() - 4) / 2;
+    let name = |i: usize| format!("alice{}/{i}", "/a".repeat(segments));
+    let pattern =
+        Pattern::parse_in_realm(&name(0), &Authority::parse("example.com").unwrap()).unwrap();
+    let fits = MAX_BIND_BYTES_PER_NAMESPACE / footprint(&pattern);
+    for i in 0..fits {
+        let out = r.send(ALICE, json!({"t":"bind","names":[name(i)]}));
+        assert_eq!(frames(&out, ALICE)[0]["t"], "bound", "bind {i}");
+    }
+    let out = r.send(ALICE, json!({"t":"bind","names":[name(fits)]}));
+    let error = &frames(&out, ALICE)[0];
+    assert_eq!(error["code"], "bad_bind");
+    assert_eq!(error["reason"], "too many binds");
+    assert!(closed(&out, ALICE));
+    r.bound(BOB, "bob", &["bob/"]);
 }
 
 #[test]

@@ -32,22 +32,58 @@ pub const MAX_BINDS_PER_CONNECTION: usize = 1024;
 /// Without it, 4 096 connections (the server's `MAX_CONNECTIONS`) at the per-connection bound
 /// could hold over four million binds. 65 536 is 16 for each of those connections, or 256
 /// clients binding the client library's whole `MAX_BIND_NAMES`, well past what a host's clients
-/// bind (a few names each). It keeps the table to what 64 connections at their own bound hold:
-/// tens of MiB for names of usual length, a few GiB only if every pattern is cut into as many
-/// one-letter segments as an address allows (a bind holds its pattern twice and its stem once).
+/// bind (a few names each). What names of any length may take of memory is
+/// [`MAX_BIND_BYTES`]'s bound.
 pub const MAX_BINDS: usize = 65_536;
+
+/// The patterns' bytes one table holds at most, as [`footprint`] counts them. The spec sets no
+/// bound (§15 was lost); past it a bind is refused, as past [`MAX_BINDS_PER_CONNECTION`].
+///
+/// A bind's cost grows with its segments: an address of [`MAX_ADDRESS_LEN`] octets cut into
+/// one-letter segments has over 500, each held as a string in the pattern (kept twice) and
+/// in its stem, so [`MAX_BINDS`] such binds took a few GiB. 256 bytes a bind on average
+/// (16 MiB) leaves [`MAX_BINDS`] the bound for usual names (`alice/inbox/*` counts 170 on a
+/// 64-bit target); the table then holds at most about three times this, plus its entries'
+/// own fixed size.
+///
+/// [`MAX_ADDRESS_LEN`]: super::address::MAX_ADDRESS_LEN
+pub const MAX_BIND_BYTES: usize = MAX_BINDS * 256;
+
+/// How many namespaces it takes to fill the table: one namespace may hold this share of
+/// [`MAX_BINDS`] and of [`MAX_BIND_BYTES`].
+///
+/// A server lets a client bind only inside its namespaces, so where each user has namespaces
+/// of their own first segment this is what one user's connections can take of the table:
+/// a sixteenth, four connections at their own bound. Without it one user opening 64
+/// connections would fill the table and have every other client's bind refused. Users given
+/// namespaces under one first segment (`team/a`, `team/b`) share its bound, as they share a
+/// link source (`link::OFFER_RATE`).
+const NAMESPACE_SHARE: usize = 16;
 
 /// Binds one namespace holds at most, over every connection: the patterns whose first segment
 /// (in one authority) is the same, wildcard-led patterns counted together. The spec sets no
 /// bound (§15 was lost); past it a bind is refused, as past [`MAX_BINDS_PER_CONNECTION`].
-///
-/// A server lets a client bind only inside its namespaces, so where each user has namespaces
-/// of their own first segment this is what one user's connections can take of [`MAX_BINDS`]: a
-/// sixteenth, four connections at their own bound. Without it one user opening 64 connections
-/// would fill the table and have every other client's bind refused. Users given namespaces
-/// under one first segment (`team/a`, `team/b`) share its bound, as they share a link source
-/// (`link::OFFER_RATE`).
-pub const MAX_BINDS_PER_NAMESPACE: usize = MAX_BINDS / 16;
+/// A sixteenth of [`MAX_BINDS`] (see `NAMESPACE_SHARE`).
+pub const MAX_BINDS_PER_NAMESPACE: usize = MAX_BINDS / NAMESPACE_SHARE;
+
+/// The patterns' bytes one namespace holds at most, as [`footprint`] counts them, over every
+/// connection; counted as [`MAX_BINDS_PER_NAMESPACE`] counts binds. A sixteenth of
+/// [`MAX_BIND_BYTES`] (1 MiB): 4 096 binds of five short segments, or about 50 of the
+/// longest patterns an address allows.
+pub const MAX_BIND_BYTES_PER_NAMESPACE: usize = MAX_BIND_BYTES / NAMESPACE_SHARE;
+
+/// The bytes a segment costs beside its text: the segment itself and its text's allocation.
+const SEGMENT_BYTES: usize = core::mem::size_of::<PatternSegment>() + 16;
+
+/// What `pattern` counts against [`MAX_BIND_BYTES`]: about what one copy of it takes on the
+/// heap, its segments' texts and their own size, and one segment's worth for the pattern.
+pub fn footprint(pattern: &Pattern) -> usize {
+    let segments = pattern.segments().iter().map(|s| match s {
+        PatternSegment::Literal(l) => SEGMENT_BYTES + l.len(),
+        PatternSegment::One | PatternSegment::Rest => SEGMENT_BYTES,
+    });
+    SEGMENT_BYTES + segments.sum::<usize>()
+}
 
 /// `B`'s score for `A`, or `None` when `B` is not a candidate (§4.3).
 pub fn score(bind: &Pattern, address: &Address) -> Option<u32> {
@@ -104,9 +140,11 @@ pub struct BindTable<C> {
     any_realm: Stems<C>,
     /// Each owner's patterns, so that what concerns one connection never reads the others'.
     owners: BTreeMap<C, BTreeMap<Pattern, Stamp>>,
-    /// Binds by the namespace they lie in, for [`MAX_BINDS_PER_NAMESPACE`].
-    per_namespace: BTreeMap<Root, usize>,
-    len: usize,
+    /// What each namespace holds, for [`MAX_BINDS_PER_NAMESPACE`] and
+    /// [`MAX_BIND_BYTES_PER_NAMESPACE`].
+    per_namespace: BTreeMap<Root, Usage>,
+    /// What the whole table holds, for [`MAX_BINDS`] and [`MAX_BIND_BYTES`].
+    all: Usage,
     next_seq: u64,
 }
 
@@ -119,6 +157,30 @@ type Stems<C> = BTreeMap<Vec<String>, BTreeMap<Pattern, BTreeMap<u64, C>>>;
 struct Stamp {
     first: u64,
     last: u64,
+}
+
+/// Binds and their [`footprint`]s, summed.
+#[derive(Clone, Copy, Debug, Default)]
+struct Usage {
+    binds: usize,
+    bytes: usize,
+}
+
+impl Usage {
+    /// Whether one more bind of `bytes` stays within `max_binds` and `max_bytes`.
+    fn has_room(&self, bytes: usize, max_binds: usize, max_bytes: usize) -> bool {
+        self.binds < max_binds && self.bytes + bytes <= max_bytes
+    }
+
+    fn add(&mut self, bytes: usize) {
+        self.binds += 1;
+        self.bytes += bytes;
+    }
+
+    fn remove(&mut self, bytes: usize) {
+        self.binds -= 1;
+        self.bytes -= bytes;
+    }
 }
 
 /// The namespace a pattern lies in, as far as [`MAX_BINDS_PER_NAMESPACE`] counts: its authority
@@ -191,7 +253,7 @@ impl<C> Default for BindTable<C> {
             any_realm: BTreeMap::new(),
             owners: BTreeMap::new(),
             per_namespace: BTreeMap::new(),
-            len: 0,
+            all: Usage::default(),
             next_seq: 0,
         }
     }
@@ -205,8 +267,9 @@ impl<C: Copy + Ord> BindTable<C> {
 
     /// Binds `pattern` for `owner`. Binding a pattern the owner already holds makes it the most
     /// recently bound again. Returns `false`, binding nothing, when the owner already holds
-    /// [`MAX_BINDS_PER_CONNECTION`] other patterns, the pattern's namespace holds
-    /// [`MAX_BINDS_PER_NAMESPACE`] or the table holds [`MAX_BINDS`].
+    /// [`MAX_BINDS_PER_CONNECTION`] other patterns, or the pattern would take its namespace past
+    /// [`MAX_BINDS_PER_NAMESPACE`] or [`MAX_BIND_BYTES_PER_NAMESPACE`], or the table past
+    /// [`MAX_BINDS`] or [`MAX_BIND_BYTES`].
     pub fn bind(&mut self, owner: C, pattern: Pattern) -> bool {
         let seq = self.next_seq;
         let held = self
@@ -215,15 +278,16 @@ impl<C: Copy + Ord> BindTable<C> {
             .and_then(|h| h.get(&pattern))
             .copied();
         if held.is_none() {
-            let root = root(&pattern);
-            let in_namespace = self.per_namespace.get(&root).copied().unwrap_or(0);
+            let (root, bytes) = (root(&pattern), footprint(&pattern));
+            let namespace = self.per_namespace.get(&root).copied().unwrap_or_default();
             if self.count(owner) >= MAX_BINDS_PER_CONNECTION
-                || in_namespace >= MAX_BINDS_PER_NAMESPACE
-                || self.len >= MAX_BINDS
+                || !namespace.has_room(bytes, MAX_BINDS_PER_NAMESPACE, MAX_BIND_BYTES_PER_NAMESPACE)
+                || !self.all.has_room(bytes, MAX_BINDS, MAX_BIND_BYTES)
             {
                 return false;
             }
-            self.per_namespace.insert(root, in_namespace + 1);
+            self.per_namespace.entry(root).or_default().add(bytes);
+            self.all.add(bytes);
         }
         let stems = match pattern.authority() {
             Some(a) => self.realms.entry(a.clone()).or_default(),
@@ -236,8 +300,6 @@ impl<C: Copy + Ord> BindTable<C> {
             .or_default();
         if let Some(held) = held {
             owners.remove(&held.last);
-        } else {
-            self.len += 1;
         }
         owners.insert(seq, owner);
         let first = held.map_or(seq, |h| h.first);
@@ -254,12 +316,12 @@ impl<C: Copy + Ord> BindTable<C> {
         let Some(held) = self.owners.remove(&owner) else {
             return;
         };
-        self.len -= held.len();
         for (pattern, stamp) in &held {
-            let root = root(pattern);
-            if let Some(n) = self.per_namespace.get_mut(&root) {
-                *n -= 1;
-                if *n == 0 {
+            let (root, bytes) = (root(pattern), footprint(pattern));
+            self.all.remove(bytes);
+            if let Some(namespace) = self.per_namespace.get_mut(&root) {
+                namespace.remove(bytes);
+                if namespace.binds == 0 {
                     self.per_namespace.remove(&root);
                 }
             }
@@ -359,6 +421,7 @@ fn covers(p: &Pattern, ns: &Address) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::airc::address::MAX_ADDRESS_LEN;
     use alloc::format;
     use chacha20::ChaCha20Rng;
     use rand_core::{Rng, SeedableRng};
@@ -551,6 +614,96 @@ mod tests {
         assert!(t.bind(late, pat("alice/x")));
     }
 
+    /// The longest pattern in `namespace` an address allows, cut into one-letter segments, the
+    /// last of them `tag` (so that patterns differ).
+    fn longest(namespace: &str, tag: usize) -> Pattern {
+        let tag = format!("{tag}");
+        (1..)
+            .map(|cut| {
+                let n = (MAX_ADDRESS_LEN - namespace.len()) / 2 - cut;
+                format!("{namespace}{}/{tag}", "/a".repeat(n))
+            })
+            .find_map(|text| Pattern::parse_in_realm(&text, &realm()).ok())
+            .unwrap()
+    }
+
+    #[test]
+    fn a_pattern_counts_its_segments_and_their_text() {
+        assert_eq!(footprint(&pat("alice/inbox/*")), 4 * SEGMENT_BYTES + 10);
+        assert_eq!(
+            footprint(&Pattern::parse_in_realm("*", &realm()).unwrap()),
+            SEGMENT_BYTES
+        );
+        let long = longest("alice", 0);
+        assert!(long.segments().len() > 500, "{}", long.segments().len());
+        assert!(footprint(&long) > 500 * SEGMENT_BYTES);
+    }
+
+    #[test]
+    fn long_patterns_are_bounded_by_their_bytes_in_a_namespace_and_in_all() {
+        let per = MAX_BINDS_PER_CONNECTION;
+        let mut t = BindTable::new();
+        let mut bound = 0;
+        while t.bind(bound / per, longest("alice", bound)) {
+            bound += 1;
+        }
+        let each = footprint(&longest("alice", 0));
+        assert_eq!(
+            bound,
+            MAX_BIND_BYTES_PER_NAMESPACE / each,
+            "refused at the byte bound"
+        );
+        assert!(
+            bound < MAX_BINDS_PER_NAMESPACE / 16,
+            "long before the count bound"
+        );
+        assert!(t.bind(bound, pat("bob/x")), "another namespace has room");
+        t.unbind_all(0);
+        assert!(
+            t.bind(bound, longest("alice", bound)),
+            "room once some drop"
+        );
+
+        // Namespaces of their own, each at its byte bound, fill the table's.
+        let mut t = BindTable::new();
+        let (mut owner, mut held) = (0, 0);
+        for ns in 0.. {
+            let namespace = format!("u{ns}");
+            let mut in_namespace = 0;
+            while t.bind(owner, longest(&namespace, in_namespace)) {
+                in_namespace += 1;
+                owner += 1;
+            }
+            held += in_namespace;
+            if in_namespace == 0 {
+                break;
+            }
+        }
+        assert!(t.all.bytes <= MAX_BIND_BYTES);
+        assert!(
+            t.all.bytes + each > MAX_BIND_BYTES,
+            "refused at the table's byte bound"
+        );
+        assert_eq!(t.all.binds, held);
+        assert!(held < MAX_BINDS / 16);
+    }
+
+    #[test]
+    fn usual_names_meet_the_count_bound_first() {
+        let per = MAX_BINDS_PER_CONNECTION;
+        let mut t = BindTable::new();
+        for i in 0..MAX_BINDS {
+            let name = format!("user{}/inbox/*", i / MAX_BINDS_PER_NAMESPACE);
+            let name = format!("{name}/{}", i % MAX_BINDS_PER_NAMESPACE);
+            assert!(t.bind(i / per, pat(&name)), "{name}");
+        }
+        assert!(
+            !t.bind(MAX_BINDS / per, pat("zed/x")),
+            "the table is full by count"
+        );
+        assert!(t.all.bytes < MAX_BIND_BYTES);
+    }
+
     /// The table as it was before the index: one list of every bind, scanned by every lookup.
     /// What [`BindTable`] answers must not differ from it in anything.
     #[derive(Default)]
@@ -691,7 +844,7 @@ mod tests {
                 t.realms.is_empty()
                     && t.any_realm.is_empty()
                     && t.per_namespace.is_empty()
-                    && t.len == 0,
+                    && (t.all.binds, t.all.bytes) == (0, 0),
                 "an empty table keeps nothing of what it held: {t:?}"
             );
         }
