@@ -390,6 +390,26 @@ fn binding_a_reserved_name_needs_the_operator() {
 }
 
 #[test]
+fn a_connection_being_closed_receives_nothing_more_by_its_binds() {
+    let mut r = Realm::new();
+    let older = ConnId(10);
+    r.bound(older, "bob", &["bob/"]);
+    r.bound(BOB, "bob", &["bob/"]);
+    // The newer bind wins ties (§4.3), until its connection breaks the protocol: the server
+    // answers `error` and closes it, and the host has not yet reported it closed.
+    let out = r.send(BOB, json!({"t":"bind","names":["bob/-x"]}));
+    assert!(closed(&out, BOB));
+    r.client(ALICE, "alice");
+    let out = r.send(ALICE, msg("m1", "x", "//example.com/bob/y"));
+    assert!(frames(&out, BOB).is_empty(), "{out:?}");
+    assert_eq!(
+        frames(&out, older)[0]["t"],
+        "msg",
+        "the live bind receives it"
+    );
+}
+
+#[test]
 fn a_bind_that_is_not_a_pattern_is_bad_bind() {
     let mut r = Realm::new();
     r.client(BOB, "bob");
