@@ -1299,6 +1299,22 @@ fn a_subscriber_handed_more_than_its_budget_is_closed() {
     assert_eq!(r.server.stats().slow_subscribers, 1);
 }
 
+#[test]
+fn a_subscriber_being_closed_is_sent_no_more_events() {
+    let mut r = Realm::new();
+    r.client(ALICE, "alice");
+    r.subscribe(ALICE, Some(&["msg"]));
+    r.bound(BOB, "bob", &["bob/"]);
+    let out = r.send(BOB, msg("m0", "x", "//example.com/alice/y"));
+    assert_eq!(events(&out, ALICE).len(), 1, "alice sees what concerns her");
+    // Alice breaks the protocol: the server closes her connection, and the host has not yet
+    // reported it closed.
+    let out = r.send(ALICE, json!({"t":"bind","names":["alice/-x"]}));
+    assert!(closed(&out, ALICE));
+    let out = r.send(BOB, msg("m1", "x", "//example.com/alice/y"));
+    assert!(events(&out, ALICE).is_empty(), "{out:?}");
+}
+
 // ---- passports (§4.7, §12) ----------------------------------------------------------------------
 
 fn passported(out: &[Output], conn: ConnId) -> Value {

@@ -735,8 +735,9 @@ impl<R: CryptoRng> Server<R> {
     }
 
     /// Asks the host to close `conn`. Nothing more is read from it, and it is no longer a link
-    /// to send on nor a client to deliver to (what comes for its binds goes to another bind or
-    /// the spool), though its messages wait for [`Input::Closed`] to be spooled again.
+    /// to send on, a client to deliver to (what comes for its binds goes to another bind or the
+    /// spool) nor a subscriber, though its messages wait for [`Input::Closed`] to be spooled
+    /// again.
     fn close(&mut self, conn: ConnId) {
         self.out.push_back(Output::Close { conn });
         let Some(c) = self.conns.get_mut(&conn) else {
@@ -747,6 +748,7 @@ impl<R: CryptoRng> Server<R> {
             self.peer_links.forget(realm, conn);
         }
         self.binds.unbind_all(conn);
+        self.audit.unsubscribe(conn);
     }
 
     fn ack(&mut self, conn: ConnId, ack: Ack) {
