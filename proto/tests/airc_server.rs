@@ -7,7 +7,8 @@ use rand_core::SeedableRng;
 use serde_json::{Value, json};
 use weft_proto::airc::address::{Authority, MAX_ADDRESS_LEN, Namespace};
 use weft_proto::airc::bind::{
-    MAX_BIND_BYTES_PER_NAMESPACE, MAX_BINDS, MAX_BINDS_PER_CONNECTION, footprint,
+    MAX_BIND_BYTES_PER_NAMESPACE, MAX_BINDS, MAX_BINDS_PER_CONNECTION, MAX_BINDS_PER_NAMESPACE,
+    footprint,
 };
 use weft_proto::airc::discovery::Endpoint;
 use weft_proto::airc::frame::Msg;
@@ -438,6 +439,29 @@ fn long_patterns_are_refused_at_their_namespaces_byte_bound() {
     assert_eq!(error["reason"], "too many binds");
     assert!(closed(&out, ALICE));
     r.bound(BOB, "bob", &["bob/"]);
+}
+
+#[test]
+fn users_given_namespaces_under_one_first_segment_have_a_bind_bound_each() {
+    let mut r = Realm::new();
+    let per = MAX_BINDS_PER_CONNECTION;
+    let full = u64::try_from(MAX_BINDS_PER_NAMESPACE / per).unwrap();
+    for c in 0..full {
+        let names: Vec<String> = (0..per).map(|i| format!("team/a/c{c}e{i}")).collect();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        r.bound(ConnId(100 + c), "team/a", &names);
+    }
+    r.client(ALICE, "team/a");
+    let out = r.send(ALICE, json!({"t":"bind","names":["team/a/late"]}));
+    assert_eq!(frames(&out, ALICE)[0]["reason"], "too many binds");
+    r.bound(BOB, "team/b", &["team/b/x"]);
+    // A user given the whole of `team` is counted there, not in `team/a` beneath it, even
+    // when given `team/a` as well.
+    r.bound(ConnId(3), "team", &["team/a/y"]);
+    r.open(ConnId(4), Face::Client, &["team/a", "team"]);
+    r.hello(ConnId(4));
+    let out = r.send(ConnId(4), json!({"t":"bind","names":["team/a/z"]}));
+    assert_eq!(frames(&out, ConnId(4))[0]["t"], "bound", "{out:?}");
 }
 
 #[test]

@@ -40,11 +40,11 @@ pub const MAX_BINDS: usize = 65_536;
 /// bound (§15 was lost); past it a bind is refused, as past [`MAX_BINDS_PER_CONNECTION`].
 ///
 /// A bind's cost grows with its segments: an address of [`MAX_ADDRESS_LEN`] octets cut into
-/// one-letter segments has over 500, each held as a string in the pattern (kept twice) and
-/// in its stem, so [`MAX_BINDS`] such binds took a few GiB. 256 bytes a bind on average
-/// (16 MiB) leaves [`MAX_BINDS`] the bound for usual names (`alice/inbox/*` counts 170 on a
-/// 64-bit target); the table then holds at most about three times this, plus its entries'
-/// own fixed size.
+/// one-letter segments has over 500, each held as a string in the pattern (kept twice), in
+/// its stem and in the namespace it is counted in (at most the pattern's own), so
+/// [`MAX_BINDS`] such binds took a few GiB. 256 bytes a bind on average (16 MiB) leaves
+/// [`MAX_BINDS`] the bound for usual names (`alice/inbox/*` counts 170 on a 64-bit target);
+/// the table then holds at most about four times this, plus its entries' own fixed size.
 ///
 /// [`MAX_ADDRESS_LEN`]: super::address::MAX_ADDRESS_LEN
 pub const MAX_BIND_BYTES: usize = MAX_BINDS * 256;
@@ -52,18 +52,18 @@ pub const MAX_BIND_BYTES: usize = MAX_BINDS * 256;
 /// How many namespaces it takes to fill the table: one namespace may hold this share of
 /// [`MAX_BINDS`] and of [`MAX_BIND_BYTES`].
 ///
-/// A server lets a client bind only inside its namespaces, so where each user has namespaces
-/// of their own first segment this is what one user's connections can take of the table:
-/// a sixteenth, four connections at their own bound. Without it one user opening 64
-/// connections would fill the table and have every other client's bind refused. Users given
-/// namespaces under one first segment (`team/a`, `team/b`) share its bound, as they share a
-/// link source (`link::OFFER_RATE`).
+/// A server lets a client bind only inside its namespaces and counts each bind in the
+/// connection's namespace it lies in ([`BindTable::bind_in`]), so this is what one user's
+/// connections can take of the table for each namespace they were given: a sixteenth, four
+/// connections at their own bound. Without it one user opening 64 connections would fill the
+/// table and have every other client's bind refused.
 const NAMESPACE_SHARE: usize = 16;
 
-/// Binds one namespace holds at most, over every connection: the patterns whose first segment
-/// (in one authority) is the same, wildcard-led patterns counted together. The spec sets no
-/// bound (§15 was lost); past it a bind is refused, as past [`MAX_BINDS_PER_CONNECTION`].
-/// A sixteenth of [`MAX_BINDS`] (see `NAMESPACE_SHARE`).
+/// Binds one namespace holds at most, over every connection, in one authority: the namespace
+/// [`BindTable::bind_in`] is given, or for [`BindTable::bind`] the pattern's first segment
+/// (wildcard-led patterns counted together). The spec sets no bound (§15 was lost); past it a
+/// bind is refused, as past [`MAX_BINDS_PER_CONNECTION`]. A sixteenth of [`MAX_BINDS`] (see
+/// `NAMESPACE_SHARE`).
 pub const MAX_BINDS_PER_NAMESPACE: usize = MAX_BINDS / NAMESPACE_SHARE;
 
 /// The patterns' bytes one namespace holds at most, as [`footprint`] counts them, over every
@@ -152,11 +152,12 @@ pub struct BindTable<C> {
 type Stems<C> = BTreeMap<Vec<String>, BTreeMap<Pattern, BTreeMap<u64, C>>>;
 
 /// When an owner first bound a pattern (its place in [`BindTable::owner_patterns`]) and last
-/// bound it (its key among the pattern's owners).
-#[derive(Clone, Copy, Debug)]
+/// bound it (its key among the pattern's owners), and the namespace it is counted in.
+#[derive(Clone, Debug)]
 struct Stamp {
     first: u64,
     last: u64,
+    namespace: Root,
 }
 
 /// Binds and their [`footprint`]s, summed.
@@ -183,17 +184,9 @@ impl Usage {
     }
 }
 
-/// The namespace a pattern lies in, as far as [`MAX_BINDS_PER_NAMESPACE`] counts: its authority
-/// and first segment, `None` for a wildcard.
-type Root = (Option<Authority>, Option<String>);
-
-fn root(pattern: &Pattern) -> Root {
-    let first = match pattern.segments().first() {
-        Some(PatternSegment::Literal(l)) => Some(l.clone()),
-        _ => None,
-    };
-    (pattern.authority().cloned(), first)
-}
+/// The namespace a bind is counted in, for [`MAX_BINDS_PER_NAMESPACE`] and
+/// [`MAX_BIND_BYTES_PER_NAMESPACE`]: the pattern's authority and the namespace's segments.
+type Root = (Option<Authority>, Vec<String>);
 
 /// The literal segments `pattern` begins with.
 fn stem(pattern: &Pattern) -> Vec<String> {
@@ -265,48 +258,69 @@ impl<C: Copy + Ord> BindTable<C> {
         Self::default()
     }
 
-    /// Binds `pattern` for `owner`. Binding a pattern the owner already holds makes it the most
-    /// recently bound again. Returns `false`, binding nothing, when the owner already holds
-    /// [`MAX_BINDS_PER_CONNECTION`] other patterns, or the pattern would take its namespace past
-    /// [`MAX_BINDS_PER_NAMESPACE`] or [`MAX_BIND_BYTES_PER_NAMESPACE`], or the table past
-    /// [`MAX_BINDS`] or [`MAX_BIND_BYTES`].
+    /// Binds `pattern` for `owner`, counted in the namespace of the pattern's first segment (the
+    /// root namespace for a pattern led by a wildcard). [`BindTable::bind_in`] names the
+    /// namespace instead.
     pub fn bind(&mut self, owner: C, pattern: Pattern) -> bool {
+        let first = match pattern.segments().first() {
+            Some(PatternSegment::Literal(l)) => alloc::vec![l.clone()],
+            _ => Vec::new(),
+        };
+        self.bind_in(owner, pattern, &first)
+    }
+
+    /// Binds `pattern` for `owner`, counted in `namespace` (its segments; the pattern lies in
+    /// it): a server names the namespace of the connection's that the pattern lies in, so that
+    /// users given `team/a` and `team/b` each have their own bound. Binding a pattern the owner
+    /// already holds makes it the most recently bound again, counted where it was. Returns
+    /// `false`, binding nothing, when the owner already holds [`MAX_BINDS_PER_CONNECTION`]
+    /// other patterns, or the pattern would take its namespace past [`MAX_BINDS_PER_NAMESPACE`]
+    /// or [`MAX_BIND_BYTES_PER_NAMESPACE`], or the table past [`MAX_BINDS`] or
+    /// [`MAX_BIND_BYTES`].
+    pub fn bind_in(&mut self, owner: C, pattern: Pattern, namespace: &[String]) -> bool {
         let seq = self.next_seq;
-        let held = self
-            .owners
-            .get(&owner)
-            .and_then(|h| h.get(&pattern))
-            .copied();
-        if held.is_none() {
-            let (root, bytes) = (root(&pattern), footprint(&pattern));
-            let namespace = self.per_namespace.get(&root).copied().unwrap_or_default();
-            if self.count(owner) >= MAX_BINDS_PER_CONNECTION
-                || !namespace.has_room(bytes, MAX_BINDS_PER_NAMESPACE, MAX_BIND_BYTES_PER_NAMESPACE)
-                || !self.all.has_room(bytes, MAX_BINDS, MAX_BIND_BYTES)
-            {
-                return false;
+        let held = self.owners.get(&owner).and_then(|h| h.get(&pattern));
+        let (first, root) = match held {
+            Some(stamp) => {
+                let first = stamp.first;
+                let root = stamp.namespace.clone();
+                self.forget_seq(&pattern, stamp.last);
+                (first, root)
             }
-            self.per_namespace.entry(root).or_default().add(bytes);
-            self.all.add(bytes);
-        }
+            None => {
+                let root = (pattern.authority().cloned(), namespace.to_vec());
+                let bytes = footprint(&pattern);
+                let usage = self.per_namespace.get(&root).copied().unwrap_or_default();
+                if self.count(owner) >= MAX_BINDS_PER_CONNECTION
+                    || !usage.has_room(bytes, MAX_BINDS_PER_NAMESPACE, MAX_BIND_BYTES_PER_NAMESPACE)
+                    || !self.all.has_room(bytes, MAX_BINDS, MAX_BIND_BYTES)
+                {
+                    return false;
+                }
+                self.per_namespace
+                    .entry(root.clone())
+                    .or_default()
+                    .add(bytes);
+                self.all.add(bytes);
+                (seq, root)
+            }
+        };
         let stems = match pattern.authority() {
             Some(a) => self.realms.entry(a.clone()).or_default(),
             None => &mut self.any_realm,
         };
-        let owners = stems
+        stems
             .entry(stem(&pattern))
             .or_default()
             .entry(pattern.clone())
-            .or_default();
-        if let Some(held) = held {
-            owners.remove(&held.last);
-        }
-        owners.insert(seq, owner);
-        let first = held.map_or(seq, |h| h.first);
-        self.owners
-            .entry(owner)
             .or_default()
-            .insert(pattern, Stamp { first, last: seq });
+            .insert(seq, owner);
+        let stamp = Stamp {
+            first,
+            last: seq,
+            namespace: root,
+        };
+        self.owners.entry(owner).or_default().insert(pattern, stamp);
         self.next_seq += 1;
         true
     }
@@ -317,25 +331,30 @@ impl<C: Copy + Ord> BindTable<C> {
             return;
         };
         for (pattern, stamp) in &held {
-            let (root, bytes) = (root(pattern), footprint(pattern));
+            let bytes = footprint(pattern);
             self.all.remove(bytes);
-            if let Some(namespace) = self.per_namespace.get_mut(&root) {
-                namespace.remove(bytes);
-                if namespace.binds == 0 {
-                    self.per_namespace.remove(&root);
+            if let Some(usage) = self.per_namespace.get_mut(&stamp.namespace) {
+                usage.remove(bytes);
+                if usage.binds == 0 {
+                    self.per_namespace.remove(&stamp.namespace);
                 }
             }
-            match pattern.authority() {
-                Some(a) => {
-                    if let Some(stems) = self.realms.get_mut(a) {
-                        forget(stems, pattern, stamp.last);
-                        if stems.is_empty() {
-                            self.realms.remove(a);
-                        }
+            self.forget_seq(pattern, stamp.last);
+        }
+    }
+
+    /// Drops the owner that bound `pattern` at `seq` from the stems, and what that leaves empty.
+    fn forget_seq(&mut self, pattern: &Pattern, seq: u64) {
+        match pattern.authority() {
+            Some(a) => {
+                if let Some(stems) = self.realms.get_mut(a) {
+                    forget(stems, pattern, seq);
+                    if stems.is_empty() {
+                        self.realms.remove(a);
                     }
                 }
-                None => forget(&mut self.any_realm, pattern, stamp.last),
             }
+            None => forget(&mut self.any_realm, pattern, seq),
         }
     }
 
@@ -612,6 +631,40 @@ mod tests {
         }
         assert!(!t.bind(late, pat("**")));
         assert!(t.bind(late, pat("alice/x")));
+    }
+
+    #[test]
+    fn a_named_namespace_is_counted_apart_from_its_first_segment() {
+        let per = MAX_BINDS_PER_CONNECTION;
+        let seg = |text: &str| text.split('/').map(String::from).collect::<Vec<_>>();
+        let (a, b) = (seg("team/a"), seg("team/b"));
+        let mut t = BindTable::new();
+        for i in 0..MAX_BINDS_PER_NAMESPACE {
+            assert!(t.bind_in(i / per, pat(&format!("team/a/x{i}")), &a));
+        }
+        let late = MAX_BINDS_PER_NAMESPACE / per;
+        assert!(!t.bind_in(late, pat("team/a/late"), &a), "team/a is full");
+        assert!(
+            t.bind_in(late, pat("team/b/x"), &b),
+            "team/b has its own bound"
+        );
+        assert!(
+            t.bind(late + 1, pat("team/c")),
+            "and so has team, by its first segment"
+        );
+        assert!(
+            t.bind_in(0, pat("team/a/x0"), &a),
+            "re-binding a held pattern"
+        );
+        t.unbind_all(0);
+        assert!(
+            t.bind_in(late, pat("team/a/late"), &a),
+            "room once some drop"
+        );
+        for o in 0..=late + 1 {
+            t.unbind_all(o);
+        }
+        assert!(t.per_namespace.is_empty(), "{:?}", t.per_namespace);
     }
 
     /// The longest pattern in `namespace` an address allows, cut into one-letter segments, the

@@ -2074,20 +2074,27 @@ impl<R: CryptoRng> Server<R> {
                 Ok(p) => p,
                 Err(e) => return self.fail(conn, ErrorCode::BadBind, &format!("{name}: {e}")),
             };
-            if p.authority() != Some(&self.config.realm)
-                || !namespaces.iter().any(|ns| pattern_inside(&p, ns))
-            {
-                let why = format!("{name} is outside your namespaces");
-                return self.fail(conn, ErrorCode::Forbidden, &why);
-            }
+            // Counted in the broadest of the connection's namespaces it lies in: the one its
+            // user was given, when another user holds one beneath it.
+            let within = namespaces
+                .iter()
+                .filter(|ns| pattern_inside(&p, ns))
+                .min_by_key(|ns| ns.segments().len());
+            let within = match within {
+                Some(ns) if p.authority() == Some(&self.config.realm) => ns,
+                _ => {
+                    let why = format!("{name} is outside your namespaces");
+                    return self.fail(conn, ErrorCode::Forbidden, &why);
+                }
+            };
             if self.reserved_not_bindable(&p) {
                 return self.fail(conn, ErrorCode::Forbidden, &format!("{name} is reserved"));
             }
-            patterns.push(p);
+            patterns.push((p, within.segments().to_vec()));
         }
         let mut keys = Vec::new();
-        for p in &patterns {
-            if !self.binds.bind(conn, p.clone()) {
+        for (p, within) in &patterns {
+            if !self.binds.bind_in(conn, p.clone(), within) {
                 return self.fail(conn, ErrorCode::BadBind, "too many binds");
             }
             if let Some(PatternSegment::Literal(first)) = p.segments().first() {
@@ -2095,7 +2102,7 @@ impl<R: CryptoRng> Server<R> {
             }
         }
         let bound = Bound {
-            names: patterns.iter().map(ToString::to_string).collect(),
+            names: patterns.iter().map(|(p, _)| p.to_string()).collect(),
         };
         self.send(conn, &Frame::Bound(bound));
         // §7.4: a bind flushes the spool for its namespace.
