@@ -754,6 +754,36 @@ fn a_hop_that_closes_before_acking_gets_the_message_again_later() {
 
 /// The ack for a message whose sender closed has nowhere to go, even when the host numbers a
 /// new connection as the closed one was: the new client never sent it.
+/// A message waiting for a dial outlives its sender's connection, and the host may number bob's
+/// new connection as alice's was: alice's ack must not reach bob (§4.4: over the same connection).
+#[test]
+fn an_ack_waiting_for_a_dial_does_not_reach_a_new_connection_given_the_senders_id() {
+    let mut r = Realm::new();
+    r.client(ALICE, "alice");
+    let out = r.send(ALICE, msg("m1", "x", "//partner.example/support/desk"));
+    assert!(acks(&out, ALICE).is_empty(), "waits for the dial");
+    r.input(Input::Closed { conn: ALICE });
+    r.client(ALICE, "bob");
+    let out = r.advance(Duration::from_secs(15));
+    assert_eq!(frames(&out, ALICE), Vec::<Value>::new());
+}
+
+/// The same for a `link` frame: alice's `linked`, with her link record, must not reach bob.
+#[test]
+fn a_linked_waiting_for_a_dial_does_not_reach_a_new_connection_given_the_senders_id() {
+    let mut r = Realm::new();
+    r.client(ALICE, "alice");
+    let out = r.send(
+        ALICE,
+        json!({"t":"link","op":"offer","as":"alice/x","peer":"//partner.example/support/desk","label":"secret"}),
+    );
+    assert!(frames(&out, ALICE).is_empty(), "linked waits for the dial");
+    r.input(Input::Closed { conn: ALICE });
+    r.client(ALICE, "bob");
+    let out = r.advance(Duration::from_secs(15));
+    assert_eq!(frames(&out, ALICE), Vec::<Value>::new());
+}
+
 #[test]
 fn an_ack_for_a_sender_that_closed_does_not_reach_a_new_connection_with_its_id() {
     let mut r = Realm::m1_from_alice_to_bob();

@@ -497,13 +497,27 @@ struct GrantWait {
 }
 
 impl Upstream {
-    /// The client connection waiting on this answer, if any.
-    fn conn(&self) -> Option<ConnId> {
+    /// The connection waiting on this answer, if any: a grant's is the redemption's.
+    fn waiter(&self) -> Option<ConnId> {
         match self {
             Self::Conn(c) | Self::Linked(c, _) | Self::Passported(c) => Some(*c),
-            // The redemption goes on when its connection closes: the grant is out, and the
-            // ack is answered into the void (`ack` skips a closed connection).
-            Self::Spool(_) | Self::Nobody | Self::Grant(_) => None,
+            Self::Grant(w) => w.up.waiter(),
+            Self::Spool(_) | Self::Nobody => None,
+        }
+    }
+
+    /// `conn` closed, and the host may give its id to a new connection: nothing waits there
+    /// any more. Returns whether nothing is left of this upstream. A grant's wait stays with
+    /// nobody to answer, since the grant's ack still settles the passport's use (§12.5).
+    fn forget(&mut self, conn: ConnId) -> bool {
+        match self {
+            Self::Grant(w) => {
+                if w.up.forget(conn) {
+                    w.up = Self::Nobody;
+                }
+                false
+            }
+            _ => self.waiter() == Some(conn),
         }
     }
 }
@@ -528,20 +542,32 @@ impl PeerLinks {
     }
 }
 
-/// Messages waiting for a link to their realm, by realm, and how many in all: every remote
-/// message asks the count, so it is kept rather than summed.
+/// Messages waiting for a link to their realm, by realm in the order they came, and how many
+/// in all: every remote message asks the count, so it is kept rather than summed. Indexed by
+/// the connection waiting on each, which a close must find without walking them all.
 #[derive(Debug, Default)]
 struct Awaiting {
-    by_realm: BTreeMap<Authority, Vec<(Upstream, Spooled<Msg>)>>,
+    by_realm: BTreeMap<Authority, BTreeMap<u64, (Upstream, Spooled<Msg>)>>,
+    /// (realm, number) of each message by the connection waiting on its answer.
+    waited_by: BTreeMap<ConnId, BTreeSet<(Authority, u64)>>,
+    next: u64,
     len: usize,
 }
 
 impl Awaiting {
     fn push(&mut self, realm: &Authority, up: Upstream, item: Spooled<Msg>) {
+        let n = self.next;
+        self.next += 1;
+        if let Some(c) = up.waiter() {
+            self.waited_by
+                .entry(c)
+                .or_default()
+                .insert((realm.clone(), n));
+        }
         self.by_realm
             .entry(realm.clone())
             .or_default()
-            .push((up, item));
+            .insert(n, (up, item));
         self.len += 1;
     }
 
@@ -550,6 +576,27 @@ impl Awaiting {
         let taken = self.by_realm.remove(realm).unwrap_or_default();
         self.len -= taken.len();
         taken
+            .into_iter()
+            .map(|(n, (up, item))| {
+                if let Some(c) = up.waiter() {
+                    remove_from_set(&mut self.waited_by, &c, &(realm.clone(), n));
+                }
+                (up, item)
+            })
+            .collect()
+    }
+
+    /// `conn` closed: what it waits for still goes on, answered to nobody (see
+    /// [`Upstream::forget`]).
+    fn forget(&mut self, conn: ConnId) {
+        for (realm, n) in self.waited_by.remove(&conn).unwrap_or_default() {
+            let waiting = self.by_realm.get_mut(&realm).and_then(|w| w.get_mut(&n));
+            if let Some((up, _)) = waiting
+                && up.forget(conn)
+            {
+                *up = Upstream::Nobody;
+            }
+        }
     }
 
     fn len(&self) -> usize {
@@ -953,8 +1000,10 @@ impl<R: CryptoRng> Server<R> {
         for id in self.forwarded.land_all_on(conn) {
             self.spool.release(&id);
         }
-        // Messages it sent and still waiting downstream: their acks will have nowhere to go.
+        // Messages it sent and still waiting downstream or for a link: their answers will have
+        // nowhere to go, and must not reach a new connection the host gives its id.
         self.forwarded.forget_upstream(conn);
+        self.awaiting.forget(conn);
     }
 
     /// A forwarded message whose hop went away: back into the spool, and `queued` upstream.
@@ -2884,6 +2933,49 @@ impl<R: CryptoRng> Machine for Server<R> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_closed_connection_is_forgotten_even_inside_a_grants_wait_which_stays() {
+        let (gone, other) = (ConnId(1), ConnId(2));
+        let grant = |up| {
+            Upstream::Grant(Box::new(GrantWait {
+                up,
+                redemption: Msg {
+                    id: "r1".into(),
+                    from: "//a.example/x".into(),
+                    to: "//b.example/y".into(),
+                    ts: 0.0,
+                    body: String::new(),
+                    kind: None,
+                    re: None,
+                    ttl: None,
+                    via: None,
+                    hdr: None,
+                },
+                link: "L00000001".into(),
+                passport: "p".into(),
+            }))
+        };
+        let mut up = grant(Upstream::Passported(gone));
+        assert_eq!(up.waiter(), Some(gone));
+        assert!(!up.forget(other));
+        assert_eq!(
+            up.waiter(),
+            Some(gone),
+            "another connection's close changes nothing"
+        );
+        assert!(
+            !up.forget(gone),
+            "the grant's wait stays, to settle the passport's use"
+        );
+        assert_eq!(up, grant(Upstream::Nobody));
+        for up in [Upstream::Conn(gone), Upstream::Passported(gone)] {
+            let mut up = up;
+            assert!(up.forget(gone), "{up:?}");
+        }
+        assert!(!Upstream::Conn(other).forget(gone));
+        assert!(!Upstream::Nobody.forget(gone));
+    }
 
     #[test]
     fn stamp_via_refuses_this_realm_or_eight_hops_and_appends_otherwise() {

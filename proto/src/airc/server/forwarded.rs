@@ -96,7 +96,7 @@ impl Forwarded {
             return debug_assert!(false, "{id} joined but not pending");
         };
         for u in ups {
-            if let Some(c) = u.conn() {
+            if let Some(c) = u.waiter() {
                 self.awaited_by.insert((c, id.into()));
             }
             p.upstreams.push(u);
@@ -107,7 +107,7 @@ impl Forwarded {
     pub(super) fn insert(&mut self, p: Pending) {
         let id = p.item.id.clone();
         self.pending_on.insert((p.hop, id.clone()));
-        for c in p.upstreams.iter().filter_map(Upstream::conn) {
+        for c in p.upstreams.iter().filter_map(Upstream::waiter) {
             self.awaited_by.insert((c, id.clone()));
         }
         if let Some(old) = self.pending.insert(id, p) {
@@ -141,12 +141,12 @@ impl Forwarded {
             .is_some_and(|(c, _)| *c == hop)
     }
 
-    /// The client connection `conn` closed: its answers have nowhere to go.
+    /// The connection `conn` closed: its answers have nowhere to go (see [`Upstream::forget`]).
     pub(super) fn forget_upstream(&mut self, conn: ConnId) {
         for id in ids_on(&self.awaited_by, conn) {
             self.awaited_by.remove(&(conn, id.clone()));
             if let Some(p) = self.pending.get_mut(&id) {
-                p.upstreams.retain(|u| u.conn() != Some(conn));
+                p.upstreams.retain_mut(|u| !u.forget(conn));
             }
         }
     }
@@ -183,7 +183,7 @@ impl Forwarded {
 
     fn unindex(&mut self, id: &str, p: &Pending) {
         self.pending_on.remove(&(p.hop, id.into()));
-        for c in p.upstreams.iter().filter_map(Upstream::conn) {
+        for c in p.upstreams.iter().filter_map(Upstream::waiter) {
             self.awaited_by.remove(&(c, id.into()));
         }
     }
