@@ -1353,6 +1353,40 @@ fn a_subscriber_handed_more_than_its_budget_is_closed() {
     assert_eq!(r.server.stats().slow_subscribers, 1);
 }
 
+/// A bind's flush can close the binder as a slow subscriber (its `msg.flushed` events past its
+/// budget): nothing more is sent to it, and what was not sent stays spooled.
+#[test]
+fn a_binder_closed_as_a_slow_subscriber_by_its_own_flush_is_sent_nothing_after_the_close() {
+    let mut r = Realm::new();
+    r.client(ALICE, "alice");
+    let burst = weft_proto::airc::audit::SUBSCRIBER_RATE.burst;
+    let mut batch = Vec::new();
+    for i in 0..=burst {
+        let mut line =
+            serde_json::to_vec(&msg(&format!("m{i}"), "x", "//example.com/bob/y")).unwrap();
+        line.push(b'\n');
+        batch.extend(line);
+    }
+    r.input(Input::Received {
+        conn: ALICE,
+        bytes: batch,
+    });
+    assert_eq!(r.server.spooled(), burst as usize + 1);
+    r.client(BOB, "bob");
+    r.subscribe(BOB, Some(&["msg"]));
+    let out = r.send(BOB, json!({"t":"bind","names":["bob/"]}));
+    let close = position(&out, |o| *o == Output::Close { conn: BOB });
+    let after: Vec<Value> = frames(&out[close..], BOB);
+    assert_eq!(after, Vec::<Value>::new(), "sent to bob after its close");
+    // Those sent before the close come back when the host reports it closed.
+    r.input(Input::Closed { conn: BOB });
+    assert_eq!(
+        r.server.spooled(),
+        burst as usize + 1,
+        "every message still held"
+    );
+}
+
 #[test]
 fn a_subscriber_being_closed_is_sent_no_more_events() {
     let mut r = Realm::new();

@@ -2717,6 +2717,16 @@ impl<R: CryptoRng> Server<R> {
                     };
                     let e = msg_event(now, audit::Kind::MsgFlushed, &item.msg, to);
                     self.emit(now, e);
+                    // The event can close the hop itself, a subscriber past its budget (§13):
+                    // nothing goes to a connection being closed, so the message waits.
+                    if self
+                        .conns
+                        .get(&hop)
+                        .is_none_or(|c| c.state == State::Closing)
+                    {
+                        undelivered.push(item);
+                        continue;
+                    }
                     let up = alloc::vec![Upstream::Spool(key.to_string())];
                     self.forward(now, hop, up, key.to_string(), item);
                 }
