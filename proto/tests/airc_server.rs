@@ -14,7 +14,7 @@ use weft_proto::airc::discovery::Endpoint;
 use weft_proto::airc::frame::Msg;
 use weft_proto::airc::pattern::Pattern;
 use weft_proto::airc::server::{
-    Face, Input, MAX_PENDING, Output, Record, RecordKey, Server, ServerConfig,
+    Face, HELLO_TIMEOUT, Input, MAX_PENDING, Output, Record, RecordKey, Server, ServerConfig,
 };
 use weft_proto::airc::spool::{DUPLICATE_WINDOW, FLUSH_INTERVAL};
 use weft_proto::core::{ConnId, Machine, Timestamp};
@@ -754,6 +754,56 @@ fn a_hop_that_closes_before_acking_gets_the_message_again_later() {
 
 /// The ack for a message whose sender closed has nowhere to go, even when the host numbers a
 /// new connection as the closed one was: the new client never sent it.
+/// A realm that takes the dial and never answers the hello: no second dial while the link
+/// awaits its welcome, and the link is closed after [`HELLO_TIMEOUT`], so the realm holds one
+/// connection at most; what waited is spooled and the realm is dialled again later.
+#[test]
+fn a_dialled_link_never_welcomed_is_closed_after_the_hello_timeout_and_not_dialled_twice() {
+    let connects = |out: &[Output]| {
+        out.iter()
+            .filter(|o| matches!(o, Output::Connect { .. }))
+            .count()
+    };
+    let mut r = Realm::new();
+    r.client(ALICE, "alice");
+    let out = r.send(ALICE, msg("m1", "x", "//partner.example/support/desk"));
+    assert_eq!(connects(&out), 1);
+    let partner = Authority::parse("partner.example").unwrap();
+    let link = ConnId(40);
+    r.input(Input::Dialled {
+        conn: link,
+        authority: partner.clone(),
+    });
+    // More mail for the realm, and the periodic flush, while the link awaits its welcome.
+    let mut out = r.send(ALICE, msg("m2", "x", "//partner.example/support/desk"));
+    out.extend(r.advance(HELLO_TIMEOUT - Duration::from_secs(1)));
+    assert_eq!(connects(&out), 0, "no second dial: {out:?}");
+    assert!(!closed(&out, link));
+    assert_eq!(
+        acks(&out, ALICE).len(),
+        2,
+        "both spooled at the dial's deadline"
+    );
+    let out = r.advance(Duration::from_secs(2));
+    assert!(closed(&out, link), "{out:?}");
+    assert_eq!(r.server.stats().hello_timeouts, 1);
+    r.input(Input::Closed { conn: link });
+    let out = r.advance(FLUSH_INTERVAL);
+    assert_eq!(connects(&out), 1, "dialled again once the link is gone");
+}
+
+/// A connection that never says hello is closed after [`HELLO_TIMEOUT`]; one that did stays.
+#[test]
+fn a_connection_that_never_says_hello_is_closed_after_the_hello_timeout() {
+    let mut r = Realm::new();
+    r.open(ALICE, Face::Client, &["alice"]);
+    r.client(BOB, "bob");
+    let out = r.advance(HELLO_TIMEOUT);
+    assert!(closed(&out, ALICE));
+    assert!(!closed(&out, BOB));
+    assert_eq!(r.server.stats().hello_timeouts, 1);
+}
+
 /// A message waiting for a dial outlives its sender's connection, and the host may number bob's
 /// new connection as alice's was: alice's ack must not reach bob (§4.4: over the same connection).
 #[test]

@@ -118,6 +118,15 @@ pub const GRANT_DIRECTION: Direction = Direction::BInitiates;
 /// Random bytes in the nonce of a hello this server sends (§8.4), written as hex.
 pub const NONCE_BYTES: usize = 16;
 
+/// How long a connection may take to finish its opening exchange (a client's or a peer's hello
+/// answered, or, on a link this server dialled, the welcome to its hello) before it is closed.
+/// The spec sets none (§15 was lost). Without it a connection that never says hello, or a realm
+/// that takes the dial and stays silent, holds one of [`MAX_CONNECTIONS`] until the host gives
+/// up, and the periodic flush dialled such a realm again every [`FLUSH_INTERVAL`]. As long as
+/// that interval: an honest hello or welcome takes a round trip, and a hello that waits for its
+/// realm's keys is timed by the DNS instead ([`locate::DNS_TIMEOUT`]).
+pub const HELLO_TIMEOUT: Duration = FLUSH_INTERVAL;
+
 /// How long a link this server dialled may carry no frame either way before it closes it
 /// (§8.4: "MAY close a dialled link idle for 600 s"). Mail spooled afterwards dials again.
 pub const LINK_IDLE: Duration = Duration::from_secs(600);
@@ -402,6 +411,8 @@ pub struct Stats {
     pub slow_subscribers: u64,
     /// Dialled links closed after [`LINK_IDLE`] without traffic (§8.4).
     pub idle_links: u64,
+    /// Connections closed for not finishing their hello within [`HELLO_TIMEOUT`].
+    pub hello_timeouts: u64,
     /// Messages failed because, written for their next hop, they came out over the frame limit
     /// (§3.2).
     pub too_large_to_forward: u64,
@@ -649,6 +660,8 @@ enum Timer {
     Resolve(RecordType, String),
     /// A dialled link may have been idle for [`LINK_IDLE`]; checked, and moved on if it was not.
     Idle(ConnId),
+    /// A connection's opening exchange is due ([`HELLO_TIMEOUT`]).
+    Hello(ConnId),
 }
 
 /// The realm server; see the [module docs](self).
@@ -945,6 +958,8 @@ impl<R: CryptoRng> Server<R> {
             return false;
         }
         let state = State::AwaitHello;
+        self.timers
+            .schedule(self.clock + HELLO_TIMEOUT, Timer::Hello(conn));
         self.conns.insert(
             conn,
             Conn {
@@ -976,6 +991,7 @@ impl<R: CryptoRng> Server<R> {
         }
         self.audit.unsubscribe(conn);
         self.timers.cancel(&Timer::Idle(conn));
+        self.timers.cancel(&Timer::Hello(conn));
         if let Some(realm) = c.peer.as_ref().filter(|_| c.up) {
             let mut e = audit::event(now, audit::Kind::PeerDown);
             e.realm = Some(realm.to_string());
@@ -986,6 +1002,7 @@ impl<R: CryptoRng> Server<R> {
         // A link this server dialled that never came up (closed before its welcome, or for
         // it): what waits for its realm is spooled now rather than at the dial's deadline.
         if let Some(realm) = c.peer.as_ref().filter(|_| c.nonce.is_some() && !c.up) {
+            self.dialling.unwelcomed(realm, conn);
             self.no_link(now, realm);
         }
         let code = dropped_hop_code(c.face);
@@ -1277,10 +1294,12 @@ impl<R: CryptoRng> Server<R> {
 
     /// The dialling side: the host opened the link a `Connect` asked for; say hello.
     fn dialled(&mut self, now: Timestamp, conn: ConnId, target: Authority) {
-        self.dialling.remove(&target);
         if !self.opened(conn, Face::Peer, Vec::new()) {
+            self.dialling.remove(&target);
             return self.no_link(now, &target);
         }
+        // Still being dialled until the welcome: a flush meanwhile must not dial again.
+        self.dialling.welcoming(&target, conn);
         let mut nonce = [0u8; NONCE_BYTES];
         self.rng.fill_bytes(&mut nonce);
         let nonce = hex::encode(&nonce);
@@ -1345,6 +1364,7 @@ impl<R: CryptoRng> Server<R> {
                 return self.fail(conn, ErrorCode::PeerUnverified, "welcome signature");
             }
         }
+        self.dialling.unwelcomed(&target, conn);
         self.link_open(conn, &target, true);
         self.peer_up(now, conn);
         self.link_up(now, conn, &target);
@@ -2637,6 +2657,18 @@ impl<R: CryptoRng> Server<R> {
 
     // ---- timers -----------------------------------------------------------------------------
 
+    /// [`HELLO_TIMEOUT`] after it opened: a connection still in its opening exchange is closed,
+    /// unless its hello waits for its realm's keys.
+    fn hello_check(&mut self, conn: ConnId) {
+        let stalled = self.conns.get(&conn).is_some_and(|c| {
+            matches!(c.state, State::AwaitHello | State::AwaitWelcome) && c.parked.is_none()
+        });
+        if stalled {
+            self.stats.hello_timeouts += 1;
+            self.close(conn);
+        }
+    }
+
     /// §8.4: a dialled link with no frame either way for [`LINK_IDLE`] is closed, unless a
     /// message on it still waits for its ack; otherwise the check moves to the new deadline.
     fn idle_check(&mut self, now: Timestamp, conn: ConnId) {
@@ -2931,6 +2963,7 @@ impl<R: CryptoRng> Machine for Server<R> {
                     self.resolved(now, &name, kind, discovery::Answer::Nothing)
                 }
                 Timer::Idle(conn) => self.idle_check(now, conn),
+                Timer::Hello(conn) => self.hello_check(conn),
             }
         }
         self.seen.prune(now);

@@ -44,6 +44,8 @@ enum Dialling {
     Resolving(Resolution),
     /// A `Connect` is out; these endpoints are left to try if it fails.
     Trying(VecDeque<Endpoint>),
+    /// The link is open and its hello sent; the welcome is awaited on this connection.
+    Welcome(ConnId),
 }
 
 /// The realms a link is being located or dialled to, one dial each, and the resolving ones by
@@ -124,6 +126,19 @@ impl Dials {
     /// `realm`'s dial is over.
     pub(super) fn remove(&mut self, realm: &Authority) {
         self.take(realm);
+    }
+
+    /// `realm`'s dialled link is open on `conn`, awaiting the welcome to its hello.
+    pub(super) fn welcoming(&mut self, realm: &Authority, conn: ConnId) {
+        self.set(realm, Dialling::Welcome(conn));
+    }
+
+    /// `conn`, dialled to `realm`, was welcomed or is gone: that dial is over. A later dial of
+    /// the realm on another connection is left alone.
+    pub(super) fn unwelcomed(&mut self, realm: &Authority, conn: ConnId) {
+        if matches!(self.by_realm.get(realm), Some(Dialling::Welcome(c)) if *c == conn) {
+            self.take(realm);
+        }
     }
 
     fn take(&mut self, realm: &Authority) -> Option<Dialling> {
