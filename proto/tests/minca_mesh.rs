@@ -985,6 +985,93 @@ fn a_leave_for_the_last_room_two_share_makes_its_receiver_close_the_connection()
     assert!(net.links.is_empty());
 }
 
+/// M-7.2-h, M-7.2-j: a side that leaves a room, or lets a peer go there, in the middle of a
+/// handshake says `__leave` to a peer it sent its proof to, since that peer may hold it admitted
+/// already. Node 1's proof in R2 is lost: node 1 admits node 0, node 0 still waits. Told nothing,
+/// node 1 would hold node 0 admitted in R2 for as long as R1 keeps the connection.
+#[test]
+fn leaving_or_letting_go_says_leave_to_a_peer_that_took_this_sides_proof_before_its_own_came() {
+    for let_go in [false, true] {
+        let mut net = pair(&[R1]);
+        net.lost.insert((1, AUTH_PROOF));
+        for i in 0..2 {
+            net.join(i, R2, RoomKind::PublicSpace);
+        }
+        net.meet_by_relay(0, 1, R2);
+        net.run_until(2_000);
+        assert!(net.admitted(1, R2, 0) && !net.admitted(0, R2, 1));
+        let input = if let_go {
+            Input::LetGo {
+                room: R2.into(),
+                peer: net.did(1),
+            }
+        } else {
+            Input::Leave { room: R2.into() }
+        };
+        net.input(0, input);
+        net.settle();
+        assert!(
+            net.frames(0, 1, R2).iter().any(|f| f.kind == "__leave"),
+            "let go: {let_go}"
+        );
+        assert!(!net.admitted(1, R2, 0));
+        let d0 = net.did(0);
+        let departed = |room: &str| {
+            net.count(|i, o| {
+                i == 1
+                    && matches!(o, Output::Departed { room: r, peer } if r == room && *peer == d0)
+            })
+        };
+        assert_eq!((departed(R2), departed(R1)), (1, 0));
+        // R1 keeps the connection and both peers.
+        assert!(net.admitted(0, R1, 1) && net.admitted(1, R1, 0));
+        assert_eq!(net.links.len(), 2);
+    }
+}
+
+/// §7, §7.2: a peer greets only from no admission of its own, so a `__auth-hello` from a peer
+/// admitted here says the admission is one-sided: it ends, and the hello starts a new
+/// handshake there. Node 0's proof in R2 is lost, so node 1 abandons its handshake after 10 s
+/// while node 0 holds it admitted, on a connection R1 keeps open; the next relay hello makes node
+/// 1 greet again, and the room comes up on both sides without the connection or R1 being touched.
+#[test]
+fn a_hello_from_a_peer_admitted_here_ends_that_admission_and_begins_a_new_handshake() {
+    let mut net = pair(&[R1]);
+    net.lost.insert((0, AUTH_PROOF));
+    for i in 0..2 {
+        net.join(i, R2, RoomKind::PublicSpace);
+    }
+    net.meet_by_relay(0, 1, R2);
+    net.run_until(2_000);
+    assert!(net.admitted(0, R2, 1) && !net.admitted(1, R2, 0));
+    net.run_until(2_000 + HANDSHAKE_TIMEOUT.as_millis() as u64);
+    assert_eq!(net.nodes[1].mesh.counters().handshake_timeouts, 1);
+    assert!(net.admitted(0, R2, 1), "one-sided");
+    net.lost.clear();
+    // Node 1 hears node 0 again (a relay hello, §2) and greets in R2.
+    net.meet_by_relay(0, 1, R2);
+    net.run_until(20_000);
+    assert!(net.admitted(0, R2, 1) && net.admitted(1, R2, 0));
+    let d1 = net.did(1);
+    let departed = |room: &str| {
+        net.count(|i, o| {
+            i == 0 && matches!(o, Output::Departed { room: r, peer } if r == room && *peer == d1)
+        })
+    };
+    let admitted = net.count(|i, o| {
+        i == 0 && matches!(o, Output::Admitted { room: r, peer } if r == R2 && *peer == d1)
+    });
+    assert_eq!((departed(R2), admitted, departed(R1)), (1, 2, 0));
+    assert_eq!(net.nodes[0].mesh.counters().bad_handshake, 0);
+    // One connection throughout, and R1 untouched.
+    assert_eq!(net.links.len(), 2);
+    assert_eq!(net.nodes[0].mesh.counters().idle_closed, 0);
+    assert!(net.admitted(0, R1, 1) && net.admitted(1, R1, 0));
+    net.send(0, R2, LIVE, json!({"n": 1}));
+    net.settle();
+    assert_eq!(net.delivered(1, R2, LIVE).len(), 1);
+}
+
 #[test]
 fn a_relay_connects_the_first_pair_and_a_peer_introduces_the_rest() {
     let mut net = Net::new(3);

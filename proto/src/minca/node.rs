@@ -26,6 +26,15 @@
 //! mesh peer (`Admitted`, `Account`, `Deliver`, `Departed`), applies §9.2's live limits to it,
 //! and sends the room's messages to it as well.
 //!
+//! One (room, peer) is one socket peer: a client that redials before its old socket is reported
+//! closed is the same peer on a newer socket, which replaces the older (closed with
+//! [`Output::NodeSocketClose`], with no `Departed` and no second `Admitted`; the peer keeps its
+//! live allowance). Letting a peer go ([`Input::LetGo`]) closes its socket in that room, as well
+//! as saying `__leave` to it on the mesh (§6.3). The mesh and the sockets are not merged: a
+//! session DID that is both a mesh peer and a socket peer in the same room is reported once for
+//! each (two `Admitted`, a `Departed` as each goes, an `Account` from each), a message sent to
+//! it goes on both, and what it sends on both is delivered twice.
+//!
 //! The rule of every machine holds: after each [`handle`](Machine::handle) or
 //! [`handle_timeout`](Machine::handle_timeout), [`poll`](Machine::poll) until `None`, then sleep
 //! until [`poll_timeout`](Machine::poll_timeout).
@@ -137,7 +146,8 @@ pub enum Input {
         /// The payload.
         payload: Value,
     },
-    /// Let one peer go in one room (§6.3, §7.2).
+    /// Let one peer go in one room (§6.3, §7.2): `__leave` to it on the mesh, and its node
+    /// socket there closed.
     LetGo {
         /// The room.
         room: Room,
@@ -313,7 +323,8 @@ pub enum Output {
         /// The payload.
         payload: Value,
     },
-    /// Close node socket `conn`: its room was left, or the node holds too many.
+    /// Close node socket `conn`: its room was left, its peer let go of, a newer socket of the same
+    /// peer in the same room replaced it, or the node holds too many.
     NodeSocketClose {
         /// The node socket.
         conn: ConnId,
@@ -589,16 +600,7 @@ impl<R: CryptoRng> Node<R> {
         let Some(joined) = self.rooms.remove(&room) else {
             return;
         };
-        let gone: Vec<ConnId> = self
-            .sockets
-            .iter()
-            .filter(|(_, s)| s.room == room)
-            .map(|(c, _)| *c)
-            .collect();
-        for conn in gone {
-            self.out.push_back(Output::NodeSocketClose { conn });
-            self.socket_closed(conn);
-        }
+        self.close_sockets(&room, None);
         self.mesh.handle(
             self.now,
             mesh::Input::Leave {
@@ -616,19 +618,53 @@ impl<R: CryptoRng> Node<R> {
     }
 
     fn socket_opened(&mut self, conn: ConnId, room: Room, peer: String) {
+        // A socket id reported open again for another peer: that peer's socket is gone.
+        if self
+            .sockets
+            .get(&conn)
+            .is_some_and(|s| s.room != room || s.peer != peer)
+        {
+            self.socket_closed(conn);
+        }
+        let older = self.socket_of(&room, &peer);
         if !self.rooms.contains_key(&room)
-            || (self.sockets.len() >= MAX_NODE_SOCKETS && !self.sockets.contains_key(&conn))
+            || (older.is_none() && self.sockets.len() >= MAX_NODE_SOCKETS)
         {
             self.counters.sockets_refused += 1;
             self.out.push_back(Output::NodeSocketClose { conn });
             return;
         }
-        self.out.push_back(Output::Admitted {
-            room: room.clone(),
-            peer: peer.clone(),
-        });
-        let live = LiveAllowance::new(self.now);
+        let live = match older {
+            // The same socket reported open twice: nothing changes.
+            Some(old) if old == conn => return,
+            // One (room, peer) is one peer: a client that redialled before its old socket was
+            // reported closed (a half-dead TCP connection) is the same peer on a newer socket.
+            // The newer replaces the older, which is closed and forgotten without a departure,
+            // and takes over its live allowance, so redialling resets no limit (§9.2).
+            Some(old) => {
+                self.out.push_back(Output::NodeSocketClose { conn: old });
+                let now = self.now;
+                self.sockets
+                    .remove(&old)
+                    .map_or_else(|| LiveAllowance::new(now), |s| s.live)
+            }
+            None => {
+                self.out.push_back(Output::Admitted {
+                    room: room.clone(),
+                    peer: peer.clone(),
+                });
+                LiveAllowance::new(self.now)
+            }
+        };
         self.sockets.insert(conn, SocketPeer { room, peer, live });
+    }
+
+    /// The socket that carries `peer` in `room`, if any: at most one does.
+    fn socket_of(&self, room: &Room, peer: &str) -> Option<ConnId> {
+        self.sockets
+            .iter()
+            .find(|(_, s)| s.room == *room && s.peer == peer)
+            .map(|(c, _)| *c)
     }
 
     fn socket_closed(&mut self, conn: ConnId) {
@@ -637,6 +673,21 @@ impl<R: CryptoRng> Node<R> {
                 room: s.room,
                 peer: s.peer,
             });
+        }
+    }
+
+    /// Closes the sockets of `room`, of `peer` alone if named (letting it go, §6.3: "closes the
+    /// peer's socket on a node"): each peer departs.
+    fn close_sockets(&mut self, room: &Room, peer: Option<&str>) {
+        let gone: Vec<ConnId> = self
+            .sockets
+            .iter()
+            .filter(|(_, s)| s.room == *room && peer.is_none_or(|p| p == s.peer))
+            .map(|(c, _)| *c)
+            .collect();
+        for conn in gone {
+            self.out.push_back(Output::NodeSocketClose { conn });
+            self.socket_closed(conn);
         }
     }
 
@@ -997,13 +1048,16 @@ impl<R: CryptoRng> Machine for Node<R> {
                     },
                 );
             }
-            Input::LetGo { room, peer } => self.mesh.handle(
-                now,
-                mesh::Input::LetGo {
-                    room: room.as_str().into(),
-                    peer,
-                },
-            ),
+            Input::LetGo { room, peer } => {
+                self.close_sockets(&room, Some(&peer));
+                self.mesh.handle(
+                    now,
+                    mesh::Input::LetGo {
+                        room: room.as_str().into(),
+                        peer,
+                    },
+                );
+            }
             Input::AccessChanged { room } => self.mesh.handle(
                 now,
                 mesh::Input::AccessChanged {
@@ -1341,6 +1395,169 @@ mod tests {
                 }
             ]
         );
+    }
+
+    fn socket_opened(node: &mut Node<ChaCha20Rng>, conn: u64, room: &Room, peer: &str) {
+        node.handle(
+            NOW,
+            Input::NodeSocketOpened {
+                conn: ConnId(conn),
+                room: room.clone(),
+                peer: peer.into(),
+            },
+        );
+    }
+
+    fn live_on(conn: u64, n: u64) -> Input {
+        Input::NodeSocketMessage {
+            conn: ConnId(conn),
+            kind: LIVE.into(),
+            payload: json!({ "n": n }),
+        }
+    }
+
+    /// A client that redials its node socket before the old one is reported closed (a half-dead
+    /// TCP connection) is the same peer on the newer socket: admitted once, sent each message
+    /// once, and departed only when the socket that carries it goes; the older is closed. Its
+    /// live allowance goes with it, and a redial takes no room in the full table.
+    #[test]
+    fn a_node_socket_peer_that_redials_is_one_peer_on_its_newer_socket() {
+        let (mut node, room) = joined("s");
+        socket_opened(&mut node, 1, &room, NODE);
+        let admitted = Output::Admitted {
+            room: room.clone(),
+            peer: NODE.into(),
+        };
+        assert_eq!(outputs(&mut node), [admitted]);
+        for n in 0..60 {
+            node.handle(NOW, live_on(1, n));
+        }
+        outputs(&mut node);
+        socket_opened(&mut node, 2, &room, NODE);
+        assert_eq!(
+            outputs(&mut node),
+            [Output::NodeSocketClose { conn: ConnId(1) }]
+        );
+        // Opened again, the same socket changes nothing.
+        socket_opened(&mut node, 2, &room, NODE);
+        assert_eq!(outputs(&mut node), []);
+        // The burst of 60 was spent on the older socket (§9.2).
+        node.handle(NOW, live_on(2, 60));
+        assert_eq!(outputs(&mut node), []);
+        node.handle(
+            NOW,
+            Input::Send {
+                room: room.clone(),
+                to: Some(NODE.into()),
+                kind: LIVE.into(),
+                payload: json!("hi"),
+            },
+        );
+        let sent = Output::NodeSocketSend {
+            conn: ConnId(2),
+            kind: LIVE.into(),
+            payload: json!("hi"),
+        };
+        assert_eq!(outputs(&mut node), [sent]);
+        // The older socket's close, reported late, is no departure.
+        node.handle(NOW, Input::NodeSocketClosed { conn: ConnId(1) });
+        assert_eq!(outputs(&mut node), []);
+        node.handle(NOW, Input::NodeSocketClosed { conn: ConnId(2) });
+        let departed = Output::Departed {
+            room: room.clone(),
+            peer: NODE.into(),
+        };
+        assert_eq!(outputs(&mut node), [departed]);
+        // A full table still takes a peer's newer socket, and refuses a new peer.
+        for c in 0..MAX_NODE_SOCKETS as u64 {
+            socket_opened(
+                &mut node,
+                100 + c,
+                &room,
+                &alloc::format!("did:key:zPeer{c}"),
+            );
+        }
+        outputs(&mut node);
+        socket_opened(&mut node, 99, &room, "did:key:zPeer0");
+        assert_eq!(
+            outputs(&mut node),
+            [Output::NodeSocketClose { conn: ConnId(100) }]
+        );
+        socket_opened(&mut node, 98, &room, NODE);
+        assert_eq!(
+            outputs(&mut node),
+            [Output::NodeSocketClose { conn: ConnId(98) }]
+        );
+        assert_eq!(node.counters().sockets_refused, 1);
+        assert_eq!(node.sockets.len(), MAX_NODE_SOCKETS);
+    }
+
+    /// A host that reports a socket id open again for another peer (its close never reported)
+    /// ends the first peer there: one socket carries one peer.
+    #[test]
+    fn a_node_socket_reported_open_again_for_another_peer_ends_the_first() {
+        let (mut node, room) = joined("s");
+        const OTHER: &str = "did:key:zDnaeAnotherPeer";
+        socket_opened(&mut node, 1, &room, NODE);
+        outputs(&mut node);
+        socket_opened(&mut node, 1, &room, OTHER);
+        let departed = Output::Departed {
+            room: room.clone(),
+            peer: NODE.into(),
+        };
+        let admitted = Output::Admitted {
+            room: room.clone(),
+            peer: OTHER.into(),
+        };
+        assert_eq!(outputs(&mut node), [departed, admitted]);
+        assert_eq!(node.sockets.len(), 1);
+    }
+
+    /// §6.3: a peer let go of is sent nothing more of the space; on a node its socket is closed
+    /// (M-6.3-s). Another socket peer of the room stays.
+    #[test]
+    fn letting_go_of_a_node_socket_peer_closes_its_socket_and_sends_it_nothing_more() {
+        let (mut node, room) = joined("s");
+        const OTHER: &str = "did:key:zDnaeAnotherPeer";
+        socket_opened(&mut node, 1, &room, NODE);
+        socket_opened(&mut node, 2, &room, OTHER);
+        outputs(&mut node);
+        node.handle(
+            NOW,
+            Input::LetGo {
+                room: room.clone(),
+                peer: NODE.into(),
+            },
+        );
+        let departed = Output::Departed {
+            room: room.clone(),
+            peer: NODE.into(),
+        };
+        assert_eq!(
+            outputs(&mut node),
+            [Output::NodeSocketClose { conn: ConnId(1) }, departed]
+        );
+        node.handle(
+            NOW,
+            Input::Send {
+                room: room.clone(),
+                to: None,
+                kind: LIVE.into(),
+                payload: json!("secret"),
+            },
+        );
+        let sent: Vec<ConnId> = outputs(&mut node)
+            .into_iter()
+            .filter_map(|o| match o {
+                Output::NodeSocketSend { conn, .. } => Some(conn),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(sent, [ConnId(2)]);
+        // Nothing of it is taken any more either, and its late close is no second departure.
+        node.handle(NOW, live_on(1, 0));
+        node.handle(NOW, Input::NodeSocketClosed { conn: ConnId(1) });
+        assert_eq!(outputs(&mut node), []);
     }
 
     #[test]

@@ -114,6 +114,18 @@ impl Stage {
     pub fn uses_connection(&self) -> bool {
         !matches!(self, Self::Known)
     }
+
+    /// Whether the peer may hold this side admitted: it does once it has verified what this side
+    /// sent and sent its own (§7.2), so from this side's proof on (in a room that `asks_proofs`),
+    /// or from its hello (in one that asks none), whether or not this side has admitted it yet.
+    pub fn may_hold_us_admitted(&self, asks_proofs: bool) -> bool {
+        match self {
+            Self::Known => false,
+            Self::Handshake(h) if asks_proofs => h.proof_sent,
+            Self::Handshake(h) => h.greeted,
+            Self::Admitted(_) => true,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -131,5 +143,27 @@ mod tests {
         let mut h = Handshake::new("n".into(), Timestamp::from_millis(0));
         h.verified = true;
         assert!(!h.is_done());
+    }
+
+    #[test]
+    fn a_peer_may_hold_this_side_admitted_from_this_sides_proof_or_without_proofs_its_hello() {
+        let now = Timestamp::from_millis(0);
+        let mut h = Handshake::new("n".into(), now);
+        let may = |h: &Handshake, proofs| Stage::Handshake(h.clone()).may_hold_us_admitted(proofs);
+        assert!(!may(&h, true) && !may(&h, false));
+        h.greeted = true;
+        assert!(!may(&h, true) && may(&h, false));
+        h.proof_sent = true;
+        assert!(may(&h, true));
+        assert!(!Stage::Known.may_hold_us_admitted(true));
+        let admitted = Stage::Admitted(Admitted {
+            conn: ConnId(0),
+            live: LiveAllowance::new(now),
+            who_sent: false,
+            former_member: false,
+            who: PeerWho::Awaited,
+            reader: None,
+        });
+        assert!(admitted.may_hold_us_admitted(true) && admitted.may_hold_us_admitted(false));
     }
 }

@@ -242,7 +242,8 @@ impl Via {
 pub enum Input {
     /// Join a room.
     Join(RoomConfig),
-    /// Leave a room: `__leave` to each peer admitted there (§7.2).
+    /// Leave a room: `__leave` to each peer admitted there (§7.2), and to each this side sent its
+    /// proof to, which may hold this side admitted already.
     Leave {
         /// The room.
         room: String,
@@ -706,20 +707,34 @@ impl<R: CryptoRng> Mesh<R> {
     /// The connection to `peer` went: every room's handshake and admission with it ends; a peer
     /// admitted there departs, and stays known.
     fn forget_peer_stages(&mut self, peer: &str) {
-        for (name, room) in self.rooms.iter_mut() {
-            if let Some(stage) = room.peers.get_mut(peer) {
-                if stage.is_admitted() {
-                    self.out.push_back(Output::Departed {
-                        room: name.into(),
-                        peer: peer.into(),
-                    });
-                }
-                if stage.uses_connection() {
-                    self.handshakes.cancel(&(name.into(), peer.into()));
-                    self.who_grace.cancel(&(name.into(), peer.into()));
-                }
-                *stage = Stage::Known;
-            }
+        let rooms: Vec<String> = self
+            .rooms
+            .iter()
+            .filter(|(_, r)| r.peers.get(peer).is_some_and(Stage::uses_connection))
+            .map(|(n, _)| String::from(n))
+            .collect();
+        for room in rooms {
+            self.back_to_known(&room, peer);
+        }
+    }
+
+    /// `peer` is merely known in `room` again: its handshake or admission there ends with its
+    /// timers, and a peer admitted there departs. The connection is left as it is.
+    fn back_to_known(&mut self, room: &str, peer: &str) {
+        let Some(stage) = self.rooms.get_mut(room).and_then(|r| r.peers.get_mut(peer)) else {
+            return;
+        };
+        let was = core::mem::replace(stage, Stage::Known);
+        if was.uses_connection() {
+            let key = (room.into(), peer.into());
+            self.handshakes.cancel(&key);
+            self.who_grace.cancel(&key);
+        }
+        if was.is_admitted() {
+            self.out.push_back(Output::Departed {
+                room: room.into(),
+                peer: peer.into(),
+            });
         }
     }
 
@@ -1072,10 +1087,7 @@ impl<R: CryptoRng> Mesh<R> {
     }
 
     fn end_handshake(&mut self, room: &str, peer: &str) {
-        if let Some(stage) = self.rooms.get_mut(room).and_then(|r| r.peers.get_mut(peer)) {
-            *stage = Stage::Known;
-        }
-        self.handshakes.cancel(&(room.into(), peer.into()));
+        self.back_to_known(room, peer);
         self.close_if_idle(peer);
     }
 
@@ -1084,11 +1096,17 @@ impl<R: CryptoRng> Mesh<R> {
             self.counters.bad_handshake += 1;
             return;
         };
+        // A peer greets only from no admission of its own here: it gave up its handshake (10 s)
+        // or this side's proof failed there. This side's admission of it is then one-sided, and
+        // would hold the room shut for as long as another room keeps the connection (§7.2: a
+        // peer is a peer only in the rooms it proved itself in). It ends here, the connection
+        // kept, and the hello starts a new handshake.
         if self.rooms.get(room).is_some_and(|r| r.is_admitted(peer)) {
-            self.counters.bad_handshake += 1;
-            return;
+            self.back_to_known(room, peer);
         }
         if !self.begin(now, room, peer) {
+            // An admission ended above may have been the connection's last use.
+            self.close_if_idle(peer);
             return;
         }
         self.greet(now, room, peer);
@@ -1565,9 +1583,18 @@ impl<R: CryptoRng> Mesh<R> {
             return;
         };
         let peers: Vec<String> = r.peers.keys().map(String::from).collect();
-        let admitted: Vec<String> = r.admitted().map(String::from).collect();
-        let leave = payload::Leave { room };
-        self.send_to_each(admitted.iter().map(String::as_str), room, LEAVE, &leave);
+        // Not only the peers admitted here: one this side sent its proof to may hold this side
+        // admitted, and would keep it so while another room keeps the connection.
+        let proofs = r.asks_proofs();
+        let told = r
+            .peers
+            .iter()
+            .filter(|(_, s)| s.may_hold_us_admitted(proofs))
+            .map(|(p, _)| p);
+        let did = &self.did;
+        send_each(&self.conns, &mut self.out, told, || {
+            frame::write(room, LEAVE, did, &payload::Leave { room })
+        });
         for p in &peers {
             self.drop_peer(room, p);
         }
@@ -1586,7 +1613,12 @@ impl<R: CryptoRng> Mesh<R> {
             self.counters.ignored_inputs += 1;
             return;
         }
-        if self.is_admitted(room, peer) {
+        let told = self.rooms.get(room).is_some_and(|r| {
+            r.peers
+                .get(peer)
+                .is_some_and(|s| s.may_hold_us_admitted(r.asks_proofs()))
+        });
+        if told {
             self.send_frame(peer, room, LEAVE, &payload::Leave { room });
         }
         self.drop_peer(room, peer);

@@ -483,14 +483,7 @@ impl Relay {
         outputs: &mut VecDeque<Output>,
         rng: &mut R,
     ) {
-        for topic in self.codec.reset() {
-            outputs.push_back(Output::Fetched {
-                relay: url.clone(),
-                topic,
-                blobs: Vec::new(),
-                done: true,
-            });
-        }
+        self.end_reads(url, outputs);
         let at = redial_at.unwrap_or_else(|| now.saturating_add(self.backoff.next_delay(rng)));
         self.socket = Socket::Waiting { at };
         outputs.push_back(Output::RelayState {
@@ -500,6 +493,19 @@ impl Relay {
                 failures: self.backoff.attempts(),
             },
         });
+    }
+
+    /// The socket is gone, or going: what it owed is forgotten, and each read under way on it is
+    /// reported over ([`Output::Fetched`] with `done`), having no socket to come through.
+    fn end_reads(&mut self, url: &RelayUrl, outputs: &mut VecDeque<Output>) {
+        for topic in self.codec.reset() {
+            outputs.push_back(Output::Fetched {
+                relay: url.clone(),
+                topic,
+                blobs: Vec::new(),
+                done: true,
+            });
+        }
     }
 
     /// Closes the socket (if any) and redials, at `now` when `immediately` (§2.1: sleep, online),
@@ -774,13 +780,15 @@ impl<R: CryptoRng> RelayClient<R> {
             .cloned()
             .collect();
         for url in gone {
-            if let Some(relay) = self.relays.remove(&url) {
+            if let Some(mut relay) = self.relays.remove(&url) {
                 match relay.socket {
                     Socket::Dialing { conn, .. } | Socket::Open { conn, .. } => {
                         self.outputs.push_back(Output::Close { conn });
                     }
                     Socket::Waiting { .. } => {}
                 }
+                // A read under way is cut short by the release as by any close.
+                relay.end_reads(&url, &mut self.outputs);
                 self.outputs.push_back(Output::RelayState {
                     relay: url,
                     state: RelayState::Released,

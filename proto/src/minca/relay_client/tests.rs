@@ -1022,6 +1022,34 @@ fn a_fetch_cut_short_by_a_closing_socket_ends_done() {
     }));
 }
 
+/// A read under way on a relay the client releases (its last room left before the relay answered)
+/// is reported over, as when its socket closes: `Output::Fetched` says `done` when "its socket
+/// closed", whoever closed it. Reported once: the host's report of the close finds no socket.
+#[test]
+fn a_fetch_cut_short_by_releasing_its_relay_ends_done() {
+    let mut net = Net::new(&[A]);
+    net.join(room(1), &[]);
+    net.fake(A).mute = true;
+    net.input(Input::Fetch { topic: room(5) });
+    let conn = net.conn_of(A).unwrap();
+    net.take();
+    net.input(Input::Leave { topic: room(1) });
+    let done = Output::Fetched {
+        relay: url(A),
+        topic: room(5),
+        blobs: vec![],
+        done: true,
+    };
+    let released = Output::RelayState {
+        relay: url(A),
+        state: RelayState::Released,
+    };
+    assert_eq!(net.take(), vec![Output::Close { conn }, done, released]);
+    net.input(Input::Closed { conn });
+    assert!(net.take().is_empty());
+    assert_eq!(net.client.stats().stray_reports, 1);
+}
+
 #[test]
 fn a_fetch_with_no_connected_relay_is_reported_unsent() {
     let mut net = Net::new(&[A]);
