@@ -2748,3 +2748,114 @@ fn a_declined_offer_is_forgotten_at_a_timeout_as_well() {
     let out = r.advance(FLUSH_INTERVAL);
     assert!(out.contains(&forget), "{out:?}");
 }
+
+/// example.com trusting partner.example's links unsigned.
+fn partner_trusted_config() -> ServerConfig {
+    let mut c = config();
+    c.trusted_unsigned
+        .push(Authority::parse("partner.example").unwrap());
+    c
+}
+
+impl Realm {
+    /// partner.example's server links on `conn` (trusted unsigned, so authenticated); what the
+    /// server sends on it once it is up.
+    fn partner_links(&mut self, conn: ConnId) -> Vec<Value> {
+        self.open(conn, Face::Peer, &[]);
+        let hello = json!({"t":"hello","proto":"airc/0.1","role":"peer",
+            "realm":"partner.example","ts":self.now.as_secs(),"nonce":"abcd"});
+        let out = self.send(conn, hello);
+        let sent = frames(&out, conn);
+        assert_eq!(sent[0]["t"], "welcome");
+        sent
+    }
+}
+
+/// The link control messages among `sent`, as (action, link id).
+fn controls(sent: &[Value]) -> Vec<(String, String)> {
+    sent.iter()
+        .filter(|f| f["t"] == "msg" && f["type"] == "application/airc-link+json")
+        .map(|f| {
+            let hdr = &f["hdr"];
+            (
+                hdr["airc-link-action"].as_str().unwrap_or("").to_string(),
+                hdr["airc-link"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect()
+}
+
+/// §11.2: the state changes locally first, then the control message goes. A revoke stored
+/// while its control message waited for a dial, then a crash: the restarted server sends it
+/// when the realm links again, so the other side learns of it (found by a review: it was lost,
+/// and the client's retry refused, the link already revoked here).
+#[test]
+fn a_control_message_waiting_for_a_dial_survives_a_crash() {
+    let mut disk = Disk::default();
+    let mut r = Realm::with(partner_trusted_config());
+    r.client(ALICE, "alice");
+    r.partner_links(ConnId(40));
+    let grant =
+        json!({"t":"link","op":"grant","as":"alice/x","peer":"//partner.example/support/desk"});
+    let out = r.send(ALICE, grant);
+    disk.apply(&out);
+    let sent = frames(&out, ConnId(40));
+    let id = controls(&sent)[0].1.clone();
+    disk.apply(&r.ack_delivered(ConnId(40), &sent[0]));
+    disk.apply(&r.input(Input::Closed { conn: ConnId(40) }));
+    // No link to partner now: the revoke's control message waits for the dial.
+    let out = r.send(
+        ALICE,
+        json!({"t":"link","op":"revoke","as":"alice/x","id":id}),
+    );
+    disk.apply(&out);
+    assert!(
+        frames(&out, ALICE).is_empty(),
+        "linked waits for the delivery"
+    );
+    // kill -9, and partner links again.
+    let mut again = disk.restart(
+        partner_trusted_config(),
+        r.now + Duration::from_secs(1),
+        |_| true,
+    );
+    let sent = again.partner_links(ConnId(41));
+    assert_eq!(controls(&sent), [("revoke".to_string(), id.clone())]);
+    // Once acked, its copy is forgotten: a second restart sends nothing again.
+    let revoke = sent.iter().find(|f| f["t"] == "msg").unwrap().clone();
+    disk.apply(&again.ack_delivered(ConnId(41), &revoke));
+    let mut third = disk.restart(partner_trusted_config(), again.now, |_| true);
+    assert_eq!(controls(&third.partner_links(ConnId(42))), []);
+}
+
+/// §12.5 across realms: the grant is out, unacked, when the issuer crashes. The restarted
+/// issuer sends it again when the redeemer's realm links, so the link the passport's use made
+/// is recorded there too (found by a review: it was lost, the use spent).
+#[test]
+fn a_grant_out_when_the_issuer_crashes_is_sent_again_after_the_restart() {
+    let mut disk = Disk::default();
+    let mut r = Realm::with(partner_trusted_config());
+    r.client(ALICE, "alice");
+    r.partner_links(ConnId(40));
+    let out = r.send(ALICE, json!({"t":"passport","op":"new","as":"alice/x"}));
+    disk.apply(&out);
+    let line = passported(&out, ALICE)["line"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let body = json!({"action":"redeem","token":token_of(&line),
+                      "redeemer":"airc://partner.example/support/desk"});
+    let redemption = json!({"t":"msg","id":"r1","from":"airc://partner.example/support/desk",
+        "to":"airc://example.com/_passport","type":"application/airc-passport+json",
+        "ts":1_790_380_000.5,"ttl":600,"body":body.to_string()});
+    let out = r.send(ConnId(40), redemption);
+    disk.apply(&out);
+    let granted = controls(&frames(&out, ConnId(40)));
+    assert_eq!(granted.len(), 1, "the grant is out: {out:?}");
+    let mut again = disk.restart(
+        partner_trusted_config(),
+        r.now + Duration::from_secs(1),
+        |_| true,
+    );
+    assert_eq!(controls(&again.partner_links(ConnId(41))), granted);
+}

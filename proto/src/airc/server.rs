@@ -685,6 +685,10 @@ pub struct Server<R> {
     /// Messages waiting for a link to their realm to come up (§6.5 "dialling if needed"), with
     /// the connection that waits for each one's ack.
     awaiting: Awaiting,
+    /// Ids of messages this server wrote itself after a change it had persisted (a link's
+    /// control message or notice, a grant), whose copy is on record while they are on their
+    /// way: until their answer, or until the spool takes them.
+    originated: BTreeSet<String>,
     conns: BTreeMap<ConnId, Conn>,
     peer_links: PeerLinks,
     binds: BindTable<ConnId>,
@@ -740,6 +744,7 @@ impl<R: CryptoRng> Server<R> {
             cache: DiscoveryCache::new(),
             key_waits: KeyWaits::default(),
             awaiting: Awaiting::default(),
+            originated: BTreeSet::new(),
             conns: BTreeMap::new(),
             binds: BindTable::new(),
             spool: Spool::default(),
@@ -826,6 +831,12 @@ impl<R: CryptoRng> Server<R> {
     /// Gives a message's one answer to whoever waits for it, and writes it to the audit log
     /// (§13) as `msg.<status>`, `hop` saying where the message is now.
     fn answer(&mut self, now: Timestamp, up: &Upstream, m: &Msg, ack: Ack, hop: Hop) {
+        // A message this server wrote is answered: its copy is done with, unless the answer
+        // is `queued` and the spool now holds it under the same record.
+        if self.originated.remove(&m.id) && ack.status != AckStatus::Queued {
+            self.out
+                .push_back(Output::Forget(RecordKey::Spooled { id: m.id.clone() }));
+        }
         let mut e = msg_event(now, audit_kind(ack.status), m, hop);
         e.id = Some(ack.id.clone());
         e.status = Some(status_text(ack.status).to_string());
@@ -1025,7 +1036,7 @@ impl<R: CryptoRng> Server<R> {
 
     /// A forwarded message whose hop went away: back into the spool, and `queued` upstream.
     fn requeue(&mut self, now: Timestamp, p: Pending, code: AckCode) {
-        let from_spool = p.is_from_spool();
+        let from_spool = self.has_copy(&p);
         let (item, key, ups) = p.into_parts();
         let msg = item.msg.clone();
         // One from the spool is still durably stored from when it was first spooled.
@@ -1563,6 +1574,32 @@ impl<R: CryptoRng> Server<R> {
 
     /// Stores an operation's record, then tells the other side: a notice when it is an endpoint
     /// of this realm (Appendix A.2), a control message to its realm otherwise (§11.4).
+    /// A message this server writes itself after persisting the change it reports (§11.2: "the
+    /// state change locally first, then the control message"; a grant, §12.5; a notice): its
+    /// copy goes on record under `key` before it goes anywhere, as a spooled message's would,
+    /// so that a crash before its answer cannot lose it: the restored spool sends it again.
+    /// [`Server::answer`] forgets the copy once the message is answered.
+    fn originate(&mut self, now: Timestamp, key: &str, msg: Msg) -> Spooled<Msg> {
+        self.out.push_back(Output::Persist(Record::Spooled {
+            key: key.to_string(),
+            msg: Box::new(msg.clone()),
+        }));
+        self.passed(now, &msg);
+        self.originated.insert(msg.id.clone());
+        Spooled {
+            id: msg.id.clone(),
+            ts: now,
+            ttl: DEFAULT_TTL,
+            msg,
+        }
+    }
+
+    /// Whether `p`'s message has its copy on record already: it came out of the spool, or this
+    /// server wrote it ([`Server::originate`]).
+    fn has_copy(&self, p: &Pending) -> bool {
+        p.is_from_spool() || self.originated.contains(&p.item.id)
+    }
+
     fn link_done(&mut self, now: Timestamp, up: Upstream, op: Operation) {
         let record = op.link.to_object();
         self.out.push_back(Output::Persist(Record::Link {
@@ -1575,13 +1612,7 @@ impl<R: CryptoRng> Server<R> {
             let notice = Notice::new(c.action, &c.link, &c.from, &c.to).to_msg(id, now);
             self.notify(now, up, notice);
         } else {
-            let msg = c.to_msg(id, now);
-            let item = Spooled {
-                id: msg.id.clone(),
-                ts: now,
-                ttl: DEFAULT_TTL,
-                msg,
-            };
+            let item = self.originate(now, &remote_key(c.to.realm()), c.to_msg(id, now));
             self.deliver_remote(now, up, &c.to, item);
         }
     }
@@ -1663,12 +1694,7 @@ impl<R: CryptoRng> Server<R> {
         let Ok(to) = Address::parse(&msg.to) else {
             return;
         };
-        let item = Spooled {
-            id: msg.id.clone(),
-            ts: now,
-            ttl: DEFAULT_TTL,
-            msg,
-        };
+        let item = self.originate(now, to.first_segment(), msg);
         if to.is_namespace() && to.realm() == &self.config.realm {
             return self.notify_namespace(now, up, &to, item);
         }
@@ -2033,12 +2059,7 @@ impl<R: CryptoRng> Server<R> {
             self.redeemed(now, &up, &m, &lid, &rec.id);
         } else {
             let msg = c.to_msg(self.new_id(), now);
-            let item = Spooled {
-                id: msg.id.clone(),
-                ts: now,
-                ttl: DEFAULT_TTL,
-                msg,
-            };
+            let item = self.originate(now, &remote_key(c.to.realm()), msg);
             let wait = GrantWait {
                 up,
                 redemption: m,
@@ -2634,7 +2655,7 @@ impl<R: CryptoRng> Server<R> {
             return self.requeue(now, p, dropped_hop_code(face));
         }
         let from_spool = p.is_from_spool();
-        if ack.status != AckStatus::Failed && !from_spool {
+        if ack.status != AckStatus::Failed && !self.has_copy(&p) {
             self.passed(now, &p.item.msg);
         }
         if from_spool {
@@ -2693,7 +2714,7 @@ impl<R: CryptoRng> Server<R> {
         let Some(p) = self.forwarded.take(hop, &id) else {
             return;
         };
-        let from_spool = p.is_from_spool();
+        let from_spool = self.has_copy(&p);
         let (item, key, ups) = p.into_parts();
         if !from_spool {
             let record = Record::Spooled {
