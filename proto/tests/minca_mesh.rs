@@ -1029,15 +1029,42 @@ fn leaving_or_letting_go_says_leave_to_a_peer_that_took_this_sides_proof_before_
     }
 }
 
+/// §7.2: a handshake this side abandons after sending its proof may have left the peer holding
+/// it admitted: it says `__leave`, as when leaving. Node 1's proof in R2 is lost: node 1 admits
+/// node 0, node 0 gives up after 10 s and tells node 1, which drops it there; R1 keeps the
+/// connection and both peers.
+#[test]
+fn a_handshake_abandoned_after_this_sides_proof_says_leave() {
+    let mut net = pair(&[R1]);
+    net.lost.insert((1, AUTH_PROOF));
+    for i in 0..2 {
+        net.join(i, R2, RoomKind::PublicSpace);
+    }
+    net.meet_by_relay(0, 1, R2);
+    net.run_until(2_000);
+    assert!(net.admitted(1, R2, 0) && !net.admitted(0, R2, 1));
+    net.run_until(2_000 + HANDSHAKE_TIMEOUT.as_millis() as u64);
+    assert_eq!(net.nodes[0].mesh.counters().handshake_timeouts, 1);
+    assert!(net.frames(0, 1, R2).iter().any(|f| f.kind == "__leave"));
+    assert!(
+        !net.admitted(1, R2, 0),
+        "node 1 no longer holds node 0 admitted"
+    );
+    assert!(net.admitted(0, R1, 1) && net.admitted(1, R1, 0));
+    assert_eq!(net.links.len(), 2);
+}
+
 /// §7, §7.2: a peer greets only from no admission of its own, so a `__auth-hello` from a peer
 /// admitted here says the admission is one-sided: it ends, and the hello starts a new
 /// handshake there. Node 0's proof in R2 is lost, so node 1 abandons its handshake after 10 s
-/// while node 0 holds it admitted, on a connection R1 keeps open; the next relay hello makes node
-/// 1 greet again, and the room comes up on both sides without the connection or R1 being touched.
+/// while node 0 holds it admitted, on a connection R1 keeps open (its `__leave` lost too, as from
+/// a peer that does not say it); the next relay hello makes node 1 greet again, and the room
+/// comes up on both sides without the connection or R1 being touched.
 #[test]
 fn a_hello_from_a_peer_admitted_here_ends_that_admission_and_begins_a_new_handshake() {
     let mut net = pair(&[R1]);
     net.lost.insert((0, AUTH_PROOF));
+    net.lost.insert((1, "__leave"));
     for i in 0..2 {
         net.join(i, R2, RoomKind::PublicSpace);
     }

@@ -1086,9 +1086,25 @@ impl<R: CryptoRng> Mesh<R> {
         }
     }
 
+    /// The handshake with `peer` in `room` ends unfinished (abandoned after 10 s, a failed
+    /// proof, no read key). The peer may hold this side admitted already, having its proof: it
+    /// is told, as when leaving, or it would keep a one-sided admission for as long as another
+    /// room keeps the connection (§7.2).
     fn end_handshake(&mut self, room: &str, peer: &str) {
+        if self.may_hold_us_admitted(room, peer) {
+            self.send_frame(peer, room, LEAVE, &payload::Leave { room });
+        }
         self.back_to_known(room, peer);
         self.close_if_idle(peer);
+    }
+
+    /// Whether `peer` may hold this side admitted in `room` ([`Stage::may_hold_us_admitted`]).
+    fn may_hold_us_admitted(&self, room: &str, peer: &str) -> bool {
+        self.rooms.get(room).is_some_and(|r| {
+            r.peers
+                .get(peer)
+                .is_some_and(|s| s.may_hold_us_admitted(r.asks_proofs()))
+        })
     }
 
     fn on_auth_hello(&mut self, now: Timestamp, room: &str, peer: &str, payload: &Value) {
@@ -1613,12 +1629,7 @@ impl<R: CryptoRng> Mesh<R> {
             self.counters.ignored_inputs += 1;
             return;
         }
-        let told = self.rooms.get(room).is_some_and(|r| {
-            r.peers
-                .get(peer)
-                .is_some_and(|s| s.may_hold_us_admitted(r.asks_proofs()))
-        });
-        if told {
+        if self.may_hold_us_admitted(room, peer) {
             self.send_frame(peer, room, LEAVE, &payload::Leave { room });
         }
         self.drop_peer(room, peer);
