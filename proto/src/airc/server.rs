@@ -1572,8 +1572,6 @@ impl<R: CryptoRng> Server<R> {
         }
     }
 
-    /// Stores an operation's record, then tells the other side: a notice when it is an endpoint
-    /// of this realm (Appendix A.2), a control message to its realm otherwise (§11.4).
     /// A message this server writes itself after persisting the change it reports (§11.2: "the
     /// state change locally first, then the control message"; a grant, §12.5; a notice): its
     /// copy goes on record under `key` before it goes anywhere, as a spooled message's would,
@@ -1600,6 +1598,8 @@ impl<R: CryptoRng> Server<R> {
         p.is_from_spool() || self.originated.contains(&p.item.id)
     }
 
+    /// Stores an operation's record, then tells the other side: a notice when it is an endpoint
+    /// of this realm (Appendix A.2), a control message to its realm otherwise (§11.4).
     fn link_done(&mut self, now: Timestamp, up: Upstream, op: Operation) {
         let record = op.link.to_object();
         self.out.push_back(Output::Persist(Record::Link {
