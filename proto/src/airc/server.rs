@@ -2999,49 +2999,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_closed_connection_is_forgotten_even_inside_a_grants_wait_which_stays() {
-        let (gone, other) = (ConnId(1), ConnId(2));
-        let grant = |up| {
-            Upstream::Grant(Box::new(GrantWait {
-                up,
-                redemption: Msg {
-                    id: "r1".into(),
-                    from: "//a.example/x".into(),
-                    to: "//b.example/y".into(),
-                    ts: 0.0,
-                    body: String::new(),
-                    kind: None,
-                    re: None,
-                    ttl: None,
-                    via: None,
-                    hdr: None,
-                },
-                link: "L00000001".into(),
-                passport: "p".into(),
-            }))
-        };
-        let mut up = grant(Upstream::Passported(gone));
-        assert_eq!(up.waiter(), Some(gone));
-        assert!(!up.forget(other));
-        assert_eq!(
-            up.waiter(),
-            Some(gone),
-            "another connection's close changes nothing"
-        );
-        assert!(
-            !up.forget(gone),
-            "the grant's wait stays, to settle the passport's use"
-        );
-        assert_eq!(up, grant(Upstream::Nobody));
-        for up in [Upstream::Conn(gone), Upstream::Passported(gone)] {
-            let mut up = up;
-            assert!(up.forget(gone), "{up:?}");
-        }
-        assert!(!Upstream::Conn(other).forget(gone));
-        assert!(!Upstream::Nobody.forget(gone));
-    }
-
-    #[test]
     fn stamp_via_refuses_this_realm_or_eight_hops_and_appends_otherwise() {
         let hops = |n: usize| -> Vec<String> { (0..n).map(|i| format!("r{i}.example")).collect() };
         let mut via = Vec::new();

@@ -206,8 +206,8 @@ mod tests {
     use alloc::vec;
     use core::time::Duration;
 
-    fn pending(id: &str, hop: u64, ups: Vec<Upstream>) -> Pending {
-        let msg = Msg {
+    fn msg(id: &str) -> Msg {
+        Msg {
             id: id.into(),
             from: "//a.example/x".into(),
             to: "//b.example/y".into(),
@@ -218,7 +218,11 @@ mod tests {
             ttl: None,
             via: None,
             hdr: None,
-        };
+        }
+    }
+
+    fn pending(id: &str, hop: u64, ups: Vec<Upstream>) -> Pending {
+        let msg = msg(id);
         let item = Spooled {
             id: id.into(),
             ts: Timestamp::from_secs(0),
@@ -230,6 +234,38 @@ mod tests {
 
     fn ids(taken: &[Pending]) -> Vec<&str> {
         taken.iter().map(|p| p.item.id.as_str()).collect()
+    }
+
+    #[test]
+    fn a_closed_connection_is_forgotten_even_inside_a_grants_wait_which_stays() {
+        let (gone, other) = (ConnId(1), ConnId(2));
+        let grant = |up| {
+            Upstream::Grant(alloc::boxed::Box::new(super::super::GrantWait {
+                up,
+                redemption: msg("r1"),
+                link: "L00000001".into(),
+                passport: "p".into(),
+            }))
+        };
+        let mut up = grant(Upstream::Passported(gone));
+        assert_eq!(up.waiter(), Some(gone));
+        assert!(!up.forget(other));
+        assert_eq!(
+            up.waiter(),
+            Some(gone),
+            "another connection's close changes nothing"
+        );
+        assert!(
+            !up.forget(gone),
+            "the grant's wait stays, to settle the passport's use"
+        );
+        assert_eq!(up, grant(Upstream::Nobody));
+        for up in [Upstream::Conn(gone), Upstream::Passported(gone)] {
+            let mut up = up;
+            assert!(up.forget(gone), "{up:?}");
+        }
+        assert!(!Upstream::Conn(other).forget(gone));
+        assert!(!Upstream::Nobody.forget(gone));
     }
 
     #[test]
