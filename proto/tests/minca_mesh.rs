@@ -985,6 +985,19 @@ fn a_leave_for_the_last_room_two_share_makes_its_receiver_close_the_connection()
     assert!(net.links.is_empty());
 }
 
+/// Two nodes sharing a connection in R1 meet in R2 through a relay, the proof `from` sends in
+/// R2 lost: 2 s later its peer holds it admitted there, and it does not hold the peer.
+fn r2_with_a_lost_proof(from: usize) -> Net {
+    let mut net = pair(&[R1]);
+    net.lost.insert((from, AUTH_PROOF));
+    for i in 0..2 {
+        net.join(i, R2, RoomKind::PublicSpace);
+    }
+    net.meet_by_relay(0, 1, R2);
+    net.run_until(2_000);
+    net
+}
+
 /// M-7.2-h, M-7.2-j: a side that leaves a room, or lets a peer go there, in the middle of a
 /// handshake says `__leave` to a peer it sent its proof to, since that peer may hold it admitted
 /// already. Node 1's proof in R2 is lost: node 1 admits node 0, node 0 still waits. Told nothing,
@@ -992,13 +1005,7 @@ fn a_leave_for_the_last_room_two_share_makes_its_receiver_close_the_connection()
 #[test]
 fn leaving_or_letting_go_says_leave_to_a_peer_that_took_this_sides_proof_before_its_own_came() {
     for let_go in [false, true] {
-        let mut net = pair(&[R1]);
-        net.lost.insert((1, AUTH_PROOF));
-        for i in 0..2 {
-            net.join(i, R2, RoomKind::PublicSpace);
-        }
-        net.meet_by_relay(0, 1, R2);
-        net.run_until(2_000);
+        let mut net = r2_with_a_lost_proof(1);
         assert!(net.admitted(1, R2, 0) && !net.admitted(0, R2, 1));
         let input = if let_go {
             Input::LetGo {
@@ -1035,13 +1042,7 @@ fn leaving_or_letting_go_says_leave_to_a_peer_that_took_this_sides_proof_before_
 /// connection and both peers.
 #[test]
 fn a_handshake_abandoned_after_this_sides_proof_says_leave() {
-    let mut net = pair(&[R1]);
-    net.lost.insert((1, AUTH_PROOF));
-    for i in 0..2 {
-        net.join(i, R2, RoomKind::PublicSpace);
-    }
-    net.meet_by_relay(0, 1, R2);
-    net.run_until(2_000);
+    let mut net = r2_with_a_lost_proof(1);
     assert!(net.admitted(1, R2, 0) && !net.admitted(0, R2, 1));
     net.run_until(2_000 + HANDSHAKE_TIMEOUT.as_millis() as u64);
     assert_eq!(net.nodes[0].mesh.counters().handshake_timeouts, 1);
@@ -1062,14 +1063,8 @@ fn a_handshake_abandoned_after_this_sides_proof_says_leave() {
 /// comes up on both sides without the connection or R1 being touched.
 #[test]
 fn a_hello_from_a_peer_admitted_here_ends_that_admission_and_begins_a_new_handshake() {
-    let mut net = pair(&[R1]);
-    net.lost.insert((0, AUTH_PROOF));
+    let mut net = r2_with_a_lost_proof(0);
     net.lost.insert((1, "__leave"));
-    for i in 0..2 {
-        net.join(i, R2, RoomKind::PublicSpace);
-    }
-    net.meet_by_relay(0, 1, R2);
-    net.run_until(2_000);
     assert!(net.admitted(0, R2, 1) && !net.admitted(1, R2, 0));
     net.run_until(2_000 + HANDSHAKE_TIMEOUT.as_millis() as u64);
     assert_eq!(net.nodes[1].mesh.counters().handshake_timeouts, 1);
