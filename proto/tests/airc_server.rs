@@ -752,8 +752,6 @@ fn a_hop_that_closes_before_acking_gets_the_message_again_later() {
     assert_eq!(frames(&out, bob2)[1]["id"], "m1");
 }
 
-/// The ack for a message whose sender closed has nowhere to go, even when the host numbers a
-/// new connection as the closed one was: the new client never sent it.
 /// A realm that takes the dial and never answers the hello: no second dial while the link
 /// awaits its welcome, and the link is closed after [`HELLO_TIMEOUT`], so the realm holds one
 /// connection at most; what waited is spooled and the realm is dialled again later.
@@ -834,6 +832,8 @@ fn a_linked_waiting_for_a_dial_does_not_reach_a_new_connection_given_the_senders
     assert_eq!(frames(&out, ALICE), Vec::<Value>::new());
 }
 
+/// The ack for a message whose sender closed has nowhere to go, even when the host numbers a
+/// new connection as the closed one was: the new client never sent it.
 #[test]
 fn an_ack_for_a_sender_that_closed_does_not_reach_a_new_connection_with_its_id() {
     let mut r = Realm::m1_from_alice_to_bob();
@@ -2858,4 +2858,139 @@ fn a_grant_out_when_the_issuer_crashes_is_sent_again_after_the_restart() {
         |_| true,
     );
     assert_eq!(controls(&again.partner_links(ConnId(41))), granted);
+}
+
+/// The ids of the spooled messages on record.
+fn spooled_ids(disk: &Disk) -> Vec<String> {
+    disk.0
+        .iter()
+        .filter_map(|r| match r {
+            Record::Spooled { msg, .. } => Some(msg.id.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A control message the server wrote, acked `queued` by the partner realm (its endpoint is
+/// offline there): our copy must be forgotten, since our spool does not hold it.
+#[test]
+fn a_message_the_server_wrote_acked_queued_by_the_next_hop_leaves_no_copy_here() {
+    let mut disk = Disk::default();
+    let mut r = Realm::with(partner_trusted_config());
+    r.client(ALICE, "alice");
+    r.partner_links(ConnId(40));
+    let grant =
+        json!({"t":"link","op":"grant","as":"alice/x","peer":"//partner.example/support/desk"});
+    let out = r.send(ALICE, grant);
+    disk.apply(&out);
+    let sent = frames(&out, ConnId(40));
+    let ctl = sent.iter().find(|f| f["t"] == "msg").unwrap().clone();
+    let out = r.send(
+        ConnId(40),
+        json!({"t":"ack","id":ctl["id"],"status":"queued","code":"endpoint_offline"}),
+    );
+    disk.apply(&out);
+    assert_eq!(r.server.spooled(), 0, "our spool holds nothing");
+    assert_eq!(
+        spooled_ids(&disk),
+        Vec::<String>::new(),
+        "record left behind"
+    );
+}
+
+/// A signing realm: the copy an originated control message leaves on record must be the one it
+/// sends (stamped and signed), or the restarted server sends it unsigned.
+#[test]
+fn a_control_message_restored_after_a_crash_goes_out_stamped_and_signed() {
+    let cfg = || {
+        let mut c = partner_trusted_config();
+        c.signing_key = Some(Ed25519Seed::from_bytes([7; 32]));
+        c
+    };
+    let mut disk = Disk::default();
+    let mut r = Realm::with(cfg());
+    r.client(ALICE, "alice");
+    let grant =
+        json!({"t":"link","op":"grant","as":"alice/x","peer":"//partner.example/support/desk"});
+    let out = r.send(ALICE, grant);
+    disk.apply(&out);
+    let mut again = disk.restart(cfg(), r.now + Duration::from_secs(1), |_| true);
+    let sent = again.partner_links(ConnId(41));
+    let ctl = sent.iter().find(|f| f["t"] == "msg").unwrap();
+    assert!(
+        ctl["hdr"]["sig"].is_string(),
+        "unsigned after restart: {ctl}"
+    );
+    assert!(ctl["via"].is_array(), "no via after restart: {ctl}");
+}
+
+/// auto_accept: the accept this realm sends back after storing the link active is a control
+/// message written after a persisted change, like a revoke: its copy is on record before it goes.
+#[test]
+fn an_auto_accept_reply_is_on_record_before_it_goes() {
+    // example.com makes an offer to partner.example.
+    let mut a = Realm::with(partner_trusted_config());
+    a.client(ALICE, "alice");
+    a.partner_links(ConnId(40));
+    let out = a.send(
+        ALICE,
+        json!({"t":"link","op":"offer","as":"alice/x","peer":"//partner.example/support/desk"}),
+    );
+    let offer = frames(&out, ConnId(40))
+        .into_iter()
+        .find(|f| f["t"] == "msg")
+        .unwrap();
+    // partner.example auto-accepts it.
+    let partner = Authority::parse("partner.example").unwrap();
+    let mut c = ServerConfig::new(partner.clone());
+    c.trusted_unsigned
+        .push(Authority::parse("example.com").unwrap());
+    c.known_namespaces = vec![Namespace::parse("support").unwrap()];
+    c.links.auto_accept = vec![Pattern::parse("//partner.example/support/**").unwrap()];
+    c.static_entries.insert(
+        Authority::parse("example.com").unwrap(),
+        vec![Endpoint::new("example.com", 2472)],
+    );
+    let mut b = Realm::with(c);
+    b.open(ConnId(50), Face::Peer, &[]);
+    let hello = json!({"t":"hello","proto":"airc/0.1","role":"peer",
+        "realm":"example.com","ts":b.now.as_secs(),"nonce":"abcd"});
+    let out = b.send(ConnId(50), hello);
+    assert_eq!(frames(&out, ConnId(50))[0]["t"], "welcome");
+    let out = b.send(ConnId(50), offer);
+    let sent = frames(&out, ConnId(50));
+    let accept = sent
+        .iter()
+        .find(|f| f["t"] == "msg")
+        .unwrap_or_else(|| panic!("no accept sent: {out:?}"));
+    assert_eq!(accept["hdr"]["airc-link-action"], "accept");
+    let id = accept["id"].as_str().unwrap();
+    let persisted = out
+        .iter()
+        .any(|o| matches!(o, Output::Persist(Record::Spooled { msg, .. }) if msg.id == id));
+    assert!(persisted, "the accept has no copy on record: {out:?}");
+}
+
+/// A notice out to bob, unacked; bob (or any client who learnt its id) sends a message of its
+/// own under that id: the answer to bob's message must not drop the notice's copy.
+#[test]
+fn an_answer_to_another_message_under_a_notices_id_keeps_the_notices_copy() {
+    let mut r = Realm::new();
+    r.bound(BOB, "bob", &["bob/"]);
+    r.client(ALICE, "alice");
+    let out = r.send(
+        ALICE,
+        json!({"t":"link","op":"offer","as":"alice/x","peer":"//example.com/bob/y"}),
+    );
+    let notice = frames(&out, BOB)
+        .into_iter()
+        .find(|f| f["t"] == "msg")
+        .unwrap_or_else(|| panic!("no notice: {out:?}"));
+    let id = notice["id"].as_str().unwrap().to_string();
+    let out = r.send(BOB, msg(&id, "y", "//example.com/alice/x"));
+    let forget = Output::Forget(RecordKey::Spooled { id: id.clone() });
+    assert!(
+        !out.contains(&forget),
+        "the notice's copy dropped while it is out: {out:?}"
+    );
 }

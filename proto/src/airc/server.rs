@@ -685,10 +685,10 @@ pub struct Server<R> {
     /// Messages waiting for a link to their realm to come up (§6.5 "dialling if needed"), with
     /// the connection that waits for each one's ack.
     awaiting: Awaiting,
-    /// Ids of messages this server wrote itself after a change it had persisted (a link's
-    /// control message or notice, a grant), whose copy is on record while they are on their
-    /// way: until their answer, or until the spool takes them.
-    originated: BTreeSet<String>,
+    /// Messages this server wrote itself after a change it had persisted (a link's control
+    /// message or notice, a grant), by id, with their `from`: their copy is on record while they
+    /// are on their way, until their answer or until the spool takes them.
+    originated: BTreeMap<String, String>,
     conns: BTreeMap<ConnId, Conn>,
     peer_links: PeerLinks,
     binds: BindTable<ConnId>,
@@ -744,7 +744,7 @@ impl<R: CryptoRng> Server<R> {
             cache: DiscoveryCache::new(),
             key_waits: KeyWaits::default(),
             awaiting: Awaiting::default(),
-            originated: BTreeSet::new(),
+            originated: BTreeMap::new(),
             conns: BTreeMap::new(),
             binds: BindTable::new(),
             spool: Spool::default(),
@@ -816,6 +816,13 @@ impl<R: CryptoRng> Server<R> {
         self.audit.unsubscribe(conn);
     }
 
+    /// Whether `conn` is gone or being closed ([`Server::close`]).
+    fn is_closing(&self, conn: ConnId) -> bool {
+        self.conns
+            .get(&conn)
+            .is_none_or(|c| c.state == State::Closing)
+    }
+
     fn ack(&mut self, conn: ConnId, ack: Ack) {
         let slot = match ack.status {
             AckStatus::Delivered => 0,
@@ -831,11 +838,11 @@ impl<R: CryptoRng> Server<R> {
     /// Gives a message's one answer to whoever waits for it, and writes it to the audit log
     /// (§13) as `msg.<status>`, `hop` saying where the message is now.
     fn answer(&mut self, now: Timestamp, up: &Upstream, m: &Msg, ack: Ack, hop: Hop) {
-        // A message this server wrote is answered: its copy is done with, unless the answer
-        // is `queued` and the spool now holds it under the same record.
-        if self.originated.remove(&m.id) && ack.status != AckStatus::Queued {
-            self.out
-                .push_back(Output::Forget(RecordKey::Spooled { id: m.id.clone() }));
+        // A message this server wrote failed here (on its way out, or the spool was full): its
+        // copy is done with. A `delivered` or `queued` from the next hop is `downstream_ack`'s,
+        // and one from this server's spool leaves the copy to the spool.
+        if ack.status == AckStatus::Failed {
+            self.forget_originated(m);
         }
         let mut e = msg_event(now, audit_kind(ack.status), m, hop);
         e.id = Some(ack.id.clone());
@@ -1036,7 +1043,7 @@ impl<R: CryptoRng> Server<R> {
 
     /// A forwarded message whose hop went away: back into the spool, and `queued` upstream.
     fn requeue(&mut self, now: Timestamp, p: Pending, code: AckCode) {
-        let from_spool = self.has_copy(&p);
+        let from_spool = p.is_from_spool();
         let (item, key, ups) = p.into_parts();
         let msg = item.msg.clone();
         // One from the spool is still durably stored from when it was first spooled.
@@ -1049,6 +1056,7 @@ impl<R: CryptoRng> Server<R> {
             self.passed(now, &msg);
         }
         self.spool.requeue(&key, alloc::vec![item]);
+        self.originated.remove(&msg.id);
         self.arm_flush(now);
         let queued = Ack::with_code(&msg.id, AckStatus::Queued, code);
         self.answer(now, &Upstream::Nobody, &msg, queued.clone(), Hop::Spool);
@@ -1577,13 +1585,14 @@ impl<R: CryptoRng> Server<R> {
     /// copy goes on record under `key` before it goes anywhere, as a spooled message's would,
     /// so that a crash before its answer cannot lose it: the restored spool sends it again.
     /// [`Server::answer`] forgets the copy once the message is answered.
+    /// Leaving the realm, it is written again once stamped and signed (`deliver_remote`), so
+    /// that what a restart sends is what would have gone.
     fn originate(&mut self, now: Timestamp, key: &str, msg: Msg) -> Spooled<Msg> {
         self.out.push_back(Output::Persist(Record::Spooled {
             key: key.to_string(),
             msg: Box::new(msg.clone()),
         }));
-        self.passed(now, &msg);
-        self.originated.insert(msg.id.clone());
+        self.originated.insert(msg.id.clone(), msg.from.clone());
         Spooled {
             id: msg.id.clone(),
             ts: now,
@@ -1592,10 +1601,15 @@ impl<R: CryptoRng> Server<R> {
         }
     }
 
-    /// Whether `p`'s message has its copy on record already: it came out of the spool, or this
-    /// server wrote it ([`Server::originate`]).
-    fn has_copy(&self, p: &Pending) -> bool {
-        p.is_from_spool() || self.originated.contains(&p.item.id)
+    /// `m` is done with: if this server wrote it, its copy is forgotten. Known by its id and
+    /// `from`, so that a client reusing the id, which cannot write from another's namespace,
+    /// cannot end it.
+    fn forget_originated(&mut self, m: &Msg) {
+        if self.originated.get(&m.id) == Some(&m.from) {
+            self.originated.remove(&m.id);
+            self.out
+                .push_back(Output::Forget(RecordKey::Spooled { id: m.id.clone() }));
+        }
     }
 
     /// Stores an operation's record, then tells the other side: a notice when it is an endpoint
@@ -1645,12 +1659,7 @@ impl<R: CryptoRng> Server<R> {
                 }
                 if let Some(reply) = got.reply {
                     let msg = reply.to_msg(self.new_id(), now);
-                    let item = Spooled {
-                        id: msg.id.clone(),
-                        ts: now,
-                        ttl: DEFAULT_TTL,
-                        msg,
-                    };
+                    let item = self.originate(now, &remote_key(reply.to.realm()), msg);
                     self.deliver_remote(now, Upstream::Nobody, &reply.to, item);
                 }
             }
@@ -2468,6 +2477,12 @@ impl<R: CryptoRng> Server<R> {
             }
         }
         let realm = to.realm().clone();
+        if self.originated.contains_key(&item.id) {
+            self.out.push_back(Output::Persist(Record::Spooled {
+                key: remote_key(&realm),
+                msg: Box::new(item.msg.clone()),
+            }));
+        }
         if self.forwarded.pending_len() + self.awaiting.len() >= MAX_PENDING {
             return self.hold_for(now, up, &realm, item);
         }
@@ -2517,6 +2532,8 @@ impl<R: CryptoRng> Server<R> {
         let msg = item.msg.clone();
         match self.hold(now, key, item) {
             Ok(()) => {
+                // The spool holds it now, under the same record.
+                self.originated.remove(&msg.id);
                 self.passed(now, &msg);
                 self.answer_code(now, up, &msg, (AckStatus::Queued, code), Hop::Spool);
                 true
@@ -2655,9 +2672,12 @@ impl<R: CryptoRng> Server<R> {
             return self.requeue(now, p, dropped_hop_code(face));
         }
         let from_spool = p.is_from_spool();
-        if ack.status != AckStatus::Failed && !self.has_copy(&p) {
+        if ack.status != AckStatus::Failed && !from_spool {
             self.passed(now, &p.item.msg);
         }
+        // Whatever the answer, the next hop has it or refused it: a copy this server wrote is
+        // done with (a `queued` there is held there, not here).
+        self.forget_originated(&p.item.msg);
         if from_spool {
             // Whatever the answer, the spool's copy has been dealt with.
             self.out
@@ -2714,7 +2734,7 @@ impl<R: CryptoRng> Server<R> {
         let Some(p) = self.forwarded.take(hop, &id) else {
             return;
         };
-        let from_spool = self.has_copy(&p);
+        let from_spool = p.is_from_spool();
         let (item, key, ups) = p.into_parts();
         if !from_spool {
             let record = Record::Spooled {
@@ -2726,6 +2746,7 @@ impl<R: CryptoRng> Server<R> {
         }
         let msg = item.msg.clone();
         self.spool.push_in_flight(&key, item);
+        self.originated.remove(&id);
         self.forwarded.fly(id.clone(), hop);
         self.arm_flush(now);
         let queued = Ack::with_code(&id, AckStatus::Queued, AckCode::NoAck);
@@ -2768,15 +2789,16 @@ impl<R: CryptoRng> Server<R> {
                     } else {
                         Hop::Client
                     };
+                    // An event can close the hop itself, a subscriber past its budget (§13):
+                    // nothing goes to a connection being closed, so the message waits. Once the
+                    // hop is closing, the rest of the key waits without an event.
+                    if self.is_closing(hop) {
+                        undelivered.push(item);
+                        continue;
+                    }
                     let e = msg_event(now, audit::Kind::MsgFlushed, &item.msg, to);
                     self.emit(now, e);
-                    // The event can close the hop itself, a subscriber past its budget (§13):
-                    // nothing goes to a connection being closed, so the message waits.
-                    if self
-                        .conns
-                        .get(&hop)
-                        .is_none_or(|c| c.state == State::Closing)
-                    {
+                    if self.is_closing(hop) {
                         undelivered.push(item);
                         continue;
                     }

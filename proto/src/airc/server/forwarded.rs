@@ -65,7 +65,8 @@ pub(super) struct Forwarded {
     pending: BTreeMap<String, Pending>,
     /// (hop, id) of every pending message.
     pending_on: BTreeSet<(ConnId, String)>,
-    /// (connection, id) for every client connection among a pending message's upstreams.
+    /// (connection, id) for every connection waiting on a pending message's answer (a client,
+    /// a peer link a message came on, a redemption's behind its grant: `Upstream::waiter`).
     awaited_by: BTreeSet<(ConnId, String)>,
     /// Spooled messages in flight (§6.6), by id, with the hop whose late ack would settle them.
     in_flight: BTreeMap<String, ConnId>,
