@@ -1584,9 +1584,10 @@ impl<R: CryptoRng> Server<R> {
     /// state change locally first, then the control message"; a grant, §12.5; a notice): its
     /// copy goes on record under `key` before it goes anywhere, as a spooled message's would,
     /// so that a crash before its answer cannot lose it: the restored spool sends it again.
-    /// [`Server::answer`] forgets the copy once the message is answered.
     /// Leaving the realm, it is written again once stamped and signed (`deliver_remote`), so
-    /// that what a restart sends is what would have gone.
+    /// that what a restart sends is what would have gone. The copy is forgotten at the next
+    /// hop's answer or a failure here ([`Server::forget_originated`]), and taken over by the
+    /// spool when the message is spooled.
     fn originate(&mut self, now: Timestamp, key: &str, msg: Msg) -> Spooled<Msg> {
         self.out.push_back(Output::Persist(Record::Spooled {
             key: key.to_string(),
