@@ -2785,12 +2785,10 @@ fn controls(sent: &[Value]) -> Vec<(String, String)> {
         .collect()
 }
 
-/// §11.2: the state changes locally first, then the control message goes. A revoke stored
-/// while its control message waited for a dial, then a crash: the restarted server sends it
-/// when the realm links again, so the other side learns of it (found by a review: it was lost,
-/// and the client's retry refused, the link already revoked here).
-#[test]
-fn a_control_message_waiting_for_a_dial_survives_a_crash() {
+/// example.com trusting partner.example, alice's client up, partner linked on connection 40,
+/// and alice's grant to `//partner.example/support/desk` sent on it: the realm, what it put on
+/// record, and what it sent partner.
+fn alice_granted_to_partner() -> (Realm, Disk, Vec<Value>) {
     let mut disk = Disk::default();
     let mut r = Realm::with(partner_trusted_config());
     r.client(ALICE, "alice");
@@ -2800,6 +2798,16 @@ fn a_control_message_waiting_for_a_dial_survives_a_crash() {
     let out = r.send(ALICE, grant);
     disk.apply(&out);
     let sent = frames(&out, ConnId(40));
+    (r, disk, sent)
+}
+
+/// §11.2: the state changes locally first, then the control message goes. A revoke stored
+/// while its control message waited for a dial, then a crash: the restarted server sends it
+/// when the realm links again, so the other side learns of it (found by a review: it was lost,
+/// and the client's retry refused, the link already revoked here).
+#[test]
+fn a_control_message_waiting_for_a_dial_survives_a_crash() {
+    let (mut r, mut disk, sent) = alice_granted_to_partner();
     let id = controls(&sent)[0].1.clone();
     disk.apply(&r.ack_delivered(ConnId(40), &sent[0]));
     disk.apply(&r.input(Input::Closed { conn: ConnId(40) }));
@@ -2875,15 +2883,7 @@ fn spooled_ids(disk: &Disk) -> Vec<String> {
 /// offline there): our copy must be forgotten, since our spool does not hold it.
 #[test]
 fn a_message_the_server_wrote_acked_queued_by_the_next_hop_leaves_no_copy_here() {
-    let mut disk = Disk::default();
-    let mut r = Realm::with(partner_trusted_config());
-    r.client(ALICE, "alice");
-    r.partner_links(ConnId(40));
-    let grant =
-        json!({"t":"link","op":"grant","as":"alice/x","peer":"//partner.example/support/desk"});
-    let out = r.send(ALICE, grant);
-    disk.apply(&out);
-    let sent = frames(&out, ConnId(40));
+    let (mut r, mut disk, sent) = alice_granted_to_partner();
     let ctl = sent.iter().find(|f| f["t"] == "msg").unwrap().clone();
     let out = r.send(
         ConnId(40),
