@@ -1288,15 +1288,7 @@ mod tests {
         };
         assert_eq!(outputs(&mut node), [delivered]);
         // Out: the room's messages go to the socket too.
-        node.handle(
-            NOW,
-            Input::Send {
-                room: room.clone(),
-                to: None,
-                kind: LIVE.into(),
-                payload: json!("hi"),
-            },
-        );
+        node.handle(NOW, live_to(&room, None, "hi"));
         let sent = Output::NodeSocketSend {
             conn: ConnId(1),
             kind: LIVE.into(),
@@ -1304,15 +1296,7 @@ mod tests {
         };
         assert!(outputs(&mut node).contains(&sent));
         // To another peer only: not to the socket.
-        node.handle(
-            NOW,
-            Input::Send {
-                room: room.clone(),
-                to: Some("did:key:zSomeoneElse".into()),
-                kind: LIVE.into(),
-                payload: json!("hi"),
-            },
-        );
+        node.handle(NOW, live_to(&room, Some("did:key:zSomeoneElse"), "hi"));
         assert!(!outputs(&mut node).contains(&sent));
         // The socket closing is the peer departing.
         node.handle(NOW, Input::NodeSocketClosed { conn: ConnId(1) });
@@ -1408,6 +1392,16 @@ mod tests {
         );
     }
 
+    /// The application's live message `text` to `room`, to one peer or to all.
+    fn live_to(room: &Room, to: Option<&str>, text: &str) -> Input {
+        Input::Send {
+            room: room.clone(),
+            to: to.map(String::from),
+            kind: LIVE.into(),
+            payload: json!(text),
+        }
+    }
+
     fn live_on(conn: u64, n: u64) -> Input {
         Input::NodeSocketMessage {
             conn: ConnId(conn),
@@ -1444,15 +1438,7 @@ mod tests {
         // The burst of 60 was spent on the older socket (§9.2).
         node.handle(NOW, live_on(2, 60));
         assert_eq!(outputs(&mut node), []);
-        node.handle(
-            NOW,
-            Input::Send {
-                room: room.clone(),
-                to: Some(NODE.into()),
-                kind: LIVE.into(),
-                payload: json!("hi"),
-            },
-        );
+        node.handle(NOW, live_to(&room, Some(NODE), "hi"));
         let sent = Output::NodeSocketSend {
             conn: ConnId(2),
             kind: LIVE.into(),
@@ -1537,15 +1523,7 @@ mod tests {
             outputs(&mut node),
             [Output::NodeSocketClose { conn: ConnId(1) }, departed]
         );
-        node.handle(
-            NOW,
-            Input::Send {
-                room: room.clone(),
-                to: None,
-                kind: LIVE.into(),
-                payload: json!("secret"),
-            },
-        );
+        node.handle(NOW, live_to(&room, None, "secret"));
         let sent: Vec<ConnId> = outputs(&mut node)
             .into_iter()
             .filter_map(|o| match o {
