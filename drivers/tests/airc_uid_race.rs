@@ -18,7 +18,6 @@ use std::collections::BTreeMap;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -105,8 +104,7 @@ fn another_uid_racing_its_close_never_sends_as_root() {
         println!("SKIP: the uid race needs root to run the attacker as another uid");
         return;
     }
-    let dir = PathBuf::from(std::env::temp_dir())
-        .join(format!("weft-airc-uid-race-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("weft-airc-uid-race-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let mut config = ServeConfig::local(&dir, "root").unwrap();
     let ns = |n: &str| vec![Namespace::parse(n).unwrap()];
