@@ -218,6 +218,7 @@ async fn accept_tcp(index: usize, listener: TcpListener, net: UnboundedSender<Ne
     loop {
         match listener.accept().await {
             Ok((stream, addr)) => {
+                crate::host::keep_alive(&stream);
                 let peer = Peer {
                     listener: index,
                     remote: Remote::Tcp(addr),
