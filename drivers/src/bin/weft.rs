@@ -423,8 +423,8 @@ struct RelayArgs {
     /// The address to listen on.
     #[arg(long, default_value = weft_drivers::minca::relay::DEFAULT_LISTEN)]
     listen: std::net::SocketAddr,
-    /// Take the client address from the last hop of X-Forwarded-For: only behind a proxy that
-    /// sets it.
+    /// Take the client address from the last hop of the last X-Forwarded-For line: only behind
+    /// a proxy that appends it.
     #[arg(long)]
     trust_proxy: bool,
     /// The secret shared with the TURN server (coturn `use-auth-secret`); not empty. Prefer

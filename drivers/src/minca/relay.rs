@@ -4,13 +4,17 @@
 //! The layer reads each request head: `GET /health` answers `{"ok":true}`, any other plain HTTP
 //! request 426; an upgrade (on any path) is put to [`Relay::upgrade`], which asks the machine's
 //! [`RelayServer::admit`]: a refusal goes back as a plain HTTP response with `Connection: close`.
-//! The client address is the TCP peer, or with `trust_proxy` the last hop of `X-Forwarded-For`.
+//! The client address is the TCP peer, or with `trust_proxy` the last hop of the last
+//! `X-Forwarded-For` line (pending request heads are then capped only in all, not per address:
+//! every connection is the proxy's).
 //! With [`RelayOptions::tls`] the listener runs TLS first, so clients dial `wss://` to it.
 //!
 //! An always-on node (§5.3) serves `/peer` on the same port: with a node key
 //! ([`NodeOptions`]), an upgrade whose path is [`PEER_PATH`] goes to the node's
 //! [`PeerEndpoint`] (the challenge at once, frames up to 16 MiB, 1009 past them), and every
-//! other upgrade to the relay machine as before. Without one, `/peer` is refused with 404.
+//! other upgrade to the relay machine as before. Without one, `/peer` is refused with 404. A
+//! `/peer` socket is admitted by the relay machine and counted in its socket caps until it
+//! closes ([`Input::OpenedElsewhere`]), so no path passes the per-address cap.
 //! [`chat_node`] gives that node `weft node`'s chat (§9.2): stdin lines out as live messages to
 //! its clients, their events and messages in as JSON lines on stdout, in
 //! [`node_runner`](super::node_runner)'s format.
@@ -52,8 +56,8 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:8787";
 pub struct RelayOptions {
     /// Where to listen.
     pub listen: SocketAddr,
-    /// Take the client address from the last hop of `X-Forwarded-For` (only behind a proxy
-    /// that sets it).
+    /// Take the client address from the last hop of the last `X-Forwarded-For` line (only behind
+    /// a proxy that appends it).
     pub trust_proxy: bool,
     /// TURN passwords to hand out, if any.
     pub turn: Option<TurnConfig>,

@@ -344,7 +344,7 @@ pub struct RelayServer<R> {
     sockets: BTreeMap<ConnId, Socket>,
     /// Sockets on the relay's port served elsewhere ([`Input::OpenedElsewhere`]), by address.
     elsewhere: BTreeMap<ConnId, IpAddr>,
-    /// Sockets by address key, [`RelayServer::elsewhere`]'s included.
+    /// Sockets by address key, those served elsewhere included.
     per_address: BTreeMap<IpAddr, usize>,
     /// Kept bytes and opened topics by address key; an address holding neither has no entry.
     usage: BTreeMap<IpAddr, Usage>,
