@@ -68,7 +68,7 @@ pub const READ_CHUNK: usize = 64 * 1024;
 pub const ACCEPT_RETRY: Duration = Duration::from_millis(10);
 
 /// How long an accepted TCP connection may be silent before the kernel probes it (TCP keepalive,
-/// set by [`keep_alive`] on every accepted socket): a peer that vanished without a FIN or RST (a
+/// which every adapter turns on for every socket it accepts): a peer that vanished without a FIN or RST (a
 /// laptop closed, a NAT that forgot the flow) is found and its socket freed, instead of holding a
 /// slot until the kernel's default of two hours.
 pub const KEEPALIVE_IDLE: Duration = Duration::from_secs(60);
