@@ -278,6 +278,7 @@ fn accept(listener: &Listener) -> io::Result<(Sock, Remote)> {
         Listener::Tcp(l) => {
             let (s, addr) = l.accept()?;
             s.set_nonblocking(true)?;
+            crate::host::keep_alive(&s);
             (Sock::Tcp(s), Remote::Tcp(addr))
         }
         Listener::Unix(l) => {

@@ -266,6 +266,7 @@ async fn accept_tls(
             ::smol::Timer::after(crate::host::ACCEPT_RETRY).await;
             continue;
         };
+        crate::host::keep_alive(&tcp);
         if !slot(&pending) {
             continue;
         }

@@ -80,6 +80,32 @@ pub const NET_QUEUE: usize = 256;
 /// an aborted handshake), so a listener in trouble cannot spin a core.
 pub const ACCEPT_RETRY: Duration = Duration::from_millis(10);
 
+/// How long an accepted TCP connection may be silent before the kernel probes it (TCP keepalive,
+/// which every adapter turns on for every socket it accepts): a peer that vanished without a FIN or RST (a
+/// laptop closed, a NAT that forgot the flow) is found and its socket freed, instead of holding a
+/// slot until the kernel's default of two hours.
+pub const KEEPALIVE_IDLE: Duration = Duration::from_secs(60);
+
+/// The time between keepalive probes once [`KEEPALIVE_IDLE`] passed.
+pub const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(10);
+
+/// Unanswered keepalive probes after which the kernel ends the connection: with
+/// [`KEEPALIVE_IDLE`] and [`KEEPALIVE_INTERVAL`], a dead peer is dropped within two minutes.
+pub const KEEPALIVE_PROBES: u32 = 6;
+
+/// Turns TCP keepalive on for an accepted socket, with [`KEEPALIVE_IDLE`],
+/// [`KEEPALIVE_INTERVAL`] and [`KEEPALIVE_PROBES`]. Every adapter calls it on every TCP
+/// connection it accepts, TLS or not; a failure (a socket already gone) is left to the reader to
+/// find.
+pub(crate) fn keep_alive(socket: impl AsFd) {
+    use rustix::net::sockopt;
+    let fd = socket.as_fd();
+    let _ = sockopt::set_socket_keepalive(fd, true);
+    let _ = sockopt::set_tcp_keepidle(fd, KEEPALIVE_IDLE);
+    let _ = sockopt::set_tcp_keepintvl(fd, KEEPALIVE_INTERVAL);
+    let _ = sockopt::set_tcp_keepcnt(fd, KEEPALIVE_PROBES);
+}
+
 /// Ends both directions of a socket: queued writes are out, and the reader sees end of file, so
 /// the adapter reports [`Event::Closed`] once, from the reader. An error means it is already
 /// gone.
@@ -797,6 +823,26 @@ impl<S> Report<S> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An accepted socket after [`keep_alive`]: the kernel reads back keepalive on, with the
+    /// idle time, interval and probe count of the named constants (a fresh accepted socket has
+    /// keepalive off).
+    #[test]
+    fn keep_alive_turns_tcp_keepalive_on_with_the_named_timings() {
+        use rustix::net::sockopt;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let _client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (accepted, _) = listener.accept().unwrap();
+        assert!(!sockopt::socket_keepalive(&accepted).unwrap());
+        keep_alive(&accepted);
+        assert!(sockopt::socket_keepalive(&accepted).unwrap());
+        assert_eq!(sockopt::tcp_keepidle(&accepted).unwrap(), KEEPALIVE_IDLE);
+        assert_eq!(
+            sockopt::tcp_keepintvl(&accepted).unwrap(),
+            KEEPALIVE_INTERVAL
+        );
+        assert_eq!(sockopt::tcp_keepcnt(&accepted).unwrap(), KEEPALIVE_PROBES);
+    }
 
     /// A machine whose behaviour each test scripts: on `handle_timeout` it emits `on_timeout`
     /// outputs and then asks for `next`.

@@ -362,6 +362,7 @@ async fn accept_tcp(
                 continue;
             }
         };
+        crate::host::keep_alive(&stream);
         let peer = Peer {
             listener: index,
             remote: Remote::Tcp(addr),

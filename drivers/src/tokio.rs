@@ -223,6 +223,7 @@ async fn accept_tcp(index: usize, listener: TcpListener, net: Sender<Net>) {
     loop {
         match listener.accept().await {
             Ok((stream, addr)) => {
+                crate::host::keep_alive(&stream);
                 let peer = Peer {
                     listener: index,
                     remote: Remote::Tcp(addr),

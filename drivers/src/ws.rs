@@ -47,7 +47,9 @@ use tungstenite::protocol::{Role, WebSocketConfig};
 use tungstenite::{Message, WebSocket};
 use weft_proto::core::{ConnId, Machine, Timestamp, Wakeup};
 
-use crate::host::{Effect, Endpoint, Hooks, HostMachine, Peer};
+use weft_proto::minca::relay_server::address_key;
+
+use crate::host::{Effect, Endpoint, Hooks, HostMachine, Peer, Remote};
 
 /// The longest HTTP request or response head the layer reads; a peer that sends more is dropped.
 pub const MAX_HEAD_BYTES: usize = 16 * 1024;
@@ -56,6 +58,13 @@ pub const MAX_HEAD_BYTES: usize = 16 * 1024;
 /// once (counted in [`WsStats::bad_heads`]), so connections that never finish a head cannot grow
 /// the layer's table without bound before the machine's own socket caps apply.
 pub const MAX_PENDING_HEADS: usize = 1024;
+
+/// Accepted connections from one client address (the TCP or QUIC peer's, keyed as the relay
+/// keys addresses: an IPv4 address or an IPv6 /64) still sending their request head at once, by
+/// default ([`WsConfig::pending_heads_per_address`]); one more from that address is shut at once
+/// (counted in [`WsStats::bad_heads`]), so one address that never finishes a head cannot take
+/// [`MAX_PENDING_HEADS`] from every other. Unix-socket peers meet only the global cap.
+pub const MAX_PENDING_HEADS_PER_ADDRESS: usize = 16;
 
 /// How long a connection may take from opening to a finished WebSocket handshake (a server's
 /// slow-loris guard, a client's bound on an answer that never comes).
@@ -108,7 +117,7 @@ impl Request {
     }
 
     /// Parses a head (without its final blank line).
-    fn parse(head: &[u8]) -> Option<Self> {
+    pub(crate) fn parse(head: &[u8]) -> Option<Self> {
         let text = std::str::from_utf8(head).ok()?;
         let mut lines = text.split("\r\n");
         let mut request = lines.next()?.split(' ');
@@ -256,6 +265,10 @@ pub struct WsConfig {
     pub max_message_bytes: usize,
     /// The TLS client configuration for `wss://` dials.
     pub tls: Arc<rustls::ClientConfig>,
+    /// Connections from one client address that may be sending their request head at once
+    /// ([`MAX_PENDING_HEADS_PER_ADDRESS`] unless set): a server behind a proxy, whose every
+    /// connection comes from the proxy's address, sets it to [`MAX_PENDING_HEADS`].
+    pub pending_heads_per_address: usize,
 }
 
 impl WsConfig {
@@ -266,6 +279,7 @@ impl WsConfig {
         Self {
             max_message_bytes,
             tls: tls_config(roots),
+            pending_heads_per_address: MAX_PENDING_HEADS_PER_ADDRESS,
         }
     }
 
@@ -513,8 +527,12 @@ pub struct Ws<M: WsMachine> {
     machine: M,
     config: WsConfig,
     conns: BTreeMap<ConnId, Conn<M::Target>>,
-    /// Connections in [`State::Head`], at most [`MAX_PENDING_HEADS`].
-    heads: BTreeSet<ConnId>,
+    /// Connections in [`State::Head`], at most [`MAX_PENDING_HEADS`], with their client
+    /// address key (none for a Unix-socket peer).
+    heads: BTreeMap<ConnId, Option<IpAddr>>,
+    /// Connections in [`State::Head`] by client address key, each at most
+    /// [`WsConfig::pending_heads_per_address`].
+    heads_from: BTreeMap<IpAddr, usize>,
     deadlines: BTreeSet<(Timestamp, ConnId)>,
     out: VecDeque<Effect<M::Target, Infallible, M::App>>,
     stats: WsStats,
@@ -642,7 +660,8 @@ impl<M: WsMachine> Ws<M> {
             machine,
             config,
             conns: BTreeMap::new(),
-            heads: BTreeSet::new(),
+            heads: BTreeMap::new(),
+            heads_from: BTreeMap::new(),
             deadlines: BTreeSet::new(),
             out: VecDeque::new(),
             stats: WsStats::default(),
@@ -758,7 +777,7 @@ impl<M: WsMachine> Ws<M> {
 
     /// Ends the transport; the connection waits for its close event.
     fn shut(&mut self, conn: ConnId) {
-        self.heads.remove(&conn);
+        self.unhead(conn);
         if let Some(c) = self.conns.get_mut(&conn) {
             c.state = State::Done;
         }
@@ -766,11 +785,28 @@ impl<M: WsMachine> Ws<M> {
         self.out.push_back(Effect::Close { conn });
     }
 
+    /// Takes `conn` out of the pending heads, and out of its address's count.
+    fn unhead(&mut self, conn: ConnId) {
+        if let Some(Some(key)) = self.heads.remove(&conn)
+            && let Some(n) = self.heads_from.get_mut(&key)
+        {
+            *n -= 1;
+            if *n == 0 {
+                self.heads_from.remove(&key);
+            }
+        }
+    }
+
     fn accepted(&mut self, now: Timestamp, conn: ConnId, peer: Peer) {
         if self.conns.contains_key(&conn) {
             // A host bug: ids are never reused while held. The first connection stays.
             return;
         }
+        let key = match peer.remote {
+            Remote::Tcp(addr) | Remote::Quic(addr) => Some(address_key(addr.ip())),
+            Remote::Unix { .. } => None,
+        };
+        let from_key = key.map_or(0, |k| self.heads_from.get(&k).copied().unwrap_or(0));
         let state = State::Head {
             head: Vec::new(),
             peer,
@@ -782,11 +818,16 @@ impl<M: WsMachine> Ws<M> {
                 deadline: None,
             },
         );
-        if self.heads.len() >= MAX_PENDING_HEADS {
+        if self.heads.len() >= MAX_PENDING_HEADS
+            || from_key >= self.config.pending_heads_per_address
+        {
             self.stats.bad_heads += 1;
             return self.shut(conn);
         }
-        self.heads.insert(conn);
+        self.heads.insert(conn, key);
+        if let Some(k) = key {
+            *self.heads_from.entry(k).or_insert(0) += 1;
+        }
         self.set_deadline(conn, Some(now.saturating_add(HANDSHAKE_TIMEOUT)));
     }
 
@@ -932,7 +973,7 @@ impl<M: WsMachine> Ws<M> {
         else {
             unreachable!("matched above")
         };
-        self.heads.remove(&conn);
+        self.unhead(conn);
         self.set_deadline(conn, None);
         let limits = match self.machine.message_limit(&upgrade.request) {
             Some(max) => WsConfig::limited(max),
@@ -1033,7 +1074,7 @@ impl<M: WsMachine> Ws<M> {
     }
 
     fn closed(&mut self, now: Timestamp, conn: ConnId) {
-        self.heads.remove(&conn);
+        self.unhead(conn);
         let Some(c) = self.conns.remove(&conn) else {
             return;
         };
@@ -1803,19 +1844,23 @@ mod tests {
         assert_eq!(ws.largest_buffer(), 0);
     }
 
+    /// A peer at the `n`th of many IPv4 addresses, port 5000.
+    fn peer_at(n: u32) -> Peer {
+        Peer {
+            listener: 0,
+            remote: Remote::Tcp((std::net::Ipv4Addr::from(0x0a00_0000 + n), 5000).into()),
+        }
+    }
+
     #[test]
     fn connections_past_the_pending_head_cap_are_shut_at_once() {
         let mut ws = layer(1024);
-        let peer = Peer {
-            listener: 0,
-            remote: Remote::Tcp("127.0.0.1:5000".parse().unwrap()),
-        };
         for n in 0..MAX_PENDING_HEADS as u64 {
             ws.handle(
                 at(0),
                 WsInput::Accepted {
                     conn: ConnId(100 + n),
-                    peer: peer.clone(),
+                    peer: peer_at(n as u32),
                 },
             );
         }
@@ -1828,6 +1873,82 @@ mod tests {
         accept(&mut ws);
         bytes(&mut ws, 2, UPGRADE.as_bytes());
         assert_eq!(ws.machine().heard, [Heard::Opened(C)]);
+    }
+
+    /// One address opens connections and never finishes a head (slow loris): past
+    /// [`MAX_PENDING_HEADS_PER_ADDRESS`] (ports and hosts of one IPv6 /64 alike) each is shut at
+    /// once, while another address still connects and upgrades; one of the first finishing its
+    /// head makes room for that address again. Behind a proxy the cap is lifted to the global one.
+    #[test]
+    fn pending_heads_are_capped_per_client_address_and_other_addresses_still_connect() {
+        let mut ws = layer(1024);
+        let from = |i: u64| Peer {
+            listener: 0,
+            remote: Remote::Tcp(
+                (
+                    format!("2001:db8:5:6::{:x}", i + 1)
+                        .parse::<IpAddr>()
+                        .unwrap(),
+                    40_000 + i as u16,
+                )
+                    .into(),
+            ),
+        };
+        for i in 0..MAX_PENDING_HEADS_PER_ADDRESS as u64 {
+            ws.handle(
+                at(0),
+                WsInput::Accepted {
+                    conn: ConnId(100 + i),
+                    peer: from(i),
+                },
+            );
+        }
+        assert!(outputs(&mut ws).is_empty());
+        let next = ConnId(999);
+        ws.handle(
+            at(0),
+            WsInput::Accepted {
+                conn: next,
+                peer: from(99),
+            },
+        );
+        assert_eq!(outputs(&mut ws), [Effect::Close { conn: next }]);
+        assert_eq!(ws.stats().bad_heads, 1);
+        // Another address is not affected: it connects and upgrades.
+        accept(&mut ws);
+        bytes(&mut ws, 1, UPGRADE.as_bytes());
+        assert_eq!(ws.machine().heard, [Heard::Opened(C)]);
+        // One of the first upgrades: its address may start one more head.
+        ws.handle(
+            at(2),
+            WsInput::Bytes {
+                conn: ConnId(100),
+                bytes: UPGRADE.as_bytes().to_vec(),
+            },
+        );
+        outputs(&mut ws);
+        ws.handle(
+            at(2),
+            WsInput::Accepted {
+                conn: ConnId(1000),
+                peer: from(100),
+            },
+        );
+        assert!(outputs(&mut ws).is_empty(), "room again");
+        // Behind a proxy every connection is the proxy's: only the global cap applies.
+        let mut config = WsConfig::new(1024);
+        config.pending_heads_per_address = MAX_PENDING_HEADS;
+        let mut ws = Ws::new(Script::default(), config);
+        for i in 0..(MAX_PENDING_HEADS_PER_ADDRESS as u64 * 4) {
+            ws.handle(
+                at(0),
+                WsInput::Accepted {
+                    conn: ConnId(100 + i),
+                    peer: from(0),
+                },
+            );
+        }
+        assert!(outputs(&mut ws).is_empty());
     }
 
     #[test]

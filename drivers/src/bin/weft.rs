@@ -423,13 +423,23 @@ struct RelayArgs {
     /// The address to listen on.
     #[arg(long, default_value = weft_drivers::minca::relay::DEFAULT_LISTEN)]
     listen: std::net::SocketAddr,
-    /// Take the client address from the last hop of X-Forwarded-For: only behind a proxy that
-    /// sets it.
+    /// Take the client address from the last hop of the last X-Forwarded-For line: only behind
+    /// a proxy that appends it.
     #[arg(long)]
     trust_proxy: bool,
-    /// The secret shared with the TURN server (coturn `use-auth-secret`).
+    /// The secret shared with the TURN server (coturn `use-auth-secret`); not empty. Prefer
+    /// --turn-secret-file: a flag is in every local user's process list.
     #[arg(long, env = "WEFT_TURN_SECRET", hide_env_values = true)]
     turn_secret: Option<String>,
+    /// Read the TURN secret from FILE (its text, whitespace around it trimmed; not empty). The
+    /// file must be readable by its owner only (chmod 600).
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "WEFT_TURN_SECRET_FILE",
+        conflicts_with = "turn_secret"
+    )]
+    turn_secret_file: Option<PathBuf>,
     /// A TURN URL to offer (`turn:` or `turns:`), repeatable; the variable takes a comma list.
     #[arg(long = "turn-url", env = "WEFT_TURN_URLS", value_delimiter = ',')]
     turn_urls: Vec<String>,
@@ -733,7 +743,17 @@ fn passport_request(cmd: PassportCmd) -> PassportRequest {
 fn relay(args: RelayArgs) -> ExitCode {
     use weft_drivers::minca::relay::{RelayOptions, serve};
     use weft_proto::minca::turn::TurnConfig;
-    let turn = match (&args.turn_secret, args.turn_urls.is_empty()) {
+    let secret = match (&args.turn_secret, &args.turn_secret_file) {
+        (_, Some(path)) => match weft_drivers::minca::relay::read_turn_secret(path) {
+            Ok(secret) => Some(secret),
+            Err(e) => {
+                eprintln!("weft relay: {e}");
+                return ExitCode::from(2);
+            }
+        },
+        (secret, None) => secret.clone(),
+    };
+    let turn = match (&secret, args.turn_urls.is_empty()) {
         (Some(secret), false) => {
             match TurnConfig::new(secret.as_bytes(), args.turn_urls.clone(), args.turn_ttl) {
                 Ok(t) => Some(t),
@@ -745,7 +765,9 @@ fn relay(args: RelayArgs) -> ExitCode {
         }
         (None, true) => None,
         _ => {
-            eprintln!("weft relay: TURN needs both --turn-secret and at least one --turn-url");
+            eprintln!(
+                "weft relay: TURN needs both --turn-secret (or --turn-secret-file) and at least one --turn-url"
+            );
             return ExitCode::from(2);
         }
     };

@@ -4,13 +4,17 @@
 //! The layer reads each request head: `GET /health` answers `{"ok":true}`, any other plain HTTP
 //! request 426; an upgrade (on any path) is put to [`Relay::upgrade`], which asks the machine's
 //! [`RelayServer::admit`]: a refusal goes back as a plain HTTP response with `Connection: close`.
-//! The client address is the TCP peer, or with `trust_proxy` the last hop of `X-Forwarded-For`.
+//! The client address is the TCP peer, or with `trust_proxy` the last hop of the last
+//! `X-Forwarded-For` line (pending request heads are then capped only in all, not per address:
+//! every connection is the proxy's).
 //! With [`RelayOptions::tls`] the listener runs TLS first, so clients dial `wss://` to it.
 //!
 //! An always-on node (§5.3) serves `/peer` on the same port: with a node key
 //! ([`NodeOptions`]), an upgrade whose path is [`PEER_PATH`] goes to the node's
 //! [`PeerEndpoint`] (the challenge at once, frames up to 16 MiB, 1009 past them), and every
-//! other upgrade to the relay machine as before. Without one, `/peer` is refused with 404.
+//! other upgrade to the relay machine as before. Without one, `/peer` is refused with 404. A
+//! `/peer` socket is admitted by the relay machine and counted in its socket caps until it
+//! closes ([`Input::OpenedElsewhere`]), so no path passes the per-address cap.
 //! [`chat_node`] gives that node `weft node`'s chat (§9.2): stdin lines out as live messages to
 //! its clients, their events and messages in as JSON lines on stdout, in
 //! [`node_runner`](super::node_runner)'s format.
@@ -52,8 +56,8 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:8787";
 pub struct RelayOptions {
     /// Where to listen.
     pub listen: SocketAddr,
-    /// Take the client address from the last hop of `X-Forwarded-For` (only behind a proxy
-    /// that sets it).
+    /// Take the client address from the last hop of the last `X-Forwarded-For` line (only behind
+    /// a proxy that appends it).
     pub trust_proxy: bool,
     /// TURN passwords to hand out, if any.
     pub turn: Option<TurnConfig>,
@@ -113,6 +117,9 @@ pub struct Relay<R> {
     peer: Option<PeerEndpoint<R>>,
     /// The sockets that are the node's (upgraded on `/peer`), not the relay's.
     peer_conns: BTreeSet<ConnId>,
+    /// The latest time the relay was told, for telling the machine of a `/peer` socket's close
+    /// that the node's own output reports.
+    now: Timestamp,
 }
 
 impl<R: CryptoRng> Relay<R> {
@@ -123,6 +130,7 @@ impl<R: CryptoRng> Relay<R> {
             trust_proxy,
             peer: None,
             peer_conns: BTreeSet::new(),
+            now: Timestamp::default(),
         }
     }
 
@@ -144,8 +152,19 @@ pub type RelayHost<D = fn(NodeWsEvent)> = Host<Ws<Relay<chacha20::ChaCha20Rng>>,
 
 /// The relay for `options` over the WebSocket layer, ready for any adapter.
 pub fn relay_host(options: &RelayOptions) -> RelayHost {
-    let machine = Ws::new(relay_machine(options), WsConfig::new(MAX_WS_MESSAGE_BYTES));
+    let machine = Ws::new(relay_machine(options), ws_config(options));
     Host::new(machine, WsHooks(|_| {}))
+}
+
+/// The WebSocket layer's settings for `options`: behind a trusted proxy every connection comes
+/// from the proxy's address (which reads each head whole before it forwards it), so pending heads
+/// meet only the layer's global cap there, not [`crate::ws::MAX_PENDING_HEADS_PER_ADDRESS`].
+fn ws_config(options: &RelayOptions) -> WsConfig {
+    let mut config = WsConfig::new(MAX_WS_MESSAGE_BYTES);
+    if options.trust_proxy {
+        config.pending_heads_per_address = crate::ws::MAX_PENDING_HEADS;
+    }
+    config
 }
 
 fn relay_machine(options: &RelayOptions) -> Relay<chacha20::ChaCha20Rng> {
@@ -175,10 +194,7 @@ pub fn node_relay_host<D: FnMut(NodeWsEvent)>(
         crate::os_rng(),
     )
     .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "the node key is not P-256"))?;
-    let machine = Ws::new(
-        relay_machine(options).with_node(peer),
-        WsConfig::new(MAX_WS_MESSAGE_BYTES),
-    );
+    let machine = Ws::new(relay_machine(options).with_node(peer), ws_config(options));
     Ok(Host::new(machine, WsHooks(deliver)))
 }
 
@@ -281,6 +297,34 @@ pub fn chat_node(
     })
 }
 
+/// The TURN secret kept in `path` (`weft relay --turn-secret-file`), so that it is in no
+/// process list and no environment: the file's text with whitespace around it trimmed (a line
+/// end an editor added is not part of the secret). Refused (`InvalidData`, the message naming the
+/// file and the fix): a file anyone but its owner may read or write, as a key file is
+/// ([`super::key_file`]; `chmod 600`), and an empty secret.
+pub fn read_turn_secret(path: &std::path::Path) -> io::Result<String> {
+    use std::os::unix::fs::PermissionsExt;
+    let invalid = |what: String| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{}: {what}", path.display()),
+        )
+    };
+    let mode = std::fs::metadata(path)?.permissions().mode();
+    if mode & 0o077 != 0 {
+        return Err(invalid(format!(
+            "mode {:o}: a TURN secret must be readable by its owner only (chmod 600)",
+            mode & 0o777
+        )));
+    }
+    let text = std::fs::read_to_string(path)?;
+    let secret = text.trim();
+    if secret.is_empty() {
+        return Err(invalid("the TURN secret is empty".into()));
+    }
+    Ok(secret.to_string())
+}
+
 /// What a relay that may be a node is told: the relay machine's inputs, or the node's.
 #[derive(Debug)]
 #[non_exhaustive]
@@ -305,6 +349,7 @@ impl<R: CryptoRng + SeedableRng> Machine for Relay<R> {
     type Input = RelayInput;
     type Output = RelayOutput;
     fn handle(&mut self, now: Timestamp, input: RelayInput) {
+        self.now = self.now.max(now);
         match input {
             RelayInput::Relay(input) => self.server.handle(now, input),
             RelayInput::Peer(input) => {
@@ -325,6 +370,7 @@ impl<R: CryptoRng + SeedableRng> Machine for Relay<R> {
         Wakeup::earliest(self.server.poll_timeout(), node)
     }
     fn handle_timeout(&mut self, now: Timestamp) {
+        self.now = self.now.max(now);
         if self.server.poll_timeout().is_some_and(|w| w.at <= now) {
             self.server.handle_timeout(now);
         }
@@ -347,6 +393,16 @@ impl<R: CryptoRng + SeedableRng> WsMachine for Relay<R> {
         peer: &Peer,
         request: &Request,
     ) -> Result<RelayInput, Refusal> {
+        self.now = self.now.max(now);
+        let addr = client_addr(request, peer, self.trust_proxy);
+        // `/peer` sockets are on the relay's port too: the relay's socket caps admit them, and
+        // count them until they close (`Input::OpenedElsewhere`).
+        let admit = |server: &mut RelayServer<R>| {
+            server.admit(now, addr).map_err(|refusal| Refusal {
+                status: refusal.http_status(),
+                reason: refusal.reason().into(),
+            })
+        };
         if let Some(space_id) = PeerEndpoint::<R>::route(request) {
             return match &self.peer {
                 None => Err(Refusal {
@@ -355,19 +411,16 @@ impl<R: CryptoRng + SeedableRng> WsMachine for Relay<R> {
                 }),
                 Some(node) if !node.has_room() => Err(PeerEndpoint::<R>::full()),
                 Some(_) => {
+                    admit(&mut self.server)?;
+                    self.server
+                        .handle(now, Input::OpenedElsewhere { conn, addr });
                     self.peer_conns.insert(conn);
                     Ok(RelayInput::Peer(PeerInput::Opened { conn, space_id }))
                 }
             };
         }
-        let addr = client_addr(request, peer, self.trust_proxy);
-        match self.server.admit(now, addr) {
-            Ok(()) => Ok(RelayInput::Relay(Input::Opened { conn, addr })),
-            Err(refusal) => Err(Refusal {
-                status: refusal.http_status(),
-                reason: refusal.reason().into(),
-            }),
-        }
+        admit(&mut self.server)?;
+        Ok(RelayInput::Relay(Input::Opened { conn, addr }))
     }
     fn message_limit(&self, request: &Request) -> Option<usize> {
         // §5.3: "the reference node closes the socket (1009) on a frame over 16 MiB".
@@ -402,6 +455,8 @@ impl<R: CryptoRng + SeedableRng> WsMachine for Relay<R> {
             RelayOutput::Peer(output) => {
                 if let SocketOutput::Event(NodeWsEvent::Closed { conn, .. }) = &output {
                     self.peer_conns.remove(conn);
+                    // Whichever side closed it, the relay's count lets it go.
+                    self.server.handle(self.now, Input::Closed { conn: *conn });
                 }
                 // The node side dials nothing.
                 return match output {
@@ -429,15 +484,20 @@ impl<R: CryptoRng + SeedableRng> WsMachine for Relay<R> {
 
 /// The client address: the TCP peer, or with `trust_proxy` the last `X-Forwarded-For` hop (the
 /// one the relay's own proxy appended); §1.4: "anywhere else a header is whatever the client
-/// says". A Unix-socket peer is local.
+/// says". A request may carry the header on several lines (a client's own, then the proxy's, or
+/// one a proxy appends as a line of its own): the last hop is the last of the last line, never
+/// the first line, which the client wrote. A Unix-socket peer is local.
 fn client_addr(request: &Request, peer: &Peer, trust_proxy: bool) -> IpAddr {
     let direct = match peer.remote {
         Remote::Tcp(addr) => addr.ip(),
         _ => IpAddr::V4(Ipv4Addr::LOCALHOST),
     };
     let forwarded = || {
-        let last = request.header("x-forwarded-for")?.rsplit(',').next()?;
-        last.trim().parse().ok()
+        let (_, line) = request
+            .headers
+            .iter()
+            .rfind(|(name, _)| name == "x-forwarded-for")?;
+        line.rsplit(',').next()?.trim().parse().ok()
     };
     if trust_proxy {
         forwarded().unwrap_or(direct)
@@ -459,6 +519,75 @@ mod tests {
                 .into_iter()
                 .collect(),
         }
+    }
+
+    /// A client behind the proxy sends its own `X-Forwarded-For` lines naming someone else; the
+    /// proxy appends its own line (or its hop to the last line). The address is the last hop of
+    /// the last line, whatever the client wrote before it.
+    #[test]
+    fn behind_a_trusted_proxy_the_client_address_is_the_last_hop_of_the_last_forwarded_line() {
+        let tcp: SocketAddr = "192.0.2.1:5000".parse().unwrap();
+        let peer = &Peer {
+            listener: 0,
+            remote: Remote::Tcp(tcp),
+        };
+        let raw = b"GET / HTTP/1.1\r\nHost: relay\r\n\
+            X-Forwarded-For: 203.0.113.9\r\n\
+            Upgrade: websocket\r\n\
+            x-forwarded-for: 203.0.113.10, 203.0.113.11\r\n\
+            X-Forwarded-For: 198.51.100.4, 2001:db8::7\r\n";
+        let request = Request::parse(raw).unwrap();
+        assert_eq!(
+            request.header("x-forwarded-for"),
+            Some("203.0.113.9"),
+            "the first line is the client's"
+        );
+        assert_eq!(
+            client_addr(&request, peer, true),
+            "2001:db8::7".parse::<IpAddr>().unwrap()
+        );
+        assert_eq!(client_addr(&request, peer, false), tcp.ip());
+        // A last line that does not parse: the TCP peer, not an earlier line the client wrote.
+        let raw = b"GET / HTTP/1.1\r\nX-Forwarded-For: 203.0.113.9\r\nX-Forwarded-For: junk\r\n";
+        let request = Request::parse(raw).unwrap();
+        assert_eq!(client_addr(&request, peer, true), tcp.ip());
+    }
+
+    /// An operator leaves the secret file readable by every local user, or empty: `weft relay`
+    /// refuses to start on it, saying how to fix it.
+    #[test]
+    fn a_turn_secret_file_others_may_read_or_an_empty_one_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("weft-turn-secret-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("turn.secret");
+        std::fs::write(&path, "s3cret\n").unwrap();
+        let set = |mode| std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode));
+        for mode in [0o644, 0o640, 0o604, 0o660, 0o602] {
+            set(mode).unwrap();
+            let e = read_turn_secret(&path).unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+            let text = e.to_string();
+            assert!(text.contains(&format!("mode {mode:o}")), "{text}");
+            assert!(text.contains("chmod 600"), "{text}");
+            assert!(text.starts_with(&path.display().to_string()), "{text}");
+        }
+        set(0o600).unwrap();
+        assert_eq!(read_turn_secret(&path).unwrap(), "s3cret");
+        set(0o400).unwrap();
+        assert_eq!(read_turn_secret(&path).unwrap(), "s3cret");
+        for empty in ["", "\n", "  \r\n\t"] {
+            set(0o600).unwrap();
+            std::fs::write(&path, empty).unwrap();
+            let e = read_turn_secret(&path).unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+            assert!(e.to_string().ends_with("the TURN secret is empty"), "{e}");
+        }
+        assert_eq!(
+            read_turn_secret(&dir.join("missing")).unwrap_err().kind(),
+            io::ErrorKind::NotFound
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

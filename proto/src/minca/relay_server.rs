@@ -17,9 +17,11 @@
 //! - §1.4 kept blobs: `seq` increasing with every blob kept, at most [`MAX_TOPIC_BLOBS`] a topic
 //!   (a drop past it buries the oldest), nothing served past its time;
 //! - §1.4 limits (table lost; values in this module's constants and `docs/decisions.md`): a rate
-//!   budget per socket counting every message, sockets per client address and in all, watchers
-//!   per topic (so a publish reaches at most 63 others), topics and bytes held in all, the
-//!   longest ttl, and a heartbeat that closes sockets silent through two heartbeats;
+//!   budget per socket counting every message, sockets per client address and in all (an
+//!   always-on node's `/peer` sockets included, [`Input::OpenedElsewhere`]), watchers per topic
+//!   (so a publish reaches at most 63 others), topics and bytes held in all and by one client
+//!   address (a share, [`ADDRESS_SHARE`], so one address cannot fill the relay for every other),
+//!   the longest ttl, and a heartbeat that closes sockets silent through two heartbeats;
 //! - §1.4 TURN passwords through [`super::turn`]: unprompted on a socket's first watch, and on
 //!   each `ice` from a socket that watches a topic; never without TURN.
 //!
@@ -72,6 +74,21 @@ pub const MAX_TOPICS: usize = 100_000;
 /// [`MAX_BLOB_CHARS`](super::relay_wire::MAX_BLOB_CHARS) that is at least 5 592
 /// full-size blobs.
 pub const MAX_HELD_BYTES: usize = 64 * 1024 * 1024;
+
+/// How many shares of [`MAX_HELD_BYTES`] and [`MAX_TOPICS`] there are: one client address (an
+/// IPv4 address or an IPv6 /64, as for sockets) holds at most one share of each, so an address
+/// that fills its share leaves the other fifteen for everyone else. A refused drop is not kept
+/// (it still goes to watchers, without a `seq`) and a refused watch is not made (its fetch is
+/// answered), as at the global bounds; counted in [`Stats::share_refused`].
+pub const ADDRESS_SHARE: usize = 16;
+
+/// Blob bytes kept for drops from one client address: [`MAX_HELD_BYTES`] / [`ADDRESS_SHARE`]
+/// (4 MiB, about 350 full-size blobs, 5 full topics).
+pub const MAX_HELD_BYTES_PER_ADDRESS: usize = MAX_HELD_BYTES / ADDRESS_SHARE;
+
+/// Topics one client address has opened (by the watch or kept drop that made the topic) and that
+/// the relay still holds: [`MAX_TOPICS`] / [`ADDRESS_SHARE`] (6 250).
+pub const MAX_TOPICS_PER_ADDRESS: usize = MAX_TOPICS / ADDRESS_SHARE;
 
 /// The longest a relay keeps a blob, in milliseconds; a longer `ttl` is cut to it (07 §5 lets a
 /// relay cap it). 14 days, the same horizon as a Nostr relay's default expiration (§1.5).
@@ -133,6 +150,17 @@ pub enum Input {
     /// The host upgraded a socket for a client at `addr` (the TCP peer, or what a trusted proxy
     /// reported).
     Opened {
+        /// The socket.
+        conn: ConnId,
+        /// The client address.
+        addr: IpAddr,
+    },
+    /// The host upgraded, on the relay's port, a socket it serves elsewhere (an always-on node's
+    /// `/peer`, §5.3), after [`RelayServer::admit`] let it in: not the relay's socket (its frames
+    /// never come here), but counted in [`MAX_SOCKETS_PER_ADDRESS`] and [`MAX_SOCKETS`] until its
+    /// [`Input::Closed`], so a client cannot pass the caps by asking for another path. Opened past
+    /// a cap anyway, it is closed like [`Input::Opened`]'s socket.
+    OpenedElsewhere {
         /// The socket.
         conn: ConnId,
         /// The client address.
@@ -221,8 +249,11 @@ pub struct Stats {
     pub buried: u64,
     /// Drops not kept because [`MAX_TOPICS`] or [`MAX_HELD_BYTES`] was reached.
     pub not_kept_full: u64,
-    /// Watches refused by [`MAX_WATCHERS_PER_TOPIC`], [`MAX_WATCHES_PER_SOCKET`] or
-    /// [`MAX_TOPICS`].
+    /// Drops not kept and watches refused because the client address holds its share,
+    /// [`MAX_HELD_BYTES_PER_ADDRESS`] or [`MAX_TOPICS_PER_ADDRESS`].
+    pub share_refused: u64,
+    /// Watches refused by [`MAX_WATCHERS_PER_TOPIC`], [`MAX_WATCHES_PER_SOCKET`],
+    /// [`MAX_TOPICS`] or [`MAX_TOPICS_PER_ADDRESS`].
     pub watch_refused: u64,
     /// `ice` messages left unanswered (no TURN, or the socket watches nothing).
     pub ice_unanswered: u64,
@@ -235,9 +266,10 @@ pub struct RelayConfig {
     pub turn: Option<TurnConfig>,
 }
 
-/// Turns a client address into the key its sockets are counted under: an IPv4 address, or an
-/// IPv6 /64.
-fn address_key(addr: IpAddr) -> IpAddr {
+/// Turns a client address into the key its sockets, kept bytes and topics are counted under: an
+/// IPv4 address (an IPv4-mapped IPv6 one included), or an IPv6 /64. A host counting anything
+/// else per client address (pending request heads) uses the same key.
+pub fn address_key(addr: IpAddr) -> IpAddr {
     match addr.to_canonical() {
         IpAddr::V6(v6) => {
             let mut o = v6.octets();
@@ -246,6 +278,15 @@ fn address_key(addr: IpAddr) -> IpAddr {
         }
         v4 => v4,
     }
+}
+
+/// Which bound refused a watch or a kept drop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Bound {
+    /// One of the relay's own ([`MAX_TOPICS`], [`MAX_HELD_BYTES`], a topic's or a socket's).
+    Relay,
+    /// The client address's share ([`MAX_TOPICS_PER_ADDRESS`], [`MAX_HELD_BYTES_PER_ADDRESS`]).
+    Share,
 }
 
 #[derive(Debug)]
@@ -263,14 +304,36 @@ struct Kept {
     seq: u64,
     blob: Blob,
     expires: Timestamp,
+    /// The address key of the socket that dropped it, whose share its bytes take.
+    owner: IpAddr,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct TopicState {
     /// Oldest first, so `seq` increases along it.
     kept: VecDeque<Kept>,
     /// In the order they started watching.
     watchers: Vec<ConnId>,
+    /// The address key of the socket whose watch or drop opened the topic, whose share it takes
+    /// until the topic is released.
+    opener: IpAddr,
+}
+
+impl TopicState {
+    fn new(opener: IpAddr) -> Self {
+        Self {
+            kept: VecDeque::new(),
+            watchers: Vec::new(),
+            opener,
+        }
+    }
+}
+
+/// What one client address holds of the relay's kept bytes and topics.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Usage {
+    held_bytes: usize,
+    topics: usize,
 }
 
 /// The relay; see the [module docs](self).
@@ -279,7 +342,12 @@ pub struct RelayServer<R> {
     rng: R,
     turn: Option<TurnIssuer>,
     sockets: BTreeMap<ConnId, Socket>,
+    /// Sockets on the relay's port served elsewhere ([`Input::OpenedElsewhere`]), by address.
+    elsewhere: BTreeMap<ConnId, IpAddr>,
+    /// Sockets by address key, those served elsewhere included.
     per_address: BTreeMap<IpAddr, usize>,
+    /// Kept bytes and opened topics by address key; an address holding neither has no entry.
+    usage: BTreeMap<IpAddr, Usage>,
     topics: BTreeMap<Topic, TopicState>,
     /// Every kept blob by (expiry, seq), so the expired ones leave from the front.
     expiries: BTreeSet<(Timestamp, u64, Topic)>,
@@ -310,7 +378,9 @@ impl<R: CryptoRng> RelayServer<R> {
             rng,
             turn: config.turn.map(TurnIssuer::new),
             sockets: BTreeMap::new(),
+            elsewhere: BTreeMap::new(),
             per_address: BTreeMap::new(),
+            usage: BTreeMap::new(),
             topics: BTreeMap::new(),
             expiries: BTreeSet::new(),
             held_bytes: 0,
@@ -351,6 +421,17 @@ impl<R: CryptoRng> RelayServer<R> {
         self.per_address.values().copied().max().unwrap_or(0)
     }
 
+    /// The kept blob bytes dropped from `addr`'s address key, and the topics it opened that the
+    /// relay still holds.
+    pub fn held_by(&self, addr: IpAddr) -> (usize, usize) {
+        let usage = self
+            .usage
+            .get(&address_key(addr))
+            .copied()
+            .unwrap_or_default();
+        (usage.held_bytes, usage.topics)
+    }
+
     /// The most watchers any one topic has, and the most blobs any one topic keeps.
     pub fn max_per_topic(&self) -> (usize, usize) {
         self.topics.values().fold((0, 0), |(w, k), t| {
@@ -369,18 +450,20 @@ impl<R: CryptoRng> RelayServer<R> {
     }
 
     fn cap_reached(&self, addr: IpAddr) -> Option<Refusal> {
-        if self.sockets.len() >= MAX_SOCKETS {
+        if self.sockets.len() + self.elsewhere.len() >= MAX_SOCKETS {
             return Some(Refusal::RelayFull);
         }
         let from_address = self.per_address.get(&address_key(addr)).copied();
         (from_address.unwrap_or(0) >= MAX_SOCKETS_PER_ADDRESS).then_some(Refusal::AddressFull)
     }
 
-    fn open(&mut self, now: Timestamp, conn: ConnId, addr: IpAddr) {
-        if self.sockets.contains_key(&conn) {
+    /// Counts a socket opening at `addr` in the socket caps; `false` (and the socket closed)
+    /// when its id is held already or a cap is reached.
+    fn count_in(&mut self, conn: ConnId, addr: IpAddr) -> bool {
+        if self.sockets.contains_key(&conn) || self.elsewhere.contains_key(&conn) {
             // A host bug: ids are never reused while held. The first socket stays.
             self.stats.unknown_socket += 1;
-            return;
+            return false;
         }
         if self.cap_reached(addr).is_some() {
             self.stats.closed_full += 1;
@@ -389,10 +472,34 @@ impl<R: CryptoRng> RelayServer<R> {
                 code: CLOSE_FULL,
                 reason: "relay full",
             });
+            return false;
+        }
+        *self.per_address.entry(address_key(addr)).or_insert(0) += 1;
+        true
+    }
+
+    /// Takes a socket at `addr` out of the per-address count.
+    fn count_out(&mut self, addr: IpAddr) {
+        let key = address_key(addr);
+        if let Some(n) = self.per_address.get_mut(&key) {
+            *n -= 1;
+            if *n == 0 {
+                self.per_address.remove(&key);
+            }
+        }
+    }
+
+    fn open_elsewhere(&mut self, conn: ConnId, addr: IpAddr) {
+        if self.count_in(conn, addr) {
+            self.elsewhere.insert(conn, addr);
+        }
+    }
+
+    fn open(&mut self, now: Timestamp, conn: ConnId, addr: IpAddr) {
+        if !self.count_in(conn, addr) {
             return;
         }
         self.stats.opened += 1;
-        *self.per_address.entry(address_key(addr)).or_insert(0) += 1;
         self.sockets.insert(
             conn,
             Socket {
@@ -410,16 +517,13 @@ impl<R: CryptoRng> RelayServer<R> {
 
     /// Forgets a socket: its watches, its address count. Kept blobs stay (they are the topic's).
     fn forget(&mut self, conn: ConnId) {
+        if let Some(addr) = self.elsewhere.remove(&conn) {
+            return self.count_out(addr);
+        }
         let Some(socket) = self.sockets.remove(&conn) else {
             return;
         };
-        let key = address_key(socket.addr);
-        if let Some(n) = self.per_address.get_mut(&key) {
-            *n -= 1;
-            if *n == 0 {
-                self.per_address.remove(&key);
-            }
-        }
+        self.count_out(socket.addr);
         for topic in socket.watching {
             if let Some(state) = self.topics.get_mut(&topic) {
                 state.watchers.retain(|&c| c != conn);
@@ -441,9 +545,34 @@ impl<R: CryptoRng> RelayServer<R> {
             .topics
             .get(topic)
             .is_some_and(|t| t.kept.is_empty() && t.watchers.is_empty())
+            && let Some(state) = self.topics.remove(topic)
         {
-            self.topics.remove(topic);
+            self.add_usage(state.opener, 0, -1);
         }
+    }
+
+    /// Moves `owner`'s usage by `bytes` and `topics` (either may be negative); an address left
+    /// with neither loses its entry, so the table holds only addresses holding something.
+    fn add_usage(&mut self, owner: IpAddr, bytes: isize, topics: isize) {
+        let usage = self.usage.entry(owner).or_default();
+        usage.held_bytes = usage.held_bytes.saturating_add_signed(bytes);
+        usage.topics = usage.topics.saturating_add_signed(topics);
+        if *usage == Usage::default() {
+            self.usage.remove(&owner);
+        }
+    }
+
+    /// Whether `owner` may open one more topic (the relay's bound and the address's share), and
+    /// which of them refuses it.
+    fn may_open_topic(&self, owner: IpAddr) -> Result<(), Bound> {
+        if self.topics.len() >= MAX_TOPICS {
+            return Err(Bound::Relay);
+        }
+        let opened = self.usage.get(&owner).map_or(0, |u| u.topics);
+        if opened >= MAX_TOPICS_PER_ADDRESS {
+            return Err(Bound::Share);
+        }
+        Ok(())
     }
 
     /// Takes one message's token from `conn`'s budget, closing it when spent. `false` when the
@@ -539,19 +668,21 @@ impl<R: CryptoRng> RelayServer<R> {
         if socket.watching.contains(&topic) {
             return;
         }
-        let topic_full = match self.topics.get(&topic) {
-            Some(state) => state.watchers.len() >= MAX_WATCHERS_PER_TOPIC,
-            None => self.topics.len() >= MAX_TOPICS,
+        let owner = address_key(socket.addr);
+        let refused = match self.topics.get(&topic) {
+            Some(state) => (state.watchers.len() >= MAX_WATCHERS_PER_TOPIC).then_some(Bound::Relay),
+            None => self.may_open_topic(owner).err(),
         };
-        if topic_full || socket.watching.len() >= MAX_WATCHES_PER_SOCKET {
+        let refused =
+            refused.or((socket.watching.len() >= MAX_WATCHES_PER_SOCKET).then_some(Bound::Relay));
+        if let Some(bound) = refused {
             self.stats.watch_refused += 1;
+            if bound == Bound::Share {
+                self.stats.share_refused += 1;
+            }
             return;
         }
-        self.topics
-            .entry(topic.clone())
-            .or_default()
-            .watchers
-            .push(conn);
+        self.topic_entry(&topic, owner).watchers.push(conn);
         let Some(socket) = self.sockets.get_mut(&conn) else {
             return;
         };
@@ -564,8 +695,12 @@ impl<R: CryptoRng> RelayServer<R> {
     /// A `drop` of `blob`, whose text passed [`Blob::parse`]'s check.
     fn drop_blob(&mut self, now: Timestamp, conn: ConnId, topic: Topic, blob: &str, ttl: Ttl) {
         let ttl = Ttl::from_millis(ttl.as_millis().min(MAX_TTL_MS)).unwrap_or(Ttl::PUBLISH_ONLY);
+        let owner = match self.sockets.get(&conn) {
+            Some(socket) => address_key(socket.addr),
+            None => return,
+        };
         let seq = match ttl.expiry(now) {
-            Some(expires) => self.keep(&topic, blob, expires),
+            Some(expires) => self.keep(owner, &topic, blob, expires),
             None => None,
         };
         let Some(state) = self.topics.get(&topic) else {
@@ -596,33 +731,72 @@ impl<R: CryptoRng> RelayServer<R> {
         }
     }
 
-    /// Keeps `blob` under `topic` until `expires`; its `seq`, or `None` when a global bound
-    /// refuses it.
-    fn keep(&mut self, topic: &Topic, blob: &str, expires: Timestamp) -> Option<u64> {
+    /// The topic's state, opened by `owner` (and taking its share) if the relay holds none.
+    fn topic_entry(&mut self, topic: &Topic, owner: IpAddr) -> &mut TopicState {
+        if !self.topics.contains_key(topic) {
+            self.add_usage(owner, 0, 1);
+        }
+        self.topics
+            .entry(topic.clone())
+            .or_insert_with(|| TopicState::new(owner))
+    }
+
+    /// Whether `owner` may keep `bytes` more under `topic`: the relay's bounds first, then the
+    /// address's share.
+    fn may_keep(&self, owner: IpAddr, topic: &Topic, bytes: usize) -> Result<(), Bound> {
+        if !self.topics.contains_key(topic) {
+            self.may_open_topic(owner)?;
+        }
+        if self.held_bytes.saturating_add(bytes) > MAX_HELD_BYTES {
+            return Err(Bound::Relay);
+        }
+        let held = self.usage.get(&owner).map_or(0, |u| u.held_bytes);
+        if held.saturating_add(bytes) > MAX_HELD_BYTES_PER_ADDRESS {
+            return Err(Bound::Share);
+        }
+        Ok(())
+    }
+
+    /// Keeps `blob`, dropped from the address key `owner`, under `topic` until `expires`; its
+    /// `seq`, or `None` when a bound of the relay or of the address's share refuses it.
+    fn keep(
+        &mut self,
+        owner: IpAddr,
+        topic: &Topic,
+        blob: &str,
+        expires: Timestamp,
+    ) -> Option<u64> {
         let bytes = blob.len();
-        let new_topic = !self.topics.contains_key(topic);
-        if (new_topic && self.topics.len() >= MAX_TOPICS)
-            || self.held_bytes.saturating_add(bytes) > MAX_HELD_BYTES
-        {
-            self.stats.not_kept_full += 1;
+        if let Err(bound) = self.may_keep(owner, topic, bytes) {
+            match bound {
+                Bound::Relay => self.stats.not_kept_full += 1,
+                Bound::Share => self.stats.share_refused += 1,
+            }
             return None;
         }
         let seq = self.next_seq;
         self.next_seq += 1;
-        let state = self.topics.entry(topic.clone()).or_default();
+        self.add_usage(owner, bytes as isize, 0);
+        let state = self.topic_entry(topic, owner);
         state.kept.push_back(Kept {
             seq,
             blob: Blob::from_checked(blob),
             expires,
+            owner,
         });
+        // "Drops past the bound bury older ones" (§1.2).
+        let buried = if state.kept.len() > MAX_TOPIC_BLOBS {
+            state.kept.pop_front()
+        } else {
+            None
+        };
         self.held_bytes += bytes;
         self.expiries.insert((expires, seq, topic.clone()));
         self.stats.kept += 1;
-        // "Drops past the bound bury older ones" (§1.2).
-        if state.kept.len() > MAX_TOPIC_BLOBS
-            && let Some(old) = state.kept.pop_front()
-        {
-            self.held_bytes -= old.blob.as_str().len();
+        if let Some(old) = buried {
+            let old_bytes = old.blob.as_str().len();
+            self.held_bytes -= old_bytes;
+            self.add_usage(old.owner, -(old_bytes as isize), 0);
             self.expiries.remove(&(old.expires, old.seq, topic.clone()));
             self.stats.buried += 1;
         }
@@ -640,7 +814,9 @@ impl<R: CryptoRng> RelayServer<R> {
                 && let Some(i) = state.kept.iter().position(|k| k.seq == seq)
                 && let Some(k) = state.kept.remove(i)
             {
-                self.held_bytes -= k.blob.as_str().len();
+                let bytes = k.blob.as_str().len();
+                self.held_bytes -= bytes;
+                self.add_usage(k.owner, -(bytes as isize), 0);
             }
             self.release_if_empty(&topic);
         }
@@ -675,6 +851,7 @@ impl<R: CryptoRng> Machine for RelayServer<R> {
         self.sweep(now);
         match input {
             Input::Opened { conn, addr } => self.open(now, conn, addr),
+            Input::OpenedElsewhere { conn, addr } => self.open_elsewhere(conn, addr),
             Input::Text { conn, text } => {
                 if self.charge(now, conn) {
                     self.text(now, conn, &text);
@@ -1215,6 +1392,12 @@ mod tests {
         assert_eq!(r.topics(), MAX_WATCHES_PER_SOCKET);
     }
 
+    /// One of 32 client addresses, so that filling the relay's bounds is not stopped first by
+    /// one address's share.
+    fn many(i: u32) -> IpAddr {
+        addr(1_000 + u64::from(i % 32))
+    }
+
     #[test]
     fn topics_and_bytes_held_in_all_are_bounded() {
         let mut r = relay();
@@ -1229,7 +1412,7 @@ mod tests {
             let mut bytes = [0u8; 32];
             bytes[..4].copy_from_slice(&i.to_be_bytes());
             assert!(
-                r.keep(&Topic::from_bytes(&bytes), full.as_str(), expires)
+                r.keep(many(i), &Topic::from_bytes(&bytes), full.as_str(), expires)
                     .is_some()
             );
             i += 1;
@@ -1246,11 +1429,16 @@ mod tests {
         for i in 0..MAX_TOPICS as u32 {
             let mut bytes = [0u8; 32];
             bytes[..4].copy_from_slice(&i.to_be_bytes());
-            r.keep(&Topic::from_bytes(&bytes), small.as_str(), expires);
+            r.keep(many(i), &Topic::from_bytes(&bytes), small.as_str(), expires);
         }
         assert_eq!(r.topics(), MAX_TOPICS);
         assert_eq!(
-            r.keep(&Topic::parse(TOPIC).unwrap(), small.as_str(), expires),
+            r.keep(
+                addr(1),
+                &Topic::parse(TOPIC).unwrap(),
+                small.as_str(),
+                expires
+            ),
             None
         );
         // A watch that would open a new topic is refused.
@@ -1419,5 +1607,238 @@ mod tests {
             )
         );
         assert!(!text.contains("10.0.0"));
+    }
+
+    fn open_from(r: &mut RelayServer<ChaCha20Rng>, now: Timestamp, conn: u64, from: IpAddr) {
+        r.handle(
+            now,
+            Input::Opened {
+                conn: ConnId(conn),
+                addr: from,
+            },
+        );
+    }
+
+    /// The `i`th of many distinct topics, as the wire spells it.
+    fn nth_topic(i: u32) -> String {
+        let mut bytes = [0u8; 32];
+        bytes[..4].copy_from_slice(&i.to_be_bytes());
+        bytes[31] = 0xa5;
+        String::from(Topic::from_bytes(&bytes).as_str())
+    }
+
+    fn drop_to(topic: &str, blob: &str, ttl: u64) -> String {
+        format!(r#"{{"type":"drop","topic":"{topic}","blob":"{blob}","ttl":{ttl}}}"#)
+    }
+
+    fn watch_msg(topic: &str) -> String {
+        format!(r#"{{"type":"fetch","topic":"{topic}","watch":true}}"#)
+    }
+
+    /// What a fresh socket from `from` reads of `topic`.
+    fn kept_in(
+        r: &mut RelayServer<ChaCha20Rng>,
+        now: Timestamp,
+        from: IpAddr,
+        topic: &str,
+    ) -> usize {
+        open_from(r, now, 900, from);
+        text(
+            r,
+            now,
+            900,
+            &format!(r#"{{"type":"fetch","topic":"{topic}"}}"#),
+        );
+        let page = mail(&outputs(r), 900).pop().unwrap();
+        r.handle(now, Input::Closed { conn: ConnId(900) });
+        page.items.len()
+    }
+
+    /// An attacker from one address (two hosts of one IPv6 /64) drops full-size blobs into
+    /// fresh topics, one every 40 ms (within its rate budget), until its share of the kept bytes
+    /// is spent: its next drop is not kept (the watcher gets it without a `seq`, a fetch finds
+    /// nothing), while another address's drop is kept; once the attacker's blobs expire, its
+    /// share is back.
+    #[test]
+    fn one_address_may_keep_only_its_share_of_the_held_bytes_and_another_still_gets_room() {
+        let mut r = relay();
+        let attacker: IpAddr = "2001:db8:a:1::1".parse().unwrap();
+        let same_64: IpAddr = "2001:db8:a:1::2".parse().unwrap();
+        let other = addr(3);
+        let watcher = addr(2);
+        open_from(&mut r, at(0), 2, watcher);
+        text(&mut r, at(0), 2, &fetch(0, true));
+        open_from(&mut r, at(0), 10, attacker);
+        open_from(&mut r, at(0), 11, same_64);
+        outputs(&mut r);
+        let full = "A".repeat(MAX_BLOB_CHARS);
+        let ttl = 600_000;
+        let mut k = 0u64;
+        while r.held_by(attacker).0 + MAX_BLOB_CHARS <= MAX_HELD_BYTES_PER_ADDRESS {
+            let conn = 10 + k % 2;
+            text(
+                &mut r,
+                at(k * 40),
+                conn,
+                &drop_to(&nth_topic(k as u32), &full, ttl),
+            );
+            k += 1;
+            assert_eq!(r.stats().share_refused, 0);
+        }
+        outputs(&mut r);
+        assert_eq!(k as usize, MAX_HELD_BYTES_PER_ADDRESS / MAX_BLOB_CHARS);
+        assert_eq!(
+            r.held_by(same_64),
+            r.held_by(attacker),
+            "one /64, one share"
+        );
+        let now = at(k * 40);
+        // The next drop, to a topic someone watches: handed on, not kept.
+        text(&mut r, now, 11, &drop_msg(&full, ttl));
+        let pushed = mail(&outputs(&mut r), 2);
+        assert_eq!(pushed[0].items[0].seq, None, "not kept: no seq");
+        assert_eq!(r.stats().share_refused, 1);
+        assert_eq!(
+            r.stats().not_kept_full,
+            0,
+            "the relay itself is far from full"
+        );
+        assert_eq!(kept_in(&mut r, now, other, TOPIC), 0);
+        assert!(r.held_by(attacker).0 <= MAX_HELD_BYTES_PER_ADDRESS);
+        // Another address still gets room, in the same topic.
+        open_from(&mut r, now, 3, other);
+        text(&mut r, now, 3, &drop_msg(&full, ttl));
+        let pushed = mail(&outputs(&mut r), 2);
+        assert!(pushed[0].items[0].seq.is_some(), "kept");
+        assert_eq!(kept_in(&mut r, now, other, TOPIC), 1);
+        assert_eq!(r.held_by(other).0, MAX_BLOB_CHARS);
+        // Once its blobs expire the attacker's share is free again.
+        let later = at(ttl + k * 40);
+        text(&mut r, later, 10, &drop_msg("AQID", ttl));
+        assert_eq!(
+            r.held_by(attacker),
+            (4, 0),
+            "the topic was opened by the other address"
+        );
+        assert_eq!(r.stats().share_refused, 1);
+    }
+
+    /// An attacker from one address watches fresh topics until its share of the relay's topics
+    /// is spent: its next watch is not made (the fetch is still answered, but a later drop is not
+    /// pushed to it) and a drop that would open a topic is not kept, while another address opens
+    /// topics as before; the attacker may still watch a topic another address opened, and gets
+    /// its share back as its watches end.
+    #[test]
+    fn one_address_may_open_only_its_share_of_the_topics_and_another_still_gets_room() {
+        let mut r = relay();
+        let attacker = addr(1);
+        let other = addr(2);
+        let mut k = 0u64;
+        let mut conn = 100;
+        while r.held_by(attacker).1 < MAX_TOPICS_PER_ADDRESS {
+            if k.is_multiple_of(MAX_WATCHES_PER_SOCKET as u64) {
+                conn += 1;
+                open_from(&mut r, at(k * 40), conn, attacker);
+            }
+            text(&mut r, at(k * 40), conn, &watch_msg(&nth_topic(k as u32)));
+            k += 1;
+            if k.is_multiple_of(1024) {
+                outputs(&mut r);
+            }
+        }
+        outputs(&mut r);
+        assert_eq!(r.topics(), MAX_TOPICS_PER_ADDRESS);
+        assert_eq!(r.stats().watch_refused, 0);
+        let now = at(k * 40);
+        // The next watch, from a fresh socket of the same address: answered, not made.
+        open_from(&mut r, now, 1, attacker);
+        text(&mut r, now, 1, &fetch(0, true));
+        assert_eq!(mail(&outputs(&mut r), 1)[0].items, vec![]);
+        assert_eq!((r.stats().watch_refused, r.stats().share_refused), (1, 1));
+        assert_eq!(r.topics(), MAX_TOPICS_PER_ADDRESS);
+        // A kept drop that would open a topic is not kept.
+        text(&mut r, now, 1, &drop_msg("AQID", 60_000));
+        assert_eq!(r.stats().share_refused, 2);
+        assert_eq!(kept_in(&mut r, now, other, TOPIC), 0);
+        // Another address opens the topic; the attacker's watch of it now stands, and hears the
+        // next drop.
+        open_from(&mut r, now, 2, other);
+        text(&mut r, now, 2, &fetch(0, true));
+        text(&mut r, now, 1, &fetch(0, true));
+        outputs(&mut r);
+        assert_eq!(r.topics(), MAX_TOPICS_PER_ADDRESS + 1);
+        text(&mut r, now, 2, &drop_msg("AQID", 0));
+        assert_eq!(
+            mail(&outputs(&mut r), 1).len(),
+            1,
+            "pushed to the attacker too"
+        );
+        assert_eq!(r.held_by(other).1, 1);
+        // One of the attacker's sockets closes: its topics go, and its share has room again.
+        r.handle(now, Input::Closed { conn: ConnId(101) });
+        let freed = MAX_TOPICS_PER_ADDRESS - MAX_WATCHES_PER_SOCKET;
+        assert_eq!(r.held_by(attacker).1, freed);
+        text(&mut r, now, 1, &watch_msg(&nth_topic(u32::MAX)));
+        assert_eq!(r.held_by(attacker).1, freed + 1);
+        assert_eq!(r.stats().share_refused, 2);
+    }
+
+    /// An always-on node's `/peer` sockets are counted in the caps of the relay on whose port
+    /// they open: a client cannot pass [`MAX_SOCKETS_PER_ADDRESS`] by asking for `/peer`.
+    #[test]
+    fn sockets_served_elsewhere_count_in_the_per_address_and_total_caps() {
+        let mut r = relay();
+        let a = addr(1);
+        for c in 0..MAX_SOCKETS_PER_ADDRESS as u64 {
+            assert_eq!(r.admit(at(0), a), Ok(()));
+            r.handle(
+                at(0),
+                Input::OpenedElsewhere {
+                    conn: ConnId(c),
+                    addr: a,
+                },
+            );
+        }
+        assert_eq!(r.admit(at(0), a), Err(Refusal::AddressFull));
+        assert_eq!(r.admit(at(0), addr(2)), Ok(()));
+        assert_eq!(r.sockets(), 0, "not the relay's sockets");
+        assert_eq!(r.poll_timeout(), None, "and never pinged by it");
+        // Opened past the cap anyway: closed, and not counted.
+        r.handle(
+            at(0),
+            Input::OpenedElsewhere {
+                conn: ConnId(999),
+                addr: a,
+            },
+        );
+        assert_eq!(
+            outputs(&mut r),
+            [Output::Close {
+                conn: ConnId(999),
+                code: CLOSE_FULL,
+                reason: "relay full"
+            }]
+        );
+        // Frames for it are not the relay's.
+        text(&mut r, at(0), 0, r#"{"type":"ping"}"#);
+        assert!(outputs(&mut r).is_empty());
+        r.handle(at(0), Input::Closed { conn: ConnId(0) });
+        assert_eq!(r.admit(at(0), a), Ok(()));
+        assert_eq!(r.max_sockets_per_address(), MAX_SOCKETS_PER_ADDRESS - 1);
+        // And in all.
+        let mut r = relay();
+        for c in 0..MAX_SOCKETS as u64 {
+            r.handle(
+                at(0),
+                Input::OpenedElsewhere {
+                    conn: ConnId(c),
+                    addr: addr(c),
+                },
+            );
+        }
+        assert_eq!(
+            r.admit(at(0), addr(MAX_SOCKETS as u64)),
+            Err(Refusal::RelayFull)
+        );
     }
 }

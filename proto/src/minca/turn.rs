@@ -64,10 +64,14 @@ impl fmt::Debug for TurnConfig {
 
 impl TurnConfig {
     /// TURN with `secret` for the servers at `urls`, passwords valid `ttl_s` seconds. Refused
-    /// without URLs, with a lifetime of 0, or with a URL a client would drop (§2.1: `turn:` or
-    /// `turns:`, shorter than [`MAX_ICE_URL_CHARS`]), so an operator's mistake shows at start
-    /// rather than as TURN that never works.
+    /// with an empty secret (an HMAC key anyone can use: every password would be anyone's to
+    /// make), without URLs, with a lifetime of 0, or with a URL a client would drop (§2.1:
+    /// `turn:` or `turns:`, shorter than [`MAX_ICE_URL_CHARS`]), so an operator's mistake shows
+    /// at start rather than as TURN that never works or works for everyone.
     pub fn new(secret: &[u8], urls: Vec<String>, ttl_s: u64) -> Result<Self, TurnConfigError> {
+        if secret.is_empty() {
+            return Err(TurnConfigError::EmptySecret);
+        }
         if urls.is_empty() {
             return Err(TurnConfigError::NoUrls);
         }
@@ -102,6 +106,8 @@ impl TurnConfig {
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum TurnConfigError {
+    /// An empty shared secret.
+    EmptySecret,
     /// No TURN URL.
     NoUrls,
     /// A password lifetime of 0 seconds.
@@ -113,6 +119,7 @@ pub enum TurnConfigError {
 impl fmt::Display for TurnConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            Self::EmptySecret => f.write_str("the TURN secret is empty"),
             Self::NoUrls => f.write_str("TURN needs at least one URL"),
             Self::ZeroTtl => f.write_str("the TURN password lifetime must be above 0"),
             Self::BadUrl(url) => write!(
@@ -406,6 +413,21 @@ mod tests {
             issuer.offer(default_provider(), &mut rng, Timestamp::ZERO, addr);
         }
         assert_eq!(issuer.networks(), MAX_TURN_NETWORKS);
+    }
+
+    /// An empty secret would make every password anyone's to compute: refused, whatever else
+    /// is right.
+    #[test]
+    fn an_empty_turn_secret_is_refused() {
+        assert_eq!(
+            TurnConfig::new(b"", vec!["turn:a".into()], 3600),
+            Err(TurnConfigError::EmptySecret)
+        );
+        assert_eq!(
+            TurnConfigError::EmptySecret.to_string(),
+            "the TURN secret is empty"
+        );
+        assert!(TurnConfig::new(b"s", vec!["turn:a".into()], 3600).is_ok());
     }
 
     #[test]
