@@ -14,6 +14,13 @@
 //! the welcome (§5.2). Every message after the handshake is attributed to the socket's proven
 //! peer, never to its `from` (§9).
 //!
+//! Both sides hold the socket's peer to the per-peer limits of every transport, through the code
+//! the mesh uses ([`super::limits`]): every frame after the handshake is charged to the peer's
+//! byte rate (§7.4) before it is parsed, and every `live` message to its live allowance (burst
+//! 60, 20 a second, at most 65 536 characters, §9.2); one beyond them is dropped and counted
+//! ([`Counters::limits`]) and the socket stays open. Messages of other types (the sync of 05
+//! travels here too) are handed on with only the byte rate applied.
+//!
 //! The `/peer` close-code table of §5.3 was lost; the codes are [`PROTOCOL_ERROR`] (4002, the
 //! one the prose names), [`REFUSED`], [`HANDSHAKE_TIMEOUT`], [`LET_GO`] and [`TOO_BIG`] (1009, the
 //! prose's), recorded in `docs/decisions.md`.
@@ -26,6 +33,7 @@ use core::time::Duration;
 use serde_json::{Map, Value, json};
 
 use super::auth;
+use super::limits::{ByteAllowance, LIVE, LimitCounters, LiveAllowance, fits};
 use super::note::{NoteChecker, account_of};
 use super::read_proof::{self, ReadProof, Reader, Review};
 use super::space_access::SpaceAccess;
@@ -122,7 +130,8 @@ pub enum Input {
     /// WebSocket library enforces [`MAX_FRAME_BYTES`] itself).
     FrameTooLarge(usize),
     /// The application sends a message of the space: `{type, from, payload}` goes out once the
-    /// handshake is done and `who` has gone first; before that, or after a close, it is dropped.
+    /// handshake is done and `who` has gone first; before that, or after a close, it is dropped,
+    /// as is a `live` one whose payload is longer than a receiver takes (§9.2).
     Send {
         /// The message type.
         kind: String,
@@ -157,7 +166,8 @@ pub enum Output {
         /// The account, the note's issuer.
         account: Option<String>,
     },
-    /// A message of the space, attributed to the socket's peer (§9).
+    /// A message of the space, attributed to the socket's peer (§9): within the peer's byte rate
+    /// (§7.4), and a `live` one within its live allowance and size (§9.2).
     Message {
         /// The peer's session DID (never the message's `from`).
         peer: String,
@@ -187,8 +197,12 @@ pub struct Counters {
     pub malformed: u64,
     /// Frames after the socket closed.
     pub after_close: u64,
-    /// Application sends dropped because the socket is not open.
+    /// Application sends dropped: the socket is not open, the type is `who` (the socket's own),
+    /// or a `live` payload is longer than a receiver takes (§9.2).
     pub dropped_sends: u64,
+    /// Frames and live messages the per-peer limits dropped (§7.4, §9.2), counted as the mesh
+    /// counts them.
+    pub limits: LimitCounters,
 }
 
 /// This side's session: its key, its DID and its note (the proof of its account, if any).
@@ -267,15 +281,34 @@ fn message(bytes: &[u8]) -> Option<(String, Value)> {
     Some((kind, obj.remove("payload").unwrap_or(Value::Null)))
 }
 
-/// The open part of a socket: who the peer is and what its `who` showed.
+/// The open part of a socket: who the peer is, what its `who` showed, and what it may still send
+/// (§7.4, §9.2).
 #[derive(Clone, Debug)]
 struct Open {
     peer: String,
     account: Option<String>,
+    bytes: ByteAllowance,
+    live: LiveAllowance,
 }
 
 impl Open {
-    /// Handles one binary frame after the handshake; returns whether it was a `who`.
+    /// The peer `peer`, proven at `now`, with full allowances.
+    fn new(peer: String, now: Timestamp) -> Self {
+        Self {
+            peer,
+            account: None,
+            bytes: ByteAllowance::new(now),
+            live: LiveAllowance::new(now),
+        }
+    }
+
+    /// Charges a frame of `len` bytes to the peer's byte rate (§7.4): whether it may be read.
+    fn charge<N, R>(&mut self, ctx: &mut Ctx<N, R>, len: usize, now: Timestamp) -> bool {
+        ctx.counters.limits.frame(&mut self.bytes, now, len)
+    }
+
+    /// Handles one binary frame after the handshake, already charged; returns whether it was a
+    /// `who`.
     fn on_binary<N: NoteChecker, R: rand_core::CryptoRng>(
         &mut self,
         ctx: &mut Ctx<N, R>,
@@ -295,6 +328,9 @@ impl Open {
             });
             return true;
         }
+        if kind == LIVE && !ctx.counters.limits.live(&mut self.live, now, &payload) {
+            return false;
+        }
         ctx.out.push_back(Output::Message {
             peer: self.peer.clone(),
             account: self.account.clone(),
@@ -303,6 +339,13 @@ impl Open {
         });
         false
     }
+}
+
+/// Whether the application may send `kind` with `payload` on an open socket: `who` is the
+/// socket's own (§9.1), and a live payload is held to the size a receiver takes (§9.2, the
+/// mesh's own check of a send).
+fn sendable(kind: &str, payload: &Value) -> bool {
+    kind != WHO && (kind != LIVE || fits(payload))
 }
 
 fn frame_len(input: &Input) -> Option<usize> {
@@ -472,10 +515,7 @@ impl<A: SpaceAccess, N: NoteChecker, R: rand_core::CryptoRng> ClientSocket<A, N,
         }
         self.ctx.out.push_back(Output::Open { peer: node.clone() });
         self.ctx.send_who();
-        self.state = ClientState::Open(Open {
-            peer: node,
-            account: None,
-        });
+        self.state = ClientState::Open(Open::new(node, now));
     }
 }
 
@@ -523,11 +563,13 @@ impl<A: SpaceAccess, N: NoteChecker, R: rand_core::CryptoRng> Machine for Client
             },
             ClientState::Open(mut open) => {
                 match input {
-                    Input::Text(_) => self.ctx.counters.ignored_text += 1,
-                    Input::Binary(b) => {
+                    Input::Text(t) if open.charge(&mut self.ctx, t.len(), now) => {
+                        self.ctx.counters.ignored_text += 1;
+                    }
+                    Input::Binary(b) if open.charge(&mut self.ctx, b.len(), now) => {
                         open.on_binary(&mut self.ctx, &b, now);
                     }
-                    Input::Send { kind, payload } if kind != WHO => {
+                    Input::Send { kind, payload } if sendable(&kind, &payload) => {
                         self.ctx.send_message(&kind, payload);
                     }
                     Input::Send { .. } => self.ctx.counters.dropped_sends += 1,
@@ -696,10 +738,7 @@ impl<A: SpaceAccess, N: NoteChecker, R: rand_core::CryptoRng> NodeSocket<A, N, R
         });
         ctx.send_who();
         self.state = NodeState::Open {
-            open: Open {
-                peer: client.into(),
-                account: None,
-            },
+            open: Open::new(client.into(), now),
             reader: Reader::new(admission, now),
         };
     }
@@ -752,14 +791,16 @@ impl<A: SpaceAccess, N: NoteChecker, R: rand_core::CryptoRng> Machine for NodeSo
                 let access_changed = matches!(input, Input::AccessChanged);
                 let mut who = false;
                 match input {
-                    Input::Text(_) => self.ctx.counters.ignored_text += 1,
-                    Input::Binary(b) => {
+                    Input::Text(t) if open.charge(&mut self.ctx, t.len(), now) => {
+                        self.ctx.counters.ignored_text += 1;
+                    }
+                    Input::Binary(b) if open.charge(&mut self.ctx, b.len(), now) => {
                         who = open.on_binary(&mut self.ctx, &b, now);
                         if who {
                             reader.who_arrived(open.account.clone());
                         }
                     }
-                    Input::Send { kind, payload } if kind != WHO => {
+                    Input::Send { kind, payload } if sendable(&kind, &payload) => {
                         self.ctx.send_message(&kind, payload);
                     }
                     Input::Send { .. } => self.ctx.counters.dropped_sends += 1,
@@ -1598,7 +1639,10 @@ mod tests {
         let mut c = client(&alice, MemorySpace::public(SPACE), None);
         let mut n = node(&host, Some(MemorySpace::public(SPACE)));
         pump(&mut c, &mut n);
-        n.handle(NOW, Input::Binary(alloc::vec![b' '; MAX_FRAME_BYTES]));
+        // Read whole once the byte rate has refilled past the `who` (§7.4: a burst of one
+        // largest frame).
+        let later = NOW.saturating_add(Duration::from_secs(1));
+        n.handle(later, Input::Binary(alloc::vec![b' '; MAX_FRAME_BYTES]));
         assert_eq!(n.counters().malformed, 1);
         n.handle(NOW, Input::Binary(alloc::vec![b' '; MAX_FRAME_BYTES + 1]));
         assert_eq!(n.poll(), Some(Output::Close(TOO_BIG)));
