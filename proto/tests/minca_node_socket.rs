@@ -78,6 +78,8 @@ struct Pair {
     room: Room,
     /// The payloads each side's node delivered, `[host, client]`.
     delivered: [Vec<Value>; 2],
+    /// The peer each of them was attributed to.
+    attributed: [Vec<String>; 2],
     /// Messages of a type a space's room does not take, handed on by each socket (`[host,
     /// client]`): what got past the byte rate.
     handed_on: [usize; 2],
@@ -127,6 +129,7 @@ impl Pair {
             host_node,
             room,
             delivered: [Vec::new(), Vec::new()],
+            attributed: [Vec::new(), Vec::new()],
             handed_on: [0, 0],
             closed: [false, false],
             dids,
@@ -184,6 +187,13 @@ impl Pair {
             Side::Client => self.host_node.handle(now, send),
         }
         self.pump();
+    }
+
+    fn node_counters(&self, side: Side) -> node::Counters {
+        match side {
+            Side::Host => self.host_node.counters(),
+            Side::Client => self.client_node.counters(),
+        }
     }
 
     fn delivered(&self, side: Side) -> &[Value] {
@@ -281,9 +291,15 @@ impl Pair {
     fn node_output(&mut self, side: Side, o: node::Output) {
         let now = self.now;
         match o {
-            node::Output::Deliver { kind, payload, .. } => {
+            node::Output::Deliver {
+                kind,
+                payload,
+                peer,
+                ..
+            } => {
                 assert_eq!(kind, LIVE);
                 self.delivered[Self::index(side)].push(payload);
+                self.attributed[Self::index(side)].push(peer);
             }
             node::Output::NodeSocketSend { kind, payload, .. } => {
                 let send = Input::Send { kind, payload };
@@ -483,5 +499,43 @@ fn ignored_text_frames_spend_the_byte_rate_too_on_either_side() {
         assert_eq!(pair.limits(side).byte_rate_limited, 1, "{side:?}");
         assert!(pair.delivered(side).is_empty(), "{side:?}");
         assert!(pair.still_open(), "{side:?}");
+    }
+}
+
+/// M-9-b, M-9.2-i: a message is attributed to the socket's proven peer, never to its `from`, on
+/// either side, as the mesh attributes it to the connection's.
+#[test]
+fn a_live_message_is_attributed_to_the_sockets_peer_not_to_from_on_either_side() {
+    for side in SIDES {
+        let mut pair = Pair::open();
+        let forged = json!({"type": LIVE, "from": "did:key:zSomeoneElse", "payload": 1});
+        pair.frame_to(side, serde_json::to_vec(&forged).unwrap());
+        let sender = pair.dids[1 - Pair::index(side)].clone();
+        assert_eq!(pair.delivered(side), [json!(1)], "{side:?}");
+        assert_eq!(pair.attributed[Pair::index(side)], [sender], "{side:?}");
+    }
+}
+
+/// M-9-c: a type the space does not speak is ignored (counted), on either side; the socket
+/// hands it on (the sync of 05 travels here too), the node's space room does not take it, and
+/// the socket stays open.
+#[test]
+fn unknown_types_are_ignored_on_either_side() {
+    for side in SIDES {
+        let mut pair = Pair::open();
+        let from = pair.dids[1 - Pair::index(side)].clone();
+        for kind in ["sync", "x-unknown", "__peers"] {
+            let frame = json!({"type": kind, "from": from, "payload": {"a": 1}});
+            pair.frame_to(side, serde_json::to_vec(&frame).unwrap());
+        }
+        assert!(pair.delivered(side).is_empty(), "{side:?}");
+        assert_eq!(
+            pair.node_counters(side).socket_messages_dropped,
+            3,
+            "{side:?}"
+        );
+        assert!(pair.still_open(), "{side:?}");
+        pair.live_to(side, json!("known"));
+        assert_eq!(pair.delivered(side), [json!("known")], "{side:?}");
     }
 }

@@ -19,7 +19,8 @@
 //! byte rate (§7.4) before it is parsed, and every `live` message to its live allowance (burst
 //! 60, 20 a second, at most 65 536 characters, §9.2); one beyond them is dropped and counted
 //! ([`Counters::limits`]) and the socket stays open. Messages of other types (the sync of 05
-//! travels here too) are handed on with only the byte rate applied.
+//! travels here too) are handed on with only the byte rate applied. As on the mesh, nothing live
+//! goes to or is taken from a peer whose `who` shows a former member (§9.2).
 //!
 //! The `/peer` close-code table of §5.3 was lost; the codes are [`PROTOCOL_ERROR`] (4002, the
 //! one the prose names), [`REFUSED`], [`HANDSHAKE_TIMEOUT`], [`LET_GO`] and [`TOO_BIG`] (1009, the
@@ -198,8 +199,12 @@ pub struct Counters {
     /// Frames after the socket closed.
     pub after_close: u64,
     /// Application sends dropped: the socket is not open, the type is `who` (the socket's own),
-    /// or a `live` payload is longer than a receiver takes (§9.2).
+    /// or a `live` one whose payload is longer than a receiver takes or whose peer's `who` shows
+    /// a former member (§9.2).
     pub dropped_sends: u64,
+    /// Live messages dropped from a peer whose `who` shows a former member (§9.2), as the mesh
+    /// drops them.
+    pub live_from_former_member: u64,
     /// Frames and live messages the per-peer limits dropped (§7.4, §9.2), counted as the mesh
     /// counts them.
     pub limits: LimitCounters,
@@ -302,18 +307,28 @@ impl Open {
         }
     }
 
+    /// Whether the peer's `who` shows a former member of `space` (03 §9.2): nothing live goes to
+    /// it or is taken from it (§9.2).
+    fn shows_former_member(&self, space: Option<&impl SpaceAccess>) -> bool {
+        let account = self.account.as_deref();
+        account
+            .zip(space)
+            .is_some_and(|(a, s)| s.is_former_member(a))
+    }
+
     /// Charges a frame of `len` bytes to the peer's byte rate (§7.4): whether it may be read.
     fn charge<N, R>(&mut self, ctx: &mut Ctx<N, R>, len: usize, now: Timestamp) -> bool {
         ctx.counters.limits.frame(&mut self.bytes, now, len)
     }
 
-    /// Handles one binary frame after the handshake, already charged; returns whether it was a
-    /// `who`.
+    /// Handles one binary frame after the handshake, already charged, from a peer whose `who`
+    /// shows a `former` member or not; returns whether it was a `who`.
     fn on_binary<N: NoteChecker, R: rand_core::CryptoRng>(
         &mut self,
         ctx: &mut Ctx<N, R>,
         bytes: &[u8],
         now: Timestamp,
+        former: bool,
     ) -> bool {
         let Some((kind, payload)) = message(bytes) else {
             ctx.counters.malformed += 1;
@@ -328,6 +343,10 @@ impl Open {
             });
             return true;
         }
+        if kind == LIVE && former {
+            ctx.counters.live_from_former_member += 1;
+            return false;
+        }
         if kind == LIVE && !ctx.counters.limits.live(&mut self.live, now, &payload) {
             return false;
         }
@@ -341,11 +360,12 @@ impl Open {
     }
 }
 
-/// Whether the application may send `kind` with `payload` on an open socket: `who` is the
-/// socket's own (§9.1), and a live payload is held to the size a receiver takes (§9.2, the
-/// mesh's own check of a send).
-fn sendable(kind: &str, payload: &Value) -> bool {
-    kind != WHO && (kind != LIVE || fits(payload))
+/// Whether the application may send `kind` with `payload` on an open socket to a peer whose
+/// `who` shows a `former` member or not: `who` is the socket's own (§9.1), and a live message
+/// goes to no former member and is held to the size a receiver takes (§9.2, as the mesh checks a
+/// send).
+fn sendable(kind: &str, payload: &Value, former: bool) -> bool {
+    kind != WHO && (kind != LIVE || (!former && fits(payload)))
 }
 
 fn frame_len(input: &Input) -> Option<usize> {
@@ -562,14 +582,15 @@ impl<A: SpaceAccess, N: NoteChecker, R: rand_core::CryptoRng> Machine for Client
                 }
             },
             ClientState::Open(mut open) => {
+                let former = open.shows_former_member(Some(&self.space));
                 match input {
                     Input::Text(t) if open.charge(&mut self.ctx, t.len(), now) => {
                         self.ctx.counters.ignored_text += 1;
                     }
                     Input::Binary(b) if open.charge(&mut self.ctx, b.len(), now) => {
-                        open.on_binary(&mut self.ctx, &b, now);
+                        open.on_binary(&mut self.ctx, &b, now, former);
                     }
-                    Input::Send { kind, payload } if sendable(&kind, &payload) => {
+                    Input::Send { kind, payload } if sendable(&kind, &payload, former) => {
                         self.ctx.send_message(&kind, payload);
                     }
                     Input::Send { .. } => self.ctx.counters.dropped_sends += 1,
@@ -789,18 +810,19 @@ impl<A: SpaceAccess, N: NoteChecker, R: rand_core::CryptoRng> Machine for NodeSo
                 mut reader,
             } => {
                 let access_changed = matches!(input, Input::AccessChanged);
+                let former = open.shows_former_member(self.space.as_ref());
                 let mut who = false;
                 match input {
                     Input::Text(t) if open.charge(&mut self.ctx, t.len(), now) => {
                         self.ctx.counters.ignored_text += 1;
                     }
                     Input::Binary(b) if open.charge(&mut self.ctx, b.len(), now) => {
-                        who = open.on_binary(&mut self.ctx, &b, now);
+                        who = open.on_binary(&mut self.ctx, &b, now, former);
                         if who {
                             reader.who_arrived(open.account.clone());
                         }
                     }
-                    Input::Send { kind, payload } if sendable(&kind, &payload) => {
+                    Input::Send { kind, payload } if sendable(&kind, &payload, former) => {
                         self.ctx.send_message(&kind, payload);
                     }
                     Input::Send { .. } => self.ctx.counters.dropped_sends += 1,
@@ -1560,6 +1582,66 @@ mod tests {
             Some(Output::LetGo { account: None, .. })
         ));
         assert_eq!(n.poll(), Some(Output::Close(LET_GO)));
+    }
+
+    /// Sends `kind` from one machine, pumps, and says how many messages of it reached the other.
+    fn exchange(c: &mut Client, n: &mut Node, from_client: bool, kind: &str) -> usize {
+        let send = Input::Send {
+            kind: kind.into(),
+            payload: json!(1),
+        };
+        if from_client {
+            c.handle(NOW, send);
+        } else {
+            n.handle(NOW, send);
+        }
+        let (cs, ns) = pump(c, n);
+        let heard = if from_client { ns } else { cs };
+        heard
+            .events
+            .iter()
+            .filter(|o| matches!(o, Output::Message { kind: k, .. } if k == kind))
+            .count()
+    }
+
+    /// §9.2 on a node socket, either side, as the mesh does it
+    /// (`nothing_live_goes_to_or_is_taken_from_a_former_member`): nothing live goes to a peer
+    /// whose `who` shows a former member, and a live message from one is dropped and counted;
+    /// other messages still cross and the socket stays. The client holds the node's account
+    /// removed from a private space; the node, one that lets any session in (a public space,
+    /// where no read key is due to let the peer go first).
+    #[test]
+    fn nothing_live_goes_to_or_is_taken_from_a_peer_whose_who_shows_a_former_member() {
+        let (alice, host) = (person(1), person(2));
+        let k0 = read_key(100);
+        // The client side.
+        let mut mine = private(&[&k0], &[&alice]);
+        mine.remove_member(&host.account);
+        let mut c = client(&alice, mine, None);
+        let mut n = node(&host, Some(private(&[&k0], &[&alice])));
+        let (cs, _) = pump(&mut c, &mut n);
+        assert_eq!(cs.account(), Some(Some(host.account.clone())));
+        assert_eq!(exchange(&mut c, &mut n, false, "live"), 0);
+        assert_eq!(c.counters().live_from_former_member, 1);
+        assert_eq!(exchange(&mut c, &mut n, true, "live"), 0);
+        assert_eq!(c.counters().dropped_sends, 1);
+        assert_eq!(exchange(&mut c, &mut n, false, "sync"), 1);
+        assert_eq!(exchange(&mut c, &mut n, true, "sync"), 1);
+        assert!(c.peer().is_some() && n.peer().is_some());
+        // The node side.
+        let mut theirs = MemorySpace::public(SPACE);
+        theirs.remove_member(&alice.account);
+        let mut c = client(&alice, MemorySpace::public(SPACE), None);
+        let mut n = node(&host, Some(theirs));
+        let (_, ns) = pump(&mut c, &mut n);
+        assert_eq!(ns.account(), Some(Some(alice.account.clone())));
+        assert_eq!(exchange(&mut c, &mut n, true, "live"), 0);
+        assert_eq!(n.counters().live_from_former_member, 1);
+        assert_eq!(exchange(&mut c, &mut n, false, "live"), 0);
+        assert_eq!(n.counters().dropped_sends, 1);
+        assert_eq!(exchange(&mut c, &mut n, true, "sync"), 1);
+        assert_eq!(exchange(&mut c, &mut n, false, "sync"), 1);
+        assert!(c.peer().is_some() && n.peer().is_some());
     }
 
     #[test]
