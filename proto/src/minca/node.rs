@@ -34,11 +34,12 @@
 //! One (room, peer) is one socket peer: a client that redials before its old socket is reported
 //! closed is the same peer on a newer socket, which replaces the older (closed with
 //! [`Output::NodeSocketClose`], with no `Departed` and no second `Admitted`; the newer socket's
-//! machine holds the peer to a full allowance, as a new mesh connection does). Letting a peer go ([`Input::LetGo`]) closes its socket in that room, as well
-//! as saying `__leave` to it on the mesh (§6.3). The mesh and the sockets are not merged: a
-//! session DID that is both a mesh peer and a socket peer in the same room is reported once for
-//! each (two `Admitted`, a `Departed` as each goes, an `Account` from each), a message sent to
-//! it goes on both, and what it sends on both is delivered twice.
+//! machine holds the peer to full allowances, as a new mesh connection does). Letting a peer go
+//! ([`Input::LetGo`]) closes its socket in that room, as well as saying `__leave` to it on the
+//! mesh (§6.3). The mesh and the sockets are not merged: a session DID that is both a mesh peer
+//! and a socket peer in the same room is reported once for each (two `Admitted`, a `Departed` as
+//! each goes, an `Account` from each), a message sent to it goes on both, and what it sends on
+//! both is delivered twice.
 //!
 //! The rule of every machine holds: after each [`handle`](Machine::handle) or
 //! [`handle_timeout`](Machine::handle_timeout), [`poll`](Machine::poll) until `None`, then sleep
