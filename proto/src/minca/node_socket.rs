@@ -1584,6 +1584,34 @@ mod tests {
         assert_eq!(n.poll(), Some(Output::Close(LET_GO)));
     }
 
+    /// §9.2 "attributes it to the peer's session DID, and to the account the peer's `who`
+    /// proved", on the client side as on the node's
+    /// (`text_frames_after_the_welcome_are_ignored_and_binary_frames_are_data`).
+    #[test]
+    fn the_client_attributes_a_live_message_to_the_nodes_session_and_the_account_its_who_proved() {
+        let (alice, host) = (person(1), person(2));
+        let mut c = client(&alice, MemorySpace::public(SPACE), None);
+        let mut n = node(&host, Some(MemorySpace::public(SPACE)));
+        pump(&mut c, &mut n);
+        n.handle(
+            NOW,
+            Input::Send {
+                kind: "live".into(),
+                payload: json!({"type": "typing"}),
+            },
+        );
+        let (cs, _) = pump(&mut c, &mut n);
+        assert_eq!(
+            cs.events,
+            alloc::vec![Output::Message {
+                peer: host.did.clone(),
+                account: Some(host.account.clone()),
+                kind: "live".into(),
+                payload: json!({"type": "typing"}),
+            }]
+        );
+    }
+
     /// Sends `kind` from one machine, pumps, and says how many messages of it reached the other.
     fn exchange(c: &mut Client, n: &mut Node, from_client: bool, kind: &str) -> usize {
         let send = Input::Send {
