@@ -985,6 +985,25 @@ fn a_message_over_the_write_behind_bound_crosses_the_node_websocket_whole_each_w
     }
 }
 
+/// The live messages `running` hears before a message of type `end` (another type, which only
+/// the byte rate holds).
+fn lives_before<I: Send + 'static, T: Send + 'static>(
+    running: &Running<I, NodeWsEvent, T>,
+    end: &str,
+    what: &str,
+) -> usize {
+    let mut live = 0;
+    running.hear(what, |e| match e {
+        NodeWsEvent::Message { kind, .. } if kind == "live" => {
+            live += 1;
+            None
+        }
+        NodeWsEvent::Message { kind, .. } if kind == end => Some(()),
+        _ => None,
+    });
+    live
+}
+
 /// Issue #45 over real sockets, both sides (§9.2): 150 live messages sent at once over the node
 /// WebSocket reach the other side's application 60 times (the burst), plus what the rate of 20 a
 /// second refilled while they crossed, and no more; the socket stays open and a message sent
@@ -1000,19 +1019,6 @@ fn a_flood_of_live_messages_over_the_node_websocket_is_held_to_60_then_20_a_seco
     client.send(dial(&format!("ws://{addr}/peer"), SPACE));
     assert_eq!(client.hear("the welcome", opened), did(&node_key));
     assert_eq!(node.hear("the hello", opened), did(&client_key));
-    // Live messages heard before the end marker (another type, which only the byte rate holds).
-    let count = |heard: &dyn Fn(&mut dyn FnMut(NodeWsEvent) -> Option<()>)| {
-        let mut live = 0;
-        heard(&mut |e| match e {
-            NodeWsEvent::Message { kind, .. } if kind == "live" => {
-                live += 1;
-                None
-            }
-            NodeWsEvent::Message { kind, .. } if kind == END => Some(()),
-            _ => None,
-        });
-        live
-    };
     // At most one token more than the rate refilled in `elapsed`, at 20 a second.
     let allowed = |elapsed: Duration| 60 + (elapsed.as_millis() as usize * 20).div_ceil(1000);
 
@@ -1030,7 +1036,7 @@ fn a_flood_of_live_messages_over_the_node_websocket_is_held_to_60_then_20_a_seco
         kind: END.into(),
         payload: json!(null),
     }));
-    let heard = count(&|pick| node.hear("the client's end marker", pick));
+    let heard = lives_before(&node, END, "the client's end marker");
     let elapsed = start.elapsed();
     assert!(
         (60..=allowed(elapsed)).contains(&heard),
@@ -1051,7 +1057,7 @@ fn a_flood_of_live_messages_over_the_node_websocket_is_held_to_60_then_20_a_seco
         node.send(to_client("live", json!(n)));
     }
     node.send(to_client(END, json!(null)));
-    let heard = count(&|pick| client.hear("the node's end marker", pick));
+    let heard = lives_before(&client, END, "the node's end marker");
     let elapsed = start.elapsed();
     assert!(
         (60..=allowed(elapsed)).contains(&heard),
