@@ -984,3 +984,102 @@ fn a_message_over_the_write_behind_bound_crosses_the_node_websocket_whole_each_w
         assert_eq!(stats.slow_readers, 0, "{adapter:?}: nothing was cut");
     }
 }
+
+/// The live messages `running` hears before a message of type `end` (another type, which only
+/// the byte rate holds).
+fn lives_before<I: Send + 'static, T: Send + 'static>(
+    running: &Running<I, NodeWsEvent, T>,
+    end: &str,
+    what: &str,
+) -> usize {
+    let mut live = 0;
+    running.hear(what, |e| match e {
+        NodeWsEvent::Message { kind, .. } if kind == "live" => {
+            live += 1;
+            None
+        }
+        NodeWsEvent::Message { kind, .. } if kind == end => Some(()),
+        _ => None,
+    });
+    live
+}
+
+/// Issue #45 over real sockets, both sides (§9.2): 150 live messages sent at once over the node
+/// WebSocket reach the other side's application 60 times (the burst), plus what the rate of 20 a
+/// second refilled while they crossed, and no more; the socket stays open and a message sent
+/// after them still arrives. `weft relay --node-key` drives the node side's socket machine
+/// without a `Node`, so this is the limit as `weft relay --chat` prints it.
+#[test]
+fn a_flood_of_live_messages_over_the_node_websocket_is_held_to_60_then_20_a_second_both_ways() {
+    const FLOOD: usize = 150;
+    const END: &str = "x-end";
+    let (node_key, client_key) = (key(61), key(62));
+    let (addr, node) = node(&node_key, None);
+    let client = client(&client_key, None, 63);
+    client.send(dial(&format!("ws://{addr}/peer"), SPACE));
+    assert_eq!(client.hear("the welcome", opened), did(&node_key));
+    assert_eq!(node.hear("the hello", opened), did(&client_key));
+    // At most one token more than the rate refilled in `elapsed`, at 20 a second.
+    let allowed = |elapsed: Duration| 60 + (elapsed.as_millis() as usize * 20).div_ceil(1000);
+
+    // Client → node.
+    let start = Instant::now();
+    for n in 0..FLOOD {
+        client.send(WsInput::App(ClientInput::Send {
+            space_id: SPACE.into(),
+            kind: "live".into(),
+            payload: json!(n),
+        }));
+    }
+    client.send(WsInput::App(ClientInput::Send {
+        space_id: SPACE.into(),
+        kind: END.into(),
+        payload: json!(null),
+    }));
+    let heard = lives_before(&node, END, "the client's end marker");
+    let elapsed = start.elapsed();
+    assert!(
+        (60..=allowed(elapsed)).contains(&heard),
+        "{heard} of {FLOOD} in {elapsed:?}"
+    );
+
+    // Node → client.
+    let start = Instant::now();
+    let to_client = |kind: &str, payload: Value| {
+        WsInput::App(RelayInput::Peer(PeerInput::Send {
+            space_id: SPACE.into(),
+            to: None,
+            kind: kind.into(),
+            payload,
+        }))
+    };
+    for n in 0..FLOOD {
+        node.send(to_client("live", json!(n)));
+    }
+    node.send(to_client(END, json!(null)));
+    let heard = lives_before(&client, END, "the node's end marker");
+    let elapsed = start.elapsed();
+    assert!(
+        (60..=allowed(elapsed)).contains(&heard),
+        "{heard} of {FLOOD} in {elapsed:?}"
+    );
+
+    // The socket stayed open: once the rate refilled, a live message crosses each way.
+    thread::sleep(Duration::from_millis(100));
+    client.send(WsInput::App(ClientInput::Send {
+        space_id: SPACE.into(),
+        kind: "live".into(),
+        payload: json!("later"),
+    }));
+    node.hear("the client's later message", |e| match e {
+        NodeWsEvent::Message { payload, .. } if payload == json!("later") => Some(()),
+        _ => None,
+    });
+    node.send(to_client("live", json!("later")));
+    client.hear("the node's later message", |e| match e {
+        NodeWsEvent::Message { payload, .. } if payload == json!("later") => Some(()),
+        _ => None,
+    });
+    client.stop();
+    node.stop();
+}

@@ -16,11 +16,11 @@ use weft_proto::codec::did_key::DidKey;
 use weft_proto::core::{ConnId, Machine, Timestamp};
 use weft_proto::crypto::{CryptoProvider, P256Secret, default_provider, generate_p256};
 use weft_proto::minca::auth;
+use weft_proto::minca::limits::{LIVE, MAX_LIVE_CHARS};
 use weft_proto::minca::mesh::frame::{
     AUTH_HELLO, AUTH_PROOF, Frame, PEERS, RESERVED_TYPES, SIGNAL,
 };
 use weft_proto::minca::mesh::introduction::{Signal, SignalKind};
-use weft_proto::minca::mesh::live::LIVE;
 use weft_proto::minca::mesh::machine::{
     ATTEMPT_TIMEOUT, HANDSHAKE_TIMEOUT, MAX_CONNECTIONS, MAX_HALF_OPEN_INTRODUCED, MAX_ROOM_PEERS,
     PEER_BYTE_RATE, PROOF_FAILURE_BACKOFF, UNCLAIMED_TIMEOUT, WHO,
@@ -1750,7 +1750,7 @@ fn live_messages_beyond_a_peers_allowance_are_dropped_and_the_connection_stays()
     }
     net.settle();
     assert_eq!(net.delivered(1, R1, LIVE).len(), 60);
-    assert_eq!(net.nodes[1].mesh.counters().live_rate_limited, 10);
+    assert_eq!(net.nodes[1].mesh.counters().limits.live_rate_limited, 10);
     assert!(net.admitted(1, R1, 0));
     net.run_until(2_000);
     net.send(0, R1, LIVE, json!("later"));
@@ -1765,7 +1765,7 @@ fn live_messages_beyond_a_peers_allowance_are_dropped_and_the_connection_stays()
     );
     net.settle();
     assert_eq!(net.nodes[0].mesh.counters().send_refused, 1);
-    assert_eq!(net.nodes[1].mesh.counters().live_too_long, 1);
+    assert_eq!(net.nodes[1].mesh.counters().limits.live_too_long, 1);
     assert_eq!(net.delivered(1, R1, LIVE).len(), 61);
 }
 
@@ -2287,40 +2287,133 @@ fn unknown_types_are_ignored_in_a_space() {
     assert_eq!(net.nodes[1].mesh.counters().unknown_type, 0);
 }
 
+/// M-7.4-b, each way: the same byte rate a node socket's peer is held to
+/// (`minca_node_socket.rs`), by the same code (`weft_proto::minca::limits`).
 #[test]
 fn a_peers_frames_beyond_its_byte_rate_are_dropped_and_the_connection_stays() {
-    let mut net = pair(&[R1]);
     // Frames of exactly 1 MiB each, of a type the space ignores (so each one taken is counted).
     const MIB: usize = 1 << 20;
-    let d1 = net.did(1);
-    let sized = |len: usize| {
-        let probe = Frame::new(R1, "bulk", json!("")).to_bytes(&d1).len();
-        let bytes = Frame::new(R1, "bulk", json!("x".repeat(len - probe))).to_bytes(&d1);
-        assert_eq!(bytes.len(), len);
-        bytes
-    };
-    let burst = PEER_BYTE_RATE.burst as usize / MIB;
-    let frame = sized(MIB);
-    // The bucket has refilled since the handshake: a whole burst passes, and not a byte more.
-    for _ in 0..=burst {
-        net.inject(1, 0, frame.clone());
+    for (from, to) in [(1, 0), (0, 1)] {
+        let mut net = pair(&[R1]);
+        let d = net.did(from);
+        let sized = |len: usize| {
+            let probe = Frame::new(R1, "bulk", json!("")).to_bytes(&d).len();
+            let bytes = Frame::new(R1, "bulk", json!("x".repeat(len - probe))).to_bytes(&d);
+            assert_eq!(bytes.len(), len);
+            bytes
+        };
+        let burst = PEER_BYTE_RATE.burst as usize / MIB;
+        let frame = sized(MIB);
+        // The bucket has refilled since the handshake: a whole burst passes, and not a byte more.
+        for _ in 0..=burst {
+            net.inject(from, to, frame.clone());
+        }
+        net.settle();
+        let c = net.nodes[to].mesh.counters().clone();
+        assert_eq!(c.unknown_type, burst as u64);
+        assert_eq!(c.limits.byte_rate_limited, 1);
+        // A live message now is a frame too: dropped unread, so it spends no live token.
+        net.inject(from, to, Frame::new(R1, LIVE, json!("over")).to_bytes(&d));
+        net.settle();
+        assert_eq!(net.nodes[to].mesh.counters().limits.byte_rate_limited, 2);
+        assert!(net.delivered(to, R1, LIVE).is_empty());
+        // A second later the rate has refilled that many bytes again.
+        let per_second = PEER_BYTE_RATE.per_second as usize / MIB;
+        net.run_until(net.now - T0 + 1_000);
+        for _ in 0..per_second + 1 {
+            net.inject(from, to, frame.clone());
+        }
+        net.settle();
+        let c = net.nodes[to].mesh.counters().clone();
+        assert_eq!(c.unknown_type, (burst + per_second) as u64);
+        assert_eq!(c.limits.byte_rate_limited, 3);
+        assert!(net.admitted(0, R1, 1) && net.admitted(1, R1, 0));
+        assert_eq!(net.links.len(), 2);
+        // And later messages flow.
+        net.run_until(net.now - T0 + 1_000);
+        net.send(from, R1, LIVE, json!("later"));
+        net.settle();
+        assert_eq!(
+            net.delivered(to, R1, LIVE),
+            vec![(d.clone(), json!("later"))]
+        );
     }
-    net.settle();
-    let c = net.nodes[0].mesh.counters().clone();
-    assert_eq!(c.unknown_type, burst as u64);
-    assert_eq!(c.byte_rate_limited, 1);
-    // A second later the rate has refilled that many bytes again.
-    let per_second = PEER_BYTE_RATE.per_second as usize / MIB;
-    net.run_until(net.now - T0 + 1_000);
-    for _ in 0..per_second + 1 {
-        net.inject(1, 0, frame.clone());
+}
+
+/// A string payload whose `JSON.stringify` is `chars` characters (its two quotes included).
+fn stringified(chars: usize) -> Value {
+    let v = Value::String("x".repeat(chars - 2));
+    assert_eq!(serde_json::to_string(&v).unwrap().len(), chars);
+    v
+}
+
+/// M-9.2-e, M-9.2-h, each way: a payload of 65 536 characters is delivered, one of 65 537
+/// dropped and counted, the connection stays and the next message is delivered; the same
+/// boundary a node socket holds (`minca_node_socket.rs`).
+#[test]
+fn a_live_payload_of_65_536_characters_is_delivered_and_of_65_537_dropped_on_the_mesh_each_way() {
+    for (from, to) in [(0, 1), (1, 0)] {
+        let mut net = pair(&[R1]);
+        let d = net.did(from);
+        for chars in [MAX_LIVE_CHARS, MAX_LIVE_CHARS + 1, 300_002] {
+            net.inject(
+                from,
+                to,
+                Frame::new(R1, LIVE, stringified(chars)).to_bytes(&d),
+            );
+        }
+        net.settle();
+        assert_eq!(
+            net.delivered(to, R1, LIVE),
+            vec![(d.clone(), stringified(65_536))]
+        );
+        let c = net.nodes[to].mesh.counters().limits;
+        assert_eq!((c.live_too_long, c.live_rate_limited), (2, 0));
+        assert!(net.admitted(0, R1, 1) && net.admitted(1, R1, 0));
+        net.send(from, R1, LIVE, json!("later"));
+        net.settle();
+        assert_eq!(net.delivered(to, R1, LIVE).len(), 2);
     }
-    net.settle();
-    let c = net.nodes[0].mesh.counters().clone();
-    assert_eq!(c.unknown_type, (burst + per_second) as u64);
-    assert_eq!(c.byte_rate_limited, 2);
-    assert!(net.admitted(0, R1, 1) && net.admitted(1, R1, 0));
-    assert_eq!(net.links.len(), 2);
+}
+
+/// M-9.2-g, each way, with explicit time: 60 live messages at one instant are delivered and the
+/// 61st dropped and counted; a token comes back every 50 ms (none at 49 ms, one at 50 ms), twenty
+/// a second later and not 21; the connection stays. The same as on a node socket
+/// (`minca_node_socket.rs`).
+#[test]
+fn a_mesh_peer_gets_a_burst_of_60_live_messages_then_20_a_second_each_way() {
+    for (from, to) in [(0, 1), (1, 0)] {
+        let mut net = pair(&[R1]);
+        let d = net.did(from);
+        let start = net.now - T0;
+        let live = |n: Value| Frame::new(R1, LIVE, n).to_bytes(&d);
+        for n in 0..61 {
+            net.inject(from, to, live(json!(n)));
+        }
+        net.settle();
+        assert_eq!(net.delivered(to, R1, LIVE).len(), 60);
+        assert_eq!(net.nodes[to].mesh.counters().limits.live_rate_limited, 1);
+        net.run_until(start + 49);
+        net.inject(from, to, live(json!("at 49 ms")));
+        net.settle();
+        assert_eq!(net.nodes[to].mesh.counters().limits.live_rate_limited, 2);
+        net.run_until(start + 50);
+        net.inject(from, to, live(json!("at 50 ms")));
+        net.settle();
+        assert_eq!(
+            net.delivered(to, R1, LIVE).last(),
+            Some(&(d.clone(), json!("at 50 ms")))
+        );
+        net.run_until(start + 1_050);
+        for n in 0..21 {
+            net.inject(from, to, live(json!(n)));
+        }
+        net.settle();
+        assert_eq!(net.delivered(to, R1, LIVE).len(), 60 + 1 + 20);
+        assert_eq!(net.nodes[to].mesh.counters().limits.live_rate_limited, 3);
+        assert!(net.admitted(0, R1, 1) && net.admitted(1, R1, 0));
+        assert_eq!(net.links.len(), 2);
+    }
 }
 
 #[test]

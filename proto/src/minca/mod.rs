@@ -14,6 +14,8 @@
 //!
 //! The rules they share:
 //!
+//! - [`limits`]: §7.4, §9.2 what one peer may make this node take in, on every transport (the
+//!   byte rate, the live-message rate and size), applied by the mesh and the node sockets alike;
 //! - [`room`]: §1.3 rooms, topics and room keys; [`relay_url`]: §1.2 relay URLs and kinds, §4 a
 //!   space's relay list; [`relay_wire`]: §1.4 the relay messages and the §2.1 `ice` check;
 //!   [`turn`]: §1.4 TURN REST passwords;
@@ -28,6 +30,7 @@
 
 pub mod auth;
 pub mod envelope;
+pub mod limits;
 pub mod mesh;
 pub mod node;
 pub mod node_socket;

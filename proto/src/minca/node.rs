@@ -23,17 +23,23 @@
 //! `minca-mesh/v1` runs on it: H and W already bind the space, both session DIDs and both nonces,
 //! and a WebSocket has no certificate fingerprints to bind (§5.1). So the node takes the socket's
 //! proven peer as admitted in that space's room from the welcome on, reports it as it reports a
-//! mesh peer (`Admitted`, `Account`, `Deliver`, `Departed`), applies §9.2's live limits to it,
-//! and sends the room's messages to it as well.
+//! mesh peer (`Admitted`, `Account`, `Deliver`, `Departed`), and sends the room's messages to it
+//! as well. The per-peer limits (§7.4's byte rate, §9.2's live rate and size) are not applied
+//! here: each transport machine applies them as a frame arrives, through the one code of
+//! [`limits`](super::limits) — the mesh to a data channel's frames, the socket machine (either
+//! side) to a node socket's — so what reaches the node as [`Input::PeerFrame`] or
+//! [`Input::NodeSocketMessage`] has passed them once, whatever host drives the socket. The node
+//! keeps what the mesh keeps for a space's room: only `live` goes to the application.
 //!
 //! One (room, peer) is one socket peer: a client that redials before its old socket is reported
 //! closed is the same peer on a newer socket, which replaces the older (closed with
-//! [`Output::NodeSocketClose`], with no `Departed` and no second `Admitted`; the peer keeps its
-//! live allowance). Letting a peer go ([`Input::LetGo`]) closes its socket in that room, as well
-//! as saying `__leave` to it on the mesh (§6.3). The mesh and the sockets are not merged: a
-//! session DID that is both a mesh peer and a socket peer in the same room is reported once for
-//! each (two `Admitted`, a `Departed` as each goes, an `Account` from each), a message sent to
-//! it goes on both, and what it sends on both is delivered twice.
+//! [`Output::NodeSocketClose`], with no `Departed` and no second `Admitted`; the newer socket's
+//! machine holds the peer to full allowances, as a new mesh connection does). Letting a peer go
+//! ([`Input::LetGo`]) closes its socket in that room, as well as saying `__leave` to it on the
+//! mesh (§6.3). The mesh and the sockets are not merged: a session DID that is both a mesh peer
+//! and a socket peer in the same room is reported once for each (two `Admitted`, a `Departed` as
+//! each goes, an `Account` from each), a message sent to it goes on both, and what it sends on
+//! both is delivered twice.
 //!
 //! The rule of every machine holds: after each [`handle`](Machine::handle) or
 //! [`handle_timeout`](Machine::handle_timeout), [`poll`](Machine::poll) until `None`, then sleep
@@ -75,9 +81,9 @@ use serde_json::{Value, json};
 
 use crate::core::{ConnId, Machine, Timestamp, Wakeup};
 use crate::crypto::{CryptoError, CryptoProvider, P256Secret};
+use crate::minca::limits::LIVE;
 use crate::minca::mesh::frame::RESERVED_TYPES;
 use crate::minca::mesh::introduction::SignalKind;
-use crate::minca::mesh::live::{LIVE, LiveAllowance};
 use crate::minca::mesh::machine::MAX_CONNECTIONS;
 use crate::minca::mesh::{self, Mesh, RoomConfig, RoomKind};
 use crate::minca::node_socket::WHO;
@@ -232,7 +238,9 @@ pub enum Input {
         /// The account, the note's issuer, if any.
         account: Option<String>,
     },
-    /// A message of the space arrived on node socket `conn`, attributed to its peer.
+    /// A message of the space arrived on node socket `conn`, attributed to its peer, as its
+    /// socket machine ([`node_socket`](super::node_socket)) handed it on: within the peer's
+    /// limits (§7.4, §9.2), which that machine applied.
     NodeSocketMessage {
         /// The node socket.
         conn: ConnId,
@@ -399,8 +407,9 @@ pub struct Counters {
     pub bad_descriptions: u64,
     /// Offers or answers the rendezvous could not send (no box for the peer, not in the room).
     pub signals_not_sent: u64,
-    /// Node socket messages dropped: not `live`, beyond the peer's rate or too long (§9.2), or
-    /// on a socket the node does not know.
+    /// Node socket messages dropped: not `live` (the sync of 05 would be taken here), or on a
+    /// socket the node does not know. The per-peer limits are the socket machine's to count
+    /// ([`node_socket::Counters::limits`](super::node_socket::Counters::limits)).
     pub socket_messages_dropped: u64,
     /// Node sockets refused: for a room the node is not in, or past [`MAX_NODE_SOCKETS`].
     pub sockets_refused: u64,
@@ -415,7 +424,6 @@ pub const MAX_NODE_SOCKETS: usize = MAX_CONNECTIONS;
 struct SocketPeer {
     room: Room,
     peer: String,
-    live: LiveAllowance,
 }
 
 /// A room the node is in.
@@ -634,29 +642,22 @@ impl<R: CryptoRng> Node<R> {
             self.out.push_back(Output::NodeSocketClose { conn });
             return;
         }
-        let live = match older {
+        match older {
             // The same socket reported open twice: nothing changes.
             Some(old) if old == conn => return,
             // One (room, peer) is one peer: a client that redialled before its old socket was
             // reported closed (a half-dead TCP connection) is the same peer on a newer socket.
-            // The newer replaces the older, which is closed and forgotten without a departure,
-            // and takes over its live allowance, so redialling resets no limit (§9.2).
+            // The newer replaces the older, which is closed and forgotten without a departure.
             Some(old) => {
                 self.out.push_back(Output::NodeSocketClose { conn: old });
-                let now = self.now;
-                self.sockets
-                    .remove(&old)
-                    .map_or_else(|| LiveAllowance::new(now), |s| s.live)
+                self.sockets.remove(&old);
             }
-            None => {
-                self.out.push_back(Output::Admitted {
-                    room: room.clone(),
-                    peer: peer.clone(),
-                });
-                LiveAllowance::new(self.now)
-            }
-        };
-        self.sockets.insert(conn, SocketPeer { room, peer, live });
+            None => self.out.push_back(Output::Admitted {
+                room: room.clone(),
+                peer: peer.clone(),
+            }),
+        }
+        self.sockets.insert(conn, SocketPeer { room, peer });
     }
 
     /// The socket that carries `peer` in `room`, if any: at most one does.
@@ -691,14 +692,14 @@ impl<R: CryptoRng> Node<R> {
         }
     }
 
-    /// §9.2 on a node socket as on the mesh: only `live`, within the peer's rate and size.
+    /// A node socket's message, which its socket machine held to the peer's limits (§7.4, §9.2):
+    /// in a space's room, as on the mesh, only `live` goes to the application.
     fn socket_message(&mut self, conn: ConnId, kind: String, payload: Value) {
-        let now = self.now;
-        let Some(s) = self.sockets.get_mut(&conn) else {
+        let Some(s) = self.sockets.get(&conn) else {
             self.counters.socket_messages_dropped += 1;
             return;
         };
-        if kind != LIVE || s.live.take(now, &payload).is_err() {
+        if kind != LIVE {
             self.counters.socket_messages_dropped += 1;
             return;
         }
@@ -1310,8 +1311,12 @@ mod tests {
         assert_eq!(node.counters().socket_messages_dropped, 1);
     }
 
+    /// The socket machine held the peer to its limits (§7.4, §9.2) as the frames arrived
+    /// (`proto/tests/minca_node_socket.rs`); the node applies them no second time, and keeps only
+    /// `live` of a space's messages.
     #[test]
-    fn a_node_socket_peer_is_held_to_the_live_limits_and_only_live_is_delivered() {
+    fn only_live_of_a_node_socket_peer_is_delivered_and_its_limits_are_applied_once_by_its_socket()
+    {
         let (mut node, room) = joined("s");
         node.handle(
             NOW,
@@ -1331,14 +1336,14 @@ mod tests {
             },
         );
         assert_eq!(outputs(&mut node), []);
-        // Burst 60 (§9.2): the 61st at the same instant is dropped.
-        for n in 0..60 {
+        assert_eq!(node.counters().socket_messages_dropped, 1);
+        // What the socket handed on is delivered, past a burst of 60 at one instant too: a second
+        // bucket here would drop the 61st of a socket whose own bucket had refilled.
+        for n in 0..61 {
             node.handle(NOW, live(n));
             assert_eq!(outputs(&mut node).len(), 1, "message {n}");
         }
-        node.handle(NOW, live(60));
-        assert_eq!(outputs(&mut node), []);
-        assert_eq!(node.counters().socket_messages_dropped, 2);
+        assert_eq!(node.counters().socket_messages_dropped, 1);
     }
 
     #[test]
@@ -1412,8 +1417,8 @@ mod tests {
 
     /// A client that redials its node socket before the old one is reported closed (a half-dead
     /// TCP connection) is the same peer on the newer socket: admitted once, sent each message
-    /// once, and departed only when the socket that carries it goes; the older is closed. Its
-    /// live allowance goes with it, and a redial takes no room in the full table.
+    /// once, and departed only when the socket that carries it goes; the older is closed, and
+    /// what is still reported from it is dropped. A redial takes no room in the full table.
     #[test]
     fn a_node_socket_peer_that_redials_is_one_peer_on_its_newer_socket() {
         let (mut node, room) = joined("s");
@@ -1435,8 +1440,16 @@ mod tests {
         // Opened again, the same socket changes nothing.
         socket_opened(&mut node, 2, &room, NODE);
         assert_eq!(outputs(&mut node), []);
-        // The burst of 60 was spent on the older socket (§9.2).
+        // The newer socket carries the peer's messages; the older, closed, carries none.
         node.handle(NOW, live_on(2, 60));
+        let delivered = Output::Deliver {
+            room: room.clone(),
+            peer: NODE.into(),
+            kind: LIVE.into(),
+            payload: json!({ "n": 60 }),
+        };
+        assert_eq!(outputs(&mut node), [delivered]);
+        node.handle(NOW, live_on(1, 61));
         assert_eq!(outputs(&mut node), []);
         node.handle(NOW, live_to(&room, Some(NODE), "hi"));
         let sent = Output::NodeSocketSend {

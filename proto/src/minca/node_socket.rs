@@ -14,6 +14,14 @@
 //! the welcome (§5.2). Every message after the handshake is attributed to the socket's proven
 //! peer, never to its `from` (§9).
 //!
+//! Both sides hold the socket's peer to the per-peer limits of every transport, through the code
+//! the mesh uses ([`super::limits`]): every frame after the handshake is charged to the peer's
+//! byte rate (§7.4) before it is parsed, and every `live` message to its live allowance (burst
+//! 60, 20 a second, at most 65 536 characters, §9.2); one beyond them is dropped and counted
+//! ([`Counters::limits`]) and the socket stays open. Messages of other types (the sync of 05
+//! travels here too) are handed on with only the byte rate applied. As on the mesh, nothing live
+//! goes to or is taken from a peer whose `who` shows a former member (§9.2).
+//!
 //! The `/peer` close-code table of §5.3 was lost; the codes are [`PROTOCOL_ERROR`] (4002, the
 //! one the prose names), [`REFUSED`], [`HANDSHAKE_TIMEOUT`], [`LET_GO`] and [`TOO_BIG`] (1009, the
 //! prose's), recorded in `docs/decisions.md`.
@@ -26,6 +34,7 @@ use core::time::Duration;
 use serde_json::{Map, Value, json};
 
 use super::auth;
+use super::limits::{ByteAllowance, LIVE, LimitCounters, LiveAllowance, fits};
 use super::note::{NoteChecker, account_of};
 use super::read_proof::{self, ReadProof, Reader, Review};
 use super::space_access::SpaceAccess;
@@ -122,7 +131,8 @@ pub enum Input {
     /// WebSocket library enforces [`MAX_FRAME_BYTES`] itself).
     FrameTooLarge(usize),
     /// The application sends a message of the space: `{type, from, payload}` goes out once the
-    /// handshake is done and `who` has gone first; before that, or after a close, it is dropped.
+    /// handshake is done and `who` has gone first; before that, or after a close, it is dropped,
+    /// as is a `live` one whose payload is longer than a receiver takes (§9.2).
     Send {
         /// The message type.
         kind: String,
@@ -157,7 +167,8 @@ pub enum Output {
         /// The account, the note's issuer.
         account: Option<String>,
     },
-    /// A message of the space, attributed to the socket's peer (§9).
+    /// A message of the space, attributed to the socket's peer (§9): within the peer's byte rate
+    /// (§7.4), and a `live` one within its live allowance and size (§9.2).
     Message {
         /// The peer's session DID (never the message's `from`).
         peer: String,
@@ -187,8 +198,16 @@ pub struct Counters {
     pub malformed: u64,
     /// Frames after the socket closed.
     pub after_close: u64,
-    /// Application sends dropped because the socket is not open.
+    /// Application sends dropped: the socket is not open, the type is `who` (the socket's own),
+    /// or a `live` one whose payload is longer than a receiver takes or whose peer's `who` shows
+    /// a former member (§9.2).
     pub dropped_sends: u64,
+    /// Live messages dropped from a peer whose `who` shows a former member (§9.2), as the mesh
+    /// drops them.
+    pub live_from_former_member: u64,
+    /// Frames and live messages the per-peer limits dropped (§7.4, §9.2), counted as the mesh
+    /// counts them.
+    pub limits: LimitCounters,
 }
 
 /// This side's session: its key, its DID and its note (the proof of its account, if any).
@@ -267,20 +286,49 @@ fn message(bytes: &[u8]) -> Option<(String, Value)> {
     Some((kind, obj.remove("payload").unwrap_or(Value::Null)))
 }
 
-/// The open part of a socket: who the peer is and what its `who` showed.
+/// The open part of a socket: who the peer is, what its `who` showed, and what it may still send
+/// (§7.4, §9.2).
 #[derive(Clone, Debug)]
 struct Open {
     peer: String,
     account: Option<String>,
+    bytes: ByteAllowance,
+    live: LiveAllowance,
 }
 
 impl Open {
-    /// Handles one binary frame after the handshake; returns whether it was a `who`.
+    /// The peer `peer`, proven at `now`, with full allowances.
+    fn new(peer: String, now: Timestamp) -> Self {
+        Self {
+            peer,
+            account: None,
+            bytes: ByteAllowance::new(now),
+            live: LiveAllowance::new(now),
+        }
+    }
+
+    /// Whether the peer's `who` shows a former member of `space` (03 §9.2): nothing live goes to
+    /// it or is taken from it (§9.2).
+    fn shows_former_member(&self, space: Option<&impl SpaceAccess>) -> bool {
+        let account = self.account.as_deref();
+        account
+            .zip(space)
+            .is_some_and(|(a, s)| s.is_former_member(a))
+    }
+
+    /// Charges a frame of `len` bytes to the peer's byte rate (§7.4): whether it may be read.
+    fn charge<N, R>(&mut self, ctx: &mut Ctx<N, R>, len: usize, now: Timestamp) -> bool {
+        ctx.counters.limits.frame(&mut self.bytes, now, len)
+    }
+
+    /// Handles one binary frame after the handshake, already charged, from a peer whose `who`
+    /// shows a `former` member or not; returns whether it was a `who`.
     fn on_binary<N: NoteChecker, R: rand_core::CryptoRng>(
         &mut self,
         ctx: &mut Ctx<N, R>,
         bytes: &[u8],
         now: Timestamp,
+        former: bool,
     ) -> bool {
         let Some((kind, payload)) = message(bytes) else {
             ctx.counters.malformed += 1;
@@ -295,6 +343,13 @@ impl Open {
             });
             return true;
         }
+        if kind == LIVE && former {
+            ctx.counters.live_from_former_member += 1;
+            return false;
+        }
+        if kind == LIVE && !ctx.counters.limits.live(&mut self.live, now, &payload) {
+            return false;
+        }
         ctx.out.push_back(Output::Message {
             peer: self.peer.clone(),
             account: self.account.clone(),
@@ -303,6 +358,14 @@ impl Open {
         });
         false
     }
+}
+
+/// Whether the application may send `kind` with `payload` on an open socket to a peer whose
+/// `who` shows a `former` member or not: `who` is the socket's own (§9.1), and a live message
+/// goes to no former member and is held to the size a receiver takes (§9.2, as the mesh checks a
+/// send).
+fn sendable(kind: &str, payload: &Value, former: bool) -> bool {
+    kind != WHO && (kind != LIVE || (!former && fits(payload)))
 }
 
 fn frame_len(input: &Input) -> Option<usize> {
@@ -472,10 +535,7 @@ impl<A: SpaceAccess, N: NoteChecker, R: rand_core::CryptoRng> ClientSocket<A, N,
         }
         self.ctx.out.push_back(Output::Open { peer: node.clone() });
         self.ctx.send_who();
-        self.state = ClientState::Open(Open {
-            peer: node,
-            account: None,
-        });
+        self.state = ClientState::Open(Open::new(node, now));
     }
 }
 
@@ -522,12 +582,15 @@ impl<A: SpaceAccess, N: NoteChecker, R: rand_core::CryptoRng> Machine for Client
                 }
             },
             ClientState::Open(mut open) => {
+                let former = open.shows_former_member(Some(&self.space));
                 match input {
-                    Input::Text(_) => self.ctx.counters.ignored_text += 1,
-                    Input::Binary(b) => {
-                        open.on_binary(&mut self.ctx, &b, now);
+                    Input::Text(t) if open.charge(&mut self.ctx, t.len(), now) => {
+                        self.ctx.counters.ignored_text += 1;
                     }
-                    Input::Send { kind, payload } if kind != WHO => {
+                    Input::Binary(b) if open.charge(&mut self.ctx, b.len(), now) => {
+                        open.on_binary(&mut self.ctx, &b, now, former);
+                    }
+                    Input::Send { kind, payload } if sendable(&kind, &payload, former) => {
                         self.ctx.send_message(&kind, payload);
                     }
                     Input::Send { .. } => self.ctx.counters.dropped_sends += 1,
@@ -696,10 +759,7 @@ impl<A: SpaceAccess, N: NoteChecker, R: rand_core::CryptoRng> NodeSocket<A, N, R
         });
         ctx.send_who();
         self.state = NodeState::Open {
-            open: Open {
-                peer: client.into(),
-                account: None,
-            },
+            open: Open::new(client.into(), now),
             reader: Reader::new(admission, now),
         };
     }
@@ -750,16 +810,19 @@ impl<A: SpaceAccess, N: NoteChecker, R: rand_core::CryptoRng> Machine for NodeSo
                 mut reader,
             } => {
                 let access_changed = matches!(input, Input::AccessChanged);
+                let former = open.shows_former_member(self.space.as_ref());
                 let mut who = false;
                 match input {
-                    Input::Text(_) => self.ctx.counters.ignored_text += 1,
-                    Input::Binary(b) => {
-                        who = open.on_binary(&mut self.ctx, &b, now);
+                    Input::Text(t) if open.charge(&mut self.ctx, t.len(), now) => {
+                        self.ctx.counters.ignored_text += 1;
+                    }
+                    Input::Binary(b) if open.charge(&mut self.ctx, b.len(), now) => {
+                        who = open.on_binary(&mut self.ctx, &b, now, former);
                         if who {
                             reader.who_arrived(open.account.clone());
                         }
                     }
-                    Input::Send { kind, payload } if kind != WHO => {
+                    Input::Send { kind, payload } if sendable(&kind, &payload, former) => {
                         self.ctx.send_message(&kind, payload);
                     }
                     Input::Send { .. } => self.ctx.counters.dropped_sends += 1,
@@ -1521,6 +1584,94 @@ mod tests {
         assert_eq!(n.poll(), Some(Output::Close(LET_GO)));
     }
 
+    /// §9.2 "attributes it to the peer's session DID, and to the account the peer's `who`
+    /// proved", on the client side as on the node's
+    /// (`text_frames_after_the_welcome_are_ignored_and_binary_frames_are_data`).
+    #[test]
+    fn the_client_attributes_a_live_message_to_the_nodes_session_and_the_account_its_who_proved() {
+        let (alice, host) = (person(1), person(2));
+        let mut c = client(&alice, MemorySpace::public(SPACE), None);
+        let mut n = node(&host, Some(MemorySpace::public(SPACE)));
+        pump(&mut c, &mut n);
+        n.handle(
+            NOW,
+            Input::Send {
+                kind: "live".into(),
+                payload: json!({"type": "typing"}),
+            },
+        );
+        let (cs, _) = pump(&mut c, &mut n);
+        assert_eq!(
+            cs.events,
+            alloc::vec![Output::Message {
+                peer: host.did.clone(),
+                account: Some(host.account.clone()),
+                kind: "live".into(),
+                payload: json!({"type": "typing"}),
+            }]
+        );
+    }
+
+    /// Sends `kind` from one machine, pumps, and says how many messages of it reached the other.
+    fn exchange(c: &mut Client, n: &mut Node, from_client: bool, kind: &str) -> usize {
+        let send = Input::Send {
+            kind: kind.into(),
+            payload: json!(1),
+        };
+        if from_client {
+            c.handle(NOW, send);
+        } else {
+            n.handle(NOW, send);
+        }
+        let (cs, ns) = pump(c, n);
+        let heard = if from_client { ns } else { cs };
+        heard
+            .events
+            .iter()
+            .filter(|o| matches!(o, Output::Message { kind: k, .. } if k == kind))
+            .count()
+    }
+
+    /// §9.2 on a node socket, either side, as the mesh does it
+    /// (`nothing_live_goes_to_or_is_taken_from_a_former_member`): nothing live goes to a peer
+    /// whose `who` shows a former member, and a live message from one is dropped and counted;
+    /// other messages still cross and the socket stays. The client holds the node's account
+    /// removed from a private space; the node, one that lets any session in (a public space,
+    /// where no read key is due to let the peer go first).
+    #[test]
+    fn nothing_live_goes_to_or_is_taken_from_a_peer_whose_who_shows_a_former_member() {
+        let (alice, host) = (person(1), person(2));
+        let k0 = read_key(100);
+        // The client side.
+        let mut mine = private(&[&k0], &[&alice]);
+        mine.remove_member(&host.account);
+        let mut c = client(&alice, mine, None);
+        let mut n = node(&host, Some(private(&[&k0], &[&alice])));
+        let (cs, _) = pump(&mut c, &mut n);
+        assert_eq!(cs.account(), Some(Some(host.account.clone())));
+        assert_eq!(exchange(&mut c, &mut n, false, "live"), 0);
+        assert_eq!(c.counters().live_from_former_member, 1);
+        assert_eq!(exchange(&mut c, &mut n, true, "live"), 0);
+        assert_eq!(c.counters().dropped_sends, 1);
+        assert_eq!(exchange(&mut c, &mut n, false, "sync"), 1);
+        assert_eq!(exchange(&mut c, &mut n, true, "sync"), 1);
+        assert!(c.peer().is_some() && n.peer().is_some());
+        // The node side.
+        let mut theirs = MemorySpace::public(SPACE);
+        theirs.remove_member(&alice.account);
+        let mut c = client(&alice, MemorySpace::public(SPACE), None);
+        let mut n = node(&host, Some(theirs));
+        let (_, ns) = pump(&mut c, &mut n);
+        assert_eq!(ns.account(), Some(Some(alice.account.clone())));
+        assert_eq!(exchange(&mut c, &mut n, true, "live"), 0);
+        assert_eq!(n.counters().live_from_former_member, 1);
+        assert_eq!(exchange(&mut c, &mut n, false, "live"), 0);
+        assert_eq!(n.counters().dropped_sends, 1);
+        assert_eq!(exchange(&mut c, &mut n, true, "sync"), 1);
+        assert_eq!(exchange(&mut c, &mut n, false, "sync"), 1);
+        assert!(c.peer().is_some() && n.peer().is_some());
+    }
+
     #[test]
     fn while_a_new_key_is_due_a_former_member_is_let_go_when_its_who_arrives() {
         let (carol, host) = (person(3), person(2));
@@ -1598,7 +1749,10 @@ mod tests {
         let mut c = client(&alice, MemorySpace::public(SPACE), None);
         let mut n = node(&host, Some(MemorySpace::public(SPACE)));
         pump(&mut c, &mut n);
-        n.handle(NOW, Input::Binary(alloc::vec![b' '; MAX_FRAME_BYTES]));
+        // Read whole once the byte rate has refilled past the `who` (§7.4: a burst of one
+        // largest frame).
+        let later = NOW.saturating_add(Duration::from_secs(1));
+        n.handle(later, Input::Binary(alloc::vec![b' '; MAX_FRAME_BYTES]));
         assert_eq!(n.counters().malformed, 1);
         n.handle(NOW, Input::Binary(alloc::vec![b' '; MAX_FRAME_BYTES + 1]));
         assert_eq!(n.poll(), Some(Output::Close(TOO_BIG)));

@@ -9,7 +9,7 @@
 use alloc::string::String;
 
 use crate::core::{ConnId, Timestamp};
-use crate::minca::mesh::live::LiveAllowance;
+use crate::minca::limits::LiveAllowance;
 use crate::minca::read_proof::{Admission, Reader};
 
 /// One side's half of a `minca-mesh/v1` handshake in one room (§6.2, §7.2).

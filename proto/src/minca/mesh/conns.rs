@@ -10,7 +10,8 @@
 use alloc::collections::BTreeMap;
 use alloc::string::String;
 
-use crate::core::{ConnId, TokenBucket};
+use crate::core::ConnId;
+use crate::minca::limits::ByteAllowance;
 use crate::minca::mesh::machine::Route;
 use crate::minca::text_map::{KeyText, TextMap};
 
@@ -44,7 +45,7 @@ pub(super) struct Conn {
     /// Whether any room ever took the connection up.
     pub(super) claimed: bool,
     /// The peer's allowance of bytes (§7.4).
-    pub(super) bytes: TokenBucket,
+    pub(super) bytes: ByteAllowance,
 }
 
 impl Conn {

@@ -22,7 +22,8 @@
 //! In a space's room the messages of §9 are `who` and `live`; any other type is unknown there and
 //! ignored (dropped and counted, §9 "Unknown types are ignored"). A channel's room carries its own
 //! types (§9), which go to the application. Every frame a peer sends is charged to its
-//! [`PEER_BYTE_RATE`] (§7.4).
+//! [`PEER_BYTE_RATE`] (§7.4), and every live message to its live allowance (§9.2), through
+//! [`crate::minca::limits`], the code a node socket's frames pass through too.
 
 use alloc::borrow::Cow;
 use alloc::boxed::Box;
@@ -38,9 +39,10 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::codec::did_key::DidKey;
-use crate::core::{BucketConfig, ConnId, ExpiringSet, Machine, TimerQueue, Timestamp, Wakeup};
+use crate::core::{ConnId, ExpiringSet, Machine, TimerQueue, Timestamp, Wakeup};
 use crate::crypto::{CryptoProvider, P256Secret};
 use crate::minca::auth;
+use crate::minca::limits::{ByteAllowance, LIVE, LimitCounters, LiveAllowance, fits};
 use crate::minca::mesh::admission::{Admitted, Handshake, PeerWho, Stage};
 use crate::minca::mesh::conns::{Conn, ConnState, Conns};
 use crate::minca::mesh::frame::{self, AUTH_HELLO, AUTH_PROOF, FrameRef, LEAVE, PEERS, SIGNAL};
@@ -48,7 +50,6 @@ use crate::minca::mesh::introduction::{
     self, Dropped, Introductions, MAX_PEER_LIST, New, Signal, SignalClock, SignalKind, SignalRef,
     Verdict, is_did, we_offer,
 };
-use crate::minca::mesh::live::{self, LIVE, LiveAllowance};
 use crate::minca::mesh::payload;
 use crate::minca::mesh::peers_peek;
 use crate::minca::mesh::signal_frame;
@@ -88,15 +89,9 @@ pub const WHO: &str = "who";
 /// The sync messages of 05 would join them; 05 was not handed over.
 pub const SPACE_TYPES: [&str; 2] = [WHO, LIVE];
 
-/// The byte rate every peer's frames are held to, per connection (§7.4 plans "a byte rate per
-/// peer on every transport" without values): a burst of one largest frame
-/// ([`frame::MAX_FRAME_BYTES`], 16 MiB), refilling 4 MiB a second.
-/// 4 MiB/s is above what live messages at their own limit carry in practice (20 a second, §9.2)
-/// and what a sync of records needs, and bounds what one peer can make this node parse. Beyond
-/// it a frame is dropped and counted, and the connection stays (§7.4: "messages are dropped or
-/// the connection closed"; dropping keeps the peer's other rooms).
-pub const PEER_BYTE_RATE: BucketConfig =
-    BucketConfig::new(frame::MAX_FRAME_BYTES as u32, 4 * 1024 * 1024);
+/// The byte rate every peer's frames are held to, per connection (§7.4); the same on a node
+/// socket ([`crate::minca::limits`]).
+pub use crate::minca::limits::PEER_BYTE_RATE;
 
 /// The most connections at once that introductions (§8) offered or answered and that are not yet
 /// admitted in any room (§7.4 plans this cap without a value): one room's worth of peers
@@ -468,10 +463,9 @@ pub struct Counters {
     pub unexpected_answer: u64,
     /// `__signal`s dropped by the rules of §8.
     pub signal_dropped: u64,
-    /// Live messages dropped for the rate limit (§9.2).
-    pub live_rate_limited: u64,
-    /// Live messages dropped for their size (§9.2).
-    pub live_too_long: u64,
+    /// Frames and live messages the per-peer limits dropped (§7.4, §9.2), counted as a node
+    /// socket counts them.
+    pub limits: LimitCounters,
     /// Live messages dropped from a former member (§9.2).
     pub live_from_former_member: u64,
     /// Sends refused: a reserved type, an unknown room, no admitted peer, a live message before
@@ -483,8 +477,6 @@ pub struct Counters {
     /// Inputs naming something this node does not hold (an unknown connection, a room not joined,
     /// a peer that is not a DID or is this node).
     pub ignored_inputs: u64,
-    /// Frames dropped for going past the peer's [`PEER_BYTE_RATE`] (§7.4).
-    pub byte_rate_limited: u64,
     /// Messages of a type a space does not speak (§9 "Unknown types are ignored").
     pub unknown_type: u64,
     /// Messages of a space from a peer whose `who` had not come yet (§6.4: `who` is first).
@@ -784,7 +776,7 @@ impl<R: CryptoRng> Mesh<R> {
             state,
             route,
             claimed: false,
-            bytes: PEER_BYTE_RATE.bucket(now),
+            bytes: ByteAllowance::new(now),
         });
         self.attempts
             .schedule(now.saturating_add(ATTEMPT_TIMEOUT), id);
@@ -1295,9 +1287,7 @@ impl<R: CryptoRng> Mesh<R> {
             self.counters.stale_connection += 1;
             return;
         };
-        let cost = u32::try_from(bytes.len()).unwrap_or(u32::MAX);
-        if !c.bytes.try_take_n(now, cost) {
-            self.counters.byte_rate_limited += 1;
+        if !self.counters.limits.frame(&mut c.bytes, now, bytes.len()) {
             return;
         }
         let peer = &c.peer;
@@ -1537,15 +1527,13 @@ impl<R: CryptoRng> Mesh<R> {
             self.counters.live_from_former_member += 1;
             return;
         }
-        match a.live.take(now, &payload) {
-            Ok(()) => self.out.push_back(Output::Deliver {
+        if self.counters.limits.live(&mut a.live, now, &payload) {
+            self.out.push_back(Output::Deliver {
                 room: room.into(),
                 peer: peer.into(),
                 kind: LIVE.into(),
                 payload,
-            }),
-            Err(live::LiveDrop::RateLimited) => self.counters.live_rate_limited += 1,
-            Err(_) => self.counters.live_too_long += 1,
+            });
         }
     }
 
@@ -1645,7 +1633,7 @@ impl<R: CryptoRng> Mesh<R> {
         // In a space the mesh sends `who` itself, and a type the space does not speak would be
         // ignored by every peer (§9).
         let unspoken = r.introduces() && kind != LIVE;
-        if unspoken || (is_live && !live::fits(&payload)) {
+        if unspoken || (is_live && !fits(&payload)) {
             self.counters.send_refused += 1;
             return;
         }

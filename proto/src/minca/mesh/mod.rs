@@ -4,7 +4,8 @@
 //! - `frame_read`: a frame's members read from its bytes without a JSON tree;
 //! - [`introduction`]: §8, `__peers` and `__signal`, and who offers (§7.3);
 //! - `payload`: the payloads the mesh writes itself, from borrows;
-//! - [`live`]: §9.2, the receive limits on live messages;
+//! - [`live`]: §9.2, the receive limits on live messages (shared with the node sockets, in
+//!   [`crate::minca::limits`]);
 //! - [`admission`]: §7.2, what one side keeps per (room, peer);
 //! - `conns`: §5.1, the connections, one per peer, found by id or by peer;
 //! - [`peers_peek`]: a `__peers` frame read from its text;
