@@ -15,6 +15,7 @@ use weft_proto::airc::frame::Msg;
 use weft_proto::airc::pattern::Pattern;
 use weft_proto::airc::server::{
     Face, HELLO_TIMEOUT, Input, MAX_PENDING, Output, Record, RecordKey, Server, ServerConfig,
+    Source,
 };
 use weft_proto::airc::spool::{DUPLICATE_WINDOW, FLUSH_INTERVAL};
 use weft_proto::core::{ConnId, Machine, Timestamp};
@@ -75,6 +76,7 @@ impl Realm {
             conn,
             face,
             namespaces,
+            source: Source::Unknown,
         })
     }
 
