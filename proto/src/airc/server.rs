@@ -890,6 +890,11 @@ impl<R: CryptoRng> Server<R> {
         self.spool.len()
     }
 
+    /// Frame bytes held in the spool ([`spool::MAX_SPOOLED_BYTES`]).
+    pub fn spooled_bytes(&self) -> usize {
+        self.spool.bytes()
+    }
+
     /// Spooled messages in flight (§6.6): sent, timed out, and waiting for a late ack.
     pub fn in_flight(&self) -> usize {
         self.forwarded.in_flight_len()
