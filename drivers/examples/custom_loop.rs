@@ -25,7 +25,7 @@ use rustix::event::{PollFd, PollFlags, Timespec, poll};
 use weft_drivers::airc::client::{Client, message_id, new_message};
 use weft_proto::airc::address::{Authority, Namespace};
 use weft_proto::airc::frame::AckStatus;
-use weft_proto::airc::server::{Face, Input, Output, Server, ServerConfig};
+use weft_proto::airc::server::{Face, Input, Output, Server, ServerConfig, Source};
 use weft_proto::core::{ConnId, Machine};
 
 /// How long the self-test may take before it counts as failed.
@@ -141,6 +141,7 @@ fn run(socket: &Path, self_test: bool) -> io::Result<bool> {
                         conn,
                         face: Face::Client,
                         namespaces,
+                        source: Source::Unknown,
                     },
                 );
                 drain(&mut server, &mut conns);

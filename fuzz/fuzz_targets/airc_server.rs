@@ -16,7 +16,7 @@ use serde_json::json;
 use weft_fuzz::advance;
 use weft_proto::airc::address::{Authority, Namespace};
 use weft_proto::airc::discovery::{Answer, RecordType, SrvRecord};
-use weft_proto::airc::server::{Face, Input, Server, ServerConfig};
+use weft_proto::airc::server::{Face, Input, Server, ServerConfig, Source};
 use weft_proto::core::{ConnId, Machine, Timestamp};
 
 #[derive(Arbitrary, Debug)]
@@ -142,6 +142,7 @@ fuzz_target!(|input: (bool, Vec<Op>)| {
                     conn: ConnId(conn.into()),
                     face,
                     namespaces,
+                    source: Source::Unknown,
                 })
             }
             Op::Bytes { conn, data } => Some(Input::Received {

@@ -13,7 +13,7 @@ use weft_proto::airc::client::{
     RequestKind,
 };
 use weft_proto::airc::frame::{Ack, AckStatus, ErrorCode, LinkRequest};
-use weft_proto::airc::server::{self, Face, Server, ServerConfig};
+use weft_proto::airc::server::{self, Face, Server, ServerConfig, Source};
 use weft_proto::core::{ConnId, Machine, Timestamp};
 use weft_proto::crypto;
 
@@ -149,6 +149,7 @@ impl World {
                         conn,
                         face: Face::Client,
                         namespaces,
+                        source: Source::Unknown,
                     },
                 );
                 self.peers[i].client.handle(now, Input::Connected);

@@ -9,7 +9,7 @@ use rand_core::SeedableRng;
 use serde_json::{Value, json};
 use weft_proto::airc::address::{Authority, Namespace};
 use weft_proto::airc::discovery::{Answer, Endpoint, RecordType, SrvRecord};
-use weft_proto::airc::server::{Face, Input, Output, Server, ServerConfig};
+use weft_proto::airc::server::{Face, Input, Output, Server, ServerConfig, Source};
 use weft_proto::core::{ConnId, Machine, Timestamp};
 use weft_proto::crypto::{self, CryptoProvider, Ed25519Seed};
 
@@ -113,6 +113,7 @@ impl Net {
                 conn,
                 face: Face::Client,
                 namespaces,
+                source: Source::Unknown,
             },
         );
         self.frame(
@@ -196,6 +197,7 @@ impl Net {
                         conn: accept,
                         face: Face::Peer,
                         namespaces,
+                        source: Source::Unknown,
                     },
                 );
                 self.servers[s].handle(
@@ -626,6 +628,7 @@ fn inbound_peer(
             conn,
             face: Face::Peer,
             namespaces: vec![],
+            source: Source::Unknown,
         },
     );
     raw(server, conn, hello);
@@ -641,6 +644,7 @@ fn desk_writes_to_alice(server: &mut Server<ChaCha20Rng>) {
             conn: DESK,
             face: Face::Client,
             namespaces,
+            source: Source::Unknown,
         },
     );
     raw(
@@ -1332,6 +1336,7 @@ fn peer_links_coming_up_and_going_down_are_audit_events_for_administrators() {
             conn: ADMIN,
             face: Face::Client,
             namespaces: Vec::new(),
+            source: Source::Unknown,
         },
     );
     net.input(B, Input::Administrator { conn: ADMIN });
@@ -1784,6 +1789,7 @@ fn a_dns_question_the_host_never_answers_counts_as_no_records_after_10_s() {
             conn: ALICE,
             face: Face::Client,
             namespaces: vec![Namespace::parse("alice").unwrap()],
+            source: Source::Unknown,
         },
     );
     raw(
@@ -1826,6 +1832,7 @@ fn admin_subscribed(net: &mut Net, s: usize, kinds: &[&str]) {
             conn: ADMIN,
             face: Face::Client,
             namespaces: Vec::new(),
+            source: Source::Unknown,
         },
     );
     net.input(s, Input::Administrator { conn: ADMIN });
@@ -2089,6 +2096,7 @@ fn a_grant_across_realms_is_recorded_at_both_and_enforced_by_each() {
                 conn: ADMIN,
                 face: Face::Client,
                 namespaces: vec![],
+                source: Source::Unknown,
             },
         );
         net.input(s, Input::Administrator { conn: ADMIN });
@@ -2232,6 +2240,7 @@ fn unauthenticated_inbound(net: &mut Net) -> ConnId {
             conn: peer,
             face: Face::Peer,
             namespaces: vec![],
+            source: Source::Unknown,
         },
     );
     net.frame(B, peer, signed_hello(T0.as_secs() - 301));

@@ -12,11 +12,13 @@ use weft_proto::airc::bind::{
 };
 use weft_proto::airc::discovery::Endpoint;
 use weft_proto::airc::frame::Msg;
+use weft_proto::airc::framing::MAX_FRAME_BYTES;
 use weft_proto::airc::pattern::Pattern;
 use weft_proto::airc::server::{
-    Face, HELLO_TIMEOUT, Input, MAX_PENDING, Output, Record, RecordKey, Server, ServerConfig,
+    Face, HELLO_TIMEOUT, Input, MAX_CONNECTIONS, MAX_CONNECTIONS_PER_SOURCE, MAX_PENDING,
+    MAX_WAITING_HELLOS, Output, Record, RecordKey, Server, ServerConfig, Source,
 };
-use weft_proto::airc::spool::{DUPLICATE_WINDOW, FLUSH_INTERVAL};
+use weft_proto::airc::spool::{DUPLICATE_WINDOW, FLUSH_INTERVAL, MAX_SPOOLED_BYTES_PER_KEY};
 use weft_proto::core::{ConnId, Machine, Timestamp};
 use weft_proto::crypto::{self, CryptoProvider, Ed25519Seed, sigstring};
 
@@ -70,11 +72,17 @@ impl Realm {
     }
 
     fn open(&mut self, conn: ConnId, face: Face, ns: &[&str]) -> Vec<Output> {
+        self.open_from(conn, face, ns, Source::Unknown)
+    }
+
+    /// A connection the host says `source` opened.
+    fn open_from(&mut self, conn: ConnId, face: Face, ns: &[&str], source: Source) -> Vec<Output> {
         let namespaces = ns.iter().map(|n| Namespace::parse(n).unwrap()).collect();
         self.input(Input::Opened {
             conn,
             face,
             namespaces,
+            source,
         })
     }
 
@@ -3013,4 +3021,248 @@ fn an_answer_to_another_message_under_a_notices_id_keeps_the_notices_copy() {
         !out.contains(&forget),
         "the notice's copy dropped while it is out: {out:?}"
     );
+}
+
+// ---- bounds in bytes and per source (issue #33) -------------------------------------------------
+
+/// A `msg` from alice's `x` to `to` whose frame is exactly `len` bytes with its newline.
+fn msg_of_len(id: &str, to: &str, len: usize) -> Vec<u8> {
+    let line = |body: &str| {
+        let from = "airc://example.com/alice/x";
+        let m = json!({"t":"msg","id":id,"from":from,"to":to,"ts":1_790_380_000.123,"body":body});
+        let mut bytes = serde_json::to_vec(&m).unwrap();
+        bytes.push(b'\n');
+        bytes
+    };
+    let bytes = line(&"a".repeat(len - line("").len()));
+    assert_eq!(bytes.len(), len);
+    bytes
+}
+
+/// What `out` asks to persist.
+fn persisted(out: &[Output]) -> impl Iterator<Item = Record> + '_ {
+    out.iter().filter_map(|o| match o {
+        Output::Persist(rec) => Some(rec.clone()),
+        _ => None,
+    })
+}
+
+/// An attacker (or a flood) sends an offline namespace the largest frames: 32 are queued, 32 MiB,
+/// and the 33rd is `failed refused` "spool full for this destination: bytes", long before the
+/// count bound; a small one still fits, and another namespace still has room. A restart restores
+/// the spool as full as it was (the next is refused alike), and when bob binds, every message
+/// acked `queued`, and nothing else, reaches him in order.
+#[test]
+fn a_namespace_sent_the_largest_frames_is_refused_at_its_byte_bound_and_keeps_all_it_queued() {
+    let mut r = Realm::new();
+    r.client(ALICE, "alice");
+    let bob_y = "airc://example.com/bob/y";
+    let mut queued = Vec::new();
+    let mut records = Vec::new();
+    let refused = loop {
+        let id = format!("big{}", queued.len());
+        let bytes = msg_of_len(&id, bob_y, MAX_FRAME_BYTES);
+        let out = r.input(Input::Received { conn: ALICE, bytes });
+        records.extend(persisted(&out));
+        let ack = acks(&out, ALICE).remove(0);
+        if ack["status"] != "queued" {
+            break ack;
+        }
+        assert_eq!(ack["code"], "endpoint_offline");
+        queued.push(id);
+        // Far below the count bound (MAX_SPOOLED_PER_KEY): only bytes can stop it.
+        assert!(queued.len() <= 40, "not refused at the byte bound");
+    };
+    assert_eq!(queued.len(), MAX_SPOOLED_BYTES_PER_KEY / MAX_FRAME_BYTES);
+    assert!(r.server.spooled_bytes() <= MAX_SPOOLED_BYTES_PER_KEY);
+    assert!(r.server.spooled_bytes() > MAX_SPOOLED_BYTES_PER_KEY - MAX_FRAME_BYTES);
+    let spool_full = json!({"t":"ack","id":"big32","status":"failed","code":"refused",
+        "reason":"spool full for this destination: bytes"});
+    assert_eq!(refused, spool_full);
+    assert_eq!(r.server.stats().spool_full, 1);
+    // Under the bound, a small message still fits; alice's own namespace is another key.
+    let out = r.send(ALICE, msg("small", "x", "//example.com/bob/y"));
+    records.extend(persisted(&out));
+    assert_eq!(acks(&out, ALICE)[0]["status"], "queued");
+    queued.push("small".to_string());
+    let bytes = msg_of_len("mine", "airc://example.com/alice/z", MAX_FRAME_BYTES);
+    let out = r.input(Input::Received { conn: ALICE, bytes });
+    records.extend(persisted(&out));
+    assert_eq!(acks(&out, ALICE)[0]["status"], "queued");
+
+    // A restart: the records come back in the order written.
+    let mut again = Realm::new();
+    again.now = r.now + Duration::from_secs(5);
+    for rec in records {
+        again.input(Input::Restore(rec));
+    }
+    again.client(ALICE, "alice");
+    let bytes = msg_of_len("big32", bob_y, MAX_FRAME_BYTES);
+    let out = again.input(Input::Received { conn: ALICE, bytes });
+    assert_eq!(acks(&out, ALICE), [spool_full]);
+    assert_eq!(again.server.spooled_bytes(), r.server.spooled_bytes());
+    let out = again.bound(BOB, "bob", &["bob/"]);
+    // The ids read off each frame's start (`{"t":"msg","id":…`): parsing 33 MiB of frames in
+    // full is most of this test's time.
+    let got: Vec<String> = out
+        .iter()
+        .filter_map(|o| match o {
+            Output::Send { conn, bytes } if *conn == BOB => Some(bytes),
+            _ => None,
+        })
+        .flat_map(|b| b.split(|&x| x == b'\n'))
+        .filter_map(|line| line.strip_prefix(br#"{"t":"msg","id":""#))
+        .map(|rest| {
+            let end = rest.iter().position(|&c| c == b'"').unwrap();
+            String::from_utf8(rest[..end].to_vec()).unwrap()
+        })
+        .collect();
+    assert_eq!(
+        got, queued,
+        "every queued message, in order, and only those"
+    );
+    // Bob's bytes left the spool with his messages; alice's own key still holds hers.
+    let mine = again.server.spooled_bytes();
+    assert!(mine > 0 && mine <= MAX_FRAME_BYTES, "{mine}");
+}
+
+/// 4 096 sockets that connect and say nothing (as many as the server's connection slots) cannot
+/// lock clients out: past [`MAX_WAITING_HELLOS`] each new connection closes the one that has
+/// waited longest (the host then reports it closed, as it must), never a client that said hello,
+/// and an honest client that says hello at once is welcomed.
+#[test]
+fn silent_sockets_cannot_lock_clients_out_the_longest_waiting_is_closed_for_a_new_one() {
+    let mut r = Realm::new();
+    r.client(ALICE, "alice");
+    let first = 1000;
+    for i in 0..MAX_CONNECTIONS as u64 {
+        let out = r.open(ConnId(first + i), Face::Client, &["bob"]);
+        let closes: Vec<ConnId> = out
+            .iter()
+            .filter_map(|o| match o {
+                Output::Close { conn } => Some(*conn),
+                _ => None,
+            })
+            .collect();
+        if (i as usize) < MAX_WAITING_HELLOS {
+            assert!(closes.is_empty(), "{i}: {closes:?}");
+        } else {
+            let oldest = ConnId(first + i - MAX_WAITING_HELLOS as u64);
+            assert_eq!(closes, [oldest], "the longest waiting, nothing else");
+            r.input(Input::Closed { conn: oldest });
+        }
+    }
+    let evicted = (MAX_CONNECTIONS - MAX_WAITING_HELLOS) as u64;
+    assert_eq!(r.server.stats().hello_evictions, evicted);
+    assert_eq!(r.server.stats().refused_connections, 0);
+    // An honest client: welcomed (its arrival closed one more silent socket).
+    r.client(BOB, "bob");
+    assert_eq!(r.server.stats().hello_evictions, evicted + 1);
+    // Alice, who said hello first, is served throughout.
+    let out = r.send(ALICE, json!({"t":"ping","n":7}));
+    assert_eq!(frames(&out, ALICE), [json!({"t":"pong","n":7})]);
+    // Those left waiting still meet the hello timeout.
+    let out = r.advance(HELLO_TIMEOUT);
+    let timed_out = out
+        .iter()
+        .filter(|o| matches!(o, Output::Close { .. }))
+        .count();
+    assert_eq!(timed_out, MAX_WAITING_HELLOS - 1);
+}
+
+/// One local user (uid 1001) opening connection after connection gets its share,
+/// [`MAX_CONNECTIONS_PER_SOURCE`], and no more: the next is closed at once, nothing of it read,
+/// and counted; another uid is served meanwhile, and when one of 1001's closes it may open one.
+#[test]
+fn one_uid_holds_at_most_its_share_of_the_connection_slots() {
+    let mut r = Realm::new();
+    let mallory = Source::Uid(1001);
+    let first = 1000;
+    for i in 0..MAX_CONNECTIONS_PER_SOURCE as u64 {
+        let conn = ConnId(first + i);
+        let out = r.open_from(conn, Face::Client, &["bob"], mallory);
+        assert!(!closed(&out, conn));
+        assert_eq!(frames(&r.hello(conn), conn)[0]["t"], "welcome");
+    }
+    let extra = ConnId(first + MAX_CONNECTIONS_PER_SOURCE as u64);
+    let out = r.open_from(extra, Face::Client, &["bob"], mallory);
+    assert_eq!(out, [Output::Close { conn: extra }]);
+    assert!(r.hello(extra).is_empty(), "nothing of it is read");
+    r.input(Input::Closed { conn: extra });
+    let stats = r.server.stats();
+    assert_eq!((stats.refused_connections, stats.source_refusals), (1, 1));
+    // Another user is not locked out.
+    r.open_from(ALICE, Face::Client, &["alice"], Source::Uid(1000));
+    assert_eq!(frames(&r.hello(ALICE), ALICE)[0]["t"], "welcome");
+    // One of mallory's goes: room for one more of its own.
+    r.input(Input::Closed {
+        conn: ConnId(first),
+    });
+    let out = r.open_from(extra, Face::Client, &["bob"], mallory);
+    assert!(!closed(&out, extra));
+    assert_eq!(frames(&r.hello(extra), extra)[0]["t"], "welcome");
+}
+
+/// On the peer face the share is per address: one IPv4 host (written plain or IPv4-mapped, one
+/// address either way) and one IPv6 /64 (any addresses in it) hold at most
+/// [`MAX_CONNECTIONS_PER_SOURCE`] each; the next is closed at once, while another host is served.
+#[test]
+fn one_peer_address_or_ipv6_64_holds_at_most_its_share_of_the_connection_slots() {
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+    let v4 = Ipv4Addr::new(203, 0, 113, 7);
+    let in_64 = |low: u16| IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 1, 2, 0, 0, low, low));
+    let cases: [(Vec<IpAddr>, IpAddr, IpAddr); 2] = [
+        (
+            vec![IpAddr::V4(v4), IpAddr::V6(v4.to_ipv6_mapped())],
+            IpAddr::V4(v4),
+            IpAddr::V4(Ipv4Addr::new(203, 0, 113, 8)),
+        ),
+        (
+            (0..u16::MAX).map(in_64).collect(),
+            in_64(u16::MAX),
+            IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 1, 3, 0, 0, 0, 1)),
+        ),
+    ];
+    for (addresses, next, other) in cases {
+        let mut r = Realm::new();
+        for i in 0..MAX_CONNECTIONS_PER_SOURCE {
+            let conn = ConnId(1000 + i as u64);
+            let from = Source::Addr(addresses[i % addresses.len()]);
+            assert!(!closed(&r.open_from(conn, Face::Peer, &[], from), conn));
+        }
+        let extra = ConnId(5000);
+        let out = r.open_from(extra, Face::Peer, &[], Source::Addr(next));
+        assert_eq!(out, [Output::Close { conn: extra }], "{next}");
+        assert_eq!(r.server.stats().source_refusals, 1);
+        let out = r.open_from(ConnId(5001), Face::Peer, &[], Source::Addr(other));
+        assert!(!closed(&out, ConnId(5001)), "{other}");
+    }
+}
+
+/// A refused frame's fields are the sender's: a `from` of a megabyte (3-byte characters, so the
+/// bound falls inside one) is failed `bad_address`, and its audit event, logged and streamed,
+/// carries the first 1 023 bytes of it, cut on a character boundary, not the megabyte.
+#[test]
+fn a_refused_frames_megabyte_from_is_cut_to_its_bound_in_the_audit_event() {
+    use weft_proto::airc::audit::MAX_EVENT_FIELD_BYTES;
+    let mut r = Realm::new();
+    r.admin(ADMIN);
+    r.subscribe(ADMIN, None);
+    r.client(ALICE, "alice");
+    let from = "€".repeat(340_000);
+    let frame = json!({"t":"msg","id":"huge","from":from,"to":"//example.com/bob/y",
+        "ts":1_790_380_000.123,"body":"x"});
+    let out = r.send(ALICE, frame);
+    assert_eq!(acks(&out, ALICE)[0]["code"], "bad_address");
+    let logged: Vec<String> = persisted(&out)
+        .filter_map(|rec| match rec {
+            Record::Audit { event } => event.from,
+            _ => None,
+        })
+        .collect();
+    assert_eq!(logged.len(), 1);
+    assert_eq!(logged[0].len(), MAX_EVENT_FIELD_BYTES - 1);
+    assert!(from.starts_with(&logged[0]));
+    let streamed = events(&out, ADMIN);
+    assert_eq!(streamed[0]["from"], json!(logged[0]));
 }

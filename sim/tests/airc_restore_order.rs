@@ -8,7 +8,7 @@ use rand_core::SeedableRng;
 use weft_proto::airc::address::{Authority, Namespace};
 use weft_proto::airc::frame::{Frame, Msg};
 use weft_proto::airc::framing;
-use weft_proto::airc::server::{Face, Input, Output, Record, Server, ServerConfig};
+use weft_proto::airc::server::{Face, Input, Output, Record, Server, ServerConfig, Source};
 use weft_proto::core::{ConnId, Machine, Timestamp};
 use weft_proto::crypto;
 
@@ -73,6 +73,7 @@ fn a_restored_backlog_is_flushed_in_the_order_it_was_written() {
             conn: bob,
             face: Face::Client,
             namespaces: vec![Namespace::parse("bob").unwrap()],
+            source: Source::Unknown,
         },
     );
     let hello = r#"{"t":"hello","proto":"airc/0.1","role":"client"}"#;

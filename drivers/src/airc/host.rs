@@ -30,7 +30,7 @@ use std::net::{IpAddr, SocketAddr};
 
 use weft_proto::airc::address::{Authority, Namespace};
 use weft_proto::airc::discovery::Endpoint;
-use weft_proto::airc::server::{Face, Input, Output, Server};
+use weft_proto::airc::server::{Face, Input, Output, Server, Source};
 use weft_proto::core::rand_core::CryptoRng;
 use weft_proto::core::{ConnId, Machine, Timestamp, Wakeup};
 
@@ -435,10 +435,16 @@ impl<R: CryptoRng> HostMachine for Realm<R> {
         let namespaces = uid
             .and_then(|uid| self.namespaces.get(&uid).cloned())
             .unwrap_or_default();
+        let source = match (face, &peer.remote) {
+            (Face::Client, _) => uid.map_or(Source::Unknown, Source::Uid),
+            (Face::Peer, Remote::Tcp(addr) | Remote::Quic(addr)) => Source::Addr(addr.ip()),
+            (Face::Peer, Remote::Unix { .. }) => Source::Unknown,
+        };
         Input::Opened {
             conn,
             face,
             namespaces,
+            source,
         }
         .into()
     }

@@ -10,12 +10,19 @@
 //! lies inside one of the subscriber's namespaces (§5); an administrator sees every event.
 //! `realm` names another realm's server (`peer.up`, `peer.down`), which lies inside no namespace
 //! of this realm, so only administrators see peer events.
+//!
+//! Bounds (§16.7): every text field of an event is cut to [`MAX_EVENT_FIELD_BYTES`]
+//! ([`bound_fields`]), so a refused frame cannot write a megabyte `from` into the log; and the
+//! stored log is kept by age and size, oldest first, with a count of what was dropped
+//! ([`AuditLog`], for whatever stores it).
 
-use alloc::collections::BTreeMap;
+use alloc::collections::{BTreeMap, VecDeque};
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
+use core::ops::Range;
+use core::time::Duration;
 
-use super::address::{Address, Authority, Namespace};
+use super::address::{Address, Authority, MAX_ADDRESS_LEN, Namespace};
 use super::frame::{Event, Scope, Subscribed};
 use crate::core::bucket::{BucketConfig, TokenBucket};
 use crate::core::{ConnId, Timestamp};
@@ -27,6 +34,197 @@ use crate::core::{ConnId, Timestamp};
 /// host is holding frames it has not read) is dropped, not fed a stream with silent gaps. The
 /// durable log ([`super::server::Record::Audit`]) still holds every event.
 pub const SUBSCRIBER_RATE: BucketConfig = BucketConfig::new(1024, 256);
+
+/// The most bytes one text field of an event (`from`, `to`, `id`, `reason`, ...) is written
+/// with: [`MAX_ADDRESS_LEN`], so every address that parses is written whole, while a refused
+/// frame's field (a `from` that is no address, a megabyte long) is cut at the last character
+/// boundary before it. An event then has at most 17 such fields: a few tens of KiB at worst, in
+/// the log and on every subscriber's stream.
+pub const MAX_EVENT_FIELD_BYTES: usize = MAX_ADDRESS_LEN;
+
+/// How long the stored audit log keeps an event: 30 days, long enough to look back over a
+/// month's traffic, short enough that a busy realm's log does not grow for ever. The spec says
+/// the log is append-only and sets no retention (§13, §15 was lost); dropping the oldest is the
+/// only change ever made to it.
+pub const AUDIT_RETENTION: Duration = Duration::from_secs(30 * 86_400);
+
+/// The most bytes the stored audit log keeps (each event's JSON form): 256 MiB, about a million
+/// message events. Past it the oldest events are dropped first, and counted.
+pub const MAX_AUDIT_BYTES: usize = 256 * 1024 * 1024;
+
+/// Cuts every text field of `event` to [`MAX_EVENT_FIELD_BYTES`] on a character boundary. The
+/// server does this to every event before it is logged or streamed.
+pub fn bound_fields(event: &mut Event) {
+    let Event {
+        ts: _,
+        kind,
+        id,
+        from,
+        to,
+        status,
+        code,
+        reason,
+        by,
+        hop,
+        kind_of_msg,
+        re,
+        bytes: _,
+        link,
+        passport,
+        endpoint,
+        realm,
+        authenticated: _,
+        outbound: _,
+        label,
+        state,
+        uses: _,
+        uses_left: _,
+    } = event;
+    truncate(kind);
+    for text in [
+        id,
+        from,
+        to,
+        status,
+        code,
+        reason,
+        by,
+        hop,
+        kind_of_msg,
+        re,
+        link,
+        passport,
+        endpoint,
+        realm,
+        label,
+        state,
+    ]
+    .into_iter()
+    .flatten()
+    {
+        truncate(text);
+    }
+}
+
+/// Cuts `text` to at most [`MAX_EVENT_FIELD_BYTES`], at a character boundary.
+fn truncate(text: &mut String) {
+    if text.len() > MAX_EVENT_FIELD_BYTES {
+        let mut end = MAX_EVENT_FIELD_BYTES;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+    }
+}
+
+/// The stored audit log's retention: which events to drop, oldest first, so that it keeps at
+/// most [`MAX_AUDIT_BYTES`] and nothing older than [`AUDIT_RETENTION`], and how many it dropped.
+///
+/// The log lives wherever the host stores records ([`super::server::Record::Audit`]); this is
+/// its rule, kept apart from the storage so that every store keeps it alike. Each event has a
+/// sequence number, increasing in the order written; what to drop is always a range of them from
+/// the oldest, so a store deletes it in one sweep.
+#[derive(Clone, Debug)]
+pub struct AuditLog {
+    /// (sequence, when written, bytes) of every event kept, oldest first.
+    kept: VecDeque<(u64, Timestamp, usize)>,
+    bytes: usize,
+    next: u64,
+    max_age: Duration,
+    max_bytes: usize,
+    dropped: u64,
+    dropped_bytes: u64,
+}
+
+impl Default for AuditLog {
+    fn default() -> Self {
+        Self::new(AUDIT_RETENTION, MAX_AUDIT_BYTES)
+    }
+}
+
+impl AuditLog {
+    /// An empty log keeping events for `max_age` and at most `max_bytes` of them.
+    pub fn new(max_age: Duration, max_bytes: usize) -> Self {
+        Self {
+            kept: VecDeque::new(),
+            bytes: 0,
+            next: 0,
+            max_age,
+            max_bytes,
+            dropped: 0,
+            dropped_bytes: 0,
+        }
+    }
+
+    /// An event stored before a restart, handed back in sequence order: it is kept, and what is
+    /// appended next follows it. Call [`AuditLog::prune`] once they are all back.
+    pub fn restore(&mut self, seq: u64, at: Timestamp, bytes: usize) {
+        self.kept.push_back((seq, at, bytes));
+        self.bytes = self.bytes.saturating_add(bytes);
+        self.next = self.next.max(seq.saturating_add(1));
+    }
+
+    /// Appends an event written at `at` taking `bytes`: its sequence number, and the events to
+    /// drop to make room (and any past their age at `at`), as a range of sequence numbers.
+    pub fn append(&mut self, at: Timestamp, bytes: usize) -> (u64, Range<u64>) {
+        let seq = self.next;
+        self.next += 1;
+        self.kept.push_back((seq, at, bytes));
+        self.bytes = self.bytes.saturating_add(bytes);
+        (seq, self.prune(at))
+    }
+
+    /// Drops what is older than the retention at `now` or over the byte bound, oldest first
+    /// (the event just appended is never dropped): the range of sequence numbers to delete.
+    pub fn prune(&mut self, now: Timestamp) -> Range<u64> {
+        let mut range: Option<Range<u64>> = None;
+        while let Some(&(seq, at, bytes)) = self.kept.front() {
+            let old = now.saturating_duration_since(at) > self.max_age;
+            let over = self.bytes > self.max_bytes && self.kept.len() > 1;
+            if !old && !over {
+                break;
+            }
+            self.kept.pop_front();
+            self.bytes -= bytes;
+            self.dropped += 1;
+            self.dropped_bytes += bytes as u64;
+            let start = range.as_ref().map_or(seq, |r| r.start);
+            range = Some(start..seq + 1);
+        }
+        range.unwrap_or(self.next..self.next)
+    }
+
+    /// Events dropped so far (since this log was made: a store that wants the count across
+    /// restarts keeps it).
+    pub fn dropped(&self) -> u64 {
+        self.dropped
+    }
+
+    /// Bytes of the events dropped so far.
+    pub fn dropped_bytes(&self) -> u64 {
+        self.dropped_bytes
+    }
+
+    /// Events kept.
+    pub fn len(&self) -> usize {
+        self.kept.len()
+    }
+
+    /// Whether no event is kept.
+    pub fn is_empty(&self) -> bool {
+        self.kept.is_empty()
+    }
+
+    /// Bytes kept.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// The sequence number the next event appended takes.
+    pub fn next_seq(&self) -> u64 {
+        self.next
+    }
+}
 
 /// The kinds of event §13 names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -341,6 +539,81 @@ mod tests {
         e.from = Some(from.into());
         e.to = Some(to.into());
         e
+    }
+
+    #[test]
+    fn every_text_field_is_cut_to_its_bound_on_a_character_boundary() {
+        let mut e = event(Timestamp::from_secs(10), Kind::MsgFailed);
+        // 3-byte characters: the bound (1024) falls inside one, so 1023 bytes are kept.
+        let huge = "€".repeat(300_000);
+        e.from = Some(huge.clone());
+        e.id = Some("a".repeat(1_000_000));
+        e.reason = Some(huge.clone());
+        e.to = Some("airc://example.com/alice/x".into());
+        e.bytes = Some(7);
+        bound_fields(&mut e);
+        assert_eq!(e.from.as_deref().unwrap().len(), 1023);
+        assert!(huge.starts_with(e.from.as_deref().unwrap()));
+        assert_eq!(e.id.as_deref().unwrap().len(), MAX_EVENT_FIELD_BYTES);
+        assert_eq!(e.reason.as_deref().unwrap().len(), 1023);
+        assert_eq!(e.to.as_deref(), Some("airc://example.com/alice/x"));
+        assert_eq!(e.bytes, Some(7));
+        // The longest address that parses is written whole.
+        let long = alloc::format!("airc://example.com/{}", "a".repeat(MAX_ADDRESS_LEN - 19));
+        assert_eq!(long.len(), MAX_ADDRESS_LEN);
+        e.endpoint = Some(long.clone());
+        bound_fields(&mut e);
+        assert_eq!(e.endpoint, Some(long));
+    }
+
+    #[test]
+    fn a_million_small_events_keep_the_log_at_its_byte_bound_dropping_the_oldest_first() {
+        let t0 = Timestamp::from_secs(1_790_380_000);
+        let mut log = AuditLog::default();
+        let size = 300;
+        let fits = MAX_AUDIT_BYTES / size;
+        let mut oldest = 0;
+        for i in 0..1_000_000u64 {
+            let (seq, drop) = log.append(t0, size);
+            assert_eq!(seq, i);
+            if !drop.is_empty() {
+                // Always the oldest kept, one range after the other.
+                assert_eq!(drop.start, oldest);
+                oldest = drop.end;
+            }
+        }
+        assert!(log.bytes() <= MAX_AUDIT_BYTES);
+        assert_eq!(log.len(), fits);
+        assert_eq!(log.dropped(), 1_000_000 - fits as u64);
+        assert_eq!(log.dropped_bytes(), log.dropped() * size as u64);
+        assert_eq!(oldest, 1_000_000 - fits as u64);
+    }
+
+    #[test]
+    fn events_past_the_retention_are_dropped_and_counted_and_a_restored_log_continues() {
+        let t0 = Timestamp::from_secs(1_790_380_000);
+        let mut log = AuditLog::new(AUDIT_RETENTION, 1000);
+        let (seq, drop) = log.append(t0, 100);
+        assert_eq!(seq, 0);
+        assert!(drop.is_empty());
+        log.append(t0 + Duration::from_secs(60), 100);
+        // At the retention exactly: both kept; a second past it, the first goes.
+        assert!(log.prune(t0 + AUDIT_RETENTION).is_empty());
+        assert_eq!(
+            log.prune(t0 + AUDIT_RETENTION + Duration::from_secs(1)),
+            0..1
+        );
+        assert_eq!((log.len(), log.dropped()), (1, 1));
+        // A huge event, alone over the bound, is kept; it pushes the older one out.
+        let (seq, drop) = log.append(t0 + Duration::from_secs(120), 5000);
+        assert_eq!((seq, drop), (2, 1..2));
+        assert_eq!(log.len(), 1);
+        // After a restart the store hands back what it kept, and the log goes on from there.
+        let mut again = AuditLog::new(AUDIT_RETENTION, 1000);
+        again.restore(7, t0, 400);
+        again.restore(9, t0, 400);
+        assert_eq!(again.append(t0, 400), (10, 7..8));
+        assert_eq!(again.bytes(), 800);
     }
 
     #[test]

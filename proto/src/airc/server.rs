@@ -61,6 +61,7 @@ use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
 use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
+use core::net::IpAddr;
 use core::time::Duration;
 
 use super::address::{Address, Authority, Face as AddressFace, Namespace, RESOLVER};
@@ -103,6 +104,23 @@ pub const MAX_VIA: usize = 8;
 /// Connections one server holds at most; past it a new connection is closed at once. The spec
 /// sets no bound (§15 was lost).
 pub const MAX_CONNECTIONS: usize = 4096;
+
+/// Connections one source may hold at most: an eighth of [`MAX_CONNECTIONS`] (512), so that one
+/// local user (a uid on the client face) or one remote host (an address on the peer face, an
+/// IPv6 /64 counted as one) cannot take every slot and lock the others out; eight sources must
+/// collude to fill the server. The host says who the source is ([`Input::Opened`]'s
+/// [`Source`]); past it the connection is refused like one past [`MAX_CONNECTIONS`]: closed at
+/// once, nothing read, counted. The spec sets no bound (§15 was lost; §16.7).
+pub const MAX_CONNECTIONS_PER_SOURCE: usize = MAX_CONNECTIONS / 8;
+
+/// Connections that may wait for their hello at once: a quarter of [`MAX_CONNECTIONS`] (1024).
+/// When one more opens, the one that has waited longest is closed to make room (counted in
+/// [`Stats::hello_evictions`]), so silent sockets cannot hold the slots new clients need: an
+/// honest client says hello one round trip after it connects, and an attacker would have to
+/// open 1024 connections inside that round trip to push it out. A hello waiting for its realm's
+/// keys (§8.2) has been said and no longer counts. [`HELLO_TIMEOUT`] closes the rest after 30 s.
+/// The spec sets no bound (§15 was lost).
+pub const MAX_WAITING_HELLOS: usize = MAX_CONNECTIONS / 4;
 
 /// Forwarded messages awaiting an ack at most, across all connections. Past it a message that
 /// would be forwarded is spooled instead (it is still accepted, never dropped).
@@ -159,6 +177,48 @@ pub enum Face {
     Peer,
 }
 
+/// Who opened a connection, as far as the transport can say, for the share of the connection
+/// slots one source may hold ([`MAX_CONNECTIONS_PER_SOURCE`]). It grants nothing: what a
+/// connection may do is its namespaces (§5).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Source {
+    /// A local process of this uid: a Unix socket's peer credentials, or the owner of a loopback
+    /// TCP socket (the client face).
+    Uid(u32),
+    /// A remote host at this address (the peer face). IPv6 addresses are counted by their /64,
+    /// which one host is commonly given whole; an IPv4-mapped address as the IPv4 address.
+    Addr(IpAddr),
+    /// The host does not say: the connection counts against [`MAX_CONNECTIONS`] alone.
+    Unknown,
+}
+
+impl Source {
+    /// What connections are counted under, if anything.
+    fn key(self) -> Option<SourceKey> {
+        match self {
+            Source::Uid(uid) => Some(SourceKey::Uid(uid)),
+            Source::Addr(addr) => Some(match addr.to_canonical() {
+                IpAddr::V4(v4) => SourceKey::V4(v4.octets()),
+                IpAddr::V6(v6) => {
+                    let mut prefix = [0u8; 8];
+                    prefix.copy_from_slice(&v6.octets()[..8]);
+                    SourceKey::V6Prefix(prefix)
+                }
+            }),
+            Source::Unknown => None,
+        }
+    }
+}
+
+/// A [`Source`] as counted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum SourceKey {
+    Uid(u32),
+    V4([u8; 4]),
+    V6Prefix([u8; 8]),
+}
+
 /// What a server is told from outside.
 #[derive(Clone, Debug)]
 #[non_exhaustive]
@@ -172,6 +232,9 @@ pub enum Input {
         face: Face,
         /// The namespaces it may act for, from the operator's uid table.
         namespaces: Vec<Namespace>,
+        /// Who opened it (a uid on the client face, an address on the peer face), for
+        /// [`MAX_CONNECTIONS_PER_SOURCE`].
+        source: Source,
     },
     /// The host accepted a client-face connection but the transport proves nobody holds it
     /// (§5): a loopback TCP peer whose socket is not a live, connected one of a process (a
@@ -420,8 +483,15 @@ pub struct Stats {
     pub settled: u64,
     /// Spooled messages dropped because they expired (§7.2).
     pub expired: u64,
-    /// Connections refused because the server was full.
+    /// Connections refused because the server was full, or their source held its share
+    /// ([`MAX_CONNECTIONS_PER_SOURCE`]).
     pub refused_connections: u64,
+    /// Of [`Stats::refused_connections`], those refused because their source held
+    /// [`MAX_CONNECTIONS_PER_SOURCE`].
+    pub source_refusals: u64,
+    /// Connections closed before their hello to make room for a newer one
+    /// ([`MAX_WAITING_HELLOS`]).
+    pub hello_evictions: u64,
     /// Client-face connections refused because the transport proved no identity for them
     /// ([`Input::Unidentified`]).
     pub unidentified_connections: u64,
@@ -441,6 +511,18 @@ pub struct Stats {
     /// Connections closed for sending more than [`MAX_PARKED_BYTES`] while their first frame
     /// waited for keys.
     pub parked_overflows: u64,
+    /// Messages refused `failed refused` because the spool could not hold them (a count or byte
+    /// bound of [`spool::SpoolLimits`]).
+    pub spool_full: u64,
+}
+
+/// `item` with what it takes in the spool ([`Spooled::bytes`]): the length of the message's JSON
+/// form as held, its frame less the `"t":"msg",` and the newline. Weighed where a message enters
+/// the spool (held, spooled in flight, requeued from a dropped hop, restored), not where it is
+/// routed: most messages are never spooled.
+fn weighed(mut item: Spooled<Msg>) -> Spooled<Msg> {
+    item.bytes = serde_json::to_vec(&item.msg).map_or(framing::MAX_FRAME_BYTES, |v| v.len());
+    item
 }
 
 /// Where a message is when its audit event is written (§13's `hop`).
@@ -670,6 +752,11 @@ struct Conn {
     parked: Option<Box<(Authority, Frame)>>,
     /// When a frame last went either way on it, for [`LINK_IDLE`].
     last_traffic: Timestamp,
+    /// Who opened it, as counted for [`MAX_CONNECTIONS_PER_SOURCE`].
+    source: Option<SourceKey>,
+    /// Its place among the connections waiting for their hello ([`MAX_WAITING_HELLOS`]), while
+    /// it waits.
+    waiting: Option<u64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -712,6 +799,12 @@ pub struct Server<R> {
     /// are on their way, until their answer or until the spool takes them.
     originated: BTreeMap<String, String>,
     conns: BTreeMap<ConnId, Conn>,
+    /// Connections held per source ([`MAX_CONNECTIONS_PER_SOURCE`]).
+    sources: BTreeMap<SourceKey, usize>,
+    /// The connections waiting for their hello, oldest first ([`MAX_WAITING_HELLOS`]).
+    waiting_hellos: BTreeMap<u64, ConnId>,
+    /// The place the next connection to wait for its hello takes.
+    next_waiting: u64,
     peer_links: PeerLinks,
     binds: BindTable<ConnId>,
     spool: Spool<Msg>,
@@ -770,6 +863,9 @@ impl<R: CryptoRng> Server<R> {
             awaiting: Awaiting::default(),
             originated: BTreeMap::new(),
             conns: BTreeMap::new(),
+            sources: BTreeMap::new(),
+            waiting_hellos: BTreeMap::new(),
+            next_waiting: 0,
             binds: BindTable::new(),
             spool: Spool::default(),
             seen: SeenIds::default(),
@@ -792,6 +888,11 @@ impl<R: CryptoRng> Server<R> {
     /// Messages held in the spool.
     pub fn spooled(&self) -> usize {
         self.spool.len()
+    }
+
+    /// Frame bytes held in the spool ([`spool::MAX_SPOOLED_BYTES`]).
+    pub fn spooled_bytes(&self) -> usize {
+        self.spool.bytes()
     }
 
     /// Spooled messages in flight (§6.6): sent, timed out, and waiting for a late ack.
@@ -830,6 +931,7 @@ impl<R: CryptoRng> Server<R> {
     /// again.
     fn close(&mut self, conn: ConnId) {
         self.out.push_back(Output::Close { conn });
+        self.hello_done(conn);
         let Some(c) = self.conns.get_mut(&conn) else {
             return;
         };
@@ -916,7 +1018,10 @@ impl<R: CryptoRng> Server<R> {
 
     /// Writes an event to the audit log (§13), durably, and hands it to the subscribers who see
     /// it; a subscriber past its budget is closed ([`audit::SUBSCRIBER_RATE`]).
-    fn emit(&mut self, now: Timestamp, event: Event) {
+    /// Every text field is first cut to [`audit::MAX_EVENT_FIELD_BYTES`]: a refused frame's
+    /// fields are the sender's, of any length up to the frame limit.
+    fn emit(&mut self, now: Timestamp, mut event: Event) {
+        audit::bound_fields(&mut event);
         let fanout = self.audit.fan_out(now, &event);
         self.stats.events += 1;
         if !fanout.to.is_empty() {
@@ -977,7 +1082,7 @@ impl<R: CryptoRng> Server<R> {
             key: key.to_string(),
             msg: Box::new(item.msg.clone()),
         };
-        self.spool.push(key, item)?;
+        self.spool.push(key, weighed(item))?;
         self.out.push_back(Output::Persist(record));
         self.arm_flush(now);
         Ok(())
@@ -992,14 +1097,46 @@ impl<R: CryptoRng> Server<R> {
 
     // ---- connections ------------------------------------------------------------------------
 
-    /// A connection the host opened; `false` when it is refused (the server is full, or the host
-    /// named a connection already open, which is then closed: the two cannot be told apart).
-    fn opened(&mut self, conn: ConnId, face: Face, namespaces: Vec<Namespace>) -> bool {
+    /// A connection the host opened; `false` when it is refused (the server is full, its source
+    /// holds its share, or the host named a connection already open, which is then closed: the
+    /// two cannot be told apart). `waits` says whether it waits for a hello that counts against
+    /// [`MAX_WAITING_HELLOS`] (not a link this server dialled, nor one refused at once).
+    fn opened(
+        &mut self,
+        conn: ConnId,
+        face: Face,
+        namespaces: Vec<Namespace>,
+        source: Source,
+        waits: bool,
+    ) -> bool {
         if self.conns.len() >= MAX_CONNECTIONS || self.conns.contains_key(&conn) {
             self.stats.refused_connections += 1;
             self.close(conn);
             return false;
         }
+        let source = source.key();
+        if let Some(key) = source {
+            let held = self.sources.entry(key).or_default();
+            if *held >= MAX_CONNECTIONS_PER_SOURCE {
+                self.stats.refused_connections += 1;
+                self.stats.source_refusals += 1;
+                self.close(conn);
+                return false;
+            }
+            *held += 1;
+        }
+        let waiting = waits.then(|| {
+            if self.waiting_hellos.len() >= MAX_WAITING_HELLOS
+                && let Some((_, oldest)) = self.waiting_hellos.pop_first()
+            {
+                self.stats.hello_evictions += 1;
+                self.close(oldest);
+            }
+            let place = self.next_waiting;
+            self.next_waiting += 1;
+            self.waiting_hellos.insert(place, conn);
+            place
+        });
         let state = State::AwaitHello;
         self.timers
             .schedule(self.clock + HELLO_TIMEOUT, Timer::Hello(conn));
@@ -1017,15 +1154,24 @@ impl<R: CryptoRng> Server<R> {
                 up: false,
                 parked: None,
                 last_traffic: self.clock,
+                source,
+                waiting,
             },
         );
         true
     }
 
+    /// `conn` no longer waits for its hello: it said it, it is closing, or it is gone.
+    fn hello_done(&mut self, conn: ConnId) {
+        if let Some(place) = self.conns.get_mut(&conn).and_then(|c| c.waiting.take()) {
+            self.waiting_hellos.remove(&place);
+        }
+    }
+
     /// §5: a client-face connection nobody can be proven to hold is refused, not served with
     /// no namespaces: no frame of it is read, and the refusal is the spec's `forbidden`.
     fn unidentified(&mut self, conn: ConnId) {
-        if self.opened(conn, Face::Client, Vec::new()) {
+        if self.opened(conn, Face::Client, Vec::new(), Source::Unknown, false) {
             self.stats.unidentified_connections += 1;
             self.fail(
                 conn,
@@ -1036,9 +1182,18 @@ impl<R: CryptoRng> Server<R> {
     }
 
     fn closed(&mut self, now: Timestamp, conn: ConnId) {
+        self.hello_done(conn);
         let Some(c) = self.conns.remove(&conn) else {
             return;
         };
+        if let Some(key) = c.source
+            && let Some(held) = self.sources.get_mut(&key)
+        {
+            *held -= 1;
+            if *held == 0 {
+                self.sources.remove(&key);
+            }
+        }
         if let Some(realm) = &c.peer {
             self.peer_links.forget(realm, conn);
         }
@@ -1093,7 +1248,7 @@ impl<R: CryptoRng> Server<R> {
             self.out.push_back(Output::Persist(record));
             self.passed(now, &msg);
         }
-        self.spool.requeue(&key, alloc::vec![item]);
+        self.spool.requeue(&key, alloc::vec![weighed(item)]);
         self.originated.remove(&msg.id);
         self.arm_flush(now);
         let queued = Ack::with_code(&msg.id, AckStatus::Queued, code);
@@ -1221,6 +1376,7 @@ impl<R: CryptoRng> Server<R> {
         for (name, value) in [
             ("connections", self.conns.len() as u64),
             ("spooled", self.spool.len() as u64),
+            ("spooled_bytes", self.spool.bytes() as u64),
             ("pending", self.forwarded.pending_len() as u64),
             ("frames", s.frames),
             ("messages", s.messages),
@@ -1235,6 +1391,7 @@ impl<R: CryptoRng> Server<R> {
             ("slow_subscribers", s.slow_subscribers),
             ("too_large_to_forward", s.too_large_to_forward),
             ("parked_overflows", s.parked_overflows),
+            ("spool_full", s.spool_full),
         ] {
             counters.insert(name.to_string(), value.into());
         }
@@ -1260,6 +1417,7 @@ impl<R: CryptoRng> Server<R> {
         if face == Face::Peer {
             return self.peer_hello(now, conn, h);
         }
+        self.hello_done(conn);
         let Some(c) = self.conns.get_mut(&conn) else {
             return;
         };
@@ -1320,7 +1478,8 @@ impl<R: CryptoRng> Server<R> {
         } else {
             match self.keys_or_park(now, conn, &peer, || Frame::Hello(h.clone())) {
                 Some(keys) => keys,
-                None => return,
+                // Said, and waiting for its realm's keys: no longer a silent connection.
+                None => return self.hello_done(conn),
             }
         };
         let canonical =
@@ -1366,7 +1525,7 @@ impl<R: CryptoRng> Server<R> {
 
     /// The dialling side: the host opened the link a `Connect` asked for; say hello.
     fn dialled(&mut self, now: Timestamp, conn: ConnId, target: Authority) {
-        if !self.opened(conn, Face::Peer, Vec::new()) {
+        if !self.opened(conn, Face::Peer, Vec::new(), Source::Unknown, false) {
             self.dialling.remove(&target);
             return self.no_link(now, &target);
         }
@@ -1457,6 +1616,7 @@ impl<R: CryptoRng> Server<R> {
 
     /// `conn` is a peer link to `realm`, open (§8.4), and sent on if `authenticated`.
     fn link_open(&mut self, conn: ConnId, realm: &Authority, authenticated: bool) {
+        self.hello_done(conn);
         let Some(c) = self.conns.get_mut(&conn) else {
             return;
         };
@@ -1652,6 +1812,7 @@ impl<R: CryptoRng> Server<R> {
             ts: now,
             ttl: DEFAULT_TTL,
             msg,
+            bytes: 0,
         }
     }
 
@@ -2410,6 +2571,7 @@ impl<R: CryptoRng> Server<R> {
                 ts,
                 ttl,
                 msg: m,
+                bytes: 0,
             };
             return self.deliver_remote(now, up, to, item);
         }
@@ -2422,6 +2584,7 @@ impl<R: CryptoRng> Server<R> {
                 ts,
                 ttl,
                 msg: m,
+                bytes: 0,
             };
             return self.deliver_remote(now, up, to, item);
         }
@@ -2453,6 +2616,7 @@ impl<R: CryptoRng> Server<R> {
             ts,
             ttl,
             msg: m,
+            bytes: 0,
         };
         if to.realm() == &self.config.realm && to.realm().port().is_none() {
             self.deliver_local(now, up, to, item);
@@ -2592,8 +2756,8 @@ impl<R: CryptoRng> Server<R> {
                 self.answer_code(now, up, &msg, (AckStatus::Queued, code), Hop::Spool);
                 true
             }
-            Err(_) => {
-                self.spool_full(now, up, &msg);
+            Err(full) => {
+                self.spool_full(now, up, &msg, full);
                 false
             }
         }
@@ -2634,10 +2798,12 @@ impl<R: CryptoRng> Server<R> {
         }
     }
 
-    /// The spool cannot hold the message, so it cannot be `queued`: refuse it.
-    fn spool_full(&mut self, now: Timestamp, up: &Upstream, m: &Msg) {
+    /// The spool cannot hold the message, so it cannot be `queued`: refuse it, `failed refused`
+    /// with a reason that begins `spool full` and says which bound ([`SpoolFull`]).
+    fn spool_full(&mut self, now: Timestamp, up: &Upstream, m: &Msg, full: SpoolFull) {
+        self.stats.spool_full += 1;
         let mut ack = Ack::with_code(&m.id, AckStatus::Failed, AckCode::Refused);
-        ack.reason = Some("spool full".to_string());
+        ack.reason = Some(full.to_string());
         self.answer(now, up, m, ack, Hop::Local);
     }
 
@@ -2799,7 +2965,7 @@ impl<R: CryptoRng> Server<R> {
             self.passed(now, &item.msg);
         }
         let msg = item.msg.clone();
-        self.spool.push_in_flight(&key, item);
+        self.spool.push_in_flight(&key, weighed(item));
         self.originated.remove(&id);
         self.forwarded.fly(id.clone(), hop);
         self.arm_flush(now);
@@ -2890,8 +3056,9 @@ impl<R: CryptoRng> Server<R> {
                     ts,
                     ttl,
                     msg: *msg,
+                    bytes: 0,
                 };
-                self.spool.restore(&key, item);
+                self.spool.restore(&key, weighed(item));
                 self.arm_flush(now);
             }
             Record::Link { record } => {
@@ -3015,8 +3182,9 @@ impl<R: CryptoRng> Machine for Server<R> {
                 conn,
                 face,
                 namespaces,
+                source,
             } => {
-                self.opened(conn, face, namespaces);
+                self.opened(conn, face, namespaces, source, true);
             }
             Input::Unidentified { conn } => self.unidentified(conn),
             Input::Received { conn, bytes } => self.received(now, conn, &bytes),

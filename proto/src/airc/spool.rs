@@ -11,12 +11,21 @@
 //!
 //! Duplicate suppression (§7.3) is [`SeenIds`]: ids acked `delivered` or `queued`, remembered for
 //! [`DUPLICATE_WINDOW`].
+//!
+//! Bounds (§15 was lost; §16.7 "bound resources"): a spool holds at most [`MAX_SPOOLED`] messages
+//! and [`MAX_SPOOLED_BYTES`] bytes, and one key at most [`MAX_SPOOLED_PER_KEY`] and
+//! [`MAX_SPOOLED_BYTES_PER_KEY`], so that neither a million small messages nor a few hundred of the
+//! largest frame can take the memory and disk the spool lives in. Bytes are what each message's
+//! frame takes ([`Spooled::bytes`]), counted while it is held and released when it leaves
+//! (delivered, expired, settled). A full spool refuses the new message; what it holds is never
+//! dropped to make room.
 
 use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::time::Duration;
 
+use super::framing::MAX_FRAME_BYTES;
 use crate::core::Timestamp;
 use crate::core::bounded::{ExpiringInsert, ExpiringSet};
 
@@ -39,6 +48,18 @@ pub const MAX_SPOOLED: usize = 100_000;
 /// Messages held under one destination key at most, so one unreachable authority or offline
 /// namespace cannot take the whole spool.
 pub const MAX_SPOOLED_PER_KEY: usize = 10_000;
+
+/// Frame bytes held in one spool at most: 256 MiB, 256 frames of the largest size (§3.2). The
+/// count bound alone let 100 000 messages of up to 1 MiB each be held, 100 GB of memory and
+/// disk; this keeps the spool within what a small server has, while 100 000 messages of a
+/// typical 2 KiB still fit. The spec sets no bound (§15 was lost); a full spool refuses.
+pub const MAX_SPOOLED_BYTES: usize = 256 * MAX_FRAME_BYTES;
+
+/// Frame bytes held under one destination key at most: 32 MiB, an eighth of
+/// [`MAX_SPOOLED_BYTES`], so that one unreachable authority or offline namespace sent the largest
+/// frames cannot take the whole spool (eight keys must be filled to fill it), while 32 frames of
+/// the largest size, or 10 000 messages of 3 KiB, still wait for one key.
+pub const MAX_SPOOLED_BYTES_PER_KEY: usize = MAX_SPOOLED_BYTES / 8;
 
 /// Ids remembered for duplicate suppression at most. When full, the id expiring soonest is
 /// forgotten first (a retry of it could then be delivered twice; at this size that needs more
@@ -63,6 +84,10 @@ pub struct Spooled<M> {
     pub ttl: Duration,
     /// The message itself, as the server keeps it.
     pub msg: M,
+    /// What the message counts against [`MAX_SPOOLED_BYTES`] and [`MAX_SPOOLED_BYTES_PER_KEY`]:
+    /// the length of its frame as spooled, weighed by whoever spools it (the spool takes it as
+    /// given, so a message weighed once is not weighed again each time a flush puts it back).
+    pub bytes: usize,
 }
 
 impl<M> Spooled<M> {
@@ -80,6 +105,61 @@ pub enum SpoolFull {
     Total,
     /// [`MAX_SPOOLED_PER_KEY`] messages are held under this key.
     Key,
+    /// The message would take the spool past [`MAX_SPOOLED_BYTES`].
+    TotalBytes,
+    /// The message would take this key past [`MAX_SPOOLED_BYTES_PER_KEY`].
+    KeyBytes,
+}
+
+impl core::fmt::Display for SpoolFull {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            Self::Total => "spool full",
+            Self::Key => "spool full for this destination",
+            Self::TotalBytes => "spool full: bytes",
+            Self::KeyBytes => "spool full for this destination: bytes",
+        })
+    }
+}
+
+/// How much a [`Spool`] holds at most; [`SpoolLimits::default`] is the named constants.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SpoolLimits {
+    /// Messages in all ([`MAX_SPOOLED`]).
+    pub messages: usize,
+    /// Messages under one key ([`MAX_SPOOLED_PER_KEY`]).
+    pub messages_per_key: usize,
+    /// Frame bytes in all ([`MAX_SPOOLED_BYTES`]).
+    pub bytes: usize,
+    /// Frame bytes under one key ([`MAX_SPOOLED_BYTES_PER_KEY`]).
+    pub bytes_per_key: usize,
+}
+
+impl Default for SpoolLimits {
+    fn default() -> Self {
+        Self {
+            messages: MAX_SPOOLED,
+            messages_per_key: MAX_SPOOLED_PER_KEY,
+            bytes: MAX_SPOOLED_BYTES,
+            bytes_per_key: MAX_SPOOLED_BYTES_PER_KEY,
+        }
+    }
+}
+
+/// One key's backlog, in order, and the bytes it holds.
+#[derive(Debug)]
+struct Backlog<M> {
+    items: VecDeque<Spooled<M>>,
+    bytes: usize,
+}
+
+impl<M> Default for Backlog<M> {
+    fn default() -> Self {
+        Self {
+            items: VecDeque::new(),
+            bytes: 0,
+        }
+    }
 }
 
 /// What a flush of one key found.
@@ -97,28 +177,28 @@ pub struct Flush<M> {
 /// Messages waiting for delivery, per destination key; see the [module docs](self).
 #[derive(Debug)]
 pub struct Spool<M> {
-    keys: BTreeMap<String, VecDeque<Spooled<M>>>,
+    keys: BTreeMap<String, Backlog<M>>,
     len: usize,
-    max_total: usize,
-    max_per_key: usize,
+    bytes: usize,
+    limits: SpoolLimits,
     in_flight: BTreeSet<String>,
     settled: BTreeSet<String>,
 }
 
 impl<M> Default for Spool<M> {
     fn default() -> Self {
-        Self::new(MAX_SPOOLED, MAX_SPOOLED_PER_KEY)
+        Self::new(SpoolLimits::default())
     }
 }
 
 impl<M> Spool<M> {
-    /// An empty spool holding at most `max_total` messages and `max_per_key` under one key.
-    pub fn new(max_total: usize, max_per_key: usize) -> Self {
+    /// An empty spool holding at most what `limits` says.
+    pub fn new(limits: SpoolLimits) -> Self {
         Self {
             keys: BTreeMap::new(),
             len: 0,
-            max_total,
-            max_per_key,
+            bytes: 0,
+            limits,
             in_flight: BTreeSet::new(),
             settled: BTreeSet::new(),
         }
@@ -127,18 +207,30 @@ impl<M> Spool<M> {
     /// Files `item` at the back of `key`'s backlog, or says why it cannot be held. A caller that
     /// gets an error must not ack `queued`: `queued` means a copy is held.
     pub fn push(&mut self, key: &str, item: Spooled<M>) -> Result<(), SpoolFull> {
-        if self.len >= self.max_total {
+        let limits = self.limits;
+        if self.len >= limits.messages {
             return Err(SpoolFull::Total);
         }
-        if self.len_key(key) >= self.max_per_key {
+        if self.len_key(key) >= limits.messages_per_key {
             return Err(SpoolFull::Key);
         }
-        self.keys
-            .entry(String::from(key))
-            .or_default()
-            .push_back(item);
-        self.len += 1;
+        if self.bytes.saturating_add(item.bytes) > limits.bytes {
+            return Err(SpoolFull::TotalBytes);
+        }
+        if self.bytes_key(key).saturating_add(item.bytes) > limits.bytes_per_key {
+            return Err(SpoolFull::KeyBytes);
+        }
+        self.push_back(key, item);
         Ok(())
+    }
+
+    /// Files `item` at the back of `key`'s backlog whatever the bounds, and counts it.
+    fn push_back(&mut self, key: &str, item: Spooled<M>) {
+        self.len += 1;
+        self.bytes = self.bytes.saturating_add(item.bytes);
+        let backlog = self.keys.entry(String::from(key)).or_default();
+        backlog.bytes = backlog.bytes.saturating_add(item.bytes);
+        backlog.items.push_back(item);
     }
 
     /// Spools a message whose next hop did not ack in time, and marks its id in flight (§6.6).
@@ -147,22 +239,15 @@ impl<M> Spool<M> {
     /// accepted message is never dropped for want of room.
     pub fn push_in_flight(&mut self, key: &str, item: Spooled<M>) {
         self.in_flight.insert(item.id.clone());
-        self.keys
-            .entry(String::from(key))
-            .or_default()
-            .push_back(item);
-        self.len += 1;
+        self.push_back(key, item);
     }
 
     /// Files a message read back from storage after a restart at the back of `key`'s backlog:
     /// records come back in the order they were written, so this keeps each key's order. They
-    /// were accepted before the restart, so they are held even past the bounds.
+    /// were accepted before the restart, so they are held even past the bounds, and counted, so
+    /// that what comes after the restart finds the spool as full as it was.
     pub fn restore(&mut self, key: &str, item: Spooled<M>) {
-        self.keys
-            .entry(String::from(key))
-            .or_default()
-            .push_back(item);
-        self.len += 1;
+        self.push_back(key, item);
     }
 
     /// The hop `id` was in flight to is gone without an ack (its connection closed): the message
@@ -195,24 +280,28 @@ impl<M> Spool<M> {
             expired: Vec::new(),
             settled: Vec::new(),
         };
-        let Some(queue) = self.keys.remove(key) else {
+        let Some(backlog) = self.keys.remove(key) else {
             return flush;
         };
-        let mut kept = VecDeque::new();
-        for item in queue {
+        let mut kept = Backlog::default();
+        for item in backlog.items {
             if self.settled.remove(&item.id) {
                 flush.settled.push(item);
             } else if item.is_expired(now) {
                 self.in_flight.remove(&item.id);
                 flush.expired.push(item);
             } else if self.in_flight.contains(&item.id) {
-                kept.push_back(item);
+                kept.bytes += item.bytes;
+                kept.items.push_back(item);
             } else {
                 flush.deliver.push(item);
             }
         }
         self.len -= flush.deliver.len() + flush.expired.len() + flush.settled.len();
-        if !kept.is_empty() {
+        self.bytes = self
+            .bytes
+            .saturating_sub(backlog.bytes.saturating_sub(kept.bytes));
+        if !kept.items.is_empty() {
             self.keys.insert(String::from(key), kept);
         }
         flush
@@ -225,9 +314,12 @@ impl<M> Spool<M> {
             return;
         }
         self.len += items.len();
-        let queue = self.keys.entry(String::from(key)).or_default();
+        let added: usize = items.iter().map(|i| i.bytes).sum();
+        self.bytes = self.bytes.saturating_add(added);
+        let backlog = self.keys.entry(String::from(key)).or_default();
+        backlog.bytes = backlog.bytes.saturating_add(added);
         for item in items.into_iter().rev() {
-            queue.push_front(item);
+            backlog.items.push_front(item);
         }
     }
 
@@ -238,12 +330,22 @@ impl<M> Spool<M> {
 
     /// Messages held under `key`.
     pub fn len_key(&self, key: &str) -> usize {
-        self.keys.get(key).map_or(0, VecDeque::len)
+        self.keys.get(key).map_or(0, |b| b.items.len())
     }
 
     /// Messages held in all.
     pub fn len(&self) -> usize {
         self.len
+    }
+
+    /// Frame bytes held under `key` ([`Spooled::bytes`] summed).
+    pub fn bytes_key(&self, key: &str) -> usize {
+        self.keys.get(key).map_or(0, |b| b.bytes)
+    }
+
+    /// Frame bytes held in all.
+    pub fn bytes(&self) -> usize {
+        self.bytes
     }
 
     /// Whether nothing is held.
@@ -310,6 +412,8 @@ impl SeenIds {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use alloc::format;
+    use alloc::string::ToString;
 
     const T0: Timestamp = Timestamp::from_secs(1_790_380_000);
 
@@ -319,6 +423,15 @@ mod tests {
             ts: T0,
             ttl: Duration::from_secs(ttl_secs),
             msg: 0,
+            bytes: 100,
+        }
+    }
+
+    fn limits(messages: usize, messages_per_key: usize) -> SpoolLimits {
+        SpoolLimits {
+            messages,
+            messages_per_key,
+            ..SpoolLimits::default()
         }
     }
 
@@ -413,7 +526,7 @@ mod tests {
 
     #[test]
     fn restored_messages_keep_the_order_they_were_written_in() {
-        let mut s = Spool::new(1, 1);
+        let mut s = Spool::new(limits(1, 1));
         for id in ["1", "2", "3"] {
             s.restore("k", msg(id, 60));
         }
@@ -422,7 +535,7 @@ mod tests {
 
     #[test]
     fn a_released_message_is_sent_again_on_the_next_flush() {
-        let mut s = Spool::new(1, 1);
+        let mut s = Spool::new(limits(1, 1));
         s.push("k", msg("a", 60)).unwrap();
         // Accepted already: held past the bounds.
         s.push_in_flight("k", msg("b", 60));
@@ -433,7 +546,7 @@ mod tests {
 
     #[test]
     fn a_full_spool_refuses_rather_than_dropping_what_it_holds() {
-        let mut s = Spool::new(3, 2);
+        let mut s = Spool::new(limits(3, 2));
         s.push("a", msg("a1", 60)).unwrap();
         s.push("a", msg("a2", 60)).unwrap();
         assert_eq!(s.push("a", msg("a3", 60)), Err(SpoolFull::Key));
@@ -445,6 +558,108 @@ mod tests {
         s.push("c", msg("c1", 60)).unwrap();
         s.requeue("a", f.deliver);
         assert_eq!(s.len(), 4);
+    }
+
+    fn sized(id: &str, bytes: usize) -> Spooled<u32> {
+        Spooled {
+            bytes,
+            ..msg(id, 60)
+        }
+    }
+
+    #[test]
+    fn one_key_sent_the_largest_frames_is_refused_at_its_byte_bound_and_keeps_what_it_holds() {
+        let mut s = Spool::default();
+        let per_key = MAX_SPOOLED_BYTES_PER_KEY / MAX_FRAME_BYTES;
+        for i in 0..per_key {
+            s.push("k", sized(&i.to_string(), MAX_FRAME_BYTES)).unwrap();
+        }
+        assert_eq!(s.bytes_key("k"), MAX_SPOOLED_BYTES_PER_KEY);
+        // Far below the count bound, but over the bytes: refused, even one byte more.
+        assert_eq!(s.push("k", sized("over", 1)), Err(SpoolFull::KeyBytes));
+        assert_eq!(s.len_key("k"), per_key);
+        // Another key still has room.
+        s.push("other", sized("o", MAX_FRAME_BYTES)).unwrap();
+        // Everything held comes out, in order, and the bytes with it.
+        let f = s.flush(T0, "k");
+        assert_eq!(f.deliver.len(), per_key);
+        assert_eq!(f.deliver[0].id, "0");
+        assert_eq!(s.bytes_key("k"), 0);
+        assert_eq!(s.bytes(), MAX_FRAME_BYTES);
+        s.push("k", sized("again", MAX_FRAME_BYTES)).unwrap();
+    }
+
+    #[test]
+    fn eight_keys_of_the_largest_frames_fill_the_spool_and_a_ninth_key_is_refused() {
+        let mut s = Spool::default();
+        let per_key = MAX_SPOOLED_BYTES_PER_KEY / MAX_FRAME_BYTES;
+        let keys = MAX_SPOOLED_BYTES / MAX_SPOOLED_BYTES_PER_KEY;
+        for k in 0..keys {
+            for i in 0..per_key {
+                s.push(&k.to_string(), sized(&format!("{k}.{i}"), MAX_FRAME_BYTES))
+                    .unwrap();
+            }
+        }
+        assert_eq!(s.bytes(), MAX_SPOOLED_BYTES);
+        assert_eq!(s.push("ninth", sized("x", 1)), Err(SpoolFull::TotalBytes));
+        assert_eq!(s.len(), keys * per_key);
+    }
+
+    #[test]
+    fn a_million_small_messages_meet_the_count_bound_long_before_the_byte_bound() {
+        let mut s = Spool::default();
+        let mut refused = 0;
+        for i in 0..1_000_000usize {
+            // Spread over enough keys that only the total can stop them.
+            let key = (i % 100).to_string();
+            match s.push(&key, sized("m", 200)) {
+                Ok(()) => {}
+                Err(e) => {
+                    assert_eq!(e, SpoolFull::Total);
+                    refused += 1;
+                }
+            }
+        }
+        assert_eq!(s.len(), MAX_SPOOLED);
+        assert_eq!(refused, 1_000_000 - MAX_SPOOLED);
+        assert_eq!(s.bytes(), MAX_SPOOLED * 200);
+    }
+
+    #[test]
+    fn bytes_leave_with_what_expires_or_settles_and_come_back_with_requeues_and_restores() {
+        let mut s = Spool::new(SpoolLimits {
+            bytes: 1000,
+            bytes_per_key: 600,
+            ..SpoolLimits::default()
+        });
+        s.push(
+            "k",
+            Spooled {
+                bytes: 200,
+                ..msg("short", 5)
+            },
+        )
+        .unwrap();
+        s.push("k", sized("long", 300)).unwrap();
+        s.push_in_flight("k", sized("late", 100));
+        assert_eq!((s.bytes_key("k"), s.bytes()), (600, 600));
+        assert_eq!(s.push("k", sized("x", 1)), Err(SpoolFull::KeyBytes));
+        // "short" expires, "late" stays in flight, "long" is handed out.
+        let f = s.flush(T0 + Duration::from_secs(6), "k");
+        assert_eq!(ids(&f.expired), ["short"]);
+        assert_eq!(s.bytes(), 100);
+        // Not delivered after all: back, and counted again.
+        s.requeue("k", f.deliver);
+        assert_eq!(s.bytes_key("k"), 400);
+        assert!(s.settle("late"));
+        let f = s.flush(T0, "k");
+        assert_eq!(ids(&f.settled), ["late"]);
+        assert_eq!(s.bytes(), 0);
+        // Restored records are held past the bound, and counted: the next push is refused.
+        s.restore("k", sized("r1", 500));
+        s.restore("k", sized("r2", 500));
+        assert_eq!(s.bytes(), 1000);
+        assert_eq!(s.push("j", sized("y", 1)), Err(SpoolFull::TotalBytes));
     }
 
     #[test]

@@ -63,7 +63,9 @@ use weft_proto::airc::address::{Authority, DEFAULT_PORT, Namespace};
 use weft_proto::airc::discovery::Endpoint;
 use weft_proto::airc::frame::{self, AckStatus, Frame};
 use weft_proto::airc::framing;
-use weft_proto::airc::server::{Face, Input, Output, Record, RecordKey, Server, ServerConfig};
+use weft_proto::airc::server::{
+    Face, Input, Output, Record, RecordKey, Server, ServerConfig, Source,
+};
 use weft_proto::core::{ConnId, Machine, Timestamp};
 use weft_proto::crypto::Ed25519Seed;
 
@@ -1269,6 +1271,7 @@ impl<'a> Net<'a> {
                 conn: accept,
                 face: Face::Peer,
                 namespaces: Vec::new(),
+                source: Source::Unknown,
             },
         )?;
         self.server_input(
@@ -1349,6 +1352,7 @@ impl<'a> Net<'a> {
                 conn,
                 face: Face::Client,
                 namespaces,
+                source: Source::Unknown,
             },
         )?;
         self.clients[c].handle(self.now, ClientInput::Connected);

@@ -8,7 +8,7 @@ use std::io::Read;
 use chacha20::ChaCha20Rng;
 use rand_core::SeedableRng;
 use weft_proto::airc::address::Authority;
-use weft_proto::airc::server::{Face, Input, Server, ServerConfig};
+use weft_proto::airc::server::{Face, Input, Server, ServerConfig, Source};
 use weft_proto::core::{ConnId, Machine, Timestamp};
 use weft_proto::crypto::{CryptoProvider, default_provider};
 
@@ -33,6 +33,7 @@ fn main() {
                 conn,
                 face,
                 namespaces: Vec::new(),
+                source: Source::Unknown,
             },
         );
         server.handle(

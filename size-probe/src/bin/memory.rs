@@ -16,7 +16,7 @@ use std::time::Duration;
 use chacha20::ChaCha20Rng;
 use rand_core::SeedableRng;
 use weft_proto::airc::address::{Authority, Namespace};
-use weft_proto::airc::server::{Face, Input as AircInput, Server, ServerConfig};
+use weft_proto::airc::server::{Face, Input as AircInput, Server, ServerConfig, Source};
 use weft_proto::codec::did_key::DidKey;
 use weft_proto::core::{ConnId, Machine, ReplayWindow, Timestamp};
 use weft_proto::crypto::{CryptoProvider as _, default_provider, generate_p256};
@@ -116,6 +116,7 @@ fn airc_client(server: &mut Server<ChaCha20Rng>, now: Timestamp, conn: ConnId, n
             conn,
             face: Face::Client,
             namespaces: vec![Namespace::parse(ns).expect("namespace")],
+            source: Source::Unknown,
         },
     );
     airc_send(

@@ -229,6 +229,7 @@ mod tests {
             ts: Timestamp::from_secs(0),
             ttl: Duration::from_secs(60),
             msg,
+            bytes: 0,
         };
         Pending::new(ConnId(hop), ups, item, "y".to_string())
     }
