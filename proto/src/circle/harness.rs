@@ -271,7 +271,12 @@ impl<R: CryptoRng> Harness<R> {
                 (Some(a), Some(b)) => a.min(b),
                 (a, b) => match a.or(b) {
                     Some(t) => t,
-                    None => return Ok(()),
+                    None => {
+                        if until != Timestamp::MAX {
+                            self.now = self.now.max(until);
+                        }
+                        return Ok(());
+                    }
                 },
             };
             if next > until {
