@@ -6,7 +6,7 @@
 //! - [`member`]: the member wire (the spec leaves it to the shell; weft adopts the reference
 //!   anchor's `["MESH", {"ttl", "qid", "budgetMs"}, <NIP-01 message>]`, docs/decisions.md);
 //! - [`pairing`]: the circle itself, §1 and §5: mutual signed pairings, never the transport;
-//! - [`shell`]: the [`Shell`](shell::Shell) machine, §2.2 and §4: grants, ttl clamping, signing,
+//! - [`shell`]: the [`Shell`] machine, §2.2 and §4: grants, ttl clamping, signing,
 //!   keeping, floods (each id forwarded at most once, clamped by the shell's own cap, per-member
 //!   decline), backlog requests bounded by a shrinking time budget, blob counts, dedupe;
 //! - [`harness`]: N shells over in-memory links in virtual time, for tests and the simulator.
