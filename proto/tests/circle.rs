@@ -1471,3 +1471,178 @@ fn blob_calls_beyond_the_concurrency_bound_are_refused_and_answers_are_remembere
         "forgotten after the memory"
     );
 }
+
+// ---- bounds under a misbehaving member or napplet ----
+
+#[test]
+fn a_member_asking_faster_than_its_rate_is_answered_with_ends_and_nothing_is_passed_on() {
+    use weft_proto::circle::MEMBER_REQUEST_RATE;
+    let mut h = chain(3);
+    let from1 = link_to(&h, 1, 0);
+    let asks = MEMBER_REQUEST_RATE.burst as usize + 10;
+    for i in 0..asks {
+        h.inject(
+            from1,
+            &MemberFrame::Req {
+                ttl: 2,
+                qid: format!("q{i}"),
+                budget_ms: 8_000,
+                filters: vec![Default::default()],
+            }
+            .to_text(),
+        );
+    }
+    for i in 0..asks {
+        h.inject(
+            from1,
+            &MemberFrame::Have {
+                qid: format!("h{i}"),
+                hashes: vec![[1; 32]],
+            }
+            .to_text(),
+        );
+    }
+    h.run_until(Timestamp::from_millis(
+        Timestamp::from_secs(T0).as_millis() + 100,
+    ))
+    .unwrap();
+    let stats = h.devices[0].shell.stats().clone();
+    assert_eq!(
+        stats.requests_limited,
+        asks as u64 + 10,
+        "burst then refused"
+    );
+    let ends = h.devices[0]
+        .sent
+        .iter()
+        .filter(|(_, _, f)| matches!(f, MemberFrame::BacklogEnd { .. }))
+        .count();
+    let has = h.devices[0]
+        .sent
+        .iter()
+        .filter(|(_, _, f)| matches!(f, MemberFrame::Has { .. }))
+        .count();
+    assert_eq!(
+        (ends, has),
+        (asks, asks),
+        "every request still gets its end"
+    );
+    // Device 0 has no other member: nothing was passed on, and a refused request never is.
+    assert!(
+        !h.devices[0]
+            .sent
+            .iter()
+            .any(|(_, _, f)| matches!(f, MemberFrame::Req { .. }))
+    );
+    // The budget refills.
+    h.run_until(Timestamp::from_secs(T0 + 10)).unwrap();
+    h.inject(
+        from1,
+        &MemberFrame::Have {
+            qid: "later".into(),
+            hashes: vec![[1; 32]],
+        }
+        .to_text(),
+    );
+    h.run().unwrap();
+    assert_eq!(
+        h.devices[0].shell.stats().requests_limited,
+        stats.requests_limited
+    );
+}
+
+#[test]
+fn the_seen_set_stays_bounded_under_a_flood_of_distinct_events() {
+    use weft_proto::circle::SEEN_CAPACITY;
+    let mut h = chain(2);
+    let from1 = link_to(&h, 1, 0);
+    let p = default_provider();
+    let mut rng = ChaCha20Rng::seed_from_u64(9);
+    let secret = generate_secp256k1(p, &mut rng);
+    let events: Vec<Event> = (0..SEEN_CAPACITY + 1)
+        .map(|i| {
+            UnsignedEvent {
+                created_at: T0,
+                kind: 20_001,
+                tags: vec![],
+                content: i.to_string(),
+            }
+            .sign(p, &secret, &mut rng)
+            .unwrap()
+        })
+        .collect();
+    for e in &events {
+        h.inject(
+            from1,
+            &MemberFrame::Publish {
+                ttl: 0,
+                event: e.clone(),
+            }
+            .to_text(),
+        );
+    }
+    h.run().unwrap();
+    // The first id was evicted to make room: a copy now is taken as new, not as a duplicate,
+    // while the most recent one is still remembered.
+    let dups = h.devices[0].shell.stats().duplicates;
+    for e in [&events[SEEN_CAPACITY], &events[0]] {
+        h.inject(
+            from1,
+            &MemberFrame::Publish {
+                ttl: 0,
+                event: e.clone(),
+            }
+            .to_text(),
+        );
+    }
+    h.run().unwrap();
+    assert_eq!(h.devices[0].shell.stats().duplicates, dups + 1);
+}
+
+#[test]
+fn a_napplet_that_goes_away_leaves_no_subscription_and_gets_nothing() {
+    let mut h = chain(2);
+    subscribe(&mut h, 0, APP, "s", r#"[{"kinds":[1]}]"#, Some(1));
+    h.napplet(
+        0,
+        APP,
+        &format!(
+            r#"{{"type":"mesh.blobs","id":"b","hashes":["{}"]}}"#,
+            "aa".repeat(32)
+        ),
+    );
+    h.input(0, Input::NappletGone(APP));
+    assert_eq!(h.devices[0].shell.subscription_count(), 0);
+    let before = replies(&h, 0, APP).len();
+    published(&publish(&mut h, 1, 1, "to nobody", Some("1")));
+    h.run().unwrap();
+    assert_eq!(
+        replies(&h, 0, APP).len(),
+        before,
+        "no delivery, no blob result"
+    );
+}
+
+#[test]
+fn subscriptions_per_napplet_are_bounded() {
+    use weft_proto::circle::MAX_SUBS_PER_NAPPLET;
+    let mut h = chain(1);
+    for i in 0..MAX_SUBS_PER_NAPPLET {
+        subscribe(&mut h, 0, APP, &format!("s{i}"), "[{}]", Some(0));
+    }
+    assert_eq!(
+        h.devices[0].shell.subscription_count(),
+        MAX_SUBS_PER_NAPPLET
+    );
+    subscribe(&mut h, 0, APP, "one-more", "[{}]", Some(0));
+    assert!(
+        matches!(last(&h, 0), Reply::SubscribeRefused { error, .. } if error == shell::TOO_MANY_SUBS)
+    );
+    // Replacing an open one is not one more.
+    subscribe(&mut h, 0, APP, "s0", "[{}]", Some(0));
+    assert!(matches!(last(&h, 0), Reply::Eose { .. }));
+    assert_eq!(
+        h.devices[0].shell.subscription_count(),
+        MAX_SUBS_PER_NAPPLET
+    );
+}

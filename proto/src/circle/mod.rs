@@ -101,6 +101,12 @@ pub const MAX_PENDING_LOOKUPS: usize = 256;
 /// paths is answered and passed on once.
 pub const QID_CAPACITY: usize = 4_096;
 
+/// How fast one member may ask this device things that cost it work (backlog requests, blob
+/// questions): a burst of 32, then 8 a second. Each request costs a store read, and a backlog
+/// request is passed on to every other member, so a member asking faster is answered with an end
+/// at once (`EOSE`, an empty `HAS`) and counted, never looked up or passed on.
+pub const MEMBER_REQUEST_RATE: crate::core::BucketConfig = crate::core::BucketConfig::new(32, 8);
+
 /// Whether `kind` is ephemeral (NIP-01: 20000–29999): delivered, kept nowhere, never backlog.
 pub fn is_ephemeral(kind: u16) -> bool {
     (20_000..30_000).contains(&kind)

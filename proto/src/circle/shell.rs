@@ -33,7 +33,9 @@ use rand_core::CryptoRng;
 
 use crate::codec::hex;
 use crate::core::bounded::SetInsert;
-use crate::core::{BoundedSet, ConnId, ExpiringSet, Machine, TimerQueue, Timestamp, Wakeup};
+use crate::core::{
+    BoundedSet, ConnId, ExpiringSet, Machine, TimerQueue, Timestamp, TokenBucket, Wakeup,
+};
 use crate::crypto::{CryptoProvider, Secp256k1Secret};
 use crate::nostr::event::{Event, EventId, MAX_EVENT_BYTES, UnsignedEvent};
 use crate::nostr::message::Filter;
@@ -45,8 +47,8 @@ use super::{
     BACKLOG_BUDGET_MS, BACKLOG_HOP_COST_MS, BLOB_CACHE_CAPACITY, BLOB_CACHE_MS,
     BLOB_CALL_TIMEOUT_MS, BLOB_REQUEST_TIMEOUT_MS, DEFAULT_PUBLISH_TTL, DEFAULT_SUBSCRIBE_TTL,
     FORWARD_CLAMP, MAX_BLOB_CALLS, MAX_BLOB_REQUESTS_IN_FLIGHT, MAX_GRANTS, MAX_LINKS,
-    MAX_PENDING_LOOKUPS, MAX_RELAYED_QUERIES, MAX_SUBS, MAX_SUBS_PER_NAPPLET, QID_CAPACITY,
-    SEEN_CAPACITY, SEEN_RETENTION_MS, SUB_DEDUPE_CAPACITY, is_ephemeral,
+    MAX_PENDING_LOOKUPS, MAX_RELAYED_QUERIES, MAX_SUBS, MAX_SUBS_PER_NAPPLET, MEMBER_REQUEST_RATE,
+    QID_CAPACITY, SEEN_CAPACITY, SEEN_RETENTION_MS, SUB_DEDUPE_CAPACITY, is_ephemeral,
 };
 
 /// A napplet, named by the host (one id per napplet instance it runs).
@@ -227,6 +229,8 @@ pub struct Stats {
     pub pairings_refused: u64,
     /// Links not tracked because [`MAX_LINKS`] were.
     pub links_refused: u64,
+    /// Members' requests answered with an end at once, over [`MEMBER_REQUEST_RATE`].
+    pub requests_limited: u64,
 }
 
 type SubKey = (NappletId, String);
@@ -312,6 +316,8 @@ pub struct Shell<R: CryptoRng> {
     circle: Circle,
     links: BTreeMap<ConnId, [u8; 32]>,
     declined: BTreeSet<[u8; 32]>,
+    /// Each member's request budget (members only, so at most `MAX_PAIRINGS`).
+    asks: BTreeMap<[u8; 32], TokenBucket>,
     seen: ExpiringSet<EventId>,
     subs: BTreeMap<SubKey, Sub>,
     queries: BTreeMap<String, OwnQuery>,
@@ -353,6 +359,7 @@ impl<R: CryptoRng> Shell<R> {
             circle: Circle::new(pubkey),
             links: BTreeMap::new(),
             declined: BTreeSet::new(),
+            asks: BTreeMap::new(),
             seen: ExpiringSet::new(SEEN_CAPACITY),
             subs: BTreeMap::new(),
             queries: BTreeMap::new(),
@@ -439,6 +446,19 @@ impl<R: CryptoRng> Shell<R> {
                 None
             }
         }
+    }
+
+    /// Whether `member` may ask one more thing now ([`MEMBER_REQUEST_RATE`]).
+    fn may_ask(&mut self, now: Timestamp, member: [u8; 32]) -> bool {
+        let ok = self
+            .asks
+            .entry(member)
+            .or_insert_with(|| MEMBER_REQUEST_RATE.bucket(now))
+            .try_take(now);
+        if !ok {
+            self.stats.requests_limited += 1;
+        }
+        ok
     }
 
     fn lookup(&mut self, lookup: Lookup) -> Option<u64> {
@@ -947,11 +967,17 @@ impl<R: CryptoRng> Shell<R> {
             // Informational: a request is bounded by its budget, not by its answers' ends.
             MemberFrame::BacklogEnd { .. } => {}
             MemberFrame::Have { qid, hashes } => {
-                match self.lookup(Lookup::MemberHave {
-                    link,
-                    qid: qid.clone(),
-                    hashes: hashes.clone(),
-                }) {
+                let allowed = self.may_ask(now, peer);
+                match allowed
+                    .then(|| {
+                        self.lookup(Lookup::MemberHave {
+                            link,
+                            qid: qid.clone(),
+                            hashes: hashes.clone(),
+                        })
+                    })
+                    .flatten()
+                {
                     Some(token) => self.out.push_back(Output::CheckBlobs { token, hashes }),
                     // Too busy to look: an answer of nothing held, rather than silence.
                     None => self.send(
@@ -1003,7 +1029,7 @@ impl<R: CryptoRng> Shell<R> {
     ) {
         let budget_ms = budget_ms.min(BACKLOG_BUDGET_MS);
         // A request reaching this device by a second path is answered only by its end.
-        if self.qids.contains(now, &qid) || budget_ms == 0 {
+        if self.qids.contains(now, &qid) || budget_ms == 0 || !self.may_ask(now, from) {
             return self.send(link, MemberFrame::BacklogEnd { qid });
         }
         self.qids
@@ -1254,6 +1280,7 @@ impl<R: CryptoRng> Machine for Shell<R> {
             Input::PairingRecord(record) => self.on_pairing(&record),
             Input::Unpair(peer) => {
                 self.circle.remove(&peer);
+                self.asks.remove(&peer);
                 self.declined.remove(&peer);
             }
             Input::Decline { peer, decline } => {
