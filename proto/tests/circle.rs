@@ -1646,3 +1646,137 @@ fn subscriptions_per_napplet_are_bounded() {
         MAX_SUBS_PER_NAPPLET
     );
 }
+
+// ---- random circles ----
+
+/// A tiny deterministic generator for topologies (the shells' own randomness is ChaCha20).
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        self.0 >> 33
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+#[test]
+fn random_circles_with_strangers_keep_every_invariant() {
+    for seed in 0..40u64 {
+        let mut g = Lcg(seed);
+        let n = 6 + g.below(7) as usize;
+        let mut h = Harness::new(Timestamp::from_secs(T0), Duration::from_millis(10), 100_000);
+        for i in 0..n {
+            let d = h.add(shell(seed * 100 + i as u64, ShellConfig::default()));
+            h.input(d, Input::Grant(APP));
+        }
+        let mut adj = vec![Vec::new(); n];
+        let mut stranger_links = Vec::new();
+        for a in 0..n {
+            for b in a + 1..n {
+                match g.below(10) {
+                    0..=2 => {
+                        h.connect(a, b);
+                        adj[a].push(b);
+                        adj[b].push(a);
+                    }
+                    3 => {
+                        let (la, lb) = h.link(a, b);
+                        stranger_links.extend([la, lb]);
+                    }
+                    _ => {}
+                }
+            }
+        }
+        for d in 0..n {
+            subscribe(&mut h, d, APP, "live", r#"[{"kinds":[1]}]"#, Some(0));
+        }
+        let origin = g.below(n as u64) as usize;
+        let asked = g.below(5);
+        let (event, ttl) = published(&publish(
+            &mut h,
+            origin,
+            1,
+            &format!("seed {seed}"),
+            Some(&asked.to_string()),
+        ));
+        assert_eq!(u64::from(ttl), asked.min(3), "seed {seed}");
+        // Circle distances from the origin.
+        let mut dist = vec![usize::MAX; n];
+        dist[origin] = 0;
+        let mut queue = std::collections::VecDeque::from([origin]);
+        while let Some(x) = queue.pop_front() {
+            for &y in &adj[x] {
+                if dist[y] == usize::MAX {
+                    dist[y] = dist[x] + 1;
+                    queue.push_back(y);
+                }
+            }
+        }
+        for (d, dist) in dist.iter().enumerate() {
+            let within = *dist <= ttl as usize;
+            assert_eq!(kept(&h, d, &event.id), within, "seed {seed} device {d}");
+            assert_eq!(
+                delivered(&h, d, APP, "live").contains(&event.id),
+                within,
+                "seed {seed} device {d}"
+            );
+            // At most once per device, never on a stranger's link.
+            let f = forwards(&h, d);
+            if let Some(sends) = f.get(&event.id) {
+                let times: std::collections::BTreeSet<_> = sends.iter().map(|(_, t)| *t).collect();
+                assert_eq!(times.len(), 1, "seed {seed} device {d}");
+            }
+            for (_, link, _) in &h.devices[d].sent {
+                assert!(
+                    !stranger_links.contains(link),
+                    "seed {seed}: a stranger was sent to"
+                );
+            }
+        }
+        // A subscription: one eose, before any member's answer, with only events within reach.
+        let asker = g.below(n as u64) as usize;
+        subscribe(&mut h, asker, APP, "back", r#"[{"kinds":[1]}]"#, Some(2));
+        h.run().unwrap();
+        let back: Vec<&(Timestamp, NappletId, Reply)> = h.devices[asker]
+            .replies
+            .iter()
+            .filter(|(_, _, r)| r.routing().1 == Some("back"))
+            .collect();
+        let eoses = back
+            .iter()
+            .filter(|(_, _, r)| matches!(r, Reply::Eose { .. }))
+            .count();
+        assert_eq!(eoses, 1, "seed {seed}");
+        let got = delivered(&h, asker, APP, "back");
+        let unique: std::collections::BTreeSet<_> = got.iter().collect();
+        assert_eq!(
+            unique.len(),
+            got.len(),
+            "seed {seed}: once per subscription"
+        );
+        let anyone_within = (0..n).any(|d| {
+            kept(&h, d, &event.id) && {
+                // d within 2 circle hops of the asker
+                let mut dd = vec![usize::MAX; n];
+                dd[asker] = 0;
+                let mut q = std::collections::VecDeque::from([asker]);
+                while let Some(x) = q.pop_front() {
+                    for &y in &adj[x] {
+                        if dd[y] == usize::MAX {
+                            dd[y] = dd[x] + 1;
+                            q.push_back(y);
+                        }
+                    }
+                }
+                dd[d] <= 2
+            }
+        });
+        assert_eq!(got.contains(&event.id), anyone_within, "seed {seed}");
+    }
+}
