@@ -36,6 +36,8 @@
 //!   provider (feature `rustcrypto`).
 //! - [`minca`] (feature `minca`): Minca 04 Network.
 //! - [`airc`] (feature `airc`): AIRC draft 0.2.
+//! - [`circle`] (feature `circle`): NAP-MESH, hop-limited publish and subscribe over the user's
+//!   circle of paired devices.
 //! - [`nostr`] (feature `nostr`): Nostr NIP-01 events and messages, NIP-40 expiration, NIP-42
 //!   authentication.
 #![no_std]
@@ -52,6 +54,8 @@ pub mod crypto;
 
 #[cfg(feature = "airc")]
 pub mod airc;
+#[cfg(feature = "circle")]
+pub mod circle;
 #[cfg(feature = "minca")]
 pub mod minca;
 #[cfg(feature = "nostr")]
