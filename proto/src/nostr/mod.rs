@@ -9,12 +9,14 @@
 //! - [`message`]: NIP-01 client → relay and relay → client frames, and filters;
 //! - [`expiration`]: the NIP-40 `expiration` tag;
 //! - [`auth`]: the NIP-42 `AUTH` event (kind 22242), built and checked;
+//! - [`limits`]: the bounds on one client connection, parsing caps included;
 //! - [`kinds`]: NIP-01 kind classes, NIP-09 deletion, NIP-40 arrival and NIP-62 vanish rules.
 
 pub mod auth;
 pub mod event;
 pub mod expiration;
 pub mod kinds;
+pub mod limits;
 pub mod message;
 
 pub use event::{Event, EventError};
