@@ -10,6 +10,7 @@
 //! - [`expiration`]: the NIP-40 `expiration` tag;
 //! - [`auth`]: the NIP-42 `AUTH` event (kind 22242), built and checked;
 //! - [`limits`]: the bounds on one client connection, parsing caps included;
+//! - [`relay`]: a relay's core: the per-connection session machine and its store seam;
 //! - [`kinds`]: NIP-01 kind classes, NIP-09 deletion, NIP-40 arrival and NIP-62 vanish rules.
 
 pub mod auth;
@@ -18,6 +19,7 @@ pub mod expiration;
 pub mod kinds;
 pub mod limits;
 pub mod message;
+pub mod relay;
 
 pub use event::{Event, EventError};
 pub use message::{ClientMessage, Filter, MessageError, RelayMessage};
