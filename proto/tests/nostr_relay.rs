@@ -832,6 +832,34 @@ fn a_request_to_vanish_naming_this_relay_deletes_its_authors_events() {
     assert_eq!(kinds::vanish_applies(&all, URL), kinds::Vanish::Applies);
 }
 
+#[test]
+fn a_relay_requiring_auth_still_follows_a_request_to_vanish() {
+    let mut h = relay();
+    let c = connect(&mut h, 1);
+    let alice = key(1);
+    let note = ev(&alice, 1, NOW - 10, vec![]);
+    assert!(publish(&mut h, c, &note).0);
+    h.config.auth = AuthPolicy::All;
+    let d = connect(&mut h, 2);
+    let (ok, why) = publish(&mut h, d, &ev(&alice, 1, NOW - 9, vec![]));
+    assert!(!ok && why.starts_with("auth-required:"), "{why}");
+    let vanish = ev(&alice, VANISH_KIND, NOW - 5, vec![t("relay", ALL_RELAYS)]);
+    assert_eq!(publish(&mut h, d, &vanish), (true, String::new()));
+    assert!(!h.store.contains(&note.id));
+    // A kind 62 naming another relay is an ordinary write, and needs AUTH.
+    let elsewhere = ev(
+        &alice,
+        VANISH_KIND,
+        NOW - 4,
+        vec![t("relay", "wss://x.example/")],
+    );
+    assert!(
+        publish(&mut h, d, &elsewhere)
+            .1
+            .starts_with("auth-required:")
+    );
+}
+
 // --- NIP-42 ---
 
 fn auth_event(k: &Secp256k1Secret, at: u64, url: &str, challenge: &str) -> Event {

@@ -104,6 +104,8 @@ mod tests {
     fn a_filters_limit_is_clamped_and_defaulted() {
         let l = Limits::DEFAULT;
         assert_eq!(l.stored_events_for(None), l.default_limit);
+        // nostream's client default page, which relay peering (spec 002 §7) names.
+        assert_eq!(l.default_limit, 500);
         assert_eq!(l.stored_events_for(Some(0)), 0);
         assert_eq!(l.stored_events_for(Some(7)), 7);
         assert_eq!(l.stored_events_for(Some(u64::MAX)), l.max_limit);

@@ -414,7 +414,10 @@ impl Session {
         if event.to_json().len() > limits.max_event_bytes {
             return self.ok(id, false, OK_EVENT_TOO_LARGE);
         }
-        if self.writes_need_auth() {
+        let vanish = kinds::vanish_applies(&event, &self.config.relay_url) == Vanish::Applies;
+        // NIP-62: a relay that restricts who may post follows a request to vanish "regardless
+        // of the user's status"; the signature is the proof it needs.
+        if self.writes_need_auth() && !vanish {
             return self.ok(id, false, AUTH_REQUIRED);
         }
         if event.kind == AUTH_KIND {
@@ -442,7 +445,7 @@ impl Session {
             return self.ok(id, false, OK_TOO_MANY_WRITES);
         }
         self.writes += 1;
-        if kinds::vanish_applies(&event, &self.config.relay_url) == Vanish::Applies {
+        if vanish {
             self.store(StoreOp::Vanish { event }, Pending::Vanish(id));
         } else {
             self.store(
