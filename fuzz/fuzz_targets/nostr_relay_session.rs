@@ -11,7 +11,7 @@ use arbitrary::Arbitrary;
 use chacha20::ChaCha20Rng;
 use libfuzzer_sys::fuzz_target;
 use rand_core::SeedableRng;
-use weft_proto::core::{BucketConfig, Timestamp};
+use weft_proto::core::{BucketConfig, Machine, Timestamp};
 use weft_proto::crypto::{Secp256k1Secret, default_provider, generate_secp256k1};
 use weft_proto::nostr::auth;
 use weft_proto::nostr::event::{Event, UnsignedEvent};
@@ -70,6 +70,15 @@ enum Op {
         good: bool,
     },
     Flush {
+        conn: bool,
+    },
+    Neg {
+        conn: bool,
+        open: bool,
+        sub: u8,
+        message: Vec<u8>,
+    },
+    Timeout {
         conn: bool,
     },
     AutoFlush(bool),
@@ -245,6 +254,33 @@ fuzz_target!(|input: (u8, Vec<Op>)| {
                 .unwrap();
                 (conn, ClientMessage::Auth(e).to_text())
             }
+            Op::Neg {
+                conn,
+                open,
+                sub,
+                message,
+            } => {
+                let hex = hex(&message);
+                let sub = format!("n{}", sub % 3);
+                let frame = if open {
+                    format!(r#"["NEG-OPEN","{sub}",{{}},"{hex}"]"#)
+                } else {
+                    format!(r#"["NEG-MSG","{sub}","{hex}"]"#)
+                };
+                (conn, frame)
+            }
+            Op::Timeout { conn } => {
+                let c = conns[usize::from(conn)];
+                if let Some(w) = h.conns[c].session.poll_timeout() {
+                    h.now = h.now.max(w.at);
+                }
+                h.timeout(c);
+                // Handling a deadline moves it past now: a host never spins on it.
+                if let Some(w) = h.conns[c].session.poll_timeout() {
+                    assert!(w.at > h.now, "a deadline still due after handle_timeout");
+                }
+                continue;
+            }
             Op::Flush { conn } => {
                 h.flush(conns[usize::from(conn)]);
                 continue;
@@ -268,6 +304,7 @@ fuzz_target!(|input: (u8, Vec<Op>)| {
                 "a store request left waiting"
             );
             assert!(session.subscriptions().count() <= limits.max_subscriptions);
+            assert!(session.neg_sessions().count() <= limits.max_neg_sessions);
             for out in h.take(c) {
                 let text = out.to_text();
                 match &out {
@@ -288,6 +325,11 @@ fuzz_target!(|input: (u8, Vec<Op>)| {
                         }
                     }
                     Outbound::Count { .. } => assert!(text.starts_with("[\"COUNT\",")),
+                    Outbound::NegMsg { .. } => assert!(text.starts_with("[\"NEG-MSG\",")),
+                    Outbound::NegErr { reason, .. } => {
+                        assert!(text.starts_with("[\"NEG-ERR\","));
+                        assert!(reason.contains(": "), "a NIP-01 prefix: {reason}");
+                    }
                 }
             }
         }

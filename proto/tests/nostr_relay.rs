@@ -1041,3 +1041,329 @@ fn the_stats_start_at_zero() {
     let c = connect(&mut h, 1);
     assert_eq!(h.conns[c].session.stats(), Stats::default());
 }
+
+// --- NIP-77 ---
+
+use negentropy::{Id, Negentropy, NegentropyStorageVector};
+use weft_proto::core::Wakeup;
+use weft_proto::nostr::limits::NEG_TOO_LARGE;
+use weft_proto::nostr::relay::EventStore;
+
+/// An event with a made-up id, written straight to the store (which does not check
+/// signatures), so a test can hold thousands.
+fn fake(n: u32, kind: u16, created_at: u64, tags: Vec<Vec<String>>) -> Event {
+    let mut id = [0u8; 32];
+    id[..4].copy_from_slice(&n.to_be_bytes());
+    id[4] = 0x77;
+    Event {
+        id,
+        pubkey: [1; 32],
+        created_at,
+        kind,
+        tags,
+        content: String::new(),
+        sig: [0; 64],
+    }
+}
+
+fn neg_open(sub: &str, filter: &Filter, message: &[u8]) -> String {
+    serde_json::json!(["NEG-OPEN", sub, filter.to_value(), hex(message)]).to_string()
+}
+
+fn neg_msg(sub: &str, message: &[u8]) -> String {
+    serde_json::json!(["NEG-MSG", sub, hex(message)]).to_string()
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn neg_reply(out: Vec<Outbound>, sub: &str) -> Result<Vec<u8>, String> {
+    match out.as_slice() {
+        [
+            Outbound::NegMsg {
+                subscription,
+                message,
+            },
+        ] if subscription == sub => Ok(message.clone()),
+        [
+            Outbound::NegErr {
+                subscription,
+                reason,
+            },
+        ] if subscription == sub => Err(reason.clone()),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Runs a whole NIP-77 sync as the client over `items`; returns (have, need) and the rounds.
+fn sync(
+    h: &mut Harness,
+    c: usize,
+    filter: &Filter,
+    items: &[(u64, [u8; 32])],
+    frame: u64,
+) -> (Vec<[u8; 32]>, Vec<[u8; 32]>, usize, usize) {
+    let mut storage = NegentropyStorageVector::new();
+    for (t, id) in items {
+        storage.insert(*t, Id::from_byte_array(*id)).unwrap();
+    }
+    storage.seal().unwrap();
+    let mut client = Negentropy::owned(storage, frame).unwrap();
+    let first = client.initiate().unwrap();
+    h.send(c, &neg_open("n", filter, &first));
+    let (mut have, mut need) = (Vec::new(), Vec::new());
+    let mut rounds = 0;
+    let mut largest = 0;
+    loop {
+        rounds += 1;
+        assert!(rounds < 100);
+        let reply = neg_reply(h.take(c), "n").unwrap();
+        largest = largest.max(reply.len());
+        match client
+            .reconcile_with_ids(&reply, &mut have, &mut need)
+            .unwrap()
+        {
+            Some(next) => h.send(c, &neg_msg("n", &next)),
+            None => break,
+        }
+    }
+    let ids = |v: Vec<Id>| {
+        let mut v: Vec<[u8; 32]> = v.into_iter().map(|i| i.to_bytes()).collect();
+        v.sort();
+        v
+    };
+    (ids(have), ids(need), rounds, largest)
+}
+
+#[test]
+fn negentropy_finds_exactly_what_each_side_lacks() {
+    let limits = Limits {
+        neg_frame_bytes: 4_096,
+        ..Limits::DEFAULT
+    };
+    let mut h = relay_with(AuthPolicy::Optional, limits);
+    let c = connect(&mut h, 1);
+    let mut client_items = Vec::new();
+    let mut relay_only = Vec::new();
+    for n in 0..3_000u32 {
+        let e = fake(n, 1, NOW - 10_000 + u64::from(n), vec![]);
+        match n % 10 {
+            // The relay alone has it.
+            0 => relay_only.push(e.id),
+            // The client alone has it.
+            1 => {
+                client_items.push((e.created_at, e.id));
+                continue;
+            }
+            _ => client_items.push((e.created_at, e.id)),
+        }
+        h.store.write(&e, now()).unwrap();
+    }
+    // Hidden from the sync as from REQ: another kind (outside the filter) and an expired event.
+    h.store
+        .write(&fake(9_001, 7, NOW - 5, vec![]), now())
+        .unwrap();
+    h.store
+        .write(
+            &fake(9_002, 1, NOW - 5, vec![expiration::tag(NOW - 1)]),
+            now(),
+        )
+        .unwrap();
+    let client_only: Vec<_> = (0..3_000u32)
+        .filter(|n| n % 10 == 1)
+        .map(|n| fake(n, 1, 0, vec![]).id)
+        .collect();
+    let (have, need, rounds, largest) = sync(&mut h, c, &kinds_filter(&[1]), &client_items, 4_096);
+    relay_only.sort();
+    assert_eq!(have, client_only, "what the client has and the relay lacks");
+    assert_eq!(need, relay_only, "what the relay has and the client lacks");
+    assert!(rounds > 1, "the frame limit split the reconciliation");
+    assert!(
+        largest <= 4_096,
+        "every relay message within its frame limit: {largest}"
+    );
+    assert_eq!(
+        h.conns[c].session.neg_sessions().collect::<Vec<_>>(),
+        vec!["n"]
+    );
+    h.send(c, r#"["NEG-CLOSE","n"]"#);
+    assert!(h.take(c).is_empty());
+    assert_eq!(h.conns[c].session.neg_sessions().count(), 0);
+}
+
+#[test]
+fn negentropy_against_an_empty_side_converges() {
+    let mut h = relay();
+    let c = connect(&mut h, 1);
+    let events: Vec<_> = (0..50)
+        .map(|n| fake(n, 1, NOW - 100 + u64::from(n), vec![]))
+        .collect();
+    for e in &events {
+        h.store.write(e, now()).unwrap();
+    }
+    let (have, need, _, _) = sync(&mut h, c, &Filter::default(), &[], 0);
+    assert!(have.is_empty());
+    assert_eq!(need.len(), 50);
+    // And the other way round: the relay side empty for this filter.
+    let items: Vec<_> = events.iter().map(|e| (e.created_at, e.id)).collect();
+    let (have, need, _, _) = sync(&mut h, c, &kinds_filter(&[2]), &items, 0);
+    assert_eq!((have.len(), need.len()), (50, 0));
+}
+
+#[test]
+fn a_negentropy_query_over_too_many_events_is_refused_too_large() {
+    let limits = Limits {
+        max_neg_items: 10,
+        ..Limits::DEFAULT
+    };
+    let mut h = relay_with(AuthPolicy::Optional, limits);
+    let c = connect(&mut h, 1);
+    for n in 0..11 {
+        h.store
+            .write(&fake(n, 1, NOW - 100 + u64::from(n), vec![]), now())
+            .unwrap();
+    }
+    let mut storage = NegentropyStorageVector::new();
+    storage.seal().unwrap();
+    let first = Negentropy::owned(storage, 0).unwrap().initiate().unwrap();
+    h.send(c, &neg_open("n", &Filter::default(), &first));
+    assert_eq!(neg_reply(h.take(c), "n"), Err(NEG_TOO_LARGE.to_string()));
+    assert_eq!(h.conns[c].session.neg_sessions().count(), 0);
+    // Ten is within the bound.
+    h.send(
+        c,
+        &neg_open(
+            "n",
+            &Filter {
+                until: Some(NOW - 91),
+                ..Filter::default()
+            },
+            &first,
+        ),
+    );
+    assert!(neg_reply(h.take(c), "n").is_ok());
+    let mut filter = kinds_filter(&[1]);
+    filter.limit = Some(3);
+    h.store.write(&fake(99, 2, NOW, vec![]), now()).unwrap();
+    h.send(c, &neg_open("m", &filter, &first));
+    assert_eq!(
+        neg_reply(h.take(c), "m"),
+        Err(NEG_TOO_LARGE.to_string()),
+        "limit is not a bound"
+    );
+}
+
+#[test]
+fn bad_negentropy_messages_get_neg_err_and_close_the_session() {
+    let mut h = relay();
+    let c = connect(&mut h, 1);
+    let mut storage = NegentropyStorageVector::new();
+    storage.seal().unwrap();
+    let first = Negentropy::owned(storage, 0).unwrap().initiate().unwrap();
+    // No such session.
+    h.send(c, &neg_msg("x", &first));
+    assert!(
+        neg_reply(h.take(c), "x")
+            .unwrap_err()
+            .starts_with("closed:")
+    );
+    // Not hex, upper-case hex, a missing filter: NEG-ERR invalid, the socket lives.
+    for text in [
+        r#"["NEG-OPEN","n",{},"zz"]"#,
+        r#"["NEG-OPEN","n",{},"6A"]"#,
+        r#"["NEG-OPEN","n"]"#,
+        r#"["NEG-MSG","n",7]"#,
+    ] {
+        h.send(c, text);
+        assert!(
+            neg_reply(h.take(c), "n")
+                .unwrap_err()
+                .starts_with("invalid:"),
+            "{text}"
+        );
+    }
+    // A message the negentropy protocol cannot read.
+    h.send(c, &neg_open("n", &Filter::default(), &[0x99]));
+    assert!(
+        neg_reply(h.take(c), "n")
+            .unwrap_err()
+            .starts_with("invalid:")
+    );
+    assert_eq!(h.conns[c].session.neg_sessions().count(), 0);
+    h.send(c, &neg_open("n", &Filter::default(), &first));
+    assert!(neg_reply(h.take(c), "n").is_ok());
+    // Mode 7 is not one the protocol defines.
+    h.send(c, &neg_msg("n", &[0x61, 0x00, 0x00, 0x07]));
+    assert!(
+        neg_reply(h.take(c), "n")
+            .unwrap_err()
+            .starts_with("invalid:")
+    );
+    h.send(c, &neg_msg("n", &first));
+    assert!(
+        neg_reply(h.take(c), "n")
+            .unwrap_err()
+            .starts_with("closed:"),
+        "closed after NEG-ERR"
+    );
+    assert_eq!(h.conns[c].closed, None);
+}
+
+#[test]
+fn negentropy_sessions_are_bounded_replaced_by_id_and_closed_when_idle() {
+    let limits = Limits {
+        max_neg_sessions: 2,
+        neg_idle_secs: 60,
+        ..Limits::DEFAULT
+    };
+    let mut h = relay_with(AuthPolicy::Optional, limits);
+    let c = connect(&mut h, 1);
+    let mut storage = NegentropyStorageVector::new();
+    storage.seal().unwrap();
+    let first = Negentropy::owned(storage, 0).unwrap().initiate().unwrap();
+    for sub in ["a", "b", "a"] {
+        h.send(c, &neg_open(sub, &Filter::default(), &first));
+        assert!(neg_reply(h.take(c), sub).is_ok(), "{sub}");
+    }
+    h.send(c, &neg_open("c", &Filter::default(), &first));
+    assert!(
+        neg_reply(h.take(c), "c")
+            .unwrap_err()
+            .starts_with("blocked:")
+    );
+    assert_eq!(
+        h.conns[c].session.poll_timeout(),
+        Some(Wakeup::new(
+            Timestamp::from_secs(NOW + 60),
+            "NIP-77 session idle"
+        ))
+    );
+    h.now = Timestamp::from_secs(NOW + 59);
+    h.timeout(c);
+    assert!(h.take(c).is_empty(), "not yet idle");
+    h.now = Timestamp::from_secs(NOW + 60);
+    h.timeout(c);
+    let out = h.take(c);
+    assert_eq!(out.len(), 2);
+    assert!(
+        out.iter()
+            .all(|o| matches!(o, Outbound::NegErr { reason, .. } if reason.starts_with("closed:")))
+    );
+    assert_eq!(h.conns[c].session.poll_timeout(), None);
+}
+
+#[test]
+fn negentropy_needs_auth_where_reads_do() {
+    let mut h = relay_with(AuthPolicy::All, Limits::DEFAULT);
+    let c = connect(&mut h, 1);
+    let mut storage = NegentropyStorageVector::new();
+    storage.seal().unwrap();
+    let first = Negentropy::owned(storage, 0).unwrap().initiate().unwrap();
+    h.send(c, &neg_open("n", &Filter::default(), &first));
+    assert!(
+        neg_reply(h.take(c), "n")
+            .unwrap_err()
+            .starts_with("auth-required:")
+    );
+}

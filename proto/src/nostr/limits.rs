@@ -62,7 +62,26 @@ pub struct Limits {
     /// Client messages per connection: a burst and a steady rate. A message over it gets its
     /// `rate-limited:` answer.
     pub messages: BucketConfig,
+    /// NIP-77 sessions open at once on one connection.
+    pub max_neg_sessions: usize,
+    /// Most stored events one NIP-77 session reconciles over; a filter matching more is
+    /// answered [`NEG_TOO_LARGE`].
+    pub max_neg_items: usize,
+    /// Largest negentropy message the relay writes, in bytes before hex (the crate's frame size
+    /// limit: 0 for none, else at least 4 096).
+    pub neg_frame_bytes: u64,
+    /// How long a NIP-77 session may wait for the client's next message before it is closed
+    /// with `NEG-ERR closed:`, in seconds.
+    pub neg_idle_secs: u64,
 }
+
+/// The `NEG-ERR` answer to a `NEG-OPEN` whose filter matches more than
+/// [`Limits::max_neg_items`] events (NIP-77's own example reason).
+pub const NEG_TOO_LARGE: &str = "blocked: this query is too big";
+
+/// Default [`Limits::neg_frame_bytes`]: a message of 60 000 bytes is 120 000 hex characters,
+/// within a peer's frame of [`DEFAULT_MAX_MESSAGE_BYTES`].
+pub const DEFAULT_NEG_FRAME_BYTES: u64 = 60_000;
 
 impl Limits {
     /// weft's defaults (docs/decisions.md).
@@ -81,6 +100,10 @@ impl Limits {
         max_auth_pubkeys: 8,
         max_future_secs: Some(900),
         messages: BucketConfig::new(100, 20),
+        max_neg_sessions: 2,
+        max_neg_items: 100_000,
+        neg_frame_bytes: DEFAULT_NEG_FRAME_BYTES,
+        neg_idle_secs: 60,
     };
 
     /// How many stored events a filter asking `limit` gets: `limit` clamped to
@@ -118,5 +141,8 @@ mod tests {
         assert!(l.max_event_bytes < l.max_message_bytes);
         assert!(l.default_limit <= l.max_limit);
         assert!(l.page_size > 0 && l.max_subscriptions > 0 && l.max_filters > 0);
+        // The negentropy crate takes 0 or at least 4 096; in hex the message fits a frame.
+        assert!(l.neg_frame_bytes >= 4_096);
+        assert!(2 * l.neg_frame_bytes as usize + 100 < l.max_message_bytes);
     }
 }

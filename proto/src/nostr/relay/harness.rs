@@ -84,6 +84,12 @@ impl Harness {
         self.run();
     }
 
+    /// Calls connection `conn`'s `handle_timeout` at the harness clock and runs what follows.
+    pub fn timeout(&mut self, conn: usize) {
+        self.conns[conn].session.handle_timeout(self.now);
+        self.run();
+    }
+
     /// Reports connection `conn`'s frames flushed.
     pub fn flush(&mut self, conn: usize) {
         self.conns[conn].unflushed = false;

@@ -1,6 +1,8 @@
 //! One client connection to a Nostr relay, as a sans-IO machine: NIP-01 (`EVENT`/`OK`,
 //! `REQ`/`EVENT`/`EOSE`/`CLOSED`, `CLOSE`, `NOTICE`), NIP-42 (`AUTH`), NIP-45 (`COUNT`), with the
-//! kind rules of [`crate::nostr::kinds`] and the bounds of [`Limits`].
+//! kind rules of [`crate::nostr::kinds`] and the bounds of [`Limits`], and NIP-77 negentropy
+//! (`NEG-OPEN`/`NEG-MSG`/`NEG-CLOSE`/`NEG-ERR`) through the `negentropy` crate over the store's
+//! `(created_at, id)` items.
 //!
 //! The session never touches a store: it asks with [`Output::Store`] and is answered with
 //! [`Input::Stored`], and says `OK true` for an event only after the store's reply (persist
@@ -22,11 +24,16 @@
 //! | `CLOSE` | nothing; the subscription ends |
 //! | `COUNT` | `COUNT` with `{"count": n}`, or `CLOSED` |
 //! | `AUTH` | `OK true`, or `OK false` with `invalid:` (a failed NIP-42 check), `duplicate:` (an `AUTH` event already used), `restricted:` (too many pubkeys) |
+//! | `NEG-OPEN` | `NEG-MSG`, or `NEG-ERR` with [`NEG_TOO_LARGE`] (over [`Limits::max_neg_items`]), `blocked:` (too many sessions), `auth-required:`, `rate-limited:`, `invalid:` (a malformed negentropy message), `error:` |
+//! | `NEG-MSG` | `NEG-MSG` (an empty reply ends nothing: the client decides), or `NEG-ERR` with `closed:` (no such session, or idle past [`Limits::neg_idle_secs`]) or `invalid:` |
+//! | `NEG-CLOSE` | nothing; the session ends |
 
 use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
 use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
+
+use negentropy::{Id, Negentropy, NegentropyStorageVector};
 
 use super::store::{Cursor, StoreOp, StoreReply, WriteOutcome};
 use super::wire::{self, Inbound, MalformedAnswer, Outbound};
@@ -37,7 +44,7 @@ use crate::nostr::auth::{self, AUTH_KIND};
 use crate::nostr::event::{Event, EventId};
 use crate::nostr::expiration::is_expired;
 use crate::nostr::kinds::{self, KindClass, Refusal, Vanish};
-use crate::nostr::limits::Limits;
+use crate::nostr::limits::{Limits, NEG_TOO_LARGE};
 use crate::nostr::message::{ClientMessage, Filter, RelayMessage};
 
 /// The WebSocket close code for a frame over the size limit (RFC 6455 §7.4.1, "Message Too Big").
@@ -187,6 +194,21 @@ enum Pending {
     Vanish(EventId),
     Query(String),
     Count(String),
+    Items(String),
+}
+
+/// A NIP-77 session.
+enum Neg {
+    /// Waiting for the store's items; the client's first message kept until then.
+    Loading {
+        request: RequestId,
+        initial: Vec<u8>,
+    },
+    /// Reconciling; the relay's answer sent, waiting for the client.
+    Open {
+        negentropy: Negentropy<'static, NegentropyStorageVector>,
+        since: Timestamp,
+    },
 }
 
 /// One client connection's relay session.
@@ -197,6 +219,7 @@ pub struct Session {
     auth_ids: BTreeSet<EventId>,
     bucket: TokenBucket,
     subs: BTreeMap<String, Subscription>,
+    negs: BTreeMap<String, Neg>,
     pending: BTreeMap<RequestId, Pending>,
     writes: usize,
     counts: usize,
@@ -244,6 +267,7 @@ impl Session {
             auth_ids: BTreeSet::new(),
             bucket,
             subs: BTreeMap::new(),
+            negs: BTreeMap::new(),
             pending: BTreeMap::new(),
             writes: 0,
             counts: 0,
@@ -270,6 +294,11 @@ impl Session {
     /// The open subscription ids.
     pub fn subscriptions(&self) -> impl Iterator<Item = &str> {
         self.subs.keys().map(String::as_str)
+    }
+
+    /// The open NIP-77 session ids.
+    pub fn neg_sessions(&self) -> impl Iterator<Item = &str> {
+        self.negs.keys().map(String::as_str)
     }
 
     /// Store requests in flight.
@@ -349,6 +378,10 @@ impl Session {
                 match bad.answer {
                     MalformedAnswer::Ok(id) => self.ok(id, false, &why),
                     MalformedAnswer::Closed(sub) => self.closed_sub(sub, &why),
+                    MalformedAnswer::NegErr(sub) => {
+                        self.negs.remove(&sub);
+                        self.neg_err(sub, &why);
+                    }
                     MalformedAnswer::Notice => self.send(RelayMessage::Notice(why)),
                 }
                 return;
@@ -373,6 +406,11 @@ impl Session {
                     self.subs.remove(&subscription);
                     self.closed_sub(subscription, RATE_LIMITED)
                 }
+                Inbound::NegOpen { subscription, .. } | Inbound::NegMsg { subscription, .. } => {
+                    // After a NEG-ERR the session is closed (NIP-77).
+                    self.negs.remove(&subscription);
+                    self.neg_err(subscription, RATE_LIMITED)
+                }
                 _ => self.send(RelayMessage::Notice(RATE_LIMITED.to_string())),
             }
             return;
@@ -391,7 +429,148 @@ impl Session {
                 subscription,
                 filters,
             } => self.on_count(now, subscription, filters),
+            Inbound::NegOpen {
+                subscription,
+                filter,
+                message,
+            } => self.on_neg_open(now, subscription, filter, message),
+            Inbound::NegMsg {
+                subscription,
+                message,
+            } => self.on_neg_msg(now, subscription, &message),
+            Inbound::NegClose(sub) => {
+                self.negs.remove(&sub);
+            }
         }
+    }
+
+    fn neg_err(&mut self, subscription: String, reason: &str) {
+        self.send_out(Outbound::NegErr {
+            subscription,
+            reason: reason.to_string(),
+        });
+    }
+
+    fn on_neg_open(
+        &mut self,
+        now: Timestamp,
+        subscription: String,
+        filter: Filter,
+        initial: Vec<u8>,
+    ) {
+        // NIP-77: a NEG-OPEN under an open id closes that session first.
+        self.negs.remove(&subscription);
+        if self.reads_need_auth() {
+            return self.neg_err(subscription, AUTH_REQUIRED);
+        }
+        if self.negs.len() >= self.config.limits.max_neg_sessions {
+            return self.neg_err(subscription, "blocked: too many negentropy sessions");
+        }
+        let max = self.config.limits.max_neg_items.saturating_add(1);
+        let request = self.store(
+            StoreOp::Items { filter, max, now },
+            Pending::Items(subscription.clone()),
+        );
+        self.negs
+            .insert(subscription, Neg::Loading { request, initial });
+    }
+
+    fn on_items(
+        &mut self,
+        now: Timestamp,
+        subscription: String,
+        request: RequestId,
+        reply: StoreReply,
+    ) {
+        let Some(Neg::Loading { request: r, .. }) = self.negs.get(&subscription) else {
+            self.stats.stale_replies += 1;
+            return;
+        };
+        if *r != request {
+            self.stats.stale_replies += 1;
+            return;
+        }
+        let Some(Neg::Loading { initial, .. }) = self.negs.remove(&subscription) else {
+            return;
+        };
+        let items = match reply {
+            StoreReply::Items(items) => items,
+            StoreReply::Failed(e) => return self.neg_err(subscription, &format!("error: {e}")),
+            _ => {
+                return self.neg_err(subscription, "error: the store answered something else");
+            }
+        };
+        if items.len() > self.config.limits.max_neg_items {
+            return self.neg_err(subscription, NEG_TOO_LARGE);
+        }
+        let mut storage = NegentropyStorageVector::with_capacity(items.len());
+        for (created_at, id) in items {
+            // Inserting into an unsealed vector has no failure path.
+            let _ = storage.insert(created_at, Id::from_byte_array(id));
+        }
+        let built = storage
+            .seal()
+            .and_then(|()| Negentropy::owned(storage, self.config.limits.neg_frame_bytes));
+        let mut negentropy = match built {
+            Ok(n) => n,
+            Err(e) => return self.neg_err(subscription, &format!("error: {e}")),
+        };
+        match negentropy.reconcile(&initial) {
+            Ok(message) => {
+                self.send_out(Outbound::NegMsg {
+                    subscription: subscription.clone(),
+                    message,
+                });
+                self.negs.insert(
+                    subscription,
+                    Neg::Open {
+                        negentropy,
+                        since: now,
+                    },
+                );
+            }
+            Err(e) => self.neg_err(subscription, &format!("invalid: {e}")),
+        }
+    }
+
+    fn on_neg_msg(&mut self, now: Timestamp, subscription: String, message: &[u8]) {
+        match self.negs.get_mut(&subscription) {
+            Some(Neg::Open { negentropy, since }) => match negentropy.reconcile(message) {
+                Ok(reply) => {
+                    *since = now;
+                    self.send_out(Outbound::NegMsg {
+                        subscription,
+                        message: reply,
+                    });
+                }
+                Err(e) => {
+                    self.negs.remove(&subscription);
+                    self.neg_err(subscription, &format!("invalid: {e}"));
+                }
+            },
+            Some(Neg::Loading { .. }) => {
+                // The client spoke before the relay's first answer: not the protocol's turn.
+                self.negs.remove(&subscription);
+                self.neg_err(
+                    subscription,
+                    "invalid: NEG-MSG before the relay answered NEG-OPEN",
+                );
+            }
+            None => self.neg_err(subscription, "closed: no such negentropy session"),
+        }
+    }
+
+    fn neg_deadline(&self) -> Option<Timestamp> {
+        let idle = core::time::Duration::from_secs(self.config.limits.neg_idle_secs);
+        self.negs
+            .values()
+            .filter_map(|n| match n {
+                // A session waiting for the store is the relay's delay, not the client's.
+                Neg::Loading { .. } => None,
+                Neg::Open { since, .. } => Some(*since),
+            })
+            .min()
+            .map(|t| t.saturating_add(idle))
     }
 
     /// Whether the frames sent and not yet flushed reach [`Limits::max_unflushed_frames`].
@@ -690,6 +869,7 @@ impl Session {
                     count,
                 });
             }
+            (Pending::Items(sub), reply) => self.on_items(now, sub, request, reply),
             (Pending::Count(sub), reply) => {
                 self.counts -= 1;
                 let why = match reply {
@@ -792,8 +972,31 @@ impl Machine for Session {
     }
 
     fn poll_timeout(&self) -> Option<Wakeup> {
-        None
+        if self.closed {
+            return None;
+        }
+        self.neg_deadline()
+            .map(|at| Wakeup::new(at, "NIP-77 session idle"))
     }
 
-    fn handle_timeout(&mut self, _now: Timestamp) {}
+    fn handle_timeout(&mut self, now: Timestamp) {
+        if self.closed {
+            return;
+        }
+        let idle = core::time::Duration::from_secs(self.config.limits.neg_idle_secs);
+        let expired: Vec<String> = self
+            .negs
+            .iter()
+            .filter(|(_, n)| match n {
+                // A session waiting for the store is the relay's delay, not the client's.
+                Neg::Loading { .. } => false,
+                Neg::Open { since, .. } => since.saturating_add(idle) <= now,
+            })
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in expired {
+            self.negs.remove(&id);
+            self.neg_err(id, "closed: the negentropy session was idle too long");
+        }
+    }
 }

@@ -77,6 +77,16 @@ pub enum StoreOp {
         /// The clock, for NIP-40 visibility.
         now: Timestamp,
     },
+    /// The `(created_at, id)` of every stored event matching the filter, for NIP-77, at most
+    /// `max` of them (a store answering `max` means "at least that many").
+    Items {
+        /// The filter (its `limit` ignored).
+        filter: Filter,
+        /// Most items to return.
+        max: usize,
+        /// The clock, for NIP-40 visibility.
+        now: Timestamp,
+    },
     /// Count the stored events matching any of the filters (NIP-45).
     Count {
         /// The filters (their `limit` ignored).
@@ -110,6 +120,8 @@ pub enum StoreReply {
     Vanished(u64),
     /// To [`StoreOp::Query`]: the page, in order.
     Page(Vec<Event>),
+    /// To [`StoreOp::Items`]: `(created_at, id)` pairs, in any order.
+    Items(Vec<(u64, EventId)>),
     /// To [`StoreOp::Count`].
     Count(u64),
     /// The store could not do it (answered `error:`).
@@ -138,6 +150,29 @@ pub trait EventStore {
     /// [`StoreOp::Count`].
     fn count(&mut self, filters: &[Filter], now: Timestamp) -> Result<u64, StoreError>;
 
+    /// [`StoreOp::Items`]. By default read through [`EventStore::query`] a page at a time; a
+    /// backend with an index of `(created_at, id)` answers it without reading events.
+    fn items(
+        &mut self,
+        filter: &Filter,
+        max: usize,
+        now: Timestamp,
+    ) -> Result<Vec<(u64, EventId)>, StoreError> {
+        const PAGE: usize = 1_000;
+        let mut out = Vec::new();
+        let mut after = None;
+        while out.len() < max {
+            let want = PAGE.min(max - out.len());
+            let page = self.query(filter, after.as_ref(), want, now)?;
+            after = page.last().map(Cursor::at);
+            out.extend(page.iter().map(|e| (e.created_at, e.id)));
+            if page.len() < want {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
     /// Runs `op` and gives the reply the session expects.
     fn execute(&mut self, op: &StoreOp) -> StoreReply {
         let failed = |e: StoreError| StoreReply::Failed(e.0);
@@ -156,6 +191,9 @@ pub trait EventStore {
             } => self
                 .query(filter, after.as_ref(), *max, *now)
                 .map_or_else(failed, StoreReply::Page),
+            StoreOp::Items { filter, max, now } => self
+                .items(filter, *max, *now)
+                .map_or_else(failed, StoreReply::Items),
             StoreOp::Count { filters, now } => self
                 .count(filters, *now)
                 .map_or_else(failed, StoreReply::Count),

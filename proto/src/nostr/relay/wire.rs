@@ -4,6 +4,11 @@
 //! NIP-45: `["COUNT", <subscription id>, <filter>…]` from the client, answered
 //! `["COUNT", <subscription id>, {"count": <integer>}]` or `CLOSED`.
 //!
+//! NIP-77: `["NEG-OPEN", <subscription id>, <filter>, <message hex>]`, `["NEG-MSG",
+//! <subscription id>, <message hex>]` both ways, `["NEG-CLOSE", <subscription id>]` from the
+//! client and `["NEG-ERR", <subscription id>, <reason>]` from the relay. Messages are lower-case
+//! hex of the negentropy protocol's bytes.
+//!
 //! NIP-01 asks that an `EVENT` be answered with `OK` and a refused `REQ` with `CLOSED`, each naming
 //! what the client sent; [`Malformed`] carries the event id or subscription id read from a frame
 //! that did not parse whole, so even a broken frame gets the answer its type calls for, and only a
@@ -14,6 +19,7 @@ use alloc::vec::Vec;
 
 use serde_json::{Map, Value};
 
+use crate::codec::hex;
 use crate::nostr::event::{EventId, parse_lower_hex};
 use crate::nostr::limits::Limits;
 use crate::nostr::message::{
@@ -32,6 +38,24 @@ pub enum Inbound {
         /// One or more filters; the count is of events matching any.
         filters: Vec<Filter>,
     },
+    /// NIP-77 `NEG-OPEN`.
+    NegOpen {
+        /// The negentropy session's id.
+        subscription: String,
+        /// The events reconciled over.
+        filter: Filter,
+        /// The client's initial negentropy message.
+        message: Vec<u8>,
+    },
+    /// NIP-77 `NEG-MSG` from the client.
+    NegMsg {
+        /// The negentropy session's id.
+        subscription: String,
+        /// The client's negentropy message.
+        message: Vec<u8>,
+    },
+    /// NIP-77 `NEG-CLOSE`.
+    NegClose(String),
 }
 
 /// How to answer a frame that did not parse.
@@ -41,6 +65,8 @@ pub enum MalformedAnswer {
     Ok(EventId),
     /// `CLOSED` for this subscription id (a `REQ` or `COUNT` whose filters are malformed).
     Closed(String),
+    /// `NEG-ERR` for this subscription id (a malformed `NEG-OPEN` or `NEG-MSG`).
+    NegErr(String),
     /// `NOTICE`: nothing in the frame names what it was about.
     Notice,
 }
@@ -68,6 +94,26 @@ pub fn parse(text: &str, limits: &Limits) -> Result<Inbound, Malformed> {
                 subscription: sub,
             })
         }),
+        "NEG-OPEN" => subscription(&items, 0, limits.max_subscription_id_chars).and_then(|sub| {
+            let filter = items
+                .get(1)
+                .ok_or(MessageError::BadField("filter"))
+                .and_then(|f| Filter::from_value_with(f, limits.max_filter_values))?;
+            Ok(Inbound::NegOpen {
+                subscription: sub,
+                filter,
+                message: neg_message(&items, 2)?,
+            })
+        }),
+        "NEG-MSG" => subscription(&items, 0, limits.max_subscription_id_chars).and_then(|sub| {
+            Ok(Inbound::NegMsg {
+                subscription: sub,
+                message: neg_message(&items, 1)?,
+            })
+        }),
+        "NEG-CLOSE" => {
+            subscription(&items, 0, limits.max_subscription_id_chars).map(Inbound::NegClose)
+        }
         name => ClientMessage::from_parts(name, &items, limits).map(Inbound::Client),
     };
     parsed.map_err(|error| {
@@ -80,10 +126,24 @@ pub fn parse(text: &str, limits: &Limits) -> Result<Inbound, Malformed> {
                 .map_or(MalformedAnswer::Notice, MalformedAnswer::Ok),
             "REQ" | "COUNT" => subscription(&items, 0, limits.max_subscription_id_chars)
                 .map_or(MalformedAnswer::Notice, MalformedAnswer::Closed),
+            "NEG-OPEN" | "NEG-MSG" => subscription(&items, 0, limits.max_subscription_id_chars)
+                .map_or(MalformedAnswer::Notice, MalformedAnswer::NegErr),
             _ => MalformedAnswer::Notice,
         };
         Malformed { error, answer }
     })
+}
+
+/// A negentropy message: lower-case hex, an even number of digits.
+fn neg_message(items: &[Value], i: usize) -> Result<Vec<u8>, MessageError> {
+    let text = items
+        .get(i)
+        .and_then(Value::as_str)
+        .ok_or(MessageError::BadField("negentropy message"))?;
+    if !text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+        return Err(MessageError::BadField("negentropy message"));
+    }
+    hex::decode(text).map_err(|_| MessageError::BadField("negentropy message"))
 }
 
 /// A relay → client frame.
@@ -97,6 +157,20 @@ pub enum Outbound {
         subscription: String,
         /// The number of events.
         count: u64,
+    },
+    /// NIP-77 `NEG-MSG` from the relay.
+    NegMsg {
+        /// The negentropy session's id.
+        subscription: String,
+        /// The relay's negentropy message.
+        message: Vec<u8>,
+    },
+    /// NIP-77 `NEG-ERR`: the session is closed.
+    NegErr {
+        /// The negentropy session's id.
+        subscription: String,
+        /// Why, with a NIP-01 prefix.
+        reason: String,
     },
 }
 
@@ -116,6 +190,26 @@ impl Outbound {
                     [Value::from(subscription.as_str()), Value::Object(obj)],
                 )
             }
+            Self::NegMsg {
+                subscription,
+                message,
+            } => frame(
+                "NEG-MSG",
+                [
+                    Value::from(subscription.as_str()),
+                    Value::from(hex::encode(message)),
+                ],
+            ),
+            Self::NegErr {
+                subscription,
+                reason,
+            } => frame(
+                "NEG-ERR",
+                [
+                    Value::from(subscription.as_str()),
+                    Value::from(reason.as_str()),
+                ],
+            ),
         }
     }
 
@@ -123,7 +217,7 @@ impl Outbound {
     pub fn as_relay(&self) -> Option<&RelayMessage> {
         match self {
             Self::Relay(m) => Some(m),
-            Self::Count { .. } => None,
+            Self::Count { .. } | Self::NegMsg { .. } | Self::NegErr { .. } => None,
         }
     }
 }
