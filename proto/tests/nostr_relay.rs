@@ -1283,6 +1283,11 @@ fn bad_negentropy_messages_get_neg_err_and_close_the_session() {
             "{text}"
         );
     }
+    // Another protocol version is answered with the one the relay speaks (V1, 0x61), and the
+    // session stays open for the client to retry.
+    h.send(c, &neg_open("v", &Filter::default(), &[0x62]));
+    assert_eq!(neg_reply(h.take(c), "v"), Ok(vec![0x61]));
+    h.send(c, r#"["NEG-CLOSE","v"]"#);
     // A message the negentropy protocol cannot read.
     h.send(c, &neg_open("n", &Filter::default(), &[0x99]));
     assert!(

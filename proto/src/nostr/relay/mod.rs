@@ -11,7 +11,9 @@
 //!   by the session on arrival and by the store);
 //! - NIP-42 authentication of clients: a challenge on connect, `AUTH` checked by
 //!   [`crate::nostr::auth::check`], `auth-required:` answers;
-//! - NIP-45 `COUNT`.
+//! - NIP-45 `COUNT`;
+//! - NIP-77 negentropy syncing (`NEG-OPEN`/`NEG-MSG`/`NEG-CLOSE`/`NEG-ERR`), the relay side of
+//!   Negentropy protocol V1 through the `negentropy` crate.
 //!
 //! The drivers run the store (an embedded database, PostgreSQL) and the sockets; a backend
 //! implements [`store::EventStore`] and passes [`suite::run`].
