@@ -619,6 +619,23 @@ fn stored_reads_wait_for_the_socket_to_flush() {
 }
 
 #[test]
+fn a_page_size_of_zero_still_reads_every_stored_event() {
+    let limits = Limits {
+        page_size: 0,
+        ..Limits::DEFAULT
+    };
+    let mut h = relay_with(AuthPolicy::Optional, limits);
+    let c = connect(&mut h, 1);
+    let k = key(1);
+    for i in 0..3 {
+        assert!(publish(&mut h, c, &ev(&k, 1, NOW - i, vec![])).0);
+    }
+    h.send(c, &req("s", vec![Filter::default()]));
+    let (got, eose) = events_for(&h.take(c), "s");
+    assert_eq!((got.len(), eose), (3, true));
+}
+
+#[test]
 fn a_reader_too_slow_for_live_events_has_its_subscription_closed() {
     let limits = Limits {
         max_unflushed_frames: 5,

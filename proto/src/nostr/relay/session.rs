@@ -726,9 +726,7 @@ impl Session {
             }
             break;
         }
-        let max = usize::try_from(stored.remaining)
-            .unwrap_or(usize::MAX)
-            .min(limits.page_size);
+        let max = page(&limits, stored.remaining);
         let op = StoreOp::Query {
             filter: sub.filters[stored.filter].clone(),
             after: stored.after,
@@ -752,9 +750,7 @@ impl Session {
         };
         stored.request = None;
         let filter = &sub.filters[stored.filter];
-        let asked = usize::try_from(stored.remaining)
-            .unwrap_or(usize::MAX)
-            .min(limits.page_size);
+        let asked = page(&limits, stored.remaining);
         let got = events.len();
         let mut frames = Vec::new();
         for event in events.into_iter().take(asked) {
@@ -948,6 +944,14 @@ impl Session {
             }
         }
     }
+}
+
+/// Events to ask the store for: a page, or what the filter still wants if fewer. A page size of
+/// 0 in the limits reads as 1, so a subscription always moves.
+fn page(limits: &Limits, remaining: u64) -> usize {
+    usize::try_from(remaining)
+        .unwrap_or(usize::MAX)
+        .min(limits.page_size.max(1))
 }
 
 impl Machine for Session {
