@@ -375,7 +375,18 @@ fn expired_events_are_hidden<S: EventStore>(s: &mut Signer<'_>, mut store: S) {
             .expect("count"),
         1
     );
-    assert_eq!(store.count(&[f], after).expect("count"), 0);
+    assert_eq!(
+        store
+            .count(core::slice::from_ref(&f), after)
+            .expect("count"),
+        0
+    );
+    // A hidden event takes no place in a page: the page is filled with visible ones.
+    for i in 0..2 {
+        let older = s.event(&k, 1, SUITE_NOW_SECS - 20 - i, vec![]);
+        assert_eq!(write(&mut store, &older), WriteOutcome::Stored);
+    }
+    assert_eq!(store.query(&f, None, 2, after).expect("query").len(), 2);
 }
 
 fn a_request_to_vanish_deletes_everything_up_to_its_time<S: EventStore>(
