@@ -684,6 +684,37 @@ fn replies_for_a_closed_subscription_are_dropped() {
 }
 
 #[test]
+fn reads_left_waiting_by_closed_subscriptions_are_bounded() {
+    let limits = Limits {
+        max_subscriptions: 2,
+        max_neg_sessions: 1,
+        ..Limits::DEFAULT
+    };
+    let mut rng = ChaCha20Rng::seed_from_u64(2);
+    let mut s = Session::new(config(AuthPolicy::Optional, limits), now(), &mut rng);
+    s.poll();
+    // A store that never answers, and a client opening and closing one REQ after another.
+    let mut refused = 0;
+    for _ in 0..10 {
+        s.handle(now(), Input::Frame(req("q", vec![Filter::default()])));
+        s.handle(now(), Input::Frame(r#"["CLOSE","q"]"#.into()));
+        while let Some(o) = s.poll() {
+            if let Output::Send(o) = o {
+                let why = closed_for(&[o], "q").unwrap();
+                assert!(why.starts_with("rate-limited:"), "{why}");
+                refused += 1;
+            }
+        }
+    }
+    assert_eq!(
+        s.pending_requests(),
+        5,
+        "2 × 2 subscriptions + 1 negentropy session"
+    );
+    assert_eq!(refused, 5);
+}
+
+#[test]
 fn events_a_store_should_not_have_given_are_never_sent() {
     let mut rng = ChaCha20Rng::seed_from_u64(2);
     let mut s = Session::new(

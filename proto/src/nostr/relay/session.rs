@@ -250,6 +250,7 @@ const AUTH_REQUIRED: &str = "auth-required: authenticate first";
 const RATE_LIMITED: &str = "rate-limited: slow down";
 const OK_TOO_MANY_WRITES: &str = "rate-limited: too many events waiting to be stored";
 const CLOSED_TOO_MANY_SUBS: &str = "blocked: too many open subscriptions";
+const READS_WAITING: &str = "rate-limited: too many reads waiting for the store";
 const CLOSED_SLOW: &str = "error: the reader is too slow for this subscription";
 
 impl Session {
@@ -466,6 +467,9 @@ impl Session {
         if self.negs.len() >= self.config.limits.max_neg_sessions {
             return self.neg_err(subscription, "blocked: too many negentropy sessions");
         }
+        if self.reads_waiting() {
+            return self.neg_err(subscription, READS_WAITING);
+        }
         let max = self.config.limits.max_neg_items.saturating_add(1);
         let request = self.store(
             StoreOp::Items { filter, max, now },
@@ -573,6 +577,22 @@ impl Session {
             .map(|t| t.saturating_add(idle))
     }
 
+    /// Whether as many store reads are waiting as subscriptions could ever need: twice
+    /// [`Limits::max_subscriptions`] plus [`Limits::max_neg_sessions`]. Reads of subscriptions
+    /// closed or replaced meanwhile stay waiting until the store answers; this bounds them.
+    fn reads_waiting(&self) -> bool {
+        let limits = &self.config.limits;
+        let bound = limits
+            .max_subscriptions
+            .saturating_mul(2)
+            .saturating_add(limits.max_neg_sessions);
+        self.pending
+            .values()
+            .filter(|p| matches!(p, Pending::Query(_) | Pending::Items(_)))
+            .count()
+            >= bound
+    }
+
     /// Whether the frames sent and not yet flushed reach [`Limits::max_unflushed_frames`].
     fn backlogged(&self) -> bool {
         self.unflushed >= self.config.limits.max_unflushed_frames
@@ -677,6 +697,9 @@ impl Session {
         }
         if self.subs.len() >= self.config.limits.max_subscriptions {
             return self.closed_sub(subscription, CLOSED_TOO_MANY_SUBS);
+        }
+        if self.reads_waiting() {
+            return self.closed_sub(subscription, READS_WAITING);
         }
         let limits = self.config.limits;
         let first = limits.stored_events_for(filters[0].limit);
