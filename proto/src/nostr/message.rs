@@ -19,29 +19,19 @@ use core::fmt;
 use serde_json::{Map, Value};
 
 use super::auth::MAX_CHALLENGE_BYTES;
-use super::event::{Event, EventError, EventId, MAX_EVENT_BYTES, parse_lower_hex};
+use super::event::{Event, EventError, EventId, parse_lower_hex};
+use super::limits::Limits;
 use crate::codec::hex;
-
-/// Longest frame read, in bytes, checked before JSON parsing: one event of [`MAX_EVENT_BYTES`] and
-/// room for the envelope around it.
-pub const MAX_MESSAGE_BYTES: usize = MAX_EVENT_BYTES + 1024;
 
 /// Longest subscription id, in characters (NIP-01: "an arbitrary, non-empty string of max length
 /// 64 chars").
 pub const MAX_SUBSCRIPTION_ID_CHARS: usize = 64;
 
-/// Most filters one `REQ` may carry. NIP-01 sets no bound; relays commonly allow 10 to 20.
-pub const MAX_FILTERS: usize = 16;
-
-/// Most values one filter list (`ids`, `authors`, `kinds`, a `#x` tag list) may hold. NIP-01 sets
-/// no bound; relays commonly allow about 1,000.
-pub const MAX_FILTER_VALUES: usize = 1_000;
-
 /// Why a frame is not a well-formed NIP-01 message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum MessageError {
-    /// Longer than [`MAX_MESSAGE_BYTES`].
+    /// Longer than [`Limits::max_message_bytes`].
     TooLarge {
         /// Its length in bytes.
         bytes: usize,
@@ -54,11 +44,13 @@ pub enum MessageError {
     UnknownType,
     /// An element missing or of the wrong type.
     BadField(&'static str),
-    /// A subscription id empty or longer than [`MAX_SUBSCRIPTION_ID_CHARS`].
+    /// A subscription id empty or longer than [`Limits::max_subscription_id_chars`] (at most
+    /// [`MAX_SUBSCRIPTION_ID_CHARS`]).
     BadSubscriptionId,
-    /// A `REQ` with no filter, or more than [`MAX_FILTERS`].
+    /// A `REQ` with no filter, or more than [`Limits::max_filters`].
     BadFilterCount,
-    /// A filter not an object, or one of its fields malformed or over [`MAX_FILTER_VALUES`].
+    /// A filter not an object, or one of its fields malformed or over
+    /// [`Limits::max_filter_values`].
     BadFilter(&'static str),
     /// A challenge longer than [`MAX_CHALLENGE_BYTES`].
     ChallengeTooLong,
@@ -70,14 +62,14 @@ impl fmt::Display for MessageError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::TooLarge { bytes } => {
-                write!(f, "frame of {bytes} bytes, more than {MAX_MESSAGE_BYTES}")
+                write!(f, "frame of {bytes} bytes, over the frame limit")
             }
             Self::NotJson => f.write_str("frame is not JSON"),
             Self::NotAMessage => f.write_str("frame is not an array starting with a string"),
             Self::UnknownType => f.write_str("message type unknown in this direction"),
             Self::BadField(name) => write!(f, "message element {name} missing or malformed"),
             Self::BadSubscriptionId => f.write_str("subscription id empty or too long"),
-            Self::BadFilterCount => write!(f, "REQ needs 1 to {MAX_FILTERS} filters"),
+            Self::BadFilterCount => f.write_str("no filter, or more filters than the limit"),
             Self::BadFilter(name) => write!(f, "filter field {name} malformed"),
             Self::ChallengeTooLong => f.write_str("challenge too long"),
             Self::BadEvent(e) => write!(f, "bad event: {e}"),
@@ -127,22 +119,30 @@ impl Filter {
             })
     }
 
-    /// Reads a filter. Fields NIP-01 does not define (such as NIP-50's `search`) are ignored.
+    /// Reads a filter within [`Limits::DEFAULT`]'s value cap. Fields NIP-01 does not define (such
+    /// as NIP-50's `search`) are ignored.
     pub fn from_value(value: &Value) -> Result<Self, MessageError> {
+        Self::from_value_with(value, Limits::DEFAULT.max_filter_values)
+    }
+
+    /// Reads a filter whose lists hold at most `max_values` values each.
+    pub fn from_value_with(value: &Value, max_values: usize) -> Result<Self, MessageError> {
         let obj = value.as_object().ok_or(MessageError::BadFilter("filter"))?;
         let mut filter = Self::default();
         for (key, v) in obj {
             match key.as_str() {
                 "ids" => {
-                    filter.ids = Some(list(v, "ids", |x| x.as_str().and_then(parse_lower_hex))?)
+                    filter.ids = Some(list(v, "ids", max_values, |x| {
+                        x.as_str().and_then(parse_lower_hex)
+                    })?)
                 }
                 "authors" => {
-                    filter.authors = Some(list(v, "authors", |x| {
+                    filter.authors = Some(list(v, "authors", max_values, |x| {
                         x.as_str().and_then(parse_lower_hex)
                     })?)
                 }
                 "kinds" => {
-                    filter.kinds = Some(list(v, "kinds", |x| {
+                    filter.kinds = Some(list(v, "kinds", max_values, |x| {
                         x.as_u64().and_then(|k| u16::try_from(k).ok())
                     })?)
                 }
@@ -151,7 +151,7 @@ impl Filter {
                 "limit" => filter.limit = Some(v.as_u64().ok_or(MessageError::BadFilter("limit"))?),
                 _ => {
                     if let Some(letter) = tag_letter(key) {
-                        let values = list(v, "#tag", |x| x.as_str().map(String::from))?;
+                        let values = list(v, "#tag", max_values, |x| x.as_str().map(String::from))?;
                         filter.tags.insert(letter, values);
                     }
                 }
@@ -202,10 +202,11 @@ fn tag_letter(key: &str) -> Option<char> {
 fn list<T>(
     v: &Value,
     name: &'static str,
+    max_values: usize,
     item: impl Fn(&Value) -> Option<T>,
 ) -> Result<Vec<T>, MessageError> {
     let arr = v.as_array().ok_or(MessageError::BadFilter(name))?;
-    if arr.len() > MAX_FILTER_VALUES {
+    if arr.len() > max_values {
         return Err(MessageError::BadFilter(name));
     }
     arr.iter()
@@ -267,9 +268,9 @@ pub enum RelayMessage {
     Auth(String),
 }
 
-/// The message's elements after its name.
-fn split(text: &str) -> Result<(String, Vec<Value>), MessageError> {
-    if text.len() > MAX_MESSAGE_BYTES {
+/// The message's name and its elements after it, for a frame of at most `max_bytes`.
+pub(crate) fn split(text: &str, max_bytes: usize) -> Result<(String, Vec<Value>), MessageError> {
+    if text.len() > max_bytes {
         return Err(MessageError::TooLarge { bytes: text.len() });
     }
     let value: Value = serde_json::from_str(text).map_err(|_| MessageError::NotJson)?;
@@ -301,20 +302,36 @@ fn reason(items: &[Value], i: usize) -> Result<String, MessageError> {
     }
 }
 
-fn subscription(items: &[Value], i: usize) -> Result<String, MessageError> {
+/// The subscription id at `i`, of 1 to `max_chars` characters.
+pub(crate) fn subscription(
+    items: &[Value],
+    i: usize,
+    max_chars: usize,
+) -> Result<String, MessageError> {
     let id = string(items, i, "subscription id")?;
-    if id.is_empty() || id.chars().count() > MAX_SUBSCRIPTION_ID_CHARS {
+    if id.is_empty() || id.chars().count() > max_chars.min(MAX_SUBSCRIPTION_ID_CHARS) {
         return Err(MessageError::BadSubscriptionId);
     }
     Ok(String::from(id))
 }
 
-fn event(items: &[Value], i: usize) -> Result<Event, MessageError> {
+/// The filters from `items`: 1 to [`Limits::max_filters`], each within its value cap.
+pub(crate) fn filters(items: &[Value], limits: &Limits) -> Result<Vec<Filter>, MessageError> {
+    if items.is_empty() || items.len() > limits.max_filters {
+        return Err(MessageError::BadFilterCount);
+    }
+    items
+        .iter()
+        .map(|v| Filter::from_value_with(v, limits.max_filter_values))
+        .collect()
+}
+
+pub(crate) fn event(items: &[Value], i: usize) -> Result<Event, MessageError> {
     let v = items.get(i).ok_or(MessageError::BadField("event"))?;
     Event::from_value(v).map_err(MessageError::BadEvent)
 }
 
-fn frame(name: &str, rest: impl IntoIterator<Item = Value>) -> String {
+pub(crate) fn frame(name: &str, rest: impl IntoIterator<Item = Value>) -> String {
     let mut items = alloc::vec![Value::from(name)];
     items.extend(rest);
     // A JSON value serializes to memory without a failure path.
@@ -322,28 +339,33 @@ fn frame(name: &str, rest: impl IntoIterator<Item = Value>) -> String {
 }
 
 impl ClientMessage {
-    /// Parses a client → relay frame.
+    /// Parses a client → relay frame within [`Limits::DEFAULT`].
     pub fn parse(text: &str) -> Result<Self, MessageError> {
-        let (name, items) = split(text)?;
-        match name.as_str() {
-            "EVENT" => Ok(Self::Event(event(&items, 0)?)),
-            "AUTH" => Ok(Self::Auth(event(&items, 0)?)),
-            "CLOSE" => Ok(Self::Close(subscription(&items, 0)?)),
-            "REQ" => {
-                let subscription = subscription(&items, 0)?;
-                let filters = &items[1..];
-                if filters.is_empty() || filters.len() > MAX_FILTERS {
-                    return Err(MessageError::BadFilterCount);
-                }
-                let filters = filters
-                    .iter()
-                    .map(Filter::from_value)
-                    .collect::<Result<_, _>>()?;
-                Ok(Self::Req {
-                    subscription,
-                    filters,
-                })
-            }
+        Self::parse_with(text, &Limits::DEFAULT)
+    }
+
+    /// Parses a client → relay frame within `limits`' frame size, subscription id length, filter
+    /// count and filter value caps.
+    pub fn parse_with(text: &str, limits: &Limits) -> Result<Self, MessageError> {
+        let (name, items) = split(text, limits.max_message_bytes)?;
+        Self::from_parts(&name, &items, limits)
+    }
+
+    /// The message named `name` with elements `items` (after the name).
+    pub(crate) fn from_parts(
+        name: &str,
+        items: &[Value],
+        limits: &Limits,
+    ) -> Result<Self, MessageError> {
+        let sub_chars = limits.max_subscription_id_chars;
+        match name {
+            "EVENT" => Ok(Self::Event(event(items, 0)?)),
+            "AUTH" => Ok(Self::Auth(event(items, 0)?)),
+            "CLOSE" => Ok(Self::Close(subscription(items, 0, sub_chars)?)),
+            "REQ" => Ok(Self::Req {
+                subscription: subscription(items, 0, sub_chars)?,
+                filters: filters(&items[1..], limits)?,
+            }),
             _ => Err(MessageError::UnknownType),
         }
     }
@@ -369,10 +391,10 @@ impl ClientMessage {
 impl RelayMessage {
     /// Parses a relay → client frame.
     pub fn parse(text: &str) -> Result<Self, MessageError> {
-        let (name, items) = split(text)?;
+        let (name, items) = split(text, Limits::DEFAULT.max_message_bytes)?;
         match name.as_str() {
             "EVENT" => Ok(Self::Event {
-                subscription: subscription(&items, 0)?,
+                subscription: subscription(&items, 0, MAX_SUBSCRIPTION_ID_CHARS)?,
                 event: event(&items, 1)?,
             }),
             "OK" => Ok(Self::Ok {
@@ -384,9 +406,13 @@ impl RelayMessage {
                     .ok_or(MessageError::BadField("accepted"))?,
                 message: reason(&items, 2)?,
             }),
-            "EOSE" => Ok(Self::Eose(subscription(&items, 0)?)),
+            "EOSE" => Ok(Self::Eose(subscription(
+                &items,
+                0,
+                MAX_SUBSCRIPTION_ID_CHARS,
+            )?)),
             "CLOSED" => Ok(Self::Closed {
-                subscription: subscription(&items, 0)?,
+                subscription: subscription(&items, 0, MAX_SUBSCRIPTION_ID_CHARS)?,
                 message: reason(&items, 1)?,
             }),
             "NOTICE" => Ok(Self::Notice(String::from(string(&items, 0, "message")?))),
@@ -605,12 +631,11 @@ mod tests {
             RelayMessage::parse(&long_challenge),
             Err(MessageError::ChallengeTooLong)
         );
-        let big = " ".repeat(MAX_MESSAGE_BYTES + 1);
+        let max = Limits::DEFAULT.max_message_bytes;
+        let big = " ".repeat(max + 1);
         assert_eq!(
             RelayMessage::parse(&big),
-            Err(MessageError::TooLarge {
-                bytes: MAX_MESSAGE_BYTES + 1
-            })
+            Err(MessageError::TooLarge { bytes: max + 1 })
         );
 
         let client: &[(&str, MessageError)] = &[
@@ -642,18 +667,72 @@ mod tests {
         for (text, err) in client {
             assert_eq!(ClientMessage::parse(text), Err(*err), "{text}");
         }
-        let many = alloc::format!(r#"["REQ","s"{}]"#, ",{}".repeat(MAX_FILTERS + 1));
+        let many = alloc::format!(
+            r#"["REQ","s"{}]"#,
+            ",{}".repeat(Limits::DEFAULT.max_filters + 1)
+        );
         assert_eq!(
             ClientMessage::parse(&many),
             Err(MessageError::BadFilterCount)
         );
         let values = alloc::format!(
             r#"["REQ","s",{{"kinds":[{}1]}}]"#,
-            "1,".repeat(MAX_FILTER_VALUES)
+            "1,".repeat(Limits::DEFAULT.max_filter_values)
         );
         assert_eq!(
             ClientMessage::parse(&values),
             Err(MessageError::BadFilter("kinds"))
+        );
+    }
+
+    #[test]
+    fn parsing_caps_come_from_the_limits_so_a_peer_can_be_given_larger_ones() {
+        let small = Limits {
+            max_filters: 2,
+            max_filter_values: 2,
+            max_subscription_id_chars: 3,
+            max_message_bytes: 64,
+            ..Limits::DEFAULT
+        };
+        let large = Limits {
+            max_filters: 40,
+            max_filter_values: 5_000,
+            max_message_bytes: 1 << 20,
+            ..Limits::DEFAULT
+        };
+        let three = r#"["REQ","s",{},{},{}]"#;
+        assert!(ClientMessage::parse_with(three, &Limits::DEFAULT).is_ok());
+        assert_eq!(
+            ClientMessage::parse_with(three, &small),
+            Err(MessageError::BadFilterCount)
+        );
+        let values = r#"["REQ","s",{"kinds":[1,2,3]}]"#;
+        assert_eq!(
+            ClientMessage::parse_with(values, &small),
+            Err(MessageError::BadFilter("kinds"))
+        );
+        assert_eq!(
+            ClientMessage::parse_with(r#"["CLOSE","abcd"]"#, &small),
+            Err(MessageError::BadSubscriptionId)
+        );
+        let forty = alloc::format!(r#"["REQ","s"{}]"#, ",{}".repeat(40));
+        assert_eq!(
+            ClientMessage::parse(&forty),
+            Err(MessageError::BadFilterCount)
+        );
+        assert!(ClientMessage::parse_with(&forty, &large).is_ok());
+        let many = alloc::format!(r#"["REQ","s",{{"kinds":[{}1]}}]"#, "1,".repeat(4_999));
+        assert!(ClientMessage::parse(&many).is_err());
+        assert!(ClientMessage::parse_with(&many, &large).is_ok());
+        // NIP-01's 64-character bound holds whatever the limits say.
+        let long = alloc::format!(r#"["CLOSE","{}"]"#, "s".repeat(65));
+        let lax = Limits {
+            max_subscription_id_chars: 1_000,
+            ..Limits::DEFAULT
+        };
+        assert_eq!(
+            ClientMessage::parse_with(&long, &lax),
+            Err(MessageError::BadSubscriptionId)
         );
     }
 
