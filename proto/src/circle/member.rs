@@ -26,14 +26,13 @@ use serde_json::{Map, Value};
 
 use crate::codec::hex;
 use crate::nostr::event::Event;
-use crate::nostr::message::{
-    ClientMessage, Filter, MAX_MESSAGE_BYTES, MAX_SUBSCRIPTION_ID_CHARS, RelayMessage,
-};
+use crate::nostr::limits::DEFAULT_MAX_MESSAGE_BYTES;
+use crate::nostr::message::{ClientMessage, Filter, MAX_SUBSCRIPTION_ID_CHARS, RelayMessage};
 
 use super::MAX_HASHES;
 
 /// Longest member frame read, in bytes: one NIP-01 message and the `MESH` envelope.
-pub const MAX_MEMBER_FRAME_BYTES: usize = MAX_MESSAGE_BYTES + 512;
+pub const MAX_MEMBER_FRAME_BYTES: usize = DEFAULT_MAX_MESSAGE_BYTES + 512;
 
 /// A member-to-member frame (see the module docs for the wire).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -23,13 +23,14 @@ use serde_json::{Map, Value};
 
 use crate::codec::hex;
 use crate::nostr::event::{Event, MAX_EVENT_BYTES};
-use crate::nostr::message::{Filter, MAX_FILTERS, MAX_MESSAGE_BYTES, MAX_SUBSCRIPTION_ID_CHARS};
+use crate::nostr::limits::{DEFAULT_MAX_FILTERS as MAX_FILTERS, DEFAULT_MAX_MESSAGE_BYTES};
+use crate::nostr::message::{Filter, MAX_SUBSCRIPTION_ID_CHARS};
 
 use super::MAX_HASHES;
 
 /// Longest napplet message read, in bytes, checked before JSON parsing: one template of
 /// [`MAX_EVENT_BYTES`] and room for the envelope around it (NIP-01's frame bound).
-pub const MAX_NAPPLET_MESSAGE_BYTES: usize = MAX_MESSAGE_BYTES;
+pub const MAX_NAPPLET_MESSAGE_BYTES: usize = DEFAULT_MAX_MESSAGE_BYTES;
 
 /// Longest request `id`, in characters. The spec sets no bound; 64 is NIP-01's subscription id
 /// bound, and an `id` is echoed back, so it is bounded like one.
