@@ -9,6 +9,7 @@ use std::path::Path;
 
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use serde_json::json;
+use weft_proto::airc::audit::AuditLog;
 use weft_proto::airc::frame::Msg;
 use weft_proto::airc::policy::MAX_REPLY_WINDOW;
 use weft_proto::airc::server::{Output, Record, RecordKey};
@@ -30,13 +31,16 @@ const PASSPORTS: TableDefinition<&str, &[u8]> = TableDefinition::new("passports"
 const REPLY_PAIRS: TableDefinition<&str, u64> = TableDefinition::new("reply_pairs");
 /// Joins a pair's two address keys into one table key: a newline never occurs in an address.
 const PAIR_SEPARATOR: char = '\n';
-/// The audit log (AIRC §13), append-only: write sequence → event (JSON). Never loaded back.
+/// The audit log (AIRC §13): write sequence → event (JSON), kept by [`AuditLog`]'s retention
+/// (oldest first, by age and size). Never loaded back into the machine.
 const AUDIT: TableDefinition<u64, &[u8]> = TableDefinition::new("audit");
 
 /// The server's database.
 pub struct Store {
     db: Database,
     next_seq: u64,
+    /// What the audit table holds, by sequence, time and size: which rows to drop.
+    audit: AuditLog,
 }
 
 fn err(e: impl std::fmt::Display) -> io::Error {
@@ -58,12 +62,27 @@ impl Store {
             txn.open_table(REPLY_PAIRS).map_err(err)?;
         }
         txn.commit().map_err(err)?;
-        let next_seq = {
+        let (next_seq, audit) = {
             let read = db.begin_read().map_err(err)?;
             let t = read.open_table(SPOOL).map_err(err)?;
-            t.last().map_err(err)?.map_or(0, |(k, _)| k.value() + 1)
+            let next = t.last().map_err(err)?.map_or(0, |(k, _)| k.value() + 1);
+            let mut audit = AuditLog::default();
+            for row in read.open_table(AUDIT).map_err(err)?.iter().map_err(err)? {
+                let (seq, bytes) = row.map_err(err)?;
+                audit.restore(seq.value(), written_at(bytes.value()), bytes.value().len());
+            }
+            (next, audit)
         };
-        Ok(Self { db, next_seq })
+        Ok(Self {
+            db,
+            next_seq,
+            audit,
+        })
+    }
+
+    /// Events the audit log's retention dropped since the store opened.
+    pub fn audit_dropped(&self) -> u64 {
+        self.audit.dropped()
     }
 
     /// Every record still live at `now`: spooled messages in the order they were written, then
@@ -240,9 +259,13 @@ impl Store {
                             .map_err(err)?;
                     }
                     Record::Audit { event } => {
-                        let seq = audit.last().map_err(err)?.map_or(0, |(k, _)| k.value() + 1);
                         let bytes = serde_json::to_vec(event).map_err(err)?;
+                        let at = Timestamp::from_millis((event.ts * 1000.0).max(0.0) as u64);
+                        let (seq, drop) = self.audit.append(at, bytes.len());
                         audit.insert(seq, bytes.as_slice()).map_err(err)?;
+                        for old in drop {
+                            audit.remove(old).map_err(err)?;
+                        }
                     }
                     other => return Err(err(format!("unknown record {other:?}"))),
                 }
@@ -250,6 +273,17 @@ impl Store {
         }
         txn.commit().map_err(err)
     }
+}
+
+/// When a stored audit event was written, from its `ts` (Unix seconds); an unreadable row counts
+/// as written at the epoch, so the retention drops it first.
+fn written_at(row: &[u8]) -> Timestamp {
+    serde_json::from_slice::<serde_json::Value>(row)
+        .ok()
+        .and_then(|v| v.get("ts").and_then(serde_json::Value::as_f64))
+        .map_or(Timestamp::ZERO, |ts| {
+            Timestamp::from_millis((ts * 1000.0).max(0.0) as u64)
+        })
 }
 
 fn pair_key(from: &str, to: &str) -> String {
@@ -276,6 +310,56 @@ mod tests {
             }
         }
         out
+    }
+
+    fn audit(ts_secs: u64, kind: &str) -> Output {
+        let event: weft_proto::airc::frame::Event = serde_json::from_value(json!({
+            "ts": ts_secs as f64,
+            "kind": kind,
+        }))
+        .unwrap();
+        Output::Persist(Record::Audit {
+            event: Box::new(event),
+        })
+    }
+
+    fn kinds(store: &Store) -> Vec<String> {
+        store
+            .audit_log()
+            .unwrap()
+            .iter()
+            .map(|e| e["kind"].as_str().unwrap().to_string())
+            .collect()
+    }
+
+    /// §13's log is kept by `AuditLog`'s rule in the store itself: an event older than
+    /// `AUDIT_RETENTION` is deleted, oldest first, when a newer one is written, and the rule
+    /// carries on across a restart (the table is read back into it on open).
+    #[test]
+    fn the_stored_audit_log_drops_what_is_past_its_retention_oldest_first_across_a_restart() {
+        use weft_proto::airc::audit::AUDIT_RETENTION;
+        let path =
+            std::env::temp_dir().join(format!("weft-store-audit-{}.redb", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let t0 = 1_790_380_000;
+        let day = 86_400;
+        {
+            let mut store = Store::open(&path).unwrap();
+            store
+                .apply(&[audit(t0, "old"), audit(t0 + day, "older")])
+                .unwrap();
+            assert_eq!(kinds(&store), ["old", "older"]);
+        }
+        // Reopened: the rule knows what the table holds.
+        let mut store = Store::open(&path).unwrap();
+        let past = t0 + AUDIT_RETENTION.as_secs() + 1;
+        store.apply(&[audit(past, "new")]).unwrap();
+        assert_eq!(kinds(&store), ["older", "new"], "the oldest went first");
+        assert_eq!(store.audit_dropped(), 1);
+        store.apply(&[audit(past + day, "newer")]).unwrap();
+        assert_eq!(kinds(&store), ["new", "newer"]);
+        assert_eq!(store.audit_dropped(), 2);
+        let _ = std::fs::remove_file(&path);
     }
 
     #[test]
