@@ -29,7 +29,7 @@ pub const PROC_NET_TABLES: [&str; 2] = ["/proc/net/tcp", "/proc/net/tcp6"];
 pub const TCP_ESTABLISHED: u8 = 0x01;
 
 /// The uid owning the live socket at `remote` that is connected to `local`, when both ends are
-/// on loopback: the row must be [`live_owner`]'s, and a process of that uid must hold the
+/// on loopback: the row must be `live_owner`'s, and a process of that uid must hold the
 /// socket's inode right now ([`held_by_a_process`]). `None` otherwise (a non-loopback address, a
 /// client that has already closed or exited, no `/proc`): never a default identity.
 pub fn loopback_tcp_owner(remote: SocketAddr, local: SocketAddr) -> Option<u32> {
@@ -71,7 +71,7 @@ pub struct Owner {
 
 /// Scans a `/proc/net/tcp`-format table for the socket whose local address is `client` and
 /// whose remote address is `server`, and returns its owner if the row is a live one
-/// ([`live_owner`]). `little_endian` says how the table's words were printed (the host's order).
+/// (`live_owner`). `little_endian` says how the table's words were printed (the host's order).
 /// Rows that do not parse are skipped: the kernel's format is the only writer, and a row this
 /// parser does not understand cannot be the one sought.
 pub fn owner_in(
