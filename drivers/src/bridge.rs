@@ -61,7 +61,9 @@ impl Bridge {
         listeners: Vec<(usize, Listener)>,
     ) -> io::Result<(Self, Commands<Bridged>)> {
         let (to, ready) = commands()?;
-        let (dials, jobs) = ::smol::channel::unbounded();
+        // The host core has at most MAX_PENDING_DIALS dials outstanding, each answered before
+        // it counts no more, so this queue never refuses one.
+        let (dials, jobs) = ::smol::channel::bounded(crate::host::MAX_PENDING_DIALS);
         std::thread::Builder::new()
             .name("weft-secure-bridge".into())
             .spawn(move || {
@@ -71,9 +73,10 @@ impl Bridge {
         Ok((Self { dials }, ready))
     }
 
-    /// Dials `to` (TLS or QUIC); the answer comes back as [`Bridged::Dialled`].
+    /// Dials `to` (TLS or QUIC); the answer comes back as [`Bridged::Dialled`]. The thread
+    /// lives as long as this handle and the queue holds every dial the core may have
+    /// outstanding, so the send fails only if the thread panicked.
     pub(crate) fn dial(&self, conn: ConnId, to: Endpoint) {
-        // The thread lives as long as this handle, so the send only fails if it panicked.
         let _ = self.dials.try_send((conn, to));
     }
 }
@@ -104,7 +107,9 @@ async fn serve(
     let to = Rc::new(to);
     let pending = Rc::new(Cell::new(0usize));
     // Accept loops hand their handshakes here to be spawned: a task cannot borrow the executor.
-    let (spawn, spawns) = ::smol::channel::unbounded::<Task>();
+    // Each task is a handshake an acceptor counted in `pending`, so no more than
+    // MAX_PENDING_HANDSHAKES wait; an acceptor that finds the queue full waits its turn.
+    let (spawn, spawns) = ::smol::channel::bounded::<Task>(MAX_PENDING_HANDSHAKES);
     for (index, listener) in listeners {
         let (to, pending, spawn) = (to.clone(), pending.clone(), spawn.clone());
         let started = match listener {
@@ -158,20 +163,23 @@ async fn serve(
             match secure.and_then(|s| Ok((s, pair()?))) {
                 Ok((secure, (ours, theirs))) => {
                     if to
-                        .send(Bridged::Dialled {
+                        .send_async(Bridged::Dialled {
                             conn,
                             stream: Ok(theirs),
                         })
+                        .await
                         .is_ok()
                     {
                         carry(secure, ours).await;
                     }
                 }
                 Err(e) => {
-                    let _ = to.send(Bridged::Dialled {
-                        conn,
-                        stream: Err(e),
-                    });
+                    let _ = to
+                        .send_async(Bridged::Dialled {
+                            conn,
+                            stream: Err(e),
+                        })
+                        .await;
                 }
             }
         })
@@ -224,10 +232,11 @@ async fn accepted(
         return;
     };
     if to
-        .send(Bridged::Accepted {
+        .send_async(Bridged::Accepted {
             peer,
             stream: theirs,
         })
+        .await
         .is_ok()
     {
         carry(secure, ours).await;

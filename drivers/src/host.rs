@@ -60,8 +60,21 @@ pub const MAX_PENDING_DIALS: usize = 256;
 /// node socket's, up to 16 MiB) still goes out whole while the backlog is under it.
 pub const MAX_QUEUED_BYTES: usize = 4 * 1024 * 1024;
 
+/// The most messages one connection may have queued behind the one being written, whatever their
+/// size: [`MAX_QUEUED_BYTES`] alone would let a reader that stops hold four million one-byte
+/// messages, each a heap allocation and a queue slot larger than its byte. Past it the
+/// connection is cut as at the byte bound. 16 384 is four times the largest fan-out a relay
+/// makes of one publish per second for a minute to a reader that has stopped.
+pub const MAX_QUEUED_MESSAGES: usize = 16_384;
+
 /// Bytes read from a connection per read call by the adapters.
 pub const READ_CHUNK: usize = 64 * 1024;
+
+/// How many transport events (a read of at most [`READ_CHUNK`] bytes, an accept, a close, a
+/// dial's answer) may wait for an async adapter's loop: at most 16 MiB of reads. Past it a
+/// reader waits before it reads again and an acceptor before it accepts, so a loop that falls
+/// behind pushes back on its peers through the kernel's windows instead of buffering without end.
+pub const NET_QUEUE: usize = 256;
 
 /// How long an adapter waits before accepting again after `accept` failed (out of descriptors,
 /// an aborted handshake), so a listener in trouble cannot spin a core.
@@ -362,9 +375,25 @@ impl<I> Commander<I> {
     }
 
     /// Queues `input` for the machine and wakes the loop. `Err` gives it back when the host's
-    /// loop is gone.
+    /// loop is gone or [`COMMAND_QUEUE`] inputs are already waiting for it: the caller decides
+    /// whether to wait ([`Commander::send_async`]) or give up.
     pub fn send(&self, input: I) -> Result<(), I> {
         self.tx.try_send(input).map_err(|e| e.into_inner())?;
+        self.wake();
+        Ok(())
+    }
+
+    /// Queues `input`, waiting while [`COMMAND_QUEUE`] inputs are already queued, and wakes the
+    /// loop; `Err` gives it back when the loop is gone. For helpers off the loop (the DNS
+    /// resolver, the TLS and QUIC bridge) whose answers the machine waits for and so must not be
+    /// dropped. Never call it from the loop's own thread.
+    pub async fn send_async(&self, input: I) -> Result<(), I> {
+        self.tx.send(input).await.map_err(|e| e.into_inner())?;
+        self.wake();
+        Ok(())
+    }
+
+    fn wake(&self) {
         // A full wake buffer already holds a wakeup; a gone reader means the loop is gone and the
         // next send says so.
         let _ = rustix::net::send(
@@ -372,7 +401,6 @@ impl<I> Commander<I> {
             &[1],
             rustix::net::SendFlags::DONTWAIT | rustix::net::SendFlags::NOSIGNAL,
         );
-        Ok(())
     }
 }
 
@@ -424,13 +452,18 @@ impl<I> Commands<I> {
     }
 }
 
+/// How many commands may wait for a host's loop ([`commands`]): far more than an application or
+/// a helper thread has outstanding at once; past it [`Commander::send`] gives the input back and
+/// [`Commander::send_async`] waits.
+pub const COMMAND_QUEUE: usize = 4096;
+
 /// A command channel for a host's machine: the application keeps the [`Commander`], the adapter
-/// takes the [`Commands`]. Unbounded: the application paces what it asks.
+/// takes the [`Commands`]. Bounded by [`COMMAND_QUEUE`].
 pub fn commands<I>() -> io::Result<(Commander<I>, Commands<I>)> {
     let (a, b) = std::os::unix::net::UnixStream::pair()?;
     a.set_nonblocking(true)?;
     b.set_nonblocking(true)?;
-    let (tx, rx) = ::smol::channel::unbounded();
+    let (tx, rx) = ::smol::channel::bounded(COMMAND_QUEUE);
     Ok((Commander { tx, wake: a }, Commands { rx, wake: b }))
 }
 
@@ -908,9 +941,14 @@ mod tests {
 
     const MIB: usize = 1024 * 1024;
 
-    /// What a queue holds: `head` bytes to go of the message being written, `behind` after it.
-    pub(super) fn q(head: usize, behind: usize) -> Queued {
-        Queued { head, behind }
+    /// What a queue holds: `head` bytes to go of the message being written, `behind` after it
+    /// in `messages` messages.
+    pub(super) fn q(head: usize, behind: usize, messages: usize) -> Queued {
+        Queued {
+            head,
+            behind,
+            behind_messages: messages,
+        }
     }
 
     #[test]
@@ -923,18 +961,37 @@ mod tests {
         host.execute(send(1, MAX_QUEUED_BYTES - 1), &mut io);
         host.execute(send(1, 1), &mut io);
         host.execute(send(2, 10), &mut io);
-        assert_eq!(io.queued(ConnId(1)), q(100, MAX_QUEUED_BYTES));
+        assert_eq!(io.queued(ConnId(1)), q(100, MAX_QUEUED_BYTES, 2));
         assert!(io.cuts.is_empty());
         assert_eq!(host.stats().slow_readers, 0);
         // One byte more: that connection is cut, the other one is untouched.
         host.execute(send(1, 1), &mut io);
         assert_eq!(io.cuts, [ConnId(1)]);
         assert_eq!(host.stats().slow_readers, 1);
-        assert_eq!(io.queued(ConnId(2)), q(10, 0));
+        assert_eq!(io.queued(ConnId(2)), q(10, 0, 0));
         // Sends to it until its close event comes are dropped by the adapter, not counted again.
         host.execute(send(1, 1), &mut io);
         assert_eq!(host.stats().slow_readers, 1);
         assert_eq!(host.hooks.lines, 1, "the cut is logged");
+    }
+
+    /// A million one-byte messages are far under the byte bound and would still be a million
+    /// allocations: a reader that stops is cut at [`MAX_QUEUED_MESSAGES`] however small they are.
+    #[test]
+    fn a_reader_that_stops_behind_many_small_messages_is_cut_at_the_message_bound() {
+        let mut host = Host::new(Script::default(), Journal::default());
+        let mut io = Sockets::default();
+        for _ in 0..=MAX_QUEUED_MESSAGES {
+            host.execute(send(1, 1), &mut io);
+        }
+        assert!(io.cuts.is_empty());
+        assert_eq!(
+            io.queued(ConnId(1)),
+            q(1, MAX_QUEUED_MESSAGES, MAX_QUEUED_MESSAGES)
+        );
+        host.execute(send(1, 1), &mut io);
+        assert_eq!(io.cuts, [ConnId(1)]);
+        assert_eq!(host.stats().slow_readers, 1);
     }
 
     #[test]
@@ -943,7 +1000,7 @@ mod tests {
         let mut io = Sockets::default();
         for _ in 0..3 {
             host.execute(send(1, 6 * MIB), &mut io);
-            assert_eq!(io.queued(ConnId(1)), q(6 * MIB, 0));
+            assert_eq!(io.queued(ConnId(1)), q(6 * MIB, 0, 0));
             // The reader keeps up: the socket takes it in pieces, and the next message waits
             // for none of it.
             for _ in 0..6 {
@@ -967,7 +1024,7 @@ mod tests {
             host.execute(send(1, MIB), &mut io);
         }
         assert!(io.cuts.is_empty());
-        assert_eq!(io.queued(ConnId(1)), q(5 * MIB, MAX_QUEUED_BYTES));
+        assert_eq!(io.queued(ConnId(1)), q(5 * MIB, MAX_QUEUED_BYTES, 4));
         host.execute(send(1, 1), &mut io);
         assert_eq!(io.cuts, [ConnId(1)]);
         assert_eq!(host.stats().slow_readers, 1);
@@ -976,7 +1033,7 @@ mod tests {
         host.execute(send(2, 1), &mut io);
         host.execute(send(2, 6 * MIB), &mut io);
         assert_eq!(io.cuts, [ConnId(1)]);
-        assert_eq!(io.queued(ConnId(2)), q(1, 6 * MIB));
+        assert_eq!(io.queued(ConnId(2)), q(1, 6 * MIB, 1));
         host.execute(send(2, 1), &mut io);
         assert_eq!(io.cuts, [ConnId(1), ConnId(2)]);
         assert_eq!(host.stats().slow_readers, 2);

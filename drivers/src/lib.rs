@@ -12,6 +12,7 @@
 //! - [`tls`] and [`quic`]: TLS (rustls) and QUIC (quinn) transports for the smol adapter,
 //!   which finishes their handshakes before a machine hears of a connection.
 //! - [`peer_uid`]: the uid owning the other end of a loopback TCP connection, from `/proc`.
+//! - [`state_dir`]: a server's state directory and files, private to its account.
 //! - [`airc`]: the AIRC realm server and client commands on real sockets.
 //! - [`ws`]: WebSocket (and TLS for `wss://`) once, as a sans-IO layer between any adapter's bytes
 //!   and a machine that speaks messages ([`ws::WsMachine`]).
@@ -39,6 +40,7 @@ pub mod minca;
 pub mod peer_uid;
 pub mod quic;
 pub mod smol;
+pub mod state_dir;
 pub mod tls;
 #[cfg(feature = "tokio")]
 pub mod tokio;

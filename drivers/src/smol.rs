@@ -285,7 +285,7 @@ async fn drive<M: HostMachine, H: Hooks<M>>(
     listeners: Vec<Listener>,
     mut commands: Option<&Commands<M::Input>>,
 ) -> io::Result<()> {
-    let (net, inbox) = channel::unbounded();
+    let (net, inbox) = channel::bounded(host::NET_QUEUE);
     for (index, listener) in listeners.into_iter().enumerate() {
         match listener {
             Listener::Tcp(l) => ex.spawn(accept_tcp(index, l.try_into()?, None, net.clone())),

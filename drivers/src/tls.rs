@@ -189,9 +189,34 @@ impl TlsClient {
 /// 600 s; that is the machine's decision, not the transport's).
 pub const QUIC_KEEP_ALIVE: Duration = Duration::from_secs(10);
 
-fn transport() -> Arc<quinn::TransportConfig> {
+/// How long a QUIC link may hear nothing (not even a keep-alive) before quinn ends it: three
+/// keep-alives missed. quinn's own default (30 s) would do; it is set here so that it is a named
+/// choice and not a library's.
+pub const QUIC_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The bidirectional streams a peer may open on one QUIC connection: one, the link (an AIRC peer
+/// link is one ordered byte stream, §3.1). A peer opening more gets no credit for them.
+pub const QUIC_MAX_BIDI_STREAMS: u32 = 1;
+
+/// How many bytes a peer may have in flight on the link's stream, and on the whole connection:
+/// one largest frame. The machine reads a frame at a time, so a larger window is only memory a
+/// peer could fill.
+pub const QUIC_RECEIVE_WINDOW: u32 = weft_proto::airc::framing::MAX_FRAME_BYTES as u32;
+
+/// The transport settings of every QUIC connection, dialled or accepted: one bidirectional
+/// stream, no unidirectional ones, receive windows of one frame, an idle timeout, keep-alives.
+pub fn transport() -> Arc<quinn::TransportConfig> {
     let mut t = quinn::TransportConfig::default();
     t.keep_alive_interval(Some(QUIC_KEEP_ALIVE));
+    t.max_concurrent_bidi_streams(QUIC_MAX_BIDI_STREAMS.into());
+    t.max_concurrent_uni_streams(0u32.into());
+    t.stream_receive_window(QUIC_RECEIVE_WINDOW.into());
+    t.receive_window(QUIC_RECEIVE_WINDOW.into());
+    t.max_idle_timeout(Some(
+        QUIC_IDLE_TIMEOUT
+            .try_into()
+            .expect("30 s is a valid QUIC idle timeout"),
+    ));
     Arc::new(t)
 }
 

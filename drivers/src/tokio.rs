@@ -29,7 +29,7 @@ use std::io;
 
 use ::tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use ::tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
-use ::tokio::sync::mpsc::{self, UnboundedSender};
+use ::tokio::sync::mpsc::{self, Sender};
 use ::tokio::task::JoinSet;
 use ::tokio::time::sleep;
 use weft_proto::core::ConnId;
@@ -50,7 +50,7 @@ type Net = Report<Stream>;
 
 struct TokioIo {
     tasks: JoinSet<()>,
-    net: UnboundedSender<Net>,
+    net: Sender<Net>,
     writers: Outboxes,
     /// TLS and QUIC, started with the first secure listener or dial.
     bridge: Option<Bridge>,
@@ -79,9 +79,14 @@ impl Io for TokioIo {
             match self.bridge(Vec::new()) {
                 Ok(bridge) => bridge.dial(conn, to),
                 Err(e) => {
-                    let _ = net.send(Net::Connected {
-                        conn,
-                        stream: Err(e),
+                    // Reported from a task: the loop never waits on its own queue.
+                    self.tasks.spawn(async move {
+                        let _ = net
+                            .send(Net::Connected {
+                                conn,
+                                stream: Err(e),
+                            })
+                            .await;
                     });
                 }
             }
@@ -93,7 +98,7 @@ impl Io for TokioIo {
                 Endpoint::Unix(path) => UnixStream::connect(path).await.map(Stream::Unix),
                 Endpoint::Tls(_) | Endpoint::Quic(_) => unreachable!("dialled by the bridge"),
             };
-            let _ = net.send(Net::Connected { conn, stream });
+            let _ = net.send(Net::Connected { conn, stream }).await;
         });
     }
 }
@@ -160,7 +165,7 @@ async fn drive<M: HostMachine, H: Hooks<M>>(
     listeners: Vec<Listener>,
     mut commands: Option<&Commands<M::Input>>,
 ) -> io::Result<()> {
-    let (net, mut inbox) = mpsc::unbounded_channel();
+    let (net, mut inbox) = mpsc::channel(crate::host::NET_QUEUE);
     let mut io = TokioIo {
         tasks: JoinSet::new(),
         net: net.clone(),
@@ -214,7 +219,7 @@ async fn drive<M: HostMachine, H: Hooks<M>>(
     }
 }
 
-async fn accept_tcp(index: usize, listener: TcpListener, net: UnboundedSender<Net>) {
+async fn accept_tcp(index: usize, listener: TcpListener, net: Sender<Net>) {
     loop {
         match listener.accept().await {
             Ok((stream, addr)) => {
@@ -223,7 +228,7 @@ async fn accept_tcp(index: usize, listener: TcpListener, net: UnboundedSender<Ne
                     remote: Remote::Tcp(addr),
                 };
                 let stream = Stream::Tcp(stream);
-                if net.send(Net::Accepted { peer, stream }).is_err() {
+                if net.send(Net::Accepted { peer, stream }).await.is_err() {
                     return;
                 }
             }
@@ -233,7 +238,7 @@ async fn accept_tcp(index: usize, listener: TcpListener, net: UnboundedSender<Ne
     }
 }
 
-async fn accept_unix(index: usize, listener: UnixListener, net: UnboundedSender<Net>) {
+async fn accept_unix(index: usize, listener: UnixListener, net: Sender<Net>) {
     loop {
         match listener.accept().await {
             Ok((stream, _)) => {
@@ -242,7 +247,7 @@ async fn accept_unix(index: usize, listener: UnixListener, net: UnboundedSender<
                     remote: Remote::unix(&stream),
                 };
                 let stream = Stream::Unix(stream);
-                if net.send(Net::Accepted { peer, stream }).is_err() {
+                if net.send(Net::Accepted { peer, stream }).await.is_err() {
                     return;
                 }
             }
@@ -251,7 +256,7 @@ async fn accept_unix(index: usize, listener: UnixListener, net: UnboundedSender<
     }
 }
 
-async fn read<S: AsyncRead + Unpin>(conn: ConnId, mut stream: S, net: UnboundedSender<Net>) {
+async fn read<S: AsyncRead + Unpin>(conn: ConnId, mut stream: S, net: Sender<Net>) {
     let mut buf = vec![0u8; READ_CHUNK];
     loop {
         match stream.read(&mut buf).await {
@@ -260,6 +265,7 @@ async fn read<S: AsyncRead + Unpin>(conn: ConnId, mut stream: S, net: UnboundedS
                 let bytes = buf[..n].to_vec();
                 if net
                     .send(Net::Event(Event::Received { conn, bytes }))
+                    .await
                     .is_err()
                 {
                     return;
@@ -267,7 +273,7 @@ async fn read<S: AsyncRead + Unpin>(conn: ConnId, mut stream: S, net: UnboundedS
             }
         }
     }
-    let _ = net.send(Net::Event(Event::Closed { conn }));
+    let _ = net.send(Net::Event(Event::Closed { conn })).await;
 }
 
 /// The write half of either socket kind, which can still name the whole socket to shut it.
@@ -302,7 +308,7 @@ async fn write<W: WriteHalf>(mut stream: W, outbox: OutboxReader) {
 }
 
 /// Hands what the bridge sends to the loop as the reports of this adapter's own sockets.
-async fn forward(ready: Commands<Bridged>, net: UnboundedSender<Net>) {
+async fn forward(ready: Commands<Bridged>, net: Sender<Net>) {
     while let Some(bridged) = ready.recv().await {
         let report = match bridged {
             Bridged::Accepted { peer, stream } => match UnixStream::from_std(stream) {
@@ -318,7 +324,7 @@ async fn forward(ready: Commands<Bridged>, net: UnboundedSender<Net>) {
                 stream: stream.and_then(UnixStream::from_std).map(Stream::Unix),
             },
         };
-        if net.send(report).is_err() {
+        if net.send(report).await.is_err() {
             return;
         }
     }

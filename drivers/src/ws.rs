@@ -29,7 +29,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::convert::Infallible;
 use std::fmt;
 use std::io::{self, Read, Write};
-use std::net::{IpAddr, ToSocketAddrs};
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -535,6 +535,7 @@ fn plain_response(status: u16, content_type: &str, body: &str) -> Vec<u8> {
         200 => "OK",
         400 => "Bad Request",
         426 => "Upgrade Required",
+        403 => "Forbidden",
         429 => "Too Many Requests",
         503 => "Service Unavailable",
         _ => "Refused",
@@ -1153,6 +1154,64 @@ impl<M: WsMachine> HostMachine for Ws<M> {
 pub struct ServerSocket {
     state: ServerState,
     max_message_bytes: usize,
+    guard: Option<BrowserGuard>,
+}
+
+/// The upgrade rules of a loopback face a browser could reach: any web page the operator opens
+/// can make the browser connect to `127.0.0.1`, so such a face takes only
+///
+/// - requests with no `Origin` (command-line clients send none; browsers always send one) or an
+///   `Origin` on the operator's allow-list, compared byte for byte; and
+/// - a `Host` that is the listening address itself, or `localhost` with its port: a page that
+///   had its own name resolve to `127.0.0.1` (DNS rebinding) still sends its own name.
+///
+/// A header sent twice is refused: a request that says two things is not trusted with either.
+/// Everything else is refused with 403 before the upgrade.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BrowserGuard {
+    hosts: Vec<String>,
+    origins: Vec<String>,
+}
+
+impl BrowserGuard {
+    /// The rules of a face listening at `listen`, with `origins` the web origins (scheme, host
+    /// and port, as a browser writes `Origin`) allowed to open it; empty allows none.
+    pub fn new(listen: SocketAddr, origins: Vec<String>) -> Self {
+        let port = listen.port();
+        // `SocketAddr`'s text is how a URL writes the address: `127.0.0.1:p`, `[::1]:p`.
+        let hosts = vec![listen.to_string(), format!("localhost:{port}")];
+        Self { hosts, origins }
+    }
+
+    /// Whether `request` may be upgraded; the refusal to send when not.
+    pub fn check(&self, request: &Request) -> Result<(), Refusal> {
+        let values = |name: &str| -> Vec<&str> {
+            request
+                .headers
+                .iter()
+                .filter(|(n, _)| n == name)
+                .map(|(_, v)| v.as_str())
+                .collect()
+        };
+        let refuse = |reason: String| {
+            Err(Refusal {
+                status: 403,
+                reason,
+            })
+        };
+        match values("origin")[..] {
+            [] => {}
+            [origin] if self.origins.iter().any(|o| o == origin) => {}
+            [origin] => return refuse(format!("Origin {origin} is not allowed here.\n")),
+            _ => return refuse("More than one Origin.\n".into()),
+        }
+        match values("host")[..] {
+            [host] if self.hosts.iter().any(|h| h.eq_ignore_ascii_case(host)) => Ok(()),
+            [host] => refuse(format!("Host {host} is not this server.\n")),
+            [] => refuse("No Host.\n".into()),
+            _ => refuse("More than one Host.\n".into()),
+        }
+    }
 }
 
 enum ServerState {
@@ -1197,7 +1256,14 @@ impl ServerSocket {
         Self {
             state: ServerState::Head(Vec::new()),
             max_message_bytes,
+            guard: None,
         }
+    }
+
+    /// Upgrades only what `guard` allows; anything else is answered 403 and ended.
+    pub fn with_guard(mut self, guard: BrowserGuard) -> Self {
+        self.guard = Some(guard);
+        self
     }
 
     /// Whether the upgrade is done and the connection not over.
@@ -1262,6 +1328,12 @@ impl ServerSocket {
             HeadAnswer::Incomplete => return,
             HeadAnswer::Drop => Vec::new(),
             HeadAnswer::Plain(response) | HeadAnswer::Bad(response) => response,
+            HeadAnswer::Upgrade(upgrade)
+                if let Some(Err(refusal)) =
+                    self.guard.as_ref().map(|g| g.check(&upgrade.request)) =>
+            {
+                plain_response(refusal.status, TEXT, &refusal.reason)
+            }
             HeadAnswer::Upgrade(upgrade) => {
                 out.send = upgrade.switching();
                 out.upgraded = true;
@@ -1368,6 +1440,84 @@ fn close_code_for(e: &tungstenite::Error) -> CloseCode {
 mod tests {
     use super::*;
     use crate::host::Remote;
+
+    fn request(headers: &[(&str, &str)]) -> Request {
+        Request {
+            method: "GET".into(),
+            path: "/".into(),
+            headers: headers
+                .iter()
+                .map(|(n, v)| (n.to_string(), v.to_string()))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn a_browser_guard_takes_no_origin_or_an_allowed_one_and_only_its_own_host() {
+        let v4 = BrowserGuard::new(
+            "127.0.0.1:2474".parse().unwrap(),
+            vec!["https://app.example".into()],
+        );
+        let ok = |g: &BrowserGuard, h: &[(&str, &str)]| g.check(&request(h)).is_ok();
+        assert!(ok(&v4, &[("host", "127.0.0.1:2474")]));
+        assert!(
+            ok(&v4, &[("host", "LOCALHOST:2474")]),
+            "host names are case-blind"
+        );
+        assert!(ok(
+            &v4,
+            &[
+                ("host", "127.0.0.1:2474"),
+                ("origin", "https://app.example")
+            ]
+        ));
+        for bad in [
+            vec![
+                ("host", "127.0.0.1:2474"),
+                ("origin", "https://evil.example"),
+            ],
+            vec![("host", "127.0.0.1:2474"), ("origin", "null")],
+            vec![
+                ("host", "127.0.0.1:2474"),
+                ("origin", "https://app.example"),
+                ("origin", "https://app.example"),
+            ],
+            vec![("host", "evil.example:2474")],
+            vec![("host", "127.0.0.1:2475")],
+            vec![("host", "127.0.0.1")],
+            vec![("host", "127.0.0.1:2474"), ("host", "evil.example")],
+            vec![],
+        ] {
+            let refusal = v4.check(&request(&bad)).unwrap_err();
+            assert_eq!(refusal.status, 403, "{bad:?}");
+        }
+        let v6 = BrowserGuard::new("[::1]:9".parse().unwrap(), Vec::new());
+        assert!(ok(&v6, &[("host", "[::1]:9")]));
+        assert!(
+            !ok(
+                &v6,
+                &[("host", "[::1]:9"), ("origin", "https://app.example")]
+            ),
+            "none allowed"
+        );
+    }
+
+    #[test]
+    fn a_server_socket_with_a_guard_answers_a_refused_upgrade_403_and_ends() {
+        let mut socket = ServerSocket::new(1024).with_guard(BrowserGuard::new(
+            "127.0.0.1:7".parse().unwrap(),
+            Vec::new(),
+        ));
+        let got = socket.received(
+            b"GET / HTTP/1.1\r\nHost: 127.0.0.1:7\r\nOrigin: https://evil.example\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
+        );
+        assert!(
+            got.send.starts_with(b"HTTP/1.1 403 Forbidden"),
+            "{:?}",
+            String::from_utf8_lossy(&got.send)
+        );
+        assert!(got.end && !got.upgraded && !socket.is_open());
+    }
 
     /// What the scripted machine heard, in order.
     #[derive(Debug, PartialEq)]

@@ -68,7 +68,8 @@ impl Server {
 fn temp_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("weft-adapters-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    // A server refuses a state directory other users can read (weft_drivers::state_dir).
+    weft_drivers::state_dir::prepare_dir(&dir, true).unwrap();
     dir
 }
 

@@ -31,7 +31,8 @@ use weft_proto::crypto::{CryptoProvider, default_provider, sigstring};
 fn temp_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("weft-airc-tls-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    // A server refuses a state directory other users can read (weft_drivers::state_dir).
+    weft_drivers::state_dir::prepare_dir(&dir, true).unwrap();
     dir
 }
 
@@ -403,4 +404,72 @@ fn a_peer_face_on_plain_tcp_behind_a_tls_terminating_proxy_receives_a_verified_l
     assert_signed_by(&m, &key_a);
     a.stop();
     b.stop();
+}
+
+/// A peer that opens a QUIC connection to the peer face and then opens stream after stream, or
+/// unidirectional ones, or writes past what the server has read, gets credit for one
+/// bidirectional stream of one frame's window and nothing more (`weft_drivers::tls::transport`):
+/// the rest waits on flow control instead of costing the server memory.
+#[test]
+fn a_quic_peer_opening_many_streams_gets_credit_for_one() {
+    use weft_drivers::tls::{QUIC_RECEIVE_WINDOW, TlsClient, TlsServer};
+    let dir = temp_dir("quic-streams");
+    let files = Ca::new().files(&dir, "b.test");
+    let server = TlsServer::from_files(files.cert.as_ref().unwrap(), files.key.as_ref().unwrap())
+        .unwrap()
+        .quic()
+        .unwrap();
+    let client = TlsClient::from_file(files.trust.as_ref().unwrap())
+        .unwrap()
+        .quic()
+        .unwrap();
+    let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let endpoint = quinn::Endpoint::new(
+        quinn::EndpointConfig::default(),
+        Some(server),
+        socket,
+        std::sync::Arc::new(quinn::SmolRuntime),
+    )
+    .unwrap();
+    let addr = endpoint.local_addr().unwrap();
+    let waited = |d: Duration| async move {
+        smol::Timer::after(d).await;
+    };
+    smol::block_on(async {
+        // The server side: takes the connection and its first stream, then reads nothing.
+        let accepting = smol::spawn({
+            let endpoint = endpoint.clone();
+            async move {
+                let connection = endpoint.accept().await.unwrap().await.unwrap();
+                let first = connection.accept_bi().await.unwrap();
+                (connection, first)
+            }
+        });
+        let mut dialler = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
+        dialler.set_default_client_config(client);
+        let connection = dialler.connect(addr, "b.test").unwrap().await.unwrap();
+        let (mut send, _recv) = connection.open_bi().await.unwrap();
+        send.write_all(b"{\"t\":\"hello\"}\n").await.unwrap();
+        let _held = accepting.await;
+        let second = smol::future::or(async { Some(connection.open_bi().await) }, async {
+            waited(Duration::from_millis(500)).await;
+            None
+        })
+        .await;
+        assert!(second.is_none(), "no credit for a second stream");
+        let uni = smol::future::or(async { Some(connection.open_uni().await) }, async {
+            waited(Duration::from_millis(500)).await;
+            None
+        })
+        .await;
+        assert!(uni.is_none(), "no credit for a unidirectional stream");
+        // Past one frame's window, unread, the writer waits.
+        let big = vec![b'x'; 2 * QUIC_RECEIVE_WINDOW as usize];
+        let wrote = smol::future::or(async { Some(send.write_all(&big).await) }, async {
+            waited(Duration::from_millis(500)).await;
+            None
+        })
+        .await;
+        assert!(wrote.is_none(), "two windows' worth is not taken unread");
+    });
 }

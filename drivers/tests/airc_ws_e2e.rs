@@ -152,3 +152,99 @@ fn a_non_loopback_websocket_address_is_refused_at_start() {
         "{stderr}"
     );
 }
+
+/// The answer to an upgrade request written by hand with `headers`: its status line and body.
+fn upgrade_answer(addr: SocketAddr, headers: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(WAIT)).unwrap();
+    write!(
+        s,
+        "GET / HTTP/1.1\r\n{headers}Upgrade: websocket\r\nConnection: Upgrade\r\n\
+         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+    )
+    .unwrap();
+    // Up to the end of the answer's head: a 101 leaves the connection open.
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !answer.windows(4).any(|w| w == b"\r\n\r\n") {
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => answer.extend_from_slice(&buf[..n]),
+        }
+    }
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+/// Any web page the operator opens can make the browser connect to a loopback port: a page's
+/// `Origin`, or a rebound name of its own in `Host`, is refused 403 before the upgrade, so the
+/// page never acts with the operator's namespaces. Command-line clients (no `Origin`, the
+/// listening address as `Host`) and `localhost` are served.
+#[test]
+fn a_web_page_cannot_open_the_client_face_in_the_operators_name() {
+    let (_server, addr) = serve("ws-origin");
+    let host = format!("Host: {addr}\r\n");
+    for (who, headers) in [
+        (
+            "a foreign page",
+            format!("{host}Origin: https://evil.example\r\n"),
+        ),
+        ("a sandboxed page", format!("{host}Origin: null\r\n")),
+        (
+            "DNS rebinding",
+            format!("Host: evil.example:{}\r\n", addr.port()),
+        ),
+        (
+            "two Hosts",
+            format!("{host}Host: evil.example:{}\r\n", addr.port()),
+        ),
+        ("no Host", String::new()),
+    ] {
+        let answer = upgrade_answer(addr, &headers);
+        assert!(
+            answer.starts_with("HTTP/1.1 403 "),
+            "{who}: refused before the upgrade: {answer:?}"
+        );
+        assert!(!answer.contains("welcome"), "{who}: {answer:?}");
+    }
+    for headers in [host.clone(), format!("Host: localhost:{}\r\n", addr.port())] {
+        let answer = upgrade_answer(addr, &headers);
+        assert!(
+            answer.starts_with("HTTP/1.1 101 "),
+            "{headers:?}: {answer:?}"
+        );
+    }
+    // And the full exchange still works for a command-line client.
+    hello(addr);
+}
+
+/// An origin the operator allowed in `[client_ws] origins` is served; any other still is not.
+#[test]
+fn an_origin_on_the_operators_allow_list_may_open_the_client_face() {
+    let dir = temp_dir("ws-allowed");
+    let addr = free_port();
+    let config = dir.join("airc.toml");
+    std::fs::write(
+        &config,
+        format!("[client_ws]\nlisten = \"{addr}\"\norigins = [\"https://app.example\"]\n"),
+    )
+    .unwrap();
+    let mut cmd = Command::new(WEFT);
+    cmd.args(["airc", "serve", "--data-dir"])
+        .arg(&dir)
+        .arg("--config")
+        .arg(&config);
+    let server = Running::spawn(cmd);
+    server.wait_for("listening on ws://");
+    let host = format!("Host: {addr}\r\n");
+    let allowed = upgrade_answer(addr, &format!("{host}Origin: https://app.example\r\n"));
+    assert!(allowed.starts_with("HTTP/1.1 101 "), "{allowed:?}");
+    for other in [
+        "https://app.example.evil",
+        "http://app.example",
+        "https://APP.example",
+    ] {
+        let answer = upgrade_answer(addr, &format!("{host}Origin: {other}\r\n"));
+        assert!(answer.starts_with("HTTP/1.1 403 "), "{other}: {answer:?}");
+    }
+}

@@ -580,10 +580,15 @@ fn sent_on(server: &mut Server<ChaCha20Rng>, conn: ConnId) -> (Vec<Value>, bool)
 }
 
 fn signed_hello(ts: u64) -> Value {
-    let text = format!("airc-hello\nexample.com\npartner.example\n{ts}\nabcd");
+    signed_hello_with(ts, "abcd")
+}
+
+/// example.com's signed hello to partner.example at `ts` with `nonce`.
+fn signed_hello_with(ts: u64, nonce: &str) -> Value {
+    let text = format!("airc-hello\nexample.com\npartner.example\n{ts}\n{nonce}");
     let p = crypto::default_provider();
     let sig = weft_proto::crypto::sigstring::sign(p, &seed(1), text.as_bytes()).to_string();
-    json!({"t":"hello","proto":"airc/0.1","role":"peer","realm":"example.com","ts":ts,"nonce":"abcd","sig":sig})
+    json!({"t":"hello","proto":"airc/0.1","role":"peer","realm":"example.com","ts":ts,"nonce":nonce,"sig":sig})
 }
 
 #[test]
@@ -721,6 +726,34 @@ fn a_link_being_closed_is_not_sent_on_before_the_host_reports_it_closed() {
     assert!(sent_on(b, peer).1, "closed");
     desk_writes_to_alice(b);
     assert_eq!(dials_example_com_or_sends_on(b, peer), (true, false));
+}
+
+/// A signed hello captured on its way (behind a TLS-terminating proxy, say) and replayed within
+/// its 300 s window is refused: a realm's nonce is good once, so the replayer is not given an
+/// authenticated link to be handed the realm's mail on.
+#[test]
+fn a_replayed_signed_hello_is_refused_within_its_window() {
+    let mut net = Net::new(|_, _| {});
+    let b = &mut net.servers[B];
+    let hello = signed_hello(T0.as_secs());
+    let (frames, closed) = inbound_peer(b, ConnId(50), &hello);
+    assert_eq!(frames[0]["t"], "welcome");
+    assert!(!closed);
+    let (frames, closed) = inbound_peer(b, ConnId(51), &hello);
+    assert_eq!(frames[0]["t"], "error", "{frames:?}");
+    assert_eq!(frames[0]["code"], "peer_unverified");
+    assert!(closed);
+    assert_eq!(b.stats().replayed_hellos, 1);
+    // The genuine link carries example.com's mail; the replayer gets none.
+    desk_writes_to_alice(b);
+    let mut on = BTreeMap::new();
+    while let Some(o) = b.poll() {
+        if let Output::Send { conn, .. } = o {
+            *on.entry(conn.0).or_insert(0) += 1;
+        }
+    }
+    assert_eq!(on.get(&51), None, "{on:?}");
+    assert_eq!(on.get(&50), Some(&1), "{on:?}");
 }
 
 #[test]
@@ -1973,8 +2006,9 @@ fn link_offer_accept_and_decline_are_logged_at_both_realms() {
 fn several_simultaneous_links_from_one_realm_are_each_accepted_and_authenticated() {
     let mut net = Net::new(|_, _| {});
     let b = &mut net.servers[B];
-    let hello = signed_hello(T0.as_secs());
     for conn in [ConnId(50), ConnId(51), ConnId(52)] {
+        // Each link its own nonce, as a dialler draws one per hello (§8.4).
+        let hello = signed_hello_with(T0.as_secs(), &format!("n{}", conn.0));
         let (frames, closed) = inbound_peer(b, conn, &hello);
         assert_eq!(frames[0]["t"], "welcome", "link {conn:?}");
         assert!(!closed, "link {conn:?} stays open");

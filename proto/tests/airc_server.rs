@@ -201,6 +201,26 @@ fn welcome_carries_the_namespaces_the_transport_proved() {
     assert_eq!(w["ns"], json!(["alice", "shared/team"]));
 }
 
+/// §5 "A client never asserts its own identity": a connection the host could not identify (a
+/// loopback socket already orphaned by its process, which the kernel lists as root's) is
+/// refused with `forbidden` before any of its frames is read, never served as someone.
+#[test]
+fn an_unidentified_client_connection_is_refused_before_its_frames_are_read() {
+    let mut r = Realm::new();
+    let out = r.input(Input::Unidentified { conn: ALICE });
+    assert_eq!(frames(&out, ALICE)[0]["code"], "forbidden");
+    assert!(closed(&out, ALICE));
+    // What it wrote before the close is not read: no welcome, no message, no ack.
+    let out = r.hello(ALICE);
+    assert!(out.is_empty(), "{out:?}");
+    let out = r.send(
+        ALICE,
+        msg("f1", "//example.com/root/forged", "//example.com/root/in"),
+    );
+    assert!(out.is_empty(), "{out:?}");
+    assert_eq!(r.server.stats().unidentified_connections, 1);
+}
+
 #[test]
 fn the_first_frame_must_be_hello() {
     let mut r = Realm::new();

@@ -64,8 +64,9 @@ pub struct FileConfig {
     pub client_socket: Option<PathBuf>,
     /// `client_tcp`: a loopback TCP address for the client face.
     pub client_tcp: Option<SocketAddr>,
-    /// `client_ws`: a loopback TCP address for the client face over WebSocket (§3.1).
-    pub client_ws: Option<SocketAddr>,
+    /// `client_ws`: a loopback TCP address for the client face over WebSocket (§3.1), or a
+    /// `[client_ws]` table with `listen` and the web `origins` allowed to open it.
+    pub client_ws: Option<ClientWs>,
     /// `[namespaces]`: uid (as a key) → namespaces; replaces the default table when present.
     #[serde(default)]
     pub namespaces: BTreeMap<String, Vec<String>>,
@@ -105,6 +106,28 @@ pub struct FileConfig {
     pub dns: Option<DnsSection>,
     /// `[passports]`: who may issue passports and the web base of their URLs (§12.2, §12.3).
     pub passports: Option<PassportsSection>,
+}
+
+/// `client_ws`: an address alone, or `[client_ws]` with the origins a browser may open it from.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(untagged)]
+pub enum ClientWs {
+    /// `client_ws = "127.0.0.1:2474"`: no browser origin allowed.
+    Listen(SocketAddr),
+    /// `[client_ws]`.
+    Table(ClientWsSection),
+}
+
+/// `[client_ws]`.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct ClientWsSection {
+    /// `listen`: the loopback TCP address.
+    pub listen: SocketAddr,
+    /// `origins`: web origins (`https://app.example`, as a browser writes `Origin`) allowed to
+    /// upgrade; empty, the default, allows none (command-line clients send no `Origin`).
+    #[serde(default)]
+    pub origins: Vec<String>,
 }
 
 /// `[passports]`: §12.3's issuance mode and §12.2's web base.
@@ -217,8 +240,13 @@ impl FileConfig {
         if self.client_tcp.is_some() {
             config.client_tcp = self.client_tcp;
         }
-        if self.client_ws.is_some() {
-            config.client_ws = self.client_ws;
+        match &self.client_ws {
+            Some(ClientWs::Listen(addr)) => config.client_ws = Some(*addr),
+            Some(ClientWs::Table(table)) => {
+                config.client_ws = Some(table.listen);
+                config.client_ws_origins.clone_from(&table.origins);
+            }
+            None => {}
         }
         if !self.namespaces.is_empty() {
             config.namespaces.clear();
@@ -449,6 +477,26 @@ mod tests {
         assert_eq!(config.namespaces, before.namespaces);
         assert_eq!(config.links, before.links);
         assert_eq!(config.policy, before.policy);
+    }
+
+    #[test]
+    fn client_ws_as_a_table_carries_the_browser_origins_allowed() {
+        let config = applied(
+            r#"
+[client_ws]
+listen = "127.0.0.1:2474"
+origins = ["https://app.example"]
+"#,
+        )
+        .unwrap();
+        assert_eq!(config.client_ws, Some("127.0.0.1:2474".parse().unwrap()));
+        assert_eq!(config.client_ws_origins, ["https://app.example"]);
+        let plain = applied(r#"client_ws = "127.0.0.1:2474""#).unwrap();
+        assert!(plain.client_ws_origins.is_empty(), "no origin by default");
+        assert!(
+            applied("[client_ws]\nlisten = \"127.0.0.1:1\"\norigin = [\"x\"]\n").is_err(),
+            "an unknown key in the table is refused"
+        );
     }
 
     #[test]

@@ -32,8 +32,14 @@ enum Job {
 /// A handle to the resolver thread; clones share it. The thread ends when every handle is gone.
 #[derive(Clone)]
 pub struct Dns {
-    jobs: ::tokio::sync::mpsc::UnboundedSender<Job>,
+    jobs: ::tokio::sync::mpsc::Sender<Job>,
 }
+
+/// How many questions and lookups may wait for the resolver thread. The machine asks few at a
+/// time (it caches answers and asks each name once, §8.1) and the realm locates at most
+/// [`super::host::MAX_LOCATING`] hosts at once; past it a question is answered "no records" and
+/// a dial fails at once, as when DNS is off, and the machine asks again on its own schedule.
+pub const MAX_DNS_JOBS: usize = 1024;
 
 impl std::fmt::Debug for Dns {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -59,7 +65,7 @@ impl Dns {
             }
             None => TokioResolver::builder(provider).map_err(io::Error::other)?,
         };
-        let (jobs, mut inbox) = ::tokio::sync::mpsc::unbounded_channel::<Job>();
+        let (jobs, mut inbox) = ::tokio::sync::mpsc::channel::<Job>(MAX_DNS_JOBS);
         let runtime = ::tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
@@ -83,7 +89,7 @@ impl Dns {
                                 let to = to.clone();
                                 ::tokio::task::spawn_local(async move {
                                     // A send that fails means the loop is gone: nobody waits.
-                                    let _ = to.send(match job {
+                                    let answer = match job {
                                         Job::Ask(name, kind) => {
                                             let answer = lookup(&resolver, &name, kind).await;
                                             Input::Resolved { name, kind, answer }.into()
@@ -96,7 +102,9 @@ impl Dns {
                                                 .and_then(|l| l.iter().next());
                                             RealmInput::Located { token, ip }
                                         }
-                                    });
+                                    };
+                                    // The machine waits for every answer: wait for room.
+                                    let _ = to.send_async(answer).await;
                                 });
                             }
                         })
@@ -106,15 +114,16 @@ impl Dns {
         Ok(Self { jobs })
     }
 
-    /// Asks one question; its answer arrives as an `Input::Resolved`.
-    pub fn ask(&self, name: String, kind: RecordType) {
-        let _ = self.jobs.send(Job::Ask(name, kind));
+    /// Asks one question; its answer arrives as an `Input::Resolved`. `false` when
+    /// [`MAX_DNS_JOBS`] are already waiting (or the resolver is gone): nothing will answer it.
+    pub fn ask(&self, name: String, kind: RecordType) -> bool {
+        self.jobs.try_send(Job::Ask(name, kind)).is_ok()
     }
 
     /// Looks up an address of `host` for a dial; the answer arrives as
-    /// [`RealmInput::Located`] with `token`.
-    pub fn locate(&self, token: u64, host: String) {
-        let _ = self.jobs.send(Job::Locate(token, host));
+    /// [`RealmInput::Located`] with `token`. `false` as for [`Dns::ask`].
+    pub fn locate(&self, token: u64, host: String) -> bool {
+        self.jobs.try_send(Job::Locate(token, host)).is_ok()
     }
 }
 

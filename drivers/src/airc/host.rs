@@ -38,7 +38,7 @@ use super::dns::Dns;
 use super::peer::Dialer;
 use super::store::Store;
 use crate::host::{self, Effect, Hooks, HostMachine, Peer, Remote};
-use crate::ws::{self, ServerSocket};
+use crate::ws::{self, BrowserGuard, ServerSocket};
 
 /// A realm [`Server`] with the operator's uid → namespaces table (§5), ready for a host.
 pub struct Realm<R> {
@@ -71,8 +71,8 @@ pub struct Realm<R> {
     /// The latest time the machine was handed, for inputs fed from `poll`.
     now: Timestamp,
     /// Listener indexes of the client face over WebSocket (each also in `tcp_faces`, for the
-    /// uid); one per listener.
-    ws_faces: BTreeSet<usize>,
+    /// uid), with the upgrade rules a face a browser can reach keeps; one per listener.
+    ws_faces: BTreeMap<usize, BrowserGuard>,
     /// The WebSocket state of each open connection on a WebSocket face; at most one entry per
     /// connection the host holds open, removed when it reports the close.
     ws_conns: BTreeMap<ConnId, WsConn>,
@@ -149,7 +149,7 @@ impl<R> Realm<R> {
             located: VecDeque::new(),
             polled_addr: None,
             now: Timestamp::ZERO,
-            ws_faces: BTreeSet::new(),
+            ws_faces: BTreeMap::new(),
             ws_conns: BTreeMap::new(),
             ws_out: VecDeque::new(),
         }
@@ -187,34 +187,56 @@ impl<R> Realm<R> {
     }
 
     /// Makes listener number `listener`, a loopback TCP listener bound at `local`, the client
-    /// face over WebSocket (§3.1); its peers' uids are taken as on [`Realm::with_tcp_face`].
-    pub fn with_ws_face(mut self, listener: usize, local: SocketAddr) -> Self {
-        self.ws_faces.insert(listener);
+    /// face over WebSocket (§3.1); its peers' uids are taken as on [`Realm::with_tcp_face`]. A
+    /// browser can reach it from any page, so it upgrades only requests without an `Origin` or
+    /// from one of `origins`, naming `local` as their `Host` ([`BrowserGuard`]).
+    pub fn with_ws_face(
+        mut self,
+        listener: usize,
+        local: SocketAddr,
+        origins: Vec<String>,
+    ) -> Self {
+        self.ws_faces
+            .insert(listener, BrowserGuard::new(local, origins));
         self.with_tcp_face(listener, local)
     }
 
-    /// The uid the transport proves for `peer`, if any.
-    fn uid_of(&self, peer: &Peer) -> Option<u32> {
+    /// Who the transport proves holds `peer`'s end (§5).
+    fn caller(&self, peer: &Peer) -> Caller {
         match peer.remote {
-            Remote::Unix { uid } => uid,
-            Remote::Tcp(remote) => self
-                .tcp_faces
-                .get(&peer.listener)
-                .and_then(|local| crate::peer_uid::loopback_tcp_owner(remote, *local)),
-            Remote::Quic(_) => None,
+            Remote::Unix { uid: Some(uid) } => Caller::Uid(uid),
+            Remote::Unix { uid: None } => Caller::Unproven,
+            Remote::Tcp(remote) => match self.tcp_faces.get(&peer.listener) {
+                Some(local) => crate::peer_uid::loopback_tcp_owner(remote, *local)
+                    .map_or(Caller::Unproven, Caller::Uid),
+                None => Caller::Anyone,
+            },
+            Remote::Quic(_) => Caller::Anyone,
         }
     }
+}
+
+/// What the transport proves of a connection's far end (AIRC §5).
+enum Caller {
+    /// A local account: a Unix peer's credentials, or the uid holding a live loopback socket.
+    Uid(u32),
+    /// A face that identifies its peers, which could not identify this one: refused.
+    Unproven,
+    /// A face that identifies nobody (a peer face, a client face not on loopback): no
+    /// namespaces.
+    Anyone,
 }
 
 impl<R: CryptoRng> Realm<R> {
     /// Looks up the host name of a dial off the loop, or fails the dial when it cannot.
     fn locate(&mut self, authority: Authority, endpoint: Endpoint) {
         match &self.dns {
-            Some(dns) if self.locating.len() < MAX_LOCATING => {
-                let token = self.next_token;
+            Some(dns)
+                if self.locating.len() < MAX_LOCATING
+                    && dns.locate(self.next_token, endpoint.host.clone()) =>
+            {
+                self.locating.insert(self.next_token, (authority, endpoint));
                 self.next_token += 1;
-                dns.locate(token, endpoint.host.clone());
-                self.locating.insert(token, (authority, endpoint));
             }
             _ => self
                 .server
@@ -267,8 +289,8 @@ impl<R: CryptoRng> Machine for Realm<R> {
             }
             match self.server.poll()? {
                 Output::Resolve { name, kind } => match &self.dns {
-                    Some(dns) => dns.ask(name, kind),
-                    None => {
+                    Some(dns) if dns.ask(name.clone(), kind) => {}
+                    _ => {
                         let answer = weft_proto::airc::discovery::Answer::Nothing;
                         let input = Input::Resolved { name, kind, answer };
                         self.server.handle(self.now, input);
@@ -390,15 +412,8 @@ impl<R: CryptoRng> HostMachine for Realm<R> {
     type App = core::convert::Infallible;
 
     fn opened(&mut self, conn: ConnId, peer: &Peer) -> RealmInput {
-        let uid = self.uid_of(peer);
-        self.admin_opened = uid
-            .filter(|uid| self.administrators.contains(uid))
-            .map(|_| conn);
-        let namespaces = uid
-            .and_then(|uid| self.namespaces.get(&uid).cloned())
-            .unwrap_or_default();
-        if self.ws_faces.contains(&peer.listener) {
-            let socket = ServerSocket::new(MAX_WS_MESSAGE_BYTES);
+        if let Some(guard) = self.ws_faces.get(&peer.listener) {
+            let socket = ServerSocket::new(MAX_WS_MESSAGE_BYTES).with_guard(guard.clone());
             let partial = Vec::new();
             self.ws_conns.insert(conn, WsConn { socket, partial });
         }
@@ -407,6 +422,19 @@ impl<R: CryptoRng> HostMachine for Realm<R> {
         } else {
             Face::Client
         };
+        // Read now, at accept and before any of the connection's bytes reach the server: the
+        // identity is that of the socket as it is connected, never a default.
+        let uid = match (face, self.caller(peer)) {
+            (Face::Client, Caller::Unproven) => return Input::Unidentified { conn }.into(),
+            (Face::Client, Caller::Uid(uid)) => Some(uid),
+            _ => None,
+        };
+        self.admin_opened = uid
+            .filter(|uid| self.administrators.contains(uid))
+            .map(|_| conn);
+        let namespaces = uid
+            .and_then(|uid| self.namespaces.get(&uid).cloned())
+            .unwrap_or_default();
         Input::Opened {
             conn,
             face,

@@ -112,6 +112,26 @@ mod tests {
         chacha20::ChaCha20Rng::seed_from_u64(4)
     }
 
+    /// §18.2's DNS vector: the record the server tells operators to publish for the vector's
+    /// seed is the spec's, byte for byte, and the resolver's parser reads back the same key.
+    #[test]
+    fn the_txt_record_to_publish_is_the_spec_vector_and_parses_back_to_the_key() {
+        let vector: serde_json::Value =
+            serde_json::from_str(include_str!("../../../vectors/airc/dns-txt.json")).unwrap();
+        let seed: [u8; 32] = base64::decode(vector["seed_base64"].as_str().unwrap())
+            .unwrap()
+            .try_into()
+            .unwrap();
+        let provider = weft_proto::crypto::default_provider();
+        let record = txt_record(provider, &Ed25519Seed::from_bytes(seed));
+        assert_eq!(record, vector["txt"].as_str().unwrap());
+        let parsed = weft_proto::airc::discovery::keys_from_txt(&[&record]);
+        assert_eq!(
+            parsed,
+            [provider.ed25519_public_key(&Ed25519Seed::from_bytes(seed))]
+        );
+    }
+
     fn dir(name: &str) -> std::path::PathBuf {
         let dir =
             std::env::temp_dir().join(format!("weft-realm-key-{name}-{}", std::process::id()));

@@ -42,6 +42,9 @@ pub struct ServeConfig {
     /// A loopback TCP address the client face also serves over WebSocket (§3.1: one AIRC frame
     /// per text message); refused at start unless loopback, as `client_tcp` is.
     pub client_ws: Option<SocketAddr>,
+    /// The web origins allowed to open `client_ws` from a browser (`[client_ws] origins`);
+    /// empty, the default, allows none: command-line clients send no `Origin`.
+    pub client_ws_origins: Vec<String>,
     /// Where durable state lives.
     pub data_dir: PathBuf,
     /// The operator's uid → namespaces table (§5).
@@ -80,6 +83,7 @@ impl ServeConfig {
             client_socket: data_dir.join("airc.sock"),
             client_tcp: None,
             client_ws: None,
+            client_ws_origins: Vec::new(),
             data_dir: data_dir.to_path_buf(),
             namespaces: BTreeMap::from([(uid, vec![ns])]),
             administrators: Vec::new(),
@@ -144,8 +148,13 @@ pub fn open(config: &ServeConfig) -> io::Result<(RealmHost, Vec<Listener>, Comma
             ));
         }
     }
-    std::fs::create_dir_all(&config.data_dir)?;
-    let store = Store::open(&config.data_dir.join("airc.redb"))?;
+    // Spooled bodies, links and the audit stream are no other user's to read (§5's namespaces
+    // would mean nothing if the store did not keep them apart).
+    let socket_inside = config.client_socket.parent() == Some(config.data_dir.as_path());
+    crate::state_dir::prepare_dir(&config.data_dir, socket_inside)?;
+    let db = config.data_dir.join("airc.redb");
+    crate::state_dir::prepare_file(&db)?;
+    let store = Store::open(&db)?;
     let mut machine_config = ServerConfig::new(config.realm.clone());
     machine_config.known_namespaces = config.namespaces.values().flatten().cloned().collect();
     machine_config.known_keys.clone_from(&config.known_keys);
@@ -208,7 +217,7 @@ pub fn open(config: &ServeConfig) -> io::Result<(RealmHost, Vec<Listener>, Comma
         let Endpoint::Tcp(local) = ws.endpoint()? else {
             unreachable!("a TCP listener has a TCP address")
         };
-        realm = realm.with_ws_face(listeners.len(), local);
+        realm = realm.with_ws_face(listeners.len(), local, config.client_ws_origins.clone());
         listeners.push(ws);
     }
     let (listen, dialer) = peer_face(config)?;

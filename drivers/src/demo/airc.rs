@@ -14,7 +14,7 @@ pub(super) fn exchange(out: &mut impl Write) -> io::Result<bool> {
     let config = ServeConfig::local(&dir, "demo")?;
     let socket = config.client_socket.clone();
     let (stop, stopped) = smol::channel::bounded(1);
-    let (ready, started) = std::sync::mpsc::channel();
+    let (ready, started) = std::sync::mpsc::sync_channel(1);
     let server = std::thread::spawn(move || {
         serve(config, stopped, move || {
             let _ = ready.send(());
@@ -71,7 +71,7 @@ impl Realm {
     fn new(name: &'static str, ns: &'static str) -> io::Result<Self> {
         let dir = std::env::temp_dir().join(format!("weft-demo-{}-{name}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir)?;
+        crate::state_dir::prepare_dir(&dir, true)?;
         // A port the OS had free a moment ago: both realms must know each other's address before
         // either starts, as static entries in an operator's configuration do.
         let peer = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
@@ -126,7 +126,7 @@ impl Running {
     fn start(config: crate::airc::serve::ServeConfig) -> io::Result<Self> {
         let socket = config.client_socket.clone();
         let (stop, stopped) = smol::channel::bounded(1);
-        let (ready, started) = std::sync::mpsc::channel();
+        let (ready, started) = std::sync::mpsc::sync_channel(1);
         let thread = std::thread::spawn(move || {
             crate::airc::serve::serve(config, stopped, move || {
                 let _ = ready.send(());

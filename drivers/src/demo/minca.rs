@@ -7,7 +7,7 @@
 //! exchange one live message each way. Every wait is bounded by [`STEP_BUDGET`].
 
 use std::io::{self, Write};
-use std::sync::mpsc::{Receiver, channel};
+use std::sync::mpsc::{Receiver, sync_channel};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
@@ -17,6 +17,9 @@ use weft_proto::minca::relay_url::RelayUrl;
 
 use crate::minca::node_runner::{NodeEvent, NodeOptions, RunningNode};
 use crate::minca::relay::{RelayOptions, serve};
+
+/// How many node events may wait for the demo to print them.
+const DEMO_EVENTS: usize = 4096;
 
 /// The longest any one step may take before the demo calls it failed.
 pub(super) const STEP_BUDGET: Duration = Duration::from_secs(5);
@@ -29,7 +32,8 @@ pub(super) fn meeting(
     check: &mut dyn FnMut(&mut dyn Write, &str, bool) -> io::Result<()>,
 ) -> io::Result<bool> {
     let (stop_relay, relay_stopped) = smol::channel::bounded(1);
-    let (ready_tx, ready) = channel();
+    // One address, once.
+    let (ready_tx, ready) = sync_channel(1);
     let options = RelayOptions::plain("127.0.0.1:0".parse().map_err(io::Error::other)?);
     let relay = std::thread::spawn(move || {
         serve(options, relay_stopped, move |addr| {
@@ -71,7 +75,8 @@ fn nodes(
         })
         .collect();
     sessions.sort_by(|a, b| js::cmp(&a.1, &b.1));
-    let (events_tx, events) = channel::<(usize, NodeEvent)>();
+    // Far more than the demo's nodes say before it ends; an event past it is not shown.
+    let (events_tx, events) = sync_channel::<(usize, NodeEvent)>(DEMO_EVENTS);
     let mut running = Vec::new();
     let mut ok = true;
     for (i, (key, _)) in sessions.into_iter().enumerate() {
@@ -87,7 +92,7 @@ fn nodes(
         };
         let tx = events_tx.clone();
         let node = RunningNode::start(options, move |e| {
-            let _ = tx.send((i, e));
+            let _ = tx.try_send((i, e));
         })?;
         writeln!(
             out,

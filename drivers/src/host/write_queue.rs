@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use super::MAX_QUEUED_BYTES;
+use super::{MAX_QUEUED_BYTES, MAX_QUEUED_MESSAGES};
 use weft_proto::core::ConnId;
 
 /// What one connection holds for writing and its socket has not taken yet, as an adapter
@@ -18,6 +18,8 @@ pub struct Queued {
     pub head: usize,
     /// Bytes of the messages waiting behind it: the backlog [`MAX_QUEUED_BYTES`] bounds.
     pub behind: usize,
+    /// How many messages wait behind it: the backlog [`MAX_QUEUED_MESSAGES`] bounds.
+    pub behind_messages: usize,
 }
 
 impl Queued {
@@ -27,9 +29,10 @@ impl Queued {
     /// the bound (a Minca node socket takes frames up to 16 MiB, §5.3) must go out whole to a
     /// reader that keeps up, even when a small frame is still waiting ahead of it. A reader
     /// that stops is cut at the first send after its backlog reaches the bound, so a
-    /// connection holds at most the head, the bound and one message.
+    /// connection holds at most the head, the bound and one message. The same goes for a
+    /// backlog of [`MAX_QUEUED_MESSAGES`] messages, however small.
     pub fn passes_bound(self, n: usize) -> bool {
-        n > 0 && self.behind >= MAX_QUEUED_BYTES
+        n > 0 && (self.behind >= MAX_QUEUED_BYTES || self.behind_messages >= MAX_QUEUED_MESSAGES)
     }
 }
 
@@ -77,6 +80,7 @@ impl Backlog {
         Queued {
             head: head - self.head_taken,
             behind: self.total - head,
+            behind_messages: self.lens.len().saturating_sub(1),
         }
     }
 }
@@ -101,7 +105,9 @@ pub(crate) struct OutboxReader {
 
 /// A connection's write queue, in two halves.
 pub(crate) fn outbox() -> (Outbox, OutboxReader) {
-    let (tx, rx) = ::smol::channel::unbounded();
+    // The core queues nothing past the bound (`Queued::passes_bound`), so the head, the backlog
+    // and the one message that reached it always fit.
+    let (tx, rx) = ::smol::channel::bounded(MAX_QUEUED_MESSAGES + 2);
     let (cut_tx, cut_rx) = ::smol::channel::bounded(1);
     let backlog = Arc::default();
     (
@@ -131,8 +137,15 @@ impl Outbox {
         // Counted under the lock the writer's `written` takes, so the writer cannot count a
         // message written before it is counted queued.
         let mut backlog = lock(&self.backlog);
-        if self.tx.try_send(bytes).is_ok() {
-            backlog.push(n);
+        match self.tx.try_send(bytes) {
+            Ok(()) => backlog.push(n),
+            // Full only if the core skipped its bound: end the connection rather than lose a
+            // message from the middle of its stream.
+            Err(e) if e.is_full() => {
+                drop(backlog);
+                self.cut();
+            }
+            Err(_) => {}
         }
     }
 
@@ -227,20 +240,20 @@ mod tests {
         b.push(0);
         b.push(5);
         b.push(7);
-        assert_eq!(b.queued(), q(10, 12));
+        assert_eq!(b.queued(), q(10, 12, 2));
         // A partial write leaves the head the head.
         b.taken(4);
-        assert_eq!(b.queued(), q(6, 12));
+        assert_eq!(b.queued(), q(6, 12, 2));
         // One write may finish the head and take part of the next (the blocking adapter's
         // bytes are one buffer).
         b.taken(8);
-        assert_eq!(b.queued(), q(3, 7));
+        assert_eq!(b.queued(), q(3, 7, 1));
         b.taken(10);
         assert_eq!(b.queued(), Queued::default());
         // An adapter that says it wrote more than it queued leaves nothing counted, not a debt.
         b.taken(3);
         b.push(2);
-        assert_eq!(b.queued(), q(2, 0));
+        assert_eq!(b.queued(), q(2, 0, 0));
     }
 
     #[test]
@@ -249,14 +262,17 @@ mod tests {
         assert!(!idle.passes_bound(6 * MIB));
         assert!(!idle.passes_bound(usize::MAX));
         // A small frame still ahead of it does not hold a large message back.
-        let writing = q(1, 100);
+        let writing = q(1, 100, 1);
         assert!(!writing.passes_bound(MAX_QUEUED_BYTES + 1));
         assert!(!writing.passes_bound(6 * MIB));
-        let nearly = q(6 * MIB, MAX_QUEUED_BYTES - 1);
+        let nearly = q(6 * MIB, MAX_QUEUED_BYTES - 1, 1);
         assert!(!nearly.passes_bound(6 * MIB));
-        let full = q(6 * MIB, MAX_QUEUED_BYTES);
+        let full = q(6 * MIB, MAX_QUEUED_BYTES, 1);
         assert!(!full.passes_bound(0));
         assert!(full.passes_bound(1));
+        let many = q(1, MAX_QUEUED_MESSAGES, MAX_QUEUED_MESSAGES);
+        assert!(many.passes_bound(1), "small messages are counted too");
+        assert!(!q(1, 10, MAX_QUEUED_MESSAGES - 1).passes_bound(1));
     }
 
     #[test]
@@ -264,12 +280,12 @@ mod tests {
         let (core, writer) = outbox();
         core.send(vec![0; 10]);
         core.send(vec![0; 5]);
-        assert_eq!(core.queued(), q(10, 5));
+        assert_eq!(core.queued(), q(10, 5, 1));
         ::smol::block_on(async {
             let first = writer.until_cut(writer.recv()).await;
             assert_eq!(first, Some(Some(vec![0; 10])));
             writer.written(10);
-            assert_eq!(core.queued(), q(5, 0));
+            assert_eq!(core.queued(), q(5, 0, 0));
             // A write that never finishes (a peer that never reads) ends on the cut.
             core.cut();
             let stuck = writer.until_cut(std::future::pending::<()>()).await;

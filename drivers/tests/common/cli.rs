@@ -23,7 +23,8 @@ pub(crate) const READY: Duration = Duration::from_secs(60);
 pub(crate) fn temp_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("weft-cli-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    // A server refuses a state directory other users can read (weft_drivers::state_dir).
+    weft_drivers::state_dir::prepare_dir(&dir, true).unwrap();
     dir
 }
 

@@ -84,6 +84,7 @@ use super::spool::{
     self, ACK_TIMEOUT, DEFAULT_TTL, FLUSH_INTERVAL, SeenIds, Spool, SpoolFull, Spooled,
 };
 use crate::codec::hex;
+use crate::core::bounded::{ExpiringInsert, ExpiringSet};
 use crate::core::index::remove_from_set;
 use crate::core::timer::TimerQueue;
 use crate::core::{ConnId, Machine, Timestamp, Wakeup};
@@ -127,6 +128,13 @@ pub const NONCE_BYTES: usize = 16;
 /// realm's keys is timed by the DNS instead ([`locate::DNS_TIMEOUT`]).
 pub const HELLO_TIMEOUT: Duration = FLUSH_INTERVAL;
 
+/// The most peer hellos whose nonces are remembered (§8.4), so that a signed hello captured and
+/// replayed within its window is refused: each is kept until its `ts` leaves [`HELLO_WINDOW`],
+/// at most twice that window. Only hellos whose signature verified are remembered, and each as
+/// a 32-byte digest, so a realm with a valid key cannot grow the table past 2 MiB with long
+/// nonces; when it is full the entry expiring soonest makes room.
+pub const MAX_HELLO_NONCES: usize = 65_536;
+
 /// How long a link this server dialled may carry no frame either way before it closes it
 /// (§8.4: "MAY close a dialled link idle for 600 s"). Mail spooled afterwards dials again.
 pub const LINK_IDLE: Duration = Duration::from_secs(600);
@@ -164,6 +172,15 @@ pub enum Input {
         face: Face,
         /// The namespaces it may act for, from the operator's uid table.
         namespaces: Vec<Namespace>,
+    },
+    /// The host accepted a client-face connection but the transport proves nobody holds it
+    /// (§5): a loopback TCP peer whose socket is not a live, connected one of a process (a
+    /// client that already closed leaves an orphaned row the kernel lists as root's), or a Unix
+    /// peer without credentials. It is not given a default identity: the server answers
+    /// `error forbidden` and closes before reading any frame of it.
+    Unidentified {
+        /// The id the host will use for it.
+        conn: ConnId,
     },
     /// Bytes arrived on a connection, in any pieces.
     Received {
@@ -405,6 +422,9 @@ pub struct Stats {
     pub expired: u64,
     /// Connections refused because the server was full.
     pub refused_connections: u64,
+    /// Client-face connections refused because the transport proved no identity for them
+    /// ([`Input::Unidentified`]).
+    pub unidentified_connections: u64,
     /// Audit events written (§13).
     pub events: u64,
     /// Subscribers closed for being handed more than [`audit::SUBSCRIBER_RATE`].
@@ -413,6 +433,8 @@ pub struct Stats {
     pub idle_links: u64,
     /// Connections closed for not finishing their hello within [`HELLO_TIMEOUT`].
     pub hello_timeouts: u64,
+    /// Peer hellos refused because their signed nonce was already used ([`MAX_HELLO_NONCES`]).
+    pub replayed_hellos: u64,
     /// Messages failed because, written for their next hop, they came out over the frame limit
     /// (§3.2).
     pub too_large_to_forward: u64,
@@ -694,6 +716,8 @@ pub struct Server<R> {
     binds: BindTable<ConnId>,
     spool: Spool<Msg>,
     seen: SeenIds,
+    /// Digests of the (realm, nonce) of every verified peer hello still inside its window.
+    hello_nonces: ExpiringSet<[u8; 32]>,
     /// When each (from, to) pair last passed (§10.3).
     replies: ReplyWindow,
     /// The realm's links (§11).
@@ -749,6 +773,7 @@ impl<R: CryptoRng> Server<R> {
             binds: BindTable::new(),
             spool: Spool::default(),
             seen: SeenIds::default(),
+            hello_nonces: ExpiringSet::new(MAX_HELLO_NONCES),
             forwarded: Forwarded::default(),
             peer_links: PeerLinks::default(),
             replies: ReplyWindow::new(),
@@ -995,6 +1020,19 @@ impl<R: CryptoRng> Server<R> {
             },
         );
         true
+    }
+
+    /// §5: a client-face connection nobody can be proven to hold is refused, not served with
+    /// no namespaces: no frame of it is read, and the refusal is the spec's `forbidden`.
+    fn unidentified(&mut self, conn: ConnId) {
+        if self.opened(conn, Face::Client, Vec::new()) {
+            self.stats.unidentified_connections += 1;
+            self.fail(
+                conn,
+                ErrorCode::Forbidden,
+                "the transport proves no identity for this connection",
+            );
+        }
     }
 
     fn closed(&mut self, now: Timestamp, conn: ConnId) {
@@ -1290,6 +1328,21 @@ impl<R: CryptoRng> Server<R> {
         let signed = h.sig.as_deref().is_some_and(|sig| {
             signing::verify_any(self.crypto, &keys, canonical.as_bytes(), &[sig])
         });
+        if signed && fresh {
+            // A signed hello is good once: the same realm and nonce again is a replay of a
+            // captured hello (through a TLS-terminating proxy, say), not a new link.
+            let digest = self.crypto.sha256(&[
+                b"airc-hello-nonce\n",
+                peer.to_string().as_bytes(),
+                b"\n",
+                nonce.as_bytes(),
+            ]);
+            let until = Timestamp::from_secs(ts).max(now) + HELLO_WINDOW;
+            if let ExpiringInsert::Present = self.hello_nonces.insert(now, digest, until) {
+                self.stats.replayed_hellos += 1;
+                return self.fail(conn, ErrorCode::PeerUnverified, "hello nonce replayed");
+            }
+        }
         let authenticated = self.is_trusted_unsigned(&peer) || (signed && fresh);
         let acceptor = self.config.realm.to_string();
         let text = signing::welcome_canonical(&acceptor, &peer.to_string(), nonce);
@@ -2965,6 +3018,7 @@ impl<R: CryptoRng> Machine for Server<R> {
             } => {
                 self.opened(conn, face, namespaces);
             }
+            Input::Unidentified { conn } => self.unidentified(conn),
             Input::Received { conn, bytes } => self.received(now, conn, &bytes),
             Input::Closed { conn } => self.closed(now, conn),
             Input::Restore(record) => self.restore(now, record),

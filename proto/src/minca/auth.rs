@@ -116,6 +116,45 @@ mod tests {
         DidKey::P256(point).to_did()
     }
 
+    /// §6: a nonce is 16 random bytes as base64url: 22 characters of the URL-safe alphabet with
+    /// no padding, decoding to exactly 16 bytes, each one drawn from the machine's RNG (so two
+    /// draws differ, and the same seed draws the same nonce: the randomness is the RNG's, not a
+    /// counter or the clock's).
+    #[test]
+    fn a_nonce_is_16_fresh_random_bytes_in_22_base64url_characters() {
+        let mut rng = ChaCha20Rng::seed_from_u64(9);
+        let mut seen = alloc::collections::BTreeSet::new();
+        let mut ones = [0u32; NONCE_BYTES * 8];
+        let mut first = None;
+        const DRAWS: usize = 2_000;
+        for _ in 0..DRAWS {
+            let n = nonce(&mut rng);
+            first.get_or_insert_with(|| n.clone());
+            assert_eq!(n.len(), 22, "{n}");
+            assert!(
+                n.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'),
+                "base64url alphabet, no padding: {n}"
+            );
+            let bytes = base64url::decode(&n).unwrap();
+            assert_eq!(bytes.len(), NONCE_BYTES);
+            for (i, bit) in ones.iter_mut().enumerate() {
+                *bit += u32::from(bytes[i / 8] >> (i % 8) & 1);
+            }
+            assert!(seen.insert(n), "every nonce is fresh");
+        }
+        // Every one of the 128 bits is random: each is set in roughly half the draws (a byte
+        // left zero, or a counter, would sit near 0 or DRAWS).
+        for (i, &count) in ones.iter().enumerate() {
+            assert!(
+                (800..1200).contains(&(count as usize)),
+                "bit {i} set {count} times"
+            );
+        }
+        let again = nonce(&mut ChaCha20Rng::seed_from_u64(9));
+        assert_eq!(Some(again), first, "drawn from the RNG it is handed");
+    }
+
     /// §6: the signature is checked against the key the DID names, and a DID that does not
     /// start with `did:key:` or does not decode fails, even around the right key.
     #[test]
