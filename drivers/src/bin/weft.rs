@@ -45,6 +45,9 @@ enum Command {
     /// Run a simulator scenario in virtual time.
     #[command(subcommand)]
     Sim(Sim),
+    /// Nostr: run a relay (NIP-01, 09, 11, 40, 42, 45, 62, 77).
+    #[command(subcommand)]
+    Nostr(Nostr),
     /// Start everything locally on embedded defaults and show it working.
     Demo,
 }
@@ -74,6 +77,31 @@ struct NodeArgs {
     /// address peers are told to reach). Use this machine's LAN address to meet peers elsewhere.
     #[arg(long, value_name = "ADDR", default_value = weft_drivers::minca::node_runner::DEFAULT_BIND)]
     bind: std::net::SocketAddr,
+}
+
+#[derive(Subcommand, Debug)]
+enum Nostr {
+    /// Serve a Nostr relay over WebSocket, its events in an embedded store under --data-dir;
+    /// NIP-11 at `GET /` with `Accept: application/nostr+json`.
+    Serve(NostrServeArgs),
+}
+
+#[derive(Args, Debug)]
+struct NostrServeArgs {
+    /// The address to listen on.
+    #[arg(long, default_value = weft_drivers::nostr::serve::DEFAULT_LISTEN)]
+    listen: std::net::SocketAddr,
+    /// The data directory (made owner-only; refused when others may read it).
+    #[arg(long, default_value = weft_drivers::nostr::serve::DEFAULT_DATA_DIR)]
+    data_dir: PathBuf,
+    /// This relay's URL as clients name it in NIP-42 and NIP-62 `relay` tags; default
+    /// `ws://<listen address>`.
+    #[arg(long, value_name = "URL")]
+    relay_url: Option<String>,
+    /// Who must authenticate (NIP-42): `optional`, `writes` (publishing) or `all` (publishing,
+    /// REQ and COUNT).
+    #[arg(long, default_value = "optional", value_parser = ["optional", "writes", "all"])]
+    auth: String,
 }
 
 #[derive(Subcommand, Debug)]
@@ -548,6 +576,30 @@ fn main() -> ExitCode {
         Command::Node(args) => node(args),
         Command::Sim(Sim::AircRealms(args)) => sim_airc_realms(&args),
         Command::Sim(Sim::MincaMeetup(args)) => sim_minca_meetup(&args),
+        Command::Nostr(Nostr::Serve(args)) => nostr_serve(args),
+    }
+}
+
+/// `weft nostr serve`.
+fn nostr_serve(args: NostrServeArgs) -> ExitCode {
+    use weft_drivers::nostr::serve::{ServeOptions, serve};
+    use weft_proto::nostr::relay::AuthPolicy;
+    let mut options = ServeOptions::new(args.listen, args.data_dir);
+    options.relay_url = args.relay_url;
+    options.auth = match args.auth.as_str() {
+        "writes" => AuthPolicy::Writes,
+        "all" => AuthPolicy::All,
+        _ => AuthPolicy::Optional,
+    };
+    let (_keep, stop) = smol::channel::bounded::<()>(1);
+    match serve(options, stop, |addr| {
+        eprintln!("weft nostr serve: listening on ws://{addr}")
+    }) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("weft nostr serve: {e}");
+            ExitCode::FAILURE
+        }
     }
 }
 
