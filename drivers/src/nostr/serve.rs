@@ -202,10 +202,7 @@ impl<S: EventStore, R: CryptoRng> NostrRelay<S, R> {
         let mut work = VecDeque::from([conn]);
         while let Some(c) = work.pop_front() {
             let mut sent = false;
-            loop {
-                let Some(session) = self.sessions.get_mut(&c) else {
-                    break;
-                };
+            while let Some(session) = self.sessions.get_mut(&c) {
                 let Some(output) = session.poll() else {
                     if !sent {
                         break;
