@@ -180,12 +180,14 @@ pub fn deletes(deletion: &Event, target: &Event) -> bool {
         })
 }
 
-/// A URL in the form two relay URLs are compared in: scheme and host lower-cased, a trailing `/`
+/// A URL in the form two relay URLs are compared in: scheme and host lower-cased, trailing `/`s
 /// dropped. NIP-62 says "if their service url is tagged" without defining equality; these are
 /// the differences clients are known to introduce (recorded in `docs/decisions.md`).
 pub fn normalize_relay_url(url: &str) -> String {
-    let url = url.trim();
-    let url = url.strip_suffix('/').unwrap_or(url);
+    // Trailing slashes and spaces go together, so normalizing twice changes nothing.
+    let url = url
+        .trim()
+        .trim_end_matches(|c: char| c == '/' || c.is_whitespace());
     match url.split_once("://") {
         Some((scheme, rest)) => {
             let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
@@ -467,6 +469,16 @@ mod tests {
         }
         let e = ev(&k, 1, 10, vec![t("relay", ALL_RELAYS)]);
         assert_eq!(vanish_applies(&e, own), Vanish::NotVanish);
+    }
+
+    #[test]
+    fn normalizing_a_relay_url_twice_changes_nothing() {
+        for url in ["//", " a / ", "WSS://A.b//", "wss://", "", "x://Y/Z/"] {
+            let once = normalize_relay_url(url);
+            assert_eq!(normalize_relay_url(&once), once, "{url:?}");
+        }
+        assert_eq!(normalize_relay_url("WSS://A.b//"), "wss://a.b");
+        assert_eq!(normalize_relay_url("wss://a.b/Path/"), "wss://a.b/Path");
     }
 
     #[test]
