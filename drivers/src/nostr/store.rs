@@ -561,6 +561,140 @@ mod tests {
     use weft_proto::core::rand_core::SeedableRng;
     use weft_proto::nostr::relay::suite;
 
+    use weft_proto::core::rand_core::{CryptoRng, Rng};
+    use weft_proto::crypto::generate_secp256k1;
+    use weft_proto::nostr::event::UnsignedEvent;
+    use weft_proto::nostr::relay::MemoryStore;
+
+    fn pick<T: Clone>(rng: &mut impl Rng, from: &[T]) -> Vec<T> {
+        let n = 1 + (rng.next_u32() as usize) % 2;
+        (0..n)
+            .map(|_| from[(rng.next_u32() as usize) % from.len()].clone())
+            .collect()
+    }
+
+    fn random_filter(rng: &mut impl CryptoRng, events: &[Event], keys: &[[u8; 32]]) -> Filter {
+        let mut f = Filter::default();
+        let bits = rng.next_u32();
+        if bits & 1 != 0 {
+            f.authors = Some(pick(rng, keys));
+        }
+        if bits & 2 != 0 {
+            f.kinds = Some(pick(rng, &[1u16, 7, 0, 30_023]));
+        }
+        if bits & 4 != 0 {
+            let values = pick(rng, &["a", "b", "c"]);
+            f.tags
+                .insert('t', values.into_iter().map(String::from).collect());
+        }
+        if bits & 8 != 0 {
+            f.since = Some(BASE + u64::from(rng.next_u32() % 12));
+        }
+        if bits & 16 != 0 {
+            f.until = Some(BASE + u64::from(rng.next_u32() % 12));
+        }
+        if bits & 32 != 0 && !events.is_empty() {
+            f.ids = Some(pick(rng, events).iter().map(|e| e.id).collect());
+        }
+        f
+    }
+
+    const BASE: u64 = 1_790_000_000;
+
+    fn open(name: &str) -> (RedbStore, PathBuf) {
+        let dir = std::env::temp_dir().join(format!("weft-nostr-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        (RedbStore::open_dir(&dir).expect("open"), dir)
+    }
+
+    /// The indexed reads answer as the reference store's full scans do, for random events and
+    /// filters (every field alone and together, several values, ties in `created_at`), whole
+    /// and page by page, and so do counts.
+    #[test]
+    fn indexed_queries_answer_as_the_memory_store_does() {
+        let provider = crate::server_provider();
+        let mut rng = chacha20::ChaCha20Rng::seed_from_u64(77);
+        let keys: Vec<_> = (0..3)
+            .map(|_| generate_secp256k1(provider, &mut rng))
+            .collect();
+        let pubkeys: Vec<[u8; 32]> = keys
+            .iter()
+            .map(|k| provider.schnorr_public_key(k).expect("key"))
+            .collect();
+        let (mut redb, dir) = open("differential");
+        let mut memory = MemoryStore::default();
+        let now = Timestamp::from_secs(BASE + 100);
+        let mut events = Vec::new();
+        for i in 0..80u32 {
+            let kind = [1u16, 1, 7, 0, 30_023][(rng.next_u32() % 5) as usize];
+            let mut tags = vec![vec![
+                "t".to_string(),
+                ["a", "b", "c"][(i % 3) as usize].into(),
+            ]];
+            if kind == 30_023 {
+                tags.push(vec!["d".into(), (i % 2).to_string()]);
+            }
+            if i % 4 == 0 {
+                tags.push(vec!["t".into(), "c".into()]);
+            }
+            let event = UnsignedEvent {
+                created_at: BASE + u64::from(rng.next_u32() % 12),
+                kind,
+                tags,
+                content: i.to_string(),
+            }
+            .sign(provider, &keys[(i % 3) as usize], &mut rng)
+            .expect("sign");
+            assert_eq!(
+                redb.write(&event, now).expect("redb write"),
+                memory.write(&event, now).expect("memory write"),
+                "write outcome of {i}"
+            );
+            events.push(event);
+        }
+        for round in 0..300 {
+            let f = random_filter(&mut rng, &events, &pubkeys);
+            let want = memory.query(&f, None, usize::MAX, now).expect("memory");
+            let got = redb.query(&f, None, usize::MAX, now).expect("redb");
+            assert_eq!(got, want, "round {round}: {f:?}");
+            let mut paged = Vec::new();
+            let mut after = None;
+            loop {
+                let page = redb.query(&f, after.as_ref(), 3, now).expect("page");
+                paged.extend(page.iter().cloned());
+                after = page.last().map(Cursor::at);
+                if page.len() < 3 {
+                    break;
+                }
+            }
+            assert_eq!(paged, want, "round {round} paged: {f:?}");
+            let g = random_filter(&mut rng, &events, &pubkeys);
+            let both = [f, g];
+            assert_eq!(
+                redb.count(&both, now).expect("count"),
+                memory.count(&both, now).expect("count"),
+                "round {round} count"
+            );
+        }
+        drop(redb);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_data_directory_open_to_others_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let (store, dir) = open("perms");
+        drop(store);
+        let mode = std::fs::metadata(dir.join(DB_FILE))
+            .expect("db file")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        assert!(RedbStore::open_dir(&dir).is_err());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     #[test]
     fn the_redb_store_passes_the_store_suite() {
         let dir = std::env::temp_dir().join(format!("weft-nostr-store-{}", std::process::id()));
