@@ -297,3 +297,39 @@ fn nip11_is_served_at_root_for_application_nostr_json_and_health_still_answers()
     assert!(get("GET / HTTP/1.1\r\nHost: x\r\n\r\n").starts_with("HTTP/1.1 426"));
     assert!(get("GET /health HTTP/1.1\r\nHost: x\r\n\r\n").starts_with("HTTP/1.1 200"));
 }
+
+#[test]
+fn a_req_over_several_store_pages_sends_every_event_newest_first_then_eose() {
+    let (_server, addr, _) = serve("nostr-pages", &[]);
+    let mut s = Signer::new(5);
+    let key = s.key();
+    // More than two pages of the default page size (100), so the session asks for the next
+    // page after each flush; published over several sockets, each within its message rate.
+    let mut sent = Vec::new();
+    let mut ws = connect(addr).0;
+    for i in 0..230u64 {
+        if i % 80 == 0 {
+            ws = connect(addr).0;
+        }
+        let event = UnsignedEvent {
+            created_at: weft_drivers::now().as_secs() - 1_000 + i,
+            kind: 1,
+            tags: vec![],
+            content: i.to_string(),
+        }
+        .sign(weft_drivers::server_provider(), &key, &mut s.rng)
+        .unwrap();
+        assert_eq!(publish(&mut ws, &event)[2], true);
+        sent.push(event.id_hex());
+    }
+    let got = req(&mut ws, "all", json!({"kinds": [1], "limit": 1000}));
+    let ids: Vec<String> = got
+        .iter()
+        .map(|e| e["id"].as_str().unwrap().to_string())
+        .collect();
+    sent.reverse();
+    assert_eq!(ids, sent);
+    let mut ws = connect(addr).0;
+    let limited = req(&mut ws, "some", json!({"kinds": [1], "limit": 150}));
+    assert_eq!(limited.len(), 150);
+}
