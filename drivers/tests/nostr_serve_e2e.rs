@@ -333,3 +333,51 @@ fn a_req_over_several_store_pages_sends_every_event_newest_first_then_eose() {
     let limited = req(&mut ws, "some", json!({"kinds": [1], "limit": 150}));
     assert_eq!(limited.len(), 150);
 }
+
+#[test]
+fn a_nostream_settings_file_sets_the_nip11_name_and_the_subscription_cap() {
+    let dir = temp_dir("nostr-config");
+    let settings = dir.join("settings.yaml");
+    std::fs::write(
+        &settings,
+        "info:\n  name: configured relay\npayments:\n  enabled: false\nlimits:\n  client:\n    subscription:\n      maxSubscriptions: 1\n",
+    )
+    .unwrap();
+    let addr = free_port();
+    let config = settings.to_str().unwrap();
+    let _server = start(&dir.join("nostr"), addr, &["--config", config]);
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\nAccept: application/nostr+json\r\n\r\n")
+        .unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).unwrap();
+    let doc: Value = serde_json::from_str(answer.split_once("\r\n\r\n").unwrap().1).unwrap();
+    assert_eq!(doc["name"], "configured relay");
+    assert_eq!(doc["limitation"]["max_subscriptions"], 1);
+    let (mut ws, _) = connect(addr);
+    assert!(req(&mut ws, "one", json!({"kinds": [1]})).is_empty());
+    send(&mut ws, &json!(["REQ", "two", {"kinds": [1]}]));
+    let closed = next(&mut ws);
+    assert_eq!(
+        (&closed[0], &closed[1]),
+        (&json!("CLOSED"), &json!("two")),
+        "{closed}"
+    );
+
+    // A key weft reads with the wrong type stops the start, naming it (exit 2).
+    std::fs::write(&settings, "network:\n  maxPayloadSize: big\n").unwrap();
+    let out = Command::new(WEFT)
+        .args([
+            "nostr",
+            "serve",
+            "--listen",
+            &free_port().to_string(),
+            "--data-dir",
+        ])
+        .arg(dir.join("nostr"))
+        .args(["--config", config])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("network.maxPayloadSize"));
+}

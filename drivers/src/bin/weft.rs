@@ -102,6 +102,11 @@ struct NostrServeArgs {
     /// REQ and COUNT).
     #[arg(long, default_value = "optional", value_parser = ["optional", "writes", "all"])]
     auth: String,
+    /// nostream's `settings.yaml`: the `info.*`, `network.maxPayloadSize` and `limits.*` keys
+    /// weft has a meaning for are read, every other key left alone; --relay-url wins over
+    /// `info.relay_url`.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -585,7 +590,18 @@ fn nostr_serve(args: NostrServeArgs) -> ExitCode {
     use weft_drivers::nostr::serve::{ServeOptions, serve};
     use weft_proto::nostr::relay::AuthPolicy;
     let mut options = ServeOptions::new(args.listen, args.data_dir);
-    options.relay_url = args.relay_url;
+    if let Some(path) = &args.config {
+        let applied = std::fs::read_to_string(path)
+            .map_err(|e| e.to_string())
+            .and_then(|text| weft_drivers::nostr::config::apply_settings(&text, &mut options));
+        if let Err(e) = applied {
+            eprintln!("weft nostr serve: {}: {e}", path.display());
+            return ExitCode::from(2);
+        }
+    }
+    if args.relay_url.is_some() {
+        options.relay_url = args.relay_url;
+    }
     options.auth = match args.auth.as_str() {
         "writes" => AuthPolicy::Writes,
         "all" => AuthPolicy::All,
