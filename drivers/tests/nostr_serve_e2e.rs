@@ -381,3 +381,75 @@ fn a_nostream_settings_file_sets_the_nip11_name_and_the_subscription_cap() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("network.maxPayloadSize"));
 }
+
+#[test]
+fn negentropy_over_the_socket_finds_exactly_what_each_side_lacks() {
+    use negentropy::{Id, Negentropy, NegentropyStorageVector};
+    let (_server, addr, _) = serve("nostr-neg", &[]);
+    let mut s = Signer::new(6);
+    let key = s.key();
+    let (mut ws, _) = connect(addr);
+    let mut relay_events = Vec::new();
+    for i in 0..30u64 {
+        let event = UnsignedEvent {
+            created_at: weft_drivers::now().as_secs() - 100 + i,
+            kind: 1,
+            tags: vec![],
+            content: i.to_string(),
+        }
+        .sign(weft_drivers::server_provider(), &key, &mut s.rng)
+        .unwrap();
+        assert_eq!(publish(&mut ws, &event)[2], true);
+        relay_events.push(event);
+    }
+    // The client holds the first ten and ten of its own.
+    let mut storage = NegentropyStorageVector::new();
+    for e in &relay_events[..10] {
+        storage
+            .insert(e.created_at, Id::from_byte_array(e.id))
+            .unwrap();
+    }
+    let mut client_only: Vec<[u8; 32]> = (0..10u8).map(|i| [i + 1; 32]).collect();
+    for id in &client_only {
+        storage.insert(1_000, Id::from_byte_array(*id)).unwrap();
+    }
+    storage.seal().unwrap();
+    let mut client = Negentropy::owned(storage, 0).unwrap();
+    let first = client.initiate().unwrap();
+    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+    send(
+        &mut ws,
+        &json!(["NEG-OPEN", "n", {"kinds": [1]}, hex(&first)]),
+    );
+    let (mut have, mut need) = (Vec::new(), Vec::new());
+    for round in 0.. {
+        assert!(round < 20, "reconciliation does not end");
+        let m = next(&mut ws);
+        assert_eq!((&m[0], &m[1]), (&json!("NEG-MSG"), &json!("n")), "{m}");
+        let text = m[2].as_str().unwrap();
+        let bytes: Vec<u8> = (0..text.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&text[i..i + 2], 16).unwrap())
+            .collect();
+        match client
+            .reconcile_with_ids(&bytes, &mut have, &mut need)
+            .unwrap()
+        {
+            Some(next) => send(&mut ws, &json!(["NEG-MSG", "n", hex(&next)])),
+            None => break,
+        }
+    }
+    send(&mut ws, &json!(["NEG-CLOSE", "n"]));
+    let sorted = |v: Vec<Id>| {
+        let mut v: Vec<[u8; 32]> = v.into_iter().map(|i| i.to_bytes()).collect();
+        v.sort();
+        v
+    };
+    let mut relay_only: Vec<[u8; 32]> = relay_events[10..].iter().map(|e| e.id).collect();
+    relay_only.sort();
+    client_only.sort();
+    assert_eq!(sorted(need), relay_only);
+    assert_eq!(sorted(have), client_only);
+    // The socket serves on after the session.
+    assert_eq!(req(&mut ws, "after", json!({"kinds": [1]})).len(), 30);
+}
