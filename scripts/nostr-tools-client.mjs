@@ -1,9 +1,10 @@
 // The nostr-tools side of the interop check (run by scripts/nostr-tools-client): publish,
-// NIP-42 AUTH, REQ and COUNT against a weft relay that requires AUTH for writes. Prints one
+// NIP-42 AUTH, REQ, COUNT and a NIP-77 NegentropySync against a weft relay that requires AUTH for writes. Prints one
 // `ok: ...` line per step, and exits non-zero on the first step that goes wrong.
 import WebSocket from 'ws'
 import { Relay, useWebSocketImplementation } from 'nostr-tools/relay'
 import { finalizeEvent, generateSecretKey, getPublicKey } from 'nostr-tools/pure'
+import { nip77 } from 'nostr-tools'
 
 useWebSocketImplementation(WebSocket)
 
@@ -61,6 +62,36 @@ console.log('ok: REQ returned the event, then EOSE')
 const count = await relay.count([{ authors: [pk] }], {})
 if (count !== 1) fail(`COUNT said ${count}`)
 console.log('ok: COUNT 1')
+
+// NIP-77: the relay holds `first` and four more; the client `first` and two of its own.
+const more = []
+for (let i = 0; i < 4; i++) {
+  const e = finalizeEvent(
+    { kind: 1, created_at: Math.floor(Date.now() / 1000) - 10 - i, tags: [], content: `more ${i}` },
+    sk,
+  )
+  await relay.publish(e)
+  more.push(e.id)
+}
+const ours = ['11'.repeat(32), '22'.repeat(32)]
+const storage = new nip77.NegentropyStorageVector()
+storage.insert(first.created_at, first.id)
+for (const id of ours) storage.insert(1000, id)
+storage.seal()
+const have = []
+const need = []
+await new Promise((resolve) => {
+  const sync = new nip77.NegentropySync(relay, storage, { authors: [pk] }, {
+    onhave: (id) => have.push(id),
+    onneed: (id) => need.push(id),
+    onclose: (reason) => (reason ? fail(`NIP-77 closed: ${reason}`) : resolve()),
+  })
+  sync.start()
+})
+const same = (a, b) => JSON.stringify([...a].sort()) === JSON.stringify([...b].sort())
+if (!same(need, more)) fail(`NIP-77 need ${JSON.stringify(need)}, expected ${JSON.stringify(more)}`)
+if (!same(have, ours)) fail(`NIP-77 have ${JSON.stringify(have)}, expected ${JSON.stringify(ours)}`)
+console.log('ok: NegentropySync found exactly what each side lacks')
 
 relay.close()
 clearTimeout(timeout)

@@ -1,6 +1,7 @@
 //! Interop with a Nostr client weft did not write: nostr-tools (npm) against `weft nostr serve`
 //! on a loopback port, through `scripts/nostr-tools-client` (publish refused `auth-required:`,
-//! NIP-42 AUTH, publish, REQ then EOSE, COUNT). Skipped with one `SKIP:` line where node or the
+//! NIP-42 AUTH, publish, REQ then EOSE, COUNT, NIP-77 `NegentropySync` with the exact have/need
+//! sets). Skipped with one `SKIP:` line where node or the
 //! npm registry cannot be had.
 
 use std::path::Path;
@@ -53,6 +54,7 @@ fn nostr_tools_publishes_authenticates_reads_and_counts_against_weft() {
         "ok: publish accepted",
         "ok: REQ returned the event, then EOSE",
         "ok: COUNT 1",
+        "ok: NegentropySync found exactly what each side lacks",
     ] {
         assert!(stdout.contains(step), "no {step:?} in:\n{stdout}");
     }
