@@ -21,6 +21,9 @@ use weft_proto::nostr::limits::DEFAULT_MAX_MESSAGE_BYTES;
 mod cli;
 use cli::{Running, WEFT, free_port, temp_dir};
 
+#[path = "common/tls_ca.rs"]
+mod tls_ca;
+
 const WAIT: Duration = Duration::from_secs(20);
 
 fn start(data: &Path, addr: SocketAddr, extra: &[&str]) -> Running {
@@ -35,7 +38,7 @@ fn start(data: &Path, addr: SocketAddr, extra: &[&str]) -> Running {
     .arg(data)
     .args(extra);
     let server = Running::spawn(cmd);
-    server.wait_for("listening on ws://");
+    server.wait_for("listening on ws");
     server
 }
 
@@ -452,4 +455,65 @@ fn negentropy_over_the_socket_finds_exactly_what_each_side_lacks() {
     assert_eq!(sorted(have), client_only);
     // The socket serves on after the session.
     assert_eq!(req(&mut ws, "after", json!({"kinds": [1]})).len(), 30);
+}
+
+#[test]
+fn over_wss_the_relay_serves_with_the_certificate_it_is_given() {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, ServerName};
+    use std::sync::Arc;
+    let dir = temp_dir("nostr-wss");
+    let files = tls_ca::Ca::new().files(&dir, "127.0.0.1");
+    let addr = free_port();
+    let (cert, key) = (files.cert.unwrap(), files.key.unwrap());
+    let server = start(
+        &dir.join("nostr"),
+        addr,
+        &[
+            "--tls-cert",
+            cert.to_str().unwrap(),
+            "--tls-key",
+            key.to_str().unwrap(),
+        ],
+    );
+    let _server = server;
+    let mut roots = rustls::RootCertStore::empty();
+    for c in CertificateDer::pem_file_iter(files.trust.unwrap()).unwrap() {
+        roots.add(c.unwrap()).unwrap();
+    }
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let tcp = TcpStream::connect(addr).unwrap();
+    tcp.set_read_timeout(Some(WAIT)).unwrap();
+    let tls =
+        rustls::ClientConnection::new(Arc::new(config), ServerName::try_from("127.0.0.1").unwrap())
+            .unwrap();
+    let stream = rustls::StreamOwned::new(tls, tcp);
+    let (mut ws, response) = tungstenite::client::client(format!("wss://{addr}/"), stream).unwrap();
+    assert_eq!(response.status(), 101);
+    let first = next_text(&mut ws);
+    assert_eq!(first[0], "AUTH", "{first}");
+    let mut s = Signer::new(7);
+    let key = s.key();
+    let event = s.event(&key, 1, vec![]);
+    ws.send(Message::Text(
+        json!(["EVENT", event.to_value()]).to_string().into(),
+    ))
+    .unwrap();
+    let ok = next_text(&mut ws);
+    assert_eq!(ok, json!(["OK", event.id_hex(), true, ""]));
+}
+
+/// The next text message on a socket of any stream, as JSON.
+fn next_text<S: Read + Write>(ws: &mut WebSocket<S>) -> Value {
+    loop {
+        if let Message::Text(t) = ws.read().unwrap() {
+            return serde_json::from_str(t.as_str()).unwrap();
+        }
+    }
 }

@@ -107,6 +107,12 @@ struct NostrServeArgs {
     /// `info.relay_url`.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
+    /// Serve wss:// with this certificate chain (PEM, leaf first); needs --tls-key.
+    #[arg(long, requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The private key for --tls-cert (PEM).
+    #[arg(long, requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -602,6 +608,16 @@ fn nostr_serve(args: NostrServeArgs) -> ExitCode {
     if args.relay_url.is_some() {
         options.relay_url = args.relay_url;
     }
+    if let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) {
+        match weft_drivers::host::TlsServer::from_files(cert, key) {
+            Ok(server) => options.tls = Some(server),
+            Err(e) => {
+                eprintln!("weft nostr serve: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    let scheme = if options.tls.is_some() { "wss" } else { "ws" };
     options.auth = match args.auth.as_str() {
         "writes" => AuthPolicy::Writes,
         "all" => AuthPolicy::All,
@@ -609,7 +625,7 @@ fn nostr_serve(args: NostrServeArgs) -> ExitCode {
     };
     let (_keep, stop) = smol::channel::bounded::<()>(1);
     match serve(options, stop, |addr| {
-        eprintln!("weft nostr serve: listening on ws://{addr}")
+        eprintln!("weft nostr serve: listening on {scheme}://{addr}")
     }) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

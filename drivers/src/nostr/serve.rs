@@ -1,6 +1,6 @@
 //! `weft nostr serve`: the relay core's [`Session`] machine once per WebSocket connection, over
-//! the WebSocket layer ([`crate::ws`]) on the smol adapter, with one [`EventStore`] shared by
-//! every session.
+//! the WebSocket layer ([`crate::ws`]) on the smol adapter (`ws://`, or `wss://` with
+//! [`ServeOptions::tls`]), with one [`EventStore`] shared by every session.
 //!
 //! [`NostrRelay`] is the [`WsMachine`]: it opens a session per upgrade (past
 //! [`MAX_CONNECTIONS`] the upgrade is refused 503), hands it every text frame, runs the store
@@ -27,7 +27,7 @@ use weft_proto::nostr::limits::Limits;
 use weft_proto::nostr::relay::{AuthPolicy, Config, EventStore, Input, Output, Session};
 
 use super::store::RedbStore;
-use crate::host::{Endpoint, Host, Listener, Peer};
+use crate::host::{Endpoint, Host, Listener, Peer, TlsServer};
 use crate::ws::{
     Frame, HttpAnswer, NoDial, Refusal, Request, Ws, WsConfig, WsEffect, WsHooks, WsMachine,
 };
@@ -71,7 +71,7 @@ pub struct ServeOptions {
     /// The data directory (made 0700; the store file in it 0600).
     pub data_dir: PathBuf,
     /// This relay's URL as clients name it (NIP-42 and NIP-62 `relay` tags); default
-    /// `ws://<listen>`.
+    /// `ws://<listen>` (`wss://` with [`ServeOptions::tls`]).
     pub relay_url: Option<String>,
     /// Who must authenticate (NIP-42).
     pub auth: AuthPolicy,
@@ -79,6 +79,9 @@ pub struct ServeOptions {
     pub limits: Limits,
     /// The NIP-11 document's operator fields.
     pub info: RelayInfo,
+    /// Serve `wss://`: every connection opens with a TLS handshake presenting this certificate
+    /// (the host layer's one TLS setup, [`crate::tls`]); `None` serves plain `ws://`.
+    pub tls: Option<TlsServer>,
 }
 
 impl ServeOptions {
@@ -92,6 +95,7 @@ impl ServeOptions {
             auth: AuthPolicy::Optional,
             limits: Limits::DEFAULT,
             info: RelayInfo::default(),
+            tls: None,
         }
     }
 }
@@ -381,10 +385,10 @@ pub type NostrHost =
 /// The session configuration `options` give.
 pub fn session_config(options: &ServeOptions, bound: SocketAddr) -> Config {
     Config {
-        relay_url: options
-            .relay_url
-            .clone()
-            .unwrap_or_else(|| format!("ws://{bound}")),
+        relay_url: options.relay_url.clone().unwrap_or_else(|| {
+            let scheme = if options.tls.is_some() { "wss" } else { "ws" };
+            format!("{scheme}://{bound}")
+        }),
         limits: options.limits,
         auth: options.auth,
         provider: crate::server_provider(),
@@ -399,7 +403,10 @@ pub fn serve(
     ready: impl FnOnce(SocketAddr),
 ) -> io::Result<()> {
     let store = RedbStore::open_dir(&options.data_dir)?;
-    let listener = Listener::bind(&Endpoint::Tcp(options.listen))?;
+    let listener = match &options.tls {
+        Some(server) => Listener::tls(options.listen, server.clone())?,
+        None => Listener::bind(&Endpoint::Tcp(options.listen))?,
+    };
     let bound = match listener.endpoint()? {
         Endpoint::Tcp(addr) => addr,
         _ => options.listen,
