@@ -428,3 +428,131 @@ pub fn serve(
 fn drop_app(app: Infallible) {
     match app {}
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::host::Remote;
+    use weft_proto::core::rand_core::SeedableRng;
+    use weft_proto::nostr::relay::MemoryStore;
+
+    const NOW: u64 = 1_790_000_000_000;
+
+    fn relay() -> NostrRelay<MemoryStore, chacha20::ChaCha20Rng> {
+        let options = ServeOptions::new("127.0.0.1:7777".parse().unwrap(), PathBuf::from("x"));
+        let config = session_config(&options, options.listen);
+        NostrRelay::new(
+            config,
+            &RelayInfo::default(),
+            MemoryStore::default(),
+            chacha20::ChaCha20Rng::seed_from_u64(11),
+        )
+    }
+
+    fn request(method: &str, path: &str, headers: &[(&str, &str)]) -> Request {
+        Request {
+            method: method.into(),
+            path: path.into(),
+            headers: headers
+                .iter()
+                .map(|(n, v)| (n.to_string(), v.to_string()))
+                .collect(),
+        }
+    }
+
+    fn open(r: &mut NostrRelay<MemoryStore, chacha20::ChaCha20Rng>, n: u64) -> Result<(), u16> {
+        let peer = Peer {
+            listener: 0,
+            remote: Remote::Tcp("127.0.0.1:5000".parse().unwrap()),
+        };
+        let now = Timestamp::from_millis(NOW);
+        let input = r
+            .upgrade(now, ConnId(n), &peer, &request("GET", "/", &[]))
+            .map_err(|refusal| refusal.status)?;
+        r.handle(now, input);
+        Ok(())
+    }
+
+    fn texts(r: &mut NostrRelay<MemoryStore, chacha20::ChaCha20Rng>) -> Vec<(ConnId, String)> {
+        std::iter::from_fn(|| r.poll())
+            .filter_map(|o| match o {
+                ServeOutput::Text(c, t) => Some((c, t)),
+                ServeOutput::Close(..) => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn connections_past_the_cap_are_refused_503_and_a_closed_one_makes_room() {
+        let mut r = relay();
+        for n in 0..MAX_CONNECTIONS as u64 {
+            open(&mut r, n).unwrap();
+        }
+        assert_eq!(open(&mut r, u64::MAX), Err(503));
+        assert_eq!(r.connections(), MAX_CONNECTIONS);
+        let closed = r.closed(ConnId(0)).unwrap();
+        r.handle(Timestamp::from_millis(NOW), closed);
+        assert_eq!(open(&mut r, u64::MAX), Ok(()));
+    }
+
+    #[test]
+    fn an_event_one_socket_publishes_reaches_another_sockets_subscription() {
+        let mut r = relay();
+        open(&mut r, 1).unwrap();
+        open(&mut r, 2).unwrap();
+        let now = Timestamp::from_millis(NOW);
+        let sub = r
+            .message(
+                ConnId(2),
+                Frame::Text(r#"["REQ","s",{"kinds":[1]}]"#.into()),
+            )
+            .unwrap();
+        r.handle(now, sub);
+        let _ = texts(&mut r);
+        let provider = crate::server_provider();
+        let mut rng = chacha20::ChaCha20Rng::seed_from_u64(12);
+        let key = weft_proto::crypto::generate_secp256k1(provider, &mut rng);
+        let event = weft_proto::nostr::event::UnsignedEvent {
+            created_at: NOW / 1000,
+            kind: 1,
+            tags: vec![],
+            content: "hi".into(),
+        }
+        .sign(provider, &key, &mut rng)
+        .unwrap();
+        let publish = r
+            .message(
+                ConnId(1),
+                Frame::Text(format!("[\"EVENT\",{}]", event.to_json())),
+            )
+            .unwrap();
+        r.handle(now, publish);
+        let out = texts(&mut r);
+        assert!(
+            out.iter()
+                .any(|(c, t)| *c == ConnId(1) && t.starts_with("[\"OK\"") && t.contains("true")),
+            "{out:?}"
+        );
+        assert!(
+            out.iter()
+                .any(|(c, t)| *c == ConnId(2) && t.starts_with("[\"EVENT\",\"s\"")),
+            "{out:?}"
+        );
+        assert_eq!(r.store().len(), 1);
+    }
+
+    #[test]
+    fn nip11_answers_only_a_get_of_root_asking_for_it() {
+        let r = relay();
+        let accept = [("accept", "application/nostr+json")];
+        let doc = r.http(&request("GET", "/", &accept)).unwrap();
+        assert_eq!(doc.status, 200);
+        assert_eq!(doc.content_type, NIP11_MEDIA_TYPE);
+        let v: serde_json::Value = serde_json::from_str(&doc.body).unwrap();
+        assert_eq!(v["supported_nips"], json!(SUPPORTED_NIPS));
+        assert!(r.http(&request("GET", "/", &[])).is_none());
+        assert!(r.http(&request("GET", "/other", &accept)).is_none());
+        assert!(r.http(&request("POST", "/", &accept)).is_none());
+        assert_eq!(r.http(&request("OPTIONS", "/", &[])).unwrap().status, 204);
+    }
+}
