@@ -24,7 +24,9 @@ use smol::channel::Receiver;
 use weft_proto::core::rand_core::CryptoRng;
 use weft_proto::core::{ConnId, Machine, Timestamp, Wakeup};
 use weft_proto::nostr::limits::Limits;
-use weft_proto::nostr::relay::{AuthPolicy, Config, EventStore, Input, Output, Session};
+use weft_proto::nostr::relay::{
+    AuthPolicy, Config, EventStore, Input, MemoryStore, Output, Session, StoreError,
+};
 
 use super::store::RedbStore;
 use crate::host::{Endpoint, Host, Listener, Peer, TlsServer};
@@ -41,6 +43,33 @@ pub const DEFAULT_DATA_DIR: &str = "./weft-data/nostr";
 /// Connections served at once; an upgrade past it is refused with 503 (each holds a session with
 /// its own bounded tables, so this bounds the relay's memory).
 pub const MAX_CONNECTIONS: usize = 4_096;
+
+/// How often the relay deletes expired events from its store (NIP-40: they are hidden from the
+/// second they expire; this frees their space).
+pub const SWEEP_INTERVAL: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Most expired events one sweep deletes (one committed transaction, on the relay's thread, so a
+/// backlog is worked off a batch a minute rather than stalling every socket at once).
+pub const SWEEP_BATCH: usize = 1_000;
+
+/// A store whose expired events the relay deletes every [`SWEEP_INTERVAL`].
+pub trait Sweep {
+    /// Deletes at most [`SWEEP_BATCH`] events past their expiration at `now`; how many.
+    fn sweep(&mut self, now: Timestamp) -> Result<u64, StoreError>;
+}
+
+impl Sweep for RedbStore {
+    fn sweep(&mut self, now: Timestamp) -> Result<u64, StoreError> {
+        self.sweep_expired(now, SWEEP_BATCH)
+    }
+}
+
+/// The memory store hides expired events and holds nothing across restarts: nothing to free.
+impl Sweep for MemoryStore {
+    fn sweep(&mut self, _now: Timestamp) -> Result<u64, StoreError> {
+        Ok(0)
+    }
+}
 
 /// The NIPs this relay implements, as NIP-11's `supported_nips` lists them: NIP-01, NIP-09
 /// deletion, NIP-11 itself, NIP-40 expiration, NIP-42 authentication, NIP-45 counts, NIP-62
@@ -128,6 +157,8 @@ pub struct NostrRelay<S, R> {
     rng: R,
     nip11: String,
     out: VecDeque<ServeOutput>,
+    /// When the store is next swept of expired events; set by the first input.
+    next_sweep: Option<Timestamp>,
 }
 
 impl<S, R> std::fmt::Debug for NostrRelay<S, R> {
@@ -175,7 +206,7 @@ pub fn nip11_document(config: &Config, info: &RelayInfo) -> String {
     doc.to_string()
 }
 
-impl<S: EventStore, R: CryptoRng> NostrRelay<S, R> {
+impl<S: EventStore + Sweep, R: CryptoRng> NostrRelay<S, R> {
     /// The relay over `store`, each session drawing its NIP-42 challenge from `rng`.
     pub fn new(config: Config, info: &RelayInfo, store: S, rng: R) -> Self {
         let nip11 = nip11_document(&config, info);
@@ -186,6 +217,7 @@ impl<S: EventStore, R: CryptoRng> NostrRelay<S, R> {
             rng,
             nip11,
             out: VecDeque::new(),
+            next_sweep: None,
         }
     }
 
@@ -244,11 +276,14 @@ impl<S: EventStore, R: CryptoRng> NostrRelay<S, R> {
     }
 }
 
-impl<S: EventStore, R: CryptoRng> Machine for NostrRelay<S, R> {
+impl<S: EventStore + Sweep, R: CryptoRng> Machine for NostrRelay<S, R> {
     type Input = ServeInput;
     type Output = ServeOutput;
 
     fn handle(&mut self, now: Timestamp, input: ServeInput) {
+        if self.next_sweep.is_none() {
+            self.next_sweep = Some(now.saturating_add(SWEEP_INTERVAL));
+        }
         match input {
             ServeInput::Opened(conn) => {
                 let session = Session::new(self.config.clone(), now, &mut self.rng);
@@ -272,13 +307,26 @@ impl<S: EventStore, R: CryptoRng> Machine for NostrRelay<S, R> {
     }
 
     fn poll_timeout(&self) -> Option<Wakeup> {
-        self.sessions
+        let sessions = self
+            .sessions
             .values()
             .filter_map(Machine::poll_timeout)
-            .min_by_key(|w| w.at)
+            .min_by_key(|w| w.at);
+        let sweep = self
+            .next_sweep
+            .map(|at| Wakeup::new(at, "sweep expired events"));
+        Wakeup::earliest(sessions, sweep)
     }
 
     fn handle_timeout(&mut self, now: Timestamp) {
+        if self.next_sweep.is_some_and(|at| at <= now) {
+            self.next_sweep = Some(now.saturating_add(SWEEP_INTERVAL));
+            // A failed sweep frees nothing and hides nothing more: reads already skip the
+            // expired. The next one tries again.
+            if let Err(e) = self.store.sweep(now) {
+                eprintln!("weft nostr serve: sweeping expired events: {}", e.0);
+            }
+        }
         let due: Vec<ConnId> = self
             .sessions
             .iter()
@@ -294,7 +342,7 @@ impl<S: EventStore, R: CryptoRng> Machine for NostrRelay<S, R> {
     }
 }
 
-impl<S: EventStore, R: CryptoRng> WsMachine for NostrRelay<S, R> {
+impl<S: EventStore + Sweep, R: CryptoRng> WsMachine for NostrRelay<S, R> {
     type Target = NoDial;
     type App = Infallible;
 
@@ -539,6 +587,20 @@ mod tests {
             "{out:?}"
         );
         assert_eq!(r.store().len(), 1);
+    }
+
+    #[test]
+    fn the_store_is_swept_every_interval_from_the_first_input() {
+        let mut r = relay();
+        assert_eq!(r.poll_timeout(), None);
+        open(&mut r, 1).unwrap();
+        let due = Timestamp::from_millis(NOW).saturating_add(SWEEP_INTERVAL);
+        assert_eq!(r.poll_timeout().map(|w| w.at), Some(due));
+        r.handle_timeout(due);
+        assert_eq!(
+            r.poll_timeout().map(|w| w.at),
+            Some(due.saturating_add(SWEEP_INTERVAL))
+        );
     }
 
     #[test]

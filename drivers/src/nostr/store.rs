@@ -13,6 +13,7 @@
 //! | author | pubkey, `!created_at`, id | `authors`, deletion and vanish checks |
 //! | kind | kind, `!created_at`, id | `kinds` |
 //! | tag | letter, value length, value, `!created_at`, id | `#x` (a single-letter tag's first value) |
+//! | expirations | the `expiration` second, id | deleting expired events ([`RedbStore::sweep_expired`]) |
 //!
 //! (`!created_at` is `u64::MAX - created_at`, big-endian.) A filter with `ids` reads those events
 //! directly. Every write is one redb transaction committed with its default durability (fsync)
@@ -29,7 +30,7 @@ use redb::{
 };
 use weft_proto::core::Timestamp;
 use weft_proto::nostr::event::{Event, EventId};
-use weft_proto::nostr::expiration::is_expired;
+use weft_proto::nostr::expiration::{Expiration, is_expired};
 use weft_proto::nostr::kinds::{self, DELETION_KIND, KindClass};
 use weft_proto::nostr::message::Filter;
 use weft_proto::nostr::relay::{Cursor, EventStore, StoreError, WriteOutcome};
@@ -55,6 +56,10 @@ const ADDRESSES: TableDefinition<&[u8], &[u8]> = TableDefinition::new("addresses
 const DELETIONS: TableDefinition<&[u8], ()> = TableDefinition::new("deletions");
 /// pubkey → the latest `created_at` it vanished up to (NIP-62).
 const VANISHED: TableDefinition<&[u8], u64> = TableDefinition::new("vanished");
+
+/// Events with an `expiration` tag: the second it names (0 for a malformed tag, expired at once)
+/// ‖ id, so the expired are one range from the start ([`RedbStore::sweep_expired`]).
+const EXPIRATIONS: TableDefinition<&[u8], ()> = TableDefinition::new("expirations");
 
 /// Bytes of `!created_at` ‖ id, the tail of every index key.
 const TAIL: usize = 8 + 32;
@@ -101,6 +106,16 @@ fn indexed_tags(event: &Event) -> BTreeSet<(char, &str)> {
             Some((letter, t.get(1)?.as_str()))
         })
         .collect()
+}
+
+/// The [`EXPIRATIONS`] key of `event`, if it has an `expiration` tag.
+fn expiration_key(event: &Event) -> Option<Vec<u8>> {
+    let at = match Expiration::of(event) {
+        Expiration::Never => return None,
+        Expiration::At(secs) => secs,
+        Expiration::Malformed => 0,
+    };
+    Some(cat(&at.to_be_bytes(), &event.id))
 }
 
 fn address_key(a: &kinds::Address) -> Vec<u8> {
@@ -161,6 +176,7 @@ impl RedbStore {
             txn.open_table(ADDRESSES).map_err(io_err)?;
             txn.open_table(DELETIONS).map_err(io_err)?;
             txn.open_table(VANISHED).map_err(io_err)?;
+            txn.open_table(EXPIRATIONS).map_err(io_err)?;
         }
         txn.commit().map_err(io_err)?;
         Ok(Self {
@@ -181,6 +197,36 @@ impl RedbStore {
     /// Whether no event is held.
     pub fn is_empty(&self) -> io::Result<bool> {
         Ok(self.len()? == 0)
+    }
+
+    /// Deletes every event past its NIP-40 expiration at `now` (hidden from reads from that
+    /// second on already; this frees their space), at most `max` of them in one committed
+    /// transaction. Returns how many were deleted.
+    pub fn sweep_expired(&mut self, now: Timestamp, max: usize) -> Result<u64, StoreError> {
+        let txn = self.db.begin_write().map_err(err)?;
+        let ids: Vec<EventId> = {
+            let table = txn.open_table(EXPIRATIONS).map_err(err)?;
+            let mut ids = Vec::new();
+            for row in table.iter().map_err(err)? {
+                let (key, _) = row.map_err(err)?;
+                let key = key.value();
+                let at = u64::from_be_bytes(key[..8].try_into().map_err(err)?);
+                if now.as_secs() < at || ids.len() >= max {
+                    break;
+                }
+                ids.extend(id_of_tail(key));
+            }
+            ids
+        };
+        let mut deleted = 0u64;
+        for id in ids {
+            if let Some(event) = Self::load_w(&txn, &id)? {
+                Self::remove(&txn, &event)?;
+                deleted += 1;
+            }
+        }
+        txn.commit().map_err(err)?;
+        Ok(deleted)
     }
 
     /// The index range that narrows `filter` most cheaply: one scan per value of the first of
@@ -356,6 +402,12 @@ impl RedbStore {
                 .insert(cat(&event.pubkey, &event.id).as_slice(), ())
                 .map_err(err)?;
         }
+        if let Some(key) = expiration_key(event) {
+            txn.open_table(EXPIRATIONS)
+                .map_err(err)?
+                .insert(key.as_slice(), ())
+                .map_err(err)?;
+        }
         Ok(())
     }
 
@@ -397,6 +449,12 @@ impl RedbStore {
             txn.open_table(DELETIONS)
                 .map_err(err)?
                 .remove(cat(&event.pubkey, &event.id).as_slice())
+                .map_err(err)?;
+        }
+        if let Some(key) = expiration_key(event) {
+            txn.open_table(EXPIRATIONS)
+                .map_err(err)?
+                .remove(key.as_slice())
                 .map_err(err)?;
         }
         Ok(())
@@ -677,6 +735,74 @@ mod tests {
             );
         }
         drop(redb);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_sweep_deletes_expired_events_and_only_those() {
+        let provider = crate::server_provider();
+        let mut rng = chacha20::ChaCha20Rng::seed_from_u64(40);
+        let key = generate_secp256k1(provider, &mut rng);
+        let (mut store, dir) = open("sweep");
+        let event = |tags: Vec<Vec<String>>, rng: &mut chacha20::ChaCha20Rng| {
+            UnsignedEvent {
+                created_at: BASE,
+                kind: 1,
+                tags,
+                content: String::new(),
+            }
+            .sign(provider, &key, rng)
+            .expect("sign")
+        };
+        let soon = event(
+            vec![weft_proto::nostr::expiration::tag(BASE + 10)],
+            &mut rng,
+        );
+        let later = event(
+            vec![weft_proto::nostr::expiration::tag(BASE + 100)],
+            &mut rng,
+        );
+        let never = event(vec![], &mut rng);
+        let at = Timestamp::from_secs(BASE);
+        for e in [&soon, &later, &never] {
+            assert_eq!(store.write(e, at).unwrap(), WriteOutcome::Stored);
+        }
+        assert_eq!(
+            store
+                .sweep_expired(Timestamp::from_secs(BASE + 9), 100)
+                .unwrap(),
+            0
+        );
+        assert_eq!(
+            store
+                .sweep_expired(Timestamp::from_secs(BASE + 10), 100)
+                .unwrap(),
+            1
+        );
+        assert_eq!(store.len().unwrap(), 2);
+        // A bounded sweep takes at most its share; the next one the rest.
+        assert_eq!(
+            store
+                .sweep_expired(Timestamp::from_secs(u64::MAX / 1000), 0)
+                .unwrap(),
+            0
+        );
+        assert_eq!(
+            store
+                .sweep_expired(Timestamp::from_secs(u64::MAX / 1000), 100)
+                .unwrap(),
+            1
+        );
+        let left = store
+            .query(
+                &Filter::default(),
+                None,
+                usize::MAX,
+                Timestamp::from_secs(BASE),
+            )
+            .unwrap();
+        assert_eq!(left, vec![never]);
+        drop(store);
         let _ = std::fs::remove_dir_all(&dir);
     }
 
