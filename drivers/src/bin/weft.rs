@@ -95,7 +95,8 @@ struct NostrServeArgs {
     #[arg(long, default_value = weft_drivers::nostr::serve::DEFAULT_DATA_DIR)]
     data_dir: PathBuf,
     /// This relay's URL as clients name it in NIP-42 and NIP-62 `relay` tags; default
-    /// `ws://<listen address>`.
+    /// `ws://<listen address>` (`wss://` with --tls-cert). Set it when clients reach the relay
+    /// by a name, through a proxy, or when listening on 0.0.0.0: AUTH naming another host fails.
     #[arg(long, value_name = "URL")]
     relay_url: Option<String>,
     /// Who must authenticate (NIP-42): `optional`, `writes` (publishing) or `all` (publishing,
