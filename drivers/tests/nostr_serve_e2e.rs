@@ -517,3 +517,40 @@ fn next_text<S: Read + Write>(ws: &mut WebSocket<S>) -> Value {
         }
     }
 }
+
+#[test]
+fn every_event_acknowledged_from_several_sockets_survives_kill_9() {
+    let (mut server, addr, data) = serve("nostr-durable-many", &[]);
+    let mut s = Signer::new(8);
+    let key = s.key();
+    let mut sockets: Vec<Ws> = (0..3).map(|_| connect(addr).0).collect();
+    let mut acked = Vec::new();
+    // Interleaved: each socket's EVENT goes out before any OK is read, so writes from several
+    // sockets are in flight together.
+    for round in 0..15 {
+        let events: Vec<Event> = (0..sockets.len())
+            .map(|i| s.event(&key, 1, vec![vec!["n".into(), format!("{round}-{i}")]]))
+            .collect();
+        for (ws, e) in sockets.iter_mut().zip(&events) {
+            send(ws, &json!(["EVENT", e.to_value()]));
+        }
+        for (ws, e) in sockets.iter_mut().zip(&events) {
+            let ok = next(ws);
+            assert_eq!(ok, json!(["OK", e.id_hex(), true, ""]), "{ok}");
+            acked.push(e.id_hex());
+        }
+    }
+    server.child.kill().unwrap();
+    server.child.wait().unwrap();
+    drop(sockets);
+    let _server = start(&data, addr, &[]);
+    let (mut ws, _) = connect(addr);
+    let stored = req(&mut ws, "all", json!({"ids": acked.clone()}));
+    let mut got: Vec<String> = stored
+        .iter()
+        .map(|e| e["id"].as_str().unwrap().to_string())
+        .collect();
+    got.sort();
+    acked.sort();
+    assert_eq!(got, acked);
+}
