@@ -17,6 +17,7 @@
 //! - [`ws`]: WebSocket (and TLS for `wss://`) once, as a sans-IO layer between any adapter's bytes
 //!   and a machine that speaks messages ([`ws::WsMachine`]).
 //! - [`minca`]: `weft relay` and the Minca relay client over that layer, on any adapter.
+//! - [`nostr`]: `weft nostr serve`, the Nostr relay core over that layer on an embedded store.
 //! - [`frame_loop`]: non-blocking connects and a step-at-a-time WebSocket client, for loops that
 //!   own their tick and may never wait (a game's frame).
 //! - [`demo`]: `weft demo`.
@@ -37,6 +38,7 @@ pub mod fast_crypto;
 pub mod frame_loop;
 pub mod host;
 pub mod minca;
+pub mod nostr;
 pub mod peer_uid;
 pub mod quic;
 pub mod smol;

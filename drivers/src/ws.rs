@@ -221,6 +221,52 @@ pub trait WsMachine: Machine {
         let _ = request;
         None
     }
+
+    /// The machine's own answer to a plain HTTP request (one that asks for no upgrade), in place
+    /// of the layer's (`/health` 200, anything else 426): a protocol's HTTP face on the same
+    /// port, as a Nostr relay's NIP-11 document. The connection ends after it either way.
+    fn http(&self, request: &Request) -> Option<HttpAnswer> {
+        let _ = request;
+        None
+    }
+}
+
+/// A plain HTTP response a [`WsMachine`] gives through [`WsMachine::http`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HttpAnswer {
+    /// The HTTP status.
+    pub status: u16,
+    /// The `content-type`.
+    pub content_type: String,
+    /// More headers, names in lower case (`access-control-allow-origin`, ...).
+    pub headers: Vec<(String, String)>,
+    /// The body.
+    pub body: String,
+}
+
+impl HttpAnswer {
+    /// The response's bytes, with `content-length` and `connection: close`.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut head = format!(
+            "HTTP/1.1 {} {}\r\ncontent-type: {}\r\ncontent-length: {}\r\nconnection: close\r\n",
+            self.status,
+            if self.status < 300 { "OK" } else { "Refused" },
+            self.content_type,
+            self.body.len()
+        );
+        for (name, value) in &self.headers {
+            head.push_str(&format!("{name}: {value}\r\n"));
+        }
+        head.push_str("\r\n");
+        head.push_str(&self.body);
+        head.into_bytes()
+    }
+}
+
+/// The request of a whole head that asks for no upgrade, for [`WsMachine::http`].
+fn plain_request(head: &[u8]) -> Option<Request> {
+    let end = head.windows(4).position(|w| w == b"\r\n\r\n")?;
+    Request::parse(&head[..end]).filter(|r| !r.is_upgrade())
 }
 
 /// The dial target of a machine that never dials (a server).
@@ -958,6 +1004,9 @@ impl<M: WsMachine> Ws<M> {
             }
             HeadAnswer::Plain(response) => {
                 self.stats.plain += 1;
+                let response = plain_request(head)
+                    .and_then(|r| self.machine.http(&r))
+                    .map_or(response, |a| a.to_bytes());
                 return self.answer(conn, response);
             }
             HeadAnswer::Bad(response) => {

@@ -45,6 +45,9 @@ enum Command {
     /// Run a simulator scenario in virtual time.
     #[command(subcommand)]
     Sim(Sim),
+    /// Nostr: run a relay (NIP-01, 09, 11, 40, 42, 45, 62, 77).
+    #[command(subcommand)]
+    Nostr(Nostr),
     /// Start everything locally on embedded defaults and show it working.
     Demo,
 }
@@ -74,6 +77,43 @@ struct NodeArgs {
     /// address peers are told to reach). Use this machine's LAN address to meet peers elsewhere.
     #[arg(long, value_name = "ADDR", default_value = weft_drivers::minca::node_runner::DEFAULT_BIND)]
     bind: std::net::SocketAddr,
+}
+
+#[derive(Subcommand, Debug)]
+enum Nostr {
+    /// Serve a Nostr relay over WebSocket, its events in an embedded store under --data-dir;
+    /// NIP-11 at `GET /` with `Accept: application/nostr+json`.
+    Serve(NostrServeArgs),
+}
+
+#[derive(Args, Debug)]
+struct NostrServeArgs {
+    /// The address to listen on.
+    #[arg(long, default_value = weft_drivers::nostr::serve::DEFAULT_LISTEN)]
+    listen: std::net::SocketAddr,
+    /// The data directory (made owner-only; refused when others may read it).
+    #[arg(long, default_value = weft_drivers::nostr::serve::DEFAULT_DATA_DIR)]
+    data_dir: PathBuf,
+    /// This relay's URL as clients name it in NIP-42 and NIP-62 `relay` tags; default
+    /// `ws://<listen address>` (`wss://` with --tls-cert). Set it when clients reach the relay
+    /// by a name, through a proxy, or when listening on 0.0.0.0: AUTH naming another host fails.
+    #[arg(long, value_name = "URL")]
+    relay_url: Option<String>,
+    /// Who must authenticate (NIP-42): `optional`, `writes` (publishing) or `all` (publishing,
+    /// REQ and COUNT).
+    #[arg(long, default_value = "optional", value_parser = ["optional", "writes", "all"])]
+    auth: String,
+    /// nostream's `settings.yaml`: the `info.*`, `network.maxPayloadSize` and `limits.*` keys
+    /// weft has a meaning for are read, every other key left alone; --relay-url wins over
+    /// `info.relay_url`.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Serve wss:// with this certificate chain (PEM, leaf first); needs --tls-key.
+    #[arg(long, requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The private key for --tls-cert (PEM).
+    #[arg(long, requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -558,6 +598,51 @@ fn main() -> ExitCode {
         Command::Node(args) => node(args),
         Command::Sim(Sim::AircRealms(args)) => sim_airc_realms(&args),
         Command::Sim(Sim::MincaMeetup(args)) => sim_minca_meetup(&args),
+        Command::Nostr(Nostr::Serve(args)) => nostr_serve(args),
+    }
+}
+
+/// `weft nostr serve`.
+fn nostr_serve(args: NostrServeArgs) -> ExitCode {
+    use weft_drivers::nostr::serve::{ServeOptions, serve};
+    use weft_proto::nostr::relay::AuthPolicy;
+    let mut options = ServeOptions::new(args.listen, args.data_dir);
+    if let Some(path) = &args.config {
+        let applied = std::fs::read_to_string(path)
+            .map_err(|e| e.to_string())
+            .and_then(|text| weft_drivers::nostr::config::apply_settings(&text, &mut options));
+        if let Err(e) = applied {
+            eprintln!("weft nostr serve: {}: {e}", path.display());
+            return ExitCode::from(2);
+        }
+    }
+    if args.relay_url.is_some() {
+        options.relay_url = args.relay_url;
+    }
+    if let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) {
+        match weft_drivers::host::TlsServer::from_files(cert, key) {
+            Ok(server) => options.tls = Some(server),
+            Err(e) => {
+                eprintln!("weft nostr serve: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    let scheme = if options.tls.is_some() { "wss" } else { "ws" };
+    options.auth = match args.auth.as_str() {
+        "writes" => AuthPolicy::Writes,
+        "all" => AuthPolicy::All,
+        _ => AuthPolicy::Optional,
+    };
+    let (_keep, stop) = smol::channel::bounded::<()>(1);
+    match serve(options, stop, |addr| {
+        eprintln!("weft nostr serve: listening on {scheme}://{addr}")
+    }) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("weft nostr serve: {e}");
+            ExitCode::FAILURE
+        }
     }
 }
 
