@@ -4,17 +4,17 @@
 
 #[path = "common/adapter.rs"]
 mod adapter;
+#[path = "common/airc_tcp.rs"]
+mod airc_tcp;
 mod common;
 
-use adapter::{Adapter, Running, Served};
+use adapter::Running;
 use common::tcp_welcome_namespaces;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
 
 use weft_drivers::airc::serve::{ServeConfig, open};
-use weft_drivers::host::Endpoint;
 use weft_proto::airc::address::Namespace;
 
 /// A realm server on the smol adapter, and its client face's TCP address.
@@ -34,22 +34,7 @@ fn start(dir: &Path, tcp: &str, table: BTreeMap<u32, Vec<Namespace>>) -> Server 
     let mut config = ServeConfig::local(dir, "me").unwrap();
     config.namespaces = table;
     config.client_tcp = Some(tcp.parse().unwrap());
-    let (ready, bound) = mpsc::channel();
-    let running = Adapter::Smol.spawn(
-        move || {
-            let (host, listeners, commands) = open(&config)?;
-            let Ok(Endpoint::Tcp(addr)) = listeners[1].endpoint() else {
-                panic!("the second listener is the TCP face")
-            };
-            ready.send(addr).unwrap();
-            Ok(Served {
-                commands: Some(commands),
-                ..Served::new(host, listeners)
-            })
-        },
-        drop,
-    );
-    let tcp = bound.recv().expect("the server starts");
+    let (running, tcp) = airc_tcp::serve_with_tcp_face(config);
     Server { running, tcp }
 }
 

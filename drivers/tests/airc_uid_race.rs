@@ -13,17 +13,16 @@
 
 #[path = "common/adapter.rs"]
 mod adapter;
+#[path = "common/airc_tcp.rs"]
+mod airc_tcp;
 
 use std::collections::BTreeMap;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::os::unix::process::CommandExt;
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use adapter::{Adapter, Served};
-use weft_drivers::airc::serve::{ServeConfig, open};
-use weft_drivers::host::Endpoint;
+use weft_drivers::airc::serve::ServeConfig;
 use weft_proto::airc::address::Namespace;
 
 /// The attacker's uid: not root, not the server's, no account needed.
@@ -110,22 +109,7 @@ fn another_uid_racing_its_close_never_sends_as_root() {
     let ns = |n: &str| vec![Namespace::parse(n).unwrap()];
     config.namespaces = BTreeMap::from([(0, ns("root")), (1001, ns("bob"))]);
     config.client_tcp = Some("127.0.0.1:0".parse().unwrap());
-    let (ready, bound) = mpsc::channel();
-    let running = Adapter::Smol.spawn(
-        move || {
-            let (host, listeners, commands) = open(&config)?;
-            let Ok(Endpoint::Tcp(addr)) = listeners[1].endpoint() else {
-                panic!("the second listener is the TCP face")
-            };
-            ready.send(addr).unwrap();
-            Ok(Served {
-                commands: Some(commands),
-                ..Served::new(host, listeners)
-            })
-        },
-        drop,
-    );
-    let addr: SocketAddr = bound.recv().expect("the server starts");
+    let (running, addr) = airc_tcp::serve_with_tcp_face(config);
 
     // Root's listener, bound to root/inbox.
     let mut listener = TcpStream::connect(addr).unwrap();
