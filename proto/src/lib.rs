@@ -38,6 +38,8 @@
 //! - [`airc`] (feature `airc`): AIRC draft 0.2.
 //! - [`nostr`] (feature `nostr`): Nostr NIP-01 events and messages, NIP-40 expiration, NIP-42
 //!   authentication.
+//! - [`meshstr`] (feature `meshstr`): meshstr/0-draft's artefacts (keys and DID, events, receipts,
+//!   delivery hops) and its window arithmetic, as pure functions.
 #![no_std]
 #![forbid(unsafe_code)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
@@ -52,6 +54,8 @@ pub mod crypto;
 
 #[cfg(feature = "airc")]
 pub mod airc;
+#[cfg(feature = "meshstr")]
+pub mod meshstr;
 #[cfg(feature = "minca")]
 pub mod minca;
 #[cfg(feature = "nostr")]
