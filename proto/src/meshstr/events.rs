@@ -463,6 +463,77 @@ pub fn descriptor(e: &Event, now_secs: u64, min_pow_bits: u32) -> Result<Descrip
     })
 }
 
+/// Why a peering is declined (§2.2). Declining is not a finding.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decline {
+    /// The two nodes declare different schema digests (or protocol names): they do not half-speak.
+    DigestMismatch,
+    /// The descriptor, the `discover-features/2.0` answer and the propose's `protocols` disagree.
+    BadDescriptor,
+    /// The peer shares the digest but lacks a protocol the peering needs.
+    UnsupportedProtocol,
+}
+
+impl Decline {
+    /// The problem code sent with the decline (the digest mismatch has none in the text).
+    pub const fn code(self) -> &'static str {
+        match self {
+            Decline::DigestMismatch => "DIGEST_MISMATCH",
+            Decline::BadDescriptor => "BAD_DESCRIPTOR",
+            Decline::UnsupportedProtocol => "UNSUPPORTED_PROTOCOL",
+        }
+    }
+
+    /// Declining is never a finding.
+    pub const fn is_finding(self) -> bool {
+        false
+    }
+}
+
+fn sorted_ids<'a>(ids: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
+    let mut v: Vec<&str> = ids.collect();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+/// Whether to peer with `theirs` (§2.2): same protocol name and digest; its descriptor's
+/// protocol declarations, its `discover-features/2.0` answer (`features`, when a channel exists)
+/// and its propose's `protocols` (`proposed`, when it proposed) all the same set of identifiers,
+/// compared byte for byte; and every protocol in `needed` declared.
+pub fn peering_decision(
+    ours: &Descriptor,
+    theirs: &Descriptor,
+    features: Option<&[String]>,
+    proposed: Option<&[String]>,
+    needed: &[&str],
+) -> Result<(), Decline> {
+    if ours.protocol != theirs.protocol || ours.digest != theirs.digest {
+        return Err(Decline::DigestMismatch);
+    }
+    let full: Vec<String> = theirs
+        .protocols
+        .iter()
+        .map(|p| format!("{PIURI_BASE}{p}"))
+        .collect();
+    let declared = sorted_ids(full.iter().map(String::as_str));
+    for other in [features, proposed].into_iter().flatten() {
+        let listed = sorted_ids(
+            other
+                .iter()
+                .map(String::as_str)
+                .filter(|id| id.starts_with(PIURI_BASE)),
+        );
+        if listed != declared {
+            return Err(Decline::BadDescriptor);
+        }
+    }
+    if needed.iter().any(|n| !theirs.declares(n)) {
+        return Err(Decline::UnsupportedProtocol);
+    }
+    Ok(())
+}
+
 /// What a node puts in its descriptor; [`DescriptorSpec::tags`] writes the tags in the order of
 /// the §2.2 example.
 #[derive(Clone, Debug, Default)]
@@ -1171,5 +1242,52 @@ mod tests {
             check(default_provider(), &forged, NOW),
             Err(Refusal::BadSignature)
         );
+    }
+
+    #[test]
+    fn peering_declines_on_digest_disagreement_and_missing_protocols() {
+        let mut rng = ChaCha20Rng::seed_from_u64(28);
+        let s = key(&mut rng);
+        let ours = descriptor(&sign(&s, DESCRIPTOR, spec().tags(), ""), NOW, 0).unwrap();
+        let theirs = ours.clone();
+        let ids: Vec<String> = ["peering/1.0", "budget/1.0", "sync/1.0"]
+            .iter()
+            .map(|p| format!("{PIURI_BASE}{p}"))
+            .collect();
+        assert_eq!(
+            peering_decision(&ours, &theirs, Some(&ids), Some(&ids), &["sync/1.0"]),
+            Ok(())
+        );
+        let mut other = theirs.clone();
+        other.digest = [5; 32];
+        assert_eq!(
+            peering_decision(&ours, &other, None, None, &[]),
+            Err(Decline::DigestMismatch)
+        );
+        // The features answer leaves out a protocol the descriptor declares.
+        let fewer = ids[..2].to_vec();
+        assert_eq!(
+            peering_decision(&ours, &theirs, Some(&fewer), Some(&ids), &[]),
+            Err(Decline::BadDescriptor)
+        );
+        assert_eq!(
+            peering_decision(&ours, &theirs, Some(&ids), Some(&fewer), &[]),
+            Err(Decline::BadDescriptor)
+        );
+        // Identifiers compare byte for byte: another spelling is another protocol.
+        let upper: Vec<String> = ids
+            .iter()
+            .map(|i| i.replace("meshstr", "Meshstr"))
+            .collect();
+        assert_eq!(
+            peering_decision(&ours, &theirs, Some(&upper), None, &[]),
+            Err(Decline::BadDescriptor)
+        );
+        assert_eq!(
+            peering_decision(&ours, &theirs, None, None, &["compute/1.0"]),
+            Err(Decline::UnsupportedProtocol)
+        );
+        assert!(!Decline::UnsupportedProtocol.is_finding());
+        assert_eq!(Decline::BadDescriptor.code(), "BAD_DESCRIPTOR");
     }
 }

@@ -79,6 +79,15 @@ mod tests {
     }
 
     #[test]
+    fn binding_names() {
+        assert_eq!(IROH_ALPN, "meshstr/didcomm/1");
+        assert_eq!(LIBP2P_PROTOCOL, "/meshstr/didcomm/1.0.0");
+        assert_eq!(HTTPS_PATH, "/didcomm");
+        assert_eq!((GIFT_WRAP_LIVE, GIFT_WRAP_STORED), (21059, 1059));
+        assert_eq!(ANNOUNCE_TOPIC, "/meshstr/announce/1");
+    }
+
+    #[test]
     fn ranks_by_sum_then_scheme_bytes_and_agrees_both_ways() {
         let a = eps(&[("iroh", 10), ("libp2p", 20), ("wss", 40), ("https", 5)]);
         let b = eps(&[("wss", 0), ("libp2p", 10), ("iroh", 20), ("quic", 1)]);

@@ -694,6 +694,28 @@ mod tests {
     }
 
     #[test]
+    fn only_a_remedy_is_a_finding() {
+        assert!(AmendCause::Remedy.is_finding());
+        for c in [
+            AmendCause::Capacity,
+            AmendCause::Operator,
+            AmendCause::Disuse,
+        ] {
+            assert!(!c.is_finding(), "{}", c.as_str());
+        }
+        // Only S1–S3 amend with `remedy`.
+        let st = GrantState::open(Tier::Member);
+        for (sev, want) in [
+            (Severity::S0, None),
+            (Severity::S1, Some(AmendCause::Remedy)),
+            (Severity::S2, Some(AmendCause::Remedy)),
+            (Severity::S3, Some(AmendCause::Remedy)),
+        ] {
+            assert_eq!(update(&st, sev, None, 0).cause, want);
+        }
+    }
+
+    #[test]
     fn s4_revokes_for_good() {
         let st = GrantState::open(Tier::Trusted);
         let u = update(&st, Severity::S4, None, 0);
