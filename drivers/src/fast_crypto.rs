@@ -154,6 +154,27 @@ impl CryptoProvider for FastCrypto {
         secp256k1::schnorr::verify(&sig, msg, &pk).is_ok()
     }
 
+    fn secp256k1_ecdh(
+        &self,
+        secret: &Secp256k1Secret,
+        peer: &[u8; 32],
+    ) -> Result<[u8; 32], CryptoError> {
+        let sk = secp256k1::SecretKey::from_secret_bytes(*secret.expose())
+            .map_err(|_| CryptoError::InvalidSecretKey)?;
+        let pk = secp256k1::XOnlyPublicKey::from_byte_array(*peer)
+            .map_err(|_| CryptoError::InvalidPublicKey)?
+            .public_key(secp256k1::Parity::Even);
+        let xy = secp256k1::ecdh::shared_secret_point(&pk, &sk);
+        let mut x = [0u8; 32];
+        x.copy_from_slice(&xy[..32]);
+        Ok(x)
+    }
+
+    fn chacha20(&self, key: &[u8; 32], nonce: &[u8; 12], data: &[u8]) -> Vec<u8> {
+        // ring offers ChaCha20 only inside its AEAD, not as the bare stream NIP-44 needs.
+        RustCrypto.chacha20(key, nonce, data)
+    }
+
     fn aes256gcm_seal(
         &self,
         key: &[u8; 32],

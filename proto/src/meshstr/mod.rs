@@ -18,6 +18,11 @@
 //! - [`capacity`]: the node's own ceiling, the capacity ladder and the shed floor (§6.4);
 //! - [`receipt`]: the receipt body, its chain link and signature, the issuer's head and
 //!   `receipt-ack` (§6.2);
+//! - [`grant`]: the grant and job receipt envelopes: HKDF-blinded `d`, commitment, NIP-44 body
+//!   (§6.1, §8.1);
+//! - [`nip44`]: NIP-44 v2, the encryption of grant and job receipt envelopes (§6.1, §8.1);
+//! - [`report`]: a report's admissibility as a reader checks it, and when one may be published
+//!   (§4, §7.1);
 //! - [`trust`]: trust aggregation (§6.6, §7.1);
 //! - [`canonical`] and [`digest`]: the canonical form every digest uses (§6.2) and its SHA-256.
 //!
@@ -26,11 +31,14 @@
 
 pub mod capacity;
 pub mod events;
+pub mod grant;
 pub mod hop;
 pub mod keys;
 pub mod limits;
+pub mod nip44;
 pub mod receipt;
 pub mod replication;
+pub mod report;
 pub mod transport;
 pub mod trust;
 pub mod window;
