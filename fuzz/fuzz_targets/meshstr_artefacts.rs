@@ -1,11 +1,13 @@
 //! meshstr's parsers and validators on arbitrary text: a receipt body, a hop path, a `counters`
-//! object, and any Nostr event through every kind's validator. A value or a named refusal, never
-//! a panic; every receipt and path that reads writes back to the same value.
+//! object, a NIP-44 payload, and any Nostr event through every kind's validator, a reader's
+//! report check and a subject's grant opening. A value or a named refusal, never a panic; every
+//! receipt and path that reads writes back to the same value.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use weft_proto::crypto::default_provider;
-use weft_proto::meshstr::events;
+use weft_proto::crypto::Secp256k1Secret;
+use weft_proto::meshstr::{events, grant, nip44, report};
 use weft_proto::meshstr::hop;
 use weft_proto::meshstr::keys::{KeyKind, did_nostr_key, parse_multikey};
 use weft_proto::meshstr::limits::Counters;
@@ -33,8 +35,13 @@ fuzz_target!(|text: &str| {
             assert_eq!(Counters::from_value(&c.to_value()), Ok(c));
         }
     }
+    if let Ok(plain) = nip44::decrypt(default_provider(), &[1; 32], text) {
+        assert!((nip44::MIN_PLAINTEXT..=nip44::MAX_PLAINTEXT).contains(&plain.len()));
+    }
     if let Ok(e) = Event::parse(text) {
         let _ = events::validate(&e, e.created_at);
+        let _ = report::admit(default_provider(), &e, e.created_at);
+        let _ = grant::open(default_provider(), &Secp256k1Secret::from_bytes([1; 32]), &e);
         let _ = events::descriptor(&e, e.created_at, 0);
         let _ = events::heartbeat(&e);
     }
