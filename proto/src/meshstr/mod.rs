@@ -74,6 +74,22 @@ pub fn digest_without_sig(provider: &dyn CryptoProvider, value: &Value) -> [u8; 
     }
 }
 
+/// The schema digest a node declares in its `protocol` tag (§10): SHA-256 over `kinds.json`,
+/// `messages.json` and `constants.json`, each in canonical form (sorted keys, no whitespace),
+/// concatenated in that order.
+pub fn protocol_digest(
+    provider: &dyn CryptoProvider,
+    kinds: &Value,
+    messages: &Value,
+    constants: &Value,
+) -> [u8; 32] {
+    provider.sha256(&[
+        canonical(kinds).as_bytes(),
+        canonical(messages).as_bytes(),
+        canonical(constants).as_bytes(),
+    ])
+}
+
 /// Decodes exactly `N` bytes from lower-case hex: meshstr's binary fields have one spelling, so a
 /// digest or a signature over the text cannot be sidestepped by a second one.
 pub(crate) fn lower_hex<const N: usize>(text: &str) -> Option<[u8; N]> {
@@ -96,6 +112,17 @@ mod tests {
             canonical(&v),
             r#"{"a":{"Z":true,"z":[1,{"x":3,"y":2}],"é":0},"b":1}"#
         );
+    }
+
+    #[test]
+    fn the_protocol_digest_concatenates_the_three_canonical_files_in_order() {
+        let p = crate::crypto::default_provider();
+        let k = json!({"b": 1, "a": [2]});
+        let m = json!({"peering/1.0": ["propose"]});
+        let c = json!({"x": 0});
+        let want = p.sha256(&[br#"{"a":[2],"b":1}{"peering/1.0":["propose"]}{"x":0}"#]);
+        assert_eq!(protocol_digest(p, &k, &m, &c), want);
+        assert_ne!(protocol_digest(p, &m, &k, &c), want, "order matters");
     }
 
     #[test]
