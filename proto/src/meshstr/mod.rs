@@ -10,6 +10,7 @@
 //! - [`transport`]: the bindings' names and the transport ladder (§4.1);
 //! - [`replication`]: fingerprint-set membership, enumeration order, and the kinds that never
 //!   cross (§5);
+//! - [`handover`]: handover chains checked whole, and the bar on their signers (§3.1, §3.2);
 //! - [`hop`]: delivery hops, their signatures and the three-hop bound (§5);
 //! - [`limits`]: tiers, the ceiling table and tier weights (§6.6), opening limits (§6.3), receipt
 //!   counters and `counter_of` (§6.2);
@@ -32,6 +33,7 @@
 pub mod capacity;
 pub mod events;
 pub mod grant;
+pub mod handover;
 pub mod hop;
 pub mod keys;
 pub mod limits;
