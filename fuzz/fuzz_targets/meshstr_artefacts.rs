@@ -7,7 +7,7 @@
 use libfuzzer_sys::fuzz_target;
 use weft_proto::crypto::default_provider;
 use weft_proto::crypto::Secp256k1Secret;
-use weft_proto::meshstr::{events, grant, nip44, report};
+use weft_proto::meshstr::{events, grant, handover, nip44, report};
 use weft_proto::meshstr::hop;
 use weft_proto::meshstr::keys::{KeyKind, did_nostr_key, parse_multikey};
 use weft_proto::meshstr::limits::Counters;
@@ -34,6 +34,10 @@ fuzz_target!(|text: &str| {
         if let Ok(c) = Counters::from_value(&v) {
             assert_eq!(Counters::from_value(&c.to_value()), Ok(c));
         }
+    }
+    if let Ok(links) = handover::chain_from_content(text) {
+        assert!(!links.is_empty() && links.len() <= handover::MAX_LINKS);
+        let _ = handover::check_chain(default_provider(), &links);
     }
     if let Ok(plain) = nip44::decrypt(default_provider(), &[1; 32], text) {
         assert!((nip44::MIN_PLAINTEXT..=nip44::MAX_PLAINTEXT).contains(&plain.len()));
