@@ -40,6 +40,8 @@
 //!   circle of paired devices.
 //! - [`nostr`] (feature `nostr`): Nostr NIP-01 events and messages, NIP-40 expiration, NIP-42
 //!   authentication.
+//! - [`meshstr`] (feature `meshstr`): meshstr/0-draft's artefacts (keys and DID, events, receipts,
+//!   delivery hops) and its window arithmetic, as pure functions.
 #![no_std]
 #![forbid(unsafe_code)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
@@ -56,6 +58,8 @@ pub mod crypto;
 pub mod airc;
 #[cfg(feature = "circle")]
 pub mod circle;
+#[cfg(feature = "meshstr")]
+pub mod meshstr;
 #[cfg(feature = "minca")]
 pub mod minca;
 #[cfg(feature = "nostr")]

@@ -611,6 +611,18 @@ impl CryptoProvider for SimCrypto {
         crypto::default_provider().schnorr_verify(public, msg, sig)
     }
 
+    fn secp256k1_ecdh(
+        &self,
+        secret: &Secp256k1Secret,
+        peer: &[u8; 32],
+    ) -> Result<[u8; 32], CryptoError> {
+        crypto::default_provider().secp256k1_ecdh(secret, peer)
+    }
+
+    fn chacha20(&self, key: &[u8; 32], nonce: &[u8; 12], data: &[u8]) -> Vec<u8> {
+        crypto::default_provider().chacha20(key, nonce, data)
+    }
+
     fn aes256gcm_seal(
         &self,
         key: &[u8; 32],

@@ -11,7 +11,10 @@
 //! - Ed25519 (AIRC realm signing; [`sigstring`] gives AIRC's `ed25519:<kid>:<base64>` form);
 //! - BIP-340 Schnorr over secp256k1 (Nostr events);
 //! - AES-256-GCM (Minca room keys and sealed messages);
-//! - SHA-256, HMAC-SHA256 and HMAC-SHA1 (TURN REST passwords).
+//! - SHA-256, HMAC-SHA256 and HMAC-SHA1 (TURN REST passwords);
+//! - ECDH on secp256k1 against an x-only key, and the ChaCha20 stream cipher (RFC 8439), which
+//!   with HKDF-SHA256 ([`hkdf_extract`], [`hkdf_expand`], on the provider's HMAC) are NIP-44 v2's
+//!   primitives (meshstr's grant envelopes).
 //!
 //! Every provider passes the same vectors and property tests: anything one signs, the other
 //! verifies.
@@ -143,6 +146,19 @@ pub trait CryptoProvider: Send + Sync {
     /// Checks a BIP-340 Schnorr signature over a 32-byte message.
     fn schnorr_verify(&self, public: &[u8; 32], msg: &[u8; 32], sig: &[u8; 64]) -> bool;
 
+    /// ECDH on secp256k1: the x-coordinate of `secret · P`, where `P` is the point with x-only
+    /// coordinate `peer` and even `y` (BIP-340's `lift_x`), as NIP-44 v2 computes its shared
+    /// secret.
+    fn secp256k1_ecdh(
+        &self,
+        secret: &Secp256k1Secret,
+        peer: &[u8; 32],
+    ) -> Result<[u8; 32], CryptoError>;
+
+    /// The ChaCha20 stream cipher of RFC 8439 (32-byte key, 12-byte nonce, block counter starting
+    /// at 0) applied to `data`: encryption and decryption are the same operation.
+    fn chacha20(&self, key: &[u8; 32], nonce: &[u8; 12], data: &[u8]) -> Vec<u8>;
+
     /// AES-256-GCM: `ciphertext || 16-byte tag`.
     fn aes256gcm_seal(
         &self,
@@ -159,6 +175,28 @@ pub trait CryptoProvider: Send + Sync {
         aad: &[u8],
         sealed: &[u8],
     ) -> Result<Vec<u8>, CryptoError>;
+}
+
+/// HKDF-SHA256 extract (RFC 5869): the pseudorandom key `HMAC-SHA256(salt, ikm)`.
+pub fn hkdf_extract(provider: &dyn CryptoProvider, salt: &[u8], ikm: &[u8]) -> [u8; 32] {
+    provider.hmac_sha256(salt, &[ikm])
+}
+
+/// The longest output HKDF-SHA256 expand gives: 255 blocks of 32 bytes (RFC 5869).
+pub const HKDF_MAX_OUTPUT: usize = 255 * 32;
+
+/// HKDF-SHA256 expand (RFC 5869) of `prk` under `info` into `out`. An `out` longer than
+/// [`HKDF_MAX_OUTPUT`] is not filled past it (the RFC forbids that length); callers ask for
+/// fixed, short lengths.
+pub fn hkdf_expand(provider: &dyn CryptoProvider, prk: &[u8; 32], info: &[u8], out: &mut [u8]) {
+    let mut block: [u8; 32] = [0; 32];
+    let mut prev_len = 0;
+    for (i, chunk) in out.chunks_mut(32).take(255).enumerate() {
+        let counter = [i as u8 + 1];
+        block = provider.hmac_sha256(prk, &[&block[..prev_len], info, &counter]);
+        prev_len = 32;
+        chunk.copy_from_slice(&block[..chunk.len()]);
+    }
 }
 
 /// The default provider, RustCrypto, for machines whose host does not hand them another.

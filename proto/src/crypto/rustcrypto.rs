@@ -170,6 +170,35 @@ impl CryptoProvider for RustCrypto {
         vk.verify_raw(msg, &sig).is_ok()
     }
 
+    fn secp256k1_ecdh(
+        &self,
+        secret: &Secp256k1Secret,
+        peer: &[u8; 32],
+    ) -> Result<[u8; 32], CryptoError> {
+        let sk = k256::SecretKey::from_bytes(secret.expose().into())
+            .map_err(|_| CryptoError::InvalidSecretKey)?;
+        // lift_x: the point with this x and an even y, which is the compressed form `02 ‖ x`.
+        let mut sec1 = [0u8; 33];
+        sec1[0] = 2;
+        sec1[1..].copy_from_slice(peer);
+        let pk =
+            k256::PublicKey::from_sec1_bytes(&sec1).map_err(|_| CryptoError::InvalidPublicKey)?;
+        let shared = k256::ecdh::diffie_hellman(sk.to_nonzero_scalar(), pk.as_affine());
+        Ok((*shared.raw_secret_bytes()).into())
+    }
+
+    fn chacha20(&self, key: &[u8; 32], nonce: &[u8; 12], data: &[u8]) -> Vec<u8> {
+        use chacha20::cipher::{KeyIvInit as _, StreamCipher as _};
+        let mut out = data.to_vec();
+        let mut cipher = chacha20::ChaCha20::new(key.into(), nonce.into());
+        // RFC 8439's 32-bit counter covers 256 GiB; anything longer is not encrypted (an empty
+        // result, as for AES-GCM over its limit). NIP-44 bodies are at most 65 538 bytes.
+        if cipher.try_apply_keystream(&mut out).is_err() {
+            return Vec::new();
+        }
+        out
+    }
+
     fn aes256gcm_seal(
         &self,
         key: &[u8; 32],

@@ -1,0 +1,52 @@
+//! meshstr's parsers and validators on arbitrary text: a receipt body, a hop path, a `counters`
+//! object, a NIP-44 payload, and any Nostr event through every kind's validator, a reader's
+//! report check and a subject's grant opening. A value or a named refusal, never a panic; every
+//! receipt and path that reads writes back to the same value.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use weft_proto::crypto::default_provider;
+use weft_proto::crypto::Secp256k1Secret;
+use weft_proto::meshstr::{events, grant, handover, nip44, report};
+use weft_proto::meshstr::hop;
+use weft_proto::meshstr::keys::{KeyKind, did_nostr_key, parse_multikey};
+use weft_proto::meshstr::limits::Counters;
+use weft_proto::meshstr::receipt::Receipt;
+use weft_proto::nostr::Event;
+
+fuzz_target!(|text: &str| {
+    let _ = did_nostr_key(text);
+    for k in [KeyKind::Node, KeyKind::Agreement, KeyKind::Transport] {
+        if let Some(key) = parse_multikey(k, text) {
+            assert_eq!(weft_proto::meshstr::keys::multikey(k, &key), text);
+        }
+    }
+    if let Ok(v) = serde_json::from_str::<serde_json::Value>(text) {
+        if let Ok(r) = Receipt::from_value(&v) {
+            assert_eq!(Receipt::from_value(&r.to_value()), Ok(r.clone()));
+            let _ = r.verify(default_provider(), &[1; 32]);
+        }
+        if let Ok(path) = hop::path_from_value(&v) {
+            let back = serde_json::Value::Array(path.iter().map(hop::Hop::to_value).collect());
+            assert_eq!(hop::path_from_value(&back), Ok(path.clone()));
+            let _ = hop::verify_path(default_provider(), &[0; 32], &path);
+        }
+        if let Ok(c) = Counters::from_value(&v) {
+            assert_eq!(Counters::from_value(&c.to_value()), Ok(c));
+        }
+    }
+    if let Ok(links) = handover::chain_from_content(text) {
+        assert!(!links.is_empty() && links.len() <= handover::MAX_LINKS);
+        let _ = handover::check_chain(default_provider(), &links);
+    }
+    if let Ok(plain) = nip44::decrypt(default_provider(), &[1; 32], text) {
+        assert!((nip44::MIN_PLAINTEXT..=nip44::MAX_PLAINTEXT).contains(&plain.len()));
+    }
+    if let Ok(e) = Event::parse(text) {
+        let _ = events::validate(&e, e.created_at);
+        let _ = report::admit(default_provider(), &e, e.created_at);
+        let _ = grant::open(default_provider(), &Secp256k1Secret::from_bytes([1; 32]), &e);
+        let _ = events::descriptor(&e, e.created_at, 0);
+        let _ = events::heartbeat(&e);
+    }
+});
