@@ -420,6 +420,11 @@ impl<R: CryptoRng> Client<R> {
         self.unacked.len()
     }
 
+    /// The ids of the messages sent and not yet acked, oldest first.
+    pub fn unacked_ids(&self) -> impl Iterator<Item = &str> {
+        self.unacked.iter().map(|u| u.msg.id.as_str())
+    }
+
     /// Whether the connection is welcomed.
     pub fn is_open(&self) -> bool {
         self.state == State::Open
