@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use chacha20::ChaCha20Rng;
 use weft_proto::airc::client::{
-    Client as Machine, ClientConfig, Input, Outgoing, Output, Reply, Request,
+    Client as Machine, ClientConfig, Input, Outgoing, Output, Refused, Reply, Request,
 };
 pub use weft_proto::airc::frame::message_id;
 use weft_proto::airc::frame::{Ack, AckStatus, Event, Frame, Msg, PROTO, Welcome};
@@ -137,6 +137,11 @@ fn protocol(what: impl std::fmt::Display) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, what.to_string())
 }
 
+/// A command the client machine refused (a table full, a message too large): nothing was sent.
+fn refused_here(why: Refused) -> io::Error {
+    protocol(format!("refused by the client: {why:?}"))
+}
+
 fn lost() -> io::Error {
     io::Error::new(io::ErrorKind::UnexpectedEof, "the connection closed")
 }
@@ -243,7 +248,7 @@ impl Client {
         let id = self
             .machine
             .send(crate::now(), outgoing)
-            .map_err(|why| protocol(format!("message refused by the client: {why:?}")))?;
+            .map_err(refused_here)?;
         match self.run_outputs::<()>(&mut Pick::Pass)? {
             Some(Err(refusal)) => Err(refusal.into()),
             _ => Ok(id),
@@ -266,9 +271,7 @@ impl Client {
         if names.iter().all(|n| self.machine.binds().contains(n)) {
             return Ok(Ok(Vec::new()));
         }
-        self.machine
-            .bind(names)
-            .map_err(|why| protocol(format!("bind refused by the client: {why:?}")))?;
+        self.machine.bind(names).map_err(refused_here)?;
         self.wait(|o| match o {
             Output::Bound(names) => Pick::Took(names),
             o => Pick::Pass(o),
@@ -278,9 +281,7 @@ impl Client {
     /// Sends a request (`link`, `passport`, `subscribe`, `stat`) and waits for its reply, or the
     /// `error` frame that refused it.
     pub fn request(&mut self, request: Request) -> io::Result<Result<Reply, Refusal>> {
-        self.machine
-            .request(request)
-            .map_err(|why| protocol(format!("request refused by the client: {why:?}")))?;
+        self.machine.request(request).map_err(refused_here)?;
         self.wait(|o| match o {
             Output::Reply(r) => Pick::Took(r),
             o => Pick::Pass(o),
@@ -428,9 +429,7 @@ impl Client {
                         code.as_str()
                     )));
                 }
-                Pick::Pass(Output::Refused(why)) => {
-                    return Err(protocol(format!("refused by the client: {why:?}")));
-                }
+                Pick::Pass(Output::Refused(why)) => return Err(refused_here(why)),
                 Pick::Pass(Output::Unanswered(_) | Output::Reconnecting { .. }) => {
                     self.closed = true;
                     return Err(lost());
