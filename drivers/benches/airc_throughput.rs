@@ -28,7 +28,8 @@ use std::time::Instant;
 use weft_drivers::airc::client::{Client, message_id, new_message};
 use weft_drivers::airc::config::FileConfig;
 use weft_drivers::airc::serve::{ServeConfig, serve};
-use weft_proto::airc::frame::{AckStatus, Frame};
+use weft_proto::airc::client::MAX_UNACKED;
+use weft_proto::airc::frame::AckStatus;
 
 /// Messages in one round, all written before the first ack is read.
 const MESSAGES: usize = 2_000;
@@ -97,19 +98,19 @@ fn round(mut sender: Client, listener: Client, from: &str, to: &str) -> (f64, Cl
         listener
     });
     let start = Instant::now();
-    for m in &msgs {
-        sender.send(&Frame::Msg(m.clone())).unwrap();
-    }
+    // As many in flight as the client machine holds unacked.
+    let mut posted = msgs.iter();
+    let mut in_flight = 0;
     let mut acked = 0;
     while acked < MESSAGES {
-        let ack = sender
-            .answer(|f| match f {
-                Frame::Ack(a) => Some(a),
-                _ => None,
-            })
-            .unwrap()
-            .expect("no message is refused");
+        while in_flight < MAX_UNACKED {
+            let Some(m) = posted.next() else { break };
+            sender.post(m.clone()).unwrap();
+            in_flight += 1;
+        }
+        let ack = sender.next_ack().unwrap().expect("no message is refused");
         assert_eq!(ack.status, AckStatus::Delivered, "ack {ack:?}");
+        in_flight -= 1;
         acked += 1;
     }
     let listener = reader.join().unwrap();

@@ -34,7 +34,8 @@
 //!   each with a WebSocket to the relay and a UDP socket for str0m WebRTC ([`UdpDriver`]). They
 //!   meet through the relay, open a data channel, prove themselves over it (§6) and then trade
 //!   live position updates;
-//! - in the loop, an AIRC client connection (frames made and read by `weft_proto::airc`): hello,
+//! - in the loop, an AIRC client connection (the one client machine,
+//!   `weft_proto::airc::client::Client`, fed from the frame loop): hello,
 //!   bind `game/lobby` (the namespace the realm gives this user, §5), send a message to `lobby`,
 //!   receive it and ack it `delivered`, and get the server's `delivered` ack for it (AIRC §4).
 //!
@@ -59,12 +60,13 @@ use std::time::{Duration, Instant};
 
 use chacha20::ChaCha20Rng;
 use serde_json::{Value, json};
-use weft_drivers::airc::client::{message_id, new_message};
 use weft_drivers::frame_loop::{WsClient, WsEvent, connect_unix};
 use weft_drivers::minca::relay::RelayOptions;
 use weft_drivers::minca::webrtc::UdpDriver;
-use weft_proto::airc::frame::{Ack, AckStatus, Bind, Frame, Hello, PROTO, Role};
-use weft_proto::airc::framing::{self, FrameDecoder};
+use weft_proto::airc::client::{
+    Client as AircMachine, ClientConfig, Input as AircInput, Outgoing, Output as AircOutput,
+};
+use weft_proto::airc::frame::{Ack, AckStatus};
 use weft_proto::core::{ConnId, Machine, Timestamp};
 use weft_proto::crypto::{default_provider, generate_p256};
 use weft_proto::minca::mesh::live::LIVE;
@@ -320,7 +322,7 @@ impl Game {
             node.write()?;
             lines.append(&mut node.lines);
         }
-        self.airc.pass();
+        self.airc.pass(now);
         lines.append(&mut self.airc.lines);
         for line in lines {
             // Node DIDs are long; the milestones name the nodes instead.
@@ -588,16 +590,17 @@ impl GameNode {
     }
 }
 
-// --- The AIRC client: the §4 frames in order, over a non-blocking Unix socket. ---
+// --- The AIRC client: the one client machine, driven from the frame loop. ---
 
-/// Where the AIRC client is.
+/// Where the game is with its AIRC exchange.
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum AircState {
-    /// Not connected yet (the realm's backlog was full; try next frame).
+    /// The machine asked to dial and no connection is open yet (the realm's backlog may be
+    /// full; try next frame).
     Connecting,
-    /// `hello` sent, waiting for `welcome`.
+    /// Connected: the machine said `hello` and waits for `welcome`.
     Hello,
-    /// `bind` sent, waiting for `bound`.
+    /// Welcomed; the machine bound the lobby and waits for `bound`.
     Binding,
     /// The message `id` was sent to the bound name: waiting for it to arrive and for its ack.
     Exchanging {
@@ -609,11 +612,15 @@ enum AircState {
     Failed(String),
 }
 
-/// One connection to the realm's client face.
+/// One connection to the realm's client face, spoken by [`AircMachine`] (hello, the welcome
+/// checks, pongs, one ack per message are the machine's); this owns the non-blocking socket and
+/// plays the game's part: bind the lobby, send one message there, ack what arrives.
 struct AircClient {
     socket: PathBuf,
     stream: Option<UnixStream>,
-    decoder: FrameDecoder,
+    machine: AircMachine<ChaCha20Rng>,
+    started: bool,
+    /// Bytes the machine wrote that the socket has not taken yet.
     out: Vec<u8>,
     state: AircState,
     lines: Vec<String>,
@@ -621,18 +628,19 @@ struct AircClient {
 
 impl AircClient {
     fn new(socket: PathBuf) -> Self {
+        let config = ClientConfig {
+            agent: Some(format!("weft-game-loop/{}", env!("CARGO_PKG_VERSION"))),
+            ..ClientConfig::default()
+        };
         Self {
             socket,
             stream: None,
-            decoder: FrameDecoder::new(),
+            machine: AircMachine::new(config, weft_drivers::os_rng()),
+            started: false,
             out: Vec::new(),
             state: AircState::Connecting,
             lines: Vec::new(),
         }
-    }
-
-    fn send(&mut self, frame: &Frame) {
-        self.out.extend(framing::encode(frame));
     }
 
     fn fail(&mut self, why: String) {
@@ -644,26 +652,23 @@ impl AircClient {
         self.stream = None;
     }
 
-    /// One frame's pass: connect if not yet, read, act on each frame, write.
-    fn pass(&mut self) {
+    /// One frame's pass: dial if asked, read, feed the machine bytes and time, act on each of
+    /// its outputs, write.
+    fn pass(&mut self, now: Timestamp) {
         if matches!(self.state, AircState::Done | AircState::Failed(_)) {
             return;
         }
-        if self.stream.is_none() {
+        if !self.started {
+            self.started = true;
+            self.machine.handle(now, AircInput::Start);
+        }
+        self.outputs(now);
+        if self.stream.is_none() && self.state == AircState::Connecting {
             match connect_unix(&self.socket) {
                 Ok(Some(stream)) => {
                     self.stream = Some(stream);
                     self.state = AircState::Hello;
-                    let agent = format!("weft-game-loop/{}", env!("CARGO_PKG_VERSION"));
-                    self.send(&Frame::Hello(Hello {
-                        proto: PROTO.into(),
-                        role: Role::Client,
-                        agent: Some(agent),
-                        realm: None,
-                        ts: None,
-                        nonce: None,
-                        sig: None,
-                    }));
+                    self.machine.handle(now, AircInput::Connected);
                 }
                 Ok(None) => return,
                 Err(e) => return self.fail(format!("connect: {e}")),
@@ -678,7 +683,9 @@ impl AircClient {
                         closed = true;
                         break;
                     }
-                    Ok(n) => self.decoder.push(&buf[..n]),
+                    Ok(n) => self
+                        .machine
+                        .handle(now, AircInput::Bytes(buf[..n].to_vec())),
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                     Err(_) => {
                         closed = true;
@@ -687,12 +694,10 @@ impl AircClient {
                 }
             }
         }
-        while let Some(frame) = self.decoder.next() {
-            match frame {
-                Ok(frame) => self.on_frame(frame),
-                Err(e) => return self.fail(format!("bad frame: {e}")),
-            }
+        if self.machine.poll_timeout().is_some_and(|w| w.at <= now) {
+            self.machine.handle_timeout(now);
         }
+        self.outputs(now);
         if closed && !matches!(self.state, AircState::Done | AircState::Failed(_)) {
             return self.fail("the realm closed the connection".into());
         }
@@ -708,59 +713,10 @@ impl AircClient {
         }
     }
 
-    fn on_frame(&mut self, frame: Frame) {
-        match (&mut self.state, frame) {
-            (_, Frame::Ping(p)) => self.send(&Frame::Pong(p.pong())),
-            (_, Frame::Error(e)) => self.fail(format!("error {}: {:?}", e.code, e.reason)),
-            (AircState::Hello, Frame::Welcome(w)) => {
-                self.lines.push(format!(
-                    "airc: welcome from realm {}, namespaces {:?}",
-                    w.realm,
-                    w.ns.unwrap_or_default()
-                ));
-                self.state = AircState::Binding;
-                // A name is bound inside a namespace the connection holds (§4.3, §5).
-                self.send(&Frame::Bind(Bind {
-                    names: vec![format!("{NAMESPACE}/{LOBBY}")],
-                }));
-            }
-            (AircState::Binding, Frame::Bound(b)) => {
-                self.lines
-                    .push(format!("airc: bound {}", b.names.join(" ")));
-                let id = message_id(&mut weft_drivers::os_rng());
-                self.send(&Frame::Msg(new_message(
-                    id.clone(),
-                    "player-a",
-                    LOBBY,
-                    "gg",
-                    None,
-                )));
-                self.lines.push(format!("airc: sent {id} to {LOBBY}"));
-                self.state = AircState::Exchanging {
-                    id,
-                    received: false,
-                    acked: false,
-                };
-            }
-            (AircState::Exchanging { id, received, .. }, Frame::Msg(m)) => {
-                // A message delivered here is acked `delivered` once the game has it (§4.4).
-                let line = format!("airc: received {} from {}: {:?}", m.id, m.from, m.body);
-                *received |= m.id == *id;
-                let ack = Ack::new(m.id, AckStatus::Delivered);
-                self.lines.push(line);
-                self.send(&Frame::Ack(ack));
-            }
-            (AircState::Exchanging { id, acked, .. }, Frame::Ack(a)) if a.id == *id => {
-                self.lines
-                    .push(format!("airc: message {} acked {:?}", a.id, a.status));
-                if a.status == AckStatus::Delivered {
-                    *acked = true;
-                } else if a.status != AckStatus::Queued {
-                    let status = a.status;
-                    return self.fail(format!("message acked {status:?}"));
-                }
-            }
-            _ => {}
+    /// Every output the machine has, in order.
+    fn outputs(&mut self, now: Timestamp) {
+        while let Some(o) = self.machine.poll() {
+            self.on_output(now, o);
         }
         if let AircState::Exchanging {
             received: true,
@@ -771,6 +727,72 @@ impl AircClient {
             self.lines
                 .push("airc: exchange done: sent, received and acked delivered".into());
             self.state = AircState::Done;
+        }
+    }
+
+    fn on_output(&mut self, now: Timestamp, output: AircOutput) {
+        match (&mut self.state, output) {
+            (_, AircOutput::Transmit(bytes)) => self.out.extend(bytes),
+            (_, AircOutput::Connect) => self.state = AircState::Connecting,
+            (_, AircOutput::ServerError { code, reason }) => {
+                self.fail(format!("error {code}: {reason:?}"))
+            }
+            (_, AircOutput::ProtocolError(code)) => {
+                self.fail(format!("bad frame: {}", code.as_str()))
+            }
+            (_, AircOutput::Close | AircOutput::Reconnecting { .. }) => {
+                self.fail("the connection was given up on".into())
+            }
+            (AircState::Hello, AircOutput::Welcome { realm, ns }) => {
+                self.lines.push(format!(
+                    "airc: welcome from realm {realm}, namespaces {ns:?}"
+                ));
+                self.state = AircState::Binding;
+                // A name is bound inside a namespace the connection holds (§4.3, §5).
+                if let Err(why) = self.machine.bind(vec![format!("{NAMESPACE}/{LOBBY}")]) {
+                    self.fail(format!("bind refused: {why:?}"));
+                }
+            }
+            (AircState::Binding, AircOutput::Bound(names)) => {
+                self.lines.push(format!("airc: bound {}", names.join(" ")));
+                let message = Outgoing {
+                    from: "player-a".into(),
+                    to: LOBBY.into(),
+                    body: "gg".into(),
+                    ..Outgoing::default()
+                };
+                match self.machine.send(now, message) {
+                    Ok(id) => {
+                        self.lines.push(format!("airc: sent {id} to {LOBBY}"));
+                        self.state = AircState::Exchanging {
+                            id,
+                            received: false,
+                            acked: false,
+                        };
+                    }
+                    Err(why) => self.fail(format!("send refused: {why:?}")),
+                }
+            }
+            (AircState::Exchanging { id, received, .. }, AircOutput::Message(m)) => {
+                // A message delivered here is acked `delivered` once the game has it (§4.4).
+                let line = format!("airc: received {} from {}: {:?}", m.id, m.from, m.body);
+                *received |= m.id == *id;
+                self.lines.push(line);
+                let ack = Ack::new(m.id, AckStatus::Delivered);
+                self.machine.handle(now, AircInput::Ack(ack));
+            }
+            (AircState::Exchanging { id, acked, .. }, AircOutput::Acked { id: a, status, .. })
+                if a == *id =>
+            {
+                self.lines
+                    .push(format!("airc: message {a} acked {status:?}"));
+                if status == AckStatus::Delivered {
+                    *acked = true;
+                } else if status != AckStatus::Queued {
+                    self.fail(format!("message acked {status:?}"));
+                }
+            }
+            _ => {}
         }
     }
 }

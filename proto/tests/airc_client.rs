@@ -736,3 +736,41 @@ fn a_dial_that_completes_after_a_stop_is_closed_and_a_second_connect_is_ignored(
     assert!(c.is_open());
     assert_eq!(c.stats().stray_connects, 1);
 }
+
+#[test]
+fn a_message_sent_again_with_its_given_id_is_acked_duplicate_and_not_delivered_twice() {
+    let mut w = World::new(&["alice", "bob"]);
+    w.online(ALICE, &[]);
+    w.online(BOB, &["bob/"]);
+    let given = || Outgoing {
+        id: Some("01J8CHOSENBYTHEAPP0000000A".into()),
+        from: "x".into(),
+        to: "//example.com/bob/y".into(),
+        body: "once".into(),
+        ..Outgoing::default()
+    };
+    let now = w.now;
+    let id = w.peers[ALICE].client.send(now, given()).unwrap();
+    assert_eq!(id, "01J8CHOSENBYTHEAPP0000000A");
+    assert_eq!(
+        w.peers[ALICE].client.send(now, given()),
+        Err(Refused::DuplicateId),
+        "two unacked messages with one id would share one ack"
+    );
+    w.pump();
+    let delivered = w.take_messages(BOB);
+    assert_eq!(delivered.len(), 1, "taken and acked delivered");
+    assert_eq!(
+        acked(&w.events(ALICE)),
+        [(id.clone(), AckStatus::Delivered, None)]
+    );
+    // Another run of the application retries the same message (§4.2: origins MAY retry).
+    let now = w.now;
+    assert_eq!(w.peers[ALICE].client.send(now, given()), Ok(id.clone()));
+    w.pump();
+    assert_eq!(
+        acked(&w.events(ALICE)),
+        [(id, AckStatus::Delivered, Some("duplicate".into()))]
+    );
+    assert!(w.take_messages(BOB).is_empty(), "not delivered again");
+}

@@ -169,11 +169,12 @@ fn passport_request(op: &str, acting: &str) -> weft_proto::airc::frame::Passport
 
 /// Whether `acting`'s server lists link `id` as active, asking for up to `LINK_WAIT`.
 fn link_active(c: &mut crate::airc::client::Client, acting: &str, id: &str) -> io::Result<bool> {
-    use weft_proto::airc::frame::{Frame, LinkRequest};
+    use weft_proto::airc::client::{Reply, Request};
+    use weft_proto::airc::frame::LinkRequest;
     const LINK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
     let deadline = std::time::Instant::now() + LINK_WAIT;
     loop {
-        c.send(&Frame::Link(LinkRequest {
+        let listed = c.request(Request::Link(LinkRequest {
             op: "list".into(),
             acting: Some(acting.into()),
             peer: None,
@@ -181,11 +182,11 @@ fn link_active(c: &mut crate::airc::client::Client, acting: &str, id: &str) -> i
             label: None,
             direction: None,
         }))?;
-        let listed = c.answer(|f| match f {
-            Frame::Linked(l) => Some(l),
+        let listed = match listed {
+            Ok(Reply::Linked(l)) => Some(l),
             _ => None,
-        })?;
-        let active = listed.ok().and_then(|l| l.links).is_some_and(|links| {
+        };
+        let active = listed.and_then(|l| l.links).is_some_and(|links| {
             links.iter().any(|l| {
                 l.get("id").and_then(|v| v.as_str()) == Some(id)
                     && l.get("state").and_then(|v| v.as_str()) == Some("active")
@@ -203,7 +204,8 @@ fn link_active(c: &mut crate::airc::client::Client, acting: &str, id: &str) -> i
 /// passport opened.
 pub(super) fn two_realms(out: &mut impl Write) -> io::Result<bool> {
     use crate::airc::client::{Client, message_id, new_message};
-    use weft_proto::airc::frame::{AckStatus, Frame};
+    use weft_proto::airc::client::{Reply, Request};
+    use weft_proto::airc::frame::AckStatus;
 
     let a = Realm::new("a.test", "alice")?;
     let b = Realm::new("b.test", "bob")?;
@@ -219,27 +221,27 @@ pub(super) fn two_realms(out: &mut impl Write) -> io::Result<bool> {
     let refused = |what: &str, r: crate::airc::client::Refusal| {
         io::Error::other(format!("{what} refused: {r:?}"))
     };
+    let passported = |reply: Reply| match reply {
+        Reply::Passported(p) => Ok(p),
+        other => Err(io::Error::other(format!(
+            "not a passported reply: {other:?}"
+        ))),
+    };
     let mut at_a = Client::connect(&realm_a.socket)?;
-    at_a.send(&Frame::Passport(passport_request("new", "alice/x")))?;
     let issued = at_a
-        .answer(|f| match f {
-            Frame::Passported(p) => Some(p),
-            _ => None,
-        })?
-        .map_err(|r| refused("passport new", r))?;
+        .request(Request::Passport(passport_request("new", "alice/x")))?
+        .map_err(|r| refused("passport new", r))
+        .and_then(passported)?;
     let line = issued.line.unwrap_or_default();
     writeln!(out, "  a.test issued a passport for alice/x: {line}")?;
 
     let mut at_b = Client::connect(&realm_b.socket)?;
     let mut redeem = passport_request("redeem", "bob/y");
     redeem.passport = Some(line);
-    at_b.send(&Frame::Passport(redeem))?;
     let redeemed = at_b
-        .answer(|f| match f {
-            Frame::Passported(p) => Some(p),
-            _ => None,
-        })?
-        .map_err(|r| refused("passport redeem", r))?;
+        .request(Request::Passport(redeem))?
+        .map_err(|r| refused("passport redeem", r))
+        .and_then(passported)?;
     let link = redeemed
         .link
         .as_ref()

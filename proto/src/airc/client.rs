@@ -26,7 +26,9 @@
 //! - §4.4 on the receiving side: every message handed to the application is acked exactly once,
 //!   with the status the application chooses ([`Input::Ack`]);
 //! - §4.6, §4.7, §4.9 and §4.10: `link`, `passport`, `subscribe` and `stat`, each answered by its
-//!   reply in order, and the audit `event`s of a subscription.
+//!   reply in order, and the audit `event`s of a subscription;
+//! - §16.4 items 4 and 5 on the reading side: [`foreign`] says which messages come from another
+//!   namespace or realm and how they are framed for the agent that reads them.
 
 use alloc::boxed::Box;
 use alloc::collections::{BTreeSet, VecDeque};
@@ -44,6 +46,8 @@ use super::frame::{
 use super::framing::{self, Answer, FrameDecoder, FramingError};
 use super::spool::{self, DEFAULT_TTL};
 use crate::core::{Backoff, BackoffConfig, Machine, Timestamp, Wakeup};
+
+pub mod foreign;
 
 /// The reconnect schedule (§3.3 step 3 says "with backoff" and names no numbers): half a second
 /// at first, doubling to at most 30 s, with equal jitter so that clients that lost one server
@@ -108,9 +112,13 @@ impl Default for ClientConfig {
     }
 }
 
-/// A message the application sends; the machine adds `id` and `ts` (§4.2).
+/// A message the application sends; the machine adds `ts`, and `id` unless given (§4.2).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Outgoing {
+    /// `id`: `None` takes a fresh random one. An id is given to send again a message an earlier
+    /// run (another process, another connection) already sent: the server acks an id it has seen
+    /// `delivered duplicate` and does not deliver it twice (§4.2, §7.3: origins MAY retry).
+    pub id: Option<String>,
     /// `from`: a local form under the connection's first namespace, or an address (§2.3).
     pub from: String,
     /// `to`.
@@ -200,6 +208,8 @@ pub enum Refused {
     TooLarge,
     /// The bind would hold more than [`MAX_BIND_NAMES`] names.
     TooManyNames,
+    /// The message's given id is one of a message still unacked: two would share one ack.
+    DuplicateId,
     /// [`MAX_REQUESTS`] requests are waiting.
     TooManyRequests,
 }
@@ -410,6 +420,11 @@ impl<R: CryptoRng> Client<R> {
         self.unacked.len()
     }
 
+    /// The ids of the messages sent and not yet acked, oldest first.
+    pub fn unacked_ids(&self) -> impl Iterator<Item = &str> {
+        self.unacked.iter().map(|u| u.msg.id.as_str())
+    }
+
     /// Whether the connection is welcomed.
     pub fn is_open(&self) -> bool {
         self.state == State::Open
@@ -427,7 +442,13 @@ impl<R: CryptoRng> Client<R> {
         if self.unacked.len() >= MAX_UNACKED {
             return Err(Refused::Full);
         }
-        let id = self.fresh_id();
+        let id = match outgoing.id {
+            Some(id) if self.unacked.iter().any(|u| u.msg.id == id) => {
+                return Err(Refused::DuplicateId);
+            }
+            Some(id) => id,
+            None => self.fresh_id(),
+        };
         let msg = Msg {
             id: id.clone(),
             from: outgoing.from,

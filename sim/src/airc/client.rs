@@ -1,19 +1,27 @@
-//! A minimal AIRC client as a sans-IO machine, for the simulator: it says hello, binds one
-//! endpoint, sends the messages it is told to, retries what was never answered, and acks every
-//! message it receives `delivered` (sometimes only after a stall longer than the server's ack
-//! timeout, to exercise §6.6).
+//! The simulator's AIRC client: the one client machine, [`weft_proto::airc::client::Client`],
+//! driven the way the simulated application drives it. The application binds one endpoint,
+//! sends the messages it is told to, and acks every message it is handed `delivered`, sometimes
+//! only after a stall longer than the server's ack timeout, to exercise §6.6. Everything on the
+//! wire (hello, welcome checks, re-binding and resending after a reconnect, pongs, one ack per
+//! message) is the proto machine's.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
 use chacha20::ChaCha20Rng;
-use rand_core::Rng;
-use weft_proto::airc::frame::{Ack, AckStatus, Bind, Frame, Hello, Msg, PROTO, Role};
-use weft_proto::airc::framing::{self, FrameDecoder};
-use weft_proto::core::{Machine, Timestamp, Wakeup};
+use rand_core::{Rng, SeedableRng};
+use weft_proto::airc::client::{Client, ClientConfig, Input, Outgoing, Output};
+use weft_proto::airc::frame::{Ack, AckStatus, Msg};
+use weft_proto::core::{BackoffConfig, Machine, Timestamp, Wakeup};
 
-/// How long a client waits before dialling its server again, at most.
-const MAX_BACKOFF_MS: u64 = 3_000;
+/// The simulated clients' reconnect schedule: shorter than [`weft_proto::airc::client::RECONNECT`]
+/// so that a run of a few simulated minutes sees many reconnects, and every client is back
+/// well within the heal period.
+pub(crate) const SIM_RECONNECT: BackoffConfig = BackoffConfig {
+    initial: Duration::from_millis(100),
+    max: Duration::from_secs(3),
+    multiplier: 2,
+};
 
 /// What a client is told by the simulator.
 #[derive(Clone, Debug)]
@@ -44,6 +52,9 @@ pub enum ClientOutput {
     Connect,
     /// Write bytes on the connection.
     Send(Vec<u8>),
+    /// Close the connection (the machine gave up on it: a protocol violation, or a welcome or
+    /// an ack that waited too long).
+    Close,
     /// A message was handed to the application.
     Delivered(Box<Msg>),
     /// The final answer to one of this client's messages.
@@ -57,40 +68,19 @@ pub enum ClientOutput {
     },
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum State {
-    Offline,
-    Dialling,
-    AwaitWelcome,
-    AwaitBound,
-    Ready,
-}
-
-/// A message of this client's that has no final ack yet.
-#[derive(Debug)]
-struct Outgoing {
-    msg: Msg,
-    /// Whether it went out on the current connection (a retry goes out once per connection).
-    sent_here: bool,
-}
-
-/// The simulated client: hello, one bind, its messages (retried until answered), and an ack for
-/// every message it receives, sometimes after a stall longer than the server's ack timeout.
-#[derive(Debug)]
+/// The simulated application around one [`Client`] machine.
 pub struct SimClient {
-    name: String,
     endpoint: String,
+    machine: Client<ChaCha20Rng>,
+    /// The application's own randomness: which acks stall, and for how long.
     rng: ChaCha20Rng,
     stall_permille: u32,
     stall: (Duration, Duration),
-    state: State,
-    decoder: FrameDecoder,
-    next_msg: u64,
-    /// Unanswered messages by creation order, so retries keep the order they were sent in.
-    outgoing: BTreeMap<u64, Outgoing>,
+    /// When the application starts the machine, until it has.
+    start: Option<Timestamp>,
+    /// Stalled acks by when they go out (and a sequence number, to keep equal instants apart).
     acks_due: BTreeMap<(Timestamp, u64), String>,
     ack_seq: u64,
-    reconnect_at: Option<Timestamp>,
     out: VecDeque<ClientOutput>,
 }
 
@@ -99,23 +89,31 @@ impl SimClient {
     /// A stalled ack waits between `stall.0` and `stall.1`.
     pub fn new(
         name: &str,
-        rng: ChaCha20Rng,
+        mut rng: ChaCha20Rng,
         start: Timestamp,
         stall: (Duration, Duration),
     ) -> Self {
+        let mut seed = [0u8; 32];
+        rng.fill_bytes(&mut seed);
+        let config = ClientConfig {
+            agent: Some("weft-sim".to_string()),
+            backoff: SIM_RECONNECT,
+            ..ClientConfig::default()
+        };
+        let mut machine = Client::new(config, ChaCha20Rng::from_seed(seed));
+        let endpoint = format!("{name}/inbox");
+        machine
+            .bind(vec![endpoint.clone()])
+            .expect("one name is within MAX_BIND_NAMES");
         Self {
-            name: name.to_string(),
-            endpoint: format!("{name}/inbox"),
+            endpoint,
+            machine,
             rng,
             stall_permille: 0,
             stall,
-            state: State::Offline,
-            decoder: FrameDecoder::new(),
-            next_msg: 0,
-            outgoing: BTreeMap::new(),
+            start: Some(start),
             acks_due: BTreeMap::new(),
             ack_seq: 0,
-            reconnect_at: Some(start),
             out: VecDeque::new(),
         }
     }
@@ -125,81 +123,50 @@ impl SimClient {
         &self.endpoint
     }
 
-    /// Messages sent and not yet answered.
+    /// Messages sent and not yet answered, oldest first.
     pub fn unanswered(&self) -> impl Iterator<Item = &str> {
-        self.outgoing.values().map(|o| o.msg.id.as_str())
+        self.machine.unacked_ids()
     }
 
-    fn send(&mut self, frame: &Frame) {
-        self.out
-            .push_back(ClientOutput::Send(framing::encode(frame)));
-    }
-
-    fn backoff(&mut self, now: Timestamp) {
-        let wait = 100 + self.rng.next_u64() % MAX_BACKOFF_MS;
-        self.reconnect_at = Some(now + Duration::from_millis(wait));
-    }
-
-    /// Sends everything unanswered that has not gone out on this connection yet.
-    fn send_outgoing(&mut self) {
-        let due: Vec<Msg> = self
-            .outgoing
-            .values_mut()
-            .filter(|o| !o.sent_here)
-            .map(|o| {
-                o.sent_here = true;
-                o.msg.clone()
-            })
-            .collect();
-        for m in due {
-            self.send(&Frame::Msg(m));
+    /// Takes every output of the machine, playing the application's part in each.
+    fn pump(&mut self, now: Timestamp) {
+        while let Some(o) = self.machine.poll() {
+            match o {
+                Output::Connect => self.out.push_back(ClientOutput::Connect),
+                Output::Transmit(bytes) => self.out.push_back(ClientOutput::Send(bytes)),
+                Output::Close => self.out.push_back(ClientOutput::Close),
+                Output::Message(m) => self.handed(now, m),
+                Output::Acked {
+                    id,
+                    status,
+                    code,
+                    reason,
+                } => self.out.push_back(ClientOutput::Acked(Ack {
+                    code,
+                    reason,
+                    ..Ack::new(id, status)
+                })),
+                // The rest is the application's to read; the simulator's oracle reads the wire.
+                _ => {}
+            }
         }
     }
 
-    fn received(&mut self, now: Timestamp, bytes: &[u8]) {
-        self.decoder.push(bytes);
-        while let Some(next) = self.decoder.next() {
-            // A server only ever writes well-formed frames; a bad one is the server's bug and is
-            // visible in the trace, so the client just skips it.
-            let Ok(frame) = next else { continue };
-            match (self.state, frame) {
-                (State::AwaitWelcome, Frame::Welcome(_)) => {
-                    self.state = State::AwaitBound;
-                    let names = vec![self.endpoint.clone()];
-                    self.send(&Frame::Bind(Bind { names }));
-                }
-                (State::AwaitBound, Frame::Bound(_)) => {
-                    self.state = State::Ready;
-                    self.send_outgoing();
-                }
-                (_, Frame::Msg(m)) => {
-                    let id = m.id.clone();
-                    self.out.push_back(ClientOutput::Delivered(Box::new(m)));
-                    if self.rng.next_u32() % 1000 < self.stall_permille {
-                        let (lo, hi) = (self.stall.0.as_millis(), self.stall.1.as_millis());
-                        let span = u64::try_from(hi.saturating_sub(lo)).unwrap_or(0) + 1;
-                        let lo = u64::try_from(lo).unwrap_or(0);
-                        let at = now + Duration::from_millis(lo + self.rng.next_u64() % span);
-                        self.ack_seq += 1;
-                        self.acks_due.insert((at, self.ack_seq), id.clone());
-                        self.out.push_back(ClientOutput::Stalled { id, at });
-                    } else {
-                        self.send(&Frame::Ack(Ack::new(id, AckStatus::Delivered)));
-                    }
-                }
-                (_, Frame::Ack(a)) => {
-                    let key = self
-                        .outgoing
-                        .iter()
-                        .find(|(_, o)| o.msg.id == a.id)
-                        .map(|(k, _)| *k);
-                    if let Some(k) = key {
-                        self.outgoing.remove(&k);
-                    }
-                    self.out.push_back(ClientOutput::Acked(a));
-                }
-                _ => {}
-            }
+    /// A message handed over: acked `delivered` now, or after a stall.
+    fn handed(&mut self, now: Timestamp, m: Box<Msg>) {
+        let id = m.id.clone();
+        self.out.push_back(ClientOutput::Delivered(m));
+        if self.rng.next_u32() % 1000 < self.stall_permille {
+            let (lo, hi) = (self.stall.0.as_millis(), self.stall.1.as_millis());
+            let span = u64::try_from(hi.saturating_sub(lo)).unwrap_or(0) + 1;
+            let lo = u64::try_from(lo).unwrap_or(0);
+            let at = now + Duration::from_millis(lo + self.rng.next_u64() % span);
+            self.ack_seq += 1;
+            self.acks_due.insert((at, self.ack_seq), id.clone());
+            self.out.push_back(ClientOutput::Stalled { id, at });
+        } else {
+            self.machine
+                .handle(now, Input::Ack(Ack::new(id, AckStatus::Delivered)));
         }
     }
 }
@@ -210,62 +177,29 @@ impl Machine for SimClient {
 
     fn handle(&mut self, now: Timestamp, input: ClientInput) {
         match input {
-            ClientInput::Connected => {
-                self.state = State::AwaitWelcome;
-                self.decoder = FrameDecoder::new();
-                let hello = Hello {
-                    proto: PROTO.to_string(),
-                    role: Role::Client,
-                    agent: Some("weft-sim".to_string()),
-                    realm: None,
-                    ts: None,
-                    nonce: None,
-                    sig: None,
-                };
-                self.send(&Frame::Hello(hello));
-            }
-            ClientInput::ConnectFailed => {
-                self.state = State::Offline;
-                self.backoff(now);
-            }
-            ClientInput::Received(bytes) => self.received(now, &bytes),
+            ClientInput::Connected => self.machine.handle(now, Input::Connected),
+            ClientInput::ConnectFailed => self.machine.handle(now, Input::Disconnected),
+            ClientInput::Received(bytes) => self.machine.handle(now, Input::Bytes(bytes)),
             ClientInput::Closed => {
-                self.state = State::Offline;
                 // Acks owed on the old connection cannot be sent on a new one: the server
                 // redelivers what it never heard an ack for.
                 self.acks_due.clear();
-                for o in self.outgoing.values_mut() {
-                    o.sent_here = false;
-                }
-                self.backoff(now);
+                self.machine.handle(now, Input::Disconnected);
             }
             ClientInput::Send { to, body } => {
-                self.next_msg += 1;
-                let msg = Msg {
-                    id: format!("{}-{}", self.name, self.next_msg),
+                let outgoing = Outgoing {
                     from: "out".to_string(),
                     to,
-                    ts: now.as_millis() as f64 / 1000.0,
                     body,
-                    kind: None,
-                    re: None,
-                    ttl: None,
-                    via: None,
-                    hdr: None,
+                    ..Outgoing::default()
                 };
-                self.outgoing.insert(
-                    self.next_msg,
-                    Outgoing {
-                        msg,
-                        sent_here: false,
-                    },
-                );
-                if self.state == State::Ready {
-                    self.send_outgoing();
-                }
+                // Refused only past MAX_UNACKED, which a simulated client never nears: then the
+                // message is never written, so the oracle never expects it.
+                let _ = self.machine.send(now, outgoing);
             }
             ClientInput::Stall(permille) => self.stall_permille = permille,
         }
+        self.pump(now);
     }
 
     fn poll(&mut self) -> Option<ClientOutput> {
@@ -273,30 +207,29 @@ impl Machine for SimClient {
     }
 
     fn poll_timeout(&self) -> Option<Wakeup> {
+        let start = self.start.map(|at| Wakeup::new(at, "start"));
         let ack = self
             .acks_due
             .keys()
             .next()
             .map(|(at, _)| Wakeup::new(*at, "stalled ack"));
-        let dial = self
-            .reconnect_at
-            .filter(|_| self.state == State::Offline)
-            .map(|at| Wakeup::new(at, "reconnect"));
-        Wakeup::earliest(ack, dial)
+        Wakeup::earliest(Wakeup::earliest(start, ack), self.machine.poll_timeout())
     }
 
     fn handle_timeout(&mut self, now: Timestamp) {
+        if self.start.is_some_and(|at| at <= now) {
+            self.start = None;
+            self.machine.handle(now, Input::Start);
+        }
         while let Some(entry) = self.acks_due.first_entry() {
             if entry.key().0 > now {
                 break;
             }
             let id = entry.remove();
-            self.send(&Frame::Ack(Ack::new(id, AckStatus::Delivered)));
+            self.machine
+                .handle(now, Input::Ack(Ack::new(id, AckStatus::Delivered)));
         }
-        if self.state == State::Offline && self.reconnect_at.is_some_and(|at| at <= now) {
-            self.reconnect_at = None;
-            self.state = State::Dialling;
-            self.out.push_back(ClientOutput::Connect);
-        }
+        self.machine.handle_timeout(now);
+        self.pump(now);
     }
 }

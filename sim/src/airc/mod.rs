@@ -992,6 +992,23 @@ impl<'a> Net<'a> {
         Ok(())
     }
 
+    /// Side `side` of `wire` closes it: it stops reading now; the other end reads what was
+    /// already on the way, then learns the wire closed.
+    fn close_end(&mut self, wire: u64, side: usize) {
+        let other = 1 - side;
+        let lat = self.latency();
+        let at = self.now + lat;
+        let at = match self.wires.get_mut(&wire) {
+            Some(w) => {
+                w.reading[side] = false;
+                w.dir[other].behind(at)
+            }
+            None => at,
+        };
+        self.push(self.now, Ev::Closed { wire, to: side });
+        self.push(at, Ev::Closed { wire, to: other });
+    }
+
     /// Tells side `to` of `wire` that it closed, once.
     fn tell_closed(&mut self, wire: u64, to: usize) -> Check {
         let Some(w) = self.wires.get_mut(&wire) else {
@@ -1108,20 +1125,7 @@ impl<'a> Net<'a> {
                     trace!(self, json!({"ev":"close","by":format!("s{s}:{}", conn.0)}));
                     // A wire already gone needs nothing: the server was told, or will be.
                     if let Some((wire, side)) = self.wire_of_server(s, conn) {
-                        // The closing end stops reading now; the other end reads what was
-                        // already on the way, then learns the wire closed.
-                        let other = 1 - side;
-                        let lat = self.latency();
-                        let at = self.now + lat;
-                        let at = match self.wires.get_mut(&wire) {
-                            Some(w) => {
-                                w.reading[side] = false;
-                                w.dir[other].behind(at)
-                            }
-                            None => at,
-                        };
-                        self.push(self.now, Ev::Closed { wire, to: side });
-                        self.push(at, Ev::Closed { wire, to: other });
+                        self.close_end(wire, side);
                     }
                 }
                 Output::Connect { authority, .. } => {
@@ -1406,6 +1410,13 @@ impl<'a> Net<'a> {
                             self.dest.insert(m.id, dest);
                         }
                         self.transmit(wire, 0, bytes);
+                    }
+                }
+                ClientOutput::Close => {
+                    trace!(self, json!({"ev":"close","by":format!("c{c}")}));
+                    if let Some(wire) = self.client_wire[c] {
+                        // The client's end of a wire is side 0 (see `client_connect`).
+                        self.close_end(wire, 0);
                     }
                 }
                 ClientOutput::Delivered(m) => self.delivered(c, &m)?,

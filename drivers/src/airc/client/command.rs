@@ -3,18 +3,19 @@
 //! server refused ([`Refusal`]) so the caller can exit non-zero with the code and reason.
 //!
 //! `send` → `msg`/`ack` (§4.2, §4.4), `listen` → `bind`/`bound` then `msg`s acked `delivered`
-//! (§4.3), `link` → `link`/`linked` (§4.6, §11), `passport` → `passport`/`passported` (§4.7,
-//! §12), `subscribe` → `subscribe`/`subscribed` then `event`s (§4.9, §13), `stat` →
-//! `stat`/`stats` (§4.10).
+//! (§4.3) and framed for the reader as §16.4 asks ([`listen_line`]), `link` → `link`/`linked`
+//! (§4.6, §11), `passport` → `passport`/`passported` (§4.7, §12), `subscribe` →
+//! `subscribe`/`subscribed` then `event`s (§4.9, §13), `stat` → `stat`/`stats` (§4.10).
 
 use std::io::{self, Write};
 
+use serde_json::{Map, Value};
 use weft_proto::airc::address::Namespace;
-use weft_proto::airc::frame::{
-    AckStatus, Frame, LinkRequest, Msg, PassportRequest, Stat, Subscribe,
-};
+use weft_proto::airc::client::foreign;
+use weft_proto::airc::client::{Reply, Request};
+use weft_proto::airc::frame::{AckStatus, Frame, LinkRequest, Msg, PassportRequest, Subscribe};
 
-use super::{Client, Refusal, foreign, frame_line};
+use super::{Client, Refusal, frame_line, protocol};
 
 /// The exit status of a command the server refused: a `failed` ack, `ok: false`, an `error`.
 pub const EXIT_REFUSED: u8 = 1;
@@ -47,8 +48,21 @@ pub fn send(c: &mut Client, msg: Msg, out: &mut dyn Write) -> Answered {
     })
 }
 
+/// The JSON line `listen` prints for `m`, read by the holder of `namespaces`: the `msg` frame's
+/// fields as they came, plus `foreign`, `sender` and `text` as [`foreign::frame`] frames them.
+/// An agent reads `text` and `sender`; `body` and `from` stay as the wire had them.
+pub fn listen_line(m: &Msg, namespaces: &[Namespace]) -> Value {
+    let framed = foreign::frame(m, namespaces);
+    let mut line: Map<String, Value> =
+        serde_json::from_str(&frame_line(&Frame::Msg(m.clone()))).unwrap_or_default();
+    line.insert("foreign".into(), framed.foreign.into());
+    line.insert("sender".into(), framed.sender.into());
+    line.insert("text".into(), framed.text.into());
+    Value::Object(line)
+}
+
 /// `listen`: binds `names` (the absolute patterns go to `err`), then prints each message as
-/// [`foreign::listen_line`] and acks it `delivered`; stops after `count` messages if given.
+/// [`listen_line`] and acks it `delivered`; stops after `count` messages if given.
 pub fn listen(
     c: &mut Client,
     names: Vec<String>,
@@ -64,31 +78,28 @@ pub fn listen(
         writeln!(err, "bound {pattern}")?;
     }
     err.flush()?;
-    let namespaces: Vec<Namespace> = c
-        .welcome
-        .ns
-        .iter()
-        .flatten()
-        .filter_map(|n| Namespace::parse(n).ok())
-        .collect();
+    let namespaces = foreign::namespaces(c.welcome.ns.as_deref().unwrap_or_default());
     let mut n = 0;
     while count.is_none_or(|c| n < c) {
         // Printed before the ack: a message is `delivered` only once the reader has it.
-        c.receive_with(|m| print(out, &foreign::listen_line(m, &namespaces).to_string()))?;
+        c.receive_with(|m| print(out, &listen_line(m, &namespaces).to_string()))?;
         n += 1;
     }
     Ok(Ok(()))
 }
 
+/// A reply of another kind than asked: the machine pairs replies with requests by kind, so
+/// this is a reply it should not have given.
+fn mismatched(reply: &Reply) -> io::Error {
+    protocol(format!("a reply of another kind than asked: {reply:?}"))
+}
+
 /// `link`: the request, then `linked` printed. `ok: false` is a refusal, and so is a
 /// `delivery` of `failed`: the change is stored here but the other side will never hear of it.
 pub fn link(c: &mut Client, req: LinkRequest, out: &mut dyn Write) -> Answered {
-    c.send(&Frame::Link(req))?;
-    let linked = match c.answer(|f| match f {
-        Frame::Linked(l) => Some(l),
-        _ => None,
-    })? {
-        Ok(l) => l,
+    let linked = match c.request(Request::Link(req))? {
+        Ok(Reply::Linked(l)) => l,
+        Ok(other) => return Err(mismatched(&other)),
         Err(r) => return Ok(Err(r)),
     };
     print(out, &frame_line(&Frame::Linked(linked.clone())))?;
@@ -106,12 +117,9 @@ pub fn link(c: &mut Client, req: LinkRequest, out: &mut dyn Write) -> Answered {
 /// `passport`: the request, then `passported` printed; `ok: false` is a refusal (for a
 /// redemption, its `failed` ack, §12.4).
 pub fn passport(c: &mut Client, req: PassportRequest, out: &mut dyn Write) -> Answered {
-    c.send(&Frame::Passport(req))?;
-    let p = match c.answer(|f| match f {
-        Frame::Passported(p) => Some(p),
-        _ => None,
-    })? {
-        Ok(p) => p,
+    let p = match c.request(Request::Passport(req))? {
+        Ok(Reply::Passported(p)) => p,
+        Ok(other) => return Err(mismatched(&other)),
         Err(r) => return Ok(Err(r)),
     };
     print(out, &frame_line(&Frame::Passported(p.clone())))?;
@@ -132,22 +140,16 @@ pub fn subscribe(
     err: &mut dyn Write,
 ) -> Answered {
     let kinds = (!kinds.is_empty()).then_some(kinds);
-    c.send(&Frame::Subscribe(Subscribe { kinds }))?;
-    let subscribed = match c.answer(|f| match f {
-        Frame::Subscribed(s) => Some(s),
-        _ => None,
-    })? {
-        Ok(s) => s,
+    let subscribed = match c.request(Request::Subscribe(Subscribe { kinds }))? {
+        Ok(Reply::Subscribed(s)) => s,
+        Ok(other) => return Err(mismatched(&other)),
         Err(r) => return Ok(Err(r)),
     };
     print(err, &frame_line(&Frame::Subscribed(subscribed)))?;
     c.wait_forever()?;
     let mut n = 0;
     while count.is_none_or(|c| n < c) {
-        match c.answer(|f| match f {
-            Frame::Event(e) => Some(e),
-            _ => None,
-        })? {
+        match c.event()? {
             Ok(e) => print(out, &frame_line(&Frame::Event(e)))?,
             Err(r) => return Ok(Err(r)),
         }
@@ -158,12 +160,37 @@ pub fn subscribe(
 
 /// `stat`: the server's counters (§4.10), printed.
 pub fn stat(c: &mut Client, out: &mut dyn Write) -> Answered {
-    c.send(&Frame::Stat(Stat {}))?;
-    match c.answer(|f| match f {
-        Frame::Stats(s) => Some(s),
-        _ => None,
-    })? {
-        Ok(s) => print(out, &frame_line(&Frame::Stats(s))).map(Ok),
+    match c.request(Request::Stat)? {
+        Ok(Reply::Stats(s)) => print(out, &frame_line(&Frame::Stats(s))).map(Ok),
+        Ok(other) => Err(mismatched(&other)),
         Err(r) => Ok(Err(r)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_foreign_message_is_printed_with_its_framing_and_the_wire_fields_as_they_came() {
+        let m = super::super::new_message(
+            "m1".into(),
+            "airc://example.com/ops/bot",
+            "airc://example.com/alice/inbox",
+            "hello",
+            None,
+        );
+        let line = listen_line(&m, &foreign::namespaces(&["alice".into(), "ops".into()]));
+        assert_eq!(line["t"], "msg");
+        assert_eq!(line["foreign"], true);
+        assert_eq!(line["sender"], "airc://example.com/ops/bot");
+        assert_eq!(line["body"], "hello", "the wire's body is kept as it came");
+        assert_eq!(line["from"], "airc://example.com/ops/bot");
+        let text = line["text"].as_str().unwrap();
+        assert_eq!(
+            text.lines().next().unwrap(),
+            foreign::banner("airc://example.com/ops/bot")
+        );
+        assert!(text.ends_with("\nhello"));
     }
 }
