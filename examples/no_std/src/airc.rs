@@ -13,7 +13,7 @@ use rand_core::SeedableRng;
 use weft_proto::airc::address::{Authority, Namespace};
 use weft_proto::airc::frame::{Ack, AckStatus, Bind, Frame, Hello, Msg, PROTO, Role};
 use weft_proto::airc::framing;
-use weft_proto::airc::server::{Face, Input, Output, Server, ServerConfig};
+use weft_proto::airc::server::{Face, Input, Output, Server, ServerConfig, Source};
 use weft_proto::core::{ConnId, Machine};
 use weft_proto::crypto::default_provider;
 
@@ -80,6 +80,7 @@ impl Realm {
                 conn,
                 face,
                 namespaces,
+                source: Source::Unknown,
             },
             conn,
         );
