@@ -414,7 +414,8 @@ struct MincaMeetupArgs {
     /// space per 12 nodes, `weft_sim::minca::SCALE_SPACE_NODES`).
     #[arg(long, default_value_t = 1)]
     spaces: usize,
-    /// Relays, every node configured with all of them.
+    /// Relays; each space meets on two of them (all, if there are no more), and a relay holds at
+    /// most 10 000 sockets (Minca §1.4), so a scale run gives one relay per ~5 000 nodes.
     #[arg(long, default_value_t = 2)]
     relays: usize,
     /// Virtual seconds of faults, before the quiet heal phase.
