@@ -918,3 +918,67 @@ pub fn open(url: &str) -> std::io::Result<(PgStore, RelayCommands, Listening)> {
         },
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weft_proto::core::rand_core::SeedableRng;
+    use weft_proto::nostr::event::UnsignedEvent;
+
+    fn event(kind: u16) -> Event {
+        let provider = crate::server_provider();
+        let mut rng = chacha20::ChaCha20Rng::seed_from_u64(62);
+        let key = weft_proto::crypto::generate_secp256k1(provider, &mut rng);
+        UnsignedEvent {
+            created_at: 1_790_000_000,
+            kind,
+            tags: vec![],
+            content: "x".into(),
+        }
+        .sign(provider, &key, &mut rng)
+        .expect("sign")
+    }
+
+    #[test]
+    fn announcements_of_this_process_and_malformed_ones_are_skipped() {
+        let note = event(1);
+        let stored = format!("s other {}", note.id_hex());
+        assert_eq!(
+            read_announcement(&stored, "mine"),
+            Some(Announcement::Stored(note.id))
+        );
+        assert_eq!(read_announcement(&stored, "other"), None, "our own");
+        let ping = event(20_001);
+        let whole = format!("e other {}", ping.to_json());
+        assert_eq!(
+            read_announcement(&whole, "mine"),
+            Some(Announcement::Ephemeral(ping))
+        );
+        // Only an ephemeral event travels whole: a stored kind is read from its row.
+        let regular = format!("e other {}", note.to_json());
+        for bad in [
+            regular.as_str(),
+            "s other nothex",
+            "s other",
+            "x other 00",
+            "",
+            "e other {",
+        ] {
+            assert_eq!(read_announcement(bad, "mine"), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn long_values_are_keyed_by_a_digest_that_never_equals_a_plain_key() {
+        let provider = crate::server_provider();
+        let short = "a".repeat(MAX_PLAIN_KEY_BYTES);
+        assert_eq!(index_key(provider, &short), short.as_bytes());
+        let long = "a".repeat(MAX_PLAIN_KEY_BYTES + 1);
+        let key = index_key(provider, &long);
+        assert_eq!(key.len(), 33);
+        assert_eq!(key[0], LONG_KEY_MARK);
+        assert_ne!(index_key(provider, &format!("{long}b")), key);
+        // No UTF-8 text starts with the mark, so no plain key is ever a digest key.
+        assert!(std::str::from_utf8(&[LONG_KEY_MARK]).is_err());
+    }
+}

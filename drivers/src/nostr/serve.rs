@@ -641,6 +641,43 @@ mod tests {
         assert_eq!(r.store().len(), 1);
     }
 
+    /// An event another process stored reaches each matching subscription here once, and is
+    /// neither stored nor broadcast again.
+    #[test]
+    fn a_remote_event_reaches_live_subscriptions_once_and_is_not_stored() {
+        let mut r = relay();
+        open(&mut r, 1).unwrap();
+        open(&mut r, 2).unwrap();
+        let now = Timestamp::from_millis(NOW);
+        for (conn, filter) in [(1, r#"{"kinds":[1]}"#), (2, r#"{"kinds":[7]}"#)] {
+            let sub = r
+                .message(
+                    ConnId(conn),
+                    Frame::Text(format!(r#"["REQ","s",{filter}]"#)),
+                )
+                .unwrap();
+            r.handle(now, sub);
+        }
+        let _ = texts(&mut r);
+        let provider = crate::server_provider();
+        let mut rng = chacha20::ChaCha20Rng::seed_from_u64(13);
+        let key = weft_proto::crypto::generate_secp256k1(provider, &mut rng);
+        let event = weft_proto::nostr::event::UnsignedEvent {
+            created_at: NOW / 1000,
+            kind: 1,
+            tags: vec![],
+            content: "from another process".into(),
+        }
+        .sign(provider, &key, &mut rng)
+        .unwrap();
+        r.handle(now, ServeInput::Remote(event.clone()));
+        let out = texts(&mut r);
+        assert_eq!(out.len(), 1, "{out:?}");
+        assert_eq!(out[0].0, ConnId(1));
+        assert!(out[0].1.contains(&event.id_hex()), "{out:?}");
+        assert_eq!(r.store().len(), 0, "never stored here");
+    }
+
     #[test]
     fn the_store_is_swept_every_interval_from_the_first_input() {
         let mut r = relay();
