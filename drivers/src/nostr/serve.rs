@@ -16,9 +16,11 @@
 //! session get its reply, so `OK true` still follows a durable write and one fsync serves many
 //! events. A group is committed sooner when a session has [`Limits::max_pending_writes`] writes
 //! in it (it would refuse the next one `rate-limited:`), when it holds [`MAX_GROUP_WRITES`], and
-//! before any other store operation, so a read sees every write asked before it. A session
-//! answers later inputs while its writes wait, as it does for any store that answers later: only
-//! the order of its `OK`s among its other frames can differ from a store answering at once.
+//! before any input but another `EVENT` (and any other store operation), so a REQ, COUNT or
+//! NEG-OPEN meets every write asked before it committed and broadcast, as before. Only the
+//! order of a write's `OK` among the answers to later `EVENT`s that need no store (an `OK false`,
+//! an ephemeral event passed on) can differ from a store answering at once, as it may for any
+//! store that answers later.
 //!
 //! Nothing here holds protocol meaning: the session decides every answer.
 
@@ -81,6 +83,11 @@ impl Sweep for MemoryStore {
         Ok(0)
     }
 }
+
+/// How a client's `EVENT` message starts (NIP-01): the only frame that may join a group of writes
+/// ([`GroupCommit`]). A frame spelled otherwise (a space after the bracket) just commits the
+/// group first, as any other input does.
+const EVENT_FRAME: &str = "[\"EVENT\"";
 
 /// Most event writes one group commit holds ([`GroupCommit`]); a group this large is committed
 /// at once rather than at the end of the loop pass, so one commit's work (and the wait of the
@@ -356,6 +363,15 @@ impl<S: EventStore + Sweep + GroupCommit, R: CryptoRng> NostrRelay<S, R> {
 }
 
 impl<S: EventStore + Sweep + GroupCommit, R: CryptoRng> NostrRelay<S, R> {
+    /// [`NostrRelay::commit`], then runs every answered session's outputs.
+    fn commit_and_answer(&mut self, now: Timestamp) {
+        let mut work = VecDeque::new();
+        self.commit(now, &mut work);
+        for conn in work {
+            self.pump(now, conn);
+        }
+    }
+
     /// Commits the group of writes and hands each session its replies, in the order asked; the
     /// sessions answered are queued in `work` to be pumped. A failed commit answers every write
     /// of the group `error:`, as a failed write alone would be.
@@ -368,7 +384,8 @@ impl<S: EventStore + Sweep + GroupCommit, R: CryptoRng> NostrRelay<S, R> {
         for (conn, request, outcome) in std::mem::take(&mut self.group) {
             let reply = match (&committed, outcome) {
                 (Ok(()), Ok(outcome)) => StoreReply::Written(outcome),
-                (Err(e), _) | (_, Err(e)) => StoreReply::Failed(e.0.clone()),
+                (Err(e), _) => StoreReply::Failed(e.0.clone()),
+                (Ok(()), Err(e)) => StoreReply::Failed(e.0),
             };
             // A socket closed meanwhile: its writes are stored, nobody hears of it (as when
             // it closes right after a write).
@@ -389,6 +406,19 @@ impl<S: EventStore + Sweep + GroupCommit, R: CryptoRng> Machine for NostrRelay<S
     fn handle(&mut self, now: Timestamp, input: ServeInput) {
         if self.next_sweep.is_none() {
             self.next_sweep = Some(now.saturating_add(SWEEP_INTERVAL));
+        }
+        // Only another EVENT may join the open group: whatever else a session is handed (a REQ,
+        // a COUNT, a NEG-OPEN, an AUTH, a socket opening or closing) meets the writes asked
+        // before it committed, answered and broadcast, as if each had been committed at once (a
+        // REQ's stored events then include them, and its live ones do not repeat them).
+        let joins_group = match &input {
+            ServeInput::Session(_, Input::Frame(text)) => {
+                text.trim_start().starts_with(EVENT_FRAME)
+            }
+            _ => false,
+        };
+        if !joins_group {
+            self.commit_and_answer(now);
         }
         match input {
             ServeInput::Opened(conn) => {
@@ -429,11 +459,7 @@ impl<S: EventStore + Sweep + GroupCommit, R: CryptoRng> Machine for NostrRelay<S
 
     fn handle_timeout(&mut self, now: Timestamp) {
         if self.group_since.is_some_and(|at| at <= now) {
-            let mut work = VecDeque::new();
-            self.commit(now, &mut work);
-            for conn in work {
-                self.pump(now, conn);
-            }
+            self.commit_and_answer(now);
         }
         if self.next_sweep.is_some_and(|at| at <= now) {
             self.next_sweep = Some(now.saturating_add(SWEEP_INTERVAL));
