@@ -840,6 +840,11 @@ impl Listener {
     }
 }
 
+/// Each write is its own PostgreSQL transaction, committed before [`EventStore::write`] returns
+/// (the advisory lock that keeps one replaceable winner across processes is held only that long),
+/// so a group needs no commit of its own.
+impl crate::nostr::serve::GroupCommit for PgStore {}
+
 impl Sweep for PgStore {
     fn sweep(&mut self, now: Timestamp) -> Result<u64, StoreError> {
         self.sweep_expired(now, SWEEP_BATCH)

@@ -4,8 +4,7 @@
 //!
 //! [`NostrRelay`] is the [`WsMachine`]: it opens a session per upgrade (past
 //! [`MAX_CONNECTIONS`] the upgrade is refused 503), hands it every text frame, runs the store
-//! operations it asks for against the store and answers with the reply (a write is committed
-//! before its reply, so the session's `OK true` follows a durable write), hands each event a
+//! operations it asks for against the store and answers with the reply, hands each event a
 //! session broadcasts to every session's live subscriptions, and turns the session's frames and
 //! closes into the layer's effects. Frames past [`Limits::max_message_bytes`] are closed 1009 by
 //! the layer itself. A plain `GET` with `Accept: application/nostr+json` is answered with the
@@ -16,6 +15,17 @@
 //! relay-wide [`PeerRequestLimiter`]; what each peer was served is added to the
 //! [`StatusTable`] `GET /admin/peering` answers with; NIP-11 carries `self` and, when
 //! `peering.enabled`, the `peering` block.
+//! Event writes are group-committed ([`GroupCommit`]): the writes the sessions ask for during one
+//! pass of the host's loop go into one store transaction, committed when the pass ends (the
+//! relay's wakeup is then due, and the host runs it last in every pass), and only then does each
+//! session get its reply, so `OK true` still follows a durable write and one fsync serves many
+//! events. A group is committed sooner when a session has [`Limits::max_pending_writes`] writes
+//! in it (it would refuse the next one `rate-limited:`), when it holds [`MAX_GROUP_WRITES`], and
+//! before any input but another `EVENT` (and any other store operation), so a REQ, COUNT or
+//! NEG-OPEN meets every write asked before it committed and broadcast, as before. Only the
+//! order of a write's `OK` among the answers to later `EVENT`s that need no store (an `OK false`,
+//! an ephemeral event passed on) can differ from a store answering at once, as it may for any
+//! store that answers later.
 //!
 //! Nothing here holds protocol meaning: the session decides every answer.
 
@@ -32,7 +42,8 @@ use weft_proto::core::{ConnId, Machine, Timestamp, Wakeup};
 use weft_proto::nostr::event::Event;
 use weft_proto::nostr::limits::Limits;
 use weft_proto::nostr::relay::{
-    AuthPolicy, Config, EventStore, Input, MemoryStore, Output, Session, StoreError,
+    AuthPolicy, Config, EventStore, Input, MemoryStore, Output, RequestId, Session, StoreError,
+    StoreOp, StoreReply, WriteOutcome,
 };
 
 use super::peering::{self, AdminToken, PeeringOptions};
@@ -85,6 +96,50 @@ impl Sweep for MemoryStore {
         Ok(0)
     }
 }
+
+/// How a client's `EVENT` message starts (NIP-01): the only frame that may join a group of writes
+/// ([`GroupCommit`]). A frame spelled otherwise (a space after the bracket) just commits the
+/// group first, as any other input does.
+const EVENT_FRAME: &str = "[\"EVENT\"";
+
+/// Most event writes one group commit holds ([`GroupCommit`]); a group this large is committed
+/// at once rather than at the end of the loop pass, so one commit's work (and the wait of the
+/// first `OK` in it) stays bounded.
+pub const MAX_GROUP_WRITES: usize = 1_024;
+
+/// A store that can make several event writes durable with one commit. The relay groups the
+/// writes its sessions ask for within one pass of the host's loop, commits them together, and
+/// only then hands each session its store reply (so `OK true` still follows a durable write).
+/// The provided methods commit each write on its own, which is right for any backend.
+pub trait GroupCommit: EventStore {
+    /// Applies `event` as [`EventStore::write`] does, in the open group: later writes and the
+    /// outcome see it, but it is durable only once [`GroupCommit::commit_group`] returns `Ok`.
+    fn write_grouped(&mut self, event: &Event, now: Timestamp) -> Result<WriteOutcome, StoreError> {
+        self.write(event, now)
+    }
+
+    /// Makes every write of the group durable; `Err` means none of them may be called stored.
+    fn commit_group(&mut self) -> Result<(), StoreError> {
+        Ok(())
+    }
+}
+
+impl GroupCommit for RedbStore {
+    fn write_grouped(
+        &mut self,
+        event: &Event,
+        _now: Timestamp,
+    ) -> Result<WriteOutcome, StoreError> {
+        RedbStore::write_grouped(self, event)
+    }
+
+    fn commit_group(&mut self) -> Result<(), StoreError> {
+        RedbStore::commit_group(self)
+    }
+}
+
+/// The memory store keeps nothing across restarts: each write is as durable as it gets at once.
+impl GroupCommit for MemoryStore {}
 
 /// The NIPs this relay implements, as NIP-11's `supported_nips` lists them: NIP-01, NIP-09
 /// deletion, NIP-11 itself, NIP-40 expiration, NIP-42 authentication, NIP-45 counts, NIP-62
@@ -197,6 +252,12 @@ pub struct NostrRelay<S, R> {
     status: StatusTable,
     /// The bearer token of `GET /admin/peering`.
     admin_token: Option<AdminToken>,
+    /// Event writes applied in the store's open group and not yet committed, in the order the
+    /// sessions asked: whose, which request, and the outcome (or why it failed).
+    group: Vec<(ConnId, RequestId, Result<WriteOutcome, StoreError>)>,
+    /// When the group's first write came: the relay's wakeup, so the host commits the group at
+    /// the end of the loop pass that started it.
+    group_since: Option<Timestamp>,
 }
 
 impl<S, R> std::fmt::Debug for NostrRelay<S, R> {
@@ -247,7 +308,7 @@ pub fn nip11_document(config: &Config, info: &RelayInfo) -> String {
     doc.to_string()
 }
 
-impl<S: EventStore + Sweep, R: CryptoRng> NostrRelay<S, R> {
+impl<S: EventStore + Sweep + GroupCommit, R: CryptoRng> NostrRelay<S, R> {
     /// The relay over `store`, each session drawing its NIP-42 challenge from `rng`.
     pub fn new(config: Config, info: &RelayInfo, store: S, rng: R) -> Self {
         let nip11 = nip11_document(&config, info);
@@ -262,6 +323,8 @@ impl<S: EventStore + Sweep, R: CryptoRng> NostrRelay<S, R> {
             limiter: PeeringOptions::default().limiter(),
             status: StatusTable::default(),
             admin_token: None,
+            group: Vec::new(),
+            group_since: None,
         }
     }
 
@@ -316,9 +379,30 @@ impl<S: EventStore + Sweep, R: CryptoRng> NostrRelay<S, R> {
                         self.out.push_back(ServeOutput::Text(c, frame.to_text()));
                         sent = true;
                     }
+                    Output::Store {
+                        request,
+                        op: StoreOp::Write { event, now: at },
+                    } => {
+                        let outcome = self.store.write_grouped(&event, at);
+                        self.group.push((c, request, outcome));
+                        self.group_since.get_or_insert(now);
+                        // A session may have only so many writes waiting before it refuses the
+                        // next `rate-limited:`; and a group is bounded.
+                        let waiting = self.group.iter().filter(|(w, ..)| *w == c).count();
+                        if waiting >= self.config.limits.max_pending_writes
+                            || self.group.len() >= MAX_GROUP_WRITES
+                        {
+                            self.commit(now, &mut work);
+                        }
+                    }
                     Output::Store { request, op } => {
+                        // Reads see every write asked before them, as if each had been
+                        // committed on its own.
+                        self.commit(now, &mut work);
                         let reply = self.store.execute(&op);
-                        session.handle(now, Input::Stored { request, reply });
+                        if let Some(session) = self.sessions.get_mut(&c) {
+                            session.handle(now, Input::Stored { request, reply });
+                        }
                     }
                     Output::Admit { request, peer } => {
                         let admission = self.limiter.admit(now, &peer);
@@ -347,13 +431,63 @@ impl<S: EventStore + Sweep, R: CryptoRng> NostrRelay<S, R> {
     }
 }
 
-impl<S: EventStore + Sweep, R: CryptoRng> Machine for NostrRelay<S, R> {
+impl<S: EventStore + Sweep + GroupCommit, R: CryptoRng> NostrRelay<S, R> {
+    /// [`NostrRelay::commit`], then runs every answered session's outputs.
+    fn commit_and_answer(&mut self, now: Timestamp) {
+        let mut work = VecDeque::new();
+        self.commit(now, &mut work);
+        for conn in work {
+            self.pump(now, conn);
+        }
+    }
+
+    /// Commits the group of writes and hands each session its replies, in the order asked; the
+    /// sessions answered are queued in `work` to be pumped. A failed commit answers every write
+    /// of the group `error:`, as a failed write alone would be.
+    fn commit(&mut self, now: Timestamp, work: &mut VecDeque<ConnId>) {
+        self.group_since = None;
+        if self.group.is_empty() {
+            return;
+        }
+        let committed = self.store.commit_group();
+        for (conn, request, outcome) in std::mem::take(&mut self.group) {
+            let reply = match (&committed, outcome) {
+                (Ok(()), Ok(outcome)) => StoreReply::Written(outcome),
+                (Err(e), _) => StoreReply::Failed(e.0.clone()),
+                (Ok(()), Err(e)) => StoreReply::Failed(e.0),
+            };
+            // A socket closed meanwhile: its writes are stored, nobody hears of it (as when
+            // it closes right after a write).
+            if let Some(session) = self.sessions.get_mut(&conn) {
+                session.handle(now, Input::Stored { request, reply });
+                if !work.contains(&conn) {
+                    work.push_back(conn);
+                }
+            }
+        }
+    }
+}
+
+impl<S: EventStore + Sweep + GroupCommit, R: CryptoRng> Machine for NostrRelay<S, R> {
     type Input = ServeInput;
     type Output = ServeOutput;
 
     fn handle(&mut self, now: Timestamp, input: ServeInput) {
         if self.next_sweep.is_none() {
             self.next_sweep = Some(now.saturating_add(SWEEP_INTERVAL));
+        }
+        // Only another EVENT may join the open group: whatever else a session is handed (a REQ,
+        // a COUNT, a NEG-OPEN, an AUTH, a socket opening or closing) meets the writes asked
+        // before it committed, answered and broadcast, as if each had been committed at once (a
+        // REQ's stored events then include them, and its live ones do not repeat them).
+        let joins_group = match &input {
+            ServeInput::Session(_, Input::Frame(text)) => {
+                text.trim_start().starts_with(EVENT_FRAME)
+            }
+            _ => false,
+        };
+        if !joins_group {
+            self.commit_and_answer(now);
         }
         match input {
             ServeInput::Opened(conn) => {
@@ -395,10 +529,16 @@ impl<S: EventStore + Sweep, R: CryptoRng> Machine for NostrRelay<S, R> {
         let sweep = self
             .next_sweep
             .map(|at| Wakeup::new(at, "sweep expired events"));
-        Wakeup::earliest(sessions, sweep)
+        let group = self
+            .group_since
+            .map(|at| Wakeup::new(at, "commit the writes of this pass"));
+        Wakeup::earliest(Wakeup::earliest(sessions, sweep), group)
     }
 
     fn handle_timeout(&mut self, now: Timestamp) {
+        if self.group_since.is_some_and(|at| at <= now) {
+            self.commit_and_answer(now);
+        }
         if self.next_sweep.is_some_and(|at| at <= now) {
             self.next_sweep = Some(now.saturating_add(SWEEP_INTERVAL));
             // A failed sweep frees nothing and hides nothing more: reads already skip the
@@ -422,7 +562,7 @@ impl<S: EventStore + Sweep, R: CryptoRng> Machine for NostrRelay<S, R> {
     }
 }
 
-impl<S: EventStore + Sweep, R: CryptoRng> WsMachine for NostrRelay<S, R> {
+impl<S: EventStore + Sweep + GroupCommit, R: CryptoRng> WsMachine for NostrRelay<S, R> {
     type Target = NoDial;
     type App = Infallible;
 
@@ -553,7 +693,7 @@ pub fn serve(
 }
 
 /// Runs the relay over `store`, fed `commands` too when given.
-fn run_relay<S: EventStore + Sweep>(
+fn run_relay<S: EventStore + Sweep + GroupCommit>(
     options: ServeOptions,
     store: S,
     commands: Option<&RelayCommands>,
@@ -695,6 +835,8 @@ mod tests {
             )
             .unwrap();
         r.handle(now, publish);
+        // The host ends the pass with the relay's due timeout: the write's group commits.
+        r.handle_timeout(now);
         let out = texts(&mut r);
         assert!(
             out.iter()
@@ -773,5 +915,228 @@ mod tests {
         assert!(r.http(&request("GET", "/other", &accept)).is_none());
         assert!(r.http(&request("POST", "/", &accept)).is_none());
         assert_eq!(r.http(&request("OPTIONS", "/", &[])).unwrap().status, 204);
+    }
+
+    /// The memory store, counting group commits, and failing them when told to (its events are
+    /// then held all the same: only the answers are under test).
+    #[derive(Default)]
+    struct Grouping {
+        inner: MemoryStore,
+        commits: usize,
+        fail: bool,
+    }
+
+    impl EventStore for Grouping {
+        fn write(&mut self, event: &Event, now: Timestamp) -> Result<WriteOutcome, StoreError> {
+            self.inner.write(event, now)
+        }
+        fn vanish(&mut self, request: &Event) -> Result<u64, StoreError> {
+            self.inner.vanish(request)
+        }
+        fn query(
+            &mut self,
+            filter: &weft_proto::nostr::message::Filter,
+            after: Option<&weft_proto::nostr::relay::Cursor>,
+            max: usize,
+            now: Timestamp,
+        ) -> Result<Vec<Event>, StoreError> {
+            self.inner.query(filter, after, max, now)
+        }
+        fn count(
+            &mut self,
+            filters: &[weft_proto::nostr::message::Filter],
+            now: Timestamp,
+        ) -> Result<u64, StoreError> {
+            self.inner.count(filters, now)
+        }
+    }
+
+    impl Sweep for Grouping {
+        fn sweep(&mut self, _now: Timestamp) -> Result<u64, StoreError> {
+            Ok(0)
+        }
+    }
+
+    impl GroupCommit for Grouping {
+        fn commit_group(&mut self) -> Result<(), StoreError> {
+            self.commits += 1;
+            if self.fail {
+                return Err(StoreError("store: the disk is full".into()));
+            }
+            Ok(())
+        }
+    }
+
+    type Grouped = NostrRelay<Grouping, chacha20::ChaCha20Rng>;
+
+    fn grouped(fail: bool) -> Grouped {
+        let options = ServeOptions::new("127.0.0.1:7777".parse().unwrap(), PathBuf::from("x"));
+        let config = session_config(&options, options.listen);
+        let store = Grouping {
+            fail,
+            ..Grouping::default()
+        };
+        NostrRelay::new(
+            config,
+            &RelayInfo::default(),
+            store,
+            chacha20::ChaCha20Rng::seed_from_u64(13),
+        )
+    }
+
+    fn connect<S: EventStore + Sweep + GroupCommit>(
+        r: &mut NostrRelay<S, chacha20::ChaCha20Rng>,
+        n: u64,
+    ) {
+        let peer = Peer {
+            listener: 0,
+            remote: Remote::Tcp("127.0.0.1:5000".parse().unwrap()),
+        };
+        let now = Timestamp::from_millis(NOW);
+        let input = r
+            .upgrade(now, ConnId(n), &peer, &request("GET", "/", &[]))
+            .unwrap();
+        r.handle(now, input);
+    }
+
+    fn frame<S: EventStore + Sweep + GroupCommit>(
+        r: &mut NostrRelay<S, chacha20::ChaCha20Rng>,
+        n: u64,
+        text: String,
+    ) {
+        let input = r.message(ConnId(n), Frame::Text(text)).unwrap();
+        r.handle(Timestamp::from_millis(NOW), input);
+    }
+
+    fn drain<S: EventStore + Sweep + GroupCommit>(
+        r: &mut NostrRelay<S, chacha20::ChaCha20Rng>,
+    ) -> Vec<(ConnId, String)> {
+        std::iter::from_fn(|| r.poll())
+            .filter_map(|o| match o {
+                ServeOutput::Text(c, t) => Some((c, t)),
+                ServeOutput::Close(..) => None,
+            })
+            .collect()
+    }
+
+    fn notes(n: usize, seed: u64) -> Vec<Event> {
+        let provider = crate::server_provider();
+        let mut rng = chacha20::ChaCha20Rng::seed_from_u64(seed);
+        let key = weft_proto::crypto::generate_secp256k1(provider, &mut rng);
+        (0..n)
+            .map(|i| {
+                weft_proto::nostr::event::UnsignedEvent {
+                    created_at: NOW / 1000 - i as u64,
+                    kind: 1,
+                    tags: vec![],
+                    content: format!("note {i}"),
+                }
+                .sign(provider, &key, &mut rng)
+                .unwrap()
+            })
+            .collect()
+    }
+
+    fn oks(out: &[(ConnId, String)]) -> Vec<String> {
+        out.iter()
+            .filter(|(_, t)| t.starts_with("[\"OK\""))
+            .map(|(_, t)| t.clone())
+            .collect()
+    }
+
+    #[test]
+    fn the_writes_of_one_pass_are_answered_only_after_their_one_commit() {
+        let mut r = grouped(false);
+        connect(&mut r, 1);
+        let _ = drain(&mut r);
+        let events = notes(3, 21);
+        for e in &events {
+            frame(&mut r, 1, format!("[\"EVENT\",{}]", e.to_json()));
+        }
+        // Nothing is acknowledged before the commit, and the relay asks to be woken now for it.
+        assert_eq!(oks(&drain(&mut r)), Vec::<String>::new());
+        assert_eq!(r.store().commits, 0);
+        let now = Timestamp::from_millis(NOW);
+        assert!(r.poll_timeout().is_some_and(|w| w.at <= now));
+        r.handle_timeout(now);
+        assert_eq!(r.store().commits, 1);
+        let answered = oks(&drain(&mut r));
+        let expected: Vec<String> = events
+            .iter()
+            .map(|e| format!("[\"OK\",\"{}\",true,\"\"]", e.id_hex()))
+            .collect();
+        assert_eq!(answered, expected, "every write true, in the order sent");
+        assert!(r.poll_timeout().is_none_or(|w| w.at > now));
+    }
+
+    #[test]
+    fn a_failed_group_commit_answers_every_write_of_the_group_error_and_broadcasts_none() {
+        let mut r = grouped(true);
+        connect(&mut r, 1);
+        connect(&mut r, 2);
+        frame(&mut r, 2, r#"["REQ","live",{"kinds":[1]}]"#.into());
+        let _ = drain(&mut r);
+        let events = notes(4, 22);
+        for e in &events {
+            frame(&mut r, 1, format!("[\"EVENT\",{}]", e.to_json()));
+        }
+        r.handle_timeout(Timestamp::from_millis(NOW));
+        let out = drain(&mut r);
+        let answered = oks(&out);
+        assert_eq!(answered.len(), events.len(), "{out:?}");
+        for (ok, e) in answered.iter().zip(&events) {
+            assert!(
+                ok.starts_with(&format!("[\"OK\",\"{}\",false,\"error:", e.id_hex())),
+                "{ok}"
+            );
+        }
+        assert!(
+            !out.iter().any(|(c, _)| *c == ConnId(2)),
+            "nothing uncommitted reaches a subscriber: {out:?}"
+        );
+    }
+
+    #[test]
+    fn a_read_in_the_same_pass_as_a_write_sees_it_after_its_ok() {
+        let mut r = grouped(false);
+        connect(&mut r, 1);
+        connect(&mut r, 2);
+        let _ = drain(&mut r);
+        let e = &notes(1, 23)[0];
+        // The same socket writes then reads; another socket reads in the same pass too.
+        frame(&mut r, 1, format!("[\"EVENT\",{}]", e.to_json()));
+        frame(&mut r, 1, r#"["REQ","mine",{"kinds":[1]}]"#.into());
+        frame(&mut r, 2, r#"["REQ","theirs",{"kinds":[1]}]"#.into());
+        let out = drain(&mut r);
+        assert_eq!(r.store().commits, 1, "the first read committed the group");
+        let on = |conn: u64| -> Vec<&str> {
+            out.iter()
+                .filter(|(c, _)| *c == ConnId(conn))
+                .map(|(_, t)| &t[..t.find(',').unwrap()])
+                .collect()
+        };
+        assert_eq!(on(1), ["[\"OK\"", "[\"EVENT\"", "[\"EOSE\""], "{out:?}");
+        assert_eq!(on(2), ["[\"EVENT\"", "[\"EOSE\""], "{out:?}");
+    }
+
+    #[test]
+    fn a_session_with_its_most_writes_waiting_is_committed_at_once_and_none_is_refused() {
+        let mut r = grouped(false);
+        connect(&mut r, 1);
+        let _ = drain(&mut r);
+        let cap = Limits::DEFAULT.max_pending_writes;
+        let events = notes(cap * 2 + 1, 24);
+        for e in &events {
+            frame(&mut r, 1, format!("[\"EVENT\",{}]", e.to_json()));
+        }
+        // Two groups of `cap` were committed without waiting for the end of the pass.
+        assert_eq!(r.store().commits, 2);
+        r.handle_timeout(Timestamp::from_millis(NOW));
+        let answered = oks(&drain(&mut r));
+        assert_eq!(answered.len(), events.len());
+        assert!(
+            answered.iter().all(|ok| ok.contains(",true,")),
+            "{answered:?}"
+        );
     }
 }

@@ -16,9 +16,11 @@
 //! | expirations | the `expiration` second, id | deleting expired events ([`RedbStore::sweep_expired`]) |
 //!
 //! (`!created_at` is `u64::MAX - created_at`, big-endian.) A filter with `ids` reads those events
-//! directly. Every write is one redb transaction committed with its default durability (fsync)
-//! before [`EventStore::write`] returns, so the session's `OK true`, sent only after the store's
-//! answer, names an event that survives `kill -9`.
+//! directly. Every write is committed with redb's default durability (fsync) before its answer
+//! reaches the session, so the session's `OK true`, sent only after the store's answer, names an
+//! event that survives `kill -9`: [`EventStore::write`] is one transaction, and
+//! [`RedbStore::write_grouped`] puts several writes in one transaction whose answers the relay
+//! hands over only after [`RedbStore::commit_group`] (one fsync for the group, not one per event).
 
 use std::collections::BTreeSet;
 use std::io;
@@ -143,6 +145,12 @@ struct Scan {
 pub struct RedbStore {
     db: Database,
     path: PathBuf,
+    /// The open transaction of a group of writes ([`RedbStore::write_grouped`]), committed by
+    /// [`RedbStore::commit_group`] or before any other operation.
+    group: Option<WriteTransaction>,
+    /// Why the group was lost when it was committed or aborted on the way to another operation:
+    /// [`RedbStore::commit_group`] reports it, so no write of that group is ever called durable.
+    group_lost: Option<StoreError>,
 }
 
 impl std::fmt::Debug for RedbStore {
@@ -182,7 +190,63 @@ impl RedbStore {
         Ok(Self {
             db,
             path: path.to_path_buf(),
+            group: None,
+            group_lost: None,
         })
+    }
+
+    /// Applies `event` as [`EventStore::write`] does, inside the open group of writes (opening
+    /// one): later writes of the group see it, but it is durable only once
+    /// [`RedbStore::commit_group`] has returned `Ok`. A write that fails loses the whole group
+    /// (its transaction is aborted), which `commit_group` then reports.
+    pub fn write_grouped(&mut self, event: &Event) -> Result<WriteOutcome, StoreError> {
+        if kinds::class(event.kind) == KindClass::Ephemeral {
+            return Err(StoreError("ephemeral events are not stored".into()));
+        }
+        if let Some(e) = &self.group_lost {
+            return Err(e.clone());
+        }
+        let txn = match self.group.take() {
+            Some(txn) => txn,
+            None => self.db.begin_write().map_err(err)?,
+        };
+        match Self::write_in(&txn, event) {
+            Ok(outcome) => {
+                self.group = Some(txn);
+                Ok(outcome)
+            }
+            Err(e) => {
+                // Part of this write may be in the transaction: none of the group is kept.
+                let _ = txn.abort();
+                self.group_lost = Some(e.clone());
+                Err(e)
+            }
+        }
+    }
+
+    /// Commits the open group of writes (one fsync for all of them). `Err` when the group was
+    /// lost, here or earlier: then none of its writes is stored.
+    pub fn commit_group(&mut self) -> Result<(), StoreError> {
+        let committed = match self.group.take() {
+            Some(txn) => txn.commit().map_err(err),
+            None => Ok(()),
+        };
+        match self.group_lost.take() {
+            Some(e) => Err(e),
+            None => committed,
+        }
+    }
+
+    /// Commits an open group before another operation (which would otherwise wait for its
+    /// transaction): a failure is kept for [`RedbStore::commit_group`] and returned here too.
+    fn settle(&mut self) -> Result<(), StoreError> {
+        if let Some(txn) = self.group.take()
+            && let Err(e) = txn.commit().map_err(err)
+        {
+            self.group_lost = Some(e.clone());
+            return Err(e);
+        }
+        Ok(())
     }
 
     /// How many events are held (expired ones included until removed).
@@ -203,6 +267,7 @@ impl RedbStore {
     /// second on already; this frees their space), at most `max` of them in one committed
     /// transaction. Returns how many were deleted.
     pub fn sweep_expired(&mut self, now: Timestamp, max: usize) -> Result<u64, StoreError> {
+        self.settle()?;
         let txn = self.db.begin_write().map_err(err)?;
         let ids: Vec<EventId> = {
             let table = txn.open_table(EXPIRATIONS).map_err(err)?;
@@ -557,6 +622,7 @@ impl EventStore for RedbStore {
         if kinds::class(event.kind) == KindClass::Ephemeral {
             return Err(StoreError("ephemeral events are not stored".into()));
         }
+        self.settle()?;
         let txn = self.db.begin_write().map_err(err)?;
         let outcome = Self::write_in(&txn, event)?;
         if outcome == WriteOutcome::Stored {
@@ -568,6 +634,7 @@ impl EventStore for RedbStore {
     }
 
     fn vanish(&mut self, request: &Event) -> Result<u64, StoreError> {
+        self.settle()?;
         let txn = self.db.begin_write().map_err(err)?;
         let mut deleted = 0u64;
         for target in Self::by_author(&txn, &request.pubkey)? {
@@ -597,11 +664,13 @@ impl EventStore for RedbStore {
         max: usize,
         now: Timestamp,
     ) -> Result<Vec<Event>, StoreError> {
+        self.settle()?;
         let read = self.db.begin_read().map_err(err)?;
         Self::query_in(&read, filter, after, max, now)
     }
 
     fn count(&mut self, filters: &[Filter], now: Timestamp) -> Result<u64, StoreError> {
+        self.settle()?;
         let read = self.db.begin_read().map_err(err)?;
         let mut seen = BTreeSet::new();
         for f in filters {
