@@ -804,8 +804,16 @@ pub fn validate(e: &Event, now_secs: u64) -> Result<u16, Refusal> {
         }
         COMPUTE_ASK => {
             empty_content(e)?;
+            // An ask prices the work without describing it (§8.1): no tag beyond §9.1's list.
+            if e.tags.iter().any(|t| {
+                !t.first()
+                    .is_some_and(|n| super::compute::ASK_TAGS.contains(&n.as_str()))
+            }) {
+                return Err(Refusal::BadTag("not an ask tag"));
+            }
             hex_tag(e, "d")?;
-            require(e, &["commit", "executor"])?;
+            hex_tag(e, "commit")?;
+            require(e, &["executor"])?;
             for n in ["bid", "deadline", "fuel_max"] {
                 decimal_tag(
                     e,

@@ -22,6 +22,8 @@
 //! - [`grant`]: the grant and job receipt envelopes: HKDF-blinded `d`, commitment, NIP-44 body
 //!   (§6.1, §8.1);
 //! - [`nip44`]: NIP-44 v2, the encryption of grant and job receipt envelopes (§6.1, §8.1);
+//! - [`compute`]: compute offers per runtime, asks that price without describing, job
+//!   receipts, and the verification modes with the evidence each admits (§8, §8.1, §8.2);
 //! - [`report`]: a report's admissibility as a reader checks it, and when one may be published
 //!   (§4, §7.1);
 //! - [`trust`]: trust aggregation (§6.6, §7.1);
@@ -31,6 +33,7 @@
 //! constant, recorded in `docs/decisions.md`.
 
 pub mod capacity;
+pub mod compute;
 pub mod events;
 pub mod grant;
 pub mod handover;
