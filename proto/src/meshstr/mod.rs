@@ -26,6 +26,8 @@
 //!   receipts, and the verification modes with the evidence each admits (§8, §8.1, §8.2);
 //! - [`report`]: a report's admissibility as a reader checks it, and when one may be published
 //!   (§4, §7.1);
+//! - [`strain`]: strain records, local and defensive only: reserves by direction weighted by
+//!   tier, the flag tree (§6.5);
 //! - [`trust`]: trust aggregation (§6.6, §7.1);
 //! - [`canonical`] and [`digest`]: the canonical form every digest uses (§6.2) and its SHA-256.
 //!
@@ -44,6 +46,7 @@ pub mod nip44;
 pub mod receipt;
 pub mod replication;
 pub mod report;
+pub mod strain;
 pub mod transport;
 pub mod trust;
 pub mod window;
