@@ -107,6 +107,9 @@ pub enum Recorded {
     Full,
 }
 
+/// A direction of one kind: a shard or transport name, or a peer's key.
+type DirectionKey<'a> = (Option<&'a String>, Option<&'a [u8; 32]>);
+
 #[derive(Clone, Debug, Default)]
 struct PeerStrain {
     weight_milli: u64,
@@ -184,8 +187,7 @@ impl StrainLog {
     /// The reserve of one kind, in thousandths of a direction.
     pub fn reserve_milli(&self, kind: Kind) -> u64 {
         // Every direction of this kind, each with the peers that strained it.
-        let mut directions: BTreeMap<(Option<&String>, Option<&[u8; 32]>), Vec<&[u8; 32]>> =
-            BTreeMap::new();
+        let mut directions: BTreeMap<DirectionKey<'_>, Vec<&[u8; 32]>> = BTreeMap::new();
         for (key, p) in &self.peers {
             match kind {
                 Kind::Peer => directions.entry((None, Some(key))).or_default().push(key),
