@@ -115,6 +115,9 @@ impl NodeClass {
     }
 }
 
+/// The longest an anchor goes between heartbeats (§3.3: at least hourly).
+pub const ANCHOR_HEARTBEAT_SECS: u64 = 3600;
+
 /// The protocol name this implementation speaks (§10).
 pub const PROTOCOL_NAME: &str = "meshstr/0-draft";
 

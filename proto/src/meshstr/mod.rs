@@ -29,6 +29,8 @@
 //! - [`strain`]: strain records, local and defensive only: reserves by direction weighted by
 //!   tier, the flag tree (§6.5);
 //! - [`trust`]: trust aggregation (§6.6, §7.1);
+//! - [`schema`]: weft's own `kinds.json`, `messages.json` and `constants.json` and the protocol
+//!   digest over them (§10);
 //! - [`canonical`] and [`digest`]: the canonical form every digest uses (§6.2) and its SHA-256.
 //!
 //! Values the text leaves open (its `constants.json` was not handed over) are each one named
@@ -46,6 +48,7 @@ pub mod nip44;
 pub mod receipt;
 pub mod replication;
 pub mod report;
+pub mod schema;
 pub mod strain;
 pub mod transport;
 pub mod trust;
