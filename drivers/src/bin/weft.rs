@@ -48,6 +48,9 @@ enum Command {
     /// Nostr: run a relay (NIP-01, 09, 11, 40, 42, 45, 62, 77).
     #[command(subcommand)]
     Nostr(Nostr),
+    /// meshstr: offline checks of keys, DID documents, digests and artefacts (meshstr/0-draft).
+    #[command(subcommand)]
+    Meshstr(weft_drivers::meshstr::Command),
     /// Start everything locally on embedded defaults and show it working.
     Demo,
 }
@@ -599,6 +602,7 @@ fn main() -> ExitCode {
         Command::Sim(Sim::AircRealms(args)) => sim_airc_realms(&args),
         Command::Sim(Sim::MincaMeetup(args)) => sim_minca_meetup(&args),
         Command::Nostr(Nostr::Serve(args)) => nostr_serve(args),
+        Command::Meshstr(cmd) => weft_drivers::meshstr::run(cmd),
     }
 }
 
