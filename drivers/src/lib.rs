@@ -37,6 +37,7 @@ pub mod demo;
 pub mod fast_crypto;
 pub mod frame_loop;
 pub mod host;
+pub mod meshstr;
 pub mod minca;
 pub mod nostr;
 pub mod peer_uid;

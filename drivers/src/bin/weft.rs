@@ -48,6 +48,9 @@ enum Command {
     /// Nostr: run a relay (NIP-01, 09, 11, 40, 42, 45, 62, 77).
     #[command(subcommand)]
     Nostr(Nostr),
+    /// meshstr: offline checks of keys, DID documents, digests and artefacts (meshstr/0-draft).
+    #[command(subcommand)]
+    Meshstr(weft_drivers::meshstr::Command),
     /// Start everything locally on embedded defaults and show it working.
     Demo,
 }
@@ -644,6 +647,7 @@ fn main() -> ExitCode {
         Command::Nostr(Nostr::Serve(args)) => nostr_serve(args),
         Command::Nostr(Nostr::Info(args)) => nostr_info(args),
         Command::Nostr(Nostr::Peering(args)) => nostr_peering(args),
+        Command::Meshstr(cmd) => weft_drivers::meshstr::run(cmd),
     }
 }
 

@@ -119,6 +119,9 @@ impl Rung {
     }
 }
 
+/// The problem code a proposal declined at the `refuse_peerings` rung carries (§6.4).
+pub const DECLINE_CODE: &str = "CAPACITY_EXCEEDED";
+
 /// Every rung is released together when pressure falls below 0.60.
 pub const RELEASE_HUNDREDTHS: u64 = 60;
 

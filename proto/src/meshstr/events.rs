@@ -13,7 +13,7 @@ use alloc::vec::Vec;
 use alloc::{format, vec};
 use serde_json::Value;
 
-use super::keys::{KeyKind, did_nostr_key, parse_multikey};
+use super::keys::{KeyKind, Service, did_nostr_key, node_profile, parse_multikey};
 use super::lower_hex;
 use crate::crypto::CryptoProvider;
 use crate::nostr::Event;
@@ -114,6 +114,9 @@ impl NodeClass {
         }
     }
 }
+
+/// The longest an anchor goes between heartbeats (§3.3: at least hourly).
+pub const ANCHOR_HEARTBEAT_SECS: u64 = 3600;
 
 /// The protocol name this implementation speaks (§10).
 pub const PROTOCOL_NAME: &str = "meshstr/0-draft";
@@ -343,6 +346,38 @@ impl Descriptor {
     /// Whether the descriptor declares a meshstr protocol (`peering/1.0`, …).
     pub fn declares(&self, protocol: &str) -> bool {
         self.protocols.iter().any(|p| p == protocol)
+    }
+
+    /// The node profile a `did:nostr` resolver emits for this live descriptor (§2.3): the
+    /// agreement key that expires last, the transport key, and a service per endpoint whose
+    /// scheme names one (`wss`/`ws` a `NostrRelay`, `iroh` an `IrohNode`, `https` the
+    /// `DIDCommMessaging` face, `blossom` a `BlossomServer`; other schemes such as `libp2p` list
+    /// none), in preference order.
+    pub fn profile(&self) -> Value {
+        let agreement = self
+            .agreement
+            .iter()
+            .max_by_key(|(_, exp)| exp.unwrap_or(u64::MAX))
+            .map(|(k, _)| k);
+        let mut endpoints = self.endpoints.clone();
+        endpoints.sort_by(|a, b| a.2.cmp(&b.2).then_with(|| a.0.cmp(&b.0)));
+        let services: Vec<Service> = endpoints
+            .iter()
+            .filter_map(|(scheme, address, _)| {
+                let kind = match scheme.as_str() {
+                    "wss" | "ws" => "NostrRelay",
+                    "iroh" => "IrohNode",
+                    "https" => "DIDCommMessaging",
+                    "blossom" => "BlossomServer",
+                    _ => return None,
+                };
+                Some(Service {
+                    kind,
+                    endpoint: address.clone(),
+                })
+            })
+            .collect();
+        node_profile(&self.node, agreement, self.transport.as_ref(), &services)
     }
 }
 
@@ -804,8 +839,16 @@ pub fn validate(e: &Event, now_secs: u64) -> Result<u16, Refusal> {
         }
         COMPUTE_ASK => {
             empty_content(e)?;
+            // An ask prices the work without describing it (§8.1): no tag beyond §9.1's list.
+            if e.tags.iter().any(|t| {
+                !t.first()
+                    .is_some_and(|n| super::compute::ASK_TAGS.contains(&n.as_str()))
+            }) {
+                return Err(Refusal::BadTag("not an ask tag"));
+            }
             hex_tag(e, "d")?;
-            require(e, &["commit", "executor"])?;
+            hex_tag(e, "commit")?;
+            require(e, &["executor"])?;
             for n in ["bid", "deadline", "fuel_max"] {
                 decimal_tag(
                     e,
@@ -1289,5 +1332,20 @@ mod tests {
         );
         assert!(!Decline::UnsupportedProtocol.is_finding());
         assert_eq!(Decline::BadDescriptor.code(), "BAD_DESCRIPTOR");
+    }
+    #[test]
+    fn a_live_descriptor_resolves_to_its_node_profile() {
+        let mut rng = ChaCha20Rng::seed_from_u64(23);
+        let s = key(&mut rng);
+        let e = sign(&s, DESCRIPTOR, spec().tags(), "");
+        let d = descriptor(&e, NOW, 0).unwrap();
+        let doc = d.profile();
+        let methods = doc["verificationMethod"].as_array().unwrap();
+        assert_eq!(methods.len(), 3, "#key1, #agree, #wire");
+        assert_eq!(doc["keyAgreement"], serde_json::json!(["#agree"]));
+        let svc = doc["service"].as_array().unwrap();
+        assert_eq!(svc[0]["type"], "IrohNode");
+        assert_eq!(svc[1]["type"], "NostrRelay");
+        assert_eq!(svc[1]["serviceEndpoint"], "wss://relay.example.org");
     }
 }

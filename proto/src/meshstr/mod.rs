@@ -22,15 +22,22 @@
 //! - [`grant`]: the grant and job receipt envelopes: HKDF-blinded `d`, commitment, NIP-44 body
 //!   (§6.1, §8.1);
 //! - [`nip44`]: NIP-44 v2, the encryption of grant and job receipt envelopes (§6.1, §8.1);
+//! - [`compute`]: compute offers per runtime, asks that price without describing, job
+//!   receipts, and the verification modes with the evidence each admits (§8, §8.1, §8.2);
 //! - [`report`]: a report's admissibility as a reader checks it, and when one may be published
 //!   (§4, §7.1);
+//! - [`strain`]: strain records, local and defensive only: reserves by direction weighted by
+//!   tier, the flag tree (§6.5);
 //! - [`trust`]: trust aggregation (§6.6, §7.1);
+//! - [`schema`]: weft's own `kinds.json`, `messages.json` and `constants.json` and the protocol
+//!   digest over them (§10);
 //! - [`canonical`] and [`digest`]: the canonical form every digest uses (§6.2) and its SHA-256.
 //!
 //! Values the text leaves open (its `constants.json` was not handed over) are each one named
 //! constant, recorded in `docs/decisions.md`.
 
 pub mod capacity;
+pub mod compute;
 pub mod events;
 pub mod grant;
 pub mod handover;
@@ -41,6 +48,8 @@ pub mod nip44;
 pub mod receipt;
 pub mod replication;
 pub mod report;
+pub mod schema;
+pub mod strain;
 pub mod transport;
 pub mod trust;
 pub mod window;

@@ -11,7 +11,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use serde_json::{Map, Value};
 
-use super::limits::{Counters, CountersError};
+use super::limits::{Counter, Counters, CountersError, Limit, Limits};
 use super::{digest_without_sig, lower_hex};
 use crate::codec::hex;
 use crate::crypto::{CryptoError, CryptoProvider, Secp256k1Secret};
@@ -367,6 +367,78 @@ pub fn skewed(at_secs: u64, now_secs: u64) -> bool {
     at_secs.abs_diff(now_secs) > MAX_CLOCK_SKEW_SECS
 }
 
+/// The subject's mirror of a grant (§6.2): one bucket per limit, holding what is left of the
+/// limit in the current window and refilled whole at the window's boundary, so the counters the
+/// subject's receipts claim never pass a limit it respected.
+///
+/// A bucket refilling continuously (as [`crate::core::TokenBucket`]) would let up to twice a
+/// limit through one window the issuer evaluates (a full burst at its end, the refill at the
+/// next start), and its `u32` burst cannot hold `bytes_out` at the anchor tier; the issuer prices
+/// whole windows, so the mirror is window-aligned (docs/decisions.md).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mirror {
+    limits: Limits,
+    window_secs: u64,
+    window: u64,
+    used: Counters,
+}
+
+impl Mirror {
+    /// A mirror of `limits` for windows of `window_secs`, as of `now_secs`.
+    pub fn new(limits: Limits, window_secs: u64, now_secs: u64) -> Self {
+        let window_secs = window_secs.max(1);
+        Mirror {
+            limits,
+            window_secs,
+            window: window_of(now_secs, window_secs),
+            used: Counters::ZERO,
+        }
+    }
+
+    /// Takes an amended grant's limits (a remedy, a shed, growth), keeping what the window used.
+    pub fn amend(&mut self, limits: Limits) {
+        self.limits = limits;
+    }
+
+    fn roll(&mut self, now_secs: u64) {
+        let w = window_of(now_secs, self.window_secs);
+        if w > self.window {
+            self.window = w;
+            self.used = Counters::ZERO;
+        }
+    }
+
+    /// What is left of `limit` in the window of `now_secs`.
+    pub fn available(&mut self, now_secs: u64, limit: Limit) -> u64 {
+        self.roll(now_secs);
+        self.limits.get(limit).saturating_sub(self.used.of(limit))
+    }
+
+    /// Takes `n` of `limit` if all `n` fit in the window; otherwise takes none. The counter it
+    /// prices moves with it, so the next receipt claims it.
+    pub fn try_take(&mut self, now_secs: u64, limit: Limit, n: u64) -> bool {
+        if self.available(now_secs, limit) < n {
+            return false;
+        }
+        let c = limit.counter();
+        self.used.set(c, self.used.get(c) + n);
+        true
+    }
+
+    /// Counts what no limit prices (`dups_sent`), or what happened regardless (an error).
+    pub fn count(&mut self, now_secs: u64, counter: Counter, n: u64) {
+        self.roll(now_secs);
+        self.used
+            .set(counter, self.used.get(counter).saturating_add(n));
+    }
+
+    /// The window `now_secs` is in, and its cumulative counters: what the next receipt claims.
+    pub fn counters(&mut self, now_secs: u64) -> (u64, Counters) {
+        self.roll(now_secs);
+        (self.window, self.used)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -606,5 +678,44 @@ mod tests {
             }
             assert_eq!(issuer.head().unwrap().link, head);
         }
+    }
+    #[test]
+    fn the_mirror_holds_each_limit_per_window_and_refills_at_the_boundary() {
+        use crate::meshstr::limits::Tier;
+        let w = 3600;
+        let t0 = 496389 * w;
+        let mut m = Mirror::new(Limits::ceilings(Tier::Anchor), w, t0 + 5);
+        // The anchor's bytes_out (2^32) does not fit a u32 bucket; the mirror holds it whole.
+        assert_eq!(m.available(t0 + 5, Limit::BytesOut), 4294967296);
+        assert!(m.try_take(t0 + 6, Limit::BytesOut, 4294967296));
+        assert!(
+            !m.try_take(t0 + 7, Limit::BytesOut, 1),
+            "one byte past the limit"
+        );
+        // A conn_rate session is counted under conn_open.
+        for _ in 0..192 {
+            assert!(m.try_take(t0 + 8, Limit::ConnRate, 1));
+        }
+        assert!(!m.try_take(t0 + 8, Limit::ConnRate, 1));
+        assert!(
+            !m.try_take(t0 + 9, Limit::EventsIn, 48001),
+            "all or nothing"
+        );
+        assert_eq!(m.available(t0 + 9, Limit::EventsIn), 48000);
+        m.count(t0 + 9, Counter::DupsSent, 3);
+        let (window, c) = m.counters(t0 + w - 1);
+        assert_eq!(window, 496389);
+        assert_eq!(c.get(Counter::ConnOpen), 192);
+        assert_eq!(c.get(Counter::BytesOut), 4294967296);
+        assert_eq!(c.get(Counter::DupsSent), 3);
+        // Nothing refills inside the window, everything at its end.
+        assert!(!m.try_take(t0 + w - 1, Limit::ConnRate, 1));
+        assert!(m.try_take(t0 + w, Limit::ConnRate, 1));
+        assert_eq!(m.counters(t0 + w).1.get(Counter::BytesOut), 0);
+        // A clock going back does not refill.
+        assert!(!m.counters(t0).1.is_zero());
+        // An amend down takes effect at once against what the window used.
+        m.amend(Limits::ceilings(Tier::Probation));
+        assert_eq!(m.available(t0 + w, Limit::ConnRate), 3);
     }
 }

@@ -5,14 +5,18 @@
 //! `grant` tag names (that id, signed, kind 30801, by the reporter), and every `evidence` entry is
 //! something the subject itself signed: a Nostr event by the subject (keyed by its id) or a receipt
 //! signed by the subject (keyed by its chain link, SHA-256 of its canonical form without `sig`,
-//! the construction a receipt is cited by). An `evidence` tag with no entry is a bare reference
-//! to a public event. Anything else is not admitted. A reader resolves nothing.
+//! the construction a receipt is cited by) or a handover link the subject signed (keyed by its
+//! name, §3.1). An `evidence` tag with no entry is a bare reference
+//! to a public event. Anything else is not admitted. A reader resolves nothing. A report citing
+//! a claim whose handover chain its reporter signed a link of is discarded unread (§3.1).
 
 use alloc::string::String;
 use alloc::vec::Vec;
 use serde_json::Value;
 
-use super::events::{GRANT, REPORT, Refusal, validate};
+use super::events::{COVERAGE, GRANT, REPORT, Refusal, validate};
+use super::handover;
+use super::keys::did_nostr_key;
 use super::lower_hex;
 use super::receipt::Receipt;
 use super::window::Severity;
@@ -39,6 +43,9 @@ pub enum Inadmissible {
     Unverifiable(String),
     /// An inline entry no `evidence` tag names.
     Uncited(String),
+    /// The reporter is the `from` of a link in the handover chain of the claim the report cites
+    /// (§3.1): a hole in a set it handed over is its own; discarded unread.
+    Barred,
 }
 
 /// A report a reader admitted.
@@ -58,10 +65,24 @@ pub struct Admitted {
     pub bare: Vec<[u8; 32]>,
 }
 
-/// Checks a report the way a reader does, at `now_secs`.
+/// Checks a report the way a reader does, at `now_secs`, holding no claims of its own: see
+/// [`admit_holding`].
 pub fn admit(
     provider: &dyn CryptoProvider,
     report: &Event,
+    now_secs: u64,
+) -> Result<Admitted, Inadmissible> {
+    admit_holding(provider, report, &[], now_secs)
+}
+
+/// Checks a report the way a reader does, at `now_secs`, with the kind 30803 claims the reader
+/// holds (`held`): a report citing a claim (inline, or as a bare reference to one the reader
+/// holds) whose handover chain names the reporter as the `from` of any link is discarded unread
+/// ([`Inadmissible::Barred`], §3.1).
+pub fn admit_holding(
+    provider: &dyn CryptoProvider,
+    report: &Event,
+    held: &[Event],
     now_secs: u64,
 ) -> Result<Admitted, Inadmissible> {
     report
@@ -100,12 +121,24 @@ pub fn admit(
         .collect();
     let mut checked = 0;
     let mut bare = Vec::new();
+    let barred = |claim: &Event| {
+        claim.kind == COVERAGE
+            && claim.pubkey == subject
+            && handover::signers_of(claim).contains(&report.pubkey)
+    };
     for h in &cited {
         let Some(artefact) = evidence.get(*h) else {
-            bare.push(lower_hex::<32>(h).ok_or(Inadmissible::Content)?);
+            let id = lower_hex::<32>(h).ok_or(Inadmissible::Content)?;
+            if held.iter().any(|c| c.id == id && barred(c)) {
+                return Err(Inadmissible::Barred);
+            }
+            bare.push(id);
             continue;
         };
         check_evidence(provider, h, artefact, &subject)?;
+        if Event::from_value(artefact).is_ok_and(|c| barred(&c)) {
+            return Err(Inadmissible::Barred);
+        }
         checked += 1;
     }
     for k in evidence.keys() {
@@ -140,6 +173,19 @@ fn check_evidence(
     if artefact.get("counters").is_some() {
         let r = Receipt::from_value(artefact).map_err(|_| bad())?;
         if hex::encode(&r.link(provider)) != key || !r.verify(provider, subject) {
+            return Err(bad());
+        }
+        return Ok(());
+    }
+    if artefact.get("fingerprint").is_some() && artefact.get("from").is_some() {
+        // A handover: reportable against its signer as an asserted claim is (§3.1).
+        let l = handover::Link::from_value(artefact).ok_or_else(bad)?;
+        let sig = l.sig.ok_or_else(bad)?;
+        let name = l.name(provider);
+        if hex::encode(&name) != key
+            || did_nostr_key(&l.from) != Some(*subject)
+            || !provider.schnorr_verify(subject, &name, &sig)
+        {
             return Err(bad());
         }
         return Ok(());
@@ -361,5 +407,120 @@ mod tests {
         assert!(may_publish(Severity::S3, true, None, w, 0));
         assert!(may_publish(Severity::S4, true, None, w, 0));
         assert!(!may_publish(Severity::S0, false, None, w, 0));
+    }
+    /// A chain root → middle → subject, the subject's claim over it, signed.
+    fn handed(w: &World, root: &Secp256k1Secret) -> (Event, Vec<handover::Link>) {
+        use crate::meshstr::keys::did_nostr;
+        let p = default_provider();
+        let mut rng = ChaCha20Rng::seed_from_u64(72);
+        let middle = generate_secp256k1(p, &mut rng);
+        let did = |s: &Secp256k1Secret| did_nostr(&p.schnorr_public_key(s).unwrap());
+        let hops = [(root, did(&middle)), (&middle, did(&w.subject))];
+        let links: Vec<handover::Link> = hops
+            .iter()
+            .map(|(from, to)| {
+                let mut l = handover::Link {
+                    from: did(from),
+                    to: to.clone(),
+                    shard: "bristol-2026H2".into(),
+                    claim: "c".into(),
+                    filter: r##"{"kinds":[1]}"##.into(),
+                    since: 1751328000,
+                    until: 1767225600,
+                    fingerprint: "ab".repeat(16),
+                    count: 5,
+                    at: 1787000000 - 10,
+                    sig: None,
+                };
+                l.sign(p, from, &[0; 32]).unwrap();
+                l
+            })
+            .collect();
+        let l = &links[1];
+        let content =
+            json!({"handover": links.iter().map(handover::Link::to_value).collect::<Vec<_>>()});
+        let claim = ev(
+            &w.subject,
+            COVERAGE,
+            vec![
+                t(&["d", "bristol-2026H2"]),
+                t(&["filter", &l.filter]),
+                t(&["completeness", "asserted"]),
+                t(&["since", "1751328000"]),
+                t(&["until", "1767225600"]),
+                t(&["fingerprint", &l.fingerprint]),
+                t(&["count", "5"]),
+                t(&["handover", &hex::encode(&l.name(p))]),
+            ],
+            crate::codec::json::canonical(&content),
+        );
+        assert!(handover::check_claim(p, &claim, NOW).is_ok());
+        (claim, links)
+    }
+
+    fn grant_only(w: &World) -> Map<String, Value> {
+        let (mut m, _) = inline(w);
+        m.retain(|k, _| *k == hex::encode(&w.grant.id));
+        m
+    }
+
+    #[test]
+    fn a_signer_of_the_cited_claims_chain_is_barred_from_reporting_the_hole() {
+        let p = default_provider();
+        let w = world();
+        // The reporter is the chain's root: it handed the set on and now reports a hole in it.
+        let (claim, _) = handed(&w, &w.reporter);
+        let mut m = grant_only(&w);
+        let id = hex::encode(&claim.id);
+        m.insert(id.clone(), claim.to_value());
+        assert_eq!(
+            admit(p, &report(&w, "S3", m, core::slice::from_ref(&id)), NOW),
+            Err(Inadmissible::Barred)
+        );
+        // Cited as a bare reference to a claim the reader holds: barred too.
+        let m = grant_only(&w);
+        let r = report(&w, "S3", m, core::slice::from_ref(&id));
+        assert_eq!(
+            admit_holding(p, &r, core::slice::from_ref(&claim), NOW),
+            Err(Inadmissible::Barred)
+        );
+        assert!(
+            admit(p, &r, NOW).is_ok(),
+            "a reader without the claim cannot tell"
+        );
+        // Anyone else with a grant to the replica may file it.
+        let stranger = generate_secp256k1(p, &mut ChaCha20Rng::seed_from_u64(73));
+        let (claim, _) = handed(&w, &stranger);
+        let mut m = grant_only(&w);
+        let id = hex::encode(&claim.id);
+        m.insert(id.clone(), claim.to_value());
+        let a = admit(p, &report(&w, "S3", m, &[id]), NOW).unwrap();
+        assert_eq!(a.checked, 1);
+    }
+
+    #[test]
+    fn a_handover_is_evidence_against_its_signer() {
+        let p = default_provider();
+        let mut w = world();
+        // The subject is the root of a chain: its own link is evidence against it.
+        let subject = core::mem::replace(
+            &mut w.subject,
+            generate_secp256k1(p, &mut ChaCha20Rng::seed_from_u64(74)),
+        );
+        let (_, links) = handed(&w, &subject);
+        w.subject = subject;
+        let mut m = grant_only(&w);
+        let name = hex::encode(&links[0].name(p));
+        m.insert(name.clone(), links[0].to_value());
+        let a = admit(p, &report(&w, "S3", m, core::slice::from_ref(&name)), NOW).unwrap();
+        assert_eq!(a.checked, 1);
+        // The next link is not the subject's: not evidence against it.
+        let mut m = grant_only(&w);
+        let other = hex::encode(&links[1].name(p));
+        m.insert(other.clone(), links[1].to_value());
+        assert_eq!(
+            admit(p, &report(&w, "S3", m, core::slice::from_ref(&other)), NOW),
+            Err(Inadmissible::Evidence(other))
+        );
     }
 }
