@@ -4,9 +4,12 @@
 //! - [`serve`]: `weft nostr serve`, one relay session per WebSocket connection over
 //!   [`crate::ws`], one shared store, NIP-11 on plain `GET /`.
 //! - [`config`]: `--config FILE`, nostream's `settings.yaml` keys that have a meaning here.
+//! - [`sync`]: the I/O of relay peering's outbound sync: the peer's NIP-11 document and WebSocket
+//!   dials, only ever to addresses the address policy checked.
 
 pub mod config;
 pub mod serve;
 pub mod store;
+pub mod sync;
 
 pub use store::RedbStore;
