@@ -22,6 +22,7 @@ pub mod kinds;
 pub mod limits;
 pub mod message;
 pub mod relay;
+pub mod sync;
 
 pub use event::{Event, EventError};
 pub use message::{ClientMessage, Filter, MessageError, RelayMessage};
