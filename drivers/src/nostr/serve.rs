@@ -440,6 +440,7 @@ pub fn session_config(options: &ServeOptions, bound: SocketAddr) -> Config {
         limits: options.limits,
         auth: options.auth,
         provider: crate::server_provider(),
+        peering: Default::default(),
     }
 }
 
