@@ -6,8 +6,10 @@
 //! - [`config`]: `--config FILE`, nostream's `settings.yaml` keys that have a meaning here.
 //! - [`sync`]: the I/O of relay peering's outbound sync: the peer's NIP-11 document and WebSocket
 //!   dials, only ever to addresses the address policy checked.
+//! - [`peering`]: relay peering's settings, identity, NIP-11 fields and admin status rows.
 
 pub mod config;
+pub mod peering;
 pub mod serve;
 pub mod store;
 pub mod sync;
