@@ -275,6 +275,24 @@ impl<S: EventStore + Sweep, R: CryptoRng> NostrRelay<S, R> {
         &self.store
     }
 
+    /// The store, for relay peering's sync workers, which write through the same store the
+    /// sessions read (spec 002 §6).
+    pub fn store_mut(&mut self) -> &mut S {
+        &mut self.store
+    }
+
+    /// Hands `event` to every session's live subscriptions, as a session's own broadcast does:
+    /// a peer's live event reaches local subscribers as a local publish would (spec 002 §6).
+    pub fn broadcast(&mut self, now: Timestamp, event: &weft_proto::nostr::event::Event) {
+        let conns: Vec<ConnId> = self.sessions.keys().copied().collect();
+        for conn in conns {
+            if let Some(s) = self.sessions.get_mut(&conn) {
+                s.handle(now, Input::Live(event.clone()));
+                self.pump(now, conn);
+            }
+        }
+    }
+
     /// How many connections have a session.
     pub fn connections(&self) -> usize {
         self.sessions.len()

@@ -6,5 +6,9 @@
 //!   (`weft_proto::nostr::sync::address`) checked (§6 step 1: loopback, private and link-local
 //!   addresses refused, literal or resolved, on every redirect, unless
 //!   `peering.allowPrivateNetworks`).
+//! - [`runner`]: one sync worker per enabled peer on the relay's own loop, its store operations
+//!   run on the relay's store, its live events broadcast to the relay's sessions, its blocking
+//!   jobs (the fetch, the dial's check) on threads of their own.
 
 pub mod dial;
+pub mod runner;
