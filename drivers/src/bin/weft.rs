@@ -81,8 +81,8 @@ struct NodeArgs {
 
 #[derive(Subcommand, Debug)]
 enum Nostr {
-    /// Serve a Nostr relay over WebSocket, its events in an embedded store under --data-dir;
-    /// NIP-11 at `GET /` with `Accept: application/nostr+json`.
+    /// Serve a Nostr relay over WebSocket, its events in an embedded store under --data-dir
+    /// (or in PostgreSQL with --database); NIP-11 at `GET /` with `Accept: application/nostr+json`.
     Serve(NostrServeArgs),
     /// Print the relay's self pubkey (hex and npub), from `RELAY_PRIVATE_KEY` or `SECRET` in the
     /// environment and the settings file, as `serve` would advertise it; never the private key.
@@ -124,6 +124,18 @@ struct NostrServeArgs {
     /// The data directory (made owner-only; refused when others may read it).
     #[arg(long, default_value = weft_drivers::nostr::serve::DEFAULT_DATA_DIR)]
     data_dir: PathBuf,
+    /// Keep events in this PostgreSQL database instead of the embedded store under --data-dir
+    /// (`postgres://user:password@host:port/dbname`, or PostgreSQL's `key=value` form); its
+    /// tables are made on first start. Several processes given one database serve one relay:
+    /// an event stored through one reaches live subscriptions on all. No TLS to the database:
+    /// reach it over loopback, a Unix socket (`host=/run/postgresql`) or a private network.
+    #[arg(
+        long,
+        value_name = "URL",
+        env = "WEFT_NOSTR_DATABASE",
+        hide_env_values = true
+    )]
+    database: Option<String>,
     /// This relay's URL as clients name it in NIP-42 and NIP-62 `relay` tags; default
     /// `ws://<listen address>` (`wss://` with --tls-cert). Set it when clients reach the relay
     /// by a name, through a proxy, or when listening on 0.0.0.0: AUTH naming another host fails.
@@ -444,7 +456,8 @@ struct MincaMeetupArgs {
     /// space per 12 nodes, `weft_sim::minca::SCALE_SPACE_NODES`).
     #[arg(long, default_value_t = 1)]
     spaces: usize,
-    /// Relays, every node configured with all of them.
+    /// Relays; each space meets on two of them (all, if there are no more), and a relay holds at
+    /// most 10 000 sockets (Minca §1.4), so a scale run gives one relay per ~5 000 nodes.
     #[arg(long, default_value_t = 2)]
     relays: usize,
     /// Virtual seconds of faults, before the quiet heal phase.
@@ -750,6 +763,15 @@ fn nostr_serve(args: NostrServeArgs) -> ExitCode {
     use weft_drivers::nostr::serve::{ServeOptions, serve};
     use weft_proto::nostr::relay::AuthPolicy;
     let mut options = ServeOptions::new(args.listen, args.data_dir);
+    if let Some(url) = args.database {
+        // A URL that is none is the operator's mistake (exit 2); a database that cannot be
+        // reached is found when serving starts (exit 1).
+        if let Err(e) = weft_drivers::nostr::pg::parse_url(&url) {
+            eprintln!("weft nostr serve: --database: {}", e.0);
+            return ExitCode::from(2);
+        }
+        options.database = Some(url);
+    }
     if let Err(code) = nostr_settings("serve", args.config.as_ref(), &mut options) {
         return code;
     }

@@ -29,6 +29,7 @@ use serde_json::json;
 use smol::channel::Receiver;
 use weft_proto::core::rand_core::CryptoRng;
 use weft_proto::core::{ConnId, Machine, Timestamp, Wakeup};
+use weft_proto::nostr::event::Event;
 use weft_proto::nostr::limits::Limits;
 use weft_proto::nostr::relay::{
     AuthPolicy, Config, EventStore, Input, MemoryStore, Output, Session, StoreError,
@@ -60,10 +61,16 @@ pub const SWEEP_INTERVAL: std::time::Duration = std::time::Duration::from_secs(6
 /// backlog is worked off a batch a minute rather than stalling every socket at once).
 pub const SWEEP_BATCH: usize = 1_000;
 
-/// A store whose expired events the relay deletes every [`SWEEP_INTERVAL`].
+/// What the relay asks of its store besides [`EventStore`]'s operations: deleting expired
+/// events every [`SWEEP_INTERVAL`], and hearing of every event a session broadcasts (so a store
+/// shared by several processes can pass it to the others' sessions, [`super::pg`]).
 pub trait Sweep {
     /// Deletes at most [`SWEEP_BATCH`] events past their expiration at `now`; how many.
     fn sweep(&mut self, now: Timestamp) -> Result<u64, StoreError>;
+
+    /// A session broadcast `event` to this process's sessions (after storing it, unless it is
+    /// ephemeral). A store of one process has nothing to do.
+    fn published(&mut self, _event: &Event) {}
 }
 
 impl Sweep for RedbStore {
@@ -110,6 +117,9 @@ pub struct ServeOptions {
     pub listen: SocketAddr,
     /// The data directory (made 0700; the store file in it 0600).
     pub data_dir: PathBuf,
+    /// Keep events in this PostgreSQL database (a `postgres://` URL) instead of the embedded
+    /// store under [`ServeOptions::data_dir`]; several processes may share one ([`super::pg`]).
+    pub database: Option<String>,
     /// This relay's URL as clients name it (NIP-42 and NIP-62 `relay` tags); default
     /// `ws://<listen>` (`wss://` with [`ServeOptions::tls`]).
     pub relay_url: Option<String>,
@@ -136,6 +146,7 @@ impl ServeOptions {
         Self {
             listen,
             data_dir,
+            database: None,
             relay_url: None,
             auth: AuthPolicy::Optional,
             limits: Limits::DEFAULT,
@@ -156,6 +167,9 @@ pub enum ServeInput {
     Session(ConnId, Input),
     /// A socket closed.
     Closed(ConnId),
+    /// An event another process serving this relay stored or broadcast: for every session's
+    /// live subscriptions (never broadcast again).
+    Remote(Event),
 }
 
 /// What the relay machine asks of the layer.
@@ -329,6 +343,7 @@ impl<S: EventStore + Sweep, R: CryptoRng> NostrRelay<S, R> {
                         session.handle(now, Input::Admitted { request, admission });
                     }
                     Output::Broadcast(event) => {
+                        self.store.published(&event);
                         for (&other, s) in self.sessions.iter_mut() {
                             s.handle(now, Input::Live(event.clone()));
                             if other != c && !work.contains(&other) {
@@ -372,6 +387,15 @@ impl<S: EventStore + Sweep, R: CryptoRng> Machine for NostrRelay<S, R> {
             }
             ServeInput::Closed(conn) => {
                 self.sessions.remove(&conn);
+            }
+            ServeInput::Remote(event) => {
+                let conns: Vec<ConnId> = self.sessions.keys().copied().collect();
+                for conn in conns {
+                    if let Some(s) = self.sessions.get_mut(&conn) {
+                        s.handle(now, Input::Live(event.clone()));
+                        self.pump(now, conn);
+                    }
+                }
             }
         }
     }
@@ -505,9 +529,13 @@ impl<S: EventStore + Sweep, R: CryptoRng> WsMachine for NostrRelay<S, R> {
     }
 }
 
-/// The host of `weft nostr serve`: the relay over the WebSocket layer on the redb store.
-pub type NostrHost =
-    Host<Ws<NostrRelay<RedbStore, chacha20::ChaCha20Rng>>, WsHooks<fn(Infallible)>>;
+/// The host of `weft nostr serve`: the relay over the WebSocket layer on a store (redb unless
+/// told otherwise).
+pub type NostrHost<S = RedbStore> =
+    Host<Ws<NostrRelay<S, chacha20::ChaCha20Rng>>, WsHooks<fn(Infallible)>>;
+
+/// What the relay's host is fed from off its loop (events other processes stored, [`super::pg`]).
+pub type RelayCommands = crate::host::Commands<crate::ws::WsInput<NoDial, ServeInput>>;
 
 /// The session configuration `options` give.
 pub fn session_config(options: &ServeOptions, bound: SocketAddr) -> Config {
@@ -530,7 +558,26 @@ pub fn serve(
     stop: Receiver<()>,
     ready: impl FnOnce(SocketAddr),
 ) -> io::Result<()> {
-    let store = RedbStore::open_dir(&options.data_dir)?;
+    match options.database.clone() {
+        None => {
+            let store = RedbStore::open_dir(&options.data_dir)?;
+            run_relay(options, store, None, stop, ready)
+        }
+        Some(url) => {
+            let (store, commands, _listening) = super::pg::open(&url)?;
+            run_relay(options, store, Some(&commands), stop, ready)
+        }
+    }
+}
+
+/// Runs the relay over `store`, fed `commands` too when given.
+fn run_relay<S: EventStore + Sweep>(
+    options: ServeOptions,
+    store: S,
+    commands: Option<&RelayCommands>,
+    stop: Receiver<()>,
+    ready: impl FnOnce(SocketAddr),
+) -> io::Result<()> {
     let listener = match &options.tls {
         Some(server) => Listener::tls(options.listen, server.clone())?,
         None => Listener::bind(&Endpoint::Tcp(options.listen))?,
@@ -548,10 +595,15 @@ pub fn serve(
     let relay =
         NostrRelay::new(config, &info, store, crate::os_rng()).with_peering(&options.peering);
     let machine = Ws::new(relay, WsConfig::new(options.limits.max_message_bytes));
-    let mut host: NostrHost = Host::new(machine, WsHooks(drop_app as fn(Infallible)));
+    let mut host: NostrHost<S> = Host::new(machine, WsHooks(drop_app as fn(Infallible)));
     ready(bound);
     smol::block_on(smol::future::or(
-        crate::smol::run(&mut host, vec![listener]),
+        async {
+            match commands {
+                Some(c) => crate::smol::run_commanded(&mut host, vec![listener], c).await,
+                None => crate::smol::run(&mut host, vec![listener]).await,
+            }
+        },
         async {
             let _ = stop.recv().await;
             Ok(())
@@ -673,6 +725,43 @@ mod tests {
             "{out:?}"
         );
         assert_eq!(r.store().len(), 1);
+    }
+
+    /// An event another process stored reaches each matching subscription here once, and is
+    /// neither stored nor broadcast again.
+    #[test]
+    fn a_remote_event_reaches_live_subscriptions_once_and_is_not_stored() {
+        let mut r = relay();
+        open(&mut r, 1).unwrap();
+        open(&mut r, 2).unwrap();
+        let now = Timestamp::from_millis(NOW);
+        for (conn, filter) in [(1, r#"{"kinds":[1]}"#), (2, r#"{"kinds":[7]}"#)] {
+            let sub = r
+                .message(
+                    ConnId(conn),
+                    Frame::Text(format!(r#"["REQ","s",{filter}]"#)),
+                )
+                .unwrap();
+            r.handle(now, sub);
+        }
+        let _ = texts(&mut r);
+        let provider = crate::server_provider();
+        let mut rng = chacha20::ChaCha20Rng::seed_from_u64(13);
+        let key = weft_proto::crypto::generate_secp256k1(provider, &mut rng);
+        let event = weft_proto::nostr::event::UnsignedEvent {
+            created_at: NOW / 1000,
+            kind: 1,
+            tags: vec![],
+            content: "from another process".into(),
+        }
+        .sign(provider, &key, &mut rng)
+        .unwrap();
+        r.handle(now, ServeInput::Remote(event.clone()));
+        let out = texts(&mut r);
+        assert_eq!(out.len(), 1, "{out:?}");
+        assert_eq!(out[0].0, ConnId(1));
+        assert!(out[0].1.contains(&event.id_hex()), "{out:?}");
+        assert_eq!(r.store().len(), 0, "never stored here");
     }
 
     #[test]
