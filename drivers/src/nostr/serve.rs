@@ -137,6 +137,9 @@ pub struct ServeOptions {
     /// The relay's key and the pubkey it advertises as `self`, resolved from the environment
     /// ([`peering::resolve_key`]); `None` for a relay without one.
     pub identity: Option<(RelayKey, [u8; 32])>,
+    /// Outbound sync from the enabled peers ([`super::sync`]): `peering.allowPrivateNetworks`
+    /// and the workers' bounds.
+    pub sync: super::sync::SyncOptions,
 }
 
 impl ServeOptions {
@@ -154,6 +157,7 @@ impl ServeOptions {
             tls: None,
             peering: PeeringOptions::default(),
             identity: None,
+            sync: Default::default(),
         }
     }
 }
@@ -297,7 +301,11 @@ impl<S: EventStore + Sweep, R: CryptoRng> NostrRelay<S, R> {
 
     /// Hands `event` to every session's live subscriptions, as a session's own broadcast does:
     /// a peer's live event reaches local subscribers as a local publish would (spec 002 §6).
+    /// The store hears of it too ([`Sweep::published`]), so a store shared by several processes
+    /// passes it to the others' sessions: with a shared store only the process whose worker
+    /// stored the event first broadcasts it.
     pub fn broadcast(&mut self, now: Timestamp, event: &weft_proto::nostr::event::Event) {
+        self.store.published(event);
         let conns: Vec<ConnId> = self.sessions.keys().copied().collect();
         for conn in conns {
             if let Some(s) = self.sessions.get_mut(&conn) {
@@ -587,6 +595,8 @@ fn run_relay<S: EventStore + Sweep>(
         _ => options.listen,
     };
     let config = session_config(&options, bound);
+    // One sync worker per enabled peer, beside the relay on its loop (spec 002 §6).
+    let sync = super::sync::runner::prepare(&options, &config.relay_url)?;
     let mut info = options.info.clone();
     info.peering = peering::nip11_fields(
         options.identity.as_ref().map(|(_, pk)| pk),
@@ -594,6 +604,10 @@ fn run_relay<S: EventStore + Sweep>(
     );
     let relay =
         NostrRelay::new(config, &info, store, crate::os_rng()).with_peering(&options.peering);
+    if let Some(sync) = sync {
+        ready(bound);
+        return sync.serve(relay, listener, commands, stop);
+    }
     let machine = Ws::new(relay, WsConfig::new(options.limits.max_message_bytes));
     let mut host: NostrHost<S> = Host::new(machine, WsHooks(drop_app as fn(Infallible)));
     ready(bound);

@@ -23,15 +23,16 @@ use std::io;
 
 use weft_proto::core::rand_core::CryptoRng;
 use weft_proto::core::{ConnId, Machine, Timestamp, Wakeup};
+use weft_proto::nostr::peering::status::{PeerStatus as AdminRow, SyncStatus};
 use weft_proto::nostr::relay::EventStore;
 use weft_proto::nostr::sync::address::{AddressClass, Refused, UrlError};
 use weft_proto::nostr::sync::worker::{
-    self, InfoError, Input as WorkerInput, Output as WorkerOutput, Worker,
+    self, InfoError, Input as WorkerInput, Output as WorkerOutput, State, Worker,
 };
 
 use super::dial::{DialError, Dialer, PeerDial, PeerHooks};
 use crate::host::{Commander, Host, Peer};
-use crate::nostr::serve::{NostrRelay, ServeInput, ServeOutput, Sweep};
+use crate::nostr::serve::{NostrRelay, RelayCommands, ServeInput, ServeOutput, Sweep};
 use crate::ws::{Frame, HttpAnswer, NoDial, Refusal, Request, Ws, WsEffect, WsInput, WsMachine};
 
 /// Blocking work a worker's output needs, done off the loop by the host's hooks
@@ -233,6 +234,9 @@ impl<S: EventStore + Sweep, R: CryptoRng> SyncRelay<S, R> {
             }
             WorkerOutput::Broadcast(event) => self.relay.broadcast(now, &event),
             WorkerOutput::Status(row) => {
+                if let Some(r) = self.relay.status_mut().get_mut(&row.peer) {
+                    admin_row(&row, r);
+                }
                 let before = self.rows.get(peer).and_then(Option::as_ref);
                 if before.is_none_or(|b| b.state != row.state || b.last_error != row.last_error) {
                     log_row(&row);
@@ -251,6 +255,25 @@ impl<S: EventStore + Sweep, R: CryptoRng> SyncRelay<S, R> {
             self.feed(now, peer, None);
         }
     }
+}
+
+/// The worker's row as `GET /admin/peering` shows it (the served counts are the inbound side's).
+pub fn admin_row(row: &worker::PeerStatus, to: &mut AdminRow) {
+    to.status = match row.state {
+        State::FetchingInfo | State::Connecting | State::Authenticating => SyncStatus::Connecting,
+        State::Reconciling => SyncStatus::Reconciling,
+        State::Live => SyncStatus::Live,
+        State::Backoff => SyncStatus::Backoff,
+        State::Unusable => SyncStatus::Unusable,
+    };
+    to.last_reconciliation = row.last_reconciliation;
+    to.lag_secs = row.lag_secs;
+    to.missing = Some(row.missing);
+    to.detail = match (&row.unusable, &row.last_error) {
+        (_, Some(e)) => Some(e.clone()),
+        (Some(why), None) => Some(format!("{why:?}")),
+        (None, None) => None,
+    };
 }
 
 /// One line for a peer's state change (never a secret: the row holds none).
@@ -507,12 +530,109 @@ pub fn run_job(dialer: &Dialer, job: Job) -> SyncInput {
     }
 }
 
+/// What `weft nostr serve` needs to run its peers' workers, made before it listens so a
+/// configuration that cannot work is refused at start.
+pub struct Prepared {
+    workers: Vec<Worker<chacha20::ChaCha20Rng>>,
+    dialer: Dialer,
+    ws: crate::ws::WsConfig,
+}
+
+impl std::fmt::Debug for Prepared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Prepared")
+            .field("workers", &self.workers.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The workers for `options`' enabled peers (`None` when there are none), signing with the
+/// relay's key and naming this relay `own_url`.
+pub fn prepare(
+    options: &crate::nostr::serve::ServeOptions,
+    own_url: &str,
+) -> io::Result<Option<Prepared>> {
+    if options.peering.trust.enabled().next().is_none() {
+        return Ok(None);
+    }
+    let bad = |e: String| io::Error::new(io::ErrorKind::InvalidInput, e);
+    let (key, _) = options.identity.as_ref().ok_or_else(|| {
+        bad("peering.peers needs this relay's key: set SECRET or RELAY_PRIVATE_KEY".into())
+    })?;
+    // The URL the key was derived over, as `weft nostr serve` resolved it.
+    let scheme = if options.tls.is_some() { "wss" } else { "ws" };
+    let key_url = options
+        .relay_url
+        .clone()
+        .unwrap_or_else(|| format!("{scheme}://{}", options.listen));
+    let provider = crate::server_provider();
+    let secret =
+        super::worker_secret(provider, |n| std::env::var(n).ok(), &key_url, key).map_err(bad)?;
+    let mut ws = crate::ws::WsConfig::new(options.limits.max_message_bytes);
+    if let Some(ca) = &options.sync.ca_file {
+        ws = ws.with_ca_file(ca)?;
+    }
+    let dialer = Dialer::new(options.sync.allow_private_networks, ws.tls.clone());
+    let workers = super::workers(
+        &options.peering.trust,
+        &options.sync,
+        own_url,
+        &secret,
+        provider,
+        crate::now(),
+        crate::os_rng,
+    );
+    Ok(Some(Prepared {
+        workers,
+        dialer,
+        ws,
+    }))
+}
+
+impl Prepared {
+    /// Runs `relay` with the workers beside it on the smol adapter over `listener`, until
+    /// `stop` yields. `relay_commands` (events other processes stored, [`super::super::pg`])
+    /// are passed on to the relay as they come.
+    pub fn serve<S: EventStore + Sweep>(
+        self,
+        relay: NostrRelay<S, chacha20::ChaCha20Rng>,
+        listener: crate::host::Listener,
+        relay_commands: Option<&RelayCommands>,
+        stop: ::smol::channel::Receiver<()>,
+    ) -> io::Result<()> {
+        let (commander, commands) = crate::host::commands()?;
+        let forward = commander.try_clone()?;
+        let machine = Ws::new(SyncRelay::new(relay, self.workers, crate::now()), self.ws);
+        let mut host = Host::new(machine, sync_hooks(self.dialer, commander));
+        let forwarding = async move {
+            let Some(from) = relay_commands else {
+                return ::smol::future::pending().await;
+            };
+            while let Some(input) = from.recv().await {
+                if let WsInput::App(i) = input
+                    && forward
+                        .send_async(WsInput::App(SyncInput::Relay(i)))
+                        .await
+                        .is_err()
+                {
+                    break;
+                }
+            }
+            ::smol::future::pending().await
+        };
+        ::smol::block_on(::smol::future::or(
+            run(&mut host, vec![listener], &commands, stop),
+            forwarding,
+        ))
+    }
+}
+
 /// The host of a relay with sync workers.
 pub type SyncHost<S, R, D> = Host<Ws<SyncRelay<S, R>>, PeerHooks<D>>;
 
 /// Runs `host` over `listeners` on the smol adapter, with its command channel, until `stop`
 /// yields.
-pub fn run<S, R, D>(
+pub async fn run<S, R, D>(
     host: &mut SyncHost<S, R, D>,
     listeners: Vec<crate::host::Listener>,
     commands: &crate::host::Commands<WsInput<PeerDial, SyncInput>>,
@@ -523,13 +643,14 @@ where
     R: CryptoRng,
     D: FnMut(Job),
 {
-    ::smol::block_on(::smol::future::or(
+    ::smol::future::or(
         crate::smol::run_commanded(host, listeners, commands),
         async {
             let _ = stop.recv().await;
             Ok(())
         },
-    ))
+    )
+    .await
 }
 
 #[cfg(test)]
