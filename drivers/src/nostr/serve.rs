@@ -32,7 +32,8 @@ use weft_proto::core::{ConnId, Machine, Timestamp, Wakeup};
 use weft_proto::nostr::event::Event;
 use weft_proto::nostr::limits::Limits;
 use weft_proto::nostr::relay::{
-    AuthPolicy, Config, EventStore, Input, MemoryStore, Output, Session, StoreError,
+    AuthPolicy, Config, EventStore, Input, MemoryStore, Output, Session, StoreError, StoreOp,
+    StoreReply,
 };
 
 use super::peering::{self, AdminToken, PeeringOptions};
@@ -297,6 +298,13 @@ impl<S: EventStore + Sweep, R: CryptoRng> NostrRelay<S, R> {
     /// sessions read (spec 002 §6).
     pub fn store_mut(&mut self) -> &mut S {
         &mut self.store
+    }
+
+    /// Runs a relay peering sync worker's store operation `op` at `now` on the store the
+    /// sessions use (spec 002 §6), after every operation the sessions asked before it (each is
+    /// run when asked, so nothing is pending here).
+    pub fn execute_for_sync(&mut self, _now: Timestamp, op: &StoreOp) -> StoreReply {
+        self.store.execute(op)
     }
 
     /// Hands `event` to every session's live subscriptions, as a session's own broadcast does:

@@ -229,7 +229,7 @@ impl<S: EventStore + Sweep, R: CryptoRng> SyncRelay<S, R> {
                 }
             }
             WorkerOutput::Store { request, op } => {
-                let reply = self.relay.store_mut().execute(&op);
+                let reply = self.relay.execute_for_sync(now, &op);
                 return Some(WorkerInput::Stored { request, reply });
             }
             WorkerOutput::Broadcast(event) => self.relay.broadcast(now, &event),
