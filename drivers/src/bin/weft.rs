@@ -794,6 +794,13 @@ fn nostr_serve(args: NostrServeArgs) -> ExitCode {
     if let Err(code) = nostr_identity("serve", &mut options) {
         return code;
     }
+    // Every enabled peer gets an outbound sync worker, which authenticates with the relay key.
+    if options.identity.is_none() && options.peering.trust.enabled().next().is_some() {
+        eprintln!(
+            "weft nostr serve: peering.peers needs this relay's key: set SECRET or RELAY_PRIVATE_KEY"
+        );
+        return ExitCode::from(2);
+    }
     if let Some((_, advertised)) = &options.identity {
         eprintln!(
             "weft nostr serve: self {}; {}",

@@ -16,6 +16,7 @@
 //! | `limits.event.createdAt.maxPositiveDelta` | [`Limits::max_future_secs`] (0: no bound, as in nostream) |
 //! | `limits.message.rateLimits` | [`Limits::messages`]: of the `{period, rate}` entries, the slowest per second, as a bucket of `rate` refilling at `rate / period` (at least 1 a second) |
 //! | `info.self`, `peering.*`, `limits.peer.*`, `admin.token` | [`ServeOptions::peering`] (the table in [`super::peering`]) |
+//! | `peering.allowPrivateNetworks`, `peering.caFile`, `peering.sync.negFrameBytes` | [`ServeOptions::sync`] ([`super::sync::apply`]) |
 
 use serde_json::Value;
 use weft_proto::core::BucketConfig;
@@ -70,6 +71,7 @@ pub fn apply_settings(text: &str, options: &mut ServeOptions) -> Result<(), Stri
     }
 
     super::peering::apply(&doc, &mut options.peering)?;
+    super::sync::apply(&doc, &mut options.sync)?;
     let l: &mut Limits = &mut options.limits;
     if let Some(n) = number_at("network.maxPayloadSize")? {
         l.max_message_bytes = size(n);

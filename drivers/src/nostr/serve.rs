@@ -192,6 +192,9 @@ pub struct ServeOptions {
     /// The relay's key and the pubkey it advertises as `self`, resolved from the environment
     /// ([`peering::resolve_key`]); `None` for a relay without one.
     pub identity: Option<(RelayKey, [u8; 32])>,
+    /// Outbound sync from the enabled peers ([`super::sync`]): `peering.allowPrivateNetworks`
+    /// and the workers' bounds.
+    pub sync: super::sync::SyncOptions,
 }
 
 impl ServeOptions {
@@ -209,6 +212,7 @@ impl ServeOptions {
             tls: None,
             peering: PeeringOptions::default(),
             identity: None,
+            sync: Default::default(),
         }
     }
 }
@@ -350,6 +354,38 @@ impl<S: EventStore + Sweep + GroupCommit, R: CryptoRng> NostrRelay<S, R> {
     /// The store.
     pub fn store(&self) -> &S {
         &self.store
+    }
+
+    /// The store, for relay peering's sync workers, which write through the same store the
+    /// sessions read (spec 002 §6).
+    pub fn store_mut(&mut self) -> &mut S {
+        &mut self.store
+    }
+
+    /// Runs a relay peering sync worker's store operation `op` at `now` on the store the
+    /// sessions use (spec 002 §6), after every operation the sessions asked before it: their
+    /// open group of writes is committed and answered first.
+    pub fn execute_for_sync(&mut self, now: Timestamp, op: &StoreOp) -> StoreReply {
+        // The open group holds the store's write transaction: it commits (and its sessions are
+        // answered) first, so a worker's write neither waits on it nor joins it unanswered.
+        self.commit_and_answer(now);
+        self.store.execute(op)
+    }
+
+    /// Hands `event` to every session's live subscriptions, as a session's own broadcast does:
+    /// a peer's live event reaches local subscribers as a local publish would (spec 002 §6).
+    /// The store hears of it too ([`Sweep::published`]), so a store shared by several processes
+    /// passes it to the others' sessions: with a shared store only the process whose worker
+    /// stored the event first broadcasts it.
+    pub fn broadcast(&mut self, now: Timestamp, event: &weft_proto::nostr::event::Event) {
+        self.store.published(event);
+        let conns: Vec<ConnId> = self.sessions.keys().copied().collect();
+        for conn in conns {
+            if let Some(s) = self.sessions.get_mut(&conn) {
+                s.handle(now, Input::Live(event.clone()));
+                self.pump(now, conn);
+            }
+        }
     }
 
     /// How many connections have a session.
@@ -709,6 +745,8 @@ fn run_relay<S: EventStore + Sweep + GroupCommit>(
         _ => options.listen,
     };
     let config = session_config(&options, bound);
+    // One sync worker per enabled peer, beside the relay on its loop (spec 002 §6).
+    let sync = super::sync::runner::prepare(&options, &config.relay_url)?;
     let mut info = options.info.clone();
     info.peering = peering::nip11_fields(
         options.identity.as_ref().map(|(_, pk)| pk),
@@ -716,6 +754,10 @@ fn run_relay<S: EventStore + Sweep + GroupCommit>(
     );
     let relay =
         NostrRelay::new(config, &info, store, crate::os_rng()).with_peering(&options.peering);
+    if let Some(sync) = sync {
+        ready(bound);
+        return sync.serve(relay, listener, commands, stop);
+    }
     let machine = Ws::new(relay, WsConfig::new(options.limits.max_message_bytes));
     let mut host: NostrHost<S> = Host::new(machine, WsHooks(drop_app as fn(Infallible)));
     ready(bound);

@@ -25,6 +25,7 @@ pub mod limits;
 pub mod message;
 pub mod peering;
 pub mod relay;
+pub mod sync;
 
 pub use event::{Event, EventError};
 pub use message::{ClientMessage, Filter, MessageError, RelayMessage};
