@@ -63,40 +63,41 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use core::net::IpAddr;
 use core::time::Duration;
+use rand_core::CryptoRng;
 
 use super::address::{Address, Authority, Face as AddressFace, Namespace, RESOLVER};
-use super::audit::{self, Audit};
+use super::audit::Audit;
 use super::bind::BindTable;
-use super::discovery::{self, DiscoveryCache, Endpoint, RecordType};
-use super::frame::PassportRequest;
+use super::discovery::{DiscoveryCache, Endpoint, RecordType};
 use super::frame::{
-    Ack, AckCode, AckStatus, Bound, ErrorCode, ErrorFrame, Event, Frame, Hello, LinkRequest,
-    Linked, Msg, Object, PROTO, Passported, Role, Welcome,
+    Ack, AckCode, AckStatus, Bound, ErrorCode, ErrorFrame, Event, Frame, Hello, Linked, Msg,
+    Object, PROTO, Role, Welcome,
 };
-use super::framing::{self, Answer, FrameDecoder};
-use super::link::{self, Direction, Link, LinkConfig, LinkTable, Notice, Offer, Operation};
-use super::link::{Grant, LinkOrigin, LinkState};
-use super::passport::book::{Issuance, Issue, PassportBook, PassportConfig, PassportRecord, Use};
-use super::passport::{PASSPORT_ENDPOINT, PASSPORT_TYPE, Passport, REDEMPTION_TTL};
+use super::framing::{Answer, FrameDecoder};
+use super::link::{Link, LinkConfig, LinkTable};
+use super::passport::book::{PassportBook, PassportConfig, PassportRecord};
+use super::passport::{PASSPORT_ENDPOINT, PASSPORT_TYPE};
 use super::pattern::{Pattern, PatternSegment};
-use super::policy::{self as policy, DEFAULT_REPLY_WINDOW, Policy, ReplyWindow};
-use super::signing::{self, DEFAULT_TYPE as TEXT_PLAIN, Signed};
-use super::spool::{
-    self, ACK_TIMEOUT, DEFAULT_TTL, FLUSH_INTERVAL, SeenIds, Spool, SpoolFull, Spooled,
-};
+use super::policy::{Policy, ReplyWindow};
+use super::signing::{DEFAULT_TYPE as TEXT_PLAIN, Signed};
+use super::spool::{ACK_TIMEOUT, DEFAULT_TTL, FLUSH_INTERVAL, SeenIds, Spool, SpoolFull, Spooled};
+use super::{audit, discovery, framing, link, policy, signing, spool};
 use crate::codec::hex;
 use crate::core::bounded::{ExpiringInsert, ExpiringSet};
 use crate::core::index::remove_from_set;
 use crate::core::timer::TimerQueue;
 use crate::core::{ConnId, Machine, Timestamp, Wakeup};
 use crate::crypto::{CryptoProvider, Ed25519Seed, sigstring};
-use rand_core::CryptoRng;
 
 mod forwarded;
+mod links;
 pub mod locate;
+mod passports;
 
 use forwarded::{Forwarded, Pending};
+pub use links::{GRANT_DIRECTION, LINK_REPLY_WINDOW};
 use locate::{Dials, KeyWaits, Keys};
+use passports::GrantWait;
 
 /// How many hops a message may take: a `via` this long is a routing loop (§6.5).
 pub const MAX_VIA: usize = 8;
@@ -129,11 +130,6 @@ pub const MAX_PENDING: usize = 65_536;
 /// How far a peer hello's `ts` may be from now and still authenticate its link (§8.4, §9.4).
 pub const HELLO_WINDOW: Duration = Duration::from_secs(300);
 
-/// The one direction a client's `link op=grant` may create (§4.6, §11.2's lost table): the
-/// peer may start, the granter only reply. A grant is active without the peer's word, so it
-/// may open only the granter's own side; a link that lets the granter start is an offer.
-pub const GRANT_DIRECTION: Direction = Direction::BInitiates;
-
 /// Random bytes in the nonce of a hello this server sends (§8.4), written as hex.
 pub const NONCE_BYTES: usize = 16;
 
@@ -162,10 +158,6 @@ pub const LINK_IDLE: Duration = Duration::from_secs(600);
 /// waits in memory. Sixteen frames of the largest size; past it the connection is closed (a
 /// genuine peer dials again and finds the keys cached).
 pub const MAX_PARKED_BYTES: usize = 16 * framing::MAX_FRAME_BYTES;
-
-/// The reply window a one-way link's far end answers in (§11.3 `in_reply_window(F, T)`, which
-/// names no window): the one a `mode: "reply"` rule without `window` uses (§10.1).
-pub const LINK_REPLY_WINDOW: Duration = DEFAULT_REPLY_WINDOW;
 
 /// Which listener a connection came in on (§3.1): a server exposes a face for its own clients
 /// and a face for other realms' servers, each on its own listener.
@@ -596,19 +588,6 @@ enum Upstream {
     /// A grant sent for a redemption (§12.5): the redemption is answered once the redeemer's
     /// server has acked the grant.
     Grant(Box<GrantWait>),
-}
-
-/// A redemption waiting for its grant's ack (§12.5).
-#[derive(Clone, Debug, PartialEq)]
-struct GrantWait {
-    /// Who waits for the redemption's answer.
-    up: Upstream,
-    /// The redemption message.
-    redemption: Msg,
-    /// The granted link.
-    link: String,
-    /// The passport redeemed.
-    passport: String,
 }
 
 impl Upstream {
@@ -1095,8 +1074,6 @@ impl<R: CryptoRng> Server<R> {
         }
     }
 
-    // ---- connections ------------------------------------------------------------------------
-
     /// A connection the host opened; `false` when it is refused (the server is full, its source
     /// holds its share, or the host named a connection already open, which is then closed: the
     /// two cannot be told apart). `waits` says whether it waits for a hello that counts against
@@ -1434,8 +1411,6 @@ impl<R: CryptoRng> Server<R> {
         self.send(conn, &Frame::Welcome(welcome));
     }
 
-    // ---- the peer face (§8.4) ---------------------------------------------------------------
-
     fn is_trusted_unsigned(&self, realm: &Authority) -> bool {
         self.config.trusted_unsigned.contains(realm)
     }
@@ -1644,155 +1619,6 @@ impl<R: CryptoRng> Server<R> {
         link
     }
 
-    // ---- links (§4.6, §11) -------------------------------------------------------------------
-
-    /// Forgets the link records that lost all effect [`link::LINK_RETENTION`] ago, here and in
-    /// the store.
-    fn forget_lapsed_links(&mut self, now: Timestamp) {
-        for id in self.links.forget_lapsed(now) {
-            self.out.push_back(Output::Forget(RecordKey::Link { id }));
-        }
-    }
-
-    fn linked_refusal(&mut self, conn: ConnId, reason: String) {
-        let linked = Linked {
-            ok: false,
-            link: None,
-            links: None,
-            delivery: None,
-            code: Some(AckCode::Refused.as_str().to_string()),
-            reason: Some(reason),
-        };
-        self.send(conn, &Frame::Linked(linked));
-    }
-
-    fn linked_list(&mut self, conn: ConnId, links: Vec<Object>) {
-        let linked = Linked {
-            ok: true,
-            link: None,
-            links: Some(links),
-            delivery: None,
-            code: None,
-            reason: None,
-        };
-        self.send(conn, &Frame::Linked(linked));
-    }
-
-    /// A client's `link` frame (§4.6): the operation is done here first, stored, and then the
-    /// other side is told (§11.2); `linked` answers once that message has its ack.
-    fn link_request(&mut self, now: Timestamp, conn: ConnId, req: LinkRequest) {
-        let (namespaces, admin) = self
-            .conns
-            .get(&conn)
-            .map(|c| (c.namespaces.clone(), c.admin))
-            .unwrap_or_default();
-        // Names in link frames are relative to the realm, as bind names are (§4.3): Appendix A.2
-        // offers `"as":"alice/x","peer":"bob/y"` from a client of namespace alice.
-        let root = Namespace::root();
-        let face = AddressFace::Client {
-            realm: &self.config.realm,
-            namespace: &root,
-        };
-        let acting = match req.acting.as_deref().map(|a| Address::resolve(a, face)) {
-            Some(Ok(a)) => a,
-            Some(Err(e)) => return self.linked_refusal(conn, format!("as: {e}")),
-            None if req.op == "list" => {
-                // Without `as`: every link of an endpoint in the connection's namespaces, or
-                // every link at all for an administrator (§5).
-                let realm = &self.config.realm;
-                let mine = |p: &Address| {
-                    admin || (p.realm() == realm && namespaces.iter().any(|ns| p.is_inside(ns)))
-                };
-                let links = self
-                    .links
-                    .list_all()
-                    .into_iter()
-                    .filter(|l| mine(&l.a) || mine(&l.b))
-                    .map(Link::to_object)
-                    .collect();
-                return self.linked_list(conn, links);
-            }
-            None => return self.linked_refusal(conn, "as is required".into()),
-        };
-        // §5: `as` lies inside one of the connection's namespaces.
-        // An administrator may also list any endpoint's links (§5); it acts for none.
-        let inside =
-            namespaces.iter().any(|ns| acting.is_inside(ns)) || (admin && req.op == "list");
-        if acting.realm() != &self.config.realm || !inside {
-            return self.linked_refusal(conn, format!("{acting} is outside your namespaces"));
-        }
-        let id = req.id.as_deref().unwrap_or_default();
-        let peer = req
-            .peer
-            .as_deref()
-            .and_then(|p| Address::resolve(p, face).ok());
-        let direction = match req.direction.as_deref().map(Direction::parse) {
-            None => None,
-            Some(Some(d)) => Some(d),
-            Some(None) => return self.linked_refusal(conn, "unknown direction".into()),
-        };
-        let done = match req.op.as_str() {
-            "list" => {
-                let links = self
-                    .links
-                    .list(&acting)
-                    .into_iter()
-                    .map(Link::to_object)
-                    .collect();
-                return self.linked_list(conn, links);
-            }
-            "offer" => {
-                let Some(peer) = peer else {
-                    return self.linked_refusal(conn, "peer is missing or not an address".into());
-                };
-                let offer = Offer {
-                    acting,
-                    peer,
-                    direction: direction.unwrap_or(Direction::Both),
-                    label: req.label.clone(),
-                    expires: None,
-                };
-                self.links.offer(now, &mut self.rng, offer)
-            }
-            "grant" => {
-                let Some(peer) = peer else {
-                    return self.linked_refusal(conn, "peer is missing or not an address".into());
-                };
-                // A grant is active at once, with no word from `peer`: it may only open the
-                // granter's own side (`peer` starts, `as` replies), never let `as` start a
-                // conversation `peer` did not agree to. Anything more is an offer.
-                let direction = direction.unwrap_or(GRANT_DIRECTION);
-                if direction != GRANT_DIRECTION {
-                    let why = format!(
-                        "a grant is {}: the peer starts and you reply; offer for more",
-                        GRANT_DIRECTION.as_str()
-                    );
-                    return self.linked_refusal(conn, why);
-                }
-                let grant = Grant {
-                    a: acting,
-                    b: peer,
-                    direction,
-                    label: req.label.clone(),
-                    expires: None,
-                    origin: None,
-                };
-                self.links.grant(now, &mut self.rng, grant)
-            }
-            "accept" => self.links.accept(now, &acting, id),
-            "decline" => self.links.decline(now, &acting, id),
-            "revoke" => self.links.revoke(now, &acting, id),
-            other => return self.linked_refusal(conn, format!("unknown op {other}")),
-        };
-        match done {
-            Ok(op) => {
-                let record = op.link.to_object();
-                self.link_done(now, Upstream::Linked(conn, record), op);
-            }
-            Err(refusal) => self.linked_refusal(conn, refusal.to_string()),
-        }
-    }
-
     /// A message this server writes itself after persisting the change it reports (§11.2: "the
     /// state change locally first, then the control message"; a grant, §12.5; a notice): its
     /// copy goes on record under `key` before it goes anywhere, as a spooled message's would,
@@ -1827,119 +1653,6 @@ impl<R: CryptoRng> Server<R> {
         }
     }
 
-    /// Stores an operation's record, then tells the other side: a notice when it is an endpoint
-    /// of this realm (Appendix A.2), a control message to its realm otherwise (§11.4).
-    fn link_done(&mut self, now: Timestamp, up: Upstream, op: Operation) {
-        let record = op.link.to_object();
-        self.out.push_back(Output::Persist(Record::Link {
-            record: Box::new(record),
-        }));
-        let c = op.control;
-        self.link_event(now, c.action, &c.link, &c.from, &c.to);
-        let id = self.new_id();
-        if c.to.realm() == &self.config.realm {
-            let notice = Notice::new(c.action, &c.link, &c.from, &c.to).to_msg(id, now);
-            self.notify(now, up, notice);
-        } else {
-            let item = self.originate(now, &remote_key(c.to.realm()), c.to_msg(id, now));
-            self.deliver_remote(now, up, &c.to, item);
-        }
-    }
-
-    /// A link control message for this realm (§11.4): store the record, ack, then notify the
-    /// local endpoint; the notice's fate does not change the ack.
-    fn link_control(&mut self, now: Timestamp, up: Upstream, m: Msg) {
-        let id = m.id.clone();
-        match self.links.receive(now, &m) {
-            Ok(got) => {
-                if let (true, Ok(from), Ok(to)) = (
-                    got.stored != link::Stored::Unchanged,
-                    Address::parse(&m.from),
-                    Address::parse(&m.to),
-                ) {
-                    self.link_event(now, got.action, &got.link, &from, &to);
-                }
-                if let Some(reply) = &got.reply {
-                    self.link_event(now, reply.action, &reply.link, &reply.from, &reply.to);
-                }
-                let record = got.link.to_object();
-                self.out.push_back(Output::Persist(Record::Link {
-                    record: Box::new(record),
-                }));
-                self.passed(now, &m);
-                self.answer(now, &up, &m, Ack::new(id, AckStatus::Delivered), Hop::Local);
-                if let Some(n) = got.notice {
-                    let notice = n.to_msg(self.new_id(), now);
-                    self.notify(now, Upstream::Nobody, notice);
-                }
-                if let Some(reply) = got.reply {
-                    let msg = reply.to_msg(self.new_id(), now);
-                    let item = self.originate(now, &remote_key(reply.to.realm()), msg);
-                    self.deliver_remote(now, Upstream::Nobody, &reply.to, item);
-                }
-            }
-            Err(refusal) => {
-                let mut ack = Ack::with_code(id, AckStatus::Failed, link::LinkRefusal::CODE);
-                ack.reason = Some(refusal.to_string());
-                self.answer(now, &up, &m, ack, Hop::Local);
-            }
-        }
-    }
-
-    /// A link changed (§13 `link.<action>`): who acted, toward whom, and the state it is in now.
-    fn link_event(
-        &mut self,
-        now: Timestamp,
-        action: link::Action,
-        l: &Link,
-        from: &Address,
-        to: &Address,
-    ) {
-        let kind = match action {
-            link::Action::Offer => audit::Kind::LinkOffer,
-            link::Action::Accept => audit::Kind::LinkAccept,
-            link::Action::Decline => audit::Kind::LinkDecline,
-            link::Action::Revoke => audit::Kind::LinkRevoke,
-            link::Action::Grant => audit::Kind::LinkGrant,
-        };
-        let mut e = audit::event(now, kind);
-        e.link = Some(l.id.clone());
-        e.from = Some(from.to_string());
-        e.to = Some(to.to_string());
-        e.label.clone_from(&l.label);
-        e.state = Some(l.state.as_str().to_string());
-        e.passport = l.origin.as_ref().map(|o| o.passport.clone());
-        self.emit(now, e);
-    }
-
-    /// Delivers a server-made notice to a local endpoint, past policy: it reports what control
-    /// traffic already did (§11.4 step 4).
-    fn notify(&mut self, now: Timestamp, up: Upstream, msg: Msg) {
-        let Ok(to) = Address::parse(&msg.to) else {
-            return;
-        };
-        let item = self.originate(now, to.first_segment(), msg);
-        if to.is_namespace() && to.realm() == &self.config.realm {
-            return self.notify_namespace(now, up, &to, item);
-        }
-        self.deliver_local(now, up, &to, item);
-    }
-
-    /// A notice about a link whose side is a whole namespace (§11.1): it goes to the client
-    /// bound for the namespace (its relay), or waits in the spool for one. §6.4's refusal of
-    /// namespace references is for messages, which have no fan-out; a notice has one reader.
-    fn notify_namespace(&mut self, now: Timestamp, up: Upstream, to: &Address, item: Spooled<Msg>) {
-        let key = to.first_segment().to_string();
-        match self.local_hop(to) {
-            Some(client) if self.forwarded.pending_len() < MAX_PENDING => {
-                self.forward(now, client, alloc::vec![up], key, item);
-            }
-            _ => {
-                self.queue(now, &up, &key, item, AckCode::EndpointOffline);
-            }
-        }
-    }
-
     /// The local client to hand a message for `to`: §4.3's selection for an endpoint, the
     /// namespace's relay for a namespace reference (notices only).
     fn local_hop(&self, to: &Address) -> Option<ConnId> {
@@ -1954,427 +1667,6 @@ impl<R: CryptoRng> Server<R> {
     fn new_id(&mut self) -> String {
         super::frame::message_id(&mut self.rng)
     }
-
-    // ---- passports (§4.7, §12) --------------------------------------------------------------
-
-    fn passported(&mut self, conn: ConnId, p: Passported) {
-        self.send(conn, &Frame::Passported(Box::new(p)));
-    }
-
-    fn passported_refusal(&mut self, conn: ConnId, reason: String) {
-        let mut p = empty_passported(false);
-        p.code = Some(AckCode::Refused.as_str().to_string());
-        p.reason = Some(reason);
-        self.passported(conn, p);
-    }
-
-    fn persist_passport(&mut self, rec: &PassportRecord) {
-        self.out.push_back(Output::Persist(Record::Passport {
-            record: Box::new(rec.to_object(true)),
-        }));
-    }
-
-    /// A passport event (§13) with the record's id, endpoint, label, state and uses.
-    fn passport_event(&mut self, now: Timestamp, kind: audit::Kind, rec: &PassportRecord) -> Event {
-        let mut e = audit::event(now, kind);
-        e.passport = Some(rec.id.clone());
-        e.endpoint = Some(rec.endpoint.to_string());
-        e.label.clone_from(&rec.label);
-        e.state = Some(rec.state.as_str().to_string());
-        e.uses = Some(rec.uses);
-        e.uses_left = Some(rec.uses_left());
-        e
-    }
-
-    /// A client's `passport` frame (§4.7): `as` must lie inside the connection's namespaces
-    /// (§5) unless the host marked it an administrator's.
-    fn passport_request(&mut self, now: Timestamp, conn: ConnId, req: &PassportRequest) {
-        let Some(c) = self.conns.get(&conn) else {
-            return;
-        };
-        let (namespaces, admin) = (c.namespaces.clone(), c.admin);
-        let root = Namespace::root();
-        let face = AddressFace::Client {
-            realm: &self.config.realm,
-            namespace: &root,
-        };
-        let acting = match req.acting.as_deref().map(|a| Address::resolve(a, face)) {
-            Some(Ok(a)) => Some(a),
-            Some(Err(e)) => return self.passported_refusal(conn, format!("as: {e}")),
-            None => None,
-        };
-        if let Some(a) = &acting {
-            let inside = namespaces.iter().any(|ns| a.is_inside(ns));
-            if a.realm() != &self.config.realm || !(inside || admin) || !a.is_endpoint() {
-                let why = format!("{a} is outside your namespaces");
-                return self.passported_refusal(conn, why);
-            }
-        }
-        match req.op.as_str() {
-            "new" => self.passport_new(now, conn, acting, admin, req),
-            "list" => {
-                let realm = &self.config.realm;
-                let mine = |r: &PassportRecord| match &acting {
-                    Some(a) => r.endpoint.key() == a.key() || r.issued_by.key() == a.key(),
-                    None => {
-                        admin
-                            || (r.endpoint.realm() == realm
-                                && namespaces.iter().any(|ns| r.endpoint.is_inside(ns)))
-                    }
-                };
-                let list = self
-                    .passports
-                    .all()
-                    .filter(|r| mine(r))
-                    .map(|r| r.to_object(false))
-                    .collect();
-                let mut p = empty_passported(true);
-                p.passports = Some(list);
-                self.passported(conn, p);
-            }
-            "redeem" => match acting {
-                Some(a) => self.redeem_request(now, conn, a, req),
-                None => self.passported_refusal(conn, "as is required".into()),
-            },
-            "revoke" => self.passport_revoke(now, conn, acting, admin, req),
-            other => {
-                let op: String = other.chars().take(32).collect();
-                self.passported_refusal(conn, format!("unknown op {op}"));
-            }
-        }
-    }
-
-    /// §12.3: issue a passport; the token is in this answer and nowhere else.
-    fn passport_new(
-        &mut self,
-        now: Timestamp,
-        conn: ConnId,
-        acting: Option<Address>,
-        admin: bool,
-        req: &PassportRequest,
-    ) {
-        let allowed = match self.config.passports.issuance {
-            Issuance::Agents => true,
-            Issuance::OwnerOnly => admin,
-            Issuance::Off => false,
-        };
-        if !allowed {
-            return self.passported_refusal(conn, "this realm does not let you issue".into());
-        }
-        let Some(endpoint) = acting else {
-            return self.passported_refusal(conn, "as is required".into());
-        };
-        let direction = match req.direction.as_deref().map(Direction::parse) {
-            None => Direction::Both,
-            Some(Some(d)) => d,
-            Some(None) => return self.passported_refusal(conn, "unknown direction".into()),
-        };
-        let bind_to = match req.to.as_deref().map(Pattern::parse) {
-            None => None,
-            Some(Ok(p)) => Some(p),
-            Some(Err(e)) => return self.passported_refusal(conn, format!("to: {e}")),
-        };
-        if req
-            .label
-            .as_ref()
-            .is_some_and(|l| l.len() > link::MAX_LABEL_BYTES)
-        {
-            return self.passported_refusal(conn, "label too long".into());
-        }
-        let issue = Issue {
-            issued_by: endpoint.clone(),
-            endpoint: endpoint.clone(),
-            label: req.label.clone(),
-            direction,
-            uses: req.uses,
-            ttl: req.ttl,
-            link_ttl: req.link_ttl,
-            bind_to,
-        };
-        let issued = match self.passports.issue(now, &mut self.rng, issue) {
-            Ok(i) => i,
-            Err(e) => return self.passported_refusal(conn, e.to_string()),
-        };
-        let rec = issued.record.clone();
-        self.persist_passport(&rec);
-        let e = self.passport_event(now, audit::Kind::PassportIssue, &rec);
-        self.emit(now, e);
-        let issuer = self.config.realm.to_string();
-        let rendered = Passport {
-            issuer: issuer.clone(),
-            endpoint: Some(endpoint.segments().join("/")),
-            token: issued.token.clone(),
-        };
-        let mut p = empty_passported(true);
-        p.passport = Some(rec.to_object(false));
-        p.line = Some(rendered.line());
-        p.url = self
-            .config
-            .passports
-            .web_base
-            .as_deref()
-            .map(|base| rendered.url(base));
-        p.file = Some(rec.file(&issuer, &issued.token));
-        self.passported(conn, p);
-    }
-
-    /// §12.6: revoke a passport and, with `and_links`, the links it created.
-    fn passport_revoke(
-        &mut self,
-        now: Timestamp,
-        conn: ConnId,
-        acting: Option<Address>,
-        admin: bool,
-        req: &PassportRequest,
-    ) {
-        let Some(id) = req.id.as_deref().or(req.passport.as_deref()) else {
-            return self.passported_refusal(conn, "id is required".into());
-        };
-        let rec = match self.passports.revoke(id, acting.as_ref(), admin) {
-            Ok(r) => r.clone(),
-            Err(e) => return self.passported_refusal(conn, e.to_string()),
-        };
-        self.persist_passport(&rec);
-        let e = self.passport_event(now, audit::Kind::PassportRevoke, &rec);
-        self.emit(now, e);
-        let mut revoked = Vec::new();
-        if req.and_links == Some(true) {
-            let ids: Vec<(String, Address)> = self
-                .links
-                .list_all()
-                .into_iter()
-                .filter(|l| l.origin.as_ref().is_some_and(|o| o.passport == rec.id))
-                .filter(|l| matches!(l.state, LinkState::Pending | LinkState::Active))
-                .map(|l| (l.id.clone(), l.a.clone()))
-                .collect();
-            for (lid, a) in ids {
-                if let Ok(op) = self.links.revoke(now, &a, &lid) {
-                    revoked.push(lid);
-                    self.link_done(now, Upstream::Nobody, op);
-                }
-            }
-        }
-        let mut p = empty_passported(true);
-        p.passport = Some(rec.to_object(false));
-        p.revoked_links = Some(revoked);
-        self.passported(conn, p);
-    }
-
-    /// §12.4: the redeemer's server sends the redemption; its ack is the answer.
-    fn redeem_request(
-        &mut self,
-        now: Timestamp,
-        conn: ConnId,
-        redeemer: Address,
-        req: &PassportRequest,
-    ) {
-        let parsed = req.passport.as_deref().map(Passport::parse);
-        let passport = match parsed {
-            Some(Ok(p)) => p,
-            Some(Err(e)) => return self.passported_refusal(conn, e.to_string()),
-            None => return self.passported_refusal(conn, "passport is required".into()),
-        };
-        let Ok(to) = Address::parse(&format!("airc://{}/{PASSPORT_ENDPOINT}", passport.issuer))
-        else {
-            return self.passported_refusal(conn, "the issuer is not a realm".into());
-        };
-        let body = serde_json::json!({
-            "action": "redeem",
-            "token": passport.token,
-            "redeemer": redeemer.key().to_string(),
-        });
-        let m = Msg {
-            id: self.new_id(),
-            from: redeemer.to_string(),
-            to: to.to_string(),
-            ts: link::to_secs(now),
-            body: body.to_string(),
-            kind: Some(PASSPORT_TYPE.to_string()),
-            re: None,
-            ttl: Some(REDEMPTION_TTL),
-            via: None,
-            hdr: None,
-        };
-        self.stats.messages += 1;
-        self.route(now, Upstream::Passported(conn), &redeemer, &to, now, m);
-    }
-
-    /// The redemption's ack came back: `passported` with its status, and the link on success.
-    fn redeem_answered(&mut self, conn: ConnId, ack: Ack) {
-        let granted = ack
-            .reason
-            .as_deref()
-            .and_then(|r| r.strip_prefix("link "))
-            .and_then(|r| r.strip_suffix(" granted"));
-        let mut p = empty_passported(ack.status != AckStatus::Failed);
-        p.link = granted
-            .filter(|_| ack.status == AckStatus::Delivered)
-            .and_then(|id| self.links.get(id))
-            .map(Link::to_object);
-        p.status = Some(ack.status);
-        p.code = ack.code;
-        p.reason = ack.reason;
-        if self.conns.contains_key(&conn) {
-            self.passported(conn, p);
-        }
-    }
-
-    /// Where a redemption comes from, for the failure limit (§12.5): another realm as a whole
-    /// (its server vouches only for its realm), or a namespace of this one.
-    fn redemption_source(&self, from: &Address) -> String {
-        if from.realm() == &self.config.realm {
-            format!("local:{}", from.first_segment())
-        } else {
-            format!("realm:{}", from.realm())
-        }
-    }
-
-    /// §12.5 at the issuer: check, create the link, have the redeemer's server record it, then
-    /// notify the endpoint and ack.
-    fn redeem(&mut self, now: Timestamp, up: Upstream, from: &Address, m: Msg) {
-        let source = self.redemption_source(from);
-        let body: Option<serde_json::Value> = serde_json::from_str(&m.body).ok();
-        let token = body
-            .as_ref()
-            .filter(|b| b.get("action").and_then(|a| a.as_str()) == Some("redeem"))
-            .and_then(|b| b.get("token"))
-            .and_then(|t| t.as_str());
-        let rec = match self.passports.check(now, &source, token, from) {
-            Ok(rec) => rec,
-            Err(why) => return self.redeem_failed(now, &up, &m, None, why.reason()),
-        };
-        let grant = Grant {
-            a: rec.endpoint.clone(),
-            b: from.clone(),
-            direction: rec.direction,
-            label: rec.label.clone(),
-            expires: Some(now.saturating_add(rec.link_ttl)),
-            origin: Some(LinkOrigin {
-                passport: rec.id.clone(),
-                issued_by: Some(rec.issued_by.to_string()),
-                redeemed_by: Some(from.to_string()),
-            }),
-        };
-        let op = match self.links.grant(now, &mut self.rng, grant) {
-            Ok(op) => op,
-            Err(e) => {
-                let why = e.to_string();
-                return self.redeem_failed(now, &up, &m, Some(&rec), &why);
-            }
-        };
-        let lid = op.link.id.clone();
-        self.out.push_back(Output::Persist(Record::Link {
-            record: Box::new(op.link.to_object()),
-        }));
-        let used = Use {
-            redeemer: from.without_fragment(),
-            at: now,
-            link: lid.clone(),
-        };
-        if let Some(r) = self.passports.used(&rec.id, used).cloned() {
-            self.persist_passport(&r);
-        }
-        self.link_event(now, link::Action::Grant, &op.link, &op.link.a, &op.link.b);
-        let c = op.control;
-        if c.to.realm() == &self.config.realm {
-            // The redeemer is this realm's: the grant is recorded in this very table.
-            let notice = Notice::new(c.action, &c.link, &c.from, &c.to).to_msg(self.new_id(), now);
-            self.notify(now, Upstream::Nobody, notice);
-            self.redeemed(now, &up, &m, &lid, &rec.id);
-        } else {
-            let msg = c.to_msg(self.new_id(), now);
-            let item = self.originate(now, &remote_key(c.to.realm()), msg);
-            let wait = GrantWait {
-                up,
-                redemption: m,
-                link: lid,
-                passport: rec.id.clone(),
-            };
-            self.deliver_remote(now, Upstream::Grant(Box::new(wait)), &c.to, item);
-        }
-    }
-
-    /// A refused redemption: `failed refused` with §12.5's reason, and a `passport.redeem`
-    /// event saying so (§13).
-    fn redeem_failed(
-        &mut self,
-        now: Timestamp,
-        up: &Upstream,
-        m: &Msg,
-        rec: Option<&PassportRecord>,
-        why: &str,
-    ) {
-        let mut e = match rec {
-            Some(r) => self.passport_event(now, audit::Kind::PassportRedeem, r),
-            None => audit::event(now, audit::Kind::PassportRedeem),
-        };
-        e.from = Some(m.from.clone());
-        e.status = Some(status_text(AckStatus::Failed).to_string());
-        e.code = Some(AckCode::Refused.as_str().to_string());
-        e.reason = Some(why.to_string());
-        self.emit(now, e);
-        let mut ack = Ack::with_code(&m.id, AckStatus::Failed, AckCode::Refused);
-        ack.reason = Some(why.to_string());
-        self.answer(now, up, m, ack, Hop::Local);
-    }
-
-    /// The grant is recorded at the redeemer's server: tell the issuing endpoint and ack the
-    /// redemption `delivered`, "link <id> granted" (§12.5).
-    fn redeemed(&mut self, now: Timestamp, up: &Upstream, m: &Msg, lid: &str, pid: &str) {
-        let (Some(rec), Some(l)) = (
-            self.passports.get(pid).cloned(),
-            self.links.get(lid).cloned(),
-        ) else {
-            return;
-        };
-        let Ok(from) = Address::parse(&m.from) else {
-            return;
-        };
-        let body = link::redeemed_text(pid, &l, &from, &rec.endpoint, rec.uses_left());
-        let notice = Notice {
-            action: link::Action::Grant,
-            link_id: lid.to_string(),
-            from: from.without_fragment(),
-            to: rec.endpoint.clone(),
-            body,
-        };
-        let notice = notice.to_msg(self.new_id(), now);
-        self.notify(now, Upstream::Nobody, notice);
-        let mut e = self.passport_event(now, audit::Kind::PassportRedeem, &rec);
-        e.from = Some(m.from.clone());
-        e.link = Some(lid.to_string());
-        e.status = Some(status_text(AckStatus::Delivered).to_string());
-        self.emit(now, e);
-        self.passed(now, m);
-        let mut ack = Ack::new(&m.id, AckStatus::Delivered);
-        ack.reason = Some(format!("link {lid} granted"));
-        self.answer(now, up, m, ack, Hop::Local);
-    }
-
-    /// The redeemer's server answered the grant. Only `delivered` means it recorded the link;
-    /// anything else revokes it here (the revoke follows a spooled grant in order, §7.4), gives
-    /// the use back and refuses the redemption.
-    fn grant_answered(&mut self, now: Timestamp, w: &GrantWait, ack: Ack) {
-        if ack.status == AckStatus::Delivered {
-            return self.redeemed(now, &w.up, &w.redemption, &w.link, &w.passport);
-        }
-        let a = self.links.get(&w.link).map(|l| l.a.clone());
-        if let Some(op) = a.and_then(|a| self.links.revoke(now, &a, &w.link).ok()) {
-            self.link_done(now, Upstream::Nobody, op);
-        }
-        let rec = self.passports.unuse(&w.passport, &w.link).cloned();
-        if let Some(r) = &rec {
-            self.persist_passport(r);
-        }
-        let why = format!(
-            "link grant not recorded ({} {})",
-            status_text(ack.status),
-            ack.code.as_deref().unwrap_or("")
-        );
-        self.redeem_failed(now, &w.up, &w.redemption, rec.as_ref(), why.trim_end());
-    }
-
-    // ---- bind (§4.3) ------------------------------------------------------------------------
 
     fn bind(&mut self, now: Timestamp, conn: ConnId, names: Vec<String>) {
         let namespaces = self
@@ -2436,8 +1728,6 @@ impl<R: CryptoRng> Server<R> {
             _ => false,
         })
     }
-
-    // ---- routing (§6) -----------------------------------------------------------------------
 
     fn client_msg(&mut self, now: Timestamp, conn: ConnId, mut m: Msg) {
         self.stats.messages += 1;
@@ -2916,8 +2206,6 @@ impl<R: CryptoRng> Server<R> {
         }
     }
 
-    // ---- timers -----------------------------------------------------------------------------
-
     /// [`HELLO_TIMEOUT`] after it opened: a connection still in its opening exchange is closed,
     /// unless its hello waits for its realm's keys.
     fn hello_check(&mut self, conn: ConnId) {
@@ -3138,23 +2426,6 @@ fn dropped_hop_code(face: Face) -> AckCode {
 /// can never collide with a local key, which is a bare path segment.
 fn remote_key(authority: &Authority) -> String {
     format!("//{authority}")
-}
-
-/// A `passported` with nothing but `ok`.
-fn empty_passported(ok: bool) -> Passported {
-    Passported {
-        ok,
-        passport: None,
-        line: None,
-        file: None,
-        url: None,
-        passports: None,
-        status: None,
-        reason: None,
-        code: None,
-        link: None,
-        revoked_links: None,
-    }
 }
 
 fn status_text(status: AckStatus) -> &'static str {
