@@ -10,7 +10,7 @@ use alloc::collections::{BTreeMap, BTreeSet};
 use alloc::string::String;
 use alloc::vec::Vec;
 
-use super::Upstream;
+use super::acks::Upstream;
 use crate::airc::frame::Msg;
 use crate::airc::spool::Spooled;
 use crate::core::ConnId;

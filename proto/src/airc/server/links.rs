@@ -6,7 +6,11 @@
 //! decision are [`crate::airc::link`]'s; routing asks the decision inside policy
 //! ([`super::route`]).
 
-use super::{Hop, MAX_PENDING, Output, Record, RecordKey, Server, Upstream, remote_key};
+use super::acks::{MAX_PENDING, Upstream};
+use super::events::Hop;
+use super::records::{Record, RecordKey};
+use super::remote::remote_key;
+use super::{Output, Server};
 use crate::airc::address::{Address, Face as AddressFace, Namespace};
 use crate::airc::frame::{Ack, AckCode, AckStatus, Frame, LinkRequest, Linked, Msg, Object};
 use crate::airc::link::{Direction, Grant, Link, Notice, Offer, Operation};
@@ -21,6 +25,15 @@ use alloc::vec::Vec;
 use core::time::Duration;
 use rand_core::CryptoRng;
 
+/// The one direction a client's `link op=grant` may create (§4.6, §11.2's lost table): the
+/// peer may start, the granter only reply. A grant is active without the peer's word, so it
+/// may open only the granter's own side; a link that lets the granter start is an offer.
+pub const GRANT_DIRECTION: Direction = Direction::BInitiates;
+
+/// The reply window a one-way link's far end answers in (§11.3 `in_reply_window(F, T)`, which
+/// names no window): the one a `mode: "reply"` rule without `window` uses (§10.1).
+pub const LINK_REPLY_WINDOW: Duration = DEFAULT_REPLY_WINDOW;
+
 impl<R: CryptoRng> Server<R> {
     /// Forgets the link records that lost all effect [`link::LINK_RETENTION`] ago, here and in
     /// the store.
@@ -30,7 +43,7 @@ impl<R: CryptoRng> Server<R> {
         }
     }
 
-    pub(super) fn linked_refusal(&mut self, conn: ConnId, reason: String) {
+    fn linked_refusal(&mut self, conn: ConnId, reason: String) {
         let linked = Linked {
             ok: false,
             link: None,
@@ -42,7 +55,7 @@ impl<R: CryptoRng> Server<R> {
         self.send(conn, &Frame::Linked(linked));
     }
 
-    pub(super) fn linked_list(&mut self, conn: ConnId, links: Vec<Object>) {
+    fn linked_list(&mut self, conn: ConnId, links: Vec<Object>) {
         let linked = Linked {
             ok: true,
             link: None,
@@ -270,13 +283,7 @@ impl<R: CryptoRng> Server<R> {
     /// A notice about a link whose side is a whole namespace (§11.1): it goes to the client
     /// bound for the namespace (its relay), or waits in the spool for one. §6.4's refusal of
     /// namespace references is for messages, which have no fan-out; a notice has one reader.
-    pub(super) fn notify_namespace(
-        &mut self,
-        now: Timestamp,
-        up: Upstream,
-        to: &Address,
-        item: Spooled<Msg>,
-    ) {
+    fn notify_namespace(&mut self, now: Timestamp, up: Upstream, to: &Address, item: Spooled<Msg>) {
         let key = to.first_segment().to_string();
         match self.local_hop(to) {
             Some(client) if self.forwarded.pending_len() < MAX_PENDING => {
@@ -288,12 +295,3 @@ impl<R: CryptoRng> Server<R> {
         }
     }
 }
-
-/// The one direction a client's `link op=grant` may create (§4.6, §11.2's lost table): the
-/// peer may start, the granter only reply. A grant is active without the peer's word, so it
-/// may open only the granter's own side; a link that lets the granter start is an offer.
-pub const GRANT_DIRECTION: Direction = Direction::BInitiates;
-
-/// The reply window a one-way link's far end answers in (§11.3 `in_reply_window(F, T)`, which
-/// names no window): the one a `mode: "reply"` rule without `window` uses (§10.1).
-pub const LINK_REPLY_WINDOW: Duration = DEFAULT_REPLY_WINDOW;

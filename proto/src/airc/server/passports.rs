@@ -4,7 +4,11 @@
 //! `and_links` (§12.6); `passport.*` events (§13). The records and their rules live in
 //! [`crate::airc::passport::book`].
 
-use super::{Hop, Output, Record, Server, Upstream, remote_key, status_text};
+use super::acks::{Upstream, status_text};
+use super::events::Hop;
+use super::records::Record;
+use super::remote::remote_key;
+use super::{Output, Server};
 use crate::airc::address::{Address, Face as AddressFace, Namespace};
 use crate::airc::frame::{Ack, AckCode, AckStatus, Event, Frame, Msg, PassportRequest, Passported};
 use crate::airc::link::{Direction, Grant, Link, LinkOrigin, LinkState, Notice};
@@ -19,31 +23,39 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use rand_core::CryptoRng;
 
+/// A redemption waiting for its grant's ack (§12.5).
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct GrantWait {
+    /// Who waits for the redemption's answer.
+    pub(super) up: Upstream,
+    /// The redemption message.
+    pub(super) redemption: Msg,
+    /// The granted link.
+    pub(super) link: String,
+    /// The passport redeemed.
+    pub(super) passport: String,
+}
+
 impl<R: CryptoRng> Server<R> {
-    pub(super) fn passported(&mut self, conn: ConnId, p: Passported) {
+    fn passported(&mut self, conn: ConnId, p: Passported) {
         self.send(conn, &Frame::Passported(Box::new(p)));
     }
 
-    pub(super) fn passported_refusal(&mut self, conn: ConnId, reason: String) {
+    fn passported_refusal(&mut self, conn: ConnId, reason: String) {
         let mut p = empty_passported(false);
         p.code = Some(AckCode::Refused.as_str().to_string());
         p.reason = Some(reason);
         self.passported(conn, p);
     }
 
-    pub(super) fn persist_passport(&mut self, rec: &PassportRecord) {
+    fn persist_passport(&mut self, rec: &PassportRecord) {
         self.out.push_back(Output::Persist(Record::Passport {
             record: Box::new(rec.to_object(true)),
         }));
     }
 
     /// A passport event (§13) with the record's id, endpoint, label, state and uses.
-    pub(super) fn passport_event(
-        &mut self,
-        now: Timestamp,
-        kind: audit::Kind,
-        rec: &PassportRecord,
-    ) -> Event {
+    fn passport_event(&mut self, now: Timestamp, kind: audit::Kind, rec: &PassportRecord) -> Event {
         let mut e = audit::event(now, kind);
         e.passport = Some(rec.id.clone());
         e.endpoint = Some(rec.endpoint.to_string());
@@ -113,7 +125,7 @@ impl<R: CryptoRng> Server<R> {
     }
 
     /// §12.3: issue a passport; the token is in this answer and nowhere else.
-    pub(super) fn passport_new(
+    fn passport_new(
         &mut self,
         now: Timestamp,
         conn: ConnId,
@@ -187,7 +199,7 @@ impl<R: CryptoRng> Server<R> {
     }
 
     /// §12.6: revoke a passport and, with `and_links`, the links it created.
-    pub(super) fn passport_revoke(
+    fn passport_revoke(
         &mut self,
         now: Timestamp,
         conn: ConnId,
@@ -229,7 +241,7 @@ impl<R: CryptoRng> Server<R> {
     }
 
     /// §12.4: the redeemer's server sends the redemption; its ack is the answer.
-    pub(super) fn redeem_request(
+    fn redeem_request(
         &mut self,
         now: Timestamp,
         conn: ConnId,
@@ -289,7 +301,7 @@ impl<R: CryptoRng> Server<R> {
 
     /// Where a redemption comes from, for the failure limit (§12.5): another realm as a whole
     /// (its server vouches only for its realm), or a namespace of this one.
-    pub(super) fn redemption_source(&self, from: &Address) -> String {
+    fn redemption_source(&self, from: &Address) -> String {
         if from.realm() == &self.config.realm {
             format!("local:{}", from.first_segment())
         } else {
@@ -364,7 +376,7 @@ impl<R: CryptoRng> Server<R> {
 
     /// A refused redemption: `failed refused` with §12.5's reason, and a `passport.redeem`
     /// event saying so (§13).
-    pub(super) fn redeem_failed(
+    fn redeem_failed(
         &mut self,
         now: Timestamp,
         up: &Upstream,
@@ -387,15 +399,8 @@ impl<R: CryptoRng> Server<R> {
     }
 
     /// The grant is recorded at the redeemer's server: tell the issuing endpoint and ack the
-    /// redemption `delivered`, "link <id> granted" (§12.5).
-    pub(super) fn redeemed(
-        &mut self,
-        now: Timestamp,
-        up: &Upstream,
-        m: &Msg,
-        lid: &str,
-        pid: &str,
-    ) {
+    /// redemption `delivered`, `"link <id> granted"` (§12.5).
+    fn redeemed(&mut self, now: Timestamp, up: &Upstream, m: &Msg, lid: &str, pid: &str) {
         let (Some(rec), Some(l)) = (
             self.passports.get(pid).cloned(),
             self.links.get(lid).cloned(),
@@ -450,21 +455,8 @@ impl<R: CryptoRng> Server<R> {
     }
 }
 
-/// A redemption waiting for its grant's ack (§12.5).
-#[derive(Clone, Debug, PartialEq)]
-pub(super) struct GrantWait {
-    /// Who waits for the redemption's answer.
-    pub(super) up: Upstream,
-    /// The redemption message.
-    pub(super) redemption: Msg,
-    /// The granted link.
-    pub(super) link: String,
-    /// The passport redeemed.
-    pub(super) passport: String,
-}
-
 /// A `passported` with nothing but `ok`.
-pub(super) fn empty_passported(ok: bool) -> Passported {
+fn empty_passported(ok: bool) -> Passported {
     Passported {
         ok,
         passport: None,
