@@ -10,7 +10,8 @@ use alloc::collections::{BTreeMap, BTreeSet};
 use alloc::string::String;
 use alloc::vec::Vec;
 
-use super::{Msg, Upstream};
+use super::acks::Upstream;
+use crate::airc::frame::Msg;
 use crate::airc::spool::Spooled;
 use crate::core::ConnId;
 
@@ -242,7 +243,7 @@ mod tests {
     fn a_closed_connection_is_forgotten_even_inside_a_grants_wait_which_stays() {
         let (gone, other) = (ConnId(1), ConnId(2));
         let grant = |up| {
-            Upstream::Grant(alloc::boxed::Box::new(super::super::GrantWait {
+            Upstream::Grant(alloc::boxed::Box::new(super::super::passports::GrantWait {
                 up,
                 redemption: msg("r1"),
                 link: "L00000001".into(),

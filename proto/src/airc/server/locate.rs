@@ -22,7 +22,11 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use core::time::Duration;
 
-use super::{Hop, Output, Server, State, Timer};
+use super::Output;
+use super::Server;
+use super::Timer;
+use super::conn::State;
+use super::events::Hop;
 use crate::airc::address::Authority;
 use crate::airc::discovery::{
     self, Answer, Cached, Endpoint, Outcome, Plan, Question, RecordType, Resolution,
