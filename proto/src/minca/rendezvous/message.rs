@@ -260,7 +260,8 @@ impl Message {
         self.view().signed_text(topic)
     }
 
-    /// The message as the JSON object a sender writes.
+    /// The message as a JSON object. A [`Map`] iterates its keys sorted, so its text is not what
+    /// a sender writes: that is [`Message::to_json_text`], members in [`MEMBER_ORDER`].
     pub fn to_json(&self) -> Value {
         let mut obj = Map::new();
         obj.insert("kind".into(), Value::from(self.kind.as_str()));
