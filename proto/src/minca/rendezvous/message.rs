@@ -26,6 +26,12 @@ use crate::codec::{base64url, js};
 use crate::crypto::{CryptoProvider, P256Public, P256Secret};
 use crate::minca::envelope;
 
+/// The order a message's members are written in (§2's listing, the order the reference builds
+/// the object in and so the order `JSON.stringify` writes it): `to` and `sdp` only in an offer
+/// or answer. A receiver reads any order; this is what weft writes and what its fast read path
+/// expects (`docs/interop.md`, `docs/decisions.md`).
+pub const MEMBER_ORDER: [&str; 7] = ["kind", "at", "from", "box", "to", "sdp", "sig"];
+
 /// The label a blob is sealed under the room key with (§2 rule 1).
 pub const BLOB_LABEL: &str = "minca/rendezvous/v1";
 
@@ -254,7 +260,8 @@ impl Message {
         self.view().signed_text(topic)
     }
 
-    /// The message as the JSON object a sender writes.
+    /// The message as a JSON object. A [`Map`] iterates its keys sorted, so its text is not what
+    /// a sender writes: that is [`Message::to_json_text`], members in [`MEMBER_ORDER`].
     pub fn to_json(&self) -> Value {
         let mut obj = Map::new();
         obj.insert("kind".into(), Value::from(self.kind.as_str()));
@@ -269,12 +276,13 @@ impl Message {
         Value::Object(obj)
     }
 
-    /// `js::stringify(&self.to_json())`, the text a blob seals, written straight from the fields
-    /// (no JSON object built first) and without visiting them a character at a time: every field
-    /// but `at` is text that is nearly always plain (base64url, a DID), copied whole when it needs
-    /// no escape. The members come in the order the object's [`Map`] keeps them, its keys'
-    /// code-point order (no key is an array index, which `JSON.stringify` would put first); a test
-    /// holds the two to the same text.
+    /// The text a blob seals: what JavaScript's `JSON.stringify` writes for the message object
+    /// the reference builds, members in the order §2 lists them ([`MEMBER_ORDER`]: `kind`, `at`,
+    /// `from`, `box`, then `to` and `sdp` when present, `sig` last), no whitespace, strings quoted
+    /// as `JSON.stringify` quotes them. Written straight from the fields (no JSON object built
+    /// first, since a [`Map`] keeps its keys sorted) and without visiting them a character at a
+    /// time: every field but `kind` and `at` is text that is nearly always plain (base64url, a
+    /// DID), copied whole when it needs no escape.
     pub fn to_json_text(&self) -> String {
         let mut digits = [0u8; 20];
         let at = decimal(self.at, &mut digits);
@@ -283,19 +291,20 @@ impl Message {
             None => (None, None),
         };
         let members = [
-            ("box", Some(self.box_.as_str())),
             ("from", Some(self.from.as_str())),
-            ("kind", Some(self.kind.as_str())),
+            ("box", Some(self.box_.as_str())),
+            ("to", to),
             ("sdp", sdp),
             ("sig", Some(self.sig.as_str())),
-            ("to", to),
         ];
         let chars: usize = members
             .iter()
             .filter_map(|(k, v)| v.map(|v| k.len() + v.len() + 6))
             .sum();
-        let mut text = String::with_capacity(chars + at.len() + 8);
-        text.push_str("{\"at\":");
+        let mut text = String::with_capacity(chars + at.len() + 24);
+        text.push_str("{\"kind\":\"");
+        text.push_str(self.kind.as_str());
+        text.push_str("\",\"at\":");
         text.push_str(at);
         for (key, value) in members {
             if let Some(value) = value {
@@ -332,8 +341,9 @@ pub(crate) struct MessageRef<'a> {
 }
 
 impl<'a> MessageRef<'a> {
-    /// A message exactly as [`Message::to_json_text`] writes it (members in the order of the
-    /// [`Map`] it writes from, no space), read by position with no JSON parser, as
+    /// A message exactly as [`Message::to_json_text`] writes it (members in [`MEMBER_ORDER`], no
+    /// space), which is also what a JavaScript peer building the object in §2's order writes,
+    /// read by position with no JSON parser, as
     /// `relay_wire`'s `mail_as_written` reads a relay's mail: every received message is one, and
     /// a parser looks at each byte of its `sdp` and `sig` for escapes and copies each string. A
     /// string here must be plain ASCII ([`plain_run`]: no `\`, no control character), so it ends
@@ -341,13 +351,13 @@ impl<'a> MessageRef<'a> {
     /// number is `None`, left to [`Message::parse_general`], which gives the answer or error.
     pub(crate) fn as_written(plaintext: &'a [u8]) -> Option<Self> {
         let text = core::str::from_utf8(plaintext).ok()?;
-        let (at, rest) = integer_as_written(text.strip_prefix(r#"{"at":"#)?)?;
-        let (box_, rest) = member(rest, "box")?;
+        let (kind, rest) = first_member(text, "kind")?;
+        let (at, rest) = integer_as_written(rest.strip_prefix(r#","at":"#)?)?;
         let (from, rest) = member(rest, "from")?;
-        let (kind, rest) = member(rest, "kind")?;
+        let (box_, rest) = member(rest, "box")?;
+        let (to, rest) = optional_member(rest, "to")?;
         let (sdp, rest) = optional_member(rest, "sdp")?;
         let (sig, rest) = member(rest, "sig")?;
-        let (to, rest) = optional_member(rest, "to")?;
         if rest != "}" {
             return None;
         }
@@ -385,7 +395,17 @@ impl<'a> MessageRef<'a> {
 /// `,"key":"value"` at the start of `text`, with a value of plain ASCII (no escape, no control
 /// character: see [`plain_run`]): the value and the text after its closing quote.
 fn member<'t>(text: &'t str, key: &str) -> Option<(&'t str, &'t str)> {
-    let rest = text.strip_prefix(",\"")?.strip_prefix(key)?;
+    member_after(text.strip_prefix(',')?, key)
+}
+
+/// [`member`] for the object's first member: `{"key":"value"` at the start of `text`.
+fn first_member<'t>(text: &'t str, key: &str) -> Option<(&'t str, &'t str)> {
+    member_after(text.strip_prefix('{')?, key)
+}
+
+/// `"key":"value"` at the start of `text`, as [`member`] reads it.
+fn member_after<'t>(text: &'t str, key: &str) -> Option<(&'t str, &'t str)> {
+    let rest = text.strip_prefix('"')?.strip_prefix(key)?;
     let rest = rest.strip_prefix("\":\"")?;
     let end = plain_run(rest.as_bytes());
     if rest.as_bytes().get(end) != Some(&b'"') {
@@ -601,9 +621,44 @@ pub fn seal_description(
     aad: &[u8],
     description: &Value,
 ) -> Option<String> {
-    let plaintext = js::stringify(description).into_bytes();
+    let plaintext = description_text(description).into_bytes();
     envelope::seal_to_bound(crypto, rng, recipient, SIGNAL_LABEL, aad, &plaintext)
         .map(|s| base64url::encode(&s))
+}
+
+/// The order a description's members are written in: a browser's `RTCSessionDescription`
+/// (`toJSON`) gives `{type, sdp}`, and `JSON.stringify` keeps that order.
+pub const DESCRIPTION_ORDER: [&str; 2] = ["type", "sdp"];
+
+/// `JSON(description)` (§2) as a browser writes it: `type`, then `sdp`, then any other member in
+/// the order `JSON.stringify` gives them; any value that is not an object as
+/// [`js::stringify`] writes it.
+pub fn description_text(description: &Value) -> String {
+    let Value::Object(members) = description else {
+        return js::stringify(description);
+    };
+    let mut rest = members.clone();
+    let mut text = String::from("{");
+    for key in DESCRIPTION_ORDER {
+        if let Some(value) = rest.remove(key) {
+            if text.len() > 1 {
+                text.push(',');
+            }
+            text.push_str(&js::stringify(&Value::from(key)));
+            text.push(':');
+            text.push_str(&js::stringify(&value));
+        }
+    }
+    let others = js::stringify(&Value::Object(rest));
+    let others = &others[1..others.len() - 1];
+    if !others.is_empty() {
+        if text.len() > 1 {
+            text.push(',');
+        }
+        text.push_str(others);
+    }
+    text.push('}');
+    text
 }
 
 /// Opens an `sdp` with this node's box (its secret and public half) under the bound written by
@@ -740,6 +795,8 @@ mod tests {
             texts.push(text.replacen(r#""sig":"c2ln""#, r#""sig":"c2ln","to":"t""#, 1));
             texts.push(text.replacen(r#""offer""#, r#""Offer""#, 1));
             texts.push(text.replacen(r#""hello""#, r#""hi""#, 1));
+            let (head, after_at) = text.split_once(r#","at":"#).unwrap_or_default();
+            let after_number = after_at.split_once(',').map_or("", |(_, r)| r);
             for at in [
                 "-1",
                 "01",
@@ -749,10 +806,7 @@ mod tests {
                 "null",
                 r#""5""#,
             ] {
-                texts.push(format!(
-                    "{{\"at\":{at},{}",
-                    body.split_once(',').map_or("", |(_, r)| r)
-                ));
+                texts.push(format!(r#"{head},"at":{at},{after_number}"#));
             }
         }
         assert!(written >= 8, "{written}");
@@ -807,6 +861,85 @@ mod tests {
         );
     }
 
+    /// What `JSON.stringify` writes for the object built member by member in [`MEMBER_ORDER`],
+    /// each value quoted by [`js::stringify`]: the text [`Message::to_json_text`] must give.
+    fn stringify_in_member_order(m: &Message) -> String {
+        let json = m.to_json();
+        let members: Vec<String> = MEMBER_ORDER
+            .iter()
+            .filter_map(|key| {
+                let value = json.get(*key)?;
+                Some(format!(
+                    "{}:{}",
+                    js::stringify(&Value::from(*key)),
+                    js::stringify(value)
+                ))
+            })
+            .collect();
+        format!("{{{}}}", members.join(","))
+    }
+
+    #[test]
+    fn a_message_is_written_in_the_order_section_2_lists_its_members() {
+        let hello = Message {
+            kind: Kind::Hello,
+            at: 1_790_000_000_000,
+            from: "did:key:zA".into(),
+            box_: "Ax-_".into(),
+            signal: None,
+            half_signal: false,
+            sig: "c2ln".into(),
+        };
+        assert_eq!(
+            hello.to_json_text(),
+            r#"{"kind":"hello","at":1790000000000,"from":"did:key:zA","box":"Ax-_","sig":"c2ln"}"#
+        );
+        let offer = Message {
+            kind: Kind::Offer,
+            signal: Some(("did:key:zB".into(), "c2Rw".into())),
+            ..hello
+        };
+        assert_eq!(
+            offer.to_json_text(),
+            r#"{"kind":"offer","at":1790000000000,"from":"did:key:zA","box":"Ax-_","to":"did:key:zB","sdp":"c2Rw","sig":"c2ln"}"#
+        );
+        // Written so, a message is read by position; the sorted spelling only by the general path.
+        let sorted = js::stringify(&offer.to_json());
+        assert!(sorted.starts_with(r#"{"at":"#));
+        assert_eq!(Message::from_text_as_written(sorted.as_bytes()), None);
+        assert_eq!(Message::parse(sorted.as_bytes()), Ok(offer.clone()));
+        assert_eq!(
+            Message::from_text_as_written(offer.to_json_text().as_bytes()),
+            Some(offer)
+        );
+    }
+
+    #[test]
+    fn a_description_is_written_type_first_as_a_browser_writes_it() {
+        assert_eq!(
+            description_text(&json!({"sdp": "v=0\r\n", "type": "offer"})),
+            r#"{"type":"offer","sdp":"v=0\r\n"}"#
+        );
+        assert_eq!(
+            description_text(&json!({"sdp": "x", "type": "answer", "a": [1], "z": null})),
+            r#"{"type":"answer","sdp":"x","a":[1],"z":null}"#
+        );
+        assert_eq!(
+            description_text(&json!({"a": 1})),
+            js::stringify(&json!({"a": 1}))
+        );
+        assert_eq!(description_text(&json!({})), "{}");
+        assert_eq!(description_text(&json!({"sdp": "s"})), r#"{"sdp":"s"}"#);
+        assert_eq!(description_text(&json!("v=0")), r#""v=0""#);
+        for d in [
+            json!({"type": "offer", "sdp": "v=0\u{1}\"é"}),
+            json!({"x": {"b": 1, "a": 2}, "type": 5}),
+        ] {
+            let back: Value = serde_json::from_str(&description_text(&d)).unwrap();
+            assert_eq!(back, d);
+        }
+    }
+
     #[test]
     fn a_messages_json_text_is_what_stringify_writes() {
         let mut m = Message {
@@ -818,7 +951,7 @@ mod tests {
             half_signal: false,
             sig: "c2ln".into(),
         };
-        let check = |m: &Message| assert_eq!(m.to_json_text(), js::stringify(&m.to_json()));
+        let check = |m: &Message| assert_eq!(m.to_json_text(), stringify_in_member_order(m));
         check(&m);
         for odd in [
             "",
