@@ -9,11 +9,13 @@
 //! - [`shell`]: the [`Shell`] machine, §2.2 and §4: grants, ttl clamping, signing,
 //!   keeping, floods (each id forwarded at most once, clamped by the shell's own cap, per-member
 //!   decline), backlog requests bounded by a shrinking time budget, blob counts, dedupe;
+//! - [`link`]: proving a circle key on a fresh link of any transport, before the shell hears of it;
 //! - [`harness`]: N shells over in-memory links in virtual time, for tests and the simulator.
 //!
 //! Every number the spec leaves open is one constant here, with its row in docs/decisions.md.
 
 pub mod harness;
+pub mod link;
 pub mod member;
 pub mod napplet;
 pub mod pairing;
