@@ -48,6 +48,9 @@ enum Command {
     /// Nostr: run a relay (NIP-01, 09, 11, 40, 42, 45, 62, 77).
     #[command(subcommand)]
     Nostr(Nostr),
+    /// NAP-MESH: serve the circle shell (`weft circle serve`) and talk to its control face.
+    #[command(subcommand)]
+    Circle(weft_drivers::circle::cli::Circle),
     /// Start everything locally on embedded defaults and show it working.
     Demo,
 }
@@ -312,6 +315,9 @@ enum Sim {
     /// links and partitions that heal, with nodes that sleep; exits non-zero with the seed and
     /// the first invariant a run violated.
     MincaMeetup(MincaMeetupArgs),
+    /// NAP-MESH shells on a random circle with strangers on the transport, under partitions,
+    /// crashes and loss; exits non-zero with the seed and the first invariant a run violated.
+    Circle(weft_drivers::circle::cli::SimCircleArgs),
 }
 
 /// What every scenario takes: which seeds to run, where the trace goes and the event budget.
@@ -598,7 +604,9 @@ fn main() -> ExitCode {
         Command::Node(args) => node(args),
         Command::Sim(Sim::AircRealms(args)) => sim_airc_realms(&args),
         Command::Sim(Sim::MincaMeetup(args)) => sim_minca_meetup(&args),
+        Command::Sim(Sim::Circle(args)) => weft_drivers::circle::cli::sim(&args),
         Command::Nostr(Nostr::Serve(args)) => nostr_serve(args),
+        Command::Circle(cmd) => weft_drivers::circle::cli::run(cmd),
     }
 }
 

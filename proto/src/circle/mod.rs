@@ -109,6 +109,11 @@ pub const QID_CAPACITY: usize = 4_096;
 /// at once (`EOSE`, an empty `HAS`) and counted, never looked up or passed on.
 pub const MEMBER_REQUEST_RATE: crate::core::BucketConfig = crate::core::BucketConfig::new(32, 8);
 
+/// What a runtime says in words when a napplet is granted `mesh` (§5 "Acting as the user":
+/// runtimes SHOULD say so at grant time, as for `relay`). One text, so every host says the same.
+pub const GRANT_NOTICE: &str = "may now publish as you to all your circle members, and through \
+     them to their members, repeatedly and with no prompt per event, until the grant is revoked";
+
 /// Whether `kind` is ephemeral (NIP-01: 20000–29999): delivered, kept nowhere, never backlog.
 pub fn is_ephemeral(kind: u16) -> bool {
     (20_000..30_000).contains(&kind)
