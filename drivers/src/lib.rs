@@ -20,6 +20,7 @@
 //! - [`nostr`]: `weft nostr serve`, the Nostr relay core over that layer on an embedded store.
 //! - [`frame_loop`]: non-blocking connects and a step-at-a-time WebSocket client, for loops that
 //!   own their tick and may never wait (a game's frame).
+//! - [`circle`]: `weft circle serve`, the NAP-MESH shell over WebSocket member links.
 //! - [`demo`]: `weft demo`.
 //! - [`os_rng`], [`now`]: the two things a driver hands every machine, from the OS.
 
@@ -32,6 +33,7 @@ use weft_proto::crypto::CryptoProvider;
 pub mod airc;
 pub mod blocking;
 mod bridge;
+pub mod circle;
 pub mod demo;
 #[cfg(feature = "fast-crypto")]
 pub mod fast_crypto;

@@ -140,6 +140,7 @@ impl<M: Machine> Runner<M> {
 }
 
 pub mod airc;
+pub mod circle;
 pub mod crypto;
 pub mod link;
 pub mod minca;

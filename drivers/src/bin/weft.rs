@@ -51,6 +51,9 @@ enum Command {
     /// meshstr: offline checks of keys, DID documents, digests and artefacts (meshstr/0-draft).
     #[command(subcommand)]
     Meshstr(weft_drivers::meshstr::Command),
+    /// NAP-MESH: serve the circle shell (`weft circle serve`) and talk to its control face.
+    #[command(subcommand)]
+    Circle(weft_drivers::circle::cli::Circle),
     /// Start everything locally on embedded defaults and show it working.
     Demo,
 }
@@ -357,6 +360,9 @@ enum Sim {
     /// links and partitions that heal, with nodes that sleep; exits non-zero with the seed and
     /// the first invariant a run violated.
     MincaMeetup(MincaMeetupArgs),
+    /// NAP-MESH shells on a random circle with strangers on the transport, under partitions,
+    /// crashes and loss; exits non-zero with the seed and the first invariant a run violated.
+    Circle(weft_drivers::circle::cli::SimCircleArgs),
 }
 
 /// What every scenario takes: which seeds to run, where the trace goes and the event budget.
@@ -644,10 +650,12 @@ fn main() -> ExitCode {
         Command::Node(args) => node(args),
         Command::Sim(Sim::AircRealms(args)) => sim_airc_realms(&args),
         Command::Sim(Sim::MincaMeetup(args)) => sim_minca_meetup(&args),
+        Command::Sim(Sim::Circle(args)) => weft_drivers::circle::cli::sim(&args),
         Command::Nostr(Nostr::Serve(args)) => nostr_serve(args),
         Command::Nostr(Nostr::Info(args)) => nostr_info(args),
         Command::Nostr(Nostr::Peering(args)) => nostr_peering(args),
         Command::Meshstr(cmd) => weft_drivers::meshstr::run(cmd),
+        Command::Circle(cmd) => weft_drivers::circle::cli::run(cmd),
     }
 }
 

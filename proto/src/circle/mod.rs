@@ -9,11 +9,13 @@
 //! - [`shell`]: the [`Shell`] machine, §2.2 and §4: grants, ttl clamping, signing,
 //!   keeping, floods (each id forwarded at most once, clamped by the shell's own cap, per-member
 //!   decline), backlog requests bounded by a shrinking time budget, blob counts, dedupe;
+//! - [`link`]: proving a circle key on a fresh link of any transport, before the shell hears of it;
 //! - [`harness`]: N shells over in-memory links in virtual time, for tests and the simulator.
 //!
 //! Every number the spec leaves open is one constant here, with its row in docs/decisions.md.
 
 pub mod harness;
+pub mod link;
 pub mod member;
 pub mod napplet;
 pub mod pairing;
@@ -106,6 +108,11 @@ pub const QID_CAPACITY: usize = 4_096;
 /// request is passed on to every other member, so a member asking faster is answered with an end
 /// at once (`EOSE`, an empty `HAS`) and counted, never looked up or passed on.
 pub const MEMBER_REQUEST_RATE: crate::core::BucketConfig = crate::core::BucketConfig::new(32, 8);
+
+/// What a runtime says in words when a napplet is granted `mesh` (§5 "Acting as the user":
+/// runtimes SHOULD say so at grant time, as for `relay`). One text, so every host says the same.
+pub const GRANT_NOTICE: &str = "may now publish as you to all your circle members, and through \
+     them to their members, repeatedly and with no prompt per event, until the grant is revoked";
 
 /// Whether `kind` is ephemeral (NIP-01: 20000–29999): delivered, kept nowhere, never backlog.
 pub fn is_ephemeral(kind: u16) -> bool {
