@@ -29,10 +29,8 @@
 //! benches.
 
 #[path = "../tests/common/cli.rs"]
-#[allow(dead_code)]
 mod cli;
 
-use std::cell::RefCell;
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::Path;
@@ -210,8 +208,7 @@ async fn publish(addr: SocketAddr, frames: Vec<String>) -> Vec<String> {
 /// how many events came back.
 async fn ask(addr: SocketAddr, authors: Rc<Vec<String>>, reqs: usize, seed: u64) -> usize {
     let ws = dial(addr).await;
-    let (tx, mut rx) = ws.split();
-    let tx = Rc::new(RefCell::new(Some(tx)));
+    let (mut tx, mut rx) = ws.split();
     let mut rng = ChaCha20Rng::seed_from_u64(seed);
     let mut next_req = move |slot: usize| {
         let author = &authors[(rng.next_u64() % authors.len() as u64) as usize];
@@ -221,13 +218,7 @@ async fn ask(addr: SocketAddr, authors: Rc<Vec<String>>, reqs: usize, seed: u64)
     let mut counts = [0usize; REQ_WINDOW];
     for slot in 0..REQ_WINDOW.min(reqs) {
         let frame = next_req(slot);
-        let mut guard = tx.borrow_mut();
-        guard
-            .as_mut()
-            .unwrap()
-            .send(Message::text(frame))
-            .await
-            .unwrap();
+        tx.send(Message::text(frame)).await.unwrap();
         sent += 1;
     }
     let (mut answered, mut events) = (0, 0);
@@ -255,23 +246,14 @@ async fn ask(addr: SocketAddr, authors: Rc<Vec<String>>, reqs: usize, seed: u64)
             answered += 1;
             if sent < reqs {
                 let frame = next_req(slot);
-                let mut guard = tx.borrow_mut();
-                guard
-                    .as_mut()
-                    .unwrap()
-                    .send(Message::text(frame))
-                    .await
-                    .unwrap();
+                tx.send(Message::text(frame)).await.unwrap();
                 sent += 1;
             }
         } else if t.starts_with("[\"CLOSED\"") || t.starts_with("[\"NOTICE\"") {
             panic!("the relay refused a REQ: {t}");
         }
     }
-    let tx = tx.borrow_mut().take();
-    if let Some(mut tx) = tx {
-        let _ = tx.close(None).await;
-    }
+    let _ = tx.close(None).await;
     events
 }
 
