@@ -112,6 +112,7 @@ fuzz_target!(|input: (u8, Vec<Op>)| {
         limits,
         auth,
         provider: default_provider(),
+        peering: Default::default(),
     };
     let start = 1_790_000_000;
     let mut h = Harness::new(config, MemoryStore::new(64), Timestamp::from_secs(start));

@@ -33,6 +33,7 @@ fn config(auth: AuthPolicy, limits: Limits) -> Config {
         limits,
         auth,
         provider: default_provider(),
+        peering: Default::default(),
     }
 }
 

@@ -275,3 +275,32 @@ fn nostr_events_signed_by_either_provider_verify_under_the_other() {
         }
     }
 }
+
+/// Spec 002 §2: the relay key derived from `SECRET` as nostream derives it (HMAC-SHA256 keyed by
+/// `SECRET` over `info.relay_url`), so a nostream operator's relay keeps its pubkey under weft;
+/// `RELAY_PRIVATE_KEY` with the same scalar gives the same pubkey.
+#[test]
+fn nostr_relay_identity_derived_from_secret_as_nostream_does() {
+    use weft_proto::codec::bech32;
+    use weft_proto::nostr::peering::identity::{RelayKey, derive_secret};
+    let v = load("nostr/relay-identity.json");
+    let cases = v["cases"].as_array().unwrap();
+    assert!(!cases.is_empty());
+    for c in cases {
+        for p in providers() {
+            let scalar = derive_secret(p, s(c, "secret").as_bytes(), s(c, "relay_url"));
+            assert_eq!(
+                hex::encode(&scalar),
+                s(c, "private_key_hex"),
+                "{}",
+                p.name()
+            );
+            let k = RelayKey::from_env(p, None, Some(s(c, "secret")), s(c, "relay_url")).unwrap();
+            assert_eq!(k.pubkey_hex(), s(c, "pubkey_hex"), "{}", p.name());
+            assert_eq!(k.npub(), s(c, "npub"), "{}", p.name());
+            assert_eq!(bech32::decode_npub(s(c, "npub")).unwrap(), k.pubkey());
+            let explicit = RelayKey::from_env(p, Some(s(c, "private_key_hex")), None, "").unwrap();
+            assert_eq!(explicit.pubkey(), k.pubkey(), "{}", p.name());
+        }
+    }
+}

@@ -84,6 +84,36 @@ enum Nostr {
     /// Serve a Nostr relay over WebSocket, its events in an embedded store under --data-dir;
     /// NIP-11 at `GET /` with `Accept: application/nostr+json`.
     Serve(NostrServeArgs),
+    /// Print the relay's self pubkey (hex and npub), from `RELAY_PRIVATE_KEY` or `SECRET` in the
+    /// environment and the settings file, as `serve` would advertise it; never the private key.
+    Info(NostrInfoArgs),
+    /// Print a running relay's per-peer status (`GET /admin/peering`) as a table; the admin token
+    /// comes from --config's `admin.token`, else `WEFT_ADMIN_TOKEN`.
+    Peering(NostrPeeringArgs),
+}
+
+#[derive(Args, Debug)]
+struct NostrInfoArgs {
+    /// The address `serve` listens on (the default relay URL, when neither --relay-url nor
+    /// `info.relay_url` names one, is derived from it).
+    #[arg(long, default_value = weft_drivers::nostr::serve::DEFAULT_LISTEN)]
+    listen: std::net::SocketAddr,
+    /// The relay's URL, as `serve --relay-url`.
+    #[arg(long, value_name = "URL")]
+    relay_url: Option<String>,
+    /// nostream's `settings.yaml`, as `serve --config`.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+struct NostrPeeringArgs {
+    /// The relay, `http://host:port` (or `ws://host:port`).
+    #[arg(long, default_value = "http://127.0.0.1:7777")]
+    relay: String,
+    /// The settings file holding `admin.token`.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -414,7 +444,8 @@ struct MincaMeetupArgs {
     /// space per 12 nodes, `weft_sim::minca::SCALE_SPACE_NODES`).
     #[arg(long, default_value_t = 1)]
     spaces: usize,
-    /// Relays, every node configured with all of them.
+    /// Relays; each space meets on two of them (all, if there are no more), and a relay holds at
+    /// most 10 000 sockets (Minca §1.4), so a scale run gives one relay per ~5 000 nodes.
     #[arg(long, default_value_t = 2)]
     relays: usize,
     /// Virtual seconds of faults, before the quiet heal phase.
@@ -599,6 +630,119 @@ fn main() -> ExitCode {
         Command::Sim(Sim::AircRealms(args)) => sim_airc_realms(&args),
         Command::Sim(Sim::MincaMeetup(args)) => sim_minca_meetup(&args),
         Command::Nostr(Nostr::Serve(args)) => nostr_serve(args),
+        Command::Nostr(Nostr::Info(args)) => nostr_info(args),
+        Command::Nostr(Nostr::Peering(args)) => nostr_peering(args),
+    }
+}
+
+/// Reads `--config` into `options`, printing why not under `command`'s name.
+fn nostr_settings(
+    command: &str,
+    path: Option<&PathBuf>,
+    options: &mut weft_drivers::nostr::serve::ServeOptions,
+) -> Result<(), ExitCode> {
+    let Some(path) = path else {
+        return Ok(());
+    };
+    std::fs::read_to_string(path)
+        .map_err(|e| e.to_string())
+        .and_then(|text| weft_drivers::nostr::config::apply_settings(&text, options))
+        .map_err(|e| {
+            eprintln!("weft nostr {command}: {}: {e}", path.display());
+            ExitCode::from(2)
+        })
+}
+
+/// Resolves the relay's key from the environment for `options` (the URL the key is derived
+/// over is the configured relay URL, else `ws(s)://<listen>`).
+fn nostr_identity(
+    command: &str,
+    options: &mut weft_drivers::nostr::serve::ServeOptions,
+) -> Result<(), ExitCode> {
+    let scheme = if options.tls.is_some() { "wss" } else { "ws" };
+    let url = options
+        .relay_url
+        .clone()
+        .unwrap_or_else(|| format!("{scheme}://{}", options.listen));
+    match weft_drivers::nostr::peering::resolve_key(
+        weft_drivers::server_provider(),
+        |name| std::env::var(name).ok(),
+        &url,
+        &options.peering,
+    ) {
+        Ok(identity) => {
+            options.identity = identity;
+            Ok(())
+        }
+        Err(e) => {
+            eprintln!("weft nostr {command}: {e}");
+            Err(ExitCode::from(2))
+        }
+    }
+}
+
+/// `weft nostr info`.
+fn nostr_info(args: NostrInfoArgs) -> ExitCode {
+    use weft_drivers::nostr::serve::ServeOptions;
+    let mut options = ServeOptions::new(args.listen, PathBuf::new());
+    if let Err(code) = nostr_settings("info", args.config.as_ref(), &mut options) {
+        return code;
+    }
+    if args.relay_url.is_some() {
+        options.relay_url = args.relay_url;
+    }
+    if let Err(code) = nostr_identity("info", &mut options) {
+        return code;
+    }
+    match &options.identity {
+        Some((key, advertised)) => {
+            print!(
+                "{}",
+                weft_drivers::nostr::peering::info_text(key, advertised)
+            );
+            ExitCode::SUCCESS
+        }
+        None => {
+            eprintln!("weft nostr info: no relay key: set SECRET (or RELAY_PRIVATE_KEY)");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// `weft nostr peering`.
+fn nostr_peering(args: NostrPeeringArgs) -> ExitCode {
+    use weft_drivers::nostr::peering::{ENV_ADMIN_TOKEN, fetch_status, status_table};
+    use weft_drivers::nostr::serve::ServeOptions;
+    let mut options = ServeOptions::new(
+        weft_drivers::nostr::serve::DEFAULT_LISTEN
+            .parse()
+            .expect("address"),
+        PathBuf::new(),
+    );
+    if let Err(code) = nostr_settings("peering", args.config.as_ref(), &mut options) {
+        return code;
+    }
+    let token = options
+        .peering
+        .admin_token
+        .map(|t| t.expose().to_string())
+        .or_else(|| std::env::var(ENV_ADMIN_TOKEN).ok())
+        .unwrap_or_default();
+    if token.is_empty() {
+        eprintln!(
+            "weft nostr peering: no admin token: admin.token in --config, or {ENV_ADMIN_TOKEN}"
+        );
+        return ExitCode::from(2);
+    }
+    match fetch_status(&args.relay, &token) {
+        Ok(rows) => {
+            print!("{}", status_table(&rows));
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("weft nostr peering: {e}");
+            ExitCode::from(3)
+        }
     }
 }
 
@@ -607,14 +751,8 @@ fn nostr_serve(args: NostrServeArgs) -> ExitCode {
     use weft_drivers::nostr::serve::{ServeOptions, serve};
     use weft_proto::nostr::relay::AuthPolicy;
     let mut options = ServeOptions::new(args.listen, args.data_dir);
-    if let Some(path) = &args.config {
-        let applied = std::fs::read_to_string(path)
-            .map_err(|e| e.to_string())
-            .and_then(|text| weft_drivers::nostr::config::apply_settings(&text, &mut options));
-        if let Err(e) = applied {
-            eprintln!("weft nostr serve: {}: {e}", path.display());
-            return ExitCode::from(2);
-        }
+    if let Err(code) = nostr_settings("serve", args.config.as_ref(), &mut options) {
+        return code;
     }
     if args.relay_url.is_some() {
         options.relay_url = args.relay_url;
@@ -627,6 +765,16 @@ fn nostr_serve(args: NostrServeArgs) -> ExitCode {
                 return ExitCode::from(2);
             }
         }
+    }
+    if let Err(code) = nostr_identity("serve", &mut options) {
+        return code;
+    }
+    if let Some((_, advertised)) = &options.identity {
+        eprintln!(
+            "weft nostr serve: self {}; {}",
+            weft_proto::codec::hex::encode(advertised),
+            weft_proto::nostr::peering::trust::summary(&options.peering.trust)
+        );
     }
     let scheme = if options.tls.is_some() { "wss" } else { "ws" };
     options.auth = match args.auth.as_str() {

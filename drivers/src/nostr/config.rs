@@ -15,6 +15,7 @@
 //! | `limits.client.subscription.maxLimit` | [`Limits::max_limit`] |
 //! | `limits.event.createdAt.maxPositiveDelta` | [`Limits::max_future_secs`] (0: no bound, as in nostream) |
 //! | `limits.message.rateLimits` | [`Limits::messages`]: of the `{period, rate}` entries, the slowest per second, as a bucket of `rate` refilling at `rate / period` (at least 1 a second) |
+//! | `info.self`, `peering.*`, `limits.peer.*`, `admin.token` | [`ServeOptions::peering`] (the table in [`super::peering`]) |
 
 use serde_json::Value;
 use weft_proto::core::BucketConfig;
@@ -68,6 +69,7 @@ pub fn apply_settings(text: &str, options: &mut ServeOptions) -> Result<(), Stri
         options.info.pubkey = Some(pubkey.to_ascii_lowercase());
     }
 
+    super::peering::apply(&doc, &mut options.peering)?;
     let l: &mut Limits = &mut options.limits;
     if let Some(n) = number_at("network.maxPayloadSize")? {
         l.max_message_bytes = size(n);

@@ -11,6 +11,12 @@
 //! the layer itself. A plain `GET` with `Accept: application/nostr+json` is answered with the
 //! NIP-11 relay information document ([`RelayInfo`]) through [`WsMachine::http`].
 //!
+//! Relay peering (spec 002, [`super::peering`]): sessions recognise the trusted peers of
+//! [`ServeOptions::peering`]; their budget asks ([`Output::Admit`]) are answered from one
+//! relay-wide [`PeerRequestLimiter`]; what each peer was served is added to the
+//! [`StatusTable`] `GET /admin/peering` answers with; NIP-11 carries `self` and, when
+//! `peering.enabled`, the `peering` block.
+//!
 //! Nothing here holds protocol meaning: the session decides every answer.
 
 use std::collections::{BTreeMap, VecDeque};
@@ -28,11 +34,13 @@ use weft_proto::nostr::relay::{
     AuthPolicy, Config, EventStore, Input, MemoryStore, Output, Session, StoreError,
 };
 
+use super::peering::{self, AdminToken, PeeringOptions};
 use super::store::RedbStore;
 use crate::host::{Endpoint, Host, Listener, Peer, TlsServer};
 use crate::ws::{
     Frame, HttpAnswer, NoDial, Refusal, Request, Ws, WsConfig, WsEffect, WsHooks, WsMachine,
 };
+use weft_proto::nostr::peering::{PeerRequestLimiter, RelayKey, StatusTable};
 
 /// The address `weft nostr serve` listens on when told none.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7777";
@@ -90,6 +98,9 @@ pub struct RelayInfo {
     pub pubkey: Option<String>,
     /// `contact`.
     pub contact: Option<String>,
+    /// The fields relay peering adds: `self` and the `peering` block
+    /// ([`peering::nip11_fields`]).
+    pub peering: serde_json::Map<String, serde_json::Value>,
 }
 
 /// How `weft nostr serve` runs.
@@ -111,6 +122,11 @@ pub struct ServeOptions {
     /// Serve `wss://`: every connection opens with a TLS handshake presenting this certificate
     /// (the host layer's one TLS setup, [`crate::tls`]); `None` serves plain `ws://`.
     pub tls: Option<TlsServer>,
+    /// Relay peering: the trust list, peer limits, advertisement and admin token.
+    pub peering: PeeringOptions,
+    /// The relay's key and the pubkey it advertises as `self`, resolved from the environment
+    /// ([`peering::resolve_key`]); `None` for a relay without one.
+    pub identity: Option<(RelayKey, [u8; 32])>,
 }
 
 impl ServeOptions {
@@ -125,6 +141,8 @@ impl ServeOptions {
             limits: Limits::DEFAULT,
             info: RelayInfo::default(),
             tls: None,
+            peering: PeeringOptions::default(),
+            identity: None,
         }
     }
 }
@@ -159,6 +177,12 @@ pub struct NostrRelay<S, R> {
     out: VecDeque<ServeOutput>,
     /// When the store is next swept of expired events; set by the first input.
     next_sweep: Option<Timestamp>,
+    /// The relay-wide per-peer request budget.
+    limiter: PeerRequestLimiter,
+    /// One status row per configured peer.
+    status: StatusTable,
+    /// The bearer token of `GET /admin/peering`.
+    admin_token: Option<AdminToken>,
 }
 
 impl<S, R> std::fmt::Debug for NostrRelay<S, R> {
@@ -193,6 +217,9 @@ pub fn nip11_document(config: &Config, info: &RelayInfo) -> String {
     if let Some(secs) = l.max_future_secs {
         doc["limitation"]["created_at_upper_limit"] = json!(secs);
     }
+    for (key, value) in &info.peering {
+        doc[key] = value.clone();
+    }
     for (key, value) in [
         ("name", &info.name),
         ("description", &info.description),
@@ -218,7 +245,29 @@ impl<S: EventStore + Sweep, R: CryptoRng> NostrRelay<S, R> {
             nip11,
             out: VecDeque::new(),
             next_sweep: None,
+            limiter: PeeringOptions::default().limiter(),
+            status: StatusTable::default(),
+            admin_token: None,
         }
+    }
+
+    /// The relay with `peering`'s request budget, status rows and admin token (the trust list
+    /// and peer limits are the sessions', in [`Config::peering`]).
+    pub fn with_peering(mut self, peering: &PeeringOptions) -> Self {
+        self.limiter = peering.limiter();
+        self.status = StatusTable::new(&peering.trust);
+        self.admin_token = peering.admin_token.clone();
+        self
+    }
+
+    /// The per-peer status rows.
+    pub fn status(&self) -> &StatusTable {
+        &self.status
+    }
+
+    /// The per-peer status rows, for the outbound sync workers to update.
+    pub fn status_mut(&mut self) -> &mut StatusTable {
+        &mut self.status
     }
 
     /// The store.
@@ -257,6 +306,10 @@ impl<S: EventStore + Sweep, R: CryptoRng> NostrRelay<S, R> {
                         let reply = self.store.execute(&op);
                         session.handle(now, Input::Stored { request, reply });
                     }
+                    Output::Admit { request, peer } => {
+                        let admission = self.limiter.admit(now, &peer);
+                        session.handle(now, Input::Admitted { request, admission });
+                    }
                     Output::Broadcast(event) => {
                         for (&other, s) in self.sessions.iter_mut() {
                             s.handle(now, Input::Live(event.clone()));
@@ -271,6 +324,9 @@ impl<S: EventStore + Sweep, R: CryptoRng> NostrRelay<S, R> {
                         self.sessions.remove(&c);
                     }
                 }
+            }
+            if let Some((peer, served)) = self.sessions.get_mut(&c).and_then(Session::take_served) {
+                self.status.served(&peer, served.requests, served.events);
             }
         }
     }
@@ -399,6 +455,11 @@ impl<S: EventStore + Sweep, R: CryptoRng> WsMachine for NostrRelay<S, R> {
     }
 
     fn http(&self, request: &Request) -> Option<HttpAnswer> {
+        if let Some(answer) =
+            peering::admin_answer(request, self.admin_token.as_ref(), &self.status)
+        {
+            return Some(answer);
+        }
         let path = request.path.split('?').next().unwrap_or("");
         let cors = vec![
             ("access-control-allow-origin".into(), "*".into()),
@@ -440,6 +501,7 @@ pub fn session_config(options: &ServeOptions, bound: SocketAddr) -> Config {
         limits: options.limits,
         auth: options.auth,
         provider: crate::server_provider(),
+        peering: options.peering.treatment(),
     }
 }
 
@@ -460,7 +522,13 @@ pub fn serve(
         _ => options.listen,
     };
     let config = session_config(&options, bound);
-    let relay = NostrRelay::new(config, &options.info, store, crate::os_rng());
+    let mut info = options.info.clone();
+    info.peering = peering::nip11_fields(
+        options.identity.as_ref().map(|(_, pk)| pk),
+        &options.peering,
+    );
+    let relay =
+        NostrRelay::new(config, &info, store, crate::os_rng()).with_peering(&options.peering);
     let machine = Ws::new(relay, WsConfig::new(options.limits.max_message_bytes));
     let mut host: NostrHost = Host::new(machine, WsHooks(drop_app as fn(Infallible)));
     ready(bound);

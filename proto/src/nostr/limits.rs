@@ -6,6 +6,11 @@
 //! `created_at_upper_limit`); it sets no values. [`Limits::DEFAULT`] holds weft's, each
 //! recorded in `docs/decisions.md`. Parsing ([`crate::nostr::message::ClientMessage::parse_with`])
 //! takes the parsing caps from here, so a trusted peer can be given larger ones than a client.
+//!
+//! Relay peering (spec 002 §7) gives a connection that proved an enabled peer's pubkey its own
+//! [`Limits`], [`Limits::PEER_DEFAULT`] unless `limits.peer` says otherwise: larger subscription
+//! caps, an uncapped `limit` (an omitted one reads the whole stored feed, paced by the socket's
+//! flush), and its own message bucket, high but finite.
 
 use crate::core::BucketConfig;
 
@@ -83,7 +88,45 @@ pub const NEG_TOO_LARGE: &str = "blocked: this query is too big";
 /// within a peer's frame of [`DEFAULT_MAX_MESSAGE_BYTES`].
 pub const DEFAULT_NEG_FRAME_BYTES: u64 = 60_000;
 
+/// Default peer [`Limits::max_subscriptions`] (spec 002 §7 "separate and larger by default").
+pub const PEER_MAX_SUBSCRIPTIONS: usize = 256;
+
+/// Default peer [`Limits::max_filters`]: a feed's filter set (one per kind range of each scope)
+/// fits, and the raw count is still checked before any filter is parsed.
+pub const PEER_MAX_FILTERS: usize = 256;
+
+/// Default peer [`Limits::max_filter_values`]: a fetch batch of ids by the thousand.
+pub const PEER_MAX_FILTER_VALUES: usize = 10_000;
+
+/// Default peer message bucket: 10 000 at once, 1 000 a second. Spec 002 §7: "a high but finite
+/// bound, not an exemption".
+pub const PEER_MESSAGES: BucketConfig = BucketConfig::new(10_000, 1_000);
+
 impl Limits {
+    /// The default bounds on a peer's connection (spec 002 §7, docs/decisions.md): the client's,
+    /// with larger subscription caps, `maxLimit` 0 (an uncapped `limit`, and an omitted one the
+    /// whole feed), more negentropy sessions and writes waiting, and [`PEER_MESSAGES`].
+    pub const PEER_DEFAULT: Self = Self {
+        max_subscriptions: PEER_MAX_SUBSCRIPTIONS,
+        max_filters: PEER_MAX_FILTERS,
+        max_filter_values: PEER_MAX_FILTER_VALUES,
+        max_limit: u64::MAX,
+        default_limit: u64::MAX,
+        messages: PEER_MESSAGES,
+        max_neg_sessions: 8,
+        max_pending_writes: 64,
+        ..Self::DEFAULT
+    };
+
+    /// Applies `limits.peer.subscription.maxLimit` (spec 002 §7): 0 leaves `limit` uncapped and
+    /// makes an omitted one read the whole stored feed; a positive value is both the default page
+    /// and the cap on an explicit `limit` (as the client's `maxLimit` caps a client's).
+    pub fn set_peer_max_limit(&mut self, max_limit: u64) {
+        let n = if max_limit == 0 { u64::MAX } else { max_limit };
+        self.max_limit = n;
+        self.default_limit = n;
+    }
+
     /// weft's defaults (docs/decisions.md).
     pub const DEFAULT: Self = Self {
         max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
@@ -132,6 +175,34 @@ mod tests {
         assert_eq!(l.stored_events_for(Some(0)), 0);
         assert_eq!(l.stored_events_for(Some(7)), 7);
         assert_eq!(l.stored_events_for(Some(u64::MAX)), l.max_limit);
+    }
+
+    #[test]
+    fn a_peers_max_limit_of_zero_is_uncapped_and_reads_the_whole_feed() {
+        let mut l = Limits::PEER_DEFAULT;
+        assert_eq!(l.stored_events_for(None), u64::MAX);
+        assert_eq!(l.stored_events_for(Some(1_000_000)), 1_000_000);
+        l.set_peer_max_limit(2_000);
+        assert_eq!(l.stored_events_for(None), 2_000);
+        assert_eq!(l.stored_events_for(Some(5_000)), 2_000);
+        assert_eq!(l.stored_events_for(Some(7)), 7);
+        l.set_peer_max_limit(0);
+        assert_eq!(l.stored_events_for(None), u64::MAX);
+    }
+
+    #[test]
+    fn peer_defaults_are_larger_but_finite() {
+        let (c, p) = (Limits::DEFAULT, Limits::PEER_DEFAULT);
+        assert!(p.max_subscriptions > c.max_subscriptions);
+        assert!(p.max_filters > c.max_filters);
+        assert!(p.max_filter_values > c.max_filter_values);
+        assert!(p.messages.burst > c.messages.burst && p.messages.per_second > 0);
+        assert!(p.messages.per_second > c.messages.per_second);
+        // What bounds memory stays the client's: frames, pages, unflushed frames.
+        assert_eq!(p.max_message_bytes, c.max_message_bytes);
+        assert_eq!(p.page_size, c.page_size);
+        assert_eq!(p.max_unflushed_frames, c.max_unflushed_frames);
+        assert!(p.max_subscription_id_chars <= MAX_SUBSCRIPTION_ID_CHARS);
     }
 
     #[test]

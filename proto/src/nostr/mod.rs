@@ -13,7 +13,9 @@
 //! - [`auth`]: the NIP-42 `AUTH` event (kind 22242), built and checked;
 //! - [`limits`]: the bounds on one client connection, parsing caps included;
 //! - [`relay`]: a relay's core: the per-connection session machine and its store seam;
-//! - [`kinds`]: NIP-01 kind classes, NIP-09 deletion, NIP-40 arrival and NIP-62 vanish rules.
+//! - [`kinds`]: NIP-01 kind classes, NIP-09 deletion, NIP-40 arrival and NIP-62 vanish rules;
+//! - [`peering`]: relay peering (spec 002): the relay's identity, the trust list, the per-peer
+//!   request budget and status rows.
 
 pub mod auth;
 pub mod event;
@@ -21,6 +23,7 @@ pub mod expiration;
 pub mod kinds;
 pub mod limits;
 pub mod message;
+pub mod peering;
 pub mod relay;
 pub mod sync;
 

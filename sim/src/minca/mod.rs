@@ -115,7 +115,8 @@ pub struct Scenario {
     /// Spaces the nodes are spread over, round-robin (1: every node in one space). A room holds
     /// at most 64 peers (§2), so a network larger than that meets as many spaces.
     pub spaces: usize,
-    /// Relays (R), every node configured with all of them.
+    /// Relays (R). A space meets on [`RELAYS_PER_SPACE`] of them (all of them when there are no
+    /// more), dealt round-robin ([`Scenario::relays_of`]).
     pub relays: usize,
     /// How long the faulty phase lasts.
     pub duration: Duration,
@@ -282,6 +283,15 @@ impl Scenario {
 /// that shape could only fail its full-mesh invariant (70 nodes did, seed 23 000).
 pub const MAX_SPACE_NODES: usize = MAX_ROOM_PEERS + 1;
 
+/// How many relays one space meets on when the scenario has more. Every node dials every relay
+/// its spaces use, and a relay holds at most [`relay_server::MAX_SOCKETS`] sockets (§1.4), so a
+/// network where every node dialled every relay could not grow past that many nodes whatever
+/// the number of relays: past it, each relay admits the first comers and refuses the rest, and
+/// a node refused by every relay its space-mates got into can never meet them (30 000 nodes on 6
+/// relays left a node 10 of 11 peers short, for that reason alone). Two, as a space's operator
+/// would list two relays so that one restarting does not cut the room in half.
+pub const RELAYS_PER_SPACE: usize = 2;
+
 impl Scenario {
     /// The space node `n` is in: nodes are dealt to the spaces in turn.
     fn space_of(&self, n: usize) -> usize {
@@ -295,18 +305,48 @@ impl Scenario {
         self.nodes / spaces + usize::from(space < self.nodes % spaces)
     }
 
+    /// The relays `space` meets on: every relay when there are at most [`RELAYS_PER_SPACE`],
+    /// else [`RELAYS_PER_SPACE`] consecutive ones, dealt round-robin so that each relay serves as
+    /// many spaces as the next.
+    pub fn relays_of(&self, space: usize) -> impl Iterator<Item = usize> + use<> {
+        let relays = self.relays.max(1);
+        let per_space = relays.min(RELAYS_PER_SPACE);
+        (0..per_space).map(move |i| (space * per_space + i) % relays)
+    }
+
+    /// The most sockets any one relay is asked to hold: one per node of every space it serves.
+    fn busiest_relay(&self) -> usize {
+        let mut sockets = vec![0usize; self.relays.max(1)];
+        for space in 0..self.spaces.max(1) {
+            for r in self.relays_of(space) {
+                sockets[r] += self.space_size(space);
+            }
+        }
+        sockets.into_iter().max().unwrap_or(0)
+    }
+
     /// Why this scenario cannot run as a meetup, if it cannot: fewer than two nodes a space,
-    /// no relay, or a space larger than [`MAX_SPACE_NODES`].
+    /// no relay, a space larger than [`MAX_SPACE_NODES`], or more nodes on one relay than a
+    /// relay holds sockets ([`relay_server::MAX_SOCKETS`]).
     pub fn shape_error(&self) -> Option<String> {
         let spaces = self.spaces.max(1);
         if self.nodes < 2 * spaces || self.relays == 0 {
             return Some("want at least two nodes per space and one relay".into());
         }
         let largest = self.nodes.div_ceil(spaces);
-        (largest > MAX_SPACE_NODES).then(|| {
-            format!(
+        if largest > MAX_SPACE_NODES {
+            return Some(format!(
                 "a space of {largest} nodes: a room holds at most {MAX_ROOM_PEERS} peers (Minca §2), \
                  so at most {MAX_SPACE_NODES} nodes a space; give more --spaces"
+            ));
+        }
+        let busiest = self.busiest_relay();
+        (busiest > relay_server::MAX_SOCKETS).then(|| {
+            format!(
+                "a relay would hold {busiest} sockets, one per node of each space it serves \
+                 ({RELAYS_PER_SPACE} relays a space), and a relay takes at most {} (Minca §1.4); \
+                 give more --relays",
+                relay_server::MAX_SOCKETS
             )
         })
     }
@@ -350,6 +390,9 @@ pub struct Report {
     /// Rendezvous messages nodes ignored as replays (§2 rule 3): among them the second copies
     /// of mail a relay delivered twice.
     pub replays_ignored: u64,
+    /// Dials a running relay refused at its socket caps (§1.4): a node's old socket not yet
+    /// closed when it dials again, or a relay asked to hold more than it takes.
+    pub relay_refusals: u64,
     /// What the link layer did: loss, bandwidth, duplicates, partitions.
     pub link: LinkStats,
     /// Events the simulator ran.
@@ -384,6 +427,7 @@ impl Report {
             "lost_in_crashes": self.lost_in_crashes,
             "live_delivered": self.live_delivered,
             "replays_ignored": self.replays_ignored,
+            "relay_refusals": self.relay_refusals,
             "link": self.link.to_json(),
             "events": self.events,
             "virtual_ms": ms(self.virtual_duration),
@@ -419,8 +463,8 @@ impl fmt::Display for Report {
         )?;
         writeln!(
             f,
-            "crashes {} ({} inputs lost with them), replays ignored {}",
-            self.crashes, self.lost_in_crashes, self.replays_ignored
+            "crashes {} ({} inputs lost with them), replays ignored {}, dials refused by a relay {}",
+            self.crashes, self.lost_in_crashes, self.replays_ignored, self.relay_refusals
         )?;
         write!(f, "{}", self.link)?;
         fmt_times(f, self.virtual_duration, self.wall)
@@ -724,7 +768,8 @@ fn every(rng: &mut ChaCha20Rng, mean: Duration) -> Duration {
 /// disk), its randomness (so its box) new in each.
 fn start_node(sc: &Scenario, n: usize, life: u32) -> Node<ChaCha20Rng> {
     let config = NodeConfig {
-        relays: (0..sc.relays)
+        relays: sc
+            .relays_of(sc.space_of(n))
             .map(|r| RelayUrl::parse(&relay_url(r)).expect("a loopback relay URL"))
             .collect(),
     };
@@ -1329,6 +1374,9 @@ impl<'a> Net<'a> {
                     .as_mut()
                     .map(|s| s.admit(self.now, node_addr(n)).is_ok());
                 if admitted != Some(true) {
+                    if admitted == Some(false) {
+                        self.report.relay_refusals += 1;
+                    }
                     self.after(
                         latency * 2,
                         Ev::Node {
@@ -1920,6 +1968,47 @@ mod tests {
         let refused = run(&shaped(70, 1, 2), None).expect_err("70 nodes in one room");
         assert_eq!(refused.invariant, "scenario-shape");
         assert_eq!((refused.at, refused.report.nodes), (Duration::ZERO, 70));
+    }
+
+    #[test]
+    fn no_relay_is_asked_to_hold_more_sockets_than_a_relay_takes() {
+        let shaped = |nodes, spaces, relays| Scenario {
+            nodes,
+            spaces,
+            relays,
+            ..Scenario::new(0)
+        };
+        // Up to RELAYS_PER_SPACE relays, every space meets on all of them, as before.
+        let two = shaped(8, 1, 2);
+        assert_eq!(two.relays_of(0).collect::<Vec<_>>(), [0, 1]);
+        // Past it, each space on two consecutive relays, dealt round-robin: every relay serves
+        // as many spaces as the next.
+        let seven = shaped(30_000, 2_500, 7);
+        assert_eq!(seven.relays_of(0).collect::<Vec<_>>(), [0, 1]);
+        assert_eq!(seven.relays_of(4).collect::<Vec<_>>(), [1, 2]);
+        let mut served = [0usize; 7];
+        for space in 0..2_500 {
+            for r in seven.relays_of(space) {
+                served[r] += 1;
+            }
+        }
+        assert!(
+            served.iter().all(|&n| n.abs_diff(served[0]) <= 1),
+            "{served:?}"
+        );
+        assert_eq!(seven.busiest_relay(), 715 * 12);
+        assert_eq!(seven.shape_error(), None);
+        // Six relays would each hold 834 spaces of 12 (10 008 sockets); every node on every
+        // relay, 30 000 each. Refused before it runs, as is one relay fewer than a network of
+        // 100 000 needs.
+        let why = shaped(30_000, 2_500, 6)
+            .shape_error()
+            .expect("30 000 nodes on 6 relays");
+        assert!(why.contains("a relay would hold 10008 sockets"), "{why}");
+        assert!(why.contains("give more --relays"), "{why}");
+        assert!(shaped(100_000, 8_334, 20).shape_error().is_some());
+        assert_eq!(shaped(100_000, 8_334, 21).shape_error(), None);
+        assert!(shaped(10_001, 834, 1).shape_error().is_some());
     }
 
     #[test]

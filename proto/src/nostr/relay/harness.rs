@@ -1,7 +1,8 @@
 //! A small host for relay sessions: several connections to one relay, stepped against a
 //! [`MemoryStore`], every output executed in order at once (store operations answered,
-//! broadcasts handed to every session, sends kept for the test to read). Tests, fuzzers and the
-//! simulator use it in place of a driver.
+//! broadcasts handed to every session, peer budget asks answered from one relay-wide
+//! [`PeerRequestLimiter`], sends kept for the test to read). Tests, fuzzers and the simulator use
+//! it in place of a driver.
 
 use alloc::collections::VecDeque;
 use alloc::string::String;
@@ -12,6 +13,8 @@ use super::session::{Config, Input, Output, Session};
 use super::store::{EventStore, StoreOp};
 use super::wire::Outbound;
 use crate::core::{Machine, Timestamp};
+use crate::nostr::peering::trust::MAX_PEERS;
+use crate::nostr::peering::{Admission, PeerRequestLimiter, RequestBudget};
 
 /// One connection as the harness sees it.
 #[derive(Debug)]
@@ -42,6 +45,11 @@ pub struct Harness {
     pub auto_flush: bool,
     /// The connections, by index.
     pub conns: Vec<Conn>,
+    /// The relay-wide peer request budget every peer session's [`Output::Admit`] is answered
+    /// from.
+    pub limiter: PeerRequestLimiter,
+    /// When set, every budget ask is answered [`Admission::Unavailable`] (a failed limiter store).
+    pub limiter_down: bool,
     work: VecDeque<(usize, Input)>,
 }
 
@@ -54,6 +62,8 @@ impl Harness {
             now,
             auto_flush: true,
             conns: Vec::new(),
+            limiter: PeerRequestLimiter::new(RequestBudget::default(), MAX_PEERS),
+            limiter_down: false,
             work: VecDeque::new(),
         }
     }
@@ -124,6 +134,15 @@ impl Harness {
                     for j in 0..self.conns.len() {
                         self.work.push_back((j, Input::Live(event.clone())));
                     }
+                }
+                Output::Admit { request, peer } => {
+                    let admission = if self.limiter_down {
+                        Admission::Unavailable
+                    } else {
+                        self.limiter.admit(self.now, &peer)
+                    };
+                    self.work
+                        .push_back((i, Input::Admitted { request, admission }));
                 }
                 Output::Close { code, .. } => self.conns[i].closed = Some(code),
             }

@@ -27,6 +27,17 @@
 //! | `NEG-OPEN` | `NEG-MSG`, or `NEG-ERR` with [`NEG_TOO_LARGE`] (over [`Limits::max_neg_items`]), `blocked:` (too many sessions), `auth-required:`, `rate-limited:`, `invalid:` (a malformed negentropy message), `error:` |
 //! | `NEG-MSG` | `NEG-MSG` (an empty reply ends nothing: the client decides), or `NEG-ERR` with `closed:` (no such session, or idle past [`Limits::neg_idle_secs`]) or `invalid:` |
 //! | `NEG-CLOSE` | nothing; the session ends |
+//!
+//! Relay peering (spec 002 §4, §7, §8): once an `AUTH` verifies for a pubkey that
+//! [`Config::peering`] names an enabled peer, the connection is a peer for the rest of its life
+//! (weft's NIP-42 session is the connection's: it ends when the socket closes, and a new
+//! connection starts as a client). A peer's connection is held to [`PeerTreatment::limits`]
+//! instead of [`Config::limits`] — parsing caps, subscription caps, `limit` and a fresh message
+//! bucket of its own — and each of its `REQ`, `COUNT` and `NEG-OPEN` first asks the relay-wide
+//! budget with [`Output::Admit`], answered by [`Input::Admitted`]: granted, it is served as any
+//! other; refused or unavailable, it is answered `CLOSED rate-limited: … retry in Ns` or
+//! `NEG-ERR rate-limited: …`. A subscription waiting for its admission gets no live events.
+//! What a peer was served is taken by the host with [`Session::take_served`].
 
 use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
 use alloc::format;
@@ -46,6 +57,8 @@ use crate::nostr::expiration::is_expired;
 use crate::nostr::kinds::{self, KindClass, Refusal, Vanish};
 use crate::nostr::limits::{Limits, NEG_TOO_LARGE};
 use crate::nostr::message::{ClientMessage, Filter, RelayMessage};
+use crate::nostr::peering::PeerTreatment;
+use crate::nostr::peering::limiter::{Admission, UNAVAILABLE_RETRY_SECS};
 
 /// The WebSocket close code for a frame over the size limit (RFC 6455 §7.4.1, "Message Too Big").
 pub const CLOSE_MESSAGE_TOO_BIG: u16 = 1009;
@@ -76,6 +89,9 @@ pub struct Config {
     pub auth: AuthPolicy,
     /// Verifies event ids and signatures.
     pub provider: &'static dyn CryptoProvider,
+    /// Which authenticated pubkeys make a connection a peer, and the limits a peer gets
+    /// (spec 002); [`PeerTreatment::default`] has no peers.
+    pub peering: PeerTreatment,
 }
 
 impl core::fmt::Debug for Config {
@@ -84,6 +100,7 @@ impl core::fmt::Debug for Config {
             .field("relay_url", &self.relay_url)
             .field("limits", &self.limits)
             .field("auth", &self.auth)
+            .field("peers", &self.peering.len())
             .field("provider", &self.provider.name())
             .finish()
     }
@@ -115,6 +132,13 @@ pub enum Input {
     Flushed,
     /// An event accepted by this relay (from any session), for live subscriptions.
     Live(Event),
+    /// The relay-wide peer request budget's answer to [`Output::Admit`].
+    Admitted {
+        /// The ask answered.
+        request: RequestId,
+        /// The answer.
+        admission: Admission,
+    },
 }
 
 /// What a session asks for.
@@ -132,6 +156,15 @@ pub enum Output {
     /// Hand this accepted event to every session of the relay (this one included) as
     /// [`Input::Live`].
     Broadcast(Event),
+    /// Take one on-demand request (`REQ`, `COUNT` or `NEG-OPEN`) from `peer`'s relay-wide
+    /// budget (spec 002 §8) and answer with [`Input::Admitted`] naming `request`. Only a peer's
+    /// connection asks.
+    Admit {
+        /// Names the answer.
+        request: RequestId,
+        /// The peer's pubkey.
+        peer: [u8; 32],
+    },
     /// Close the socket with this code; the session takes nothing more.
     Close {
         /// The WebSocket close code.
@@ -158,6 +191,17 @@ pub struct Stats {
     pub store_mismatches: u64,
     /// Subscriptions closed because the reader was too slow.
     pub slow_closes: u64,
+    /// A peer's requests refused by its request budget (or for want of one).
+    pub budget_refusals: u64,
+}
+
+/// What a peer was served since the host last took it ([`Session::take_served`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Served {
+    /// On-demand requests admitted.
+    pub requests: u64,
+    /// Events sent (stored and live).
+    pub events: u64,
 }
 
 /// What one finished filter of a `REQ` sent, to skip sending an event twice for a later filter.
@@ -186,6 +230,16 @@ struct Subscription {
     filters: Vec<Filter>,
     /// `None` once `EOSE` is sent.
     stored: Option<Stored>,
+    /// The budget ask a peer's subscription waits for before anything is read or sent.
+    admission: Option<RequestId>,
+}
+
+/// A peer's request waiting for its budget.
+#[derive(Debug)]
+enum Asked {
+    Req(String),
+    Count(String, Vec<Filter>),
+    NegOpen(String),
 }
 
 #[derive(Debug)]
@@ -195,10 +249,17 @@ enum Pending {
     Query(String),
     Count(String),
     Items(String),
+    Admit(Asked),
 }
 
 /// A NIP-77 session.
 enum Neg {
+    /// A peer's session waiting for its request budget.
+    Admitting {
+        request: RequestId,
+        filter: Filter,
+        initial: Vec<u8>,
+    },
     /// Waiting for the store's items; the client's first message kept until then.
     Loading {
         request: RequestId,
@@ -214,6 +275,11 @@ enum Neg {
 /// One client connection's relay session.
 pub struct Session {
     config: Config,
+    /// The bounds in force: [`Config::limits`], or the peer's once a peer authenticated.
+    limits: Limits,
+    /// The enabled peer this connection authenticated as, if any.
+    peer: Option<[u8; 32]>,
+    served: Served,
     challenge: String,
     authed: BTreeSet<[u8; 32]>,
     auth_ids: BTreeSet<EventId>,
@@ -261,8 +327,12 @@ impl Session {
         rng.fill_bytes(&mut bytes);
         let challenge = hex::encode(&bytes);
         let bucket = config.limits.messages.bucket(now);
+        let limits = config.limits;
         let mut s = Self {
             config,
+            limits,
+            peer: None,
+            served: Served::default(),
             challenge: challenge.clone(),
             authed: BTreeSet::new(),
             auth_ids: BTreeSet::new(),
@@ -285,6 +355,26 @@ impl Session {
     /// The NIP-42 challenge this connection was sent.
     pub fn challenge(&self) -> &str {
         &self.challenge
+    }
+
+    /// The enabled peer this connection authenticated as: `Some` only after a verified `AUTH`
+    /// from a pubkey [`Config::peering`] names.
+    pub fn peer(&self) -> Option<&[u8; 32]> {
+        self.peer.as_ref()
+    }
+
+    /// The bounds in force on this connection (the peer's once it is a peer).
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// What this peer connection was served since the last call, and resets it; `None` for a
+    /// client connection or when nothing was served. Accounting only: taking it or not changes
+    /// no answer.
+    pub fn take_served(&mut self) -> Option<([u8; 32], Served)> {
+        let peer = self.peer?;
+        let served = core::mem::take(&mut self.served);
+        (served != Served::default()).then_some((peer, served))
     }
 
     /// The pubkeys authenticated on this connection.
@@ -361,11 +451,11 @@ impl Session {
     }
 
     fn on_frame(&mut self, now: Timestamp, text: &str) {
-        if text.len() > self.config.limits.max_message_bytes {
+        if text.len() > self.limits.max_message_bytes {
             self.close_too_big();
             return;
         }
-        let limits = self.config.limits;
+        let limits = self.limits;
         let message = match wire::parse(text, &limits) {
             Ok(m) => m,
             Err(bad) => {
@@ -464,13 +554,36 @@ impl Session {
         if self.reads_need_auth() {
             return self.neg_err(subscription, AUTH_REQUIRED);
         }
-        if self.negs.len() >= self.config.limits.max_neg_sessions {
+        if self.negs.len() >= self.limits.max_neg_sessions {
             return self.neg_err(subscription, "blocked: too many negentropy sessions");
         }
         if self.reads_waiting() {
             return self.neg_err(subscription, READS_WAITING);
         }
-        let max = self.config.limits.max_neg_items.saturating_add(1);
+        if self.peer.is_some() {
+            let request = self.admit(Asked::NegOpen(subscription.clone()));
+            self.negs.insert(
+                subscription,
+                Neg::Admitting {
+                    request,
+                    filter,
+                    initial,
+                },
+            );
+            return;
+        }
+        self.load_items(now, subscription, filter, initial);
+    }
+
+    /// Asks the store for a NIP-77 session's items.
+    fn load_items(
+        &mut self,
+        now: Timestamp,
+        subscription: String,
+        filter: Filter,
+        initial: Vec<u8>,
+    ) {
+        let max = self.limits.max_neg_items.saturating_add(1);
         let request = self.store(
             StoreOp::Items { filter, max, now },
             Pending::Items(subscription.clone()),
@@ -504,7 +617,7 @@ impl Session {
                 return self.neg_err(subscription, "error: the store answered something else");
             }
         };
-        if items.len() > self.config.limits.max_neg_items {
+        if items.len() > self.limits.max_neg_items {
             return self.neg_err(subscription, NEG_TOO_LARGE);
         }
         let mut storage = NegentropyStorageVector::with_capacity(items.len());
@@ -514,7 +627,7 @@ impl Session {
         }
         let built = storage
             .seal()
-            .and_then(|()| Negentropy::owned(storage, self.config.limits.neg_frame_bytes));
+            .and_then(|()| Negentropy::owned(storage, self.limits.neg_frame_bytes));
         let mut negentropy = match built {
             Ok(n) => n,
             Err(e) => return self.neg_err(subscription, &format!("error: {e}")),
@@ -552,7 +665,7 @@ impl Session {
                     self.neg_err(subscription, &format!("invalid: {e}"));
                 }
             },
-            Some(Neg::Loading { .. }) => {
+            Some(Neg::Loading { .. } | Neg::Admitting { .. }) => {
                 // The client spoke before the relay's first answer: not the protocol's turn.
                 self.negs.remove(&subscription);
                 self.neg_err(
@@ -565,12 +678,12 @@ impl Session {
     }
 
     fn neg_deadline(&self) -> Option<Timestamp> {
-        let idle = core::time::Duration::from_secs(self.config.limits.neg_idle_secs);
+        let idle = core::time::Duration::from_secs(self.limits.neg_idle_secs);
         self.negs
             .values()
             .filter_map(|n| match n {
                 // A session waiting for the store is the relay's delay, not the client's.
-                Neg::Loading { .. } => None,
+                Neg::Loading { .. } | Neg::Admitting { .. } => None,
                 Neg::Open { since, .. } => Some(*since),
             })
             .min()
@@ -581,21 +694,21 @@ impl Session {
     /// [`Limits::max_subscriptions`] plus [`Limits::max_neg_sessions`]. Reads of subscriptions
     /// closed or replaced meanwhile stay waiting until the store answers; this bounds them.
     fn reads_waiting(&self) -> bool {
-        let limits = &self.config.limits;
+        let limits = &self.limits;
         let bound = limits
             .max_subscriptions
             .saturating_mul(2)
             .saturating_add(limits.max_neg_sessions);
         self.pending
             .values()
-            .filter(|p| matches!(p, Pending::Query(_) | Pending::Items(_)))
+            .filter(|p| matches!(p, Pending::Query(_) | Pending::Items(_) | Pending::Admit(_)))
             .count()
             >= bound
     }
 
     /// Whether the frames sent and not yet flushed reach [`Limits::max_unflushed_frames`].
     fn backlogged(&self) -> bool {
-        self.unflushed >= self.config.limits.max_unflushed_frames
+        self.unflushed >= self.limits.max_unflushed_frames
     }
 
     fn close_too_big(&mut self) {
@@ -609,7 +722,7 @@ impl Session {
 
     fn on_event(&mut self, now: Timestamp, event: Event) {
         let id = event.id;
-        let limits = self.config.limits;
+        let limits = self.limits;
         if event.to_json().len() > limits.max_event_bytes {
             return self.ok(id, false, OK_EVENT_TOO_LARGE);
         }
@@ -676,7 +789,7 @@ impl Session {
             Ok(pubkey) if self.authed.contains(&pubkey) => {
                 self.ok(event.id, true, "duplicate: already authenticated")
             }
-            Ok(_) if self.authed.len() >= self.config.limits.max_auth_pubkeys => self.ok(
+            Ok(_) if self.authed.len() >= self.limits.max_auth_pubkeys => self.ok(
                 event.id,
                 false,
                 "restricted: too many pubkeys authenticated on this connection",
@@ -684,6 +797,12 @@ impl Session {
             Ok(pubkey) => {
                 self.authed.insert(pubkey);
                 self.auth_ids.insert(event.id);
+                if self.peer.is_none() && self.config.peering.is_peer(&pubkey) {
+                    // Spec 002 §4 step 5, §7: a peer's limits and its own message bucket.
+                    self.peer = Some(pubkey);
+                    self.limits = self.config.peering.limits;
+                    self.bucket = self.limits.messages.bucket(now);
+                }
                 self.ok(event.id, true, "");
             }
         }
@@ -695,14 +814,17 @@ impl Session {
         if self.reads_need_auth() {
             return self.closed_sub(subscription, AUTH_REQUIRED);
         }
-        if self.subs.len() >= self.config.limits.max_subscriptions {
+        if self.subs.len() >= self.limits.max_subscriptions {
             return self.closed_sub(subscription, CLOSED_TOO_MANY_SUBS);
         }
         if self.reads_waiting() {
             return self.closed_sub(subscription, READS_WAITING);
         }
-        let limits = self.config.limits;
+        let limits = self.limits;
         let first = limits.stored_events_for(filters[0].limit);
+        let admission = self
+            .peer
+            .map(|_| self.admit(Asked::Req(subscription.clone())));
         self.subs.insert(
             subscription.clone(),
             Subscription {
@@ -715,15 +837,110 @@ impl Session {
                     request: None,
                     waiting_flush: false,
                 }),
+                admission,
             },
         );
-        self.advance(now, &subscription);
+        if admission.is_none() {
+            self.advance(now, &subscription);
+        }
+    }
+
+    /// Asks the relay-wide budget for one of this peer's requests.
+    fn admit(&mut self, asked: Asked) -> RequestId {
+        let request = RequestId(self.next_request);
+        self.next_request += 1;
+        let peer = self.peer.unwrap_or_default();
+        self.pending.insert(request, Pending::Admit(asked));
+        self.out.push_back(Output::Admit { request, peer });
+        request
+    }
+
+    fn on_admitted(&mut self, now: Timestamp, request: RequestId, admission: Admission) {
+        if !matches!(self.pending.get(&request), Some(Pending::Admit(_))) {
+            self.stats.stale_replies += 1;
+            return;
+        }
+        let Some(Pending::Admit(asked)) = self.pending.remove(&request) else {
+            return;
+        };
+        let refusal = match admission {
+            Admission::Granted => None,
+            Admission::Refused { retry_after_secs } => Some(format!(
+                "rate-limited: peer request budget spent; retry in {retry_after_secs}s"
+            )),
+            Admission::Unavailable => Some(format!(
+                "rate-limited: peer request budget unavailable; retry in {UNAVAILABLE_RETRY_SECS}s"
+            )),
+        };
+        match asked {
+            Asked::Req(sub) => {
+                let current = self
+                    .subs
+                    .get(&sub)
+                    .is_some_and(|s| s.admission == Some(request));
+                if !current {
+                    self.stats.stale_replies += 1;
+                    return;
+                }
+                match refusal {
+                    None => {
+                        self.served.requests += 1;
+                        if let Some(s) = self.subs.get_mut(&sub) {
+                            s.admission = None;
+                        }
+                        self.advance(now, &sub);
+                    }
+                    Some(why) => {
+                        self.stats.budget_refusals += 1;
+                        self.subs.remove(&sub);
+                        self.closed_sub(sub, &why);
+                    }
+                }
+            }
+            Asked::Count(sub, filters) => match refusal {
+                None => {
+                    self.served.requests += 1;
+                    self.store(StoreOp::Count { filters, now }, Pending::Count(sub));
+                }
+                Some(why) => {
+                    self.stats.budget_refusals += 1;
+                    self.counts -= 1;
+                    self.closed_sub(sub, &why);
+                }
+            },
+            Asked::NegOpen(sub) => {
+                let current = matches!(
+                    self.negs.get(&sub),
+                    Some(Neg::Admitting { request: r, .. }) if *r == request
+                );
+                if !current {
+                    self.stats.stale_replies += 1;
+                    return;
+                }
+                let Some(Neg::Admitting {
+                    filter, initial, ..
+                }) = self.negs.remove(&sub)
+                else {
+                    return;
+                };
+                match refusal {
+                    None => {
+                        self.served.requests += 1;
+                        self.load_items(now, sub, filter, initial);
+                    }
+                    Some(why) => {
+                        self.stats.budget_refusals += 1;
+                        self.neg_err(sub, &why);
+                    }
+                }
+            }
+        }
     }
 
     /// Asks for the subscription's next page, or moves to its next filter, or ends its stored
     /// events with `EOSE`.
     fn advance(&mut self, now: Timestamp, id: &str) {
-        let limits = self.config.limits;
+        let limits = self.limits;
         let Some(sub) = self.subs.get_mut(id) else {
             return;
         };
@@ -762,7 +979,7 @@ impl Session {
     }
 
     fn on_page(&mut self, now: Timestamp, id: String, request: RequestId, events: Vec<Event>) {
-        let limits = self.config.limits;
+        let limits = self.limits;
         let Some(sub) = self.subs.get_mut(&id) else {
             self.stats.stale_replies += 1;
             return;
@@ -813,6 +1030,9 @@ impl Session {
         }
         let wait = !frames.is_empty();
         stored.waiting_flush = wait;
+        if self.peer.is_some() {
+            self.served.events += frames.len() as u64;
+        }
         for event in frames {
             self.send(RelayMessage::Event {
                 subscription: id.clone(),
@@ -828,10 +1048,14 @@ impl Session {
         if self.reads_need_auth() {
             return self.closed_sub(subscription, AUTH_REQUIRED);
         }
-        if self.counts >= self.config.limits.max_subscriptions {
+        if self.counts >= self.limits.max_subscriptions {
             return self.closed_sub(subscription, CLOSED_TOO_MANY_SUBS);
         }
         self.counts += 1;
+        if self.peer.is_some() {
+            self.admit(Asked::Count(subscription, filters));
+            return;
+        }
         self.store(
             StoreOp::Count { filters, now },
             Pending::Count(subscription),
@@ -839,6 +1063,11 @@ impl Session {
     }
 
     fn on_stored(&mut self, now: Timestamp, request: RequestId, reply: StoreReply) {
+        if matches!(self.pending.get(&request), Some(Pending::Admit(_))) {
+            // A store reply naming a budget ask: not the answer it waits for.
+            self.stats.stale_replies += 1;
+            return;
+        }
         let Some(pending) = self.pending.remove(&request) else {
             self.stats.stale_replies += 1;
             return;
@@ -889,6 +1118,7 @@ impl Session {
                 });
             }
             (Pending::Items(sub), reply) => self.on_items(now, sub, request, reply),
+            (Pending::Admit(_), _) => self.stats.stale_replies += 1,
             (Pending::Count(sub), reply) => {
                 self.counts -= 1;
                 let why = match reply {
@@ -951,7 +1181,7 @@ impl Session {
         let matching: Vec<String> = self
             .subs
             .iter()
-            .filter(|(_, s)| s.filters.iter().any(|f| f.matches(event)))
+            .filter(|(_, s)| s.admission.is_none() && s.filters.iter().any(|f| f.matches(event)))
             .map(|(id, _)| id.clone())
             .collect();
         for id in matching {
@@ -960,6 +1190,7 @@ impl Session {
                 self.subs.remove(&id);
                 self.closed_sub(id, CLOSED_SLOW);
             } else {
+                self.served.events += u64::from(self.peer.is_some());
                 self.send(RelayMessage::Event {
                     subscription: id,
                     event: event.clone(),
@@ -991,6 +1222,7 @@ impl Machine for Session {
             Input::Stored { request, reply } => self.on_stored(now, request, reply),
             Input::Flushed => self.on_flushed(now),
             Input::Live(event) => self.on_live(now, &event),
+            Input::Admitted { request, admission } => self.on_admitted(now, request, admission),
         }
     }
 
@@ -1010,13 +1242,13 @@ impl Machine for Session {
         if self.closed {
             return;
         }
-        let idle = core::time::Duration::from_secs(self.config.limits.neg_idle_secs);
+        let idle = core::time::Duration::from_secs(self.limits.neg_idle_secs);
         let expired: Vec<String> = self
             .negs
             .iter()
             .filter(|(_, n)| match n {
                 // A session waiting for the store is the relay's delay, not the client's.
-                Neg::Loading { .. } => false,
+                Neg::Loading { .. } | Neg::Admitting { .. } => false,
                 Neg::Open { since, .. } => since.saturating_add(idle) <= now,
             })
             .map(|(id, _)| id.clone())
