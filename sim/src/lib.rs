@@ -143,6 +143,7 @@ pub mod airc;
 pub mod crypto;
 pub mod link;
 pub mod minca;
+pub mod peering;
 mod prefetch;
 pub mod scenario;
 
