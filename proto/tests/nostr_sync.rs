@@ -17,8 +17,8 @@ use weft_proto::nostr::relay::harness::Harness;
 use weft_proto::nostr::relay::{AuthPolicy, EventStore, MemoryStore, StoreOp, StoreReply};
 use weft_proto::nostr::sync::pair::Pair;
 use weft_proto::nostr::sync::worker::{
-    self, Config, InfoError, Input, LIVE_OVERLAP, Output, RECONCILE_INTERVAL, State, SyncLimits,
-    Unusable, Worker,
+    self, Config, EPHEMERAL_SEEN_WINDOW, InfoError, Input, LIVE_OVERLAP, Output,
+    RECONCILE_INTERVAL, State, SyncLimits, Unusable, Worker,
 };
 
 const NOW: u64 = 1_790_000_000;
@@ -90,6 +90,7 @@ fn peer_relay(url: &str, limits: Limits) -> Harness {
             relay_url: url.into(),
             limits,
             auth: AuthPolicy::Optional,
+            peering: Default::default(),
             provider: default_provider(),
         },
         MemoryStore::default(),
@@ -271,6 +272,35 @@ fn ephemeral_events_are_broadcast_live_and_never_stored() {
     assert!(!p.local.contains(&eph.id));
     assert_eq!(p.worker.stats().ephemeral, 1);
     assert!(local_ids(&mut p).is_empty());
+}
+
+/// Peered both ways, each relay's broadcast of an ephemeral event reaches the other's live feed
+/// again, and nothing is stored to mark it seen: the worker broadcasts each ephemeral id once,
+/// and never one older than its window, so the event cannot circle between the two forever.
+#[test]
+fn an_ephemeral_event_coming_round_again_is_not_broadcast_again() {
+    let k = key(31);
+    let mut p = pair(json!([{}]));
+    p.run_until(secs(5), 10_000).unwrap();
+    let eph = ev(&k, 20_001, NOW + 5, "ephemeral");
+    p.publish_on_peer(&eph);
+    // The peer relay cannot tell it saw it before (ephemeral events are not stored): it is
+    // live again, as the other relay's broadcast would make it.
+    p.publish_on_peer(&eph);
+    p.publish_on_peer(&eph);
+    assert_eq!(sorted(&p.broadcasts), vec![eph.id]);
+    assert_eq!(p.worker.stats().ephemeral, 3);
+    assert_eq!(p.worker.stats().ephemeral_not_rebroadcast, 2);
+    // Past the window it is forgotten, and by then too old to be broadcast at all.
+    let later = secs(5 + EPHEMERAL_SEEN_WINDOW.as_secs() + 60);
+    p.run_until(later, 100_000).unwrap();
+    p.publish_on_peer(&eph);
+    assert_eq!(sorted(&p.broadcasts), vec![eph.id]);
+    assert_eq!(p.worker.stats().ephemeral_not_rebroadcast, 3);
+    // A fresh one still goes out.
+    let fresh = ev(&k, 20_001, later.as_secs(), "ephemeral, later");
+    p.publish_on_peer(&fresh);
+    assert_eq!(p.broadcasts.len(), 2);
 }
 
 #[test]

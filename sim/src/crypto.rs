@@ -137,6 +137,8 @@ pub struct SimCrypto {
     verifying: Kept<[u8; 32], Option<VerifyingKey>>,
     p256_signing: Kept<[u8; 32], Option<signing::P256Key>>,
     p256_verifying: Kept<[u8; 33], Option<p256::ecdsa::VerifyingKey>>,
+    /// BIP-340 public keys of secp256k1 secrets that signed here.
+    schnorr_publics: Kept<[u8; 32], Result<[u8; 32], CryptoError>>,
     /// Digests ([`MessageHash::remembered_under`]) of the signatures made here. Only membership is
     /// asked, so a hash set's order never shows.
     signed: Mutex<Option<digest_set::DigestSet>>,
@@ -153,6 +155,7 @@ pub static SIM_CRYPTO: SimCrypto = SimCrypto {
     verifying: Kept::new(),
     p256_signing: Kept::new(),
     p256_verifying: Kept::new(),
+    schnorr_publics: Kept::new(),
     signed: Mutex::new(None),
     agreements: agreements::Agreements::new(),
     publics: agreements::Publics::new(),
@@ -268,6 +271,7 @@ fn p256_ecdh_for_real(
 enum Scheme {
     Ed25519 = 1,
     P256 = 2,
+    Schnorr = 3,
 }
 
 /// A message hashed as far as its own bytes go. What a signature is remembered under,
@@ -595,7 +599,10 @@ impl CryptoProvider for SimCrypto {
     }
 
     fn schnorr_public_key(&self, secret: &Secp256k1Secret) -> Result<[u8; 32], CryptoError> {
-        crypto::default_provider().schnorr_public_key(secret)
+        self.schnorr_publics
+            .get_or_make(secret.expose(), MAX_EXPANDED_KEYS, || {
+                crypto::default_provider().schnorr_public_key(secret)
+            })
     }
 
     fn schnorr_sign(
@@ -604,10 +611,19 @@ impl CryptoProvider for SimCrypto {
         msg: &[u8; 32],
         aux: &[u8; 32],
     ) -> Result<[u8; 64], CryptoError> {
-        crypto::default_provider().schnorr_sign(secret, msg, aux)
+        // BIP-340 with the caller's auxiliary randomness: the same bytes the plain provider
+        // gives, remembered as every signature made here is (a Nostr event is verified by every
+        // relay and worker it reaches).
+        let sig = crypto::default_provider().schnorr_sign(secret, msg, aux)?;
+        let public = self.schnorr_public_key(secret)?;
+        self.remember_signed(Scheme::Schnorr, &public, &sig, MessageHash::new(msg));
+        Ok(sig)
     }
 
     fn schnorr_verify(&self, public: &[u8; 32], msg: &[u8; 32], sig: &[u8; 64]) -> bool {
+        if self.made_here(Scheme::Schnorr, public, sig, msg) {
+            return true;
+        }
         crypto::default_provider().schnorr_verify(public, msg, sig)
     }
 
@@ -735,6 +751,35 @@ mod tests {
         // Made by the plain provider only: verified for real, the same verdict.
         let elsewhere = plain.ed25519_sign(&b, b"made elsewhere");
         assert!(sim.ed25519_verify(&pb, b"made elsewhere", &elsewhere));
+    }
+
+    /// BIP-340 through the remembered answers: the plain provider's signature bytes and public
+    /// key, a remembered verdict only for the exact key, message and signature made here.
+    #[test]
+    fn remembered_schnorr_signatures_verify_only_as_made() {
+        let plain = crypto::default_provider();
+        let sim = provider();
+        let (a, b) = (
+            Secp256k1Secret::from_bytes([41; 32]),
+            Secp256k1Secret::from_bytes([42; 32]),
+        );
+        let pa = plain.schnorr_public_key(&a).unwrap();
+        let pb = plain.schnorr_public_key(&b).unwrap();
+        assert_eq!(sim.schnorr_public_key(&a).unwrap(), pa);
+        let (msg, aux) = ([7; 32], [9; 32]);
+        let sig = sim.schnorr_sign(&a, &msg, &aux).unwrap();
+        assert_eq!(sig, plain.schnorr_sign(&a, &msg, &aux).unwrap());
+        assert!(sim.schnorr_verify(&pa, &msg, &sig));
+        assert!(!sim.schnorr_verify(&pb, &msg, &sig));
+        let mut other = msg;
+        other[31] ^= 1;
+        assert!(!sim.schnorr_verify(&pa, &other, &sig));
+        let mut bad = sig;
+        bad[63] ^= 0x10;
+        assert!(!sim.schnorr_verify(&pa, &msg, &bad));
+        // Made by the plain provider only: verified for real, the same verdict.
+        let elsewhere = plain.schnorr_sign(&b, &other, &aux).unwrap();
+        assert!(sim.schnorr_verify(&pb, &other, &elsewhere));
     }
 
     /// P-256 through the kept keys and the remembered answers gives the plain provider's bytes

@@ -144,6 +144,7 @@ pub mod circle;
 pub mod crypto;
 pub mod link;
 pub mod minca;
+pub mod peering;
 mod prefetch;
 pub mod scenario;
 

@@ -363,6 +363,50 @@ enum Sim {
     /// NAP-MESH shells on a random circle with strangers on the transport, under partitions,
     /// crashes and loss; exits non-zero with the seed and the first invariant a run violated.
     Circle(weft_drivers::circle::cli::SimCircleArgs),
+    /// Nostr relays peered by trust lists, syncing each other's advertised scopes (spec 002 §6)
+    /// under dropped sockets, partitions, crashes, limiter outages, corrupted events and replayed
+    /// AUTH; checks that nothing forged, out of scope or ephemeral is ever stored, that peer
+    /// treatment and the request budget hold, and that, once healed, each relay holds exactly
+    /// its own events and its peers' in-scope ones. Exits non-zero with the seed and the first
+    /// invariant a run violated.
+    RelayPeering(RelayPeeringArgs),
+}
+
+#[derive(Args, Debug)]
+struct RelayPeeringArgs {
+    /// Relays.
+    #[arg(long, default_value_t = 4)]
+    relays: usize,
+    /// Events published in all.
+    #[arg(long, default_value_t = 30)]
+    events: usize,
+    /// Partitions in the fault period.
+    #[arg(long, default_value_t = 3)]
+    partitions: usize,
+    /// Crashes in the fault period.
+    #[arg(long, default_value_t = 2)]
+    crashes: usize,
+    /// Single worker sockets dropped in the fault period.
+    #[arg(long, default_value_t = 3)]
+    drops: usize,
+    /// Outages of a relay's request limiter in the fault period.
+    #[arg(long, default_value_t = 1)]
+    limiter_outages: usize,
+    /// `AUTH` frames an impostor replays in the fault period.
+    #[arg(long, default_value_t = 2)]
+    replays: usize,
+    /// Per mille of the events a relay serves a worker in the fault period that arrive
+    /// corrupted.
+    #[arg(long, default_value_t = 50)]
+    corrupt_permille: u32,
+    /// On-demand requests each relay serves a peer per minute (`limits.peer.request`).
+    #[arg(long, default_value_t = 12)]
+    budget: u32,
+    /// Virtual seconds of faults, before everything heals and settles.
+    #[arg(long, default_value_t = 1800)]
+    duration: u64,
+    #[command(flatten)]
+    seeds: SeedArgs,
 }
 
 /// What every scenario takes: which seeds to run, where the trace goes and the event budget.
@@ -651,6 +695,7 @@ fn main() -> ExitCode {
         Command::Sim(Sim::AircRealms(args)) => sim_airc_realms(&args),
         Command::Sim(Sim::MincaMeetup(args)) => sim_minca_meetup(&args),
         Command::Sim(Sim::Circle(args)) => weft_drivers::circle::cli::sim(&args),
+        Command::Sim(Sim::RelayPeering(args)) => sim_relay_peering(&args),
         Command::Nostr(Nostr::Serve(args)) => nostr_serve(args),
         Command::Nostr(Nostr::Info(args)) => nostr_info(args),
         Command::Nostr(Nostr::Peering(args)) => nostr_peering(args),
@@ -1228,6 +1273,39 @@ fn sim_minca_meetup(args: &MincaMeetupArgs) -> ExitCode {
         }
         .with_event_budget();
         scenario.max_events = args.seeds.event_budget(scenario.max_events);
+        // The trace lives longer than this run's scenario: reborrow it for the run alone.
+        let trace = trace.map(|t| -> &mut dyn std::io::Write { t });
+        run(&scenario, trace)
+            .map(|r| (r.to_json().to_string(), r.to_string()))
+            .map_err(|v| format!("{v}\n{}", v.report))
+    })
+}
+
+fn sim_relay_peering(args: &RelayPeeringArgs) -> ExitCode {
+    use weft_sim::peering::{Scenario, run};
+    if args.relays < 2 {
+        eprintln!("weft sim relay-peering: want at least two relays");
+        return ExitCode::from(2);
+    }
+    sim_seeds("relay-peering", &args.seeds, |seed, trace| {
+        let base = Scenario::new(seed);
+        let scenario = Scenario {
+            relays: args.relays,
+            events: args.events,
+            partitions: args.partitions,
+            crashes: args.crashes,
+            drops: args.drops,
+            limiter_outages: args.limiter_outages,
+            replays: args.replays,
+            corrupt_permille: args.corrupt_permille.min(1_000),
+            budget: weft_proto::nostr::peering::RateLimit {
+                period_secs: 60,
+                rate: args.budget.max(1),
+            },
+            duration: std::time::Duration::from_secs(args.duration),
+            max_steps: args.seeds.event_budget(base.max_steps),
+            ..base
+        };
         // The trace lives longer than this run's scenario: reborrow it for the run alone.
         let trace = trace.map(|t| -> &mut dyn std::io::Write { t });
         run(&scenario, trace)

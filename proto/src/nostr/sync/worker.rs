@@ -143,6 +143,20 @@ pub const MAX_FUTURE_SECS: u64 = 900;
 /// Store writes in flight at once.
 pub const MAX_WRITES_IN_FLIGHT: usize = 8;
 
+/// How long a worker remembers the ids of the live ephemeral events it broadcast, and how old
+/// (by `created_at`) a live ephemeral event may be to be broadcast at all. Spec 002 §6 says
+/// ephemeral events are "broadcast live but never stored"; with peering both ways (or any cycle
+/// of peers) each relay's broadcast reaches the other's live feed again, and since nothing is
+/// stored, nothing marks the event as already seen: it would circle forever. A worker broadcasts
+/// each ephemeral id once, and never one older than this window, so an id forgotten once the
+/// window has passed cannot come round again (docs/decisions.md).
+pub const EPHEMERAL_SEEN_WINDOW: Duration = Duration::from_secs(5 * 60);
+
+/// Most ephemeral ids a worker remembers within [`EPHEMERAL_SEEN_WINDOW`]; past it, a live
+/// ephemeral event is not broadcast (counted), so a flood can neither grow the set nor restart a
+/// loop.
+pub const MAX_EPHEMERAL_SEEN: usize = 16_384;
+
 /// The bounds on one worker (docs/decisions.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SyncLimits {
@@ -384,6 +398,9 @@ pub struct Stats {
     pub invalid: u64,
     /// Ephemeral events (broadcast when live, never stored).
     pub ephemeral: u64,
+    /// Live ephemeral events not broadcast: already broadcast by this worker, older than
+    /// [`EPHEMERAL_SEEN_WINDOW`], or past [`MAX_EPHEMERAL_SEEN`].
+    pub ephemeral_not_rebroadcast: u64,
     /// Events dropped because the queue was full.
     pub dropped_full: u64,
     /// Store operations that failed.
@@ -512,6 +529,9 @@ pub struct Worker<R> {
     vanished: BTreeMap<[u8; 32], u64>,
     pending: BTreeMap<RequestId, Pending>,
     newest: Option<u64>,
+    /// Live ephemeral ids broadcast, by when they may be forgotten; and the same ids as a set.
+    ephemeral_order: BTreeSet<(Timestamp, EventId)>,
+    ephemeral_seen: BTreeSet<EventId>,
     status: PeerStatus,
     next_heartbeat: Timestamp,
     out: VecDeque<Output>,
@@ -573,6 +593,8 @@ impl<R: rand_core::CryptoRng> Worker<R> {
             vanished: BTreeMap::new(),
             pending: BTreeMap::new(),
             newest: None,
+            ephemeral_order: BTreeSet::new(),
+            ephemeral_seen: BTreeSet::new(),
             next_heartbeat: now.saturating_add(HEARTBEAT),
             out: VecDeque::new(),
             stats: Stats::default(),
@@ -1316,7 +1338,11 @@ impl<R: rand_core::CryptoRng> Worker<R> {
             // Broadcast live, never stored; one seen only in the live REQ's stored part is not
             // live any more.
             if origin == Origin::Live && self.live_eose {
-                self.out.push_back(Output::Broadcast(event));
+                if self.first_broadcast(now, &event) {
+                    self.out.push_back(Output::Broadcast(event));
+                } else {
+                    self.stats.ephemeral_not_rebroadcast += 1;
+                }
             }
             return true;
         }
@@ -1333,6 +1359,32 @@ impl<R: rand_core::CryptoRng> Worker<R> {
             bytes,
         });
         self.pump_writes(now);
+        true
+    }
+
+    /// Whether a live ephemeral `event` is to be broadcast: recent, not broadcast before by this
+    /// worker, and with room to remember it (then it is remembered).
+    fn first_broadcast(&mut self, now: Timestamp, event: &Event) -> bool {
+        let window = EPHEMERAL_SEEN_WINDOW;
+        while let Some(&(forget, id)) = self.ephemeral_order.first() {
+            if forget >= now {
+                break;
+            }
+            self.ephemeral_order.pop_first();
+            self.ephemeral_seen.remove(&id);
+        }
+        if event.created_at.saturating_add(window.as_secs()) < now.as_secs()
+            || self.ephemeral_seen.contains(&event.id)
+            || self.ephemeral_seen.len() >= MAX_EPHEMERAL_SEEN
+        {
+            return false;
+        }
+        // Kept until the event is too old to be broadcast anyway, so a forgotten id can never
+        // pass again.
+        let created = Timestamp::from_secs(event.created_at);
+        let forget = now.max(created).saturating_add(window);
+        self.ephemeral_seen.insert(event.id);
+        self.ephemeral_order.insert((forget, event.id));
         true
     }
 
