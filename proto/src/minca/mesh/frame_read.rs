@@ -1,11 +1,11 @@
 //! A mesh frame's members read straight from its bytes, without a JSON tree for the frame.
 //!
-//! [`FrameRef::parse`](super::frame::FrameRef::parse) used to build a `Value` of the whole frame
-//! and take `room`, `type` and `payload` out of it: a map, four keys, `from` and two names
-//! copied, on every frame. [`Members`] keeps only what a frame is read for, and accepts exactly
-//! what that tree accepted: every member goes through serde_json's `deserialize_any`, as the
-//! tree's did, so strings are checked (UTF-8, escapes, surrogates), numbers parsed and nesting
-//! bounded alike, and a member given twice counts as it did in the map, the last one.
+//! A `Value` of the whole frame would cost, on every frame, a map, four keys, `from` and two
+//! names copied, only to take `room`, `type` and `payload` out of it. [`Members`] keeps only what
+//! [`FrameRef::parse`](super::frame::FrameRef::parse) reads a frame for, and accepts exactly what
+//! such a tree accepts: every member goes through serde_json's `deserialize_any`, as a tree's
+//! would, so strings are checked (UTF-8, escapes, surrogates), numbers parsed and nesting
+//! bounded alike, and a member given twice counts as it would in the map, the last one.
 
 use alloc::borrow::Cow;
 use alloc::string::String;

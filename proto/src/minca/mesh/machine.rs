@@ -1822,8 +1822,8 @@ fn send_each<'p>(
 
 /// Sends one frame on each open connection of `open`, written by `write` once, and only if
 /// there is one. Every copy shares the one buffer: a flood's ten copies are read by their
-/// receivers within a few milliseconds of each other, and a copy each was ten allocations and
-/// ten cold reads of the same bytes (docs/performance.md, session 14).
+/// receivers within a few milliseconds of each other, and a copy each would be ten allocations
+/// and ten cold reads of the same bytes (docs/performance.md).
 fn send_to_open(
     out: &mut VecDeque<Output>,
     open: impl IntoIterator<Item = ConnId>,
