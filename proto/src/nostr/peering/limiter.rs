@@ -159,6 +159,21 @@ pub enum Admission {
 /// How long a peer is told to wait after [`Admission::Unavailable`], in seconds.
 pub const UNAVAILABLE_RETRY_SECS: u64 = 60;
 
+/// The reason a peer's refused request is closed with (`CLOSED` for a `REQ` or `COUNT`,
+/// `NEG-ERR` for a `NEG-OPEN`; docs/decisions.md, "Nostream peering §6"), or `None` when it was
+/// granted. The `rate-limited:` prefix is NIP-01's, so a peer's worker pauses on it.
+pub fn refusal_reason(admission: Admission) -> Option<alloc::string::String> {
+    match admission {
+        Admission::Granted => None,
+        Admission::Refused { retry_after_secs } => Some(alloc::format!(
+            "rate-limited: peer request budget spent; retry in {retry_after_secs}s"
+        )),
+        Admission::Unavailable => Some(alloc::format!(
+            "rate-limited: peer request budget unavailable; retry in {UNAVAILABLE_RETRY_SECS}s"
+        )),
+    }
+}
+
 /// The relay-wide budgets of every peer pubkey, one [`RequestBudget`] each.
 #[derive(Debug, Clone)]
 pub struct PeerRequestLimiter {

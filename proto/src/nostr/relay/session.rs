@@ -58,7 +58,7 @@ use crate::nostr::kinds::{self, KindClass, Refusal, Vanish};
 use crate::nostr::limits::{Limits, NEG_TOO_LARGE};
 use crate::nostr::message::{ClientMessage, Filter, RelayMessage};
 use crate::nostr::peering::PeerTreatment;
-use crate::nostr::peering::limiter::{Admission, UNAVAILABLE_RETRY_SECS};
+use crate::nostr::peering::limiter::Admission;
 
 /// The WebSocket close code for a frame over the size limit (RFC 6455 §7.4.1, "Message Too Big").
 pub const CLOSE_MESSAGE_TOO_BIG: u16 = 1009;
@@ -863,15 +863,7 @@ impl Session {
         let Some(Pending::Admit(asked)) = self.pending.remove(&request) else {
             return;
         };
-        let refusal = match admission {
-            Admission::Granted => None,
-            Admission::Refused { retry_after_secs } => Some(format!(
-                "rate-limited: peer request budget spent; retry in {retry_after_secs}s"
-            )),
-            Admission::Unavailable => Some(format!(
-                "rate-limited: peer request budget unavailable; retry in {UNAVAILABLE_RETRY_SECS}s"
-            )),
-        };
+        let refusal = crate::nostr::peering::limiter::refusal_reason(admission);
         match asked {
             Asked::Req(sub) => {
                 let current = self

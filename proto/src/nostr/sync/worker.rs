@@ -549,7 +549,8 @@ impl<R> core::fmt::Debug for Worker<R> {
     }
 }
 
-const LIVE_SUB: &str = "peer-live";
+/// The subscription id of the worker's live `REQ` on a peer (spec 002 §6 step 3).
+pub const LIVE_SUB: &str = "peer-live";
 
 impl<R: rand_core::CryptoRng> Worker<R> {
     /// A worker started at `now`; its first output asks for the peer's NIP-11 document (or, for
