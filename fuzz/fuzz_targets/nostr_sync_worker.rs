@@ -186,11 +186,18 @@ enum Op {
         sub: Sub,
         reason: u8,
     },
-    /// An event in the peer's store (history the reconciliation finds).
+    /// Events in the peer's store (history the reconciliation finds).
     PeerHas {
         key: u8,
         kind: u8,
         age: u16,
+        count: u8,
+    },
+    /// Plays an honest driver and peer until the worker is quiet (at most `rounds` passes): a
+    /// good document, sockets that open, every peer frame delivered, every store request
+    /// answered; so that short inputs reach reconciliation, fetches and the bounds.
+    Settle {
+        rounds: u8,
     },
     /// An event already in the local store.
     LocalHas {
@@ -638,9 +645,65 @@ fuzz_target!(|input: (u64, Vec<Op>)| {
                 let text = json!(["NEG-ERR", h.sub(&sub), reason]).to_string();
                 h.frame(text, false);
             }
-            Op::PeerHas { key, kind, age } => {
-                let e = h.event(key, kind, secs.saturating_sub(u64::from(age)), false);
-                let _ = h.peer.store.write(&e, h.now);
+            Op::PeerHas {
+                key,
+                kind,
+                age,
+                count,
+            } => {
+                for i in 0..u64::from(count % 8) + 1 {
+                    let at = secs.saturating_sub(u64::from(age) + i);
+                    let e = h.event(key, kind, at, false);
+                    let _ = h.peer.store.write(&e, h.now);
+                }
+            }
+            Op::Settle { rounds } => {
+                for _ in 0..usize::from(rounds % 16) + 1 {
+                    let mut acted = false;
+                    if std::mem::take(&mut h.info_pending) {
+                        let scope = ScopeSpec {
+                            kinds: 0b1_1111,
+                            range: false,
+                            authors: 0,
+                            since: None,
+                            window: None,
+                            raw: None,
+                        };
+                        let doc = document(true, false, true, &[scope], h.now.as_secs());
+                        h.input(Input::Info(doc));
+                        acted = true;
+                    }
+                    if let Some(conn) = h.connecting.take() {
+                        h.open = Some(conn);
+                        h.peer.now = h.now;
+                        h.peer_conn = Some(h.peer.connect(&mut h.rng));
+                        h.from_peer.clear();
+                        h.collect();
+                        h.input(Input::Connected(conn));
+                        acted = true;
+                    }
+                    while let Some(conn) = h.open
+                        && let Some(frame) = h.from_peer.pop_front()
+                    {
+                        acted = true;
+                        match frame {
+                            Some(text) => h.input(Input::Frame { conn, text }),
+                            None => {
+                                h.open = None;
+                                h.drop_peer();
+                                h.input(Input::Disconnected(conn));
+                            }
+                        }
+                    }
+                    while let Some((request, op)) = h.stores.pop_front() {
+                        acted = true;
+                        let reply = h.local.execute(&op);
+                        h.input(Input::Stored { request, reply });
+                    }
+                    if !acted {
+                        break;
+                    }
+                }
             }
             Op::LocalHas { key, kind, age } => {
                 let e = h.event(key, kind, secs.saturating_sub(u64::from(age)), false);
