@@ -173,6 +173,11 @@ enum Op {
         flavour: Flavour,
         here: bool,
     },
+    /// Many good live events at once, past the writes in flight, so the queue bound is reached.
+    Burst {
+        key: u8,
+        count: u8,
+    },
     Eose(Sub),
     Closed {
         sub: Sub,
@@ -624,6 +629,16 @@ fuzz_target!(|input: (u64, Vec<Op>)| {
                     event: e,
                 };
                 h.frame(m.to_text(), false);
+            }
+            Op::Burst { key, count } => {
+                for i in 0..u64::from(count % 16) + 1 {
+                    let e = h.event(key, 0, secs.saturating_sub(i), false);
+                    let m = RelayMessage::Event {
+                        subscription: LIVE_SUB.into(),
+                        event: e,
+                    };
+                    h.frame(m.to_text(), false);
+                }
             }
             Op::Eose(sub) => {
                 let m = RelayMessage::Eose(h.sub(&sub));
