@@ -11,7 +11,7 @@
 //!   [`Input::NappletGone`].
 //! - **member links** (`/member` on either listener, and the configured member URLs dialled, each
 //!   redialled [`REDIAL_MS`] after it closes or fails): each link runs a
-//!   [`LinkAuth`](weft_proto::circle::link::LinkAuth) until the far side proves its circle key,
+//!   [`LinkAuth`] until the far side proves its circle key,
 //!   then is [`Input::LinkUp`] with that key (the shell decides whether it is a member); its
 //!   frames are [`Input::Link`], [`Output::ToLink`] goes out as text. A request with an
 //!   `Origin` is refused on `/member` (no web page speaks for a member).

@@ -774,8 +774,9 @@ impl Listener {
         })
     }
 
-    /// Waits up to [`LISTEN_TICK`] for announcements and returns the events they name that are
-    /// still held (a stored event replaced or deleted since is not), in the order announced.
+    /// Waits up to `LISTEN_TICK` (500 ms) for announcements and returns the events they name
+    /// that are still held (a stored event replaced or deleted since is not), in the order
+    /// announced.
     /// A lost connection is made anew (what was announced meanwhile is missed by live
     /// subscriptions here, and still found by queries).
     pub fn next_batch(&mut self) -> Result<Vec<Event>, StoreError> {

@@ -1,5 +1,5 @@
 //! The outbound sync workers inside `weft nostr serve` (spec 002 §6): one
-//! [`Worker`](weft_proto::nostr::sync::Worker) per enabled peer, on the relay's own loop.
+//! [`Worker`] per enabled peer, on the relay's own loop.
 //!
 //! [`SyncRelay`] is the relay's [`WsMachine`] with the workers beside it. It hands every accepted
 //! socket, frame and timeout that is the relay's to the relay ([`NostrRelay`]), and maps each
