@@ -863,7 +863,18 @@ mod tests {
                         _ => {}
                     }
                 }
-                if inputs.is_empty() {
+                // What is due now runs as a host's loop runs it at the end of a pass: each
+                // relay's open group of writes commits, and its answers go out.
+                let mut due = false;
+                if self.peer.poll_timeout().is_some_and(|w| w.at <= self.now) {
+                    self.peer.handle_timeout(self.now);
+                    due = true;
+                }
+                if self.runner.poll_timeout().is_some_and(|w| w.at <= self.now) {
+                    self.runner.handle_timeout(self.now);
+                    due = true;
+                }
+                if inputs.is_empty() && !due {
                     return;
                 }
                 for i in inputs {
