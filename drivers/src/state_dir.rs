@@ -11,7 +11,7 @@
 //! created `0711`, which lets them pass through it but not list or read it.
 
 use std::fs::{DirBuilder, OpenOptions};
-use std::io;
+use std::io::{self, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
@@ -97,6 +97,53 @@ fn refused(path: &Path, why: String) -> io::Error {
         io::ErrorKind::PermissionDenied,
         format!("{}: {why}", path.display()),
     )
+}
+
+/// The rule every weft key file follows: 64 hex digits, whitespace around them ignored. The key
+/// in `path` as `parse` reads its 32 bytes (its `Err` names what they are not), or, when there is
+/// no file there, `fresh()` written there with [`crate::KEY_MODE`] (`bytes` gives what to write),
+/// owner-only from its first byte. Refused (`InvalidData`): a file others may read or write (as
+/// ssh refuses a private key), one that is not 64 hex digits, or one `parse` refuses.
+pub fn load_or_make_key<K>(
+    path: &Path,
+    parse: impl FnOnce([u8; 32]) -> Result<K, &'static str>,
+    fresh: impl FnOnce() -> K,
+    bytes: impl FnOnce(&K) -> &[u8; 32],
+) -> io::Result<K> {
+    let invalid = |what: &str| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{}: {what}", path.display()),
+        )
+    };
+    match std::fs::metadata(path) {
+        Ok(meta) => {
+            let mode = meta.permissions().mode();
+            if mode & 0o077 != 0 {
+                return Err(invalid(&format!(
+                    "mode {:o}: a key must be readable by its owner only (chmod 600)",
+                    mode & 0o777
+                )));
+            }
+            let text = std::fs::read_to_string(path)?;
+            let raw = weft_proto::codec::hex::decode_array::<32>(text.trim())
+                .map_err(|_| invalid("not 64 hex digits"))?;
+            parse(raw).map_err(invalid)
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            let key = fresh();
+            // create_new: two programs starting on one path must not both write a key.
+            let mut file = OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(crate::KEY_MODE)
+                .open(path)?;
+            writeln!(file, "{}", weft_proto::codec::hex::encode(bytes(&key)))?;
+            file.sync_all()?;
+            Ok(key)
+        }
+        Err(e) => Err(e),
+    }
 }
 
 #[cfg(test)]

@@ -3,69 +3,37 @@
 //! file is made with a fresh key, owner-only from its first byte ([`crate::KEY_MODE`]); a file
 //! anyone but its owner may read or write is refused, as ssh refuses a private key.
 
-use std::fs::OpenOptions;
-use std::io::{self, Write};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::io;
 use std::path::Path;
 
-use weft_proto::codec::hex;
 use weft_proto::core::rand_core::CryptoRng;
 use weft_proto::crypto::{CryptoProvider, Secp256k1Secret, generate_secp256k1};
 
-use crate::KEY_MODE;
-
-fn invalid(path: &Path, what: impl std::fmt::Display) -> io::Error {
-    io::Error::new(
-        io::ErrorKind::InvalidData,
-        format!("{}: {what}", path.display()),
-    )
-}
-
-/// The key in `path`, or a fresh one written there (owner-only) when there is no file.
+/// The key in `path`, or a fresh one written there (owner-only) when there is no file
+/// ([`crate::state_dir::load_or_make_key`]).
 pub fn load_or_make(
     path: &Path,
     crypto: &dyn CryptoProvider,
     rng: &mut dyn CryptoRng,
 ) -> io::Result<Secp256k1Secret> {
-    match std::fs::metadata(path) {
-        Ok(meta) => {
-            let mode = meta.permissions().mode();
-            if mode & 0o077 != 0 {
-                return Err(invalid(
-                    path,
-                    format!(
-                        "mode {:o}: a key must be readable by its owner only (chmod 600)",
-                        mode & 0o777
-                    ),
-                ));
-            }
-            let text = std::fs::read_to_string(path)?;
-            let bytes = hex::decode_array::<32>(text.trim())
-                .map_err(|_| invalid(path, "not 64 hex digits"))?;
-            let key = Secp256k1Secret::from_bytes(bytes);
+    crate::state_dir::load_or_make_key(
+        path,
+        |raw| {
+            let key = Secp256k1Secret::from_bytes(raw);
             crypto
                 .schnorr_public_key(&key)
-                .map_err(|_| invalid(path, "not a secp256k1 secret key"))?;
-            Ok(key)
-        }
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            let key = generate_secp256k1(crypto, rng);
-            let mut file = OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(KEY_MODE)
-                .open(path)?;
-            file.write_all(format!("{}\n", hex::encode(key.expose())).as_bytes())?;
-            file.sync_all()?;
-            Ok(key)
-        }
-        Err(e) => Err(e),
-    }
+                .map(|_| key)
+                .map_err(|_| "not a secp256k1 secret key")
+        },
+        || generate_secp256k1(crypto, rng),
+        Secp256k1Secret::expose,
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
     use weft_proto::core::rand_core::SeedableRng;
 
     #[test]

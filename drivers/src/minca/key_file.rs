@@ -7,73 +7,42 @@
 //! from its first byte ([`crate::KEY_MODE`]); a file anyone but its owner may read or write is
 //! refused, as ssh refuses a private key.
 
-use std::fs::OpenOptions;
-use std::io::{self, Write};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::io;
 use std::path::Path;
 
-use weft_proto::codec::hex;
 use weft_proto::core::rand_core::CryptoRng;
 use weft_proto::crypto::{CryptoProvider, P256Secret, generate_p256};
 
-use crate::KEY_MODE;
-
-fn invalid(path: &Path, what: impl std::fmt::Display) -> io::Error {
-    io::Error::new(
-        io::ErrorKind::InvalidData,
-        format!("{}: {what}", path.display()),
-    )
-}
-
 /// The key in `path`, or, if there is no file there, a fresh one drawn from `rng` and written
-/// there with [`KEY_MODE`]. Refused (`InvalidData`): a file others may read or write, one that is
-/// not 64 hex digits, or one whose digits are no P-256 secret key.
+/// there with [`crate::KEY_MODE`]. Refused (`InvalidData`): a file others may read or write, one
+/// that is not 64 hex digits, or one whose digits are no P-256 secret key
+/// ([`crate::state_dir::load_or_make_key`]).
 pub fn load_or_make(
     path: &Path,
     crypto: &dyn CryptoProvider,
     rng: &mut dyn CryptoRng,
 ) -> io::Result<P256Secret> {
-    match std::fs::metadata(path) {
-        Ok(meta) => {
-            let mode = meta.permissions().mode();
-            if mode & 0o077 != 0 {
-                return Err(invalid(
-                    path,
-                    format!(
-                        "mode {:o}: a key must be readable by its owner only (chmod 600)",
-                        mode & 0o777
-                    ),
-                ));
-            }
-            let text = std::fs::read_to_string(path)?;
-            let bytes = hex::decode_array::<32>(text.trim())
-                .map_err(|_| invalid(path, "not 64 hex digits"))?;
-            let key = P256Secret::from_bytes(bytes);
+    crate::state_dir::load_or_make_key(
+        path,
+        |raw| {
+            let key = P256Secret::from_bytes(raw);
             crypto
                 .p256_public_key(&key)
-                .map_err(|_| invalid(path, "not a P-256 secret key"))?;
-            Ok(key)
-        }
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            let key = generate_p256(crypto, rng);
-            // create_new: two programs starting on one path must not both write a key.
-            let mut file = OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(KEY_MODE)
-                .open(path)?;
-            writeln!(file, "{}", hex::encode(key.expose()))?;
-            file.sync_all()?;
-            Ok(key)
-        }
-        Err(e) => Err(e),
-    }
+                .map(|_| key)
+                .map_err(|_| "not a P-256 secret key")
+        },
+        || generate_p256(crypto, rng),
+        P256Secret::expose,
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use rand_core::SeedableRng;
+    use std::os::unix::fs::PermissionsExt;
+
+    use crate::KEY_MODE;
 
     #[test]
     fn a_key_file_is_made_once_for_its_owner_and_refused_when_others_may_read_it_or_it_is_no_key() {
