@@ -33,11 +33,8 @@ pub fn apply_settings(text: &str, options: &mut ServeOptions) -> Result<(), Stri
     if !doc.is_object() {
         return Err("the settings are not a YAML map".into());
     }
-    let at = |path: &str| -> Option<&Value> {
-        path.split('.')
-            .try_fold(&doc, |v, key| v.get(key))
-            .filter(|v| !v.is_null())
-    };
+    let settings = Settings(&doc);
+    let at = |path: &str| settings.at(path);
     let text_at = |path: &str| -> Result<Option<String>, String> {
         at(path)
             .map(|v| {
@@ -47,15 +44,7 @@ pub fn apply_settings(text: &str, options: &mut ServeOptions) -> Result<(), Stri
             })
             .transpose()
     };
-    let number_at = |path: &str| -> Result<Option<u64>, String> {
-        at(path)
-            .map(|v| {
-                v.as_u64()
-                    .ok_or_else(|| format!("{path}: not a non-negative integer"))
-            })
-            .transpose()
-    };
-    let size = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
+    let number_at = |path: &str| settings.number_at(path);
 
     if let Some(url) = text_at("info.relay_url")? {
         options.relay_url = Some(url);
@@ -77,18 +66,7 @@ pub fn apply_settings(text: &str, options: &mut ServeOptions) -> Result<(), Stri
         l.max_message_bytes = size(n);
     }
     let sub = "limits.client.subscription";
-    if let Some(n) = number_at(&format!("{sub}.maxSubscriptions"))? {
-        l.max_subscriptions = size(n);
-    }
-    if let Some(n) = number_at(&format!("{sub}.maxFilters"))? {
-        l.max_filters = size(n);
-    }
-    if let Some(n) = number_at(&format!("{sub}.maxFilterValues"))? {
-        l.max_filter_values = size(n);
-    }
-    if let Some(n) = number_at(&format!("{sub}.maxSubscriptionIdLength"))? {
-        l.max_subscription_id_chars = size(n).min(MAX_SUBSCRIPTION_ID_CHARS);
-    }
+    settings.subscription_counts(sub, l)?;
     if let Some(n) = number_at(&format!("{sub}.maxLimit"))? {
         l.max_limit = n;
     }
@@ -125,6 +103,58 @@ pub fn apply_settings(text: &str, options: &mut ServeOptions) -> Result<(), Stri
         }
     }
     Ok(())
+}
+
+/// A settings document read by dotted key path, as nostream's `settings.yaml` names its keys:
+/// one reader for the relay's, peering's and the sync workers' keys.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Settings<'a>(pub(crate) &'a Value);
+
+impl<'a> Settings<'a> {
+    /// The value at `path` (`a.b.c`), absent or YAML `null` read as not set.
+    pub(crate) fn at(self, path: &str) -> Option<&'a Value> {
+        path.split('.')
+            .try_fold(self.0, |v, key| v.get(key))
+            .filter(|v| !v.is_null())
+    }
+
+    /// The non-negative integer at `path`; any other value is refused by name.
+    pub(crate) fn number_at(self, path: &str) -> Result<Option<u64>, String> {
+        self.at(path)
+            .map(|v| {
+                v.as_u64()
+                    .ok_or_else(|| format!("{path}: not a non-negative integer"))
+            })
+            .transpose()
+    }
+
+    /// The subscription counts a client's and a peer's limits share (`{prefix}.maxSubscriptions`,
+    /// `.maxFilters`, `.maxFilterValues`, `.maxSubscriptionIdLength`, the last capped at NIP-01's
+    /// id length), read into `limits`.
+    pub(crate) fn subscription_counts(
+        self,
+        prefix: &str,
+        limits: &mut Limits,
+    ) -> Result<(), String> {
+        if let Some(n) = self.number_at(&format!("{prefix}.maxSubscriptions"))? {
+            limits.max_subscriptions = size(n);
+        }
+        if let Some(n) = self.number_at(&format!("{prefix}.maxFilters"))? {
+            limits.max_filters = size(n);
+        }
+        if let Some(n) = self.number_at(&format!("{prefix}.maxFilterValues"))? {
+            limits.max_filter_values = size(n);
+        }
+        if let Some(n) = self.number_at(&format!("{prefix}.maxSubscriptionIdLength"))? {
+            limits.max_subscription_id_chars = size(n).min(MAX_SUBSCRIPTION_ID_CHARS);
+        }
+        Ok(())
+    }
+}
+
+/// A count from the settings as a `usize`, saturating on a platform too small for it.
+pub(crate) fn size(n: u64) -> usize {
+    usize::try_from(n).unwrap_or(usize::MAX)
 }
 
 #[cfg(test)]

@@ -26,7 +26,6 @@ use weft_proto::codec::bech32;
 use weft_proto::core::BucketConfig;
 use weft_proto::crypto::CryptoProvider;
 use weft_proto::nostr::limits::Limits;
-use weft_proto::nostr::message::MAX_SUBSCRIPTION_ID_CHARS;
 use weft_proto::nostr::peering::identity::IdentityError;
 use weft_proto::nostr::peering::trust::MAX_PEERS;
 use weft_proto::nostr::peering::{
@@ -167,20 +166,9 @@ fn period_rate_pairs(entries: &[Value], key: &str) -> Result<Vec<(u64, u64)>, St
 
 /// Applies the peering keys of a settings document to `options`.
 pub fn apply(doc: &Value, options: &mut PeeringOptions) -> Result<(), String> {
-    let at = |path: &str| -> Option<&Value> {
-        path.split('.')
-            .try_fold(doc, |v, key| v.get(key))
-            .filter(|v| !v.is_null())
-    };
-    let number_at = |path: &str| -> Result<Option<u64>, String> {
-        at(path)
-            .map(|v| {
-                v.as_u64()
-                    .ok_or_else(|| format!("{path}: not a non-negative integer"))
-            })
-            .transpose()
-    };
-    let size = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
+    let settings = super::config::Settings(doc);
+    let at = |path: &str| settings.at(path);
+    let number_at = |path: &str| settings.number_at(path);
     if let Some(v) = at("info.self") {
         options.info_self = Some(v.as_str().ok_or("info.self: not a string")?.to_string());
     }
@@ -206,18 +194,7 @@ pub fn apply(doc: &Value, options: &mut PeeringOptions) -> Result<(), String> {
     }
     let sub = "limits.peer.subscription";
     let l = &mut options.limits;
-    if let Some(n) = number_at(&format!("{sub}.maxSubscriptions"))? {
-        l.max_subscriptions = size(n);
-    }
-    if let Some(n) = number_at(&format!("{sub}.maxFilters"))? {
-        l.max_filters = size(n);
-    }
-    if let Some(n) = number_at(&format!("{sub}.maxFilterValues"))? {
-        l.max_filter_values = size(n);
-    }
-    if let Some(n) = number_at(&format!("{sub}.maxSubscriptionIdLength"))? {
-        l.max_subscription_id_chars = size(n).min(MAX_SUBSCRIPTION_ID_CHARS);
-    }
+    settings.subscription_counts(sub, l)?;
     if let Some(n) = number_at(&format!("{sub}.maxLimit"))? {
         l.set_peer_max_limit(n);
     }

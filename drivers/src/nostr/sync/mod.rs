@@ -47,11 +47,8 @@ impl Default for SyncOptions {
 /// Reads `peering.allowPrivateNetworks`, `peering.caFile` and `peering.sync.negFrameBytes`
 /// from a settings document into `options`; a key of the wrong type is refused by name.
 pub fn apply(doc: &Value, options: &mut SyncOptions) -> Result<(), String> {
-    let at = |path: &str| -> Option<&Value> {
-        path.split('.')
-            .try_fold(doc, |v, key| v.get(key))
-            .filter(|v| !v.is_null())
-    };
+    let settings = crate::nostr::config::Settings(doc);
+    let at = |path: &str| settings.at(path);
     if let Some(v) = at("peering.allowPrivateNetworks") {
         options.allow_private_networks = v
             .as_bool()
