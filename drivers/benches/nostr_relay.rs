@@ -126,11 +126,13 @@ fn start_weft() -> Relay {
     }
 }
 
-/// nostr-rs-relay through its script, or why it cannot run here.
+/// nostr-rs-relay through its script (its release build, as its operators run it), or why it
+/// cannot run here.
 fn start_nostr_rs_relay() -> Result<Relay, String> {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/nostr-rs-relay");
     let mut child = Command::new(script)
         .arg("serve")
+        .env("WEFT_FIXTURE_PROFILE", "release")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
