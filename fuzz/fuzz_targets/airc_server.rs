@@ -127,11 +127,7 @@ fuzz_target!(|input: (bool, Vec<Op>)| {
     if trusted {
         config.trusted_unsigned = vec![Authority::parse("p.example").unwrap()];
     }
-    let mut server = Server::new(
-        config,
-        weft_proto::crypto::default_provider(),
-        ChaCha20Rng::seed_from_u64(0),
-    );
+    let mut server = Server::new(config, weft_fuzz::crypto(), ChaCha20Rng::seed_from_u64(0));
     let mut now = Timestamp::from_secs(1_790_380_000);
     for op in ops.into_iter().take(256) {
         let input = match op {

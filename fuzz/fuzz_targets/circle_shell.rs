@@ -20,7 +20,7 @@ use weft_proto::circle::pairing::pairing_record;
 use weft_proto::circle::shell::{Input, NappletId, Output, Shell, ShellConfig};
 use weft_proto::circle::{MAX_SUBS, napplet::Limits};
 use weft_proto::core::{ConnId, Machine, Timestamp};
-use weft_proto::crypto::{CryptoProvider, Secp256k1Secret, default_provider};
+use weft_proto::crypto::Secp256k1Secret;
 use weft_proto::nostr::Event;
 use weft_proto::nostr::event::UnsignedEvent;
 use weft_proto::nostr::message::Filter;
@@ -105,7 +105,7 @@ struct Keys {
 fn keys() -> &'static Keys {
     static K: OnceLock<Keys> = OnceLock::new();
     K.get_or_init(|| {
-        let p = default_provider();
+        let p = weft_fuzz::crypto();
         let mut rng = ChaCha20Rng::seed_from_u64(1);
         let user = Secp256k1Secret::from_bytes([3; 32]);
         let member = Secp256k1Secret::from_bytes([4; 32]);
@@ -138,7 +138,7 @@ fn keys() -> &'static Keys {
 
 fuzz_target!(|ops: Vec<Op>| {
     let k = keys();
-    let p = default_provider();
+    let p = weft_fuzz::crypto();
     let member_key = k.member_records[1].pubkey;
     let config = ShellConfig {
         limits: Limits {

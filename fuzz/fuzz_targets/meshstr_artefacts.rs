@@ -5,13 +5,13 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use weft_proto::crypto::default_provider;
 use weft_proto::crypto::Secp256k1Secret;
-use weft_proto::meshstr::{events, grant, handover, nip44, report};
+use weft_proto::crypto::default_provider;
 use weft_proto::meshstr::hop;
 use weft_proto::meshstr::keys::{KeyKind, did_nostr_key, parse_multikey};
 use weft_proto::meshstr::limits::Counters;
 use weft_proto::meshstr::receipt::Receipt;
+use weft_proto::meshstr::{events, grant, handover, nip44, report};
 use weft_proto::nostr::Event;
 
 fuzz_target!(|text: &str| {
@@ -45,7 +45,11 @@ fuzz_target!(|text: &str| {
     if let Ok(e) = Event::parse(text) {
         let _ = events::validate(&e, e.created_at);
         let _ = report::admit(default_provider(), &e, e.created_at);
-        let _ = grant::open(default_provider(), &Secp256k1Secret::from_bytes([1; 32]), &e);
+        let _ = grant::open(
+            default_provider(),
+            &Secp256k1Secret::from_bytes([1; 32]),
+            &e,
+        );
         let _ = events::descriptor(&e, e.created_at, 0);
         let _ = events::heartbeat(&e);
     }

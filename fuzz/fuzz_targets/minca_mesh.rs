@@ -7,9 +7,8 @@
 //! within their bounds, and after `handle_timeout(now)` it never asks to be woken at or before
 //! `now`.
 //!
-//! Speed: every P-256 answer is remembered (`common/memo_crypto.rs`): the node's key, the peers'
-//! keys, the proofs it signs for a nonce and the signals it checks cost a table lookup after the
-//! first run that needed them, so most runs pay only for parsing and state transitions.
+//! Speed: the machine signs and checks with the insecure stand-in provider (`weft_fuzz::crypto`),
+//! so a run pays for parsing and state transitions, not for P-256.
 #![no_main]
 
 use std::sync::OnceLock;
@@ -20,7 +19,6 @@ use libfuzzer_sys::fuzz_target;
 use rand_core::SeedableRng;
 use serde_json::{Map, Value, json};
 use weft_fuzz::advance;
-use weft_fuzz::memo_crypto;
 use weft_proto::codec::did_key::DidKey;
 use weft_proto::core::{ConnId, Machine, Timestamp};
 use weft_proto::crypto::{P256Secret, generate_p256};
@@ -120,7 +118,7 @@ impl ReadAccess for ReadKey {
 fn peers() -> &'static [(P256Secret, String)] {
     static PEERS: OnceLock<Vec<(P256Secret, String)>> = OnceLock::new();
     PEERS.get_or_init(|| {
-        let c = memo_crypto::provider();
+        let c = weft_fuzz::crypto();
         let mut rng = ChaCha20Rng::seed_from_u64(7);
         (0..5)
             .map(|_| {
@@ -145,7 +143,7 @@ fn note(i: u8) -> String {
         exp: T0 / 1000 + 3600,
         nbf: None,
     };
-    Es256Notes::new(memo_crypto::provider())
+    Es256Notes::new(weft_fuzz::crypto())
         .issue(root, &claims)
         .unwrap()
 }
@@ -207,7 +205,7 @@ fn frame(room: &str, kind: u8, a: u8, b: u8, now: u64) -> Frame {
             };
             let at = now.saturating_sub(u64::from(b) * 1000);
             let s = Signal::new(
-                memo_crypto::provider(),
+                weft_fuzz::crypto(),
                 k,
                 room,
                 origin,
@@ -229,7 +227,7 @@ fn frame(room: &str, kind: u8, a: u8, b: u8, now: u64) -> Frame {
 }
 
 fuzz_target!(|ops: Vec<Op>| {
-    let c = memo_crypto::provider();
+    let c = weft_fuzz::crypto();
     let key = generate_p256(c, &mut ChaCha20Rng::seed_from_u64(1));
     let mut mesh = Mesh::new(key, c, ChaCha20Rng::seed_from_u64(2)).unwrap();
     let p = peers();

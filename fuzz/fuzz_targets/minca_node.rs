@@ -13,7 +13,6 @@ use libfuzzer_sys::fuzz_target;
 use rand_core::SeedableRng;
 use serde_json::json;
 use weft_fuzz::advance;
-use weft_fuzz::memo_crypto;
 use weft_proto::core::{ConnId, Machine, Timestamp};
 use weft_proto::crypto::generate_p256;
 use weft_proto::minca::mesh::RoomKind;
@@ -92,7 +91,7 @@ const TOPIC: &str = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA";
 
 fn room(space: u8) -> Room {
     Room::of_space(
-        memo_crypto::provider(),
+        weft_fuzz::crypto(),
         SPACES[usize::from(space) % SPACES.len()],
     )
 }
@@ -103,7 +102,7 @@ fn conn(c: u8) -> ConnId {
 
 /// A relay frame the relay client parses, with fuzzed choices of type and contents.
 fn relay_frame(space: u8, kind: u8, seq: u8) -> String {
-    let topic = room(space).topic(memo_crypto::provider());
+    let topic = room(space).topic(weft_fuzz::crypto());
     match kind % 6 {
         0 => json!({"type":"blob","topic":topic,"blob":"AAAA","seq":seq}).to_string(),
         1 => json!({"type":"page","topic":topic,"blobs":[{"blob":"AAAA","seq":seq}],"more":seq % 2 == 0}).to_string(),
@@ -115,7 +114,7 @@ fn relay_frame(space: u8, kind: u8, seq: u8) -> String {
 }
 
 fuzz_target!(|ops: Vec<Op>| {
-    let crypto = memo_crypto::provider();
+    let crypto = weft_fuzz::crypto();
     let mut rng = ChaCha20Rng::seed_from_u64(1);
     let session = generate_p256(crypto, &mut rng);
     let config = NodeConfig {

@@ -14,7 +14,7 @@ use serde_json::json;
 use std::sync::OnceLock;
 use weft_proto::codec::did_key::DidKey;
 use weft_proto::core::{Machine, Timestamp};
-use weft_proto::crypto::{CryptoProvider, P256Secret, default_provider, generate_p256};
+use weft_proto::crypto::{P256Secret, generate_p256};
 use weft_proto::minca::node_socket::{ClientSocket, Input, NodeSocket, Output, Session};
 use weft_proto::minca::node_url::NodeUrl;
 use weft_proto::minca::note::{CMD_ALL, Es256Notes, Note};
@@ -74,11 +74,11 @@ fn drain(m: &mut impl Machine<Output = Output>) -> Vec<Output> {
 }
 
 fn key(seed: u64) -> P256Secret {
-    generate_p256(default_provider(), &mut ChaCha20Rng::seed_from_u64(seed))
+    generate_p256(weft_fuzz::crypto(), &mut ChaCha20Rng::seed_from_u64(seed))
 }
 
 fn did(k: &P256Secret) -> String {
-    DidKey::P256(default_provider().p256_public_key(k).unwrap().0).to_did()
+    DidKey::P256(weft_fuzz::crypto().p256_public_key(k).unwrap().0).to_did()
 }
 
 struct Fixture {
@@ -94,7 +94,7 @@ struct Fixture {
 fn fixture() -> &'static Fixture {
     static FIXTURE: OnceLock<Fixture> = OnceLock::new();
     FIXTURE.get_or_init(|| {
-        let notes = Es256Notes::new(default_provider());
+        let notes = Es256Notes::new(weft_fuzz::crypto());
         let (root, ck, nk) = (key(1), key(2), key(3));
         let note = notes
             .issue(
@@ -130,7 +130,7 @@ fn fixture() -> &'static Fixture {
 }
 
 fuzz_target!(|ops: Vec<Op>| {
-    let c = default_provider();
+    let c = weft_fuzz::crypto();
     let notes = Es256Notes::new(c);
     let f = fixture();
     let (ck, nk, note, space) = (f.ck.clone(), f.nk.clone(), f.note.clone(), f.space.clone());

@@ -149,7 +149,7 @@ fn minca_frame(kind: u8, topic: &Topic, a: u8, more: bool) -> String {
 /// An event another member published under topic 0, as the Nostr relay would forward it.
 fn peer_event() -> serde_json::Value {
     let url = RelayUrl::parse(URLS[3]).unwrap();
-    let mut peer = NostrLink::new(weft_proto::crypto::default_provider(), &url);
+    let mut peer = NostrLink::new(weft_fuzz::crypto(), &url);
     let blob = Blob::from_bytes(&[7; 9]).unwrap();
     let frame = peer.publish(
         Timestamp::from_millis(1_790_000_000_000),
@@ -184,11 +184,7 @@ fuzz_target!(|ops: Vec<Op>| {
             RelayUrl::parse(URLS[3]).unwrap(),
         ],
     };
-    let mut client = RelayClient::new(
-        config,
-        weft_proto::crypto::default_provider(),
-        ChaCha20Rng::seed_from_u64(0),
-    );
+    let mut client = RelayClient::new(config, weft_fuzz::crypto(), ChaCha20Rng::seed_from_u64(0));
     let mut now = Timestamp::from_millis(1_790_000_000_000);
     let mut dialled: Vec<ConnId> = Vec::new();
     let conn = |dialled: &Vec<ConnId>, n: u8| {

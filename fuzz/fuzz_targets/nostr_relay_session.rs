@@ -14,7 +14,7 @@ use chacha20::ChaCha20Rng;
 use libfuzzer_sys::fuzz_target;
 use rand_core::SeedableRng;
 use weft_proto::core::{BucketConfig, Machine, Timestamp};
-use weft_proto::crypto::{Secp256k1Secret, default_provider, generate_secp256k1};
+use weft_proto::crypto::{Secp256k1Secret, generate_secp256k1};
 use weft_proto::nostr::auth;
 use weft_proto::nostr::event::{Event, UnsignedEvent};
 use weft_proto::nostr::kinds::{ALL_RELAYS, DELETION_KIND, VANISH_KIND};
@@ -111,7 +111,7 @@ fuzz_target!(|input: (u8, Vec<Op>)| {
         relay_url: URL.into(),
         limits,
         auth,
-        provider: default_provider(),
+        provider: weft_fuzz::crypto(),
         peering: Default::default(),
     };
     let start = 1_790_000_000;
@@ -122,7 +122,7 @@ fuzz_target!(|input: (u8, Vec<Op>)| {
     let keys = KEYS.get_or_init(|| {
         let mut rng = ChaCha20Rng::seed_from_u64(35);
         (0..3)
-            .map(|_| generate_secp256k1(default_provider(), &mut rng))
+            .map(|_| generate_secp256k1(weft_fuzz::crypto(), &mut rng))
             .collect()
     });
     let conns = [h.connect(&mut rng), h.connect(&mut rng)];
@@ -134,7 +134,7 @@ fuzz_target!(|input: (u8, Vec<Op>)| {
             tags,
             content: String::new(),
         }
-        .sign(default_provider(), key, rng)
+        .sign(weft_fuzz::crypto(), key, rng)
         .unwrap()
     };
     for op in ops.into_iter().take(48) {
@@ -252,7 +252,7 @@ fuzz_target!(|input: (u8, Vec<Op>)| {
                     "nope".into()
                 };
                 let e = auth::build(
-                    default_provider(),
+                    weft_fuzz::crypto(),
                     &keys[usize::from(key) % 3],
                     &mut rng,
                     h.now,

@@ -26,7 +26,7 @@ use rand_core::SeedableRng;
 use serde_json::{Value, json};
 use weft_proto::codec::hex;
 use weft_proto::core::{BucketConfig, ConnId, Machine, Timestamp};
-use weft_proto::crypto::{CryptoProvider, Secp256k1Secret, default_provider, generate_secp256k1};
+use weft_proto::crypto::{Secp256k1Secret, generate_secp256k1};
 use weft_proto::nostr::event::{Event, EventId, UnsignedEvent};
 use weft_proto::nostr::kinds::{ALL_RELAYS, DELETION_KIND, VANISH_KIND};
 use weft_proto::nostr::limits::Limits;
@@ -79,7 +79,7 @@ struct Keys {
 fn keys() -> &'static Keys {
     static KEYS: OnceLock<Keys> = OnceLock::new();
     KEYS.get_or_init(|| {
-        let p = default_provider();
+        let p = weft_fuzz::crypto();
         let key = |seed| generate_secp256k1(p, &mut ChaCha20Rng::seed_from_u64(seed));
         let peer = key(1);
         Keys {
@@ -244,7 +244,7 @@ struct Host {
 impl Host {
     /// Runs every output the worker has, checking each, then the bounds.
     fn drain(&mut self) {
-        let p = default_provider();
+        let p = weft_fuzz::crypto();
         while let Some(out) = self.worker.poll() {
             match out {
                 Output::FetchInfo { url } => {
@@ -388,7 +388,7 @@ fn sign(
         content,
     }
     .sign(
-        default_provider(),
+        weft_fuzz::crypto(),
         &authors[usize::from(key) % authors.len()].0,
         rng,
     )
@@ -470,7 +470,7 @@ fuzz_target!(|input: (u64, Vec<Op>)| {
         relay_url: URL.into(),
         own_url: OWN_URL.into(),
         secret: k.own.clone(),
-        provider: default_provider(),
+        provider: weft_fuzz::crypto(),
         allow_private_networks: false,
         limits: LIMITS,
     };
@@ -485,7 +485,7 @@ fuzz_target!(|input: (u64, Vec<Op>)| {
             limits: peer_limits,
             auth: AuthPolicy::Optional,
             peering: Default::default(),
-            provider: default_provider(),
+            provider: weft_fuzz::crypto(),
         },
         MemoryStore::new(64),
         now,

@@ -13,9 +13,9 @@
 //! input asks, the run is made three times ([`weft_sim::scenario::replay`]): twice traced, the
 //! traces the same byte for byte and the reports equal, and once untraced, reporting the same.
 //!
-//! Speed: a run is a few thousand events of real P-256 and Ed25519 work, tens to hundreds of
-//! milliseconds in a fuzzing build, so this target makes few runs a second; it is for long
-//! campaigns, and CI's short run only replays its corpus.
+//! Speed: the machines sign and check with the insecure stand-in provider (`weft_fuzz::crypto`),
+//! so a run costs its few thousand events, not their P-256 and Ed25519 work; it is still a
+//! target for long campaigns, and CI's short run only replays its corpus.
 #![no_main]
 
 use std::fmt::Debug;
@@ -173,7 +173,9 @@ fn check<S: Debug, R: PartialEq + Debug>(
     let outcome = if again {
         replay(scenario, run, wall).map(drop)
     } else {
-        run(scenario, None).map(drop).map_err(NotReplayed::Violation)
+        run(scenario, None)
+            .map(drop)
+            .map_err(NotReplayed::Violation)
     };
     if let Err(e) = outcome {
         panic!("{name}: {e}\n{scenario:?}");
@@ -181,7 +183,8 @@ fn check<S: Debug, R: PartialEq + Debug>(
 }
 
 fuzz_target!(|shape: Shape| {
-    match shape {
+    // The stand-in provider: a shape's runs cost their events, not their signatures.
+    weft_sim::crypto::with_provider(weft_fuzz::crypto(), || match shape {
         Shape::Meetup(m) => {
             let sc = m.scenario();
             if let Some(why) = sc.shape_error() {
@@ -190,7 +193,9 @@ fuzz_target!(|shape: Shape| {
             check("minca-meetup", &sc, m.replay, minca::run, |r| &mut r.wall);
         }
         Shape::Realms(r) => {
-            check("airc-realms", &r.scenario(), r.replay, airc::run, |r| &mut r.wall);
+            check("airc-realms", &r.scenario(), r.replay, airc::run, |r| {
+                &mut r.wall
+            });
         }
-    }
+    });
 });

@@ -161,9 +161,30 @@ pub static SIM_CRYPTO: SimCrypto = SimCrypto {
     publics: agreements::Publics::new(),
 };
 
-/// The provider scenarios hand their machines.
+std::thread_local! {
+    /// The provider [`with_provider`] put in place on this thread, if any.
+    static CHOSEN: std::cell::Cell<Option<&'static dyn CryptoProvider>> =
+        const { std::cell::Cell::new(None) };
+}
+
+/// The provider scenarios hand their machines: [`SIM_CRYPTO`], unless [`with_provider`] chose
+/// another for the run on this thread.
 pub fn provider() -> &'static dyn CryptoProvider {
-    &SIM_CRYPTO
+    CHOSEN.with(std::cell::Cell::get).unwrap_or(&SIM_CRYPTO)
+}
+
+/// Runs `run` with `chosen` as the provider every scenario started inside it hands its machines
+/// (a fuzz target's [`crate::fuzz_crypto::FUZZ_CRYPTO`], say), then puts the previous one back,
+/// also when `run` panics. Per thread: a scenario runs on the thread that calls it.
+pub fn with_provider<R>(chosen: &'static dyn CryptoProvider, run: impl FnOnce() -> R) -> R {
+    struct Restore(Option<&'static dyn CryptoProvider>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            CHOSEN.with(|c| c.set(self.0));
+        }
+    }
+    let _restore = Restore(CHOSEN.with(|c| c.replace(Some(chosen))));
+    run()
 }
 
 /// Values derived from their keys alone, kept under a lock. Hashed, not ordered: only lookups

@@ -17,7 +17,8 @@
 //! bandwidth, duplicates where they really happen, partitions that heal) and in the one shell
 //! [`scenario`] gives them (the clock's origin, the event
 //! queue, the trace, the report's times and the first [`scenario::Violation`]). [`crypto`] is the provider the scenarios hand their machines: RustCrypto's
-//! answers, with expanded Ed25519 keys kept.
+//! answers, with expanded Ed25519 keys kept; [`fuzz_crypto`] is an insecure stand-in for fuzz
+//! targets, chosen for a run with [`crypto::with_provider`].
 
 use core::fmt;
 
@@ -142,6 +143,7 @@ impl<M: Machine> Runner<M> {
 pub mod airc;
 pub mod circle;
 pub mod crypto;
+pub mod fuzz_crypto;
 pub mod link;
 pub mod minca;
 pub mod peering;
