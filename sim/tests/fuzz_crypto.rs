@@ -14,6 +14,8 @@ use weft_sim::crypto::with_provider;
 use weft_sim::fuzz_crypto::FUZZ_CRYPTO;
 use weft_sim::{airc, circle, minca, peering};
 
+// The scenario tests' one harness; this file needs only `passes` from it.
+#[allow(dead_code)]
 mod common;
 use common::passes;
 
