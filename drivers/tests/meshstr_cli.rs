@@ -163,6 +163,13 @@ fn keygen_writes_owner_only_keys_and_never_overwrites() {
         2,
         "never overwritten"
     );
+    // An existing transport file: refused before the node key is written.
+    let fresh = dir.0.join("fresh.key");
+    assert_eq!(
+        weft(&["keygen", "--out", s(&fresh), "--transport", s(&transport)]).0,
+        2
+    );
+    assert!(!fresh.exists(), "no half keygen");
     let other = dir.0.join("other.key");
     assert_eq!(
         weft(&["keygen", "--out", s(&other), "--transport", s(&other)]).0,

@@ -6,17 +6,18 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use weft_proto::crypto::default_provider;
 use weft_proto::crypto::Secp256k1Secret;
-use weft_proto::meshstr::{events, giftwrap, grant, handover, nip44, report};
+use weft_proto::crypto::default_provider;
 use weft_proto::meshstr::hop;
 use weft_proto::meshstr::keys::{KeyKind, did_nostr_key, parse_multikey};
 use weft_proto::meshstr::limits::Counters;
 use weft_proto::meshstr::receipt::Receipt;
+use weft_proto::meshstr::{events, giftwrap, grant, handover, nip44, report};
 use weft_proto::nostr::Event;
 
 fuzz_target!(|text: &str| {
     let _ = did_nostr_key(text);
+    let _ = weft_proto::meshstr::schema::parse_version(text);
     for k in [KeyKind::Node, KeyKind::Agreement, KeyKind::Transport] {
         if let Some(key) = parse_multikey(k, text) {
             assert_eq!(weft_proto::meshstr::keys::multikey(k, &key), text);
@@ -35,6 +36,8 @@ fuzz_target!(|text: &str| {
             assert_eq!(hop::path_from_value(&back), Ok(path.clone()));
             let _ = hop::verify_path(default_provider(), &[0; 32], &path);
         }
+        let _ = weft_proto::meshstr::compute::JobReceipt::from_value(&v);
+        let _ = handover::Link::from_value(&v);
         if let Ok(c) = Counters::from_value(&v) {
             assert_eq!(Counters::from_value(&c.to_value()), Ok(c));
         }
@@ -43,7 +46,10 @@ fuzz_target!(|text: &str| {
             assert_eq!(grant::GrantBody::from_value(&b.to_value()), Ok(b.clone()));
         }
         if let Ok(r) = giftwrap::Rumor::from_value(default_provider(), &v) {
-            assert_eq!(giftwrap::Rumor::from_value(default_provider(), &r.to_value()), Ok(r.clone()));
+            assert_eq!(
+                giftwrap::Rumor::from_value(default_provider(), &r.to_value()),
+                Ok(r.clone())
+            );
         }
     }
     if let Ok(links) = handover::chain_from_content(text) {
@@ -56,10 +62,24 @@ fuzz_target!(|text: &str| {
     if let Ok(e) = Event::parse(text) {
         let _ = events::validate(&e, e.created_at);
         let _ = report::admit(default_provider(), &e, e.created_at);
-        let _ = grant::open(default_provider(), &Secp256k1Secret::from_bytes([1; 32]), &e);
-        let _ = grant::open_grant(default_provider(), &Secp256k1Secret::from_bytes([1; 32]), &e);
-        let _ = giftwrap::unwrap(default_provider(), &Secp256k1Secret::from_bytes([1; 32]), &e);
+        let _ = grant::open(
+            default_provider(),
+            &Secp256k1Secret::from_bytes([1; 32]),
+            &e,
+        );
+        let _ = grant::open_grant(
+            default_provider(),
+            &Secp256k1Secret::from_bytes([1; 32]),
+            &e,
+        );
+        let _ = giftwrap::unwrap(
+            default_provider(),
+            &Secp256k1Secret::from_bytes([1; 32]),
+            &e,
+        );
         let _ = events::descriptor(&e, e.created_at, 0);
         let _ = events::heartbeat(&e);
+        let _ = handover::check_claim(default_provider(), &e, e.created_at);
+        let _ = weft_proto::meshstr::compute::read_offer(&e, e.created_at);
     }
 });

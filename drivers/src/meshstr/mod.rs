@@ -448,6 +448,11 @@ fn keygen(
     if transport.is_some_and(|t| t == out) {
         return Err("--transport: another file than --out".into());
     }
+    // Neither file is written unless both can be: a node key without the transport key it was
+    // asked with would be half a keygen.
+    if let Some(t) = transport.filter(|t| t.exists()) {
+        return Err(format!("{}: exists; never overwritten", t.display()));
+    }
     write_secret(out, secret.expose())?;
     let mut res = json!({
         "pubkey": hex::encode(&pubkey),

@@ -501,7 +501,6 @@ mod tests {
     fn a_sealed_grant_validates_opens_for_its_subject_only_and_binds_its_body() {
         let p = default_provider();
         let mut rng = ChaCha20Rng::seed_from_u64(62);
-        let rng = &mut rng;
         let issuer = generate_secp256k1(p, &mut rng);
         let subject = generate_secp256k1(p, &mut rng);
         let other = generate_secp256k1(p, &mut rng);
