@@ -1,10 +1,10 @@
 // The Node side of the meshstr interop check (run by scripts/meshstr-interop): nostr-tools'
-// NIP-44 v2 and event verification, @noble/curves' BIP-340 Schnorr and @noble/hashes' SHA-256,
+// NIP-44 v2, NIP-59 gift wraps and event verification, @noble/curves' BIP-340 Schnorr and @noble/hashes' SHA-256,
 // none of them weft's. Reads weft's artefacts from the file named on the command line, checks
 // each, prints one `ok: ...` line per step, then makes its own artefacts and prints them as
 // `RESULT {json}` for weft to check. Exits non-zero on the first step that goes wrong.
 import { readFileSync } from 'node:fs'
-import { nip44, verifyEvent, finalizeEvent, getPublicKey } from 'nostr-tools'
+import { nip44, nip59, verifyEvent, finalizeEvent, getPublicKey, generateSecretKey } from 'nostr-tools'
 import { schnorr } from '@noble/curves/secp256k1.js'
 import { sha256 } from '@noble/hashes/sha2.js'
 import { bytesToHex, hexToBytes, utf8ToBytes } from '@noble/hashes/utils.js'
@@ -59,6 +59,22 @@ for (const e of input.events) {
 }
 console.log(`ok: nostr-tools verified ${input.events.length} meshstr events weft signed`)
 
+// 5. weft's NIP-59 gift wraps, opened by nostr-tools' unwrapEvent. It takes kind 1059 only, so a
+// 21059 (meshstr's live binding, the same construction under an ephemeral kind) is handed to it
+// relabelled after its signature and the seal's have been checked here.
+const nodeSk = hexToBytes(input.node_secret)
+for (const w of input.wraps) {
+  if (!verifyEvent({ ...w.wrap })) fail(`wrap ${w.wrap.id} signature`)
+  if (w.wrap.kind !== 1059 && w.wrap.kind !== 21059) fail(`wrap kind ${w.wrap.kind}`)
+  const rumor = nip59.unwrapEvent({ ...w.wrap, kind: 1059 }, nodeSk)
+  for (const k of ['id', 'pubkey', 'created_at', 'kind', 'content']) {
+    if (rumor[k] !== w.rumor[k]) fail(`rumor ${k}: ${rumor[k]} != ${w.rumor[k]}`)
+  }
+  if (JSON.stringify(rumor.tags) !== JSON.stringify(w.rumor.tags)) fail('rumor tags')
+  if (rumor.sig !== undefined) fail('a rumor carries no signature')
+}
+console.log(`ok: nostr-tools unwrapped ${input.wraps.length} NIP-59 gift wraps weft made (1059 and 21059)`)
+
 // The other way: artefacts made here for weft to check.
 const sk = hexToBytes(input.node_secret)
 const pk = getPublicKey(sk)
@@ -100,5 +116,30 @@ out.events.push(
     sk,
   ),
 )
-console.log('ok: made NIP-44 payloads, hops, receipts and an event for weft')
+// Gift wraps to weft: nostr-tools' wrapEvent (1059), and its rumor and seal under a 21059 wrap.
+out.wraps = []
+{
+  const content = 'peering/1.0/accept'
+  const rumor = nip59.createRumor({ kind: 14, created_at: 1787000000, tags: [], content }, sk)
+  const wrap = nip59.wrapEvent({ kind: 14, created_at: 1787000000, tags: [], content }, sk, input.weft_pubkey)
+  out.wraps.push({ wrap, content, rumor_id: rumor.id })
+}
+{
+  const content = 'budget/1.0/receipt'
+  const rumor = nip59.createRumor({ kind: 14, created_at: 1787000001, tags: [], content }, sk)
+  const seal = nip59.createSeal(rumor, sk, input.weft_pubkey)
+  const oneTime = generateSecretKey()
+  const key = nip44.v2.utils.getConversationKey(oneTime, input.weft_pubkey)
+  const wrap = finalizeEvent(
+    {
+      kind: 21059,
+      created_at: 1787000000,
+      tags: [['p', input.weft_pubkey]],
+      content: nip44.v2.encrypt(JSON.stringify(seal), key),
+    },
+    oneTime,
+  )
+  out.wraps.push({ wrap, content, rumor_id: rumor.id })
+}
+console.log('ok: made NIP-44 payloads, hops, receipts, an event and gift wraps for weft')
 console.log(`RESULT ${JSON.stringify(out)}`)

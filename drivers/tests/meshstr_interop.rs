@@ -13,6 +13,7 @@ use rand_core::SeedableRng;
 use serde_json::{Value, json};
 use weft_proto::codec::hex;
 use weft_proto::crypto::{CryptoProvider, Secp256k1Secret, default_provider, generate_secp256k1};
+use weft_proto::meshstr::giftwrap::{self, Rumor};
 use weft_proto::meshstr::keys::did_nostr;
 use weft_proto::meshstr::limits::{Counter, Counters};
 use weft_proto::meshstr::receipt::{AckStatus, Chain, Receipt};
@@ -124,7 +125,33 @@ fn weft_artefacts(
             ],
         ),
     ];
+    // NIP-59: rumors from weft to Node's key, wrapped as 1059 (store-and-forward) and 21059 (live).
+    let wraps: Vec<Value> = [
+        (giftwrap::WRAP, 14u16, "peering/1.0/propose"),
+        (giftwrap::EPHEMERAL_WRAP, 14, "budget/1.0/receipt-ack"),
+    ]
+    .into_iter()
+    .map(|(kind, inner, content)| {
+        let rumor = Rumor::new(
+            p,
+            pk(p, weft),
+            UnsignedEvent {
+                created_at: NOW,
+                kind: inner,
+                tags: vec![vec!["p".into(), hex::encode(&pk(p, node))]],
+                content: content.into(),
+            },
+        );
+        json!({
+            "rumor": rumor.to_value(),
+            "wrap": giftwrap::wrap(p, weft, &rumor, &pk(p, node), kind, NOW, &mut rng)
+                .unwrap()
+                .to_value(),
+        })
+    })
+    .collect();
     json!({
+        "wraps": wraps,
         "node_secret": hex::encode(node.expose()),
         "weft_pubkey": hex::encode(&pk(p, weft)),
         "nip44": nip44,
@@ -167,6 +194,29 @@ fn check_node_artefacts(p: &'static dyn CryptoProvider, weft: &Secp256k1Secret, 
         let e = Event::from_value(e).unwrap();
         assert_eq!(events::check(p, &e, NOW), Ok(events::HEARTBEAT));
     }
+    // Node's gift wraps (nostr-tools' wrapEvent for 1059; its createRumor and createSeal under a
+    // 21059 wrap), opened by weft: the rumor is Node's, with the content it wrapped.
+    let wraps = out["wraps"].as_array().unwrap();
+    assert_eq!(wraps.len(), 2);
+    for w in wraps {
+        let e = Event::from_value(&w["wrap"]).unwrap();
+        let opened = giftwrap::unwrap(p, weft, &e).unwrap();
+        assert_eq!(opened.rumor.pubkey, node_pk);
+        assert_eq!(opened.rumor.content, w["content"].as_str().unwrap());
+        assert_eq!(
+            hex::encode(&opened.rumor.id),
+            w["rumor_id"].as_str().unwrap()
+        );
+        // Addressed to weft only: the node's own key opens nothing.
+        assert!(giftwrap::unwrap(p, &Secp256k1Secret::from_bytes([9; 32]), &e).is_err());
+    }
+    assert_eq!(
+        wraps
+            .iter()
+            .map(|w| w["wrap"]["kind"].as_u64().unwrap())
+            .collect::<Vec<_>>(),
+        [1059, 21059]
+    );
 }
 
 #[test]
@@ -203,6 +253,7 @@ fn nostr_tools_and_noble_check_weft_and_weft_checks_them() {
         "ok: noble verified 3 hop signatures over messages it computed",
         "ok: noble verified 3 receipt signatures over links it computed",
         "ok: nostr-tools verified 2 meshstr events weft signed",
+        "ok: nostr-tools unwrapped 2 NIP-59 gift wraps weft made (1059 and 21059)",
     ] {
         assert!(stdout.contains(step), "no {step:?} in:\n{stdout}");
     }

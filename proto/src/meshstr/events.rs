@@ -13,7 +13,10 @@ use alloc::vec::Vec;
 use alloc::{format, vec};
 use serde_json::Value;
 
-use super::keys::{KeyKind, Service, did_nostr_key, node_profile, parse_multikey};
+use super::keys::{
+    AgreementKeyError, KeyKind, Service, did_nostr_key, node_profile, parse_agreement_key,
+    parse_multikey,
+};
 use super::lower_hex;
 use crate::crypto::CryptoProvider;
 use crate::nostr::Event;
@@ -179,6 +182,9 @@ pub enum Refusal {
     LeafHeartbeat,
     /// A report whose outcome is not adverse (`S1`..`S4`).
     NotAdverse,
+    /// A descriptor's agreement key is a well-formed `fec01` multikey but not an X25519 key
+    /// anyone can agree a secret with (§2.1, [`super::keys::check_agreement_key`]).
+    BadAgreementKey(AgreementKeyError),
 }
 
 /// All tags named `name`.
@@ -433,7 +439,10 @@ pub fn descriptor(e: &Event, now_secs: u64, min_pow_bits: u32) -> Result<Descrip
         };
         match role {
             "agreement" => {
-                let k = parse_multikey(KeyKind::Agreement, mk).ok_or(Refusal::BadTag("key"))?;
+                let k = parse_agreement_key(mk).map_err(|e| match e {
+                    Some(why) => Refusal::BadAgreementKey(why),
+                    None => Refusal::BadTag("key"),
+                })?;
                 if agreement.len() == 2 {
                     return Err(Refusal::DuplicateTag("key"));
                 }
@@ -714,7 +723,11 @@ pub fn heartbeat_contradicts(h: &Heartbeat, live: &Descriptor) -> bool {
     h.class != live.class
 }
 
-/// Checks a heartbeat. A leaf's is refused: leaves MUST NOT publish one.
+/// The tags a heartbeat may carry (§9.1: `class`; `endpoints`, `load`, `retiring`).
+pub const HEARTBEAT_TAGS: [&str; 4] = ["class", "endpoints", "load", "retiring"];
+
+/// Checks a heartbeat. A leaf's is refused: leaves MUST NOT publish one; nor may any heartbeat
+/// carry a tag outside [`HEARTBEAT_TAGS`] (it names no peer, says nothing about accounting).
 pub fn heartbeat(e: &Event) -> Result<Heartbeat, Refusal> {
     if e.kind != HEARTBEAT {
         return Err(Refusal::WrongKind);
@@ -724,6 +737,14 @@ pub fn heartbeat(e: &Event) -> Result<Heartbeat, Refusal> {
     let class = NodeClass::parse(&one(e, "class")?[1]).ok_or(Refusal::BadTag("class"))?;
     if class == NodeClass::Leaf {
         return Err(Refusal::LeafHeartbeat);
+    }
+    // §3.3: a heartbeat names no peer and carries nothing about accounting, so it carries §9.1's
+    // tags and nothing else (a `p`, a `grant`, a receipt head would be one of those).
+    if e.tags.iter().any(|t| {
+        !t.first()
+            .is_some_and(|n| HEARTBEAT_TAGS.contains(&n.as_str()))
+    }) {
+        return Err(Refusal::BadTag("not a heartbeat tag"));
     }
     let endpoints = match at_most_one(e, "endpoints")? {
         None => None,
@@ -1040,6 +1061,49 @@ mod tests {
     }
 
     #[test]
+    fn a_descriptor_whose_agreement_key_agrees_nothing_is_refused() {
+        use super::super::keys::{X25519_SMALL_ORDER, multikey};
+        let mut rng = ChaCha20Rng::seed_from_u64(25);
+        let s = key(&mut rng);
+        let with_agreement = |k: [u8; 32]| {
+            let mut sp = spec();
+            sp.agreement = Some((k, Some(NOW + 90 * 86400)));
+            descriptor(&sign(&s, DESCRIPTOR, sp.tags(), ""), NOW, 0)
+        };
+        // The all-zero key, and every other small-order point: ECDH to it is a known secret.
+        for k in X25519_SMALL_ORDER {
+            assert_eq!(
+                with_agreement(k),
+                Err(Refusal::BadAgreementKey(AgreementKeyError::SmallOrder))
+            );
+        }
+        // p itself, and a key with the bit RFC 7748 masks set: other strings for 0 and for a key.
+        let mut p = [0xff; 32];
+        p[0] = 0xed;
+        p[31] = 0x7f;
+        assert_eq!(
+            with_agreement(p),
+            Err(Refusal::BadAgreementKey(AgreementKeyError::NonCanonical))
+        );
+        assert_eq!(
+            with_agreement([0x80; 32]),
+            Err(Refusal::BadAgreementKey(AgreementKeyError::NonCanonical))
+        );
+        // A second agreement key (a rotation's overlap) is checked as the first is.
+        let mut two = spec().tags();
+        two.push(t(&[
+            "key",
+            "agreement",
+            &multikey(KeyKind::Agreement, &[0; 32]),
+        ]));
+        assert_eq!(
+            descriptor(&sign(&s, DESCRIPTOR, two, ""), NOW, 0),
+            Err(Refusal::BadAgreementKey(AgreementKeyError::SmallOrder))
+        );
+        assert!(with_agreement([2; 32]).is_ok());
+    }
+
+    #[test]
     fn descriptor_proof_of_work() {
         let p = default_provider();
         let mut rng = ChaCha20Rng::seed_from_u64(24);
@@ -1099,6 +1163,18 @@ mod tests {
         let h = heartbeat(&e).unwrap();
         assert!(h.retiring);
         assert_eq!(h.endpoints, Some(digest));
+        // Naming a peer, or a receipt head: accounting a heartbeat never carries (§3.3).
+        for extra in [
+            t(&["p", &"ab".repeat(32)]),
+            t(&["head", &"cd".repeat(32)]),
+            t(&["grant", &"ef".repeat(32)]),
+        ] {
+            let named = sign(&s, HEARTBEAT, vec![t(&["class", "anchor"]), extra], "");
+            assert_eq!(
+                heartbeat(&named),
+                Err(Refusal::BadTag("not a heartbeat tag"))
+            );
+        }
         let leaf = sign(&s, HEARTBEAT, vec![t(&["class", "leaf"])], "");
         assert_eq!(heartbeat(&leaf), Err(Refusal::LeafHeartbeat));
         let chatty = sign(&s, HEARTBEAT, vec![t(&["class", "edge"])], "peer list");

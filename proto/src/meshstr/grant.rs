@@ -17,7 +17,9 @@ use alloc::vec::Vec;
 use serde_json::{Map, Value};
 
 use super::events::{GRANT, JOB_RECEIPT};
+use super::limits::{LIMIT_COUNT, Limit, Limits, Tier};
 use super::nip44::{self, Nip44Error};
+use super::window::ScheduleRatio;
 use super::{canonical, lower_hex};
 use crate::codec::hex;
 use crate::crypto::{CryptoProvider, Secp256k1Secret, hkdf_expand, hkdf_extract};
@@ -107,6 +109,8 @@ pub enum GrantError {
     Shape,
     /// The body does not match the public `commit`.
     Commitment,
+    /// The opened grant's body is not a grant body ([`open_grant`]).
+    Body(BodyError),
 }
 
 fn blinding_of(kind: u16) -> Result<Blinding, GrantError> {
@@ -194,6 +198,161 @@ pub fn open(
     Ok(body.clone())
 }
 
+/// The remedy a grant states before any breach (§7: deterministic, and in the grant): the
+/// ladder of §6.3 as `constants.json` carries it, named by the protocol version whose schema
+/// digest a descriptor declares. Nothing else is a remedy weft can apply.
+pub const REMEDY_LADDER: &str = "meshstr/0-draft";
+
+/// The most scopes (filters) one grant may name (not in the text, docs/decisions.md).
+pub const MAX_SCOPES: usize = 16;
+
+/// The longest a scope's canonical filter may be, in bytes (not in the text, docs/decisions.md).
+pub const MAX_SCOPE_BYTES: usize = 4096;
+
+/// The members of a grant body, exactly (§6.1; the layout is weft's, docs/decisions.md).
+pub const BODY_MEMBERS: [&str; 7] = [
+    "cadence", "limits", "remedy", "schedule", "scopes", "tier", "window",
+];
+
+/// A grant's body (§6.1): what a kind 30801 seals for its subject. `limits` are priced per window
+/// of `window_secs` (§6.3); the subject sends a receipt every `cadence_secs` (§6.2); `scopes` are
+/// the NIP-01 filters of the shards it covers (§5); `schedule` the ratio of each limit, in
+/// thousandths, at which the issuer starts to schedule (a ratio of the limit, not an overrun:
+/// §6.5); `remedy` the ladder that will answer a breach (§7).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GrantBody {
+    /// The tier the grant names.
+    pub tier: Tier,
+    /// One limit per [`crate::meshstr::limits::Limit`], none above the tier's ceiling.
+    pub limits: Limits,
+    /// The window, seconds.
+    pub window_secs: u64,
+    /// The receipt cadence, seconds, at most the window.
+    pub cadence_secs: u64,
+    /// The shards, as NIP-01 filter objects.
+    pub scopes: Vec<Value>,
+    /// The schedule ratio, thousandths of the limit (1100 = 110 %).
+    pub schedule: ScheduleRatio,
+    /// The remedy ladder ([`REMEDY_LADDER`]).
+    pub remedy: String,
+}
+
+/// Why a grant body is refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BodyError {
+    /// Not an object with exactly [`BODY_MEMBERS`].
+    Shape,
+    /// `tier` is not one of the four.
+    Tier,
+    /// `limits` is not one integer per limit.
+    Limits,
+    /// A limit above the ceiling of the tier the grant names (§6.6: MUST NOT).
+    AboveCeiling,
+    /// `window` zero, or `cadence` zero or longer than the window.
+    Window,
+    /// `scopes` empty, too many, or one not a filter object within bounds.
+    Scopes,
+    /// `schedule` under 1000 (a ratio below the limit itself) or not an integer.
+    Schedule,
+    /// A remedy other than [`REMEDY_LADDER`]: not one stated before the breach that weft applies.
+    Remedy,
+    /// The body's `window` is not the envelope's `window` tag.
+    WindowTag,
+}
+
+impl GrantBody {
+    /// The body as JSON (its canonical form is what the commitment covers).
+    pub fn to_value(&self) -> Value {
+        let mut m = Map::new();
+        m.insert("cadence".into(), self.cadence_secs.into());
+        m.insert("limits".into(), self.limits.to_value());
+        m.insert("remedy".into(), Value::from(self.remedy.as_str()));
+        m.insert("schedule".into(), self.schedule.0.into());
+        m.insert("scopes".into(), Value::Array(self.scopes.clone()));
+        m.insert("tier".into(), Value::from(self.tier.as_str()));
+        m.insert("window".into(), self.window_secs.into());
+        Value::Object(m)
+    }
+
+    /// Reads and checks a body: exactly its members, a known tier, every limit an integer within
+    /// the tier's ceiling, a cadence within the window, one to [`MAX_SCOPES`] filter objects, a
+    /// schedule of at least the limit itself, and [`REMEDY_LADDER`].
+    pub fn from_value(v: &Value) -> Result<Self, BodyError> {
+        let o = v.as_object().ok_or(BodyError::Shape)?;
+        if o.len() != BODY_MEMBERS.len() || !BODY_MEMBERS.iter().all(|m| o.contains_key(*m)) {
+            return Err(BodyError::Shape);
+        }
+        let tier = o["tier"]
+            .as_str()
+            .and_then(Tier::parse)
+            .ok_or(BodyError::Tier)?;
+        let lo = o["limits"].as_object().ok_or(BodyError::Limits)?;
+        if lo.len() != LIMIT_COUNT {
+            return Err(BodyError::Limits);
+        }
+        let mut limits = Limits::ZERO;
+        for l in Limit::ALL {
+            let n = lo
+                .get(l.as_str())
+                .and_then(Value::as_u64)
+                .ok_or(BodyError::Limits)?;
+            limits.set(l, n);
+        }
+        if !limits.within(tier) {
+            return Err(BodyError::AboveCeiling);
+        }
+        let window_secs = o["window"].as_u64().ok_or(BodyError::Window)?;
+        let cadence_secs = o["cadence"].as_u64().ok_or(BodyError::Window)?;
+        if window_secs == 0 || cadence_secs == 0 || cadence_secs > window_secs {
+            return Err(BodyError::Window);
+        }
+        let scopes = o["scopes"].as_array().ok_or(BodyError::Scopes)?;
+        if scopes.is_empty()
+            || scopes.len() > MAX_SCOPES
+            || scopes
+                .iter()
+                .any(|f| !f.is_object() || canonical(f).len() > MAX_SCOPE_BYTES)
+        {
+            return Err(BodyError::Scopes);
+        }
+        let schedule = o["schedule"]
+            .as_u64()
+            .filter(|r| *r >= 1000)
+            .ok_or(BodyError::Schedule)?;
+        let remedy = o["remedy"].as_str().ok_or(BodyError::Remedy)?;
+        if remedy != REMEDY_LADDER {
+            return Err(BodyError::Remedy);
+        }
+        Ok(GrantBody {
+            tier,
+            limits,
+            window_secs,
+            cadence_secs,
+            scopes: scopes.clone(),
+            schedule: ScheduleRatio(schedule),
+            remedy: remedy.into(),
+        })
+    }
+}
+
+/// Opens a kind 30801 as its subject ([`open`]) and reads its body as a [`GrantBody`], whose
+/// `window` must be the envelope's `window` tag.
+pub fn open_grant(
+    provider: &dyn CryptoProvider,
+    secret: &Secp256k1Secret,
+    e: &Event,
+) -> Result<GrantBody, GrantError> {
+    if e.kind != GRANT {
+        return Err(GrantError::WrongKind);
+    }
+    let v = open(provider, secret, e)?;
+    let body = GrantBody::from_value(&v).map_err(GrantError::Body)?;
+    if e.tag_value("window") != Some(alloc::format!("{}", body.window_secs).as_str()) {
+        return Err(GrantError::Body(BodyError::WindowTag));
+    }
+    Ok(body)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -213,6 +372,110 @@ mod tests {
             created_at: NOW,
             expiration: NOW + 86400,
         }
+    }
+
+    fn body() -> GrantBody {
+        GrantBody {
+            tier: Tier::Member,
+            limits: Limits::opening(Tier::Member),
+            window_secs: 3600,
+            cadence_secs: 300,
+            scopes: vec![json!({"kinds": [1], "#t": ["bristol"]})],
+            schedule: ScheduleRatio(1100),
+            remedy: REMEDY_LADDER.into(),
+        }
+    }
+
+    #[test]
+    fn a_grant_body_reads_back_and_never_carries_a_limit_over_its_tier() {
+        let b = body();
+        assert_eq!(GrantBody::from_value(&b.to_value()), Ok(b.clone()));
+        let refuse = |edit: &dyn Fn(&mut Value), want: BodyError| {
+            let mut v = b.to_value();
+            edit(&mut v);
+            assert_eq!(GrantBody::from_value(&v), Err(want), "{v}");
+        };
+        // §6.6: one above the ceiling of the tier it names, at any tier and any limit.
+        for tier in Tier::ALL {
+            for l in Limit::ALL {
+                let mut over = b.clone();
+                over.tier = tier;
+                over.limits = Limits::ceilings(tier);
+                assert!(GrantBody::from_value(&over.to_value()).is_ok());
+                over.limits.set(l, over.limits.get(l) + 1);
+                assert_eq!(
+                    GrantBody::from_value(&over.to_value()),
+                    Err(BodyError::AboveCeiling)
+                );
+            }
+        }
+        // The member limits the trusted tier allows, under a body naming member.
+        refuse(
+            &|v| v["limits"] = Limits::ceilings(Tier::Trusted).to_value(),
+            BodyError::AboveCeiling,
+        );
+        refuse(&|v| v["tier"] = "emperor".into(), BodyError::Tier);
+        refuse(&|v| v["limits"]["conn_max"] = 1.into(), BodyError::Limits);
+        refuse(&|v| v["limits"]["req"] = (-1).into(), BodyError::Limits);
+        refuse(&|v| v["limits"]["req"] = 1.5.into(), BodyError::Limits);
+        refuse(&|v| v["window"] = 0.into(), BodyError::Window);
+        refuse(&|v| v["cadence"] = 3601.into(), BodyError::Window);
+        refuse(&|v| v["cadence"] = 0.into(), BodyError::Window);
+        refuse(&|v| v["scopes"] = json!([]), BodyError::Scopes);
+        refuse(&|v| v["scopes"] = json!(["kinds=1"]), BodyError::Scopes);
+        refuse(
+            &|v| v["scopes"] = Value::Array(vec![json!({}); MAX_SCOPES + 1]),
+            BodyError::Scopes,
+        );
+        refuse(
+            &|v| v["scopes"] = json!([{"#t": ["x".repeat(MAX_SCOPE_BYTES)]}]),
+            BodyError::Scopes,
+        );
+        // A schedule of 0.9 of the limit reads an overrun threshold as a ratio (§6.5's trap).
+        refuse(&|v| v["schedule"] = 900.into(), BodyError::Schedule);
+        refuse(
+            &|v| v["remedy"] = "whatever the issuer likes".into(),
+            BodyError::Remedy,
+        );
+        refuse(&|v| v["note"] = "extra".into(), BodyError::Shape);
+        refuse(
+            &|v| {
+                v.as_object_mut().unwrap().remove("remedy");
+            },
+            BodyError::Shape,
+        );
+    }
+
+    #[test]
+    fn open_grant_reads_the_body_and_holds_its_window_to_the_tag() {
+        let p = default_provider();
+        let mut rng = ChaCha20Rng::seed_from_u64(62);
+        let issuer = generate_secp256k1(p, &mut rng);
+        let subject = generate_secp256k1(p, &mut rng);
+        let sp = p.schnorr_public_key(&subject).unwrap();
+        let sealed = |b: &Value, e: Envelope| {
+            seal(p, &issuer, &sp, &e, b, &[1; 32], &[2; 32])
+                .unwrap()
+                .sign(p, &issuer, &mut ChaCha20Rng::seed_from_u64(3))
+                .unwrap()
+        };
+        let g = sealed(&body().to_value(), env(GRANT));
+        assert_eq!(open_grant(p, &subject, &g), Ok(body()));
+        // The envelope says 7200 s, the body 3600: one of them lies.
+        let mut e2 = env(GRANT);
+        e2.window_secs = 7200;
+        assert_eq!(
+            open_grant(p, &subject, &sealed(&body().to_value(), e2)),
+            Err(GrantError::Body(BodyError::WindowTag))
+        );
+        let mut over = body().to_value();
+        over["limits"]["events_in"] = 3001.into();
+        assert_eq!(
+            open_grant(p, &subject, &sealed(&over, env(GRANT))),
+            Err(GrantError::Body(BodyError::AboveCeiling))
+        );
+        let job = sealed(&body().to_value(), env(JOB_RECEIPT));
+        assert_eq!(open_grant(p, &subject, &job), Err(GrantError::WrongKind));
     }
 
     #[test]

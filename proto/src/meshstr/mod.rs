@@ -22,6 +22,8 @@
 //! - [`grant`]: the grant and job receipt envelopes: HKDF-blinded `d`, commitment, NIP-44 body
 //!   (§6.1, §8.1);
 //! - [`nip44`]: NIP-44 v2, the encryption of grant and job receipt envelopes (§6.1, §8.1);
+//! - [`giftwrap`]: NIP-59 gift wrap, kinds 21059 and 1059, the nostr binding of the control plane
+//!   (§4.1, §9.2);
 //! - [`compute`]: compute offers per runtime, asks that price without describing, job
 //!   receipts, and the verification modes with the evidence each admits (§8, §8.1, §8.2);
 //! - [`report`]: a report's admissibility as a reader checks it, and when one may be published
@@ -39,6 +41,7 @@
 pub mod capacity;
 pub mod compute;
 pub mod events;
+pub mod giftwrap;
 pub mod grant;
 pub mod handover;
 pub mod hop;
