@@ -571,11 +571,9 @@ impl<S: EventStore> CircleServe<S> {
 
     fn closed(&mut self, now: Timestamp, conn: ConnId) {
         match self.socks.remove(&conn) {
-            Some(Sock::Napplet(n)) => {
-                if self.napplet_conn.get(&n) == Some(&conn) {
-                    self.napplet_conn.remove(&n);
-                    self.feed(now, Input::NappletGone(n));
-                }
+            Some(Sock::Napplet(n)) if self.napplet_conn.get(&n) == Some(&conn) => {
+                self.napplet_conn.remove(&n);
+                self.feed(now, Input::NappletGone(n));
             }
             Some(Sock::Link(auth)) => {
                 if auth.proven().is_some() {
@@ -589,7 +587,7 @@ impl<S: EventStore> CircleServe<S> {
                 }
                 self.joining.retain(|_, w| !w.is_empty());
             }
-            None => {}
+            Some(Sock::Napplet(_)) | None => {}
         }
     }
 }
