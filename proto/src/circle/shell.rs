@@ -23,6 +23,10 @@
 //!   and delivered at most once per subscription, before or after `eose`.
 //! - `mesh.blobs` asks each member about the hashes not answered recently, bounded in calls,
 //!   questions in flight, per-question and per-call time.
+//! - Pairing by invite ([`super::invite`]) is the one exchange a stranger's link carries, since
+//!   it is how a stranger becomes a member: a `PAIR` is checked against the invites this shell
+//!   made and answered on its own link only; an invite being accepted sends its `PAIR` once, on a
+//!   link proving the inviter's key. Both records are taken, and kept, only when it succeeds.
 
 use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
 use alloc::string::String;
