@@ -19,24 +19,10 @@ pub enum Circle {
     Serve(ServeArgs),
     /// Print the shell's counters and reachable members (from its control face).
     Info(ControlArgs),
-    /// Make this user's pairing record for a peer and print it: give it to the peer, who runs
-    /// `weft circle accept` with it. The pairing is an edge once both records are held.
-    Pair {
-        /// The control face.
-        #[command(flatten)]
-        control: ControlArgs,
-        /// The peer's circle key: an npub or 64 hex digits.
-        #[arg(long)]
-        peer: String,
-    },
-    /// Accept a peer's pairing record (the JSON `weft circle pair` printed on their side).
-    Accept {
-        /// The control face.
-        #[command(flatten)]
-        control: ControlArgs,
-        /// The record (a NIP-01 event, JSON).
-        record: String,
-    },
+    /// Pair with another device on purpose: `invite` on one side prints an invite string, the
+    /// other side's `accept` takes it; both then hold both signed pairing records.
+    #[command(subcommand)]
+    Pair(Pair),
     /// Grant a napplet the `mesh` capability.
     Grant {
         /// The control face.
@@ -52,6 +38,47 @@ pub enum Circle {
         control: ControlArgs,
         /// The napplet's name in the config.
         napplet: String,
+    },
+}
+
+/// `weft circle pair …`.
+#[derive(Subcommand, Debug)]
+pub enum Pair {
+    /// Make an invite and print its string (`weft-circle-invite1:<npub>:<secret>:<expires>`):
+    /// hand it to the other device's user out of band. It works once, for one device, until
+    /// it expires (10 minutes).
+    Invite {
+        /// The control face.
+        #[command(flatten)]
+        control: ControlArgs,
+    },
+    /// Accept an invite: this device sends its pairing record and a proof of the invite's
+    /// secret on its link to the inviter (a member URL in the config, or the inviter dialling
+    /// in) and prints how it ended; exits non-zero when refused.
+    Accept {
+        /// The control face.
+        #[command(flatten)]
+        control: ControlArgs,
+        /// The invite string.
+        invite: String,
+    },
+    /// Pair by hand: make this user's pairing record for a peer and print it (the peer takes it
+    /// with `weft circle pair take`). An edge once both records are held.
+    Record {
+        /// The control face.
+        #[command(flatten)]
+        control: ControlArgs,
+        /// The peer's circle key: an npub or 64 hex digits.
+        #[arg(long)]
+        peer: String,
+    },
+    /// Pair by hand: take a peer's pairing record (the JSON `weft circle pair record` printed).
+    Take {
+        /// The control face.
+        #[command(flatten)]
+        control: ControlArgs,
+        /// The record (a NIP-01 event, JSON).
+        record: String,
     },
 }
 
@@ -76,14 +103,39 @@ pub fn run(cmd: Circle) -> ExitCode {
     let (control, request) = match cmd {
         Circle::Serve(args) => return serve(&args),
         Circle::Info(c) => (c, json!({"op": "stats"})),
-        Circle::Pair { control, peer } => (control, json!({"op": "pair", "peer": peer})),
-        Circle::Accept { control, record } => match serde_json::from_str::<Value>(&record) {
-            Ok(r) => (control, json!({"op": "accept", "record": r})),
-            Err(e) => {
-                eprintln!("weft circle accept: the record is no JSON: {e}");
-                return ExitCode::from(2);
+        Circle::Pair(Pair::Invite { control }) => {
+            return match super::run::control(&control.control, &json!({"op": "invite"})) {
+                Ok(answer) => match answer.get("invite").and_then(Value::as_str) {
+                    Some(invite) => {
+                        println!("{invite}");
+                        ExitCode::SUCCESS
+                    }
+                    None => {
+                        eprintln!("weft circle pair invite: {answer}");
+                        ExitCode::FAILURE
+                    }
+                },
+                Err(e) => {
+                    eprintln!("weft circle pair invite: {e}");
+                    ExitCode::FAILURE
+                }
+            };
+        }
+        Circle::Pair(Pair::Accept { control, invite }) => {
+            (control, json!({"op": "join", "invite": invite}))
+        }
+        Circle::Pair(Pair::Record { control, peer }) => {
+            (control, json!({"op": "pair", "peer": peer}))
+        }
+        Circle::Pair(Pair::Take { control, record }) => {
+            match serde_json::from_str::<Value>(&record) {
+                Ok(r) => (control, json!({"op": "accept", "record": r})),
+                Err(e) => {
+                    eprintln!("weft circle pair take: the record is no JSON: {e}");
+                    return ExitCode::from(2);
+                }
             }
-        },
+        }
         Circle::Grant { control, napplet } => (control, json!({"op": "grant", "napplet": napplet})),
         Circle::Revoke { control, napplet } => {
             (control, json!({"op": "revoke", "napplet": napplet}))
@@ -169,6 +221,9 @@ pub struct SimCircleArgs {
     /// Mean seconds between crashes; 0 for none.
     #[arg(long, default_value_t = 10)]
     pub crash_every: u64,
+    /// Mean seconds between one device's napplet actions (a publish or a subscription).
+    #[arg(long, default_value_t = 6)]
+    pub act_every: u64,
 }
 
 /// `weft sim circle`: one JSON report line per seed (the text report for one seed); exits
@@ -187,6 +242,7 @@ pub fn sim(args: &SimCircleArgs) -> ExitCode {
             loss_permille: args.loss.min(1000),
             partition_every: every(args.partition_every),
             crash_every: every(args.crash_every),
+            act_every: Duration::from_secs(args.act_every.max(1)),
             max_events: base.max_events.max(args.devices as u64 * 200_000),
             ..base
         };

@@ -1,5 +1,5 @@
 //! Running `weft circle serve`, and the client commands that talk to its control face
-//! (`weft circle info`, `weft circle pair`, `weft circle accept`, `weft circle grant|revoke`).
+//! (`weft circle info`, `weft circle pair invite|accept|record|take`, `weft circle grant|revoke`).
 
 use std::convert::Infallible;
 use std::io;

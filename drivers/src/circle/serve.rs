@@ -15,8 +15,10 @@
 //!   then is [`Input::LinkUp`] with that key (the shell decides whether it is a member); its
 //!   frames are [`Input::Link`], [`Output::ToLink`] goes out as text. A request with an
 //!   `Origin` is refused on `/member` (no web page speaks for a member).
-//! - **the control face** (`/control?token=…`, loopback): grants and revocations, pairing
-//!   (`pair`, `accept`), and the counters (`stats`), one JSON object a message.
+//! - **the control face** (`/control?token=…`, loopback): grants and revocations, pairing by
+//!   invite (`invite` answers the invite string; `join` takes one and answers once the shell's
+//!   [`Output::Paired`] says how it ended), pairing by hand (`pair`, `accept`), and the counters
+//!   (`stats`), one JSON object a message.
 //! - **the store**: [`Output::Store`] is written to the embedded event store (redb, as
 //!   `weft nostr serve`) before the next output runs; [`Output::ReadBacklog`] reads each filter
 //!   (at most [`MAX_BACKLOG_PER_FILTER`] events) and answers [`Input::Backlog`], `None` when the
@@ -34,6 +36,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use weft_proto::circle::invite::Invite;
 use weft_proto::circle::link::{self, LinkAuth, Step};
 use weft_proto::circle::napplet::Limits;
 use weft_proto::circle::pairing::named_peer;
@@ -146,6 +149,9 @@ pub struct CircleServe<S> {
     links: LinkCounters,
     out: VecDeque<ServeOutput>,
     last_pairing: Option<Event>,
+    last_invite: Option<Invite>,
+    /// Control sockets waiting for how accepting an invite from this inviter ends.
+    joining: BTreeMap<[u8; 32], Vec<ConnId>>,
 }
 
 impl<S> std::fmt::Debug for CircleServe<S> {
@@ -215,6 +221,8 @@ impl<S: EventStore> CircleServe<S> {
             links: LinkCounters::default(),
             out: VecDeque::new(),
             last_pairing: None,
+            last_invite: None,
+            joining: BTreeMap::new(),
         };
         me.feed(now, Input::Online(true));
         for (i, n) in config.napplets.iter().enumerate() {
@@ -285,8 +293,15 @@ impl<S: EventStore> CircleServe<S> {
                     }
                     Output::Pairing(record) => {
                         self.keep_pairing(&record);
-                        self.last_pairing = Some(record);
+                        if record.pubkey == self.shell.pubkey() {
+                            self.last_pairing = Some(record);
+                        }
                     }
+                    Output::Invite(invite) => self.last_invite = Some(invite),
+                    Output::ToLinkPair { link, frame } => {
+                        self.out.push_back(ServeOutput::Text(link, frame.to_text()));
+                    }
+                    Output::Paired { peer, outcome } => self.paired(peer, outcome),
                 }
             }
             match inputs.pop_front() {
@@ -347,6 +362,31 @@ impl<S: EventStore> CircleServe<S> {
         }
     }
 
+    /// Tells the user how a pairing by invite ended, and the control sockets waiting for it.
+    fn paired(
+        &mut self,
+        peer: [u8; 32],
+        outcome: Result<(), weft_proto::circle::invite::PairRefusal>,
+    ) {
+        let npub = weft_proto::codec::bech32::encode_npub(&peer);
+        let answer = match outcome {
+            Ok(()) => {
+                eprintln!("weft circle serve: paired with {npub}");
+                json!({"ok": true, "peer": npub, "member": true})
+            }
+            Err(r) => {
+                eprintln!("weft circle serve: pairing with {npub}: {}", r.reason());
+                json!({"ok": false, "peer": npub, "error": r.reason()})
+            }
+        };
+        for conn in self.joining.remove(&peer).unwrap_or_default() {
+            if matches!(self.socks.get(&conn), Some(Sock::Control)) {
+                self.out
+                    .push_back(ServeOutput::Text(conn, answer.to_string()));
+            }
+        }
+    }
+
     fn stats_json(&self) -> Value {
         let s: &Stats = self.shell.stats();
         json!({
@@ -366,6 +406,9 @@ impl<S: EventStore> CircleServe<S> {
             "blob_answers_ignored": s.blob_answers_ignored,
             "requests_limited": s.requests_limited,
             "napplet_refused": s.napplet_refused,
+            "pairings_refused": s.pairings_refused,
+            "invites_refused": s.invites_refused,
+            "pair_answers_ignored": s.pair_answers_ignored,
             "links_proven": self.links.proven,
             "links_failed": self.links.failed,
             "unproven_frames": self.links.unproven_frames,
@@ -392,6 +435,34 @@ impl<S: EventStore> CircleServe<S> {
             }
             (Some("grant" | "revoke"), None) => json!({"ok": false, "error": "no such napplet"}),
             (Some("stats"), _) => self.stats_json(),
+            (Some("invite"), _) => {
+                self.last_invite = None;
+                self.feed(now, Input::Invite);
+                match self.last_invite.take() {
+                    Some(invite) => json!({"ok": true, "invite": invite.to_text(),
+                        "expires": invite.expires}),
+                    None => json!({"ok": false, "error": "no invite made"}),
+                }
+            }
+            (Some("join"), _) => {
+                match v
+                    .get("invite")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| String::from("invite: the invite string"))
+                    .and_then(|t| Invite::parse(t).map_err(|e| format!("invite: {}", e.reason())))
+                {
+                    Ok(invite) => {
+                        // Answered when the shell says how it ended (Output::Paired).
+                        let waiting = self.joining.entry(invite.inviter).or_default();
+                        if waiting.len() < MAX_CONTROL_SOCKETS {
+                            waiting.push(conn);
+                        }
+                        self.feed(now, Input::AcceptInvite(invite));
+                        return;
+                    }
+                    Err(e) => json!({"ok": false, "error": e}),
+                }
+            }
             (Some("pair"), _) => match v.get("peer").and_then(Value::as_str).and_then(read_key) {
                 Some(peer) => {
                     self.last_pairing = None;
@@ -421,7 +492,8 @@ impl<S: EventStore> CircleServe<S> {
                     }
                 }
             }
-            _ => json!({"ok": false, "error": "op: grant, revoke, stats, pair or accept"}),
+            _ => json!({"ok": false,
+                "error": "op: grant, revoke, stats, invite, join, pair or accept"}),
         };
         self.out
             .push_back(ServeOutput::Text(conn, answer.to_string()));
@@ -499,11 +571,9 @@ impl<S: EventStore> CircleServe<S> {
 
     fn closed(&mut self, now: Timestamp, conn: ConnId) {
         match self.socks.remove(&conn) {
-            Some(Sock::Napplet(n)) => {
-                if self.napplet_conn.get(&n) == Some(&conn) {
-                    self.napplet_conn.remove(&n);
-                    self.feed(now, Input::NappletGone(n));
-                }
+            Some(Sock::Napplet(n)) if self.napplet_conn.get(&n) == Some(&conn) => {
+                self.napplet_conn.remove(&n);
+                self.feed(now, Input::NappletGone(n));
             }
             Some(Sock::Link(auth)) => {
                 if auth.proven().is_some() {
@@ -511,7 +581,13 @@ impl<S: EventStore> CircleServe<S> {
                 }
                 self.link_gone(now, conn);
             }
-            Some(Sock::Control) | None => {}
+            Some(Sock::Control) => {
+                for waiting in self.joining.values_mut() {
+                    waiting.retain(|c| *c != conn);
+                }
+                self.joining.retain(|_, w| !w.is_empty());
+            }
+            Some(Sock::Napplet(_)) | None => {}
         }
     }
 }

@@ -5,8 +5,9 @@
 //! reply its napplets got and every frame it sent. Outputs are executed in order as a driver
 //! would: replies are recorded (and checked to survive their own text), frames go out as text and
 //! arrive `latency` later on the far side of a link that is still up, store reads and blob checks
-//! are answered at once, and a new pairing record is handed to the peer it names (the pairing
-//! flow). [`Harness::run`] jumps the clock to the earliest arrival or wakeup until nothing is
+//! are answered at once, and (while [`Harness::hand_over_pairings`]) a device's own new pairing
+//! record is handed to the peer it names, the pairing made by hand; invites and pairing frames
+//! travel as everything else does. [`Harness::run`] jumps the clock to the earliest arrival or wakeup until nothing is
 //! left, within a step limit.
 
 use alloc::collections::{BTreeMap, BTreeSet};
@@ -19,6 +20,7 @@ use rand_core::CryptoRng;
 use crate::core::{ConnId, Machine, Timestamp};
 use crate::nostr::event::Event;
 
+use super::invite::{Invite, PairFrame, PairRefusal};
 use super::member::MemberFrame;
 use super::napplet::Reply;
 use super::pairing::named_peer;
@@ -42,6 +44,14 @@ pub struct Device<R: CryptoRng> {
     pub replies: Vec<(Timestamp, NappletId, Reply)>,
     /// Every member frame sent, with when and on which link.
     pub sent: Vec<(Timestamp, ConnId, MemberFrame)>,
+    /// Every pairing frame sent, with when and on which link.
+    pub pair_sent: Vec<(Timestamp, ConnId, PairFrame)>,
+    /// Every invite made.
+    pub invites: Vec<Invite>,
+    /// Every end of a pairing by invite, in order.
+    pub paired: Vec<([u8; 32], Result<(), PairRefusal>)>,
+    /// Every pairing record the host was asked to keep.
+    pub records: Vec<Event>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -55,6 +65,9 @@ struct End {
 pub struct Harness<R: CryptoRng> {
     /// The devices, by index.
     pub devices: Vec<Device<R>>,
+    /// Whether a device's own new pairing record is handed to the peer it names at once (the
+    /// pairing made by hand; on by default). Off, records move only by invites.
+    pub hand_over_pairings: bool,
     now: Timestamp,
     latency: Duration,
     ends: BTreeMap<ConnId, End>,
@@ -71,6 +84,7 @@ impl<R: CryptoRng> Harness<R> {
     pub fn new(now: Timestamp, latency: Duration, step_limit: u64) -> Self {
         Self {
             devices: Vec::new(),
+            hand_over_pairings: true,
             now,
             latency,
             ends: BTreeMap::new(),
@@ -96,6 +110,10 @@ impl<R: CryptoRng> Harness<R> {
             store_broken: false,
             replies: Vec::new(),
             sent: Vec::new(),
+            pair_sent: Vec::new(),
+            invites: Vec::new(),
+            paired: Vec::new(),
+            records: Vec::new(),
         });
         self.devices.len() - 1
     }
@@ -240,12 +258,30 @@ impl<R: CryptoRng> Harness<R> {
                         .shell
                         .handle(now, Input::BlobsHeld { token, held });
                 }
+                Output::Invite(invite) => self.devices[d].invites.push(invite),
+                Output::Paired { peer, outcome } => self.devices[d].paired.push((peer, outcome)),
+                Output::ToLinkPair { link, frame } => {
+                    let text = frame.to_text();
+                    self.devices[d].pair_sent.push((now, link, frame));
+                    if let Some(end) = self.ends.get(&link).copied()
+                        && end.up
+                    {
+                        self.seq += 1;
+                        self.wire
+                            .insert((now + self.latency, self.seq), (end.far, text));
+                    }
+                }
                 Output::Pairing(record) => {
+                    self.devices[d].records.push(record.clone());
                     let peer = named_peer(&record);
-                    if let Some(p) = self
-                        .devices
-                        .iter()
-                        .position(|x| Some(x.shell.pubkey()) == peer)
+                    let own = record.pubkey == self.devices[d].shell.pubkey();
+                    if let Some(p) = (self.hand_over_pairings && own)
+                        .then(|| {
+                            self.devices
+                                .iter()
+                                .position(|x| Some(x.shell.pubkey()) == peer)
+                        })
+                        .flatten()
                     {
                         self.devices[p]
                             .shell

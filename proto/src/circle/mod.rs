@@ -6,6 +6,8 @@
 //! - [`member`]: the member wire (the spec leaves it to the shell; weft adopts the reference
 //!   anchor's `["MESH", {"ttl", "qid", "budgetMs"}, <NIP-01 message>]`, docs/decisions.md);
 //! - [`pairing`]: the circle itself, §1 and §5: mutual signed pairings, never the transport;
+//! - [`invite`]: making a pairing on purpose from both sides, with an invite string carrying the
+//!   inviter's npub and a one-time secret;
 //! - [`shell`]: the [`Shell`] machine, §2.2 and §4: grants, ttl clamping, signing,
 //!   keeping, floods (each id forwarded at most once, clamped by the shell's own cap, per-member
 //!   decline), backlog requests bounded by a shrinking time budget, blob counts, dedupe;
@@ -15,6 +17,7 @@
 //! Every number the spec leaves open is one constant here, with its row in docs/decisions.md.
 
 pub mod harness;
+pub mod invite;
 pub mod link;
 pub mod member;
 pub mod napplet;

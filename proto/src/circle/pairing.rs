@@ -151,6 +151,11 @@ impl Circle {
             .map(|(k, _)| k)
     }
 
+    /// Whether any record about `peer` is held (paired or half-paired).
+    pub fn tracks(&self, peer: &[u8; 32]) -> bool {
+        self.pairs.contains_key(peer)
+    }
+
     /// Peers tracked (paired or half-paired).
     pub fn len(&self) -> usize {
         self.pairs.len()

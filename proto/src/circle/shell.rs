@@ -23,6 +23,10 @@
 //!   and delivered at most once per subscription, before or after `eose`.
 //! - `mesh.blobs` asks each member about the hashes not answered recently, bounded in calls,
 //!   questions in flight, per-question and per-call time.
+//! - Pairing by invite ([`super::invite`]) is the one exchange a stranger's link carries, since
+//!   it is how a stranger becomes a member: a `PAIR` is checked against the invites this shell
+//!   made and answered on its own link only; an invite being accepted sends its `PAIR` once, on a
+//!   link proving the inviter's key. Both records are taken, and kept, only when it succeeds.
 
 use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
 use alloc::string::String;
@@ -40,6 +44,10 @@ use crate::crypto::{CryptoProvider, Secp256k1Secret};
 use crate::nostr::event::{Event, EventId, MAX_EVENT_BYTES, UnsignedEvent};
 use crate::nostr::message::Filter;
 
+use super::invite::{
+    ACCEPT_TIMEOUT_MS, INVITE_SECRET_BYTES, Invite, Invites, MAX_ACCEPTING, PairFrame, PairRefusal,
+    is_pair_frame, is_record_of,
+};
 use super::member::MemberFrame;
 use super::napplet::{Limits, NOT_GRANTED, Reply, Request, RequestError, RequestKind};
 use super::pairing::{Circle, MAX_PAIRINGS, pairing_record};
@@ -134,6 +142,12 @@ pub enum Input {
     },
     /// A pairing record: restored from storage, or the peer's, received by the pairing flow.
     PairingRecord(Event),
+    /// Make an invite ([`super::invite`]): answered by [`Output::Invite`].
+    Invite,
+    /// Accept an invite the user was handed: this shell sends its pairing record and the proof
+    /// of the invite's secret on the first link that proves the inviter's key, and ends with
+    /// [`Output::Paired`] (within [`ACCEPT_TIMEOUT_MS`]).
+    AcceptInvite(Invite),
     /// Withdraw the pairing with a peer: it is no longer a member.
     Unpair([u8; 32]),
     /// Decline (or stop declining) to pass a member's events and requests further (§4 MAY):
@@ -194,8 +208,26 @@ pub enum Output {
         /// The hashes.
         hashes: Vec<[u8; 32]>,
     },
-    /// This user's new pairing record, for the host to keep and hand to the peer.
+    /// A pairing record to keep: this user's new one (for the host to keep, and to hand to the
+    /// peer when pairing by hand), or a peer's taken by an invite's exchange.
     Pairing(Event),
+    /// A fresh invite, for the user to hand over (its text carries the one-time secret).
+    Invite(Invite),
+    /// Send a pairing frame ([`super::invite`]) on a link: a `PAIR` to the inviter of an
+    /// invite being accepted, or the `PAIRED` answer to the link a `PAIR` came on.
+    ToLinkPair {
+        /// The link.
+        link: ConnId,
+        /// The frame (its text is [`PairFrame::to_text`]).
+        frame: PairFrame,
+    },
+    /// A pairing by invite ended, on either side: `peer` is a member now, or why not.
+    Paired {
+        /// The other side's key.
+        peer: [u8; 32],
+        /// Whether the edge exists now.
+        outcome: Result<(), PairRefusal>,
+    },
 }
 
 /// Counters: every dropped or refused thing is counted here.
@@ -227,6 +259,10 @@ pub struct Stats {
     pub blob_answers_ignored: u64,
     /// Pairing records refused.
     pub pairings_refused: u64,
+    /// `PAIR` requests refused (unknown, used or expired invite, bad proof or record).
+    pub invites_refused: u64,
+    /// `PAIRED` answers no acceptance here was waiting for.
+    pub pair_answers_ignored: u64,
     /// Links not tracked because [`MAX_LINKS`] were.
     pub links_refused: u64,
     /// Members' requests answered with an end at once, over [`MEMBER_REQUEST_RATE`].
@@ -302,6 +338,16 @@ enum Timer {
     Relay(String),
     BlobQuestion(String),
     BlobCall(u64),
+    Accept([u8; 32]),
+}
+
+/// An invite this shell is accepting: what it sends the inviter, and whether it has.
+#[derive(Debug)]
+struct Accepting {
+    id: [u8; 16],
+    proof: [u8; 32],
+    record: Event,
+    sent: bool,
 }
 
 /// One device's NAP-MESH shell (see the module docs).
@@ -314,6 +360,8 @@ pub struct Shell<R: CryptoRng> {
     online: bool,
     grants: BTreeSet<NappletId>,
     circle: Circle,
+    invites: Invites,
+    accepting: BTreeMap<[u8; 32], Accepting>,
     links: BTreeMap<ConnId, [u8; 32]>,
     declined: BTreeSet<[u8; 32]>,
     /// Each member's request budget (members only, so at most `MAX_PAIRINGS`).
@@ -357,6 +405,8 @@ impl<R: CryptoRng> Shell<R> {
             online: false,
             grants: BTreeSet::new(),
             circle: Circle::new(pubkey),
+            invites: Invites::new(pubkey),
+            accepting: BTreeMap::new(),
             links: BTreeMap::new(),
             declined: BTreeSet::new(),
             asks: BTreeMap::new(),
@@ -948,6 +998,9 @@ impl<R: CryptoRng> Shell<R> {
     // ---- members ----
 
     fn on_link(&mut self, now: Timestamp, link: ConnId, text: &str) {
+        if is_pair_frame(text) {
+            return self.on_pair_frame(now, link, text);
+        }
         let Some(peer) = self.member_on(link) else {
             return;
         };
@@ -1194,6 +1247,175 @@ impl<R: CryptoRng> Shell<R> {
     }
 }
 
+impl<R: CryptoRng> Shell<R> {
+    /// Whether a new peer can still be tracked ([`MAX_PAIRINGS`]).
+    fn room_for(&self, peer: &[u8; 32]) -> bool {
+        self.circle.len() < MAX_PAIRINGS || self.circle.tracks(peer)
+    }
+
+    fn make_invite(&mut self, now: Timestamp) {
+        let mut secret = [0u8; INVITE_SECRET_BYTES];
+        self.rng.fill_bytes(&mut secret);
+        let invite = self.invites.make(self.provider, secret, now.as_millis());
+        self.out.push_back(Output::Invite(invite));
+    }
+
+    fn accept_invite(&mut self, now: Timestamp, invite: Invite) {
+        let peer = invite.inviter;
+        let refused = if peer == self.pubkey {
+            Some(PairRefusal::OwnInvite)
+        } else if invite.expires.saturating_mul(1_000) <= now.as_millis() {
+            Some(PairRefusal::Expired)
+        } else if !self.room_for(&peer) {
+            Some(PairRefusal::Full)
+        } else if !self.accepting.contains_key(&peer) && self.accepting.len() >= MAX_ACCEPTING {
+            Some(PairRefusal::Busy)
+        } else {
+            None
+        };
+        if let Some(r) = refused {
+            self.out.push_back(Output::Paired {
+                peer,
+                outcome: Err(r),
+            });
+            return;
+        }
+        let Ok(record) = pairing_record(
+            self.provider,
+            &self.secret,
+            &mut self.rng,
+            &peer,
+            now.as_secs(),
+        ) else {
+            self.out.push_back(Output::Paired {
+                peer,
+                outcome: Err(PairRefusal::Other),
+            });
+            return;
+        };
+        self.accepting.insert(
+            peer,
+            Accepting {
+                id: invite.id(self.provider),
+                proof: invite.proof(self.provider, &self.pubkey),
+                record,
+                sent: false,
+            },
+        );
+        self.timers.cancel(&Timer::Accept(peer));
+        self.timers.schedule(
+            now.saturating_add(ms(ACCEPT_TIMEOUT_MS)),
+            Timer::Accept(peer),
+        );
+        self.send_pair(peer);
+    }
+
+    /// Sends the `PAIR` of an invite being accepted from `peer`, once, on a link proving its key.
+    fn send_pair(&mut self, peer: [u8; 32]) {
+        let Some(link) = self
+            .links
+            .iter()
+            .find(|(_, k)| **k == peer)
+            .map(|(l, _)| *l)
+        else {
+            return;
+        };
+        let Some(a) = self.accepting.get_mut(&peer).filter(|a| !a.sent) else {
+            return;
+        };
+        a.sent = true;
+        let frame = PairFrame::Pair {
+            id: a.id,
+            proof: a.proof,
+            record: a.record.clone(),
+        };
+        self.out.push_back(Output::ToLinkPair { link, frame });
+    }
+
+    /// Takes both records of a pairing just agreed, and has the host keep them.
+    fn take_pair(&mut self, ours: Event, theirs: Event) {
+        self.on_pairing(&ours);
+        self.on_pairing(&theirs);
+        self.out.push_back(Output::Pairing(ours));
+        self.out.push_back(Output::Pairing(theirs));
+    }
+
+    fn on_pair_frame(&mut self, now: Timestamp, link: ConnId, text: &str) {
+        let Some(&from) = self.links.get(&link) else {
+            return;
+        };
+        let Some(frame) = PairFrame::parse(text) else {
+            self.stats.bad_frames += 1;
+            return;
+        };
+        match frame {
+            PairFrame::Pair { id, proof, record } => {
+                let checked = if self.room_for(&from) {
+                    self.invites
+                        .redeem(self.provider, &from, &id, &proof, &record, now.as_millis())
+                } else {
+                    Err(PairRefusal::Full)
+                };
+                let ours = checked.and_then(|()| {
+                    pairing_record(
+                        self.provider,
+                        &self.secret,
+                        &mut self.rng,
+                        &from,
+                        now.as_secs(),
+                    )
+                    .map_err(|_| PairRefusal::Other)
+                });
+                let answer = match ours {
+                    Ok(ours) => {
+                        self.take_pair(ours.clone(), record);
+                        self.out.push_back(Output::Paired {
+                            peer: from,
+                            outcome: Ok(()),
+                        });
+                        Ok(ours)
+                    }
+                    Err(r) => {
+                        self.stats.invites_refused += 1;
+                        Err(String::from(r.reason()))
+                    }
+                };
+                let frame = PairFrame::Paired {
+                    id,
+                    outcome: answer,
+                };
+                self.out.push_back(Output::ToLinkPair { link, frame });
+            }
+            PairFrame::Paired { id, outcome } => {
+                if !self
+                    .accepting
+                    .get(&from)
+                    .is_some_and(|a| a.sent && a.id == id)
+                {
+                    self.stats.pair_answers_ignored += 1;
+                    return;
+                }
+                let Some(a) = self.accepting.remove(&from) else {
+                    return;
+                };
+                self.timers.cancel(&Timer::Accept(from));
+                let outcome = match outcome {
+                    Ok(theirs) if is_record_of(self.provider, &theirs, &from, &self.pubkey) => {
+                        self.take_pair(a.record, theirs);
+                        Ok(())
+                    }
+                    Ok(_) => Err(PairRefusal::BadRecord),
+                    Err(reason) => Err(PairRefusal::from_reason(&reason)),
+                };
+                self.out.push_back(Output::Paired {
+                    peer: from,
+                    outcome,
+                });
+            }
+        }
+    }
+}
+
 fn kind_of(r: &Request) -> Option<RequestKind> {
     Some(match r {
         Request::Info { .. } => RequestKind::Info,
@@ -1270,6 +1492,7 @@ impl<R: CryptoRng> Machine for Shell<R> {
                     self.stats.links_refused += 1;
                 } else {
                     self.links.insert(link, key);
+                    self.send_pair(key);
                 }
             }
             Input::LinkDown(link) => {
@@ -1278,6 +1501,8 @@ impl<R: CryptoRng> Machine for Shell<R> {
             Input::Link { link, text } => self.on_link(now, link, &text),
             Input::Pair { peer } => self.pair(now, peer),
             Input::PairingRecord(record) => self.on_pairing(&record),
+            Input::Invite => self.make_invite(now),
+            Input::AcceptInvite(invite) => self.accept_invite(now, invite),
             Input::Unpair(peer) => {
                 self.circle.remove(&peer);
                 self.asks.remove(&peer);
@@ -1300,7 +1525,8 @@ impl<R: CryptoRng> Machine for Shell<R> {
     }
 
     fn poll_timeout(&self) -> Option<Wakeup> {
-        self.timers.wakeup("circle: backlog or blob deadline")
+        self.timers
+            .wakeup("circle: backlog, blob or invite deadline")
     }
 
     fn handle_timeout(&mut self, now: Timestamp) {
@@ -1327,6 +1553,14 @@ impl<R: CryptoRng> Machine for Shell<R> {
                     }
                 }
                 Timer::BlobCall(n) => self.maybe_finish(n, true),
+                Timer::Accept(peer) => {
+                    if self.accepting.remove(&peer).is_some() {
+                        self.out.push_back(Output::Paired {
+                            peer,
+                            outcome: Err(PairRefusal::Timeout),
+                        });
+                    }
+                }
             }
         }
         self.pump_blobs(now);
