@@ -7,15 +7,11 @@
 //! limits; `GET /admin/peering` and `weft nostr peering` show what P was served; no private key
 //! reaches a log, a settings file, NIP-11 or `weft nostr info`.
 
-use std::fs::File;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
 
 use serde_json::{Value, json};
-use tungstenite::{Message, WebSocket};
 use weft_proto::codec::{bech32, hex};
 use weft_proto::core::rand_core::SeedableRng;
 use weft_proto::crypto::{Secp256k1Secret, generate_secp256k1};
@@ -26,105 +22,25 @@ use weft_proto::nostr::peering::RelayKey;
 mod cli;
 use cli::{WEFT, free_port, temp_dir};
 
-const WAIT: Duration = Duration::from_secs(20);
+#[path = "common/nostr_ws.rs"]
+mod nostr_ws;
+use nostr_ws::{WeftRelay, Ws, connect, next, send};
+
 const SECRET_P: &str = "relay P's operator secret";
 const PRIVATE_R: &str = "4c0883a69102937d6231471b5dbb6204fe5129617082792ae468d01a3f362318";
 const ADMIN: &str = "r-admin-token-5f1e";
 
-/// A `weft nostr serve` whose stderr goes to a file the test reads back.
-struct Relay {
-    child: Child,
-    log: PathBuf,
-    addr: SocketAddr,
-}
-
-impl Relay {
-    fn start(name: &str, addr: SocketAddr, config: &Path, env: &[(&str, &str)]) -> Self {
-        let dir = temp_dir(name);
-        let log = dir.join("stderr.log");
-        let mut cmd = Command::new(WEFT);
-        cmd.args([
-            "nostr",
-            "serve",
-            "--listen",
-            &addr.to_string(),
-            "--data-dir",
-        ])
-        .arg(dir.join("nostr"))
-        .arg("--config")
-        .arg(config)
-        .env_remove("SECRET")
-        .env_remove("RELAY_PRIVATE_KEY")
-        .envs(env.iter().copied())
-        .stdout(Stdio::null())
-        .stderr(File::create(&log).unwrap());
-        let child = cmd.spawn().unwrap();
-        let relay = Self { child, log, addr };
-        let start = Instant::now();
-        while !relay.log().contains("listening on ws") {
-            assert!(start.elapsed() < Duration::from_secs(60), "{}", relay.log());
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        relay
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    fn url(&self) -> String {
-        format!("ws://{}", self.addr)
-    }
-
-    fn http(&self, head: &str) -> (String, String) {
-        let mut s = TcpStream::connect(self.addr).unwrap();
-        s.set_read_timeout(Some(WAIT)).unwrap();
-        s.write_all(head.as_bytes()).unwrap();
-        let mut answer = String::new();
-        s.read_to_string(&mut answer).unwrap();
-        let (h, b) = answer.split_once("\r\n\r\n").unwrap();
-        (h.to_string(), b.to_string())
-    }
-
-    fn nip11(&self) -> Value {
-        let (head, body) =
-            self.http("GET / HTTP/1.1\r\nHost: x\r\nAccept: application/nostr+json\r\n\r\n");
-        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
-        serde_json::from_str(&body).unwrap()
-    }
-}
-
-impl Drop for Relay {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-type Ws = WebSocket<TcpStream>;
-
-fn connect(addr: SocketAddr) -> (Ws, String) {
-    let stream = TcpStream::connect(addr).unwrap();
-    stream.set_read_timeout(Some(WAIT)).unwrap();
-    let (mut ws, _) = tungstenite::client::client(format!("ws://{addr}/"), stream).unwrap();
-    let auth = next(&mut ws);
-    assert_eq!(auth[0], "AUTH", "{auth}");
-    let challenge = auth[1].as_str().unwrap().to_string();
-    (ws, challenge)
-}
-
-fn next(ws: &mut Ws) -> Value {
-    loop {
-        match ws.read().unwrap() {
-            Message::Text(t) => return serde_json::from_str(t.as_str()).unwrap(),
-            Message::Ping(_) | Message::Pong(_) => {}
-            other => panic!("not a text frame: {other:?}"),
-        }
-    }
-}
-
-fn send(ws: &mut Ws, frame: &Value) {
-    ws.send(Message::Text(frame.to_string().into())).unwrap();
+/// A `weft nostr serve` with `--config config` and the key variables `env`, its data and stderr
+/// log in a fresh directory named `name`.
+fn start(name: &str, addr: SocketAddr, config: &Path, env: &[(&str, &str)]) -> WeftRelay {
+    let dir = temp_dir(name);
+    WeftRelay::start(
+        addr,
+        &dir.join("nostr"),
+        Some(config),
+        env,
+        dir.join("stderr.log"),
+    )
 }
 
 fn rng(seed: u64) -> chacha20::ChaCha20Rng {
@@ -191,7 +107,7 @@ fn a_trusted_relay_is_a_peer_inbound_and_nothing_else_is() {
     assert!(info.stdout.contains(&p_key.pubkey_hex()), "{info:?}");
     assert!(info.stdout.contains(&p_key.npub()), "{info:?}");
     assert!(!info.stdout.contains(&p_scalar) && !info.stderr.contains(&p_scalar));
-    let p = Relay::start(
+    let p = start(
         "nostr-peering-p",
         p_addr,
         &p_settings,
@@ -218,7 +134,7 @@ fn a_trusted_relay_is_a_peer_inbound_and_nothing_else_is() {
         hex::encode(&pk(&disabled)),
     );
     let r_settings = write_settings(&dir, "r.yaml", &r_settings_text);
-    let r = Relay::start(
+    let r = start(
         "nostr-peering-r",
         r_addr,
         &r_settings,

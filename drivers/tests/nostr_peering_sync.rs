@@ -10,16 +10,16 @@
 //! nothing of A's. A relay whose peers' URLs are loopback, private and link-local literals, with
 //! private networks not allowed, reports them unusable and never connects; with them allowed,
 //! the same loopback URL is fetched (the control that shows the listener would have seen it).
+//! Relays D and E trust each other, and D answers NIP-77 "too large" past eight events
+//! (`limits.peer.negentropy.maxItems`): E's worker splits its reconciliation by kind range and
+//! then by time range (its log counts both), and each ends up with exactly its own events and
+//! the other's in-scope ones.
 
-use std::fs::File;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::net::{SocketAddr, TcpListener};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
-use tungstenite::{Message, WebSocket};
+use serde_json::json;
 use weft_proto::core::rand_core::SeedableRng;
 use weft_proto::crypto::{CryptoProvider, Secp256k1Secret, generate_secp256k1};
 use weft_proto::nostr::event::{Event, UnsignedEvent};
@@ -27,145 +27,29 @@ use weft_proto::nostr::peering::RelayKey;
 
 #[path = "common/cli.rs"]
 mod cli;
-use cli::{WEFT, free_port, temp_dir};
+use cli::{free_port, temp_dir};
+
+#[path = "common/nostr_ws.rs"]
+mod nostr_ws;
+use nostr_ws::{WeftRelay, connect, next, send};
 
 /// How long the test waits for relays to converge (a worker's first NIP-11 fetch can meet a
 /// peer not yet listening and back off a few seconds).
 const CONVERGE: Duration = Duration::from_secs(60);
-const READ: Duration = Duration::from_secs(20);
 const ADMIN: &str = "sync-admin-token-9c2";
 
-/// A `weft nostr serve` whose stderr goes to a file the test reads back.
-struct Relay {
-    child: Child,
-    log: PathBuf,
-    addr: SocketAddr,
-}
-
-impl Relay {
-    fn start(dir: &Path, name: &str, addr: SocketAddr, settings: &str, secret: &str) -> Self {
-        let config = dir.join(format!("{name}.yaml"));
-        std::fs::write(&config, settings).unwrap();
-        let log = dir.join(format!("{name}.log"));
-        let mut cmd = Command::new(WEFT);
-        cmd.args([
-            "nostr",
-            "serve",
-            "--listen",
-            &addr.to_string(),
-            "--data-dir",
-        ])
-        .arg(dir.join(format!("{name}-data")))
-        .arg("--config")
-        .arg(&config)
-        .env_remove("RELAY_PRIVATE_KEY")
-        .env("SECRET", secret)
-        .stdout(Stdio::null())
-        .stderr(File::create(&log).unwrap());
-        let child = cmd.spawn().unwrap();
-        let mut relay = Self { child, log, addr };
-        let start = Instant::now();
-        while !relay.log().contains("listening on ws") {
-            if let Ok(Some(status)) = relay.child.try_wait() {
-                panic!("{name} exited ({status}): {}", relay.log());
-            }
-            assert!(start.elapsed() < Duration::from_secs(60), "{}", relay.log());
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        relay
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// `kill -9`.
-    fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-
-    /// The rows of `GET /admin/peering`.
-    fn rows(&self) -> Vec<Value> {
-        let mut s = TcpStream::connect(self.addr).unwrap();
-        s.set_read_timeout(Some(READ)).unwrap();
-        write!(
-            s,
-            "GET /admin/peering HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {ADMIN}\r\nConnection: close\r\n\r\n"
-        )
-        .unwrap();
-        let mut answer = String::new();
-        s.read_to_string(&mut answer).unwrap();
-        let (head, body) = answer.split_once("\r\n\r\n").unwrap();
-        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
-        serde_json::from_str::<Value>(body)
-            .unwrap()
-            .as_array()
-            .unwrap()
-            .clone()
-    }
-
-    /// The row of the peer `pubkey`, if the relay has one.
-    fn row(&self, pubkey: &str) -> Option<Value> {
-        self.rows().into_iter().find(|r| r["pubkey"] == pubkey)
-    }
-
-    /// The ids of the events of `kind` the relay holds, as a client reads them.
-    fn ids(&self, kind: u16) -> Vec<String> {
-        let (mut ws, _) = connect(self.addr);
-        send(&mut ws, &json!(["REQ", "q", {"kinds": [kind]}]));
-        let mut ids = Vec::new();
-        loop {
-            let m = next(&mut ws);
-            match m[0].as_str() {
-                Some("EVENT") => ids.push(m[2]["id"].as_str().unwrap().to_string()),
-                Some("EOSE") => break,
-                _ => panic!("{m}"),
-            }
-        }
-        ids.sort();
-        ids
-    }
-
-    fn publish(&self, e: &Event) {
-        let (mut ws, _) = connect(self.addr);
-        send(&mut ws, &json!(["EVENT", e.to_value()]));
-        let ok = next(&mut ws);
-        assert_eq!(ok[0], "OK", "{ok}");
-        assert_eq!(ok[2], true, "{ok}");
-    }
-}
-
-impl Drop for Relay {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-type Ws = WebSocket<TcpStream>;
-
-/// A client socket, past the relay's NIP-42 challenge.
-fn connect(addr: SocketAddr) -> (Ws, String) {
-    let stream = TcpStream::connect(addr).unwrap();
-    stream.set_read_timeout(Some(READ)).unwrap();
-    let (mut ws, _) = tungstenite::client::client(format!("ws://{addr}/"), stream).unwrap();
-    let auth = next(&mut ws);
-    assert_eq!(auth[0], "AUTH", "{auth}");
-    (ws, auth[1].as_str().unwrap().to_string())
-}
-
-fn next(ws: &mut Ws) -> Value {
-    loop {
-        match ws.read().unwrap() {
-            Message::Text(t) => return serde_json::from_str(t.as_str()).unwrap(),
-            Message::Ping(_) | Message::Pong(_) => {}
-            other => panic!("not a text frame: {other:?}"),
-        }
-    }
-}
-
-fn send(ws: &mut Ws, frame: &Value) {
-    ws.send(Message::Text(frame.to_string().into())).unwrap();
+/// A `weft nostr serve` named `name` with `settings` as its `--config` and its key from
+/// `secret`, its data and log in `dir`.
+fn start(dir: &Path, name: &str, addr: SocketAddr, settings: &str, secret: &str) -> WeftRelay {
+    let config = dir.join(format!("{name}.yaml"));
+    std::fs::write(&config, settings).unwrap();
+    WeftRelay::start(
+        addr,
+        &dir.join(format!("{name}-data")),
+        Some(&config),
+        &[("SECRET", secret)],
+        dir.join(format!("{name}.log")),
+    )
 }
 
 fn provider() -> &'static dyn CryptoProvider {
@@ -205,7 +89,7 @@ fn now_secs() -> u64 {
 }
 
 /// Waits until `check` holds, or fails naming `what` and the logs.
-fn eventually(what: &str, logs: &[&Relay], mut check: impl FnMut() -> bool) {
+fn eventually(what: &str, logs: &[&WeftRelay], mut check: impl FnMut() -> bool) {
     let start = Instant::now();
     while !check() {
         if start.elapsed() > CONVERGE {
@@ -255,7 +139,7 @@ fn trusted_relays_sync_in_scope_events_both_ways_and_an_untrusted_one_gets_clien
         &[(kb.pubkey_hex(), url(b_addr))],
         "limits:\n  client:\n    subscription:\n      maxFilterValues: 1\n",
     );
-    let mut a = Relay::start(&dir, "a", a_addr, &a_settings, sa);
+    let mut a = start(&dir, "a", a_addr, &a_settings, sa);
 
     // History on A, an hour old: beyond the live REQ's overlap, so only reconciliation finds it.
     let alice = author(1);
@@ -273,10 +157,10 @@ fn trusted_relays_sync_in_scope_events_both_ways_and_an_untrusted_one_gets_clien
 
     // B trusts A and advertises kind 1 only.
     let b_settings = settings(b_addr, "kinds: [1]", &[(ka.pubkey_hex(), url(a_addr))], "");
-    let mut b = Relay::start(&dir, "b", b_addr, &b_settings, sb);
+    let mut b = start(&dir, "b", b_addr, &b_settings, sb);
     // C trusts A; A does not trust C.
     let c_settings = settings(c_addr, "kinds: [1]", &[(ka.pubkey_hex(), url(a_addr))], "");
-    let c = Relay::start(&dir, "c", c_addr, &c_settings, sc);
+    let c = start(&dir, "c", c_addr, &c_settings, sc);
 
     let in_scope: Vec<&Event> = notes.iter().collect();
     eventually("B holds A's in-scope history", &[&a, &b], || {
@@ -284,7 +168,7 @@ fn trusted_relays_sync_in_scope_events_both_ways_and_an_untrusted_one_gets_clien
     });
     // Nothing out of scope.
     assert!(b.ids(7).is_empty());
-    let row = b.row(&ka.pubkey_hex()).expect("B's row for A");
+    let row = b.row(ADMIN, &ka.pubkey_hex()).expect("B's row for A");
     assert_eq!(row["status"], "live", "{row}");
     assert!(row["lastReconciliation"].as_u64().is_some(), "{row}");
     assert_eq!(row["missing"], 6, "{row}");
@@ -327,17 +211,17 @@ fn trusted_relays_sync_in_scope_events_both_ways_and_an_untrusted_one_gets_clien
     });
 
     // What A served B, counted under B's pubkey; A's own worker is live on B.
-    let row = a.row(&kb.pubkey_hex()).expect("A's row for B");
+    let row = a.row(ADMIN, &kb.pubkey_hex()).expect("A's row for B");
     assert!(row["requestsServed"].as_u64().unwrap() >= 2, "{row}");
     assert!(row["eventsServed"].as_u64().unwrap() >= 6, "{row}");
     assert_eq!(row["status"], "live", "{row}");
     // C is nobody to A: no row, and its live REQ met the client cap.
-    assert!(a.row(&kc.pubkey_hex()).is_none());
+    assert!(a.row(ADMIN, &kc.pubkey_hex()).is_none());
     eventually(
         "C's worker is refused by A's client limits",
         &[&a, &c],
         || {
-            c.row(&ka.pubkey_hex())
+            c.row(ADMIN, &ka.pubkey_hex())
                 .and_then(|r| r["detail"].as_str().map(str::to_string))
                 .is_some_and(|d| d.contains("live subscription closed") && d.contains("invalid"))
         },
@@ -354,7 +238,7 @@ fn trusted_relays_sync_in_scope_events_both_ways_and_an_untrusted_one_gets_clien
     for e in &while_down {
         a.publish(e);
     }
-    let b2 = Relay::start(&dir, "b", b_addr, &b_settings, sb);
+    let b2 = start(&dir, "b", b_addr, &b_settings, sb);
     let mut want: Vec<&Event> = in_scope.clone();
     want.extend([&live, &from_b]);
     want.extend(while_down.iter());
@@ -367,7 +251,7 @@ fn trusted_relays_sync_in_scope_events_both_ways_and_an_untrusted_one_gets_clien
     assert_eq!(b2.ids(30000), ids_of(&[&list_new]));
     // A, whose worker lost B, reconnected too: its row is live again.
     eventually("A's worker is live on B again", &[&a, &b2], || {
-        a.row(&kb.pubkey_hex())
+        a.row(ADMIN, &kb.pubkey_hex())
             .is_some_and(|r| r["status"] == "live")
     });
 
@@ -418,7 +302,7 @@ fn peers_at_refused_addresses_are_never_contacted_unless_private_networks_are_al
         )
     };
     let addr = free_port();
-    let d = Relay::start(&dir, "d", addr, &text(addr, false), "relay D's secret");
+    let d = start(&dir, "d", addr, &text(addr, false), "relay D's secret");
     assert_eq!(
         connections(&trap, Duration::from_secs(3)),
         0,
@@ -429,7 +313,7 @@ fn peers_at_refused_addresses_are_never_contacted_unless_private_networks_are_al
         (&private, "private"),
         (&link_local, "link-local"),
     ] {
-        let row = d.row(pubkey).expect("a row per peer");
+        let row = d.row(ADMIN, pubkey).expect("a row per peer");
         assert_eq!(row["status"], "unusable", "{row}");
         let detail = row["detail"]
             .as_str()
@@ -441,10 +325,101 @@ fn peers_at_refused_addresses_are_never_contacted_unless_private_networks_are_al
 
     // The same loopback peer with private networks allowed: its NIP-11 is asked for.
     let addr = free_port();
-    let e = Relay::start(&dir, "e", addr, &text(addr, true), "relay E's secret");
+    let e = start(&dir, "e", addr, &text(addr, true), "relay E's secret");
     assert!(
         connections(&trap, Duration::from_secs(10)) > 0,
         "E never asked the allowed peer: {}",
         e.log()
     );
+}
+
+/// The number before `what` on the last "reconciled" line of `log` (the runner's counters).
+fn reconciled_count(log: &str, what: &str) -> u64 {
+    let line = log
+        .lines()
+        .rev()
+        .find(|l| l.contains("reconciled,"))
+        .unwrap_or_else(|| panic!("no reconciliation logged:\n{log}"));
+    let before = line
+        .split(what)
+        .next()
+        .filter(|b| b.len() < line.len())
+        .unwrap_or_else(|| panic!("no {what:?} in {line}"));
+    before
+        .rsplit(|c: char| !c.is_ascii_digit())
+        .find(|w| !w.is_empty())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no count before {what:?} in {line}"))
+}
+
+#[test]
+fn a_peer_answering_too_large_makes_the_other_split_and_both_converge() {
+    let dir = temp_dir("nostr-peering-too-large");
+    let (d_addr, e_addr) = (free_port(), free_port());
+    let (sd, se) = ("relay D's secret", "relay E's secret");
+    let (kd, ke) = (key(sd, d_addr), key(se, e_addr));
+    let url = |a: SocketAddr| format!("ws://{a}");
+    // Both advertise kinds 1 to 7 as one range; D reconciles at most eight events a session
+    // with a peer.
+    let scope = "kinds: [[1, 7]]";
+    let d_settings = settings(
+        d_addr,
+        scope,
+        &[(ke.pubkey_hex(), url(e_addr))],
+        "limits:\n  peer:\n    negentropy:\n      maxItems: 8\n",
+    );
+    let e_settings = settings(e_addr, scope, &[(kd.pubkey_hex(), url(d_addr))], "");
+    // On D, history two hours old: 30 notes and 6 reactions. On E, 10 notes of the last minute
+    // (written after D's worker may have reconciled with E, so they reach D live). Kind 9,
+    // outside the scope, on both.
+    let (alice, bob) = (author(21), author(22));
+    let base = now_secs() - 7_200;
+    let d_notes: Vec<Event> = (0..30)
+        .map(|i| event(&alice, 1, base + i * 60, &[], &format!("D note {i}")))
+        .collect();
+    let d_reactions: Vec<Event> = (0..6)
+        .map(|i| event(&alice, 7, base + i * 60, &[], "+"))
+        .collect();
+    let e_notes: Vec<Event> = (0..10)
+        .map(|i| event(&bob, 1, now_secs() - 20 - i, &[], &format!("E note {i}")))
+        .collect();
+    let d_chat = event(&alice, 9, base, &[], "D's chat, out of scope");
+    let e_chat = event(&bob, 9, base, &[], "E's chat, out of scope");
+    // D runs alone first, so its history is in place before E's worker asks.
+    let mut d = start(&dir, "d", d_addr, &d_settings, sd);
+    for e in d_notes.iter().chain(&d_reactions).chain([&d_chat]) {
+        d.publish(e);
+    }
+    let mut e = start(&dir, "e", e_addr, &e_settings, se);
+    for ev in e_notes.iter().chain([&e_chat]) {
+        e.publish(ev);
+    }
+    let notes: Vec<&Event> = d_notes.iter().chain(&e_notes).collect();
+    eventually(
+        "D and E hold each other's in-scope events",
+        &[&d, &e],
+        || {
+            d.ids(1) == ids_of(&notes)
+                && e.ids(1) == ids_of(&notes)
+                && e.ids(7) == ids_of(&d_reactions.iter().collect::<Vec<_>>())
+        },
+    );
+    eventually("E's reconciliation with D is over", &[&d, &e], || {
+        e.row(ADMIN, &kd.pubkey_hex())
+            .is_some_and(|r| r["status"] == "live" && r["missing"] == 36)
+    });
+    // Nothing out of scope either way.
+    assert_eq!(d.ids(9), ids_of(&[&d_chat]));
+    assert_eq!(e.ids(9), ids_of(&[&e_chat]));
+    // E's worker met D's "too large" and split: by kind range, then by time range, never stuck.
+    let log = e.log();
+    assert!(reconciled_count(&log, " kind splits") >= 2, "{log}");
+    assert!(reconciled_count(&log, " time splits") >= 2, "{log}");
+    assert_eq!(reconciled_count(&log, " unsplittable"), 0, "{log}");
+    // E answers within its default bound: D's worker, syncing from E, never split.
+    let dlog = d.log();
+    assert_eq!(reconciled_count(&dlog, " kind splits"), 0, "{dlog}");
+    assert_eq!(reconciled_count(&dlog, " time splits"), 0, "{dlog}");
+    e.kill();
+    d.kill();
 }

@@ -7,7 +7,6 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::process::Command;
-use std::time::Duration;
 
 use serde_json::{Value, json};
 use tungstenite::protocol::frame::coding::CloseCode;
@@ -24,7 +23,9 @@ use cli::{Running, WEFT, free_port, temp_dir};
 #[path = "common/tls_ca.rs"]
 mod tls_ca;
 
-const WAIT: Duration = Duration::from_secs(20);
+#[path = "common/nostr_ws.rs"]
+mod nostr_ws;
+use nostr_ws::{WAIT, Ws, connect, next, req, send};
 
 fn start(data: &Path, addr: SocketAddr, extra: &[&str]) -> Running {
     let mut cmd = Command::new(WEFT);
@@ -46,34 +47,6 @@ fn serve(name: &str, extra: &[&str]) -> (Running, SocketAddr, std::path::PathBuf
     let data = temp_dir(name).join("nostr");
     let addr = free_port();
     (start(&data, addr, extra), addr, data)
-}
-
-type Ws = WebSocket<TcpStream>;
-
-/// A client socket; the relay's NIP-42 challenge, its first frame, is returned with it.
-fn connect(addr: SocketAddr) -> (Ws, String) {
-    let stream = TcpStream::connect(addr).unwrap();
-    stream.set_read_timeout(Some(WAIT)).unwrap();
-    let (mut ws, response) = tungstenite::client::client(format!("ws://{addr}/"), stream).unwrap();
-    assert_eq!(response.status(), 101);
-    let auth = next(&mut ws);
-    assert_eq!(auth[0], "AUTH", "{auth}");
-    let challenge = auth[1].as_str().unwrap().to_string();
-    (ws, challenge)
-}
-
-fn next(ws: &mut Ws) -> Value {
-    loop {
-        match ws.read().unwrap() {
-            Message::Text(t) => return serde_json::from_str(t.as_str()).unwrap(),
-            Message::Ping(_) | Message::Pong(_) => {}
-            other => panic!("not a text frame: {other:?}"),
-        }
-    }
-}
-
-fn send(ws: &mut Ws, frame: &Value) {
-    ws.send(Message::Text(frame.to_string().into())).unwrap();
 }
 
 struct Signer {
@@ -107,26 +80,6 @@ fn publish(ws: &mut Ws, event: &Event) -> Value {
     assert_eq!(ok[0], "OK", "{ok}");
     assert_eq!(ok[1], event.id_hex(), "{ok}");
     ok
-}
-
-/// The stored events a REQ returns before its EOSE.
-fn req(ws: &mut Ws, sub: &str, filter: Value) -> Vec<Value> {
-    send(ws, &json!(["REQ", sub, filter]));
-    let mut events = Vec::new();
-    loop {
-        let m = next(ws);
-        match m[0].as_str() {
-            Some("EVENT") => {
-                assert_eq!(m[1], sub);
-                events.push(m[2].clone());
-            }
-            Some("EOSE") => {
-                assert_eq!(m[1], sub);
-                return events;
-            }
-            _ => panic!("unexpected {m}"),
-        }
-    }
 }
 
 #[test]

@@ -12,14 +12,10 @@
 //! and returns.
 
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader};
-use std::net::TcpStream;
-use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::time::Duration;
+use std::path::Path;
+use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
-use tungstenite::{Message, WebSocket};
 use weft_proto::core::rand_core::SeedableRng;
 use weft_proto::crypto::{Secp256k1Secret, generate_secp256k1};
 use weft_proto::nostr::event::{Event, UnsignedEvent};
@@ -28,22 +24,9 @@ use weft_proto::nostr::event::{Event, UnsignedEvent};
 mod cli;
 use cli::{Running, WEFT, free_port, temp_dir};
 
-/// Exit status with which the project's interop scripts say "cannot run here".
-const SKIP_STATUS: i32 = 77;
-
-const WAIT: Duration = Duration::from_secs(30);
-
-fn script(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../scripts")
-        .join(name)
-}
-
-/// Says why a test did not run, where the harness shows it even for a passing test.
-fn skip(test: &str, line: &str) {
-    use std::io::Write as _;
-    let _ = writeln!(std::io::stderr(), "{test}: {}", line.trim());
-}
+#[path = "common/nostr_ws.rs"]
+mod nostr_ws;
+use nostr_ws::{SKIP_STATUS, Started, next, open, req_ids, script, send, skip};
 
 fn signer(seed: u64) -> (chacha20::ChaCha20Rng, Secp256k1Secret) {
     let mut rng = chacha20::ChaCha20Rng::seed_from_u64(seed);
@@ -77,48 +60,6 @@ fn set(v: &Value) -> BTreeSet<String> {
         .iter()
         .map(|s| s.as_str().unwrap().to_string())
         .collect()
-}
-
-type Ws = WebSocket<TcpStream>;
-
-fn connect(url: &str) -> Ws {
-    let addr = url.trim_start_matches("ws://").trim_end_matches('/');
-    let stream = TcpStream::connect(addr).unwrap();
-    stream.set_read_timeout(Some(WAIT)).unwrap();
-    let (ws, response) = tungstenite::client::client(format!("ws://{addr}/"), stream).unwrap();
-    assert_eq!(response.status(), 101);
-    ws
-}
-
-fn next(ws: &mut Ws) -> Value {
-    loop {
-        match ws.read().unwrap() {
-            Message::Text(t) => return serde_json::from_str(t.as_str()).unwrap(),
-            Message::Ping(_) | Message::Pong(_) => {}
-            other => panic!("not a text frame: {other:?}"),
-        }
-    }
-}
-
-fn send(ws: &mut Ws, frame: &Value) {
-    ws.send(Message::Text(frame.to_string().into())).unwrap();
-}
-
-/// The ids a REQ returns before its EOSE (frames of other kinds, such as AUTH, passed over).
-fn req_ids(ws: &mut Ws, filter: Value) -> BTreeSet<String> {
-    send(ws, &json!(["REQ", "q", filter]));
-    let mut out = BTreeSet::new();
-    loop {
-        let m = next(ws);
-        match m[0].as_str() {
-            Some("EVENT") => {
-                out.insert(m[2]["id"].as_str().unwrap().to_string());
-            }
-            Some("EOSE") => return out,
-            Some("AUTH") | Some("NOTICE") => {}
-            _ => panic!("unexpected {m}"),
-        }
-    }
 }
 
 /// Runs `scripts/rust-nostr-relay sync URL FILE --direction DIR`: its JSON report, or the
@@ -171,7 +112,7 @@ fn nostr_sdk_sync_finds_exactly_what_each_side_lacks_against_weft_then_converges
     let client_only: Vec<Event> = (0..12)
         .map(|i| note(&mut rng2, &key2, 100 - i, &format!("client {i}")))
         .collect();
-    let mut ws = connect(&url);
+    let mut ws = open(&url);
     for e in &relay_events {
         send(&mut ws, &json!(["EVENT", e.to_value()]));
         loop {
@@ -207,53 +148,6 @@ fn nostr_sdk_sync_finds_exactly_what_each_side_lacks_against_weft_then_converges
     assert_eq!(set(&again["need"]), need, "{again}");
 }
 
-/// A relay started by one of the scripts: its URL (its first stdout line) and the process,
-/// killed on drop.
-struct Started {
-    url: String,
-    child: Child,
-    _stdin: Option<ChildStdin>,
-}
-
-impl Drop for Started {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Runs `scripts/NAME serve ARGS…` until it prints its URL; `Err` with its `SKIP:` line.
-fn start(name: &str, args: &[&str]) -> Result<Started, String> {
-    let mut child = Command::new(script(name))
-        .arg("serve")
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot run scripts/{name}: {e}"));
-    let stdin = child.stdin.take();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let line = line.trim().to_string();
-    if line.starts_with("ws://") {
-        return Ok(Started {
-            url: line,
-            child,
-            _stdin: stdin,
-        });
-    }
-    let status = child.wait().unwrap();
-    assert_eq!(
-        status.code(),
-        Some(SKIP_STATUS),
-        "scripts/{name} serve printed {line:?} and ended {status}"
-    );
-    Err(line)
-}
-
 #[test]
 fn rust_nostr_relay_serves_its_seed_and_challenges_with_nip42() {
     const TEST: &str = "rust_nostr_relay_serves_its_seed_and_challenges_with_nip42";
@@ -264,7 +158,7 @@ fn rust_nostr_relay_serves_its_seed_and_challenges_with_nip42() {
         .collect();
     let file = dir.join("seed.jsonl");
     write_events(&file, &seed.iter().collect::<Vec<_>>());
-    let relay = match start(
+    let relay = match Started::start(
         "rust-nostr-relay",
         &["--auth", "write", "--seed", file.to_str().unwrap()],
     ) {
@@ -272,7 +166,7 @@ fn rust_nostr_relay_serves_its_seed_and_challenges_with_nip42() {
         Err(line) => return skip(TEST, &line),
     };
     assert!(relay.url.starts_with("ws://127.0.0.1:"), "{}", relay.url);
-    let mut ws = connect(&relay.url);
+    let mut ws = open(&relay.url);
     assert_eq!(req_ids(&mut ws, json!({"kinds": [1]})), ids(&seed));
     // Writes need NIP-42: an event before AUTH is refused auth-required.
     let late = note(&mut rng, &key, 1, "late");
@@ -296,12 +190,12 @@ fn rust_nostr_relay_serves_its_seed_and_challenges_with_nip42() {
 #[test]
 fn nostr_rs_relay_prints_its_url_and_with_auth_challenges_every_connection() {
     const TEST: &str = "nostr_rs_relay_prints_its_url_and_with_auth_challenges_every_connection";
-    let relay = match start("nostr-rs-relay", &["--auth"]) {
+    let relay = match Started::start("nostr-rs-relay", &["--auth"]) {
         Ok(r) => r,
         Err(line) => return skip(TEST, &line),
     };
     assert!(relay.url.starts_with("ws://127.0.0.1:"), "{}", relay.url);
-    let mut ws = connect(&relay.url);
+    let mut ws = open(&relay.url);
     let first = next(&mut ws);
     assert_eq!(first[0], "AUTH", "{first}");
     assert!(first[1].as_str().is_some_and(|c| !c.is_empty()), "{first}");

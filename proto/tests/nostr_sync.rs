@@ -344,7 +344,8 @@ fn a_wrong_self_or_no_nip77_makes_the_peer_unusable_without_a_hot_loop() {
         "supported_nips": [1, 11, 42],
         "peering": {"scopes": [{}]},
     });
-    let no_scopes = json!({"supported_nips": [77]});
+    // Scopes listed, none usable (a document without the key is synced over the implicit scope).
+    let no_scopes = json!({"supported_nips": [77], "peering": {"scopes": [{"kinds": []}]}});
     for (doc, why) in [
         (wrong_self, Unusable::SelfMismatch),
         (no_77, Unusable::NoNip77),
@@ -456,6 +457,107 @@ fn a_refused_auth_backs_off_and_syncs_nothing() {
     assert_eq!(p.worker.stats().neg_sessions, 0);
 }
 
+/// nostr-rs-relay 0.8.12's NIP-11 `supported_nips` (NIP-42, no NIP-77), as it serves them.
+const NOSTR_RS_RELAY_NIPS: [u16; 12] = [1, 2, 9, 11, 12, 15, 16, 20, 22, 33, 40, 42];
+
+#[test]
+fn a_peer_without_nip77_is_asked_again_only_on_the_unusable_backoff_never_dialled() {
+    let doc = json!({
+        "name": "nostr-rs-relay",
+        "supported_nips": NOSTR_RS_RELAY_NIPS,
+        "software": "https://git.sr.ht/~gheartsfield/nostr-rs-relay",
+    });
+    let mut w = Worker::new(
+        config(SyncLimits::DEFAULT),
+        now(),
+        ChaCha20Rng::seed_from_u64(11),
+    );
+    // Three days of explicit time: every output the worker asks for is answered at once, the
+    // clock jumping from one wake-up to the next.
+    let end = secs(3 * 24 * 3_600);
+    let mut fetches: Vec<Timestamp> = Vec::new();
+    let mut t = now();
+    let mut turns = 0;
+    loop {
+        while let Some(o) = w.poll() {
+            match o {
+                Output::FetchInfo { .. } => {
+                    fetches.push(t);
+                    w.handle(t, Input::Info(doc.to_string()));
+                }
+                Output::Connect { .. } | Output::Send { .. } => panic!("dialled: {o:?}"),
+                _ => {}
+            }
+        }
+        assert_eq!(w.status().state, State::Unusable);
+        assert_eq!(w.status().unusable, Some(Unusable::NoNip77));
+        assert!(
+            w.status().last_error.as_deref().unwrap().contains("NIP-77"),
+            "{:?}",
+            w.status()
+        );
+        let next = w.poll_timeout().unwrap().at;
+        assert!(
+            next > t,
+            "a wake-up at {next:?} is not after {t:?}: a hot loop"
+        );
+        if next > end {
+            break;
+        }
+        t = next;
+        w.handle_timeout(t);
+        turns += 1;
+        assert!(turns < 100_000);
+    }
+    // The backoff rule: each retry at least half its ceiling after the one before (1 h doubling
+    // to 24 h, equal jitter), so within three days at most ten asks; never a connection.
+    let initial = worker::UNUSABLE_BACKOFF.initial.as_millis() as u64;
+    let max = worker::UNUSABLE_BACKOFF.max.as_millis() as u64;
+    for (i, pair) in fetches.windows(2).enumerate() {
+        let ceiling = (initial << i.min(20)).min(max);
+        let gap = pair[1].as_millis() - pair[0].as_millis();
+        assert!(gap >= ceiling / 2 && gap <= ceiling, "retry {i}: {gap} ms");
+    }
+    assert!((4..=10).contains(&fetches.len()), "{}", fetches.len());
+    assert_eq!(w.stats().connections, 0);
+    assert_eq!(w.stats().neg_sessions, 0);
+}
+
+#[test]
+fn a_peer_advertising_no_scope_is_synced_over_the_implicit_window() {
+    let k = key(70);
+    let recent: Vec<Event> = [1u16, 7, 30_023]
+        .iter()
+        .enumerate()
+        .map(|(i, &kind)| ev(&k, kind, NOW - 86_400 * (i as u64 + 1), "recent"))
+        .collect();
+    let window = weft_proto::nostr::sync::scope::IMPLICIT_SCOPE_WINDOW_SECS;
+    let old = ev(&k, 1, NOW - window - 60, "older than the window");
+    let mut p = pair(json!([{}]));
+    // rust-nostr's relay and nostr-rs-relay advertise no `peering` block at all.
+    p.info = Ok(json!({
+        "self": hex::encode(&pubkey(&peer_key())),
+        "supported_nips": [1, 11, 42, 77],
+    })
+    .to_string());
+    for e in recent.iter().chain([&old]) {
+        p.insert_on_peer(e);
+    }
+    p.run_until(secs(10), 10_000).unwrap();
+    assert_eq!(p.worker.status().state, State::Live);
+    assert_eq!(local_ids(&mut p), sorted(&recent));
+    assert_eq!(
+        p.worker.scopes(),
+        &[weft_proto::nostr::sync::scope::Scope::implicit()]
+    );
+    // An explicitly empty list offers nothing.
+    let mut p = pair(json!([]));
+    p.insert_on_peer(&recent[0]);
+    p.run_until(secs(10), 10_000).unwrap();
+    assert_eq!(p.worker.status().unusable, Some(Unusable::NoScopes));
+    assert!(local_ids(&mut p).is_empty());
+}
+
 #[test]
 fn silence_instead_of_a_challenge_or_an_ok_is_a_failure() {
     let mut w = Worker::new(
@@ -471,11 +573,97 @@ fn silence_instead_of_a_challenge_or_an_ok_is_a_failure() {
         o => panic!("{o:?}"),
     };
     w.handle(now(), Input::Connected(conn));
+    // First it asks for the challenge once, with a REQ that reads nothing stored.
+    let probe_at = w.poll_timeout().unwrap().at;
+    assert_eq!(probe_at, now().saturating_add(worker::AUTH_PROBE_AFTER));
+    w.handle_timeout(probe_at);
+    let sent: Vec<Output> = core::iter::from_fn(|| w.poll()).collect();
+    let probe = json!(["REQ", worker::AUTH_PROBE_SUB, {"limit": 0}]).to_string();
+    assert!(
+        sent.contains(&Output::Send {
+            conn,
+            text: probe.clone()
+        }),
+        "{sent:?}"
+    );
+    // Served without a challenge: the probe is closed, and the worker goes on waiting.
+    w.handle(
+        probe_at,
+        Input::Frame {
+            conn,
+            text: json!(["EOSE", worker::AUTH_PROBE_SUB]).to_string(),
+        },
+    );
+    let close = json!(["CLOSE", worker::AUTH_PROBE_SUB]).to_string();
+    assert!(core::iter::from_fn(|| w.poll()).any(|o| o
+        == Output::Send {
+            conn,
+            text: close.clone()
+        }));
     let at = w.poll_timeout().unwrap().at;
     assert_eq!(at, now().saturating_add(worker::AUTH_TIMEOUT));
     w.handle_timeout(at);
     assert_eq!(w.status().state, State::Backoff);
     assert!(core::iter::from_fn(|| w.poll()).any(|o| o == Output::Close { conn }));
+}
+
+#[test]
+fn a_peer_that_challenges_only_when_asked_is_asked_and_authenticated() {
+    let mut w = Worker::new(
+        config(SyncLimits::DEFAULT),
+        now(),
+        ChaCha20Rng::seed_from_u64(1),
+    );
+    while w.poll().is_some() {}
+    w.handle(now(), Input::Info(info(json!([{}]))));
+    let conn = match core::iter::from_fn(|| w.poll()).find(|o| matches!(o, Output::Connect { .. }))
+    {
+        Some(Output::Connect { conn, .. }) => conn,
+        o => panic!("{o:?}"),
+    };
+    w.handle(now(), Input::Connected(conn));
+    // Nothing is sent before the probe's time.
+    assert!(core::iter::from_fn(|| w.poll()).all(|o| !matches!(o, Output::Send { .. })));
+    let probe_at = w.poll_timeout().unwrap().at;
+    w.handle_timeout(probe_at);
+    while w.poll().is_some() {}
+    // As rust-nostr's relay answers a REQ before AUTH: the challenge, then CLOSED.
+    for text in [
+        json!(["AUTH", "challenge-7"]).to_string(),
+        json!([
+            "CLOSED",
+            worker::AUTH_PROBE_SUB,
+            "auth-required: you must auth"
+        ])
+        .to_string(),
+    ] {
+        w.handle(probe_at, Input::Frame { conn, text });
+    }
+    let auth = core::iter::from_fn(|| w.poll())
+        .find_map(|o| match o {
+            Output::Send { text, .. } if text.starts_with("[\"AUTH\"") => Some(text),
+            _ => None,
+        })
+        .expect("an AUTH");
+    let v: Value = serde_json::from_str(&auth).unwrap();
+    assert_eq!(v[1]["kind"], 22242);
+    let tags = v[1]["tags"].to_string();
+    assert!(
+        tags.contains("challenge-7") && tags.contains(PEER_URL),
+        "{tags}"
+    );
+    // Only one probe per connection: later wake-ups before the AUTH deadline send nothing.
+    let later = probe_at.saturating_add(worker::AUTH_PROBE_AFTER * 2);
+    w.handle_timeout(later);
+    assert!(core::iter::from_fn(|| w.poll()).all(|o| !matches!(o, Output::Send { .. })));
+    w.handle(
+        probe_at,
+        Input::Frame {
+            conn,
+            text: json!(["OK", v[1]["id"], true, ""]).to_string(),
+        },
+    );
+    assert_eq!(w.status().state, State::Reconciling);
 }
 
 #[test]

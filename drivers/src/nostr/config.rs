@@ -13,6 +13,7 @@
 //! | `limits.client.subscription.maxFilterValues` | [`Limits::max_filter_values`] |
 //! | `limits.client.subscription.maxSubscriptionIdLength` | [`Limits::max_subscription_id_chars`], at most NIP-01's 64 |
 //! | `limits.client.subscription.maxLimit` | [`Limits::max_limit`] |
+//! | `limits.client.negentropy.maxItems`, `limits.client.negentropy.frameBytes` | [`Limits::max_neg_items`] (a `NEG-OPEN` over more is answered `blocked:`, NIP-77's "too large"), [`Limits::neg_frame_bytes`] (0, or at least 4 096) |
 //! | `limits.event.createdAt.maxPositiveDelta` | [`Limits::max_future_secs`] (0: no bound, as in nostream) |
 //! | `limits.message.rateLimits` | [`Limits::messages`]: of the `{period, rate}` entries, the slowest per second, as a bucket of `rate` refilling at `rate / period` (at least 1 a second) |
 //! | `info.self`, `peering.*`, `limits.peer.*`, `admin.token` | [`ServeOptions::peering`] (the table in [`super::peering`]) |
@@ -70,6 +71,7 @@ pub fn apply_settings(text: &str, options: &mut ServeOptions) -> Result<(), Stri
     if let Some(n) = number_at(&format!("{sub}.maxLimit"))? {
         l.max_limit = n;
     }
+    settings.negentropy("limits.client.negentropy", l)?;
     if let Some(n) = number_at("limits.event.createdAt.maxPositiveDelta")? {
         l.max_future_secs = (n > 0).then_some(n);
     }
@@ -152,6 +154,28 @@ impl<'a> Settings<'a> {
     }
 }
 
+impl Settings<'_> {
+    /// The NIP-77 bounds a client's and a peer's limits share (`{prefix}.maxItems`, at least 1:
+    /// the most stored events one session reconciles over; `{prefix}.frameBytes`, 0 or at least
+    /// 4 096: the largest negentropy message the relay writes), read into `limits`. weft-only
+    /// keys: nostream's file has no NIP-77 section.
+    pub(crate) fn negentropy(self, prefix: &str, limits: &mut Limits) -> Result<(), String> {
+        if let Some(n) = self.number_at(&format!("{prefix}.maxItems"))? {
+            if n == 0 {
+                return Err(format!("{prefix}.maxItems: not a positive integer"));
+            }
+            limits.max_neg_items = size(n);
+        }
+        if let Some(n) = self.number_at(&format!("{prefix}.frameBytes"))? {
+            if n != 0 && n < 4_096 {
+                return Err(format!("{prefix}.frameBytes: not 0 or at least 4096"));
+            }
+            limits.neg_frame_bytes = n;
+        }
+        Ok(())
+    }
+}
+
 /// A count from the settings as a `usize`, saturating on a platform too small for it.
 pub(crate) fn size(n: u64) -> usize {
     usize::try_from(n).unwrap_or(usize::MAX)
@@ -222,6 +246,43 @@ limits:
         assert_eq!(l.messages, BucketConfig::new(240, 4));
         // What the file does not name keeps weft's default.
         assert_eq!(l.default_limit, Limits::DEFAULT.default_limit);
+    }
+
+    #[test]
+    fn nip77_bounds_are_read_for_clients_and_peers_and_bad_ones_refused() {
+        let mut o = options();
+        apply_settings(
+            "limits:\n  client:\n    negentropy:\n      maxItems: 50\n      frameBytes: 4096\n  \
+             peer:\n    negentropy:\n      maxItems: 8\n",
+            &mut o,
+        )
+        .unwrap();
+        assert_eq!(
+            (o.limits.max_neg_items, o.limits.neg_frame_bytes),
+            (50, 4_096)
+        );
+        assert_eq!(o.peering.limits.max_neg_items, 8);
+        assert_eq!(
+            o.peering.limits.neg_frame_bytes,
+            Limits::PEER_DEFAULT.neg_frame_bytes
+        );
+        for (text, key) in [
+            (
+                "limits:\n  peer:\n    negentropy:\n      maxItems: 0\n",
+                "peer.negentropy.maxItems",
+            ),
+            (
+                "limits:\n  client:\n    negentropy:\n      frameBytes: 100\n",
+                "frameBytes",
+            ),
+            (
+                "limits:\n  client:\n    negentropy:\n      maxItems: many\n",
+                "maxItems",
+            ),
+        ] {
+            let e = apply_settings(text, &mut options()).unwrap_err();
+            assert!(e.contains(key), "{e}");
+        }
     }
 
     #[test]

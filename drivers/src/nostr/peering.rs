@@ -10,6 +10,7 @@
 //! | `peering.contact`, `peering.endpoint`, `peering.terms` (strings), `peering.scopes` (a list) | the `peering` block, as written |
 //! | `peering.peers` | the trust list ([`TrustList::from_value`]) |
 //! | `limits.peer.subscription.{maxSubscriptions,maxFilters,maxFilterValues,maxSubscriptionIdLength,maxLimit}` | the peer's [`Limits`] |
+//! | `limits.peer.negentropy.{maxItems,frameBytes}` | the peer's NIP-77 bounds (as `limits.client.negentropy`) |
 //! | `limits.peer.message.rateLimits` | the peer's message bucket (as `limits.message.rateLimits`) |
 //! | `limits.peer.request.rateLimits` | the per-peer request budget ([`RequestBudget`]) |
 //! | `admin.token` | the bearer token `GET /admin/peering` asks for |
@@ -198,6 +199,7 @@ pub fn apply(doc: &Value, options: &mut PeeringOptions) -> Result<(), String> {
     if let Some(n) = number_at(&format!("{sub}.maxLimit"))? {
         l.set_peer_max_limit(n);
     }
+    settings.negentropy("limits.peer.negentropy", l)?;
     if let Some(v) = at("limits.peer.message.rateLimits")
         && let Some(bucket) = message_bucket(v, "limits.peer.message.rateLimits")?
     {
@@ -358,16 +360,17 @@ pub fn fetch_status(base: &str, token: &str) -> Result<Vec<PeerStatus>, String> 
         .collect()
 }
 
-/// The rows as the table `weft nostr peering` prints.
+/// The rows as the table `weft nostr peering` prints: the last column, `DETAIL`, says why a peer
+/// is unusable or backing off (`-` when nothing is wrong).
 pub fn status_table(rows: &[PeerStatus]) -> String {
     let mut out = format!(
-        "{:<64}  {:<11}  {:<10}  {:>8}  {:>8}  {:>9}  {:>9}  {}\n",
-        "PUBKEY", "STATUS", "LAST SYNC", "LAG S", "MISSING", "REQUESTS", "EVENTS", "URL"
+        "{:<64}  {:<11}  {:<10}  {:>8}  {:>8}  {:>9}  {:>9}  {}  {}\n",
+        "PUBKEY", "STATUS", "LAST SYNC", "LAG S", "MISSING", "REQUESTS", "EVENTS", "URL", "DETAIL"
     );
     let opt = |v: Option<u64>| v.map_or("-".to_string(), |n| n.to_string());
     for r in rows {
         out.push_str(&format!(
-            "{:<64}  {:<11}  {:<10}  {:>8}  {:>8}  {:>9}  {:>9}  {}\n",
+            "{:<64}  {:<11}  {:<10}  {:>8}  {:>8}  {:>9}  {:>9}  {}  {}\n",
             weft_proto::codec::hex::encode(&r.pubkey),
             r.status.as_str(),
             opt(r.last_reconciliation.map(|t| t.as_secs())),
@@ -375,7 +378,8 @@ pub fn status_table(rows: &[PeerStatus]) -> String {
             opt(r.missing),
             r.requests_served,
             r.events_served,
-            r.relay_url
+            r.relay_url,
+            r.detail.as_deref().unwrap_or("-")
         ));
     }
     out

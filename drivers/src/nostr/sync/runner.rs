@@ -12,7 +12,7 @@
 //! | `Send`, `Close` | a text frame on, or a close of, the socket the dial opened |
 //! | `Store` | run on the relay's own store, the one its sessions use, before anything else happens |
 //! | `Broadcast` | to every local session's live subscriptions, as a local publish |
-//! | `Status` | kept as the peer's row ([`SyncRelay::rows`]) and logged when the state changes |
+//! | `Status` | kept as the peer's row ([`SyncRelay::rows`]) and logged when the state changes; a completed reconciliation is logged with the worker's split counters |
 //!
 //! A socket's frames and close go to the worker that dialled it; a dial the worker closed before
 //! it opened is closed when it opens and never reported.
@@ -241,6 +241,12 @@ impl<S: EventStore + Sweep + GroupCommit, R: CryptoRng> SyncRelay<S, R> {
                 if before.is_none_or(|b| b.state != row.state || b.last_error != row.last_error) {
                     log_row(&row);
                 }
+                let reconciled = before
+                    .map_or(0, |b| b.last_reconciliation.map_or(0, Timestamp::as_millis))
+                    != row.last_reconciliation.map_or(0, Timestamp::as_millis);
+                if reconciled && let Some(w) = self.workers.get(peer) {
+                    log_reconciliation(&row, &w.stats());
+                }
                 if let Some(slot) = self.rows.get_mut(peer) {
                     *slot = Some(row);
                 }
@@ -287,6 +293,25 @@ fn log_row(row: &worker::PeerStatus) {
         (None, Some(e)) => eprintln!("weft nostr serve: peer {peer}…: {:?} ({e})", row.state),
         (None, None) => eprintln!("weft nostr serve: peer {peer}…: {:?}", row.state),
     }
+}
+
+/// One line per completed reconciliation: what it found and how the work was split (the peer's
+/// "too large" answers, byte-budget batch splits), counted since the worker started.
+fn log_reconciliation(row: &worker::PeerStatus, stats: &worker::Stats) {
+    let peer = weft_proto::codec::hex::encode(&row.peer[..4]);
+    eprintln!(
+        "weft nostr serve: peer {peer}…: reconciled, {} missing; totals: {} reconciliations, \
+         {} NIP-77 sessions, {} kind splits, {} time splits, {} unsplittable, {} batch splits, \
+         {} fetched",
+        row.missing,
+        stats.reconciliations,
+        stats.neg_sessions,
+        stats.kind_splits,
+        stats.time_splits,
+        stats.unsplittable,
+        stats.batch_splits,
+        stats.fetched,
+    );
 }
 
 impl<S: EventStore + Sweep + GroupCommit, R: CryptoRng> Machine for SyncRelay<S, R> {

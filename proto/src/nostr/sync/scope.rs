@@ -45,6 +45,11 @@ pub const MAX_SCOPE_AUTHORS: usize = 256;
 /// `kinds` out of a scope wider than this (every event is still checked on arrival).
 pub const MAX_FILTER_KINDS: usize = 500;
 
+/// The rolling window of [`Scope::implicit`], the scope synced from a peer whose NIP-11 document
+/// carries no `peering.scopes` at all: 30 days (docs/decisions.md, "a peer that advertises no
+/// scope").
+pub const IMPLICIT_SCOPE_WINDOW_SECS: u64 = 30 * 24 * 60 * 60;
+
 /// An inclusive range of event kinds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct KindRange {
@@ -99,6 +104,20 @@ impl Scope {
             authors: None,
             since: None,
             window_secs: None,
+        }
+    }
+
+    /// The scope synced from a peer whose document has no `peering.scopes` key (a relay that does
+    /// not implement spec 002, configured as a peer by this relay's operator): every kind and
+    /// author over the last [`IMPLICIT_SCOPE_WINDOW_SECS`]. Spec 002 §6 drives sync by the
+    /// peer's advertisement and never by a feed list in this relay's configuration, so the rule is
+    /// fixed here; the window keeps a peer that agreed to no scope from being asked for its whole
+    /// history. An advertised empty list, or one with no valid scope, is not this: that peer
+    /// offers nothing and is reported unusable.
+    pub fn implicit() -> Self {
+        Self {
+            window_secs: Some(IMPLICIT_SCOPE_WINDOW_SECS),
+            ..Self::everything()
         }
     }
 
@@ -230,14 +249,15 @@ fn kind_entry(v: &Value) -> Option<KindRange> {
 }
 
 /// Reads `peering.scopes` from a NIP-11 document: the valid scopes (at most [`MAX_SCOPES`]) and
-/// how many entries were skipped as malformed or over the cap.
+/// how many entries were skipped as malformed or over the cap. A document without the key (no
+/// `peering` block, or one without `scopes`) gives [`Scope::implicit`] alone; a `scopes` that is
+/// not a list gives nothing.
 pub fn from_document(doc: &Value) -> (Vec<Scope>, usize) {
-    let Some(list) = doc
-        .get("peering")
-        .and_then(|p| p.get("scopes"))
-        .and_then(Value::as_array)
-    else {
-        return (Vec::new(), 0);
+    let Some(listed) = doc.get("peering").and_then(|p| p.get("scopes")) else {
+        return (alloc::vec![Scope::implicit()], 0);
+    };
+    let Some(list) = listed.as_array() else {
+        return (Vec::new(), 1);
     };
     let mut scopes = Vec::new();
     let mut skipped = 0;
@@ -377,10 +397,53 @@ mod tests {
             }
         );
         assert_eq!(scopes[1], Scope::everything());
-        assert_eq!(from_document(&json!({"peering": {}})), (Vec::new(), 0));
+        assert_eq!(
+            from_document(&json!({"peering": {"scopes": []}})),
+            (Vec::new(), 0)
+        );
+        assert_eq!(
+            from_document(&json!({"peering": {"scopes": {}}})),
+            (Vec::new(), 1)
+        );
         let many: Vec<Value> = (0..40).map(|_| json!({})).collect();
         let (scopes, skipped) = from_document(&json!({"peering": {"scopes": many}}));
         assert_eq!((scopes.len(), skipped), (MAX_SCOPES, 40 - MAX_SCOPES));
+    }
+
+    #[test]
+    fn a_peer_advertising_no_scope_is_synced_over_the_implicit_window_and_an_empty_list_over_nothing()
+     {
+        // No `peering` block (rust-nostr's relay, nostr-rs-relay), or one without `scopes`.
+        for doc in [
+            json!({"supported_nips": [1, 11, 42, 77]}),
+            json!({"peering": {"contact": "mailto:ops@example.org"}}),
+        ] {
+            assert_eq!(from_document(&doc), (alloc::vec![Scope::implicit()], 0));
+        }
+        let s = Scope::implicit();
+        assert_eq!(s.kinds, alloc::vec![KindRange::ALL]);
+        assert_eq!(s.authors, None);
+        let t = NOW.as_secs();
+        let window = IMPLICIT_SCOPE_WINDOW_SECS;
+        // Every kind and author within the window; nothing older.
+        for kind in [0, 1, 7, 30_023, u16::MAX] {
+            assert!(s.admits(&event(kind, 9, t - window), NOW), "{kind}");
+            assert!(!s.admits(&event(kind, 9, t - window - 1), NOW), "{kind}");
+        }
+        assert_eq!(s.cutoff(NOW), t - window);
+        assert_eq!(s.pieces(0, NOW)[0].since, t - window);
+        // The window rolls with the clock.
+        let day_later = Timestamp::from_secs(t + 86_400);
+        assert!(!s.admits(&event(1, 9, t - window), day_later));
+        // Listed but empty, or listed with nothing valid: no scope at all.
+        assert_eq!(
+            from_document(&json!({"peering": {"scopes": []}})).0,
+            Vec::new()
+        );
+        assert_eq!(
+            from_document(&json!({"peering": {"scopes": [{"kinds": []}]}})),
+            (Vec::new(), 1)
+        );
     }
 
     #[test]

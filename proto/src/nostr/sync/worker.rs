@@ -7,11 +7,13 @@
 //!    configured `relayUrl` is refused at once when its host is a non-public address literal
 //!    ([`super::address`]); the driver runs every resolved address and every redirect through
 //!    [`Worker::check_address`] / [`Worker::check_url`]. The document's `self`, when present,
-//!    must be the configured pubkey and `supported_nips` must hold 77; otherwise (or with no
-//!    usable `peering.scopes`) the peer is reported unusable and retried on the long
-//!    [`UNUSABLE_BACKOFF`], never in a hot loop.
-//! 2. **NIP-42.** It opens a WebSocket ([`Output::Connect`]), waits for the peer's challenge,
-//!    answers a kind 22242 event signed with this relay's key, tagged with the configured
+//!    must be the configured pubkey and `supported_nips` must hold 77; otherwise (or with a
+//!    `peering.scopes` list holding no usable scope) the peer is reported unusable and retried on
+//!    the long [`UNUSABLE_BACKOFF`], never in a hot loop. A document without `peering.scopes`
+//!    (a relay that does not implement spec 002) is synced over [`scope::Scope::implicit`].
+//! 2. **NIP-42.** It opens a WebSocket ([`Output::Connect`]), waits for the peer's challenge
+//!    (asking for it with a `REQ` after [`AUTH_PROBE_AFTER`] of silence, for a relay that
+//!    challenges only when a request needs it), answers a kind 22242 event signed with this relay's key, tagged with the configured
 //!    `relayUrl` and the challenge, and goes on only on `OK` true; `OK` false or silence past
 //!    [`AUTH_TIMEOUT`] closes and retries on [`RECONNECT_BACKOFF`].
 //! 3. **Live first.** It opens the live `REQ` (one filter per scope) from [`LIVE_OVERLAP`] in the
@@ -105,6 +107,18 @@ pub const UNUSABLE_BACKOFF: BackoffConfig = BackoffConfig {
     max: Duration::from_secs(24 * 60 * 60),
     multiplier: 2,
 };
+
+/// How long the worker waits for a challenge the peer sends on its own before it asks for one
+/// (spec 002 §5 "waits for its AUTH challenge"; NIP-42 lets a relay send it at any time, and some,
+/// rust-nostr's relay among them, send it only when a request needs it): it then sends
+/// [`AUTH_PROBE_SUB`]'s `REQ`, which a relay that wants authentication before reads answers with
+/// its challenge. A relay that challenges on connect has done so long before this.
+pub const AUTH_PROBE_AFTER: Duration = Duration::from_secs(2);
+
+/// The subscription id of the `REQ` that asks a silent peer for its challenge
+/// ([`AUTH_PROBE_AFTER`]); its filter asks for no stored event (`limit` 0), and it is closed at
+/// its `EOSE`.
+pub const AUTH_PROBE_SUB: &str = "peer-auth-probe";
 
 /// How long the driver has to answer [`Output::FetchInfo`].
 pub const INFO_TIMEOUT: Duration = Duration::from_secs(30);
@@ -331,7 +345,8 @@ pub enum Unusable {
     NoNip77,
     /// The document is not a JSON object, or too long.
     BadDocument,
-    /// No valid `peering.scopes`.
+    /// `peering.scopes` is listed but holds no valid scope (an absent list is
+    /// [`scope::Scope::implicit`]).
     NoScopes,
     /// The `relayUrl` has no host, or its host is a refused address literal or `localhost`.
     RefusedUrl,
@@ -441,6 +456,8 @@ enum Phase {
     AwaitChallenge {
         conn: ConnId,
         deadline: Timestamp,
+        /// When to ask for the challenge ([`AUTH_PROBE_AFTER`]); `None` once asked.
+        probe: Option<Timestamp>,
     },
     AwaitOk {
         conn: ConnId,
@@ -817,6 +834,7 @@ impl<R: rand_core::CryptoRng> Worker<R> {
                 self.phase = Phase::AwaitChallenge {
                     conn,
                     deadline: now.saturating_add(AUTH_TIMEOUT),
+                    probe: Some(now.saturating_add(AUTH_PROBE_AFTER)),
                 };
                 self.set_state(now, State::Authenticating);
             }
@@ -869,6 +887,13 @@ impl<R: rand_core::CryptoRng> Worker<R> {
                 }
             }
             (Phase::Ready(_), m) => self.on_ready_message(now, conn, m, text.len()),
+            (_, Incoming::Relay(RelayMessage::Eose(sub))) if sub == AUTH_PROBE_SUB => {
+                // The peer served the probe without asking for AUTH: nothing more is wanted of it.
+                self.send(
+                    conn,
+                    ClientMessage::Close(AUTH_PROBE_SUB.to_string()).to_text(),
+                );
+            }
             // A challenge repeated while waiting for OK, a NOTICE, anything before auth: ignored.
             _ => {}
         }
@@ -1487,6 +1512,9 @@ impl<R: rand_core::CryptoRng> Worker<R> {
             Phase::Waiting { until } => Some(Wakeup::new(until, "peering retry")),
             Phase::FetchingInfo { deadline } => Some(Wakeup::new(deadline, "NIP-11 timeout")),
             Phase::Connecting { deadline, .. } => Some(Wakeup::new(deadline, "connect timeout")),
+            Phase::AwaitChallenge {
+                probe: Some(probe), ..
+            } => Some(Wakeup::new(probe, "ask for the AUTH challenge")),
             Phase::AwaitChallenge { deadline, .. } | Phase::AwaitOk { deadline, .. } => {
                 Some(Wakeup::new(deadline, "AUTH timeout"))
             }
@@ -1543,6 +1571,29 @@ impl<R: rand_core::CryptoRng> Machine for Worker<R> {
             }
             Phase::Connecting { deadline, .. } if deadline <= now => {
                 self.fail(now, "connect timed out")
+            }
+            Phase::AwaitChallenge {
+                conn,
+                deadline,
+                probe: Some(probe),
+            } if probe <= now && deadline > now => {
+                self.phase = Phase::AwaitChallenge {
+                    conn,
+                    deadline,
+                    probe: None,
+                };
+                let filter = Filter {
+                    limit: Some(0),
+                    ..Filter::default()
+                };
+                self.send(
+                    conn,
+                    ClientMessage::Req {
+                        subscription: AUTH_PROBE_SUB.to_string(),
+                        filters: alloc::vec![filter],
+                    }
+                    .to_text(),
+                );
             }
             Phase::AwaitChallenge { deadline, .. } if deadline <= now => {
                 self.fail(now, "no AUTH challenge")
