@@ -17,15 +17,14 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 
 use ::smol::LocalExecutor;
-use ::smol::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use ::smol::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use ::smol::net::TcpStream;
 use ::smol::net::unix::UnixStream;
 use futures_rustls::{TlsAcceptor, TlsConnector};
 use weft_proto::core::ConnId;
 
 use crate::host::{
-    Commander, Commands, Endpoint, Listener, Peer, READ_CHUNK, Remote, SecureDial, commands,
-    shut_down,
+    Commander, Commands, Endpoint, Listener, Peer, Remote, SecureDial, commands, shut_down,
 };
 use crate::quic;
 use crate::smol::bounded;
@@ -358,12 +357,12 @@ async fn carry(secure: Secure, ours: UnixStream) {
 /// Copies until end of stream or an error, flushing each piece (a TLS stream may hold written
 /// bytes until flushed).
 async fn pump(mut from: impl AsyncRead + Unpin, to: &mut (impl AsyncWrite + Unpin)) {
-    let mut buf = vec![0u8; READ_CHUNK];
     loop {
-        match from.read(&mut buf).await {
-            Ok(0) | Err(_) => return,
-            Ok(n) => {
-                if to.write_all(&buf[..n]).await.is_err() || to.flush().await.is_err() {
+        match crate::host::read_some(&mut from).await {
+            Err(_) => return,
+            Ok(bytes) if bytes.is_empty() => return,
+            Ok(bytes) => {
+                if to.write_all(&bytes).await.is_err() || to.flush().await.is_err() {
                     return;
                 }
             }

@@ -67,8 +67,37 @@ pub const MAX_QUEUED_BYTES: usize = 4 * 1024 * 1024;
 /// makes of one publish per second for a minute to a reader that has stopped.
 pub const MAX_QUEUED_MESSAGES: usize = 16_384;
 
-/// Bytes read from a connection per read call by the adapters.
+/// Bytes read from a connection per read call by the adapters. The buffer is one per thread
+/// ([`read_some`]), not one per connection: a connection holds only the bytes each read
+/// returned, for as long as the machine needs them.
 pub const READ_CHUNK: usize = 64 * 1024;
+
+thread_local! {
+    /// The one read buffer of this thread's connection tasks ([`read_some`]).
+    static READ_BUFFER: std::cell::RefCell<Box<[u8]>> =
+        std::cell::RefCell::new(vec![0; READ_CHUNK].into_boxed_slice());
+}
+
+/// Runs `read` on this thread's read buffer of [`READ_CHUNK`] bytes and copies out what it
+/// filled (`Ready(Ok(empty))` is the end of the stream). The buffer is borrowed only inside one
+/// poll, never across an await, so every connection task on the thread shares it: an idle
+/// connection holds no read buffer at all, where a buffer of its own would hold 64 KiB.
+pub(crate) fn poll_read_shared(
+    read: impl FnOnce(&mut [u8]) -> std::task::Poll<io::Result<usize>>,
+) -> std::task::Poll<io::Result<Vec<u8>>> {
+    READ_BUFFER.with_borrow_mut(|buf| read(buf).map_ok(|n| buf[..n].to_vec()))
+}
+
+/// The next bytes a smol-side stream has (empty at its end), read through this thread's shared
+/// buffer ([`poll_read_shared`]).
+pub(crate) async fn read_some<S: ::smol::io::AsyncRead + Unpin>(
+    stream: &mut S,
+) -> io::Result<Vec<u8>> {
+    ::smol::future::poll_fn(|cx| {
+        poll_read_shared(|buf| std::pin::Pin::new(&mut *stream).poll_read(cx, buf))
+    })
+    .await
+}
 
 /// How many transport events (a read of at most [`READ_CHUNK`] bytes, an accept, a close, a
 /// dial's answer) may wait for an async adapter's loop: at most 16 MiB of reads. Past it a

@@ -41,7 +41,7 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 
 use ::smol::channel::{self, Sender};
-use ::smol::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use ::smol::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use ::smol::net::unix::UnixStream;
 use ::smol::net::{TcpListener, TcpStream, unix::UnixListener};
 use ::smol::{LocalExecutor, Timer};
@@ -50,7 +50,7 @@ use weft_proto::core::ConnId;
 
 use crate::host::{
     self, ACCEPT_RETRY, Commands, Endpoint, Event, Hooks, Host, HostMachine, Io, Listener, Outbox,
-    OutboxReader, Outboxes, Peer, Queued, READ_CHUNK, Remote, Report, SecureDial, Woke, shut_down,
+    OutboxReader, Outboxes, Peer, Queued, Remote, Report, SecureDial, Woke, shut_down,
 };
 use crate::quic;
 use crate::tls::{HANDSHAKE_TIMEOUT, MAX_PENDING_HANDSHAKES};
@@ -419,12 +419,11 @@ async fn accept_quic(index: usize, endpoint: quinn::Endpoint, net: Sender<Net>) 
 }
 
 async fn read<S: AsyncRead + Unpin>(conn: ConnId, mut stream: S, net: Sender<Net>) {
-    let mut buf = vec![0u8; READ_CHUNK];
     loop {
-        match stream.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => {
-                let bytes = buf[..n].to_vec();
+        match host::read_some(&mut stream).await {
+            Err(_) => break,
+            Ok(bytes) if bytes.is_empty() => break,
+            Ok(bytes) => {
                 if net
                     .send(Net::Report(Report::Event(Event::Received { conn, bytes })))
                     .await

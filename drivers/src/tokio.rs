@@ -27,7 +27,7 @@
 
 use std::io;
 
-use ::tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use ::tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use ::tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 use ::tokio::sync::mpsc::{self, Sender};
 use ::tokio::task::JoinSet;
@@ -37,7 +37,7 @@ use weft_proto::core::ConnId;
 use crate::bridge::{Bridge, Bridged};
 use crate::host::{
     self, ACCEPT_RETRY, Commands, Endpoint, Event, Hooks, Host, HostMachine, Io, Listener,
-    OutboxReader, Outboxes, Peer, Queued, READ_CHUNK, Remote, Report, Woke, shut_down,
+    OutboxReader, Outboxes, Peer, Queued, Remote, Report, Woke, shut_down,
 };
 
 /// A connected socket of either kind.
@@ -258,12 +258,20 @@ async fn accept_unix(index: usize, listener: UnixListener, net: Sender<Net>) {
 }
 
 async fn read<S: AsyncRead + Unpin>(conn: ConnId, mut stream: S, net: Sender<Net>) {
-    let mut buf = vec![0u8; READ_CHUNK];
     loop {
-        match stream.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => {
-                let bytes = buf[..n].to_vec();
+        let next = std::future::poll_fn(|cx| {
+            crate::host::poll_read_shared(|buf| {
+                let mut buf = ::tokio::io::ReadBuf::new(buf);
+                std::pin::Pin::new(&mut stream)
+                    .poll_read(cx, &mut buf)
+                    .map_ok(|()| buf.filled().len())
+            })
+        })
+        .await;
+        match next {
+            Err(_) => break,
+            Ok(bytes) if bytes.is_empty() => break,
+            Ok(bytes) => {
                 if net
                     .send(Net::Event(Event::Received { conn, bytes }))
                     .await

@@ -74,6 +74,18 @@ pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// is shut under it.
 pub const CLOSE_GRACE: Duration = Duration::from_secs(5);
 
+/// The read buffer tungstenite starts each socket with, and the most it reads from the layer's
+/// pipe at once: its default (128 KiB, zeroed on the first read) is most of what an idle socket
+/// would cost. A frame larger than it still arrives whole: tungstenite grows the buffer to the
+/// frame's length once its header is read, up to [`WsConfig::max_message_bytes`]. One page holds
+/// a typical message (a Minca blob, an AIRC frame, a Nostr event) in one read.
+pub const WS_READ_BUFFER_BYTES: usize = 4 * 1024;
+
+/// How many bytes tungstenite collects before it writes to the layer's pipe: none, since the
+/// pipe is memory already and every send is flushed at once, so a frame is held once (in the
+/// pipe, until the transport takes it) rather than twice.
+pub const WS_WRITE_BUFFER_BYTES: usize = 0;
+
 /// The body of `GET /health`: it says the service is up and nothing else.
 pub const HEALTH_BODY: &str = "{\"ok\":true}";
 
@@ -347,6 +359,8 @@ impl WsConfig {
 
     fn limited(max_message_bytes: usize) -> WebSocketConfig {
         WebSocketConfig::default()
+            .read_buffer_size(WS_READ_BUFFER_BYTES)
+            .write_buffer_size(WS_WRITE_BUFFER_BYTES)
             .max_message_size(Some(max_message_bytes))
             .max_frame_size(Some(max_message_bytes))
     }
@@ -398,6 +412,24 @@ impl Pipe {
     /// Bytes waiting in it, either way.
     fn held(&self) -> usize {
         self.inbound.len() + self.outbound.len()
+    }
+
+    /// Bytes that arrived, behind any still unread: into an empty pipe the read's own buffer
+    /// becomes the pipe's, with no copy.
+    fn arrived(&mut self, bytes: Vec<u8>) {
+        if self.inbound.is_empty() {
+            self.inbound = VecDeque::from(bytes);
+        } else {
+            self.inbound.extend(bytes);
+        }
+    }
+
+    /// Gives back the inbound buffer once everything in it is read, so an idle socket holds
+    /// none (the next read brings its own, [`Pipe::arrived`]).
+    fn release(&mut self) {
+        if self.inbound.is_empty() {
+            self.inbound = VecDeque::new();
+        }
     }
 }
 
@@ -1068,11 +1100,11 @@ impl<M: WsMachine> Ws<M> {
             State::Dialling {
                 handshake: Some(h), ..
             } => {
-                h.get_mut().get_mut().pipe().inbound.extend(bytes);
+                h.get_mut().get_mut().pipe().arrived(bytes);
                 self.handshake(now, conn);
             }
             State::Open(ws) | State::Closing(ws) => {
-                ws.get_mut().pipe().inbound.extend(bytes);
+                ws.get_mut().pipe().arrived(bytes);
                 self.read_frames(now, conn);
             }
             State::Dialling { .. } | State::Done => {}
@@ -1099,6 +1131,7 @@ impl<M: WsMachine> Ws<M> {
                     }
                 }
                 Step::Drained => {
+                    ws.get_mut().pipe().release();
                     // Pongs the reads queued go out.
                     return self.flush_out(conn);
                 }
@@ -1446,7 +1479,10 @@ impl ServerSocket {
         let over = loop {
             match read_step(ws) {
                 Step::Frame(frame) => out.messages.push(frame),
-                Step::Drained => break false,
+                Step::Drained => {
+                    ws.get_mut().pipe().release();
+                    break false;
+                }
                 Step::Over | Step::Failed => break true,
             }
         };

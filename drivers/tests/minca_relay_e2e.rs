@@ -121,6 +121,58 @@ fn a_publish_with_ttl_0_reaches_the_other_watcher_and_a_later_fetch_finds_nothin
     });
 }
 
+/// Issue #43: the connection buffers grow on demand, so the largest blob (12 000 characters)
+/// still goes through whole, on every adapter; a blob one character longer is ignored (04
+/// Network §1.4: the relay answers a malformed message with nothing), and a message past the
+/// relay's `MAX_WS_MESSAGE_BYTES` is closed 1009 before the machine sees it.
+#[test]
+fn the_largest_blob_reaches_a_watcher_whole_one_character_more_is_ignored_and_a_larger_frame_closes_1009()
+ {
+    use weft_proto::minca::relay_server::MAX_WS_MESSAGE_BYTES;
+    for &adapter in Adapter::ALL {
+        let (addr, stop) = relay_on(adapter);
+        smol::block_on(async {
+            let mut publisher = dial(addr, "/").await;
+            let mut watcher = dial(addr, "/").await;
+            send(&mut watcher, fetch(true)).await;
+            assert!(next_mail(&mut watcher).await.items.is_empty());
+            // Idle first, so the buffers it reads with were given back before the large frame.
+            smol::Timer::after(Duration::from_millis(50)).await;
+            let longest = "A".repeat(MAX_BLOB_CHARS);
+            send(&mut publisher, drop_msg(&longest, 0)).await;
+            let got = next_mail(&mut watcher).await;
+            assert_eq!(got.items.len(), 1, "{adapter:?}");
+            assert_eq!(got.items[0].blob.as_str(), longest, "{adapter:?}: whole");
+
+            send(&mut publisher, drop_msg(&"A".repeat(MAX_BLOB_CHARS + 1), 0)).await;
+            send(&mut publisher, drop_msg("AZ3k", 0)).await;
+            let next_blob = next_mail(&mut watcher).await;
+            assert_eq!(
+                next_blob.items[0].blob.as_str(),
+                "AZ3k",
+                "{adapter:?}: the long one was not passed on"
+            );
+
+            let too_big = format!(
+                r#"{{"type":"ping","pad":"{}"}}"#,
+                "x".repeat(MAX_WS_MESSAGE_BYTES)
+            );
+            let _ = publisher.send(Message::text(too_big)).await;
+            loop {
+                match publisher.next().await {
+                    Some(Ok(Message::Close(Some(frame)))) => {
+                        assert_eq!(frame.code, CloseCode::Size, "{adapter:?}");
+                        break;
+                    }
+                    Some(Ok(_)) => {}
+                    other => panic!("{adapter:?}: no close frame: {other:?}"),
+                }
+            }
+        });
+        stop();
+    }
+}
+
 #[test]
 fn a_blob_dropped_with_a_ttl_is_fetched_later() {
     let relay = Running::start(None);

@@ -387,6 +387,11 @@ impl<R: CryptoRng> Realm<R> {
             let text = String::from_utf8_lossy(&frame[..end]).into_owned();
             out.extend(c.socket.send_text(text));
         }
+        if c.partial.is_empty() {
+            // Every frame went out whole: an idle connection keeps no buffer sized for the
+            // largest frame it was once sent.
+            c.partial = Vec::new();
+        }
         if !out.is_empty() {
             self.ws_out.push_back(Output::Send { conn, bytes: out });
         }

@@ -85,40 +85,55 @@ impl Backlog {
     }
 }
 
+/// How many messages an async adapter's write queue holds at most: the core queues nothing past
+/// its bound ([`Queued::passes_bound`]), so the head, the backlog and the one message that
+/// reached the bound always fit; an [`Outbox`] that finds it full cuts its connection.
+pub(crate) const OUTBOX_CAPACITY: usize = MAX_QUEUED_MESSAGES + 2;
+
+/// The messages of one connection's write queue and their lengths, under one lock. The queue is a
+/// `VecDeque` that grows as messages are queued and is given back once the writer has emptied
+/// it, so an idle connection holds no queue memory (a channel of [`OUTBOX_CAPACITY`] slots
+/// allocates every slot up front: half a megabyte a connection).
+#[derive(Debug, Default)]
+struct Shared {
+    messages: VecDeque<Vec<u8>>,
+    backlog: Backlog,
+}
+
 /// One connection's write queue in an async adapter: the core's side. Counts the messages queued
 /// until the writer task has written them ([`super::Io::queued`]), and can cut the writer off
 /// mid-write ([`super::Io::cut`]).
 #[derive(Debug)]
 pub(crate) struct Outbox {
-    tx: ::smol::channel::Sender<Vec<u8>>,
-    backlog: Arc<Mutex<Backlog>>,
+    shared: Arc<Mutex<Shared>>,
+    /// Rung (a one-slot channel, full when rung) when a message is queued; dropped on close,
+    /// which the writer hears as the end once it has written everything queued.
+    bell: ::smol::channel::Sender<()>,
     cut: ::smol::channel::Sender<()>,
 }
 
 /// The writer task's side of an [`Outbox`].
 #[derive(Debug)]
 pub(crate) struct OutboxReader {
-    rx: ::smol::channel::Receiver<Vec<u8>>,
-    backlog: Arc<Mutex<Backlog>>,
+    shared: Arc<Mutex<Shared>>,
+    bell: ::smol::channel::Receiver<()>,
     cut: ::smol::channel::Receiver<()>,
 }
 
 /// A connection's write queue, in two halves.
 pub(crate) fn outbox() -> (Outbox, OutboxReader) {
-    // The core queues nothing past the bound (`Queued::passes_bound`), so the head, the backlog
-    // and the one message that reached it always fit.
-    let (tx, rx) = ::smol::channel::bounded(MAX_QUEUED_MESSAGES + 2);
+    let (bell_tx, bell_rx) = ::smol::channel::bounded(1);
     let (cut_tx, cut_rx) = ::smol::channel::bounded(1);
-    let backlog = Arc::default();
+    let shared = Arc::default();
     (
         Outbox {
-            tx,
-            backlog: Arc::clone(&backlog),
+            shared: Arc::clone(&shared),
+            bell: bell_tx,
             cut: cut_tx,
         },
         OutboxReader {
-            rx,
-            backlog,
+            shared,
+            bell: bell_rx,
             cut: cut_rx,
         },
     )
@@ -126,32 +141,36 @@ pub(crate) fn outbox() -> (Outbox, OutboxReader) {
 
 /// The shared lengths; no code panics while holding them, so a poisoned lock still holds a true
 /// count.
-fn lock(backlog: &Mutex<Backlog>) -> MutexGuard<'_, Backlog> {
-    backlog.lock().unwrap_or_else(PoisonError::into_inner)
+fn lock(shared: &Mutex<Shared>) -> MutexGuard<'_, Shared> {
+    shared.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Outbox {
     /// Queues bytes; a writer already gone drops them (its close event follows).
     pub(crate) fn send(&self, bytes: Vec<u8>) {
+        if self.bell.is_closed() {
+            return;
+        }
         let n = bytes.len();
         // Counted under the lock the writer's `written` takes, so the writer cannot count a
         // message written before it is counted queued.
-        let mut backlog = lock(&self.backlog);
-        match self.tx.try_send(bytes) {
-            Ok(()) => backlog.push(n),
+        let mut shared = lock(&self.shared);
+        if shared.messages.len() >= OUTBOX_CAPACITY {
             // Full only if the core skipped its bound: end the connection rather than lose a
             // message from the middle of its stream.
-            Err(e) if e.is_full() => {
-                drop(backlog);
-                self.cut();
-            }
-            Err(_) => {}
+            drop(shared);
+            return self.cut();
         }
+        shared.messages.push_back(bytes);
+        shared.backlog.push(n);
+        drop(shared);
+        // Already rung (full) is as good: the writer takes every message queued when it wakes.
+        let _ = self.bell.try_send(());
     }
 
     /// What is queued and not yet written.
     pub(crate) fn queued(&self) -> Queued {
-        lock(&self.backlog).queued()
+        lock(&self.shared).backlog.queued()
     }
 
     /// Stops the writer now, whatever it is in the middle of.
@@ -204,7 +223,21 @@ impl OutboxReader {
     /// The next bytes to write; `None` once the core closed the connection and everything is
     /// out. Wrap it in [`OutboxReader::until_cut`].
     pub(crate) async fn recv(&self) -> Option<Vec<u8>> {
-        self.rx.recv().await.ok()
+        loop {
+            {
+                let mut shared = lock(&self.shared);
+                if let Some(next) = shared.messages.pop_front() {
+                    return Some(next);
+                }
+                // Emptied: the queue's memory goes back until the next message.
+                shared.messages = VecDeque::new();
+            }
+            // A message queued after the look above rang the bell (the ring is kept until
+            // heard); a closed bell is the core's close, heard once everything queued is out.
+            if self.bell.recv().await.is_err() {
+                return lock(&self.shared).messages.pop_front();
+            }
+        }
     }
 
     /// Runs `write` unless the connection is cut first (`None`).
@@ -221,7 +254,7 @@ impl OutboxReader {
 
     /// The message of `n` bytes [`OutboxReader::recv`] gave was written whole.
     pub(crate) fn written(&self, n: usize) {
-        lock(&self.backlog).taken(n);
+        lock(&self.shared).backlog.taken(n);
     }
 }
 
@@ -302,6 +335,47 @@ mod tests {
             );
             assert_eq!(writer.until_cut(writer.recv()).await, Some(None));
         });
+    }
+
+    #[test]
+    fn an_outbox_gives_its_queue_memory_back_once_emptied_and_cuts_past_its_capacity() {
+        let (core, writer) = outbox();
+        assert_eq!(
+            lock(&core.shared).messages.capacity(),
+            0,
+            "nothing before a send"
+        );
+        for _ in 0..100 {
+            core.send(vec![7; 3]);
+        }
+        assert!(lock(&core.shared).messages.capacity() >= 100);
+        ::smol::block_on(async {
+            for _ in 0..100 {
+                assert_eq!(writer.recv().await, Some(vec![7; 3]));
+                writer.written(3);
+            }
+            // The writer looks once more and, finding nothing, waits: the queue is given back.
+            let waiting = ::smol::future::or(async { writer.recv().await.map(|_| true) }, async {
+                ::smol::Timer::after(std::time::Duration::from_millis(20)).await;
+                Some(false)
+            });
+            assert_eq!(waiting.await, Some(false), "nothing more was queued");
+        });
+        assert_eq!(lock(&core.shared).messages.capacity(), 0);
+        assert_eq!(core.queued(), Queued::default());
+        // A core that skipped its bound finds the queue full at OUTBOX_CAPACITY and cuts.
+        for _ in 0..OUTBOX_CAPACITY {
+            core.send(vec![1]);
+        }
+        assert_eq!(core.queued().behind_messages, OUTBOX_CAPACITY - 1);
+        core.send(vec![1]);
+        assert_eq!(
+            core.queued().behind_messages,
+            OUTBOX_CAPACITY - 1,
+            "not queued"
+        );
+        let cut = ::smol::block_on(writer.until_cut(std::future::pending::<()>()));
+        assert_eq!(cut, None, "the connection is cut");
     }
 
     #[test]
