@@ -68,7 +68,7 @@ pub const MAX_QUEUED_BYTES: usize = 4 * 1024 * 1024;
 pub const MAX_QUEUED_MESSAGES: usize = 16_384;
 
 /// Bytes read from a connection per read call by the adapters. The buffer is one per thread
-/// ([`read_some`]), not one per connection: a connection holds only the bytes each read
+/// (`read_some`), not one per connection: a connection holds only the bytes each read
 /// returned, for as long as the machine needs them.
 pub const READ_CHUNK: usize = 64 * 1024;
 
