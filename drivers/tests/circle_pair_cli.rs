@@ -5,21 +5,22 @@
 //! to B's. The invite then works no more (a replay from B is refused), a changed npub is refused
 //! before anything is sent, and the pairing survives B's restart.
 
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::Command;
-use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use tungstenite::{Message, WebSocket};
 
+#[path = "common/circle.rs"]
+#[allow(dead_code)] // The circle tests' one harness; this file needs a part of it.
+mod circle;
 #[path = "common/cli.rs"]
 mod cli;
+use circle::{Napplet, wait_until};
 use cli::{Ran, Running, WEFT, free_port, temp_dir};
 
 const TOKEN: &str = "napplet-token-0123456789";
 const CONTROL: &str = "control-token-0123456789";
-const WAIT: Duration = Duration::from_secs(30);
 
 struct Device {
     dir: PathBuf,
@@ -96,73 +97,6 @@ impl Device {
     }
 }
 
-fn wait_until(what: &str, mut ok: impl FnMut() -> bool) {
-    let end = Instant::now() + WAIT;
-    while !ok() {
-        assert!(Instant::now() < end, "never: {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-struct Napplet {
-    ws: WebSocket<TcpStream>,
-    got: Vec<Value>,
-}
-
-impl Napplet {
-    fn open(d: &Device) -> Self {
-        let stream = TcpStream::connect(d.listen).unwrap();
-        stream
-            .set_read_timeout(Some(Duration::from_millis(100)))
-            .unwrap();
-        let url = format!("ws://{}/napplet?token={TOKEN}", d.listen);
-        let (ws, _) = tungstenite::client::client(url, stream).unwrap();
-        Self {
-            ws,
-            got: Vec::new(),
-        }
-    }
-
-    fn send(&mut self, v: Value) {
-        self.ws.send(Message::Text(v.to_string().into())).unwrap();
-    }
-
-    fn read_for(&mut self, how_long: Duration) {
-        let end = Instant::now() + how_long;
-        while Instant::now() < end {
-            match self.ws.read() {
-                Ok(Message::Text(t)) => self.got.push(serde_json::from_str(&t).unwrap()),
-                Ok(_) => {}
-                Err(tungstenite::Error::Io(e))
-                    if matches!(
-                        e.kind(),
-                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                    ) => {}
-                Err(e) => panic!("napplet socket: {e}"),
-            }
-        }
-    }
-
-    fn wait(&mut self, want: impl Fn(&Value) -> bool) -> Value {
-        let end = Instant::now() + WAIT;
-        loop {
-            if let Some(v) = self.got.iter().find(|v| want(v)) {
-                return v.clone();
-            }
-            assert!(Instant::now() < end, "never came; got {:?}", self.got);
-            self.read_for(Duration::from_millis(100));
-        }
-    }
-
-    fn contents(&self) -> Vec<String> {
-        self.got
-            .iter()
-            .filter(|v| v["type"] == "mesh.event")
-            .filter_map(|v| v["result"]["event"]["content"].as_str().map(String::from))
-            .collect()
-    }
-}
-
 #[test]
 fn two_serve_processes_pair_by_invite_with_the_cli_and_a_publish_crosses() {
     let root = temp_dir("circle-pair");
@@ -175,8 +109,8 @@ fn two_serve_processes_pair_by_invite_with_the_cli_and_a_publish_crosses() {
         b.stats()["links_proven"] == 1 && a.stats()["links_proven"] == 1
     });
     assert_eq!(a.stats()["reachable"], 0);
-    let mut app_a = Napplet::open(&a);
-    let mut app_b = Napplet::open(&b);
+    let mut app_a = Napplet::open(a.listen, TOKEN);
+    let mut app_b = Napplet::open(b.listen, TOKEN);
     app_b.send(json!({"type": "mesh.subscribe", "id": "s", "subId": "live", "filters": [{"kinds": [1]}], "ttl": 0}));
     app_b.wait(|v| v["type"] == "mesh.eose");
     app_a.send(json!({"type": "mesh.publish", "id": "p0", "event": {"kind": 1, "content": "before", "tags": []}, "ttl": 1}));
@@ -238,7 +172,7 @@ fn two_serve_processes_pair_by_invite_with_the_cli_and_a_publish_crosses() {
     app_a.send(json!({"type": "mesh.publish", "id": "p1", "event": {"kind": 1, "content": "after", "tags": []}, "ttl": 1}));
     app_b.wait(|v| v["type"] == "mesh.event" && v["result"]["event"]["content"] == "after");
     assert_eq!(
-        app_b.contents(),
+        app_b.events(None),
         ["after"],
         "nothing from before the pairing"
     );

@@ -16,7 +16,7 @@
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 use tungstenite::{Message, WebSocket};
@@ -29,14 +29,16 @@ use weft_proto::core::rand_core::SeedableRng;
 use weft_proto::crypto::{CryptoProvider, Secp256k1Secret, generate_secp256k1};
 use weft_proto::nostr::event::UnsignedEvent;
 
+#[path = "common/circle.rs"]
+mod circle;
 #[path = "common/cli.rs"]
 mod cli;
+use circle::{Napplet, wait_until};
 use cli::{Running, WEFT, free_port, temp_dir};
 
 const TOKEN: &str = "napplet-token-0123456789";
 const CONTROL: &str = "control-token-0123456789";
 /// How long a test waits for something that should come.
-const WAIT: Duration = Duration::from_secs(20);
 /// How long a test listens for something that should not come.
 const QUIET: Duration = Duration::from_millis(1_500);
 
@@ -94,93 +96,6 @@ impl Device {
 
     fn stats(&self) -> Value {
         self.control(json!({"op": "stats"}))
-    }
-}
-
-struct Napplet {
-    ws: WebSocket<TcpStream>,
-    got: Vec<Value>,
-}
-
-impl Napplet {
-    fn open(d: &Device) -> Self {
-        let stream = TcpStream::connect(d.listen).unwrap();
-        stream
-            .set_read_timeout(Some(Duration::from_millis(100)))
-            .unwrap();
-        let url = format!("ws://{}/napplet?token={TOKEN}", d.listen);
-        let (ws, response) = tungstenite::client::client(url, stream).unwrap();
-        assert_eq!(response.status(), 101);
-        Self {
-            ws,
-            got: Vec::new(),
-        }
-    }
-
-    fn send(&mut self, v: Value) {
-        self.ws.send(Message::Text(v.to_string().into())).unwrap();
-    }
-
-    /// Reads for `how_long`, keeping everything.
-    fn read_for(&mut self, how_long: Duration) {
-        let end = Instant::now() + how_long;
-        while Instant::now() < end {
-            match self.ws.read() {
-                Ok(Message::Text(t)) => self.got.push(serde_json::from_str(&t).unwrap()),
-                Ok(_) => {}
-                Err(tungstenite::Error::Io(e))
-                    if matches!(
-                        e.kind(),
-                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                    ) => {}
-                Err(e) => panic!("napplet socket: {e}"),
-            }
-        }
-    }
-
-    /// Reads until a message satisfying `want` came (and returns it), within [`WAIT`].
-    fn wait(&mut self, want: impl Fn(&Value) -> bool) -> Value {
-        let end = Instant::now() + WAIT;
-        loop {
-            if let Some(v) = self.got.iter().find(|v| want(v)) {
-                return v.clone();
-            }
-            assert!(Instant::now() < end, "never came; got {:?}", self.got);
-            self.read_for(Duration::from_millis(100));
-        }
-    }
-
-    fn events(&self, sub: &str) -> Vec<String> {
-        self.got
-            .iter()
-            .filter(|v| v["type"] == "mesh.event" && v["subId"] == sub)
-            .map(|v| {
-                v["result"]["event"]["content"]
-                    .as_str()
-                    .unwrap()
-                    .to_string()
-            })
-            .collect()
-    }
-
-    fn subscribe(&mut self, sub: &str, filter: Value, ttl: u8) {
-        self.send(json!({"type": "mesh.subscribe", "id": sub, "subId": sub, "filters": [filter], "ttl": ttl}));
-        let s = sub.to_string();
-        self.wait(move |v| v["type"] == "mesh.eose" && v["subId"] == s.as_str());
-    }
-
-    fn publish(&mut self, id: &str, kind: u32, content: &str, ttl: u32) -> Value {
-        self.send(json!({"type": "mesh.publish", "id": id, "event": {"kind": kind, "content": content, "tags": []}, "ttl": ttl}));
-        let i = id.to_string();
-        self.wait(move |v| v["type"] == "mesh.publish.result" && v["id"] == i.as_str())
-    }
-}
-
-fn wait_until(what: &str, mut ok: impl FnMut() -> bool) {
-    let end = Instant::now() + WAIT;
-    while !ok() {
-        assert!(Instant::now() < end, "never: {what}");
-        std::thread::sleep(Duration::from_millis(100));
     }
 }
 
@@ -294,7 +209,10 @@ fn six_processes_chain_ring_stranger_backlog_blobs_revocation_restart() {
         devices[5].stats()["links_proven"] == 2
     });
 
-    let mut apps: Vec<Napplet> = devices.iter().map(Napplet::open).collect();
+    let mut apps: Vec<Napplet> = devices
+        .iter()
+        .map(|d| Napplet::open(d.listen, TOKEN))
+        .collect();
     for a in apps.iter_mut() {
         a.subscribe("live", json!({"kinds": [1, 20666]}), 0);
     }
@@ -316,7 +234,7 @@ fn six_processes_chain_ring_stranger_backlog_blobs_revocation_restart() {
     for a in apps.iter_mut() {
         a.read_for(QUIET);
     }
-    let seen = |a: &Napplet| a.events("live");
+    let seen = |a: &Napplet| a.events(Some("live"));
     assert_eq!(seen(&apps[3]), ["clamped"]);
     assert!(seen(&apps[4]).is_empty(), "{:?}", seen(&apps[4]));
     assert!(
@@ -517,9 +435,9 @@ fn six_processes_chain_ring_stranger_backlog_blobs_revocation_restart() {
     drop(apps.remove(1));
     devices[1].process = None;
     devices[1].start(&addrs);
-    let mut again = Napplet::open(&devices[1]);
+    let mut again = Napplet::open(devices[1].listen, TOKEN);
     again.subscribe("all", json!({"kinds": [1, 9, 20666]}), 0);
-    let kept = again.events("all");
+    let kept = again.events(Some("all"));
     assert!(kept.contains(&"kept on one".to_string()), "{kept:?}");
     assert!(kept.contains(&"two hops".to_string()), "{kept:?}");
     assert!(
