@@ -21,9 +21,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use weft_proto::codec::hex;
-use weft_proto::core::rand_core::SeedableRng;
-use weft_proto::crypto::{CryptoProvider, Secp256k1Secret, generate_secp256k1};
-use weft_proto::nostr::event::{Event, UnsignedEvent};
+use weft_proto::crypto::{CryptoProvider, Secp256k1Secret};
+use weft_proto::nostr::event::Event;
 use weft_proto::nostr::sync::scope::IMPLICIT_SCOPE_WINDOW_SECS;
 
 #[path = "common/cli.rs"]
@@ -32,7 +31,9 @@ use cli::{WEFT, free_port, temp_dir};
 
 #[path = "common/nostr_ws.rs"]
 mod nostr_ws;
-use nostr_ws::{CountingProxy, Started, WeftRelay, connect, ids_of_values, req, skip};
+use nostr_ws::{
+    CountingProxy, Started, WeftRelay, author, connect, event, ids_of_values, now_secs, req, skip,
+};
 
 const ADMIN: &str = "interop-admin-token-41d";
 const CONVERGE: Duration = Duration::from_secs(20);
@@ -41,34 +42,8 @@ fn provider() -> &'static dyn CryptoProvider {
     weft_drivers::server_provider()
 }
 
-fn author(seed: u64) -> Secp256k1Secret {
-    generate_secp256k1(provider(), &mut chacha20::ChaCha20Rng::seed_from_u64(seed))
-}
-
 fn pubkey_hex(k: &Secp256k1Secret) -> String {
     hex::encode(&provider().schnorr_public_key(k).unwrap())
-}
-
-fn event(k: &Secp256k1Secret, kind: u16, created_at: u64, tags: &[&[&str]], text: &str) -> Event {
-    UnsignedEvent {
-        created_at,
-        kind,
-        tags: tags
-            .iter()
-            .map(|t| t.iter().map(|s| s.to_string()).collect())
-            .collect(),
-        content: text.into(),
-    }
-    .sign(
-        provider(),
-        k,
-        &mut chacha20::ChaCha20Rng::seed_from_u64(created_at ^ u64::from(kind)),
-    )
-    .unwrap()
-}
-
-fn now_secs() -> u64 {
-    weft_drivers::now().as_secs()
 }
 
 /// Starts `weft nostr serve` on `addr` trusting one peer, private networks allowed (loopback).

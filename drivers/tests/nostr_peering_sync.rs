@@ -20,9 +20,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use weft_proto::core::rand_core::SeedableRng;
-use weft_proto::crypto::{CryptoProvider, Secp256k1Secret, generate_secp256k1};
-use weft_proto::nostr::event::{Event, UnsignedEvent};
+use weft_proto::crypto::CryptoProvider;
+use weft_proto::nostr::event::Event;
 use weft_proto::nostr::peering::RelayKey;
 
 #[path = "common/cli.rs"]
@@ -31,7 +30,7 @@ use cli::{free_port, temp_dir};
 
 #[path = "common/nostr_ws.rs"]
 mod nostr_ws;
-use nostr_ws::{WeftRelay, connect, next, send};
+use nostr_ws::{WeftRelay, author, connect, event, next, now_secs, send};
 
 /// How long the test waits for relays to converge (a worker's first NIP-11 fetch can meet a
 /// peer not yet listening and back off a few seconds).
@@ -54,38 +53,6 @@ fn start(dir: &Path, name: &str, addr: SocketAddr, settings: &str, secret: &str)
 
 fn provider() -> &'static dyn CryptoProvider {
     weft_drivers::server_provider()
-}
-
-fn author(seed: u64) -> Secp256k1Secret {
-    generate_secp256k1(provider(), &mut chacha20::ChaCha20Rng::seed_from_u64(seed))
-}
-
-fn event(
-    k: &Secp256k1Secret,
-    kind: u16,
-    created_at: u64,
-    tags: &[&[&str]],
-    content: &str,
-) -> Event {
-    UnsignedEvent {
-        created_at,
-        kind,
-        tags: tags
-            .iter()
-            .map(|t| t.iter().map(|s| s.to_string()).collect())
-            .collect(),
-        content: content.into(),
-    }
-    .sign(
-        provider(),
-        k,
-        &mut chacha20::ChaCha20Rng::seed_from_u64(created_at ^ u64::from(kind)),
-    )
-    .unwrap()
-}
-
-fn now_secs() -> u64 {
-    weft_drivers::now().as_secs()
 }
 
 /// Waits until `check` holds, or fails naming `what` and the logs.

@@ -31,6 +31,47 @@ pub(crate) const SKIP_STATUS: i32 = 77;
 /// A client socket.
 pub(crate) type Ws = WebSocket<TcpStream>;
 
+/// An author's key, the same for the same seed.
+pub(crate) fn author(seed: u64) -> weft_proto::crypto::Secp256k1Secret {
+    use weft_proto::core::rand_core::SeedableRng;
+    weft_proto::crypto::generate_secp256k1(
+        weft_drivers::server_provider(),
+        &mut chacha20::ChaCha20Rng::seed_from_u64(seed),
+    )
+}
+
+/// An event `k` signed, its signing randomness seeded from `created_at` and `kind` so a run
+/// replays.
+pub(crate) fn event(
+    k: &weft_proto::crypto::Secp256k1Secret,
+    kind: u16,
+    created_at: u64,
+    tags: &[&[&str]],
+    content: &str,
+) -> weft_proto::nostr::event::Event {
+    use weft_proto::core::rand_core::SeedableRng;
+    weft_proto::nostr::event::UnsignedEvent {
+        created_at,
+        kind,
+        tags: tags
+            .iter()
+            .map(|t| t.iter().map(|s| s.to_string()).collect())
+            .collect(),
+        content: content.into(),
+    }
+    .sign(
+        weft_drivers::server_provider(),
+        k,
+        &mut chacha20::ChaCha20Rng::seed_from_u64(created_at ^ u64::from(kind)),
+    )
+    .unwrap()
+}
+
+/// The wall clock in Unix seconds.
+pub(crate) fn now_secs() -> u64 {
+    weft_drivers::now().as_secs()
+}
+
 /// A WebSocket to `url` (`ws://host:port`, a trailing `/` or none), nothing read yet.
 pub(crate) fn open(url: &str) -> Ws {
     let addr = url.trim_start_matches("ws://").trim_end_matches('/');
