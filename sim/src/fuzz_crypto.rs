@@ -23,10 +23,10 @@
 //!   cheap, and key derivations and sealed boxes must round-trip exactly.
 //!
 //! Anyone who knows two public keys knows their agreement, and anyone can make a signature: this
-//! provider must never reach a build that talks to the world. It lives in the simulator crate,
-//! which no server links, and is named by [`FUZZ_CRYPTO`] only in fuzz targets and tests.
-//! `sim/tests/fuzz_crypto.rs` shows the scenarios end the same way under it as under the real
-//! provider.
+//! provider must never reach code that talks to the world. It lives in the simulator crate and is
+//! named only by fuzz targets and tests; `sim/tests/fuzz_crypto.rs` fails if the drivers' or the
+//! machines' sources name it, and shows the scenarios end the same way under it as under the
+//! real provider.
 
 use weft_proto::crypto::{
     CryptoError, CryptoProvider, Ed25519Seed, P256Public, P256Secret, Secp256k1Secret,

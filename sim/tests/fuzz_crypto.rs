@@ -101,3 +101,30 @@ fn the_stand_in_is_chosen_only_inside_with_provider() {
     let _ = std::panic::catch_unwind(|| with_provider(&FUZZ_CRYPTO, || panic!("a failing run")));
     assert!(real());
 }
+
+#[test]
+fn no_server_or_machine_source_names_the_stand_in() {
+    // The drivers link the simulator crate; what keeps the stand-in out of every server is that
+    // nothing there names it, nor the switch that would put it in place.
+    fn walk(dir: &std::path::Path, hits: &mut Vec<String>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(&path, hits);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let text = std::fs::read_to_string(&path).unwrap();
+                for name in ["fuzz_crypto", "FUZZ_CRYPTO", "FuzzCrypto", "weft_sim::crypto"] {
+                    if text.contains(name) {
+                        hits.push(format!("{} names {name}", path.display()));
+                    }
+                }
+            }
+        }
+    }
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut hits = Vec::new();
+    for src in ["drivers/src", "proto/src"] {
+        walk(&root.join(src), &mut hits);
+    }
+    assert!(hits.is_empty(), "{hits:#?}");
+}
