@@ -129,6 +129,11 @@ impl CryptoProvider for FastCrypto {
         RustCrypto.ed25519_verify(public, msg, sig)
     }
 
+    fn x25519_public_key(&self, secret: &weft_proto::crypto::X25519Secret) -> [u8; 32] {
+        // One fixed-base multiplication, made only when a key is made: RustCrypto's serves.
+        weft_proto::crypto::default_provider().x25519_public_key(secret)
+    }
+
     fn schnorr_public_key(&self, secret: &Secp256k1Secret) -> Result<[u8; 32], CryptoError> {
         let kp = secp256k1::Keypair::from_secret_bytes(*secret.expose())
             .map_err(|_| CryptoError::InvalidSecretKey)?;

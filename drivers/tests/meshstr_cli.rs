@@ -138,9 +138,18 @@ fn keygen_writes_owner_only_keys_and_never_overwrites() {
     let dir = Dir::new("keygen");
     let key = dir.0.join("node.key");
     let transport = dir.0.join("transport.key");
-    let (code, out) = weft(&["keygen", "--out", s(&key), "--transport", s(&transport)]);
+    let agreement = dir.0.join("agreement.key");
+    let (code, out) = weft(&[
+        "keygen",
+        "--out",
+        s(&key),
+        "--transport",
+        s(&transport),
+        "--agreement",
+        s(&agreement),
+    ]);
     assert_eq!(code, 0, "{out}");
-    for f in [&key, &transport] {
+    for f in [&key, &transport, &agreement] {
         assert_eq!(
             std::fs::metadata(f).unwrap().permissions().mode() & 0o777,
             0o600
@@ -155,6 +164,19 @@ fn keygen_writes_owner_only_keys_and_never_overwrites() {
     assert_eq!(
         out["transport"],
         keys::multikey(keys::KeyKind::Transport, &public)
+    );
+    // The agreement multikey is the X25519 key of the secret written, checked apart from the
+    // provider (curve25519-dalek), and one a descriptor takes.
+    let secret =
+        hex::decode_array::<32>(std::fs::read_to_string(&agreement).unwrap().trim()).unwrap();
+    let x25519 = curve25519_dalek::montgomery::MontgomeryPoint::mul_base_clamped(secret).to_bytes();
+    assert_eq!(
+        out["agreement"],
+        keys::multikey(keys::KeyKind::Agreement, &x25519)
+    );
+    assert_eq!(
+        keys::parse_agreement_key(out["agreement"].as_str().unwrap()),
+        Ok(x25519)
     );
     let (_, did) = weft(&["did", "--key", s(&key)]);
     assert_eq!(did["id"], out["did"]);
@@ -176,6 +198,12 @@ fn keygen_writes_owner_only_keys_and_never_overwrites() {
         2,
         "one file cannot hold both"
     );
+    assert_eq!(
+        weft(&["keygen", "--out", s(&other), "--agreement", s(&agreement)]).0,
+        2,
+        "an existing agreement file is never overwritten"
+    );
+    assert!(!other.exists(), "no half keygen");
     let (code, out) = weft(&["digest"]);
     assert_eq!(code, 0);
     assert_eq!(out["digest"], examples()["protocol_digest"]["digest"]);

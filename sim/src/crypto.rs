@@ -619,6 +619,11 @@ impl CryptoProvider for SimCrypto {
         })
     }
 
+    fn x25519_public_key(&self, secret: &weft_proto::crypto::X25519Secret) -> [u8; 32] {
+        // One fixed-base multiplication, made only when a key is made: RustCrypto's serves.
+        weft_proto::crypto::default_provider().x25519_public_key(secret)
+    }
+
     fn schnorr_public_key(&self, secret: &Secp256k1Secret) -> Result<[u8; 32], CryptoError> {
         self.schnorr_publics
             .get_or_make(secret.expose(), MAX_EXPANDED_KEYS, || {

@@ -49,6 +49,7 @@ const ED25519_SIGN: &[u8] = b"weft-fuzz/ed25519-sign";
 const SCHNORR_PUBLIC: &[u8] = b"weft-fuzz/schnorr-public";
 const SCHNORR_SIGN: &[u8] = b"weft-fuzz/schnorr-sign";
 const SECP256K1_AGREE: &[u8] = b"weft-fuzz/secp256k1-agree";
+const X25519_PUBLIC: &[u8] = b"weft-fuzz/x25519-public";
 
 fn sha256(parts: &[&[u8]]) -> [u8; 32] {
     default_provider().sha256(parts)
@@ -140,6 +141,10 @@ impl CryptoProvider for FuzzCrypto {
 
     fn ed25519_verify(&self, public: &[u8; 32], msg: &[u8], sig: &[u8; 64]) -> bool {
         stand_in_signature(ED25519_SIGN, public, msg) == *sig
+    }
+
+    fn x25519_public_key(&self, secret: &weft_proto::crypto::X25519Secret) -> [u8; 32] {
+        sha256(&[X25519_PUBLIC, secret.expose()])
     }
 
     fn schnorr_public_key(&self, secret: &Secp256k1Secret) -> Result<[u8; 32], CryptoError> {

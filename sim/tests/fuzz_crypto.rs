@@ -113,7 +113,12 @@ fn no_server_or_machine_source_names_the_stand_in() {
                 walk(&path, hits);
             } else if path.extension().is_some_and(|e| e == "rs") {
                 let text = std::fs::read_to_string(&path).unwrap();
-                for name in ["fuzz_crypto", "FUZZ_CRYPTO", "FuzzCrypto", "weft_sim::crypto"] {
+                for name in [
+                    "fuzz_crypto",
+                    "FUZZ_CRYPTO",
+                    "FuzzCrypto",
+                    "weft_sim::crypto",
+                ] {
                     if text.contains(name) {
                         hits.push(format!("{} names {name}", path.display()));
                     }

@@ -19,6 +19,7 @@ use serde_json::{Map, Value, json};
 use weft_proto::codec::hex;
 use weft_proto::crypto::{
     CryptoProvider, Secp256k1Secret, default_provider, generate_ed25519, generate_secp256k1,
+    generate_x25519,
 };
 use weft_proto::meshstr::events::{DescriptorSpec, NodeClass};
 use weft_proto::meshstr::limits::{Counters, Limit, Limits, Tier};
@@ -41,6 +42,10 @@ pub enum Command {
         /// Where an Ed25519 transport seed goes (64 hex digits, 0600, never overwritten).
         #[arg(long, value_name = "FILE")]
         transport: Option<PathBuf>,
+        /// Where an X25519 agreement secret goes (64 hex digits, 0600, never overwritten); its
+        /// multikey is what `descriptor make` takes as `agreement`.
+        #[arg(long, value_name = "FILE")]
+        agreement: Option<PathBuf>,
     },
     /// Make or check a node descriptor (kind 11801).
     #[command(subcommand)]
@@ -331,7 +336,11 @@ fn write_secret(path: &Path, secret: &[u8; 32]) -> Result<(), Failure> {
 
 fn run_to_verdict(p: &'static dyn CryptoProvider, cmd: Command) -> Result<Verdict, Failure> {
     match cmd {
-        Command::Keygen { out, transport } => keygen(p, &out, transport.as_deref()),
+        Command::Keygen {
+            out,
+            transport,
+            agreement,
+        } => keygen(p, &out, transport.as_deref(), agreement.as_deref()),
         Command::Descriptor(DescriptorCmd::Make {
             file,
             key,
@@ -439,18 +448,31 @@ fn keygen(
     p: &dyn CryptoProvider,
     out: &Path,
     transport: Option<&Path>,
+    agreement: Option<&Path>,
 ) -> Result<Verdict, Failure> {
     let mut rng = crate::os_rng();
     let secret = generate_secp256k1(p, &mut rng);
     let pubkey = p
         .schnorr_public_key(&secret)
         .map_err(|e| format!("{e:?}"))?;
-    if transport.is_some_and(|t| t == out) {
-        return Err("--transport: another file than --out".into());
+    let files: Vec<&Path> = [Some(out), transport, agreement]
+        .into_iter()
+        .flatten()
+        .collect();
+    if files
+        .iter()
+        .enumerate()
+        .any(|(i, f)| files[..i].contains(f))
+    {
+        return Err("--out, --transport and --agreement: one file each".into());
     }
-    // Neither file is written unless both can be: a node key without the transport key it was
-    // asked with would be half a keygen.
-    if let Some(t) = transport.filter(|t| t.exists()) {
+    // No file is written unless all can be: a node key without the keys it was asked with
+    // would be half a keygen.
+    if let Some(t) = [transport, agreement]
+        .into_iter()
+        .flatten()
+        .find(|t| t.exists())
+    {
         return Err(format!("{}: exists; never overwritten", t.display()));
     }
     write_secret(out, secret.expose())?;
@@ -465,6 +487,16 @@ fn keygen(
         let public = p.ed25519_public_key(&seed);
         res["transport"] = keys::multikey(keys::KeyKind::Transport, &public).into();
         res["transport_file"] = t.display().to_string().into();
+    }
+    if let Some(a) = agreement {
+        let secret = generate_x25519(&mut rng);
+        let public = p.x25519_public_key(&secret);
+        // A clamped scalar times the base point is always a canonical key of large order: checked
+        // all the same, so the file written is one the descriptor check takes.
+        keys::check_agreement_key(&public).map_err(|e| format!("agreement key: {e:?}"))?;
+        write_secret(a, secret.expose())?;
+        res["agreement"] = keys::multikey(keys::KeyKind::Agreement, &public).into();
+        res["agreement_file"] = a.display().to_string().into();
     }
     Ok(valid(res))
 }

@@ -94,6 +94,10 @@ secret!(
     /// A secp256k1 secret scalar, big-endian.
     Secp256k1Secret
 );
+secret!(
+    /// An X25519 secret (RFC 7748's 32-byte scalar, clamped when used).
+    X25519Secret
+);
 
 /// A P-256 public key as a SEC1 compressed point (33 bytes), the form did:key uses.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
@@ -132,6 +136,9 @@ pub trait CryptoProvider: Send + Sync {
     fn ed25519_sign(&self, seed: &Ed25519Seed, msg: &[u8]) -> [u8; 64];
     /// Checks an Ed25519 signature.
     fn ed25519_verify(&self, public: &[u8; 32], msg: &[u8], sig: &[u8; 64]) -> bool;
+
+    /// The X25519 public key of a secret: RFC 7748's `X25519(k, 9)`, `k` clamped.
+    fn x25519_public_key(&self, secret: &X25519Secret) -> [u8; 32];
 
     /// The BIP-340 x-only public key of a secp256k1 secret.
     fn schnorr_public_key(&self, secret: &Secp256k1Secret) -> Result<[u8; 32], CryptoError>;
@@ -240,4 +247,11 @@ pub fn generate_ed25519(rng: &mut dyn rand_core::CryptoRng) -> Ed25519Seed {
     let mut b = [0u8; 32];
     rng.fill_bytes(&mut b);
     Ed25519Seed::from_bytes(b)
+}
+
+/// A fresh X25519 secret from `rng` (any 32 bytes: X25519 clamps them).
+pub fn generate_x25519(rng: &mut dyn rand_core::CryptoRng) -> X25519Secret {
+    let mut b = [0u8; 32];
+    rng.fill_bytes(&mut b);
+    X25519Secret::from_bytes(b)
 }

@@ -10,7 +10,9 @@ use hmac::{Hmac, Mac as _};
 use sha1::Sha1;
 use sha2::{Digest as _, Sha256};
 
-use super::{CryptoError, CryptoProvider, Ed25519Seed, P256Public, P256Secret, Secp256k1Secret};
+use super::{
+    CryptoError, CryptoProvider, Ed25519Seed, P256Public, P256Secret, Secp256k1Secret, X25519Secret,
+};
 
 /// The pure-Rust crypto provider on the RustCrypto crates (`p256`, `k256`, `ed25519-dalek`,
 /// `aes-gcm`, `sha2`, `hmac`, `sha1`).
@@ -136,6 +138,10 @@ impl CryptoProvider for RustCrypto {
         };
         vk.verify(msg, &ed25519_dalek::Signature::from_bytes(sig))
             .is_ok()
+    }
+
+    fn x25519_public_key(&self, secret: &X25519Secret) -> [u8; 32] {
+        curve25519_dalek::montgomery::MontgomeryPoint::mul_base_clamped(*secret.expose()).to_bytes()
     }
 
     fn schnorr_public_key(&self, secret: &Secp256k1Secret) -> Result<[u8; 32], CryptoError> {
@@ -360,6 +366,24 @@ mod tests {
         not_point[0] = 2;
         assert!(!P.ed25519_verify(&not_point, b"", &sig));
         assert!(!P.ed25519_verify(&[0xff; 32], b"", &[0xff; 64]));
+    }
+
+    #[test]
+    fn x25519_public_keys_match_rfc7748() {
+        // RFC 7748 §6.1: Alice's and Bob's private keys and their public keys.
+        for (secret, public) in [
+            (
+                "77076d0a7318a57d3c16c17251b26645df4c2f87ebc0992ab177fba51db92c2a",
+                "8520f0098930a754748b7ddcb43ef75a0dbf3a0d26381af4eba4a98eaa9b4e6a",
+            ),
+            (
+                "5dab087e624a8a4b79e17f8b83800ee66f3bb1292618b6fd1c2f8b27ff88e0eb",
+                "de9edb7d7b7dc1b4d35b61c2ece435373f8343c85b78674dadfc7e146f882b4f",
+            ),
+        ] {
+            let secret = super::super::X25519Secret::from_bytes(h32(secret));
+            assert_eq!(P.x25519_public_key(&secret), h32(public));
+        }
     }
 
     #[test]
