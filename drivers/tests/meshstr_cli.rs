@@ -231,6 +231,23 @@ fn descriptor_make_then_check_and_every_refusal() {
     let key = dir.key("node.key", &node);
     let now = NOW.to_string();
     let desc = dir.file("desc.json", &description());
+    // `descriptor make` of a description file with no proof of work, which must be refused.
+    let make_refuses = |f: &std::path::Path, why: &str| {
+        refuses(
+            &[
+                "descriptor",
+                "make",
+                s(f),
+                "--key",
+                s(&key),
+                "--pow",
+                "0",
+                "--now",
+                &now,
+            ],
+            why,
+        )
+    };
     let (code, made) = weft(&[
         "descriptor",
         "make",
@@ -345,20 +362,7 @@ fn descriptor_make_then_check_and_every_refusal() {
         let mut d = description();
         d["agreement"] = bad.into();
         let f = dir.file("bad-agreement.json", &d);
-        let out = refuses(
-            &[
-                "descriptor",
-                "make",
-                s(&f),
-                "--key",
-                s(&key),
-                "--pow",
-                "0",
-                "--now",
-                &now,
-            ],
-            "",
-        );
+        let out = make_refuses(&f, "");
         assert!(
             out["refused"] == "SmallOrder" || out["refused"] == "NonCanonical",
             "{out}"
@@ -369,37 +373,11 @@ fn descriptor_make_then_check_and_every_refusal() {
     d["class"] = "leaf".into();
     d["expiration"] = (NOW + 2 * 86400).into();
     let f = dir.file("leaf.json", &d);
-    refuses(
-        &[
-            "descriptor",
-            "make",
-            s(&f),
-            "--key",
-            s(&key),
-            "--pow",
-            "0",
-            "--now",
-            &now,
-        ],
-        "LifetimeTooLong",
-    );
+    make_refuses(&f, "LifetimeTooLong");
     let mut d = description();
     d["protocols"] = json!(["peering/1.0"]);
     let f = dir.file("nobudget.json", &d);
-    refuses(
-        &[
-            "descriptor",
-            "make",
-            s(&f),
-            "--key",
-            s(&key),
-            "--pow",
-            "0",
-            "--now",
-            &now,
-        ],
-        "MissingProtocol",
-    );
+    make_refuses(&f, "MissingProtocol");
     // What cannot be read is not a verdict: a misspelt member, a class that is none.
     let mut d = description();
     d["agreemnt"] = d["agreement"].clone();
