@@ -33,6 +33,10 @@ use weft_proto::nostr::limits::DEFAULT_MAX_MESSAGE_BYTES;
 mod cli;
 use cli::{Running, WEFT, free_port, temp_dir};
 
+#[path = "common/nostr_ws.rs"]
+mod nostr_ws;
+use nostr_ws::WeftRelay;
+
 const WAIT: Duration = Duration::from_secs(30);
 
 /// A `ping` frame of exactly `len` bytes with its newline (its `n` padded).
@@ -149,17 +153,7 @@ fn req(len: usize) -> String {
 fn nostr_relay_reads_and_answers_its_largest_message_and_closes_one_byte_more_with_1009() {
     let dir = temp_dir("frames-nostr");
     let addr = free_port();
-    let mut cmd = Command::new(WEFT);
-    cmd.args([
-        "nostr",
-        "serve",
-        "--listen",
-        &addr.to_string(),
-        "--data-dir",
-    ])
-    .arg(dir.join("nostr"));
-    let _server = Running::spawn(cmd);
-    _server.wait_for("listening on ws");
+    let _server = WeftRelay::start(addr, &dir.join("nostr"), None, &[], dir.join("nostr.log"));
     let stream = TcpStream::connect(addr).unwrap();
     stream.set_read_timeout(Some(WAIT)).unwrap();
     let (mut ws, _) = tungstenite::client::client(format!("ws://{addr}/"), stream).unwrap();
