@@ -10,25 +10,14 @@ use tungstenite::{Message, WebSocket};
 
 #[path = "common/cli.rs"]
 mod cli;
-use cli::{Running, WEFT, free_port, temp_dir};
+use cli::{Running, WEFT, airc_serve_ws, free_port, temp_dir};
 
 const WAIT: Duration = Duration::from_secs(20);
 
 /// `weft airc serve` with the client face on WebSocket at a free loopback port, the test's uid
 /// owning `alice`.
 fn serve(name: &str) -> (Running, SocketAddr) {
-    let dir = temp_dir(name);
-    let ws = free_port();
-    let mut cmd = Command::new(WEFT);
-    cmd.args(["airc", "serve", "--data-dir"])
-        .arg(&dir)
-        .args(["--client-ws", &ws.to_string()])
-        .args([
-            "--namespaces",
-            &format!("{}=alice", rustix::process::getuid().as_raw()),
-        ]);
-    let server = Running::spawn(cmd);
-    server.wait_for("listening on ws://");
+    let (server, _, ws) = airc_serve_ws(name);
     (server, ws)
 }
 

@@ -18,7 +18,7 @@
 //! in `minca_node_ws.rs`.
 
 use std::io::{BufRead, BufReader, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::TcpStream;
 use std::os::unix::net::UnixStream;
 use std::process::Command;
 use std::time::Duration;
@@ -31,7 +31,7 @@ use weft_proto::nostr::limits::DEFAULT_MAX_MESSAGE_BYTES;
 
 #[path = "common/cli.rs"]
 mod cli;
-use cli::{Running, WEFT, free_port, temp_dir};
+use cli::{Running, WEFT, airc_serve_ws, free_port, temp_dir};
 
 #[path = "common/nostr_ws.rs"]
 mod nostr_ws;
@@ -50,23 +50,6 @@ fn hello_line() -> &'static str {
     "{\"t\":\"hello\",\"proto\":\"airc/0.1\",\"role\":\"client\",\"agent\":\"frames/1\"}\n"
 }
 
-/// `weft airc serve` with the test's uid owning `alice`, the client face also on WebSocket.
-fn airc(name: &str) -> (Running, std::path::PathBuf, SocketAddr) {
-    let dir = temp_dir(name);
-    let ws = free_port();
-    let mut cmd = Command::new(WEFT);
-    cmd.args(["airc", "serve", "--data-dir"])
-        .arg(&dir)
-        .args(["--client-ws", &ws.to_string()])
-        .args([
-            "--namespaces",
-            &format!("{}=alice", rustix::process::getuid().as_raw()),
-        ]);
-    let server = Running::spawn(cmd);
-    server.wait_for("listening on ws://");
-    (server, dir.join("airc.sock"), ws)
-}
-
 fn read_line(reader: &mut BufReader<UnixStream>) -> String {
     let mut line = String::new();
     reader.read_line(&mut line).unwrap();
@@ -75,7 +58,7 @@ fn read_line(reader: &mut BufReader<UnixStream>) -> String {
 
 #[test]
 fn airc_unix_socket_carries_a_1_mib_frame_both_ways_and_answers_one_byte_more_with_error() {
-    let (_server, socket, _) = airc("frames-unix");
+    let (_server, socket, _) = airc_serve_ws("frames-unix");
     let stream = UnixStream::connect(&socket).unwrap();
     stream.set_read_timeout(Some(WAIT)).unwrap();
     let mut writer = stream.try_clone().unwrap();
@@ -101,7 +84,7 @@ fn airc_unix_socket_carries_a_1_mib_frame_both_ways_and_answers_one_byte_more_wi
 
 #[test]
 fn airc_websocket_face_carries_a_1_mib_frame_both_ways_and_closes_one_byte_more_with_1009() {
-    let (_server, _, addr) = airc("frames-ws");
+    let (_server, _, addr) = airc_serve_ws("frames-ws");
     let stream = TcpStream::connect(addr).unwrap();
     stream.set_read_timeout(Some(WAIT)).unwrap();
     let (mut ws, _) = tungstenite::client::client(format!("ws://{addr}/"), stream).unwrap();

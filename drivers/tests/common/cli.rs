@@ -124,3 +124,22 @@ impl Ran {
 pub(crate) fn json(line: &str) -> Value {
     serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"))
 }
+
+/// `weft airc serve` in a fresh data directory, the test's uid owning `alice`, the client face
+/// also on WebSocket at a free loopback port: the process, its client socket's path and the
+/// WebSocket address.
+pub(crate) fn airc_serve_ws(name: &str) -> (Running, PathBuf, SocketAddr) {
+    let dir = temp_dir(name);
+    let ws = free_port();
+    let mut cmd = Command::new(WEFT);
+    cmd.args(["airc", "serve", "--data-dir"])
+        .arg(&dir)
+        .args(["--client-ws", &ws.to_string()])
+        .args([
+            "--namespaces",
+            &format!("{}=alice", rustix::process::getuid().as_raw()),
+        ]);
+    let server = Running::spawn(cmd);
+    server.wait_for("listening on ws://");
+    (server, dir.join("airc.sock"), ws)
+}
