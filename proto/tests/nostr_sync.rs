@@ -558,8 +558,9 @@ fn a_peer_advertising_no_scope_is_synced_over_the_implicit_window() {
     assert!(local_ids(&mut p).is_empty());
 }
 
-#[test]
-fn silence_instead_of_a_challenge_or_an_ok_is_a_failure() {
+/// A worker with default limits that read a peer's NIP-11 (one open scope) and whose socket to
+/// the peer just opened, nothing said on it yet.
+fn connected_worker() -> (Worker<ChaCha20Rng>, ConnId) {
     let mut w = Worker::new(
         config(SyncLimits::DEFAULT),
         now(),
@@ -573,6 +574,12 @@ fn silence_instead_of_a_challenge_or_an_ok_is_a_failure() {
         o => panic!("{o:?}"),
     };
     w.handle(now(), Input::Connected(conn));
+    (w, conn)
+}
+
+#[test]
+fn silence_instead_of_a_challenge_or_an_ok_is_a_failure() {
+    let (mut w, conn) = connected_worker();
     // First it asks for the challenge once, with a REQ that reads nothing stored.
     let probe_at = w.poll_timeout().unwrap().at;
     assert_eq!(probe_at, now().saturating_add(worker::AUTH_PROBE_AFTER));
@@ -609,19 +616,7 @@ fn silence_instead_of_a_challenge_or_an_ok_is_a_failure() {
 
 #[test]
 fn a_peer_that_challenges_only_when_asked_is_asked_and_authenticated() {
-    let mut w = Worker::new(
-        config(SyncLimits::DEFAULT),
-        now(),
-        ChaCha20Rng::seed_from_u64(1),
-    );
-    while w.poll().is_some() {}
-    w.handle(now(), Input::Info(info(json!([{}]))));
-    let conn = match core::iter::from_fn(|| w.poll()).find(|o| matches!(o, Output::Connect { .. }))
-    {
-        Some(Output::Connect { conn, .. }) => conn,
-        o => panic!("{o:?}"),
-    };
-    w.handle(now(), Input::Connected(conn));
+    let (mut w, conn) = connected_worker();
     // Nothing is sent before the probe's time.
     assert!(core::iter::from_fn(|| w.poll()).all(|o| !matches!(o, Output::Send { .. })));
     let probe_at = w.poll_timeout().unwrap().at;
